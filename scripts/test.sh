@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Set up everything on a fresh machine and run the whole test suite (.ci/run calls this).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# The Debian ROS 1 packages the live tests use (real rosmaster, rosbag info/check/play).
+ROS_PKGS="python3-rosbag python3-rosmaster python3-rostopic python3-rospy python3-std-msgs
+  python3-sensor-msgs python3-geometry-msgs python3-tf2-msgs"
+if ! command -v rosmaster >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+  $SUDO apt-get update -q >/dev/null
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $ROS_PKGS >/dev/null
+fi
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/ruff check src tests bench
+.venv/bin/python -m pytest -n 2 -q "$@"

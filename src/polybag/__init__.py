@@ -1,0 +1,97 @@
+"""polybag: robot logs (ROS 1 bags, MCAP, PX4 ULog) without ROS.
+
+>>> import polybag
+>>> with polybag.open("in.mcap") as r:
+...     for m in r.messages(topics=["/a"]):
+...         print(m.channel.topic, m.log_time, bytes(m.data))
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any, BinaryIO
+
+from polybag.errors import (
+    ChecksumError,
+    DecodeError,
+    FormatError,
+    PolybagError,
+    TruncatedError,
+    UnknownFormatError,
+    UnsupportedError,
+    WriteError,
+)
+from polybag.model import Attachment, Channel, ChunkInfo, Message, Metadata, Schema, Summary
+from polybag.reader import Reader
+from polybag.source import MappedSource, open_source
+from polybag.writer import Writer
+
+__version__ = "0.1.0"
+
+
+def open(  # noqa: A001 - the public name the issue asks for
+    target: str | os.PathLike[str] | BinaryIO | bytes | bytearray | memoryview,
+    format: str | None = None,  # noqa: A002
+    **options: Any,
+) -> Reader:
+    """Open a log for reading; the format comes from its magic bytes (or ``format=``).
+
+    ``target`` is a path, a bytes-like buffer, or a binary stream (seekable files are
+    mapped; pipes such as ``sys.stdin.buffer`` are read forward only).  ``options`` go to
+    the format's reader (for example ``validate_crcs=False`` for MCAP).
+    """
+    from polybag.formats.sniff import READERS, SNIFF_BYTES, sniff
+
+    source = open_source(target)
+    path = source.path
+    if isinstance(source, MappedSource):
+        head = bytes(source.view[:SNIFF_BYTES])
+    else:
+        head = source.peek(SNIFF_BYTES)
+    fmt = format or sniff(head)
+    if fmt is None and path and os.fspath(path).lower().endswith((".bag", ".bag.active")) and head:
+        fmt = "bag"  # ROSLOG version 0 has no header line
+    if fmt is None:
+        source.close()
+        if not head:
+            raise UnknownFormatError("empty file: no magic bytes", path, 0)
+        raise UnknownFormatError(
+            f"not a log polybag can read: first bytes {head[:8]!r} match no MCAP, bag or ULog magic",
+            path,
+            0,
+        )
+    if fmt not in READERS:
+        source.close()
+        raise UnsupportedError(f"unknown format {fmt!r} (known: {', '.join(READERS)})")
+    mod, _, name = READERS[fmt].partition(":")
+    opener = getattr(importlib.import_module(mod), name)
+    try:
+        reader: Reader = opener(source, path, **options)
+    except BaseException:
+        source.close()
+        raise
+    return reader
+
+
+__all__ = [
+    "Attachment",
+    "Channel",
+    "ChecksumError",
+    "ChunkInfo",
+    "DecodeError",
+    "FormatError",
+    "Message",
+    "Metadata",
+    "PolybagError",
+    "Reader",
+    "Schema",
+    "Summary",
+    "TruncatedError",
+    "UnknownFormatError",
+    "UnsupportedError",
+    "WriteError",
+    "Writer",
+    "__version__",
+    "open",
+]

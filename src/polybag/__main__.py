@@ -1,0 +1,5 @@
+import sys
+
+from polybag.cli import main
+
+sys.exit(main())

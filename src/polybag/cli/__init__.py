@@ -1,0 +1,71 @@
+"""The ``polybag`` command.
+
+Each command is one small module in this package that defines ``register(subparsers)``;
+``register`` adds a subparser and sets ``func`` to a callable ``(args) -> int``.  Modules
+are found automatically, so adding a command touches no shared file.
+
+Exit codes: 0 success; 1 the operation found a problem or lost data (``check``,
+``recover``); 2 usage error; 3 the input could not be read (a polybag error); 130
+interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from polybag import __version__
+from polybag.errors import PolybagError
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1
+EXIT_USAGE = 2
+EXIT_INPUT = 3
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="polybag",
+        description="Robot logs (ROS 1 bags, MCAP, PX4 ULog) without ROS.",
+    )
+    parser.add_argument("--version", action="version", version=f"polybag {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        register = getattr(mod, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(func(args) or 0)
+    except PolybagError as e:
+        print(f"polybag {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print(f"polybag {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `polybag cat ... | head`: stop quietly
+        try:
+            sys.stdout = None  # type: ignore[assignment]
+        finally:
+            return EXIT_OK  # noqa: B012
+
+
+if __name__ == "__main__":
+    sys.exit(main())

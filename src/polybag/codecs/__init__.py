@@ -1,0 +1,69 @@
+"""Codecs: what is inside a message.
+
+A codec is made from a :class:`~polybag.model.Schema` and turns payload bytes into objects,
+dicts and back.  The codec for a channel is chosen by ``(channel.message_encoding,
+schema.encoding)`` and cached per schema, so each type is compiled once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+from polybag.errors import UnsupportedError
+from polybag.model import Channel, Schema
+
+
+class Codec(Protocol):
+    def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any: ...
+
+    def to_dict(self, data: bytes | memoryview, topic: str | None = None) -> Any: ...
+
+    def encode(self, obj: Any) -> bytes: ...
+
+
+# (message_encoding, schema_encoding) -> "module:factory"; factory(schema) -> Codec
+CODECS: dict[tuple[str, str], str] = {
+    ("ros1", "ros1msg"): "polybag.codecs.ros1:codec_for_schema",
+    ("cdr", "ros2msg"): "polybag.codecs.cdr:codec_for_schema",
+    ("cdr", "ros2idl"): "polybag.codecs.cdr:codec_for_schema",
+    ("json", "jsonschema"): "polybag.codecs.jsoncodec:codec_for_schema",
+    ("json", ""): "polybag.codecs.jsoncodec:codec_for_schema",
+    ("protobuf", "protobuf"): "polybag.codecs.protobuf:codec_for_schema",
+    ("ulog", "ulog"): "polybag.codecs.ulog:codec_for_schema",
+}
+
+_cache: dict[tuple[str, str, str, bytes, str], Codec] = {}
+
+
+def codec_for(channel: Channel) -> Codec:
+    schema = channel.schema
+    if schema is None:
+        schema = Schema(0, str(channel.metadata.get("type", "")), "", b"")
+    key = (
+        channel.message_encoding,
+        schema.encoding,
+        schema.name,
+        bytes(schema.data),
+        str(channel.metadata.get("md5sum", "")),
+    )
+    codec = _cache.get(key)
+    if codec is None:
+        spec = CODECS.get((channel.message_encoding, schema.encoding))
+        if spec is None:
+            raise UnsupportedError(
+                f"topic {channel.topic}: no codec for message encoding {channel.message_encoding!r} "
+                f"with schema encoding {schema.encoding!r}"
+            )
+        mod, _, name = spec.partition(":")
+        factory = getattr(importlib.import_module(mod), name)
+        codec = _cache[key] = factory(schema, channel)
+    return codec
+
+
+def decode_message(channel: Channel, data: bytes | memoryview) -> Any:
+    return codec_for(channel).decode(data, topic=channel.topic)
+
+
+def message_to_dict(channel: Channel, data: bytes | memoryview) -> Any:
+    return codec_for(channel).to_dict(data, topic=channel.topic)

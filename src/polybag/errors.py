@@ -1,0 +1,92 @@
+"""One exception family for everything polybag raises.
+
+Every error a user can get from bad input is a :class:`PolybagError`.  Errors about a file's
+bytes are :class:`FormatError` and carry the file name and the byte offset where the
+problem was found, so a message reads like
+``example.bag: offset 4117: expected record header length <= 1039 bytes, found 4294967295``.
+"""
+
+from __future__ import annotations
+
+
+class PolybagError(Exception):
+    """Base of every polybag exception."""
+
+
+class FormatError(PolybagError):
+    """The bytes of a file do not follow its format."""
+
+    def __init__(self, message: str, path: str | None = None, offset: int | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.offset = offset
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = []
+        if self.path:
+            parts.append(str(self.path))
+        if self.offset is not None:
+            parts.append(f"offset {self.offset}")
+        parts.append(self.message)
+        return ": ".join(parts)
+
+
+class UnknownFormatError(FormatError):
+    """The file's magic bytes match no format polybag knows."""
+
+
+class TruncatedError(FormatError):
+    """The file ends before a record it declares is complete."""
+
+
+class ChecksumError(FormatError):
+    """A stored CRC does not match the bytes it covers."""
+
+
+class UnsupportedError(PolybagError):
+    """Valid input that polybag cannot handle (an unknown compression, a future version...)."""
+
+
+class DecodeError(PolybagError):
+    """A message payload does not match its schema."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str | None = None,
+        type_name: str | None = None,
+        field: str | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.topic = topic
+        self.type_name = type_name
+        self.field = field
+        self.offset = offset
+        where = []
+        if topic:
+            where.append(f"topic {topic}")
+        if type_name:
+            where.append(f"type {type_name}")
+        if field:
+            where.append(f"field {field}")
+        if offset is not None:
+            where.append(f"payload offset {offset}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class WriteError(PolybagError):
+    """A writer was used wrongly (unknown channel, closed writer, unsupported feature)."""
+
+
+__all__ = [
+    "ChecksumError",
+    "DecodeError",
+    "FormatError",
+    "PolybagError",
+    "TruncatedError",
+    "UnknownFormatError",
+    "UnsupportedError",
+    "WriteError",
+]
