@@ -1,0 +1,351 @@
+"""What every operation shares: opening inputs, making writers, mapping channels, results.
+
+Operations are compositions of the public pieces only: :func:`polybag.open`, a
+:class:`polybag.Writer`, the codecs.  Nothing here imports a format's internals.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import polybag
+from polybag.errors import PolybagError, UnsupportedError
+from polybag.model import Attachment, Channel, Message, Metadata, Schema
+from polybag.reader import Reader
+from polybag.writer import EXTENSIONS, WRITERS, Writer, format_for_path
+
+PathLike = str | os.PathLike[str]
+Input = PathLike | Reader
+
+# message encodings each writable format can hold (None: anything)
+HOLDS: dict[str, set[str] | None] = {"mcap": None, "bag": {"ros1"}, "ulog": {"ulog"}}
+
+Transform = Callable[[bytes | memoryview], bytes | memoryview | None]
+
+
+@dataclass
+class OpResult:
+    """What an operation did: counts and warnings (``to_dict()`` for ``--json``)."""
+
+    messages: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- inputs --------------------------------------------------------------------------------
+class opened:  # noqa: N801 - used like a function in `with`
+    """Open a path (closing it afterwards) or pass an already open reader through."""
+
+    def __init__(self, target: Input, **options: Any) -> None:
+        self._own = not isinstance(target, Reader)
+        self.reader: Reader = polybag.open(target, **options) if self._own else target  # type: ignore[arg-type]
+
+    def __enter__(self) -> Reader:
+        return self.reader
+
+    def __exit__(self, *exc: object) -> None:
+        if self._own:
+            self.reader.close()
+
+
+def input_name(target: Input) -> str:
+    if isinstance(target, Reader):
+        return str(target.path or "<stream>")
+    return os.fspath(target)
+
+
+def same_file(a: Input, b: PathLike) -> bool:
+    if isinstance(a, Reader):
+        if a.path is None:
+            return False
+        a = a.path
+    try:
+        return os.path.samefile(os.fspath(a), os.fspath(b))
+    except OSError:
+        return False
+
+
+def check_distinct(src: Input, dst: PathLike) -> None:
+    if same_file(src, dst):
+        raise PolybagError(f"{os.fspath(dst)}: output is the input; the input is never modified")
+
+
+# --- writers -------------------------------------------------------------------------------
+def target_format(path: PathLike, format: str | None) -> str:  # noqa: A002
+    if format:
+        fmt = format.lower()
+        aliases = {"ulg": "ulog", "rosbag": "bag", "bag1": "bag"}
+        fmt = aliases.get(fmt, fmt)
+        if fmt not in WRITERS:
+            raise UnsupportedError(f"no writer for format {format!r} (known: {', '.join(WRITERS)})")
+        return fmt
+    return format_for_path(path)
+
+
+def writer_accepts(fmt: str, name: str) -> bool:
+    """Whether the writer class of ``fmt`` takes keyword ``name`` (or ``**kwargs``)."""
+    mod, _, cls_name = WRITERS[fmt].partition(":")
+    try:
+        cls = getattr(importlib.import_module(mod), cls_name)
+        sig = inspect.signature(cls.__init__)
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return False
+    for p in sig.parameters.values():
+        if p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD:
+            return True
+    return False
+
+
+def make_writer(
+    path: PathLike,
+    fmt: str,
+    compression: str | None = None,
+    chunk_size: int | None = None,
+    profile: str | None = None,
+    **extra: Any,
+) -> Writer:
+    kwargs: dict[str, Any] = {}
+    if compression is not None:
+        kwargs["compression"] = "none" if compression in ("", "none") else compression
+    if chunk_size is not None:
+        kwargs["chunk_size"] = chunk_size
+    if profile is not None and writer_accepts(fmt, "profile"):
+        kwargs["profile"] = profile
+    for k, v in extra.items():
+        if v is not None and writer_accepts(fmt, k):
+            kwargs[k] = v
+    os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))) or ".", exist_ok=True)
+    return Writer(os.fspath(path), format=fmt, **kwargs)
+
+
+def abort_writer(w: Writer, path: PathLike) -> None:
+    """After a failure: close what can be closed and leave no half-written output behind."""
+    try:
+        w.close()
+    except Exception:  # noqa: BLE001 - already failing; the original error matters
+        pass
+    p = os.fspath(path)
+    for leftover in (p + ".active",):
+        try:
+            os.remove(leftover)
+        except OSError:
+            pass
+
+
+def ext_for(fmt: str) -> str:
+    for ext, f in EXTENSIONS.items():
+        if f == fmt:
+            return ext
+    return "." + fmt
+
+
+# --- channels ------------------------------------------------------------------------------
+def _md5_for(schema: Schema) -> str | None:
+    try:
+        from polybag.codecs.ros1 import compute_md5  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    try:
+        return str(compute_md5(schema.name, bytes(schema.data).decode("utf-8", "replace")))
+    except Exception:  # noqa: BLE001 - a definition the codec cannot parse: leave md5 unset
+        return None
+
+
+def _channel_key(topic: str, encoding: str, schema: Schema | None, metadata: Mapping[str, str]) -> tuple:
+    skey = None if schema is None else (schema.name, schema.encoding, bytes(schema.data))
+    return (topic, encoding, skey, tuple(sorted(metadata.items())))
+
+
+class ChannelMap:
+    """Source channel -> (target channel, payload transform), created once per channel.
+
+    Channels the target format cannot hold are dropped with a warning; ULog channels become
+    ROS 1 channels (see :mod:`polybag.ops.ulog_ros1`) for MCAP and bag targets.  Identical
+    channels from several inputs share one target channel (merge).
+    """
+
+    def __init__(self, writer: Writer, fmt: str, result: OpResult) -> None:
+        self.writer = writer
+        self.fmt = fmt
+        self.result = result
+        self._by_obj: dict[int, tuple[Channel, Channel | None, Transform | None]] = {}
+        self._by_key: dict[tuple, Channel] = {}
+        self._schemas: dict[tuple[str, str, bytes], Schema] = {}
+        self.dropped: dict[str, int] = {}
+        self.types_by_topic: dict[str, set[tuple[str, str]]] = {}
+
+    def get(self, ch: Channel) -> tuple[Channel | None, Transform | None]:
+        got = self._by_obj.get(id(ch))
+        if got is None or got[0] is not ch:
+            out, tf = self._make(ch)
+            got = self._by_obj[id(ch)] = (ch, out, tf)
+        return got[1], got[2]
+
+    def schema(self, name: str, encoding: str, data: bytes) -> Schema:
+        key = (name, encoding, bytes(data))
+        s = self._schemas.get(key)
+        if s is None:
+            s = self._schemas[key] = self.writer.add_schema(name, encoding, bytes(data))
+        return s
+
+    def _make(self, ch: Channel) -> tuple[Channel | None, Transform | None]:
+        enc = ch.message_encoding
+        schema = ch.schema
+        metadata = dict(ch.metadata)
+        tf: Transform | None = None
+        holds = HOLDS.get(self.fmt)
+        if enc == "ulog" and self.fmt != "ulog":
+            from polybag.ops.ulog_ros1 import ulog_channel_to_ros1
+
+            try:
+                topic, schema, metadata, tf = ulog_channel_to_ros1(ch)
+            except PolybagError as e:
+                self.result.warn(f"topic {ch.topic}: cannot map ULog type to ROS 1: {e}; dropped")
+                return None, None
+            enc = "ros1"
+        else:
+            topic = ch.topic
+        if holds is not None and enc not in holds:
+            self.result.warn(
+                f"topic {ch.topic}: {self.fmt} files cannot hold {enc or 'schemaless'!r} messages; dropped"
+            )
+            return None, None
+        if enc == "ros1" and schema is not None:
+            if "type" not in metadata and schema.name:
+                metadata["type"] = schema.name
+            if "md5sum" not in metadata and self.fmt == "bag":
+                md5 = _md5_for(schema)
+                if md5:
+                    metadata["md5sum"] = md5
+        key = _channel_key(topic, enc, schema, metadata)
+        out = self._by_key.get(key)
+        if out is None:
+            wschema = None
+            if schema is not None:
+                wschema = self.schema(schema.name, schema.encoding, schema.data)
+            out = self.writer.add_channel(topic, enc, wschema, metadata)
+            self._by_key[key] = out
+            tname = schema.name if schema is not None else str(metadata.get("type", ""))
+            self.types_by_topic.setdefault(topic, set()).add((tname, str(metadata.get("md5sum", ""))))
+        return out, tf
+
+    def conflicts(self) -> list[str]:
+        """Topics written with more than one type or md5sum."""
+        out = []
+        for topic, types in sorted(self.types_by_topic.items()):
+            names = {t for t, _ in types}
+            md5s = {m for _, m in types if m}
+            if len(names) > 1 or len(md5s) > 1:
+                desc = ", ".join(f"{t or '?'} ({m or 'no md5'})" for t, m in sorted(types))
+                out.append(f"topic {topic}: conflicting types: {desc}")
+        return out
+
+
+def copy_messages(
+    messages: Iterable[Message],
+    cmap: ChannelMap,
+    progress: Any | None = None,
+    on_message: Callable[[Message], None] | None = None,
+) -> tuple[int, int]:
+    """Write ``messages`` through ``cmap``; returns (written, dropped)."""
+    write = cmap.writer.write
+    get = cmap.get
+    cache: dict[int, tuple[Channel, Channel | None, Transform | None]] = {}
+    written = dropped = 0
+    pending = 0
+    for m in messages:
+        ch = m.channel
+        ent = cache.get(id(ch))
+        if ent is None or ent[0] is not ch:
+            out, tf = get(ch)
+            ent = cache[id(ch)] = (ch, out, tf)
+        out = ent[1]
+        if out is None:
+            dropped += 1
+            cmap.dropped[ch.topic] = cmap.dropped.get(ch.topic, 0) + 1
+            continue
+        data = m.data
+        tf = ent[2]
+        if tf is not None:
+            data = tf(data)
+            if data is None:
+                dropped += 1
+                cmap.dropped[ch.topic] = cmap.dropped.get(ch.topic, 0) + 1
+                continue
+        write(out, data, m.log_time, m.publish_time, m.sequence)
+        written += 1
+        if on_message is not None:
+            on_message(m)
+        if progress is not None:
+            pending += 1
+            if pending >= 4096:
+                progress.update(pending)
+                pending = 0
+    if progress is not None and pending:
+        progress.update(pending)
+    return written, dropped
+
+
+def copy_attachments_and_metadata(
+    reader: Reader, writer: Writer, fmt: str, result: OpResult
+) -> tuple[int, int, int, int]:
+    """Copy attachments and metadata; returns (attachments kept, dropped, metadata kept, dropped)."""
+    kept_a = drop_a = kept_m = drop_m = 0
+    atts: Iterator[Attachment] = reader.attachments()
+    for a in atts:
+        try:
+            writer.write_attachment(a)
+            kept_a += 1
+        except (UnsupportedError, NotImplementedError):
+            drop_a += 1
+    metas: Iterator[Metadata] = reader.metadata()
+    for md in metas:
+        try:
+            writer.write_metadata(md)
+            kept_m += 1
+        except (UnsupportedError, NotImplementedError):
+            drop_m += 1
+    if drop_a:
+        result.warn(f"{fmt} files cannot hold attachments: {drop_a} attachment(s) not copied")
+    if drop_m:
+        result.warn(f"{fmt} files cannot hold metadata: {drop_m} metadata record(s) not copied")
+    return kept_a, drop_a, kept_m, drop_m
+
+
+def profile_for(channels: Iterable[Channel]) -> str | None:
+    """``ros1`` when every channel is (or becomes) ROS 1, ``ros2`` for all-CDR, else None."""
+    encs = {c.message_encoding for c in channels}
+    encs = {"ros1" if e == "ulog" else e for e in encs}
+    if encs == {"ros1"}:
+        return "ros1"
+    if encs == {"cdr"}:
+        return "ros2"
+    return None
+
+
+def make_progress(total: int, label: str, enabled: bool | None) -> Any:
+    """A :class:`polybag.cli._common.Progress` (``enabled=None``: only on a terminal)."""
+    from polybag.cli._common import Progress
+
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    return Progress(total, label, enabled=enabled and total > 0)
+
+
+def summary_count(reader: Reader) -> int:
+    try:
+        return int(reader.summary.message_count)
+    except PolybagError:
+        return 0

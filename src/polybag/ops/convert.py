@@ -1,0 +1,139 @@
+"""``convert``: any readable log into any writable format, streamed.
+
+Messages are copied in file order, one chunk at a time (the reader holds a chunk, the
+writer buffers one), so memory stays bounded by a few chunks whatever the file size.
+
+* bag -> MCAP: the ``ros1`` profile; schemas ``ros1msg`` with the full definition text,
+  channels ``ros1`` with the bag connection's ``md5sum``/``type``/``callerid``/``latching``
+  kept in the channel metadata.
+* MCAP (ros1) -> bag: the same connections (topic, type, md5sum, definition, callerid,
+  latching) and the same payload bytes.
+* ULog -> MCAP or bag: ROS 1 channels, see :mod:`polybag.ops.ulog_ros1` for the mapping.
+* ULog -> ULog: the ULog writer copies everything the reader exposes.
+* Attachments and metadata are copied where the target can hold them; otherwise they are
+  counted in the result and reported as warnings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from polybag.ops._common import (
+    ChannelMap,
+    Input,
+    OpResult,
+    PathLike,
+    abort_writer,
+    check_distinct,
+    copy_attachments_and_metadata,
+    copy_messages,
+    input_name,
+    make_progress,
+    make_writer,
+    opened,
+    profile_for,
+    summary_count,
+    target_format,
+)
+
+
+@dataclass
+class ConvertResult(OpResult):
+    input: str = ""
+    output: str = ""
+    input_format: str = ""
+    output_format: str = ""
+    profile: str = ""
+    channels: int = 0
+    dropped_messages: int = 0
+    dropped_topics: dict[str, int] = field(default_factory=dict)
+    attachments: int = 0
+    attachments_dropped: int = 0
+    metadata: int = 0
+    metadata_dropped: int = 0
+
+
+def ulog_writer_options(reader: Any, fmt: str) -> dict[str, Any]:
+    """What a ULog writer needs to copy a ULog's extras (info, params, logged strings...)."""
+    from polybag.ops._common import writer_accepts
+
+    opts: dict[str, Any] = {}
+    if fmt != "ulog" or getattr(reader, "format", "") != "ulog":
+        return opts
+    for name in ("source", "reader", "like", "template"):
+        if writer_accepts(fmt, name) and name != "source":
+            opts[name] = reader
+            break
+    return opts
+
+
+def convert(
+    src: Input,
+    dst: PathLike,
+    *,
+    format: str | None = None,  # noqa: A002
+    compression: str | None = None,
+    chunk_size: int | None = None,
+    profile: str | None = None,
+    topics: Any = None,
+    progress: bool | None = False,
+    **reader_options: Any,
+) -> ConvertResult:
+    """Copy every message (and attachment/metadata the target can hold) of ``src`` to ``dst``.
+
+    ``format`` defaults to ``dst``'s extension; ``compression``/``chunk_size`` go to the
+    writer (its defaults otherwise); ``profile`` overrides the MCAP profile, which is
+    ``ros1`` when every channel is ROS 1 (bags, ULog).
+    """
+    fmt = target_format(dst, format)
+    check_distinct(src, dst)
+    result = ConvertResult(input=input_name(src), output=str(dst), output_format=fmt)
+    with opened(src, **reader_options) as reader:
+        result.input_format = reader.format
+        summary = reader.summary
+        if profile is None and fmt == "mcap":
+            profile = profile_for(summary.channels.values())
+        result.profile = profile or ""
+        extra = _ulog_extras(reader, fmt)
+        writer = make_writer(dst, fmt, compression, chunk_size, profile, **extra)
+        try:
+            _copy_ulog_extras(reader, writer, fmt, result)
+            cmap = ChannelMap(writer, fmt, result)
+            # channels first, in the source's order, so empty channels survive too
+            for ch in summary.channels.values():
+                cmap.get(ch)
+            bar = make_progress(summary_count(reader), f"convert {result.input}", progress)
+            with bar:
+                written, dropped = copy_messages(reader.messages(topics=topics, order="file"), cmap, bar)
+            result.messages = written
+            result.dropped_messages = dropped
+            result.dropped_topics = dict(cmap.dropped)
+            (result.attachments, result.attachments_dropped, result.metadata, result.metadata_dropped) = (
+                copy_attachments_and_metadata(reader, writer, fmt, result)
+            )
+            result.channels = len(cmap._by_key)
+        except BaseException:
+            abort_writer(writer, dst)
+            raise
+        writer.close()
+    if result.dropped_messages:
+        result.warn(f"{result.dropped_messages} message(s) not written (see dropped_topics)")
+    return result
+
+
+def _ulog_extras(reader: Any, fmt: str) -> dict[str, Any]:
+    return ulog_writer_options(reader, fmt)
+
+
+def _copy_ulog_extras(reader: Any, writer: Any, fmt: str, result: OpResult) -> None:
+    """ULog -> ULog: hand the reader's ULog extras to the writer when it offers a way."""
+    if fmt != "ulog" or getattr(reader, "format", "") != "ulog":
+        return
+    for name in ("copy_ulog_extras", "copy_extras", "copy_from"):
+        fn = getattr(writer, name, None)
+        if callable(fn):
+            fn(reader)
+            return
+    if getattr(reader, "ulog", None) is not None:
+        result.warn("the ULog writer offers no way to copy info/params/logged strings; only data kept")

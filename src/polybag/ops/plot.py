@@ -1,0 +1,176 @@
+"""``plot``: fields of one or more topics against time, to a PNG (matplotlib) or HTML (plotly).
+
+A field is named ``TOPIC.FIELD`` with the flattened column names the codecs use
+(``/odom.pose.pose.position.x``, ``/imu.linear_acceleration.z``, ``vehicle_attitude.q[0]``);
+a bare ``TOPIC`` plots every numeric field of that topic.  Values come from
+``reader.topic_columns`` (whole-topic decoding), falling back to decoding message by message.
+Time on x is seconds from the log's start; one line per field; all fields on one figure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from polybag.errors import PolybagError, UnsupportedError
+from polybag.ops._common import Input, OpResult, input_name, opened
+from polybag.reader import Reader
+
+_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+@dataclass
+class Series:
+    topic: str
+    field: str
+    points: int = 0
+
+
+@dataclass
+class PlotResult(OpResult):
+    input: str = ""
+    output: str = ""
+    series: list[Series] = field(default_factory=list)
+
+
+def split_spec(spec: str, topics: Sequence[str]) -> tuple[str, str]:
+    """``TOPIC.FIELD`` -> (topic, field) using the longest topic that prefixes the spec."""
+    best: tuple[str, str] | None = None
+    for t in topics:
+        for cand in {t, t.lstrip("/")}:
+            if spec == cand:
+                rest = ""
+            elif spec.startswith(cand + "."):
+                rest = spec[len(cand) + 1 :]
+            else:
+                continue
+            if best is None or len(t) > len(best[0]):
+                best = (t, rest)
+    if best is None:
+        raise PolybagError(f"{spec!r}: no topic of the log prefixes it (topics: {', '.join(sorted(topics))})")
+    return best
+
+
+def _walk(obj: Any, path: str) -> Any:
+    for m in _PART.finditer(path):
+        if m.group(1) is not None:
+            key = m.group(1)
+            obj = obj[key] if isinstance(obj, dict) else getattr(obj, key)
+        else:
+            obj = obj[int(m.group(2))]
+    return obj
+
+
+def _columns(reader: Reader, topic: str) -> dict[str, Any] | None:
+    try:
+        cols = reader.topic_columns(topic)
+    except (ImportError, NotImplementedError, UnsupportedError, AttributeError, TypeError):
+        return None
+    return dict(cols)
+
+
+def _numeric(arr: Any) -> bool:
+    import numpy as np
+
+    a = np.asarray(arr)
+    return a.ndim == 1 and (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_)
+
+
+def collect(reader: Reader, specs: Sequence[str]) -> list[tuple[str, str, Any, Any]]:
+    """``[(topic, field, t_seconds, values)]`` for every spec."""
+    import numpy as np
+
+    summary = reader.summary
+    topics = sorted({c.topic for c in summary.channels.values()})
+    t0 = summary.start_time or 0
+    wanted: dict[str, list[str]] = {}
+    for spec in specs:
+        topic, fld = split_spec(spec, topics)
+        wanted.setdefault(topic, []).append(fld)
+    out = []
+    for topic, fields in wanted.items():
+        cols = _columns(reader, topic)
+        if cols is not None and "log_time" in cols:
+            t = (np.asarray(cols["log_time"], dtype=np.int64) - t0) / 1e9
+            for fld in fields:
+                names = [fld] if fld else [k for k in cols if k != "log_time" and _numeric(cols[k])]
+                for name in names:
+                    if name not in cols:
+                        close = [k for k in cols if k.startswith(name)]
+                        raise PolybagError(
+                            f"{topic}: no field {name!r}"
+                            + (f" (did you mean {', '.join(close[:5])}?)" if close else "")
+                        )
+                    if not _numeric(cols[name]):
+                        raise PolybagError(f"{topic}.{name}: not a numeric field")
+                    out.append((topic, name, t, np.asarray(cols[name], dtype=float)))
+            continue
+        # message by message
+        times: list[int] = []
+        values: dict[str, list[float]] = {f: [] for f in fields}
+        for m, obj in reader.decoded_messages(topics=[topic]):
+            times.append(m.log_time)
+            for fld in fields:
+                if not fld:
+                    raise PolybagError(f"{topic}: name a field (TOPIC.FIELD)")
+                try:
+                    values[fld].append(float(_walk(obj, fld)))
+                except (KeyError, AttributeError, IndexError, TypeError, ValueError) as e:
+                    raise PolybagError(f"{topic}.{fld}: cannot read the field: {e}") from None
+        t = (np.asarray(times, dtype=np.int64) - t0) / 1e9
+        for fld in fields:
+            out.append((topic, fld, t, np.asarray(values[fld], dtype=float)))
+    return out
+
+
+def plot(
+    src: Input,
+    fields: Sequence[str],
+    output: str | os.PathLike[str],
+    *,
+    html: bool = False,
+    title: str | None = None,
+) -> PlotResult:
+    """Plot ``fields`` (``TOPIC.FIELD``) of ``src`` to ``output`` (PNG, or HTML with ``html``)."""
+    if not fields:
+        raise PolybagError("plot needs at least one TOPIC.FIELD")
+    result = PlotResult(input=input_name(src), output=os.fspath(output))
+    with opened(src) as reader:
+        series = collect(reader, fields)
+    title = title or os.path.basename(result.input)
+    if html:
+        try:
+            import plotly.graph_objects as go  # type: ignore[import-not-found]
+        except ImportError:
+            raise UnsupportedError("--html needs plotly: pip install plotly") from None
+        fig = go.Figure()
+        for topic, fld, t, v in series:
+            fig.add_trace(go.Scatter(x=t, y=v, mode="lines", name=f"{topic}.{fld}"))
+        fig.update_layout(title=title, xaxis_title="time [s]")
+        fig.write_html(os.fspath(output))
+    else:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            raise UnsupportedError("plot needs matplotlib: pip install 'polybag[plot]'") from None
+        fig, ax = plt.subplots(figsize=(10, 5), dpi=100)
+        for topic, fld, t, v in series:
+            ax.plot(t, v, label=f"{topic}.{fld}", linewidth=1)
+        ax.set_xlabel("time since log start [s]")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        if series:
+            ax.legend(loc="best", fontsize="small")
+        fig.tight_layout()
+        fig.savefig(os.fspath(output))
+        plt.close(fig)
+    for topic, fld, _t, v in series:
+        result.series.append(Series(topic, fld, len(v)))
+        result.messages = max(result.messages, len(v))
+    return result

@@ -1,0 +1,185 @@
+"""``split``: one log into numbered parts, by size, by duration or at given times.
+
+Messages are read in log-time order, so every part covers one time span.  Parts are named
+``<stem>_<NNN><ext>`` (from 000) in ``output_dir`` (default: beside the input).  A part is
+started when the first message that belongs to it arrives; no empty parts are written.
+
+* ``size``: a new part when adding the next message would take the current part's payload
+  bytes past ``size`` (every part holds at least one message).
+* ``duration``: part k holds ``start + k*duration <= log_time < start + (k+1)*duration``.
+* ``at``: the sorted times are boundaries; a boundary belongs to the part it starts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from polybag.errors import PolybagError
+from polybag.model import Message
+from polybag.ops._common import (
+    ChannelMap,
+    Input,
+    OpResult,
+    abort_writer,
+    copy_attachments_and_metadata,
+    ext_for,
+    input_name,
+    make_progress,
+    make_writer,
+    opened,
+    profile_for,
+    summary_count,
+    target_format,
+)
+from polybag.writer import Writer
+
+PER_MESSAGE_OVERHEAD = 32  # rough record overhead counted by --size
+
+
+@dataclass
+class Part:
+    path: str
+    messages: int = 0
+    bytes: int = 0
+    start_time: int | None = None
+    end_time: int | None = None
+
+
+@dataclass
+class SplitResult(OpResult):
+    input: str = ""
+    parts: list[Part] = field(default_factory=list)
+    dropped_messages: int = 0
+
+
+def _time(value: int | str, base: int | None) -> int:
+    if isinstance(value, int):
+        return value
+    from polybag.cli._common import parse_time
+
+    return parse_time(str(value), base)
+
+
+def _duration(value: int | str) -> int:
+    if isinstance(value, int):
+        return value
+    from polybag.cli._common import parse_time
+
+    return parse_time(str(value).lstrip("+"))
+
+
+def split(
+    src: Input,
+    *,
+    size: int | None = None,
+    duration: int | str | None = None,
+    at: Sequence[int | str] | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+    prefix: str | None = None,
+    format: str | None = None,  # noqa: A002
+    compression: str | None = None,
+    chunk_size: int | None = None,
+    progress: bool | None = False,
+) -> SplitResult:
+    """Split ``src`` into parts; exactly one of ``size``, ``duration``, ``at``."""
+    modes = [x is not None for x in (size, duration, at)]
+    if sum(modes) != 1:
+        raise PolybagError("split needs exactly one of size, duration or at")
+    if size is not None and size <= 0:
+        raise PolybagError("split size must be positive")
+    name = input_name(src)
+    stem, ext = os.path.splitext(os.path.basename(name))
+    out_dir = os.fspath(output_dir) if output_dir is not None else (os.path.dirname(name) or ".")
+    result = SplitResult(input=name)
+    with opened(src) as reader:
+        fmt = target_format("x" + (ext or ".mcap"), format) if format or ext else "mcap"
+        out_ext = ext_for(fmt) if format else (ext or ext_for(fmt))
+        base_name = prefix if prefix is not None else stem
+        summary = reader.summary
+        start = summary.start_time
+        dur = None
+        points: list[int] = []
+        if duration is not None:
+            dur = _duration(duration)
+            if dur <= 0:
+                raise PolybagError("split duration must be positive")
+        if at is not None:
+            points = sorted(_time(t, start) for t in at)
+        channels = list(summary.channels.values())
+        profile = profile_for(channels) if fmt == "mcap" else None
+
+        writer: Writer | None = None
+        cmap: ChannelMap | None = None
+        part: Part | None = None
+        key: Any = None
+        first_time: int | None = None
+        cache: dict[int, Any] = {}
+
+        def open_part() -> None:
+            nonlocal writer, cmap, part, cache
+            idx = len(result.parts)
+            path = os.path.join(out_dir, f"{base_name}_{idx:03d}{out_ext}")
+            if os.path.exists(name) and os.path.exists(path) and os.path.samefile(path, name):
+                raise PolybagError(f"{path}: part would overwrite the input")
+            writer = make_writer(path, fmt, compression, chunk_size, profile)
+            cmap = ChannelMap(writer, fmt, result)
+            cache = {}
+            part = Part(path=path)
+            result.parts.append(part)
+            if idx == 0:
+                copy_attachments_and_metadata(reader, writer, fmt, result)
+
+        def close_part() -> None:
+            nonlocal writer
+            if writer is not None:
+                writer.close()
+                writer = None
+
+        bar = make_progress(summary_count(reader), f"split {name}", progress)
+        try:
+            with bar:
+                m: Message
+                for m in reader.messages(order="log_time"):
+                    t = m.log_time
+                    if first_time is None:
+                        first_time = t if start is None else min(start, t)
+                    n = len(m.data)
+                    if size is not None:
+                        new = part is None or (part.messages > 0 and part.bytes + n + PER_MESSAGE_OVERHEAD > size)
+                    else:
+                        k = (t - first_time) // dur if dur is not None else bisect.bisect_right(points, t)
+                        new = part is None or k != key
+                        key = k
+                    if new:
+                        close_part()
+                        open_part()
+                    assert cmap is not None and part is not None and writer is not None
+                    ent = cache.get(id(m.channel))
+                    if ent is None or ent[0] is not m.channel:
+                        out, tf = cmap.get(m.channel)
+                        ent = cache[id(m.channel)] = (m.channel, out, tf)
+                    if ent[1] is None:
+                        result.dropped_messages += 1
+                        continue
+                    data = m.data if ent[2] is None else ent[2](m.data)
+                    if data is None:
+                        result.dropped_messages += 1
+                        continue
+                    writer.write(ent[1], data, t, m.publish_time, m.sequence)
+                    part.messages += 1
+                    part.bytes += n + PER_MESSAGE_OVERHEAD
+                    if part.start_time is None:
+                        part.start_time = t
+                    part.end_time = t
+                    result.messages += 1
+                    bar.update(1)
+        except BaseException:
+            if writer is not None and part is not None:
+                abort_writer(writer, part.path)
+            raise
+        close_part()
+    return result

@@ -1,0 +1,247 @@
+"""ULog subscriptions as ROS 1 messages: the mapping ``convert``/``merge`` use for MCAP and bag.
+
+The mapping (documented here, relied on by users of converted files):
+
+* A ULog format ``name:type field;...`` becomes the ROS 1 type ``ulog_msgs/<name>``.  Every
+  field keeps its name and order; ``_padding*`` fields are left out (also inside nested
+  types).  Types translate as ``int8_t..uint64_t -> int8..uint64``, ``float -> float32``,
+  ``double -> float64``, ``bool -> bool``, ``char -> char`` (so ``char[N]`` is a fixed
+  ``char[N]`` array, i.e. N bytes), fixed arrays stay fixed arrays ``T[N]``, and a nested
+  ULog type ``B`` becomes ``ulog_msgs/B`` with its definition appended as a ``MSG:``
+  section, exactly as ROS stores full definitions.
+* The payload is the ULog ``D`` payload with the padding bytes removed.  ULog structs are
+  little-endian and packed, and a ROS 1 message made only of fixed-size fields is its fields
+  packed little-endian in order, so the repacked bytes *are* the ROS 1 serialization.  A
+  trailing padding field missing from the data is tolerated; a message shorter than its
+  fields is dropped (counted, with a warning, by the caller).
+* Topic: ``/<name>`` for multi_id 0 and ``/<name>_<multi_id>`` for other instances (the
+  ``ulog2csv`` naming).  Channel metadata keeps ``type``, ``md5sum`` (computed as ROS does),
+  ``ulog_name`` and ``ulog_multi_id``.  Log time stays the ULog ``timestamp`` (in ns); the
+  ``timestamp`` field itself is kept in the payload in microseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from polybag.errors import FormatError, UnsupportedError
+from polybag.model import Channel, Schema
+
+PACKAGE = "ulog_msgs"
+
+# ULog type -> (ROS 1 type, size)
+BASIC: dict[str, tuple[str, int]] = {
+    "int8_t": ("int8", 1),
+    "uint8_t": ("uint8", 1),
+    "int16_t": ("int16", 2),
+    "uint16_t": ("uint16", 2),
+    "int32_t": ("int32", 4),
+    "uint32_t": ("uint32", 4),
+    "int64_t": ("int64", 8),
+    "uint64_t": ("uint64", 8),
+    "float": ("float32", 4),
+    "double": ("float64", 8),
+    "bool": ("bool", 1),
+    "char": ("char", 1),
+}
+
+_FIELD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[\s*(\d+)\s*\])?\s+([A-Za-z_][A-Za-z0-9_]*)\s*$")
+_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+@dataclass(frozen=True)
+class Field:
+    type: str
+    array: int | None
+    name: str
+
+    @property
+    def padding(self) -> bool:
+        return self.name.startswith("_padding")
+
+
+def parse_formats(text: str) -> dict[str, list[Field]]:
+    """``name:type f;type[n] g;`` lines (one format per line, or ``;``-joined) -> fields."""
+    formats: dict[str, list[Field]] = {}
+    # a format is `name:fields`; several may be separated by newlines
+    for line in text.replace("\x00", "").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        name, sep, body = line.partition(":")
+        if not sep:
+            raise FormatError(f"ULog format without ':': {line[:60]!r}")
+        fields = []
+        for part in body.split(";"):
+            if not part.strip():
+                continue
+            m = _FIELD.match(part)
+            if m is None:
+                raise FormatError(f"ULog format {name}: bad field {part!r}")
+            fields.append(Field(m.group(1), int(m.group(2)) if m.group(2) else None, m.group(3)))
+        formats[name.strip()] = fields
+    return formats
+
+
+class _Layout:
+    def __init__(self, formats: dict[str, list[Field]]) -> None:
+        self.formats = formats
+        self.sizes: dict[str, int] = {}
+
+    def size(self, type_name: str, stack: tuple[str, ...] = ()) -> int:
+        if type_name in BASIC:
+            return BASIC[type_name][1]
+        if type_name in self.sizes:
+            return self.sizes[type_name]
+        if type_name in stack:
+            raise FormatError(f"ULog format {type_name} contains itself")
+        fields = self.formats.get(type_name)
+        if fields is None:
+            raise FormatError(f"ULog type {type_name!r} has no format definition")
+        n = 0
+        for f in fields:
+            n += self.size(f.type, stack + (type_name,)) * (f.array or 1)
+        self.sizes[type_name] = n
+        return n
+
+    def segments(self, type_name: str, base: int, out: list[list[int]]) -> int:
+        """Append the (offset, length) byte ranges of non-padding data; returns the size."""
+        pos = base
+        for f in self.formats[type_name]:
+            count = f.array or 1
+            if f.type in BASIC:
+                n = BASIC[f.type][1] * count
+                if not f.padding:
+                    if out and out[-1][0] + out[-1][1] == pos:
+                        out[-1][1] += n
+                    else:
+                        out.append([pos, n])
+                pos += n
+            else:
+                sz = self.size(f.type)
+                if f.padding:
+                    pos += sz * count
+                    continue
+                for _ in range(count):
+                    self.segments(f.type, pos, out)
+                    pos += sz
+        return pos - base
+
+
+def ros_type(name: str) -> str:
+    return f"{PACKAGE}/{_NAME.sub('_', name)}"
+
+
+def _definition_lines(formats: dict[str, list[Field]], type_name: str) -> list[str]:
+    lines = []
+    for f in formats[type_name]:
+        if f.padding:
+            continue
+        t = BASIC[f.type][0] if f.type in BASIC else ros_type(f.type)
+        arr = f"[{f.array}]" if f.array is not None else ""
+        lines.append(f"{t}{arr} {f.name}")
+    return lines
+
+
+def _nested_order(formats: dict[str, list[Field]], root: str) -> list[str]:
+    order: list[str] = []
+
+    def visit(t: str) -> None:
+        for f in formats[t]:
+            if f.padding or f.type in BASIC or f.type in order:
+                continue
+            order.append(f.type)
+            visit(f.type)
+
+    visit(root)
+    return order
+
+
+def ros1_definition(formats: dict[str, list[Field]], root: str) -> str:
+    """The full ROS 1 definition text (main type, then ``MSG:`` sections) for ``root``."""
+    parts = ["\n".join(_definition_lines(formats, root))]
+    for t in _nested_order(formats, root):
+        parts.append("=" * 80 + f"\nMSG: {ros_type(t)}\n" + "\n".join(_definition_lines(formats, t)))
+    return "\n".join(parts) + "\n"
+
+
+def ros1_md5(formats: dict[str, list[Field]], root: str, _memo: dict[str, str] | None = None) -> str:
+    """The md5sum ROS computes for the translated type (no constants, so fields only)."""
+    memo = {} if _memo is None else _memo
+    if root in memo:
+        return memo[root]
+    lines = []
+    for f in formats[root]:
+        if f.padding:
+            continue
+        if f.type in BASIC:
+            arr = f"[{f.array}]" if f.array is not None else ""
+            lines.append(f"{BASIC[f.type][0]}{arr} {f.name}")
+        else:
+            lines.append(f"{ros1_md5(formats, f.type, memo)} {f.name}")
+    md5 = hashlib.md5("\n".join(lines).encode()).hexdigest()
+    memo[root] = md5
+    return md5
+
+
+def _root_name(schema: Schema, formats: dict[str, list[Field]]) -> str:
+    if schema.name in formats:
+        return schema.name
+    # the first format listed is the subscription's own type
+    return next(iter(formats))
+
+
+def make_repacker(formats: dict[str, list[Field]], root: str) -> tuple[int, Callable]:
+    """``(size without padding, repack(data) -> bytes | None)``."""
+    layout = _Layout(formats)
+    full = layout.size(root)
+    segs: list[list[int]] = []
+    layout.segments(root, 0, segs)
+    needed = segs[-1][0] + segs[-1][1] if segs else 0
+    packed = sum(n for _, n in segs)
+
+    if len(segs) == 1 and segs[0][0] == 0:
+        n0 = segs[0][1]
+
+        def repack_one(data: bytes | memoryview) -> bytes | memoryview | None:
+            if len(data) < needed:
+                return None
+            return data if len(data) == n0 else data[:n0]
+
+        return packed, repack_one
+
+    slices = [slice(o, o + n) for o, n in segs]
+    join = b"".join
+
+    def repack(data: bytes | memoryview) -> bytes | None:
+        if len(data) < needed:
+            return None
+        return join([data[s] for s in slices])
+
+    del full
+    return packed, repack
+
+
+def ulog_channel_to_ros1(ch: Channel) -> tuple[str, Schema, dict[str, str], Callable]:
+    """``(topic, ros1msg schema, metadata, repack)`` for a ULog channel."""
+    if ch.schema is None or ch.schema.encoding != "ulog":
+        raise UnsupportedError(f"topic {ch.topic}: ULog channel without a ulog schema")
+    text = bytes(ch.schema.data).decode("utf-8", "replace")
+    formats = parse_formats(text)
+    if not formats:
+        raise FormatError(f"topic {ch.topic}: empty ULog format")
+    root = _root_name(ch.schema, formats)
+    _Layout(formats).size(root)  # checks every nested type is defined
+    definition = ros1_definition(formats, root)
+    md5 = ros1_md5(formats, root)
+    _, repack = make_repacker(formats, root)
+    name = str(ch.metadata.get("ulog_name") or ch.topic.lstrip("/") or root)
+    multi = str(ch.metadata.get("multi_id", ch.metadata.get("ulog_multi_id", "0")))
+    topic = f"/{name}" if multi in ("", "0") else f"/{name}_{multi}"
+    tname = ros_type(root)
+    schema = Schema(0, tname, "ros1msg", definition.encode())
+    metadata = {"md5sum": md5, "type": tname, "ulog_name": name, "ulog_multi_id": multi or "0"}
+    return topic, schema, metadata, repack
