@@ -84,9 +84,7 @@ def merge(
             total = sum(summary_count(r) for r in readers)
             bar = make_progress(total, f"merge -> {dst}", progress)
             with bar:
-                written, dropped = copy_messages(
-                    heapq.merge(*streams, key=attrgetter("log_time")), cmap, bar
-                )
+                written, dropped = copy_messages(heapq.merge(*streams, key=attrgetter("log_time")), cmap, bar)
             result.messages = written
             result.dropped_messages = dropped
             result.input_messages = counts

@@ -127,7 +127,9 @@ def recover(
 
             bar = make_progress(result.messages_expected or 0, f"recover {result.input}", progress)
             with bar:
-                written, dropped = copy_messages(safe(reader.messages(order="file")), cmap, bar, on_message=digest)
+                written, dropped = copy_messages(
+                    safe(reader.messages(order="file")), cmap, bar, on_message=digest
+                )
             try:
                 result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(
                     reader, writer, fmt, result
@@ -166,6 +168,10 @@ def recover(
     if result.lost_anything:
         result.warn(
             f"data lost: {result.bytes_lost} bytes skipped"
-            + (f", {result.messages_lost} of {result.messages_expected} messages" if result.messages_lost else "")
+            + (
+                f", {result.messages_lost} of {result.messages_expected} messages"
+                if result.messages_lost
+                else ""
+            )
         )
     return result

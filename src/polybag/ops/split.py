@@ -149,7 +149,9 @@ def split(
                         first_time = t if start is None else min(start, t)
                     n = len(m.data)
                     if size is not None:
-                        new = part is None or (part.messages > 0 and part.bytes + n + PER_MESSAGE_OVERHEAD > size)
+                        new = part is None or (
+                            part.messages > 0 and part.bytes + n + PER_MESSAGE_OVERHEAD > size
+                        )
                     else:
                         k = (t - first_time) // dur if dur is not None else bisect.bisect_right(points, t)
                         new = part is None or k != key

@@ -1,0 +1,59 @@
+"""Helpers shared by the operation commands (convert, filter, merge, split, recover, sort, du, plot)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from polybag.cli._common import print_json
+
+
+def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
+    p.add_argument(
+        "--format",
+        "-f",
+        dest="out_format",
+        metavar="F",
+        help="output format: mcap, bag, ulog (default: from the extension)",
+    )
+    p.add_argument("--compression", metavar="C", help="chunk compression: zstd, lz4, bz2 (bag), none")
+    if chunk:
+        p.add_argument(
+            "--chunk-size", type=parse_size, metavar="N", help="chunk size in bytes (K/M/G suffixes)"
+        )
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def parse_size(text: str) -> int:
+    t = text.strip().upper().removesuffix("B")
+    mult = 1
+    for suffix, m in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
+        if t.endswith(suffix):
+            t, mult = t[:-1], m
+            break
+    try:
+        n = int(float(t) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"size must be positive: {text!r}")
+    return n
+
+
+def warn(command: str, result: Any) -> None:
+    for w in getattr(result, "warnings", []):
+        print(f"polybag {command}: warning: {w}", file=sys.stderr)
+
+
+def emit(command: str, args: argparse.Namespace, result: Any, lines: list[str]) -> None:
+    """``--json``: the result object; otherwise the human lines, warnings on stderr."""
+    if getattr(args, "json", False):
+        print_json(result.to_dict())
+    else:
+        for line in lines:
+            print(line)
+    warn(command, result)

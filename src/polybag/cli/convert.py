@@ -1,0 +1,43 @@
+"""``polybag convert IN OUT``: any readable log into any writable format."""
+
+from __future__ import annotations
+
+import argparse
+
+from polybag.cli._ops import add_json, add_output_options, emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "convert",
+        help="convert a log to another format (bag <-> MCAP, ULog -> MCAP/bag/ULog)",
+        description="Copy every message of IN into OUT (format from OUT's extension or --format). "
+        "bag -> MCAP uses the ros1 profile; ULog becomes ROS 1 messages ulog_msgs/<name>.",
+    )
+    p.add_argument("input", metavar="IN")
+    p.add_argument("output", metavar="OUT")
+    add_output_options(p)
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from polybag.ops import convert
+
+    r = convert(
+        args.input,
+        args.output,
+        format=args.out_format,
+        compression=args.compression,
+        chunk_size=args.chunk_size,
+        progress=None,
+    )
+    lines = [
+        f"{r.input} ({r.input_format}) -> {r.output} ({r.output_format}"
+        + (f", profile {r.profile}" if r.profile else "")
+        + f"): {r.messages} messages on {r.channels} channels"
+        + (f", {r.attachments} attachments" if r.attachments else "")
+        + (f", {r.metadata} metadata" if r.metadata else "")
+    ]
+    emit("convert", args, r, lines)
+    return 1 if r.dropped_messages else 0

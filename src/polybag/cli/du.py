@@ -1,0 +1,37 @@
+"""``polybag du IN``: bytes per topic and per schema."""
+
+from __future__ import annotations
+
+import argparse
+
+from polybag.cli._common import format_size
+from polybag.cli._ops import add_json, emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("du", help="payload bytes per topic and per schema")
+    p.add_argument("input", metavar="IN")
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def _table(title: str, rows: list) -> list[str]:
+    width = max([len(title)] + [len(u.name) for u in rows])
+    out = [f"{title:<{width}}  {'messages':>10}  {'bytes':>12}  {'share':>6}"]
+    for u in rows:
+        out.append(f"{u.name:<{width}}  {u.messages:>10}  {format_size(u.bytes):>12}  {u.share * 100:5.1f}%")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from polybag.ops import du
+
+    r = du(args.input, progress=None)
+    lines = [
+        f"{r.input} ({r.format}): {format_size(r.file_size)} on disk, "
+        f"{format_size(r.payload_bytes)} of payload in {r.messages} messages",
+        "",
+    ]
+    lines += _table("topic", r.topics) + [""] + _table("schema", r.schemas)
+    emit("du", args, r, lines)
+    return 0
