@@ -1,0 +1,863 @@
+"""``#ROSBAG V2.0`` reader: indexed (bulk numpy over index data and chunk info) or scanned.
+
+An indexed bag is read from its index section (connection records and chunk infos at
+``index_pos``) and the index data records that follow each chunk: a chunk is decompressed
+only when a selected message lies in it, and message positions come from the index, so
+record headers are never parsed on the fast path.  A bag without a usable index
+(``index_pos`` 0, a ``.bag.active`` file, an index that is cut or lies) is scanned chunk by
+chunk instead; nothing is refused.  A chunk left unterminated by a killed recorder (chunk
+header with sizes 0, its records following in the file) is read too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from polybag.compression import decompress, normalize
+from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
+from polybag.model import Channel, ChunkInfo, Message, Schema, Summary
+from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.source import MappedSource
+
+from .records import (
+    CHUNK_INFO_DTYPE,
+    INDEX_V1_DTYPE,
+    MAGIC_V20,
+    OP_CHUNK,
+    OP_CHUNK_INFO,
+    OP_CONNECTION,
+    OP_FILE_HEADER,
+    OP_INDEX_DATA,
+    OP_MSG_DATA,
+    OP_NAMES,
+    U32,
+    HeaderFields,
+    op_of,
+    parse_header,
+    read_record_at,
+)
+
+_u32 = U32.unpack_from
+_EMPTY_I64 = np.zeros(0, np.int64)
+
+
+@dataclass
+class Connection:
+    """A bag connection record: its id, topic and the connection header fields."""
+
+    id: int
+    topic: str
+    fields: dict[str, bytes]
+
+    @property
+    def type(self) -> str:
+        return self.fields.get("type", b"").decode("utf-8", "replace")
+
+    @property
+    def md5sum(self) -> str:
+        return self.fields.get("md5sum", b"").decode("ascii", "replace")
+
+    @property
+    def definition(self) -> bytes:
+        return self.fields.get("message_definition", b"")
+
+
+@dataclass
+class Chunk:
+    """One chunk (or a run of records outside any chunk) and what is known about it."""
+
+    pos: int  # file offset of the chunk record (or of the first loose record)
+    data_start: int  # file offset of the (compressed) chunk data
+    data_len: int  # compressed length present in the file
+    compression: str
+    size: int  # declared uncompressed size (-1: unknown, cut chunk)
+    start: int = 0
+    end: int = 0
+    counts: dict[int, int] = field(default_factory=dict)
+    record_len: int = 0
+    # message entries (uncompressed coordinates); None until loaded
+    times: np.ndarray | None = None
+    conns: np.ndarray | None = None
+    offsets: np.ndarray | None = None  # record offsets
+    dstart: np.ndarray | None = None  # payload offsets (scan only)
+    dlen: np.ndarray | None = None
+    buffer: bytes | memoryview | None = None  # kept for loose / partially recovered chunks
+    index_end: int = 0  # file offset after the chunk's index data records
+    valid_end: int = -1  # end of the last intact record in the uncompressed data (-1: all)
+    damaged: bool = False
+
+
+def _conn_from_record(
+    h: dict[str, bytes], view: memoryview | bytes, dstart: int, dlen: int, path: str | None, offset: int
+) -> Connection:
+    f = HeaderFields(h, path, offset, "connection")
+    cid = f.u32("conn")
+    topic = f.str("topic")
+    fields = parse_header(view, dstart, dlen, path, offset)
+    return Connection(cid, topic, fields)
+
+
+def parse_chunk_records(
+    buf: bytes | memoryview,
+    base: int,
+    path: str | None,
+    conns: dict[int, Connection],
+    *,
+    errors: list[str] | None = None,
+    limit: int | None = None,
+) -> tuple[list[int], list[int], list[int], list[int], list[int], FormatError | None, int]:
+    """Walk the records inside an uncompressed chunk.
+
+    Returns lists (times, conns, record offsets, payload offsets, payload lengths), the
+    first error (records after it are not read) and the end of the last intact record.  Connection records found are added to
+    ``conns``.
+    """
+    times: list[int] = []
+    cids: list[int] = []
+    offs: list[int] = []
+    dst: list[int] = []
+    dls: list[int] = []
+    n = len(buf) if limit is None else limit
+    pos = 0
+    err: FormatError | None = None
+    while pos < n:
+        try:
+            h, ds, dl, nxt = read_record_at(buf, pos, n, path, base)
+            op = op_of(h, path, base + pos)
+            if op == OP_MSG_DATA:
+                c = h.get("conn")
+                t = h.get("time")
+                if c is None or len(c) != 4 or t is None or len(t) != 8:
+                    raise FormatError("message data record lacks a 4-byte conn or 8-byte time", path, base + pos)
+                s, ns = _u32(t, 0)[0], _u32(t, 4)[0]
+                times.append(s * 1_000_000_000 + ns)
+                cids.append(_u32(c)[0])
+                offs.append(pos)
+                dst.append(ds)
+                dls.append(dl)
+            elif op == OP_CONNECTION:
+                conn = _conn_from_record(h, buf, ds, dl, path, base + pos)
+                conns.setdefault(conn.id, conn)
+            # other ops inside a chunk are ignored
+            pos = nxt
+        except FormatError as e:
+            err = e
+            if errors is not None:
+                errors.append(str(e))
+            break
+    return times, cids, offs, dst, dls, err, pos
+
+
+def partial_decompress(name: str, data: bytes | memoryview, limit: int) -> bytes:
+    """As much of a cut or damaged compressed stream as decompresses (at most ``limit`` bytes)."""
+    import bz2
+
+    import lz4.frame
+
+    n = normalize(name)
+    if n == "none":
+        return bytes(data[:limit])
+    dec: Any = lz4.frame.LZ4FrameDecompressor() if n == "lz4" else bz2.BZ2Decompressor()
+    out: list[bytes] = []
+    have = 0
+    step = 1 << 16
+    mv = memoryview(data)
+    try:
+        for i in range(0, len(mv), step):
+            piece = dec.decompress(mv[i : i + step], max_length=max(0, limit - have + 1))
+            have += len(piece)
+            out.append(piece)
+            if have > limit or dec.eof:
+                break
+    except (OSError, RuntimeError, ValueError, EOFError):
+        pass
+    return b"".join(out)[:limit]
+
+
+class BagV2Reader(Reader):
+    format = "bag"
+
+    def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, **options: Any) -> None:
+        super().__init__(source, path)
+        self.recover = recover
+        self.view = source.view
+        self.size = source.size
+        self.version = "2.0"
+        self.recovery_report: dict[str, Any] | None = None
+        self.conns: dict[int, Connection] = {}
+        self.chunks: list[Chunk] = []
+        self.indexed = False
+        self.index_problem: str | None = None
+        self.scan_error: FormatError | None = None
+        self.scan_errors: list[str] = []
+        self.bytes_skipped = 0
+        self._scanned = False
+        self._channels: dict[int, Channel] | None = None
+        self._summary: Summary | None = None
+        self.index_pos = 0
+        self.header_conn_count = 0
+        self.header_chunk_count = 0
+        self.data_start = len(MAGIC_V20)
+        self._read_bag_header()
+        if not recover and self.index_pos:
+            try:
+                self._load_index()
+                self.indexed = True
+            except PolybagError as e:
+                self.index_problem = str(e)
+                self.conns = {}
+                self.chunks = []
+        elif not self.index_pos:
+            self.index_problem = "bag header index_pos is 0 (unindexed bag)"
+        if not self.indexed:
+            self._scan()
+
+    # --- bag header and index ---------------------------------------------------------------
+    def _read_bag_header(self) -> None:
+        pos = len(MAGIC_V20)
+        try:
+            h, ds, dl, nxt = read_record_at(self.view, pos, self.size, self.path)
+            op = op_of(h, self.path, pos)
+            if op != OP_FILE_HEADER:
+                raise FormatError(f"expected the bag header record (op 3), found op {op}", self.path, pos)
+            f = HeaderFields(h, self.path, pos, "bag header")
+            self.index_pos = f.u64("index_pos")
+            self.header_conn_count = f.u32("conn_count") if f.has("conn_count") else 0
+            self.header_chunk_count = f.u32("chunk_count") if f.has("chunk_count") else 0
+            self.data_start = nxt
+        except FormatError as e:
+            if not self.recover:
+                raise
+            self.scan_errors.append(str(e))
+            # a rosbag header record is 4096 bytes; resume scanning after where it would end
+            self.data_start = min(self.size, pos + 4096)
+            self.bytes_skipped += self.data_start - pos
+            self.index_pos = 0
+
+    def _load_index(self) -> None:
+        p = self.path
+        if not self.data_start <= self.index_pos <= self.size:
+            raise FormatError(f"index_pos {self.index_pos} lies outside the file", p, 13)
+        pos = self.index_pos
+        view = self.view
+        conns: dict[int, Connection] = {}
+        infos: list[Chunk] = []
+        while pos < self.size:
+            h, ds, dl, nxt = read_record_at(view, pos, self.size, p)
+            op = op_of(h, p, pos)
+            if op == OP_CONNECTION:
+                c = _conn_from_record(h, view, ds, dl, p, pos)
+                conns[c.id] = c
+            elif op == OP_CHUNK_INFO:
+                f = HeaderFields(h, p, pos, "chunk info")
+                ver = f.u32("ver")
+                if ver != 1:
+                    raise UnsupportedError(f"{p}: offset {pos}: chunk info version {ver} (known: 1)")
+                count = f.u32("count")
+                if dl != count * CHUNK_INFO_DTYPE.itemsize:
+                    raise FormatError(f"chunk info data has {dl} bytes, count {count} needs {count * 8}", p, pos)
+                arr = np.frombuffer(view[ds : ds + dl], CHUNK_INFO_DTYPE)
+                counts: dict[int, int] = {}
+                for c_, n_ in zip(arr["conn"].tolist(), arr["count"].tolist()):
+                    counts[c_] = counts.get(c_, 0) + n_
+                infos.append(
+                    Chunk(f.u64("chunk_pos"), 0, 0, "none", 0, f.time("start_time"), f.time("end_time"), counts)
+                )
+            else:
+                raise FormatError(f"unexpected {OP_NAMES.get(op, f'op {op}')} record in the index section", p, pos)
+            pos = nxt
+        if len(infos) != self.header_chunk_count:
+            raise FormatError(
+                f"bag header declares {self.header_chunk_count} chunks, index has {len(infos)} chunk info records",
+                p,
+                self.index_pos,
+            )
+        if len(conns) < self.header_conn_count:
+            raise FormatError(
+                f"bag header declares {self.header_conn_count} connections, index has {len(conns)}", p, self.index_pos
+            )
+        for ci in infos:
+            self._read_chunk_header(ci)
+            for cid in ci.counts:
+                if cid not in conns:
+                    raise FormatError(f"chunk info names connection {cid}, which has no connection record", p, ci.pos)
+        self.conns = conns
+        self.chunks = infos
+
+    def _read_chunk_header(self, ci: Chunk) -> None:
+        p = self.path
+        if not self.data_start <= ci.pos < self.index_pos:
+            raise FormatError(f"chunk info points at {ci.pos}, outside the data section", p, ci.pos)
+        h, ds, dl, nxt = read_record_at(self.view, ci.pos, self.index_pos, p)
+        op = op_of(h, p, ci.pos)
+        if op != OP_CHUNK:
+            raise FormatError(f"chunk info points at a {OP_NAMES.get(op, f'op {op}')} record, not a chunk", p, ci.pos)
+        f = HeaderFields(h, p, ci.pos, "chunk")
+        ci.compression = normalize(f.str("compression", "none"))
+        ci.size = f.u32("size")
+        ci.data_start = ds
+        ci.data_len = dl
+        ci.record_len = nxt - ci.pos
+        ci.index_end = nxt
+
+    def _chunk_index(self, ci: Chunk) -> None:
+        """Read the index data records after a chunk into ``ci.times/conns/offsets``."""
+        p = self.path
+        pos = ci.pos + ci.record_len
+        parts: list[np.ndarray] = []
+        conn_parts: list[np.ndarray] = []
+        limit = self.index_pos
+        try:
+            while pos < limit:
+                h, ds, dl, nxt = read_record_at(self.view, pos, limit, p)
+                if op_of(h, p, pos) != OP_INDEX_DATA:
+                    break
+                f = HeaderFields(h, p, pos, "index data")
+                ver = f.u32("ver")
+                if ver != 1:
+                    raise FormatError(f"index data version {ver} in a 2.0 bag (expected 1)", p, pos)
+                count = f.u32("count")
+                if dl != count * INDEX_V1_DTYPE.itemsize:
+                    raise FormatError(f"index data holds {dl} bytes, count {count} needs {count * 12}", p, pos)
+                arr = np.frombuffer(self.view[ds : ds + dl], INDEX_V1_DTYPE)
+                parts.append(arr)
+                conn_parts.append(np.full(count, f.u32("conn"), np.uint32))
+                pos = nxt
+            total = sum(len(a) for a in parts)
+            if total != sum(ci.counts.values()):
+                raise FormatError(
+                    f"index data after the chunk lists {total} messages, chunk info says {sum(ci.counts.values())}",
+                    p,
+                    ci.pos,
+                )
+        except FormatError:
+            # index data damaged: fall back to the chunk's own records
+            self._scan_chunk_records(ci)
+            return
+        if parts:
+            arr = np.concatenate(parts)
+            ci.times = arr["sec"].astype(np.int64) * 1_000_000_000 + arr["nsec"].astype(np.int64)
+            ci.offsets = arr["offset"].astype(np.int64)
+            ci.conns = np.concatenate(conn_parts)
+        else:
+            ci.times = ci.offsets = _EMPTY_I64
+            ci.conns = np.zeros(0, np.uint32)
+        ci.index_end = pos
+
+    def _scan_chunk_records(self, ci: Chunk) -> None:
+        buf = self._chunk_buffer(ci)
+        t, c, o, d, dl, err, _end = parse_chunk_records(buf, ci.data_start, self.path, self.conns)
+        if err is not None:
+            raise err
+        self._set_entries(ci, t, c, o, d, dl)
+
+    @staticmethod
+    def _set_entries(ci: Chunk, t: list[int], c: list[int], o: list[int], d: list[int], dl: list[int]) -> None:
+        ci.times = np.array(t, np.int64)
+        ci.conns = np.array(c, np.uint32)
+        ci.offsets = np.array(o, np.int64)
+        ci.dstart = np.array(d, np.int64)
+        ci.dlen = np.array(dl, np.int64)
+
+    def _chunk_buffer(self, ci: Chunk) -> bytes | memoryview:
+        if ci.buffer is not None:
+            return ci.buffer
+        raw = self.view[ci.data_start : ci.data_start + ci.data_len]
+        return decompress(ci.compression, raw, ci.size, path=self.path, offset=ci.pos)
+
+    # --- scanning ------------------------------------------------------------------------------
+    def _scan(self) -> None:
+        """Read the file record by record (no index): chunks, loose records, damage."""
+        self._scanned = True
+        view, size, p = self.view, self.size, self.path
+        pos = self.data_start
+        chunks: list[Chunk] = []
+        loose: Chunk | None = None
+        lt: list[int] = []
+        lc: list[int] = []
+        lo: list[int] = []
+        ld: list[int] = []
+        ll: list[int] = []
+
+        def close_loose() -> None:
+            nonlocal loose
+            if loose is not None:
+                loose.data_len = ld[-1] + ll[-1] if ld else 0
+                loose.size = loose.data_len
+                loose.buffer = view[loose.data_start : loose.data_start + loose.data_len]
+                loose.damaged = True  # not a real chunk: reindex rebuilds it
+                self._set_entries(loose, list(lt), list(lc), list(lo), list(ld), list(ll))
+                chunks.append(loose)
+                loose = None
+                lt.clear(), lc.clear(), lo.clear(), ld.clear(), ll.clear()
+
+        while pos < size:
+            try:
+                if pos + 4 > size:
+                    raise TruncatedError(f"expected a 4-byte record header length, {size - pos} bytes left", p, pos)
+                (hl,) = _u32(view, pos)
+                if hl > size - pos - 4:
+                    raise TruncatedError(
+                        f"record header length {hl} runs past the end ({size - pos - 4} bytes left)", p, pos
+                    )
+                h = parse_header(view, pos + 4, hl, p, pos + 4)
+                op = op_of(h, p, pos)
+                dpos = pos + 4 + hl
+                if dpos + 4 > size:
+                    if op == OP_CHUNK:
+                        raise TruncatedError("chunk record cut before its data length", p, dpos)
+                    raise TruncatedError(f"expected a 4-byte record data length, {size - dpos} bytes left", p, dpos)
+                (dl,) = _u32(view, dpos)
+                ds = dpos + 4
+                cut = dl > size - ds
+                if op == OP_CHUNK:
+                    close_loose()
+                    f = HeaderFields(h, p, pos, "chunk")
+                    comp = normalize(f.str("compression", "none"))
+                    usize = f.u32("size")
+                    ci = Chunk(pos, ds, min(dl, size - ds), comp, usize)
+                    ci.record_len = ds + dl - pos
+                    if dl == 0 and usize == 0 and ds < size:
+                        # unterminated chunk of a killed recorder: sizes never rewritten
+                        if comp == "none":
+                            pos = ds  # its records follow as if outside a chunk
+                            continue
+                        ci.data_len = size - ds
+                        self._recover_chunk(ci, cut=True, reason="unterminated chunk (sizes 0)")
+                        chunks.append(ci)
+                        pos = size
+                        continue
+                    if cut:
+                        err = TruncatedError(
+                            f"chunk data of {dl} bytes runs past the end ({size - ds} bytes left)", p, dpos
+                        )
+                        self._recover_chunk(ci, cut=True, reason=str(err))
+                        chunks.append(ci)
+                        self._note_error(err, 0)
+                        break
+                    try:
+                        buf = decompress(comp, view[ds : ds + dl], usize, path=p, offset=pos)
+                    except FormatError as e:
+                        self._recover_chunk(ci, cut=False, reason=str(e))
+                        if ci.times is not None and len(ci.times):
+                            chunks.append(ci)
+                        if not self._note_error(e, dl):
+                            break
+                        pos = ds + dl
+                        continue
+                    if comp != "none":
+                        ci.buffer = buf
+                    t, c, o, d, dl_, err2, vend = parse_chunk_records(buf, ds, p, self.conns)
+                    self._set_entries(ci, t, c, o, d, dl_)
+                    ci.valid_end = vend
+                    chunks.append(ci)
+                    if err2 is not None:
+                        ci.damaged = True
+                        if not self._note_error(err2, 0):
+                            break
+                    pos = ds + dl
+                    continue
+                if cut:
+                    raise TruncatedError(
+                        f"{OP_NAMES.get(op, f'op {op}')} record data of {dl} bytes runs past the end "
+                        f"({size - ds} bytes left)",
+                        p,
+                        dpos,
+                    )
+                if op == OP_CONNECTION:
+                    conn = _conn_from_record(h, view, ds, dl, p, pos)
+                    self.conns.setdefault(conn.id, conn)
+                    if loose is not None:
+                        pass
+                elif op == OP_MSG_DATA:
+                    hf = HeaderFields(h, p, pos, "message data")
+                    t_ = hf.time("time")
+                    c_ = hf.u32("conn")
+                    if loose is None:
+                        loose = Chunk(pos, pos, 0, "none", 0)
+                    lt.append(t_)
+                    lc.append(c_)
+                    lo.append(pos - loose.data_start)
+                    ld.append(ds - loose.data_start)
+                    ll.append(dl)
+                else:
+                    close_loose()
+                pos = ds + dl
+            except FormatError as e:
+                close_loose()
+                if not self._note_error(e, 0):
+                    break
+                nxt = self._resync(pos + 1)
+                self.bytes_skipped += nxt - pos
+                pos = nxt
+        close_loose()
+        # drop messages whose connection never appeared (recover) / complain (strict)
+        for ci in chunks:
+            self._finish_chunk(ci)
+        self.chunks = [c for c in chunks if c.times is not None and len(c.times)]
+
+    def _note_error(self, e: FormatError, skipped: int) -> bool:
+        """Record a scan error; True when scanning should go on (recover mode)."""
+        self.scan_errors.append(str(e))
+        self.bytes_skipped += max(0, skipped)
+        if self.recover:
+            return True
+        if self.scan_error is None:
+            self.scan_error = e
+        return False
+
+    def _recover_chunk(self, ci: Chunk, *, cut: bool, reason: str) -> None:
+        """Intact records of a cut or undecompressable chunk."""
+        raw = self.view[ci.data_start : ci.data_start + ci.data_len]
+        limit = ci.size if ci.size > 0 else 1 << 31
+        if ci.compression == "none":
+            buf: bytes | memoryview = raw
+        else:
+            buf = partial_decompress(ci.compression, raw, min(limit, max(len(raw) * 255, 1 << 20)))
+        t, c, o, d, dl, _err, vend = parse_chunk_records(buf, ci.data_start, self.path, self.conns)
+        ci.buffer = buf
+        ci.valid_end = vend
+        ci.damaged = True
+        self._set_entries(ci, t, c, o, d, dl)
+
+    def _finish_chunk(self, ci: Chunk) -> None:
+        if ci.times is None or ci.conns is None:
+            return
+        if len(ci.times):
+            known = np.isin(ci.conns, np.array(sorted(self.conns), np.uint32))
+            if not known.all():
+                bad = int(ci.conns[~known][0])
+                msg = f"{int((~known).sum())} messages of connection {bad}, which has no connection record"
+                self.scan_errors.append(f"{self.path}: offset {ci.pos}: {msg}")
+                if not self.recover and self.scan_error is None:
+                    self.scan_error = FormatError(msg, self.path, ci.pos)
+                for name in ("times", "conns", "offsets", "dstart", "dlen"):
+                    arr = getattr(ci, name)
+                    if arr is not None:
+                        setattr(ci, name, arr[known])
+        ci.counts = {}
+        if len(ci.times):
+            u, n = np.unique(ci.conns, return_counts=True)
+            ci.counts = dict(zip(u.tolist(), n.tolist()))
+            ci.start = int(ci.times.min())
+            ci.end = int(ci.times.max())
+
+    def _resync(self, pos: int) -> int:
+        """The next offset where a chunk record plausibly starts (or EOF)."""
+        view, size = self.view, self.size
+        needle = b"\x04\x00\x00\x00op=\x05"
+        buf = self.source._buffer
+        hay: Any = buf if isinstance(buf, (bytes, bytearray)) or hasattr(buf, "find") else bytes(view)
+        while True:
+            i = hay.find(needle, pos)
+            if i < 0:
+                return size
+            for s in range(i, max(self.data_start + 4, i - 96) - 1, -1):
+                (hl,) = _u32(view, s - 4)
+                if s + hl < i + 8 or s + hl > size:
+                    continue
+                try:
+                    h = parse_header(view, s, hl, self.path, s)
+                except FormatError:
+                    continue
+                if h.get("op") == b"\x05" and "size" in h:
+                    return s - 4
+            pos = i + 1
+
+    # --- model ----------------------------------------------------------------------------------
+    def channel_map(self) -> dict[int, Channel]:
+        if self._channels is None:
+            schemas: dict[tuple[str, bytes], Schema] = {}
+            out: dict[int, Channel] = {}
+            for cid in sorted(self.conns):
+                c = self.conns[cid]
+                key = (c.type, c.definition)
+                s = schemas.get(key)
+                if s is None:
+                    s = schemas[key] = Schema(len(schemas) + 1, c.type, "ros1msg", bytes(c.definition))
+                md: dict[str, str] = {"md5sum": c.md5sum, "type": c.type}
+                for k in ("callerid", "latching"):
+                    if k in c.fields:
+                        md[k] = c.fields[k].decode("utf-8", "replace")
+                out[cid] = Channel(cid, c.topic, "ros1", s, md)
+            self._channels = out
+        return self._channels
+
+    @property
+    def summary(self) -> Summary:
+        if self._summary is None:
+            chans = self.channel_map()
+            counts: dict[int, int] = {cid: 0 for cid in chans}
+            for ci in self.chunks:
+                for cid, n in ci.counts.items():
+                    if cid in counts:
+                        counts[cid] += n
+            nonempty = [ci for ci in self.chunks if sum(ci.counts.values())]
+            infos = [
+                ChunkInfo(
+                    ci.pos,
+                    ci.record_len,
+                    ci.start,
+                    ci.end,
+                    ci.compression,
+                    ci.data_len,
+                    ci.size if ci.size >= 0 else 0,
+                    sum(ci.counts.values()),
+                )
+                for ci in self.chunks
+            ]
+            extras: dict[str, Any] = {
+                "bag_version": self.version,
+                "index_pos": self.index_pos,
+                "header_conn_count": self.header_conn_count,
+                "header_chunk_count": self.header_chunk_count,
+            }
+            if self.index_problem and not self.indexed:
+                extras["index_problem"] = self.index_problem
+            if self.scan_errors:
+                extras["errors"] = list(self.scan_errors)
+            self._summary = Summary(
+                format="bag",
+                profile="ros1",
+                version=self.version,
+                schemas={ch.schema.id: ch.schema for ch in chans.values() if ch.schema is not None},
+                channels=dict(chans),
+                message_counts=counts,
+                start_time=min(ci.start for ci in nonempty) if nonempty else None,
+                end_time=max(ci.end for ci in nonempty) if nonempty else None,
+                chunks=infos,
+                file_size=self.size,
+                indexed=self.indexed,
+                extras=extras,
+            )
+        return self._summary
+
+    # --- messages -------------------------------------------------------------------------------
+    def _load(self, ci: Chunk) -> bytes | memoryview:
+        """Entries of ``ci`` (index data, or a record scan) and its uncompressed bytes."""
+        if ci.times is None:
+            self._chunk_index(ci)
+        buf = self._chunk_buffer(ci)
+        if ci.dstart is None:
+            self._payloads(ci, buf)
+        return buf
+
+    def _payloads(self, ci: Chunk, buf: bytes | memoryview) -> None:
+        """Payload offsets/lengths from record offsets, in bulk, bounds-checked."""
+        assert ci.offsets is not None
+        n = len(buf)
+        o = ci.offsets
+        if not len(o):
+            ci.dstart = ci.dlen = _EMPTY_I64
+            return
+        arr = np.frombuffer(buf, np.uint8)
+        bad = o + 8 > n
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(
+                f"index data points at offset {int(o[i])} of a {n}-byte chunk", self.path, ci.pos
+            )
+
+        def u32_at(idx: np.ndarray) -> np.ndarray:
+            return (
+                arr[idx].astype(np.int64)
+                | (arr[idx + 1].astype(np.int64) << 8)
+                | (arr[idx + 2].astype(np.int64) << 16)
+                | (arr[idx + 3].astype(np.int64) << 24)
+            )
+
+        hl = u32_at(o)
+        lpos = o + 4 + hl
+        bad = lpos + 4 > n
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(
+                f"message record header at chunk offset {int(o[i])} runs past the chunk end", self.path, ci.pos
+            )
+        dl = u32_at(lpos)
+        ds = lpos + 4
+        bad = ds + dl > n
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(
+                f"message record data at chunk offset {int(o[i])} runs past the chunk end", self.path, ci.pos
+            )
+        ci.dstart = ds
+        ci.dlen = dl
+
+    def messages(
+        self,
+        topics: TopicSelector = None,
+        start: int | None = None,
+        end: int | None = None,
+        reverse: bool = False,
+        order: str = "log_time",
+    ) -> Iterator[Message]:
+        if order not in ("log_time", "file"):
+            raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        chans = self.channel_map()
+        sel = topic_filter(topics, chans.values())
+        chunks = [ci for ci in self.chunks if self._wanted(ci, sel, start, end)]
+        count = 0
+        try:
+            if order == "file":
+                groups = [[ci] for ci in sorted(chunks, key=lambda c: c.pos)]
+            else:
+                groups = self._groups(chunks)
+            if reverse:
+                groups.reverse()
+            for g in groups:
+                for m in self._group_messages(g, sel, start, end, reverse, order, chans):
+                    count += 1
+                    yield m
+        finally:
+            if self.recover:
+                self.recovery_report = {
+                    "messages": count,
+                    "bytes_skipped": self.bytes_skipped,
+                    "errors": list(self.scan_errors),
+                }
+        if self.scan_error is not None:
+            raise self.scan_error
+
+    @staticmethod
+    def _wanted(ci: Chunk, sel: set[int] | None, start: int | None, end: int | None) -> bool:
+        if sel is not None and not any(c in sel for c in ci.counts):
+            return False
+        if start is not None and ci.end < start:
+            return False
+        return not (end is not None and ci.start >= end)
+
+    @staticmethod
+    def _groups(chunks: list[Chunk]) -> list[list[Chunk]]:
+        groups: list[list[Chunk]] = []
+        cur_end = 0
+        for ci in sorted(chunks, key=lambda c: (c.start, c.pos)):
+            if groups and ci.start <= cur_end:
+                groups[-1].append(ci)
+                cur_end = max(cur_end, ci.end)
+            else:
+                groups.append([ci])
+                cur_end = ci.end
+        return groups
+
+    def _selected(
+        self, ci: Chunk, sel: set[int] | None, start: int | None, end: int | None
+    ) -> tuple[bytes | memoryview, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        buf = self._load(ci)
+        assert ci.times is not None and ci.conns is not None and ci.offsets is not None
+        assert ci.dstart is not None and ci.dlen is not None
+        t, c, o, ds, dl = ci.times, ci.conns, ci.offsets, ci.dstart, ci.dlen
+        mask = None
+        if sel is not None and not all(k in sel for k in ci.counts):
+            mask = np.isin(c, np.fromiter(sel, np.uint32, len(sel)))
+        if start is not None:
+            m2 = t >= start
+            mask = m2 if mask is None else mask & m2
+        if end is not None:
+            m2 = t < end
+            mask = m2 if mask is None else mask & m2
+        if mask is not None:
+            t, c, o, ds, dl = t[mask], c[mask], o[mask], ds[mask], dl[mask]
+        return buf, t, c, o, ds, dl
+
+    def _group_messages(
+        self,
+        group: list[Chunk],
+        sel: set[int] | None,
+        start: int | None,
+        end: int | None,
+        reverse: bool,
+        order: str,
+        chans: dict[int, Channel],
+    ) -> Iterator[Message]:
+        if len(group) == 1:
+            buf, t, c, o, ds, dl = self._selected(group[0], sel, start, end)
+            if order == "file":
+                idx = np.argsort(o, kind="stable")
+            else:
+                idx = np.lexsort((o, t))
+            if reverse:
+                idx = idx[::-1]
+            yield from self._emit(buf, t[idx], c[idx], ds[idx], dl[idx], chans)
+            return
+        # overlapping chunks: merge by (time, file position)
+        parts = []
+        for k, ci in enumerate(sorted(group, key=lambda c: c.pos)):
+            buf, t, c, o, ds, dl = self._selected(ci, sel, start, end)
+            parts.append((buf, t, c, o, ds, dl, k))
+        if not parts:
+            return
+        t = np.concatenate([p[1] for p in parts])
+        c = np.concatenate([p[2] for p in parts])
+        o = np.concatenate([p[3] for p in parts])
+        ds = np.concatenate([p[4] for p in parts])
+        dl = np.concatenate([p[5] for p in parts])
+        kk = np.concatenate([np.full(len(p[1]), p[6], np.int64) for p in parts])
+        idx = np.lexsort((o, kk, t))
+        if reverse:
+            idx = idx[::-1]
+        bufs = [p[0] for p in parts]
+        get = chans.__getitem__
+        for tt, cc, a, n, k in zip(
+            t[idx].tolist(), c[idx].tolist(), ds[idx].tolist(), dl[idx].tolist(), kk[idx].tolist()
+        ):
+            yield Message(get(cc), tt, tt, 0, bufs[k][a : a + n])
+
+    @staticmethod
+    def _emit(
+        buf: bytes | memoryview,
+        t: np.ndarray,
+        c: np.ndarray,
+        ds: np.ndarray,
+        dl: np.ndarray,
+        chans: dict[int, Channel],
+    ) -> Iterator[Message]:
+        mv = memoryview(buf) if not isinstance(buf, memoryview) else buf
+        ends = (ds + dl).tolist()
+        if len(chans) and len(c) and (np.unique(c).size == 1):
+            ch = chans[int(c[0])]
+            for tt, a, b in zip(t.tolist(), ds.tolist(), ends):
+                yield Message(ch, tt, tt, 0, mv[a:b])
+            return
+        get = chans.__getitem__
+        for tt, cc, a, b in zip(t.tolist(), c.tolist(), ds.tolist(), ends):
+            yield Message(get(cc), tt, tt, 0, mv[a:b])
+
+    # --- info -----------------------------------------------------------------------------------
+    def message_times(self, cids: set[int] | None = None) -> dict[int, np.ndarray]:
+        """Log times per connection from the index data records (no chunk data when indexed)."""
+        out: dict[int, list[np.ndarray]] = {}
+        for ci in self.chunks:
+            if ci.times is None:
+                try:
+                    self._chunk_index(ci)
+                except PolybagError:
+                    continue
+            assert ci.times is not None and ci.conns is not None
+            for cid in ci.counts:
+                if cids is None or cid in cids:
+                    out.setdefault(cid, []).append(ci.times[ci.conns == cid])
+        return {k: np.sort(np.concatenate(v)) for k, v in out.items()}
+
+    def info_extras(self) -> dict[str, Any]:
+        from .info import bag_info
+
+        return bag_info(self)
+
+    def info_text(self) -> str:
+        from .info import info_text
+
+        return info_text(self.info_extras())
+
+    def info_yaml(self) -> str:
+        from .info import info_yaml
+
+        return info_yaml(self.info_extras())
+
+
+__all__ = ["BagV2Reader", "Chunk", "Connection", "parse_chunk_records", "partial_decompress"]

@@ -1,0 +1,205 @@
+"""ROS bag record layout: op codes, record headers, fixed-width index entries.
+
+Every bag version from ``#ROSRECORD V1.2`` on is a sequence of records
+``<header_len u32><header><data_len u32><data>``, the header a sequence of
+``<field_len u32><name>=<value>`` fields.  This module parses and builds them, with
+every length checked against the bytes that remain, and defines numpy dtypes for the
+fixed-width arrays (index data entries, chunk info entries) read in bulk.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+
+import numpy as np
+
+from polybag.errors import FormatError, TruncatedError
+
+# --- op codes (ROS bag format 1.2 and 2.0) ---------------------------------------------
+OP_MSG_DEF = 0x01  # 1.2 only: message definition
+OP_MSG_DATA = 0x02
+OP_FILE_HEADER = 0x03
+OP_INDEX_DATA = 0x04
+OP_CHUNK = 0x05  # 2.0
+OP_CHUNK_INFO = 0x06  # 2.0
+OP_CONNECTION = 0x07  # 2.0
+
+OP_NAMES = {
+    OP_MSG_DEF: "message definition",
+    OP_MSG_DATA: "message data",
+    OP_FILE_HEADER: "bag header",
+    OP_INDEX_DATA: "index data",
+    OP_CHUNK: "chunk",
+    OP_CHUNK_INFO: "chunk info",
+    OP_CONNECTION: "connection",
+}
+
+MAGIC_V20 = b"#ROSBAG V2.0\n"
+BAG_HEADER_RECORD_LEN = 4096  # the bag header record is padded to this many bytes
+
+U32 = struct.Struct("<I")
+U64 = struct.Struct("<Q")
+TIME = struct.Struct("<II")
+_u32 = U32.unpack_from
+
+# IndexData ver 1 (2.0): count x (sec, nsec, offset-in-uncompressed-chunk)
+INDEX_V1_DTYPE = np.dtype([("sec", "<u4"), ("nsec", "<u4"), ("offset", "<u4")])
+# IndexData ver 0 (1.2): count x (sec, nsec, file position u64)
+INDEX_V0_DTYPE = np.dtype([("sec", "<u4"), ("nsec", "<u4"), ("pos", "<u8")])
+# ChunkInfo ver 1 data: count x (conn, message count)
+CHUNK_INFO_DTYPE = np.dtype([("conn", "<u4"), ("count", "<u4")])
+
+Header = dict[str, bytes]
+
+
+def parse_header(
+    view: memoryview | bytes, start: int, length: int, path: str | None, offset: int
+) -> Header:
+    """The ``name=value`` fields of a record header at ``view[start:start+length]``.
+
+    ``offset`` is the absolute file offset of the header (for error messages).
+    """
+    end = start + length
+    if end > len(view):
+        raise TruncatedError(f"record header of {length} bytes runs past the end", path, offset)
+    out: Header = {}
+    pos = start
+    while pos < end:
+        if pos + 4 > end:
+            raise FormatError(
+                f"record header field length needs 4 bytes, header has {end - pos} left", path, offset + pos - start
+            )
+        (flen,) = _u32(view, pos)
+        pos += 4
+        if flen > end - pos:
+            raise FormatError(
+                f"record header field of {flen} bytes runs past the header end ({end - pos} bytes left)",
+                path,
+                offset + pos - 4 - start,
+            )
+        field = bytes(view[pos : pos + flen])
+        eq = field.find(b"=")
+        if eq < 0:
+            raise FormatError("record header field has no '='", path, offset + pos - start)
+        out[field[:eq].decode("latin-1")] = field[eq + 1 :]
+        pos += flen
+    return out
+
+
+def build_header(fields: Mapping[str, bytes]) -> bytes:
+    parts = []
+    for k, v in fields.items():
+        kb = k.encode("ascii")
+        parts.append(U32.pack(len(kb) + 1 + len(v)))
+        parts.append(kb)
+        parts.append(b"=")
+        parts.append(v)
+    return b"".join(parts)
+
+
+def build_record(fields: Mapping[str, bytes], data: bytes | memoryview = b"") -> bytes:
+    h = build_header(fields)
+    return b"".join((U32.pack(len(h)), h, U32.pack(len(data)), data))
+
+
+class HeaderFields:
+    """Typed access to a parsed header with errors that name the record."""
+
+    __slots__ = ("h", "path", "offset", "what")
+
+    def __init__(self, h: Header, path: str | None, offset: int, what: str) -> None:
+        self.h = h
+        self.path = path
+        self.offset = offset
+        self.what = what
+
+    def raw(self, name: str) -> bytes:
+        v = self.h.get(name)
+        if v is None:
+            raise FormatError(f"{self.what} record header lacks the {name!r} field", self.path, self.offset)
+        return v
+
+    def has(self, name: str) -> bool:
+        return name in self.h
+
+    def u8(self, name: str) -> int:
+        v = self.raw(name)
+        if len(v) != 1:
+            raise FormatError(f"{self.what} field {name!r} must be 1 byte, is {len(v)}", self.path, self.offset)
+        return v[0]
+
+    def u32(self, name: str) -> int:
+        v = self.raw(name)
+        if len(v) != 4:
+            raise FormatError(f"{self.what} field {name!r} must be 4 bytes, is {len(v)}", self.path, self.offset)
+        return int(_u32(v)[0])
+
+    def u64(self, name: str) -> int:
+        v = self.raw(name)
+        if len(v) != 8:
+            raise FormatError(f"{self.what} field {name!r} must be 8 bytes, is {len(v)}", self.path, self.offset)
+        return int(U64.unpack(v)[0])
+
+    def time(self, name: str) -> int:
+        v = self.raw(name)
+        if len(v) != 8:
+            raise FormatError(f"{self.what} field {name!r} must be 8 bytes, is {len(v)}", self.path, self.offset)
+        s, ns = TIME.unpack(v)
+        return s * 1_000_000_000 + ns
+
+    def str(self, name: str, default: str | None = None) -> str:
+        v = self.h.get(name)
+        if v is None:
+            if default is not None:
+                return default
+            raise FormatError(f"{self.what} record header lacks the {name!r} field", self.path, self.offset)
+        return v.decode("utf-8", "replace")
+
+
+def op_of(h: Header, path: str | None, offset: int) -> int:
+    v = h.get("op")
+    if v is None or len(v) != 1:
+        raise FormatError("record header has no 1-byte 'op' field", path, offset)
+    return v[0]
+
+
+def read_record_at(
+    view: memoryview | bytes, pos: int, limit: int, path: str | None, base: int = 0
+) -> tuple[Header, int, int, int]:
+    """Parse the record at ``view[pos:]`` (not past ``limit``).
+
+    Returns ``(header, data_start, data_len, next_pos)``.  ``base`` is added to ``pos``
+    for error offsets (for records inside a decompressed chunk it is the chunk's file
+    offset; then offsets name the position inside the uncompressed chunk).
+    """
+    if pos + 4 > limit:
+        raise TruncatedError(f"expected a 4-byte record header length, {limit - pos} bytes left", path, base + pos)
+    (hl,) = _u32(view, pos)
+    if hl > limit - pos - 4:
+        raise TruncatedError(
+            f"record header length {hl} runs past the end ({limit - pos - 4} bytes left)", path, base + pos
+        )
+    h = parse_header(view, pos + 4, hl, path, base + pos + 4)
+    dpos = pos + 4 + hl
+    if dpos + 4 > limit:
+        raise TruncatedError(f"expected a 4-byte record data length, {limit - dpos} bytes left", path, base + dpos)
+    (dl,) = _u32(view, dpos)
+    if dl > limit - dpos - 4:
+        raise TruncatedError(
+            f"record data length {dl} runs past the end ({limit - dpos - 4} bytes left)", path, base + dpos
+        )
+    return h, dpos + 4, dl, dpos + 4 + dl
+
+
+def time_to_ns(sec: np.ndarray, nsec: np.ndarray) -> np.ndarray:
+    return sec.astype(np.int64) * 1_000_000_000 + nsec.astype(np.int64)
+
+
+def pack_time(ns: int) -> bytes:
+    if ns < 0:
+        raise ValueError(f"bag times cannot be negative: {ns}")
+    s, n = divmod(ns, 1_000_000_000)
+    if s > 0xFFFFFFFF:
+        raise ValueError(f"bag times must fit in 32-bit seconds: {ns}")
+    return TIME.pack(s, n)
