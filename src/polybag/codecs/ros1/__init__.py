@@ -1,0 +1,192 @@
+"""ROS 1 messages: definitions, md5sums, the bundled common types and the ``ros1`` codec.
+
+``compute_md5(msg_type, full_definition_text)`` is the md5sum ROS computes for a type from
+its full definition (as stored in bag connections and MCAP ``ros1msg`` schemas).
+``codec_for_schema(schema, channel)`` is the codec registry entry for ``("ros1", "ros1msg")``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from polybag.codecs.ros1.msgdef import MsgDefError, TypeSet, add_folder, canonical, parse_full
+from polybag.codecs.ros1.serde import Compiler, Duration, EncodeError, RosMessage, Time
+from polybag.errors import DecodeError, UnsupportedError
+from polybag.model import Channel, Schema
+
+__all__ = [
+    "Duration",
+    "EncodeError",
+    "MsgDefError",
+    "Ros1Codec",
+    "RosMessage",
+    "Time",
+    "add_msg_folder",
+    "bundled",
+    "codec_for_schema",
+    "codec_for_type",
+    "compute_md5",
+    "definition_for",
+    "lookup_md5",
+]
+
+MSGS_DIR = Path(__file__).with_name("msgs")
+
+_bundled: TypeSet | None = None
+_user = TypeSet("ros1")
+
+
+def bundled() -> TypeSet:
+    """The bundled common ROS 1 definitions (std_msgs, geometry_msgs, sensor_msgs...)."""
+    global _bundled
+    if _bundled is None:
+        ts = TypeSet("ros1")
+        add_folder(ts, str(MSGS_DIR))
+        _bundled = ts
+    return _bundled
+
+
+def known_types() -> TypeSet:
+    """User-added definitions first, then the bundled ones."""
+    _user.fallback = bundled()
+    return _user
+
+
+def add_msg_folder(folder: str | Path, package: str | None = None) -> list[str]:
+    """Add the ``.msg`` files under ``folder`` (``pkg/msg/Type.msg`` layout) to the known types."""
+    ts = known_types()
+    added = add_folder(ts, str(folder), package)
+    _md5_index.clear()
+    return added
+
+
+_md5_index: dict[str, str] = {}
+
+
+def lookup_md5(md5sum: str) -> str | None:
+    """The name of a known (bundled or user) type with this md5sum, if any."""
+    if not _md5_index:
+        ts = known_types()
+        for source in (bundled(), _user):
+            for name in source.types:
+                try:
+                    _md5_index.setdefault(ts.md5(name), name)
+                except DecodeError:
+                    continue
+    return _md5_index.get(md5sum)
+
+
+def definition_for(msg_type: str) -> str:
+    """The full definition text of a known type, as a bag writer stores it."""
+    return known_types().full_text(canonical(msg_type))
+
+
+def compute_md5(msg_type: str, full_definition_text: str | bytes) -> str:
+    """The ROS md5sum of ``msg_type`` from its full definition text (``MSG:`` sections)."""
+    ts = parse_full(msg_type, full_definition_text, "ros1", fallback=known_types())
+    return ts.md5(msg_type)
+
+
+class Ros1Codec:
+    """Decode/encode the ROS 1 serialization of one message type."""
+
+    def __init__(self, typeset: TypeSet, msg_type: str) -> None:
+        self.typeset = typeset
+        self.type_name = canonical(msg_type)
+        self.full_name = msg_type
+        typeset.check(self.type_name)
+        self.compiler = Compiler(typeset, "ros1", "<")
+        self._dec = self.compiler.decoder(self.type_name, "obj")
+        self._dicts: dict[str, Any] = {}
+        self._enc: dict[str, Any] = {}
+
+    @property
+    def md5sum(self) -> str:
+        return self.typeset.md5(self.type_name)
+
+    @property
+    def message_class(self) -> type:
+        return self.compiler.cls(self.type_name)
+
+    def _error(self, e: DecodeError, topic: str | None) -> DecodeError:
+        msg = str(e)
+        if e.field or e.offset is not None:
+            msg = msg.split(": ", 1)[-1]
+        return DecodeError(msg, topic=topic, type_name=self.full_name, field=e.field, offset=e.offset)
+
+    def _run(self, fn: Any, data: bytes | memoryview, topic: str | None) -> Any:
+        end = len(data)
+        try:
+            value, pos = fn(data, 0, end)
+        except DecodeError as e:
+            raise self._error(e, topic) from None
+        if pos != end:
+            raise DecodeError(
+                f"{end - pos} bytes left over after the message ({end} byte payload)",
+                topic=topic,
+                type_name=self.full_name,
+                offset=pos,
+            )
+        return value
+
+    def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        """The message as an object with attribute access (numeric arrays as numpy)."""
+        return self._run(self._dec, data, topic)
+
+    def to_dict(self, data: bytes | memoryview, topic: str | None = None, numpy: bool = False) -> Any:
+        """The message as plain dicts (JSON-ready unless ``numpy``: arrays as numpy)."""
+        mode = "dictnp" if numpy else "dict"
+        fn = self._dicts.get(mode)
+        if fn is None:
+            fn = self._dicts[mode] = self.compiler.decoder(self.type_name, mode)
+        return self._run(fn, data, topic)
+
+    def encode(self, obj: Any) -> bytes:
+        """Serialize an object (as :meth:`decode` returns) or a dict (as :meth:`to_dict`)."""
+        mode = "dict" if isinstance(obj, dict) else "obj"
+        fn = self._enc.get(mode)
+        if fn is None:
+            fn = self._enc[mode] = self.compiler.encoder(self.type_name, mode)
+        out = bytearray()
+        try:
+            fn(out, obj)
+        except DecodeError as e:
+            raise EncodeError(str(e), type_name=self.full_name, field=e.field) from None
+        return bytes(out)
+
+
+_codecs: dict[tuple[str, str], Ros1Codec] = {}
+
+
+def codec_for_type(msg_type: str, definition: str | bytes = "", md5sum: str = "") -> Ros1Codec:
+    """A codec for ``msg_type`` from its full definition, or from the known types."""
+    text = bytes(definition).decode("utf-8", "replace") if not isinstance(definition, str) else definition
+    key = (msg_type, text if text.strip() else f"#md5 {md5sum}")
+    codec = _codecs.get(key)
+    if codec is not None:
+        return codec
+    empty_md5 = "d41d8cd98f00b204e9800998ecf8427e"
+    if text.strip() or md5sum == empty_md5 or (not md5sum and known_types().lookup(msg_type) is None):
+        ts = parse_full(msg_type, text, "ros1", fallback=known_types())
+        name = msg_type
+    else:
+        ts = known_types()
+        name = msg_type
+        if md5sum and md5sum != "*":
+            found = lookup_md5(md5sum)
+            if found is None:
+                raise UnsupportedError(
+                    f"no definition for {msg_type} (md5sum {md5sum}) in the file or the known types; "
+                    "add its .msg files with polybag.codecs.ros1.add_msg_folder()"
+                )
+            name = found
+    codec = _codecs[key] = Ros1Codec(ts, name)
+    codec.full_name = msg_type or name
+    return codec
+
+
+def codec_for_schema(schema: Schema, channel: Channel) -> Ros1Codec:
+    """Codec registry entry for ``("ros1", "ros1msg")`` channels (bag connections too)."""
+    name = schema.name or str(channel.metadata.get("type", ""))
+    return codec_for_type(name, schema.data, str(channel.metadata.get("md5sum", "")))

@@ -1,0 +1,759 @@
+"""Compiled (de)serializers for ROS 1 and CDR (ROS 2) messages.
+
+One :class:`Compiler` per (type set, wire format, byte order) generates Python source for
+each message type once and ``exec``s it: runs of fixed-size fields (across nested messages)
+become a single ``struct.unpack_from`` / ``pack`` call; strings and sequences are read with
+their length checked against the bytes that remain before anything is allocated.  Objects
+are instances of small generated ``__slots__`` classes; dicts are plain JSON-ready dicts.
+
+CDR alignment is tracked statically where the position modulo 8 is known (so padding is
+folded into the struct formats) and computed at run time after variable-length data.
+"""
+
+from __future__ import annotations
+
+import keyword
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from polybag.codecs.ros1.msgdef import (
+    NUMPY_TYPES,
+    PRIMITIVE_FORMATS,
+    Field,
+    FieldType,
+    MsgDef,
+    TypeSet,
+)
+from polybag.errors import DecodeError
+
+_U32 = {"<": struct.Struct("<I"), ">": struct.Struct(">I")}
+_ZERO_LIMIT = 1_000_000  # max elements of a zero-sized type in one sequence
+_UNROLL = 8
+
+
+class EncodeError(DecodeError):
+    """A value that cannot be serialized with its message type."""
+
+
+class _Short(Exception):
+    """Internal: a length field points past the end of the payload."""
+
+
+class RosMessage:
+    """Base of generated message classes (attribute access, equality, repr)."""
+
+    __slots__ = ()
+    __msgtype__ = ""
+    __fieldnames__: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        for n in self.__fieldnames__:
+            a, b = getattr(self, n), getattr(other, n)
+            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                if not np.array_equal(a, b):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__fieldnames__)
+        return f"{self.__msgtype__}({inner})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {n: _plain(getattr(self, n)) for n in self.__fieldnames__}
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, RosMessage):
+        return v.to_dict()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return v
+
+
+_CLASS_CACHE: dict[tuple[Any, ...], type] = {}
+
+
+def make_class(d: MsgDef, full_name: str | None = None) -> type:
+    """A ``__slots__`` class for message type ``d`` (cached by name and field names)."""
+    names = tuple(f.name for f in d.fields)
+    consts = tuple((c.name, repr(c.value)) for c in d.constants)
+    key = (full_name or d.full_name or d.name, names, consts)
+    cls = _CLASS_CACHE.get(key)
+    if cls is not None:
+        return cls
+    params = [f"_a{i}" for i in range(len(names))]
+    body = []
+    for n, p in zip(names, params):
+        if n.isidentifier() and not keyword.iskeyword(n):
+            body.append(f"    self.{n} = {p}")
+        else:
+            body.append(f"    setattr(self, {n!r}, {p})")
+    defaults = ", ".join(f"{p}=None" for p in params)
+    src = f"def __init__(self{', ' if params else ''}{defaults}):\n" + ("\n".join(body) or "    pass")
+    ns: dict[str, Any] = {}
+    exec(compile(src, f"<polybag msg {key[0]}>", "exec"), ns)  # noqa: S102
+    attrs: dict[str, Any] = {
+        "__slots__": names,
+        "__init__": ns["__init__"],
+        "__msgtype__": key[0],
+        "__fieldnames__": names,
+    }
+    for c in d.constants:
+        if c.name not in names and c.name.isidentifier():
+            attrs[c.name] = c.value
+    cls = type(key[0].rsplit("/", 1)[-1] or "Msg", (RosMessage,), attrs)
+    _CLASS_CACHE[key] = cls
+    return cls
+
+
+# ROS 1 time and duration behave as two-field messages
+_TIME = MsgDef("time", [Field("sec", FieldType("uint32")), Field("nsec", FieldType("uint32"))], full_name="time")
+_DURATION = MsgDef(
+    "duration", [Field("sec", FieldType("int32")), Field("nsec", FieldType("int32"))], full_name="duration"
+)
+Time = make_class(_TIME)
+Duration = make_class(_DURATION)
+_EMPTY_CDR_FIELD = Field("structure_needs_at_least_one_member", FieldType("uint8"))
+
+
+def _attr(o: str, name: str, mode: str) -> str:
+    if mode != "obj":
+        return f"{o}[{name!r}]"
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return f"{o}.{name}"
+    return f"getattr({o}, {name!r})"
+
+
+class Compiler:
+    """Generates and caches decoders/encoders for every type of one :class:`TypeSet`."""
+
+    def __init__(self, ts: TypeSet, wire: str = "ros1", endian: str = "<") -> None:
+        assert wire in ("ros1", "cdr") and endian in "<>"
+        self.ts = ts
+        self.cdr = wire == "cdr"
+        self.e = endian
+        self.ns: dict[str, Any] = {
+            "_np_array": np.array,
+            "_frombuffer": np.frombuffer,
+            "_Short": _Short,
+            "_U32": _U32[endian],
+            "_ZEROS": bytes(8),
+            "_asarray": np.ascontiguousarray,
+            "_enc_str": _enc_str,
+            "_as_bytes": _as_bytes,
+            "_fixbytes": _fixbytes,
+            "_seq": _seq,
+        }
+        self._structs: dict[str, str] = {}
+        self._funcs: dict[tuple[str, str], str] = {}
+        self._count = 0
+        self.classes: dict[str, type] = {}
+        self._sizes: dict[str, int] = {}
+        self._errinfo: dict[str, list[Any]] = {}
+        self.ns["_errinfo"] = self._errinfo
+
+    # --- helpers ----------------------------------------------------------------------
+    def msgdef(self, name: str) -> MsgDef:
+        if name == "time":
+            return _TIME
+        if name == "duration":
+            return _DURATION
+        d = self.ts.get(name)
+        if self.cdr and not d.fields:
+            d = MsgDef(d.name, [_EMPTY_CDR_FIELD], d.constants, d.full_name)
+        return d
+
+    def cls(self, name: str) -> type:
+        c = self.classes.get(name)
+        if c is None:
+            if name == "time":
+                c = Time
+            elif name == "duration":
+                c = Duration
+            else:
+                d = self.msgdef(name)
+                c = make_class(d, d.full_name or d.name)
+            self.classes[name] = c
+            self.ns[self._ident("C", name)] = c
+        return c
+
+    def _ident(self, prefix: str, name: str) -> str:
+        return f"_{prefix}_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+
+    def struct(self, fmt: str) -> str:
+        var = self._structs.get(fmt)
+        if var is None:
+            var = self._structs[fmt] = f"_S{len(self._structs)}"
+            self.ns[var] = struct.Struct(self.e + fmt)
+        return var
+
+    def dtype(self, prim: str) -> str:
+        var = f"_DT_{prim}"
+        if var not in self.ns:
+            self.ns[var] = np.dtype(self.e + NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
+            self.ns[f"_NDT_{prim}"] = np.dtype(NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
+        return var
+
+    def fixed_size(self, name: str) -> int:
+        """ROS 1 wire size of a message type, or -1 if it has variable-length parts."""
+        if self.cdr:
+            return -1
+        s = self._sizes.get(name)
+        if s is None:
+            total = 0
+            for f in self.msgdef(name).fields:
+                t = f.type
+                if t.array == -1 or t.base in ("string", "wstring"):
+                    total = -1
+                    break
+                if t.base in PRIMITIVE_FORMATS:
+                    es = PRIMITIVE_FORMATS[t.base][1]
+                else:
+                    es = self.fixed_size(t.base)
+                    if es < 0:
+                        total = -1
+                        break
+                total += es * (t.array if t.array is not None else 1)
+            s = self._sizes[name] = total
+        return s
+
+    def min_size(self, name: str, stack: tuple[str, ...] = ()) -> int:
+        total = 0
+        for f in self.msgdef(name).fields:
+            t = f.type
+            if t.array == -1:
+                total += 4
+                continue
+            n = t.array if t.array is not None else 1
+            if t.base in PRIMITIVE_FORMATS:
+                total += PRIMITIVE_FORMATS[t.base][1] * n
+            elif t.base in ("string", "wstring"):
+                total += 4 * n
+            elif t.base not in stack:
+                total += self.min_size(t.base, (*stack, name)) * n
+        return total
+
+    # --- public -------------------------------------------------------------------------
+    def decoder(self, name: str, mode: str = "obj") -> Callable[[Any, int, int], tuple[Any, int]]:
+        """``f(buf, pos, end) -> (value, pos)`` for type ``name``; mode obj|dict|dictnp."""
+        return self.ns[self._func("d", name, mode)]
+
+    def encoder(self, name: str, mode: str = "obj") -> Callable[[bytearray, Any], None]:
+        """``f(out, value)`` appending the serialization of ``value`` to ``out``."""
+        return self.ns[self._func("e", name, mode)]
+
+    def _func(self, kind: str, name: str, mode: str) -> str:
+        key = (f"{kind}{mode}", name)
+        fn = self._funcs.get(key)
+        if fn is None:
+            self.ts.check(name) if name not in ("time", "duration") else None
+            fn = self._funcs[key] = f"_{kind}{mode}{self._count}"
+            self._count += 1
+            src = (_DecGen if kind == "d" else _EncGen)(self, mode, name, fn).source()
+            try:
+                code = compile(src, f"<polybag {kind} {name}>", "exec")
+            except SyntaxError as e:  # pragma: no cover - a generator bug
+                raise DecodeError(f"internal: cannot compile codec: {e}\n{src}", type_name=name) from e
+            exec(code, self.ns)  # noqa: S102
+        return fn
+
+
+def _enc_str(v: Any) -> bytes:
+    if isinstance(v, str):
+        return v.encode("utf-8", "surrogateescape")
+    return bytes(v)
+
+
+def _as_bytes(v: Any) -> bytes:
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v)
+    if isinstance(v, str):
+        return v.encode("latin-1")
+    if isinstance(v, np.ndarray):
+        return v.astype(np.uint8, copy=False).tobytes()
+    return bytes(v)
+
+
+def _fixbytes(v: Any, n: int) -> bytes:
+    b = _as_bytes(v)
+    if len(b) != n:
+        raise ValueError(f"expected {n} bytes, got {len(b)}")
+    return b
+
+
+def _seq(v: Any, n: int) -> Any:
+    if len(v) != n:
+        raise ValueError(f"expected {n} elements, got {len(v)}")
+    return v
+
+
+class _Gen:
+    def __init__(self, c: Compiler, mode: str, name: str, fname: str) -> None:
+        self.c = c
+        self.mode = mode
+        self.name = name
+        self.fname = fname
+        self.lines: list[str] = []
+        self.ind = 1
+        self.tmp = 0
+        self.errs: list[Any] = []
+        c._errinfo[fname] = self.errs
+        self.reset_align(unknown=True)
+        self.run_fmt: list[str] = []
+        self.run_size = 0
+        self.run_vals: list[str] = []  # encoder: value expressions
+        self.run_nvals = 0  # decoder: number of unpacked values
+        self.run_id = 0
+        self.run_fields: list[tuple[int, int, str]] = []  # (offset in run, size, path)
+
+    def reset_align(self, unknown: bool) -> None:
+        # position modulo self.m is self.r (relative to the CDR origin)
+        self.m, self.r = (1, 0) if unknown else (8, 0)
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.ind + line)
+
+    def new(self, prefix: str = "_v") -> str:
+        self.tmp += 1
+        return f"{prefix}{self.tmp}"
+
+    def advance(self, size: int) -> None:
+        if self.m > 1:
+            self.r = (self.r + size) % self.m
+
+    def align(self, a: int) -> None:
+        """Pad to alignment ``a`` (CDR only): statically in the run when known."""
+        if not self.c.cdr or a <= 1:
+            return
+        if self.m >= a:
+            pad = (-self.r) % a
+            if pad:
+                self.run_fmt.append(f"{pad}x")
+                self.run_size += pad
+                self.advance(pad)
+        else:
+            self.flush()
+            self.dyn_align(a)
+            self.m, self.r = a, 0
+
+    def err_entry(self, path: str) -> int:
+        self.errs.append(path)
+        return len(self.errs) - 1
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+
+class _DecGen(_Gen):
+    """Decoder source generator."""
+
+    def source(self) -> str:
+        c = self.c
+        d = c.msgdef(self.name)
+        self.ctor_mode = "obj" if self.mode == "obj" else "dict"
+        self.np_arrays = self.mode in ("obj", "dictnp")
+        self.ind = 2
+        expr = self.message(self.name, d, "")
+        self.flush()
+        self.emit(f"return {expr}, pos")
+        head = [
+            f"def {self.fname}(buf, pos, end):",
+            "    _at = -1",
+            "    try:",
+        ]
+        tail = [
+            "    except _Short as e:",
+            f"        raise _fail({self.fname!r}, _at, pos, end, 'length ' + str(e.args[0]) + ' exceeds the ' + str(end - pos) + ' bytes left') from None",
+            "    except _DecodeError:",
+            "        raise",
+            "    except Exception as e:",
+            f"        raise _fail({self.fname!r}, _at, pos, end, e) from None",
+        ]
+        c.ns.setdefault("_fail", _fail_factory(c._errinfo))
+        c.ns.setdefault("_DecodeError", DecodeError)
+        return "\n".join(head + self.lines + tail) + "\n"
+
+    def dyn_align(self, a: int) -> None:
+        self.emit(f"pos = (pos + {a - 1}) & -{a}")
+
+    def mark(self, path: str) -> None:
+        self.emit(f"_at = {self.err_entry(path)}")
+
+    def flush(self) -> None:
+        if not self.run_size:
+            return
+        fmt = "".join(self.run_fmt)
+        self.mark(("run", list(self.run_fields)))  # type: ignore[arg-type]
+        if self.run_nvals:
+            self.emit(f"_t{self.run_id} = {self.c.struct(fmt)}.unpack_from(buf, pos)")
+        else:
+            self.emit(f"if pos + {self.run_size} > end: raise _Short({self.run_size})")
+        self.emit(f"pos += {self.run_size}")
+        self.run_fmt = []
+        self.run_size = 0
+        self.run_nvals = 0
+        self.run_fields = []
+        self.run_id += 1
+
+    def prim(self, fmt: str, size: int, count: int, align: int, path: str) -> tuple[str, int]:
+        """Queue ``count`` values in the current run; returns (tuple var, first index)."""
+        self.align(align)
+        self.run_fields.append((self.run_size, size * count, path))
+        self.run_fmt.append(f"{count}{fmt}" if count != 1 else fmt)
+        self.run_size += size * count
+        self.advance(size * count)
+        idx = self.run_nvals
+        self.run_nvals += 1 if fmt == "s" else count
+        return f"_t{self.run_id}", idx
+
+    def message(self, name: str, d: MsgDef, path: str) -> str:
+        parts = []
+        for f in d.fields:
+            p = f"{path}.{f.name}" if path else f.name
+            parts.append((f.name, self.value(f.type, p)))
+        if self.ctor_mode == "obj":
+            self.c.cls(name)
+            return f"{self.c._ident('C', name)}({', '.join(v for _, v in parts)})"
+        return "{" + ", ".join(f"{n!r}: {v}" for n, v in parts) + "}"
+
+    def count(self, path: str) -> str:
+        var, idx = self.prim("I", 4, 1, 4, path + " (length)")
+        self.flush()
+        n = self.new("_n")
+        self.emit(f"{n} = {var}[{idx}]")
+        return n
+
+    def value(self, t: FieldType, path: str) -> str:
+        base = t.base
+        c = self.c
+        if t.array is None:
+            return self.scalar(base, path)
+        if base in PRIMITIVE_FORMATS:
+            fmt, size = PRIMITIVE_FORMATS[base]
+            if t.array >= 0:
+                n = t.array
+                if n == 0:
+                    return "b''" if base == "uint8" else ("[]" if not self.np_arrays else "_np_array([])")
+                if base == "uint8":
+                    var, idx = self.prim("s", 1, n, 1, path)
+                    return f"{var}[{idx}]"
+                var, idx = self.prim(fmt, size, n, size, path)
+                sl = f"{var}[{idx}:{idx + n}]"
+                if self.np_arrays:
+                    c.dtype(base)
+                    return f"_np_array({sl}, _NDT_{base})"
+                return f"list({sl})"
+            n = self.count(path)
+            self.mark(path)
+            if base != "uint8" and size > 4 and c.cdr:
+                self.emit(f"if {n}: pos = (pos + {size - 1}) & -{size}")
+            nb = f"{n} * {size}" if size > 1 else n
+            self.emit(f"if {nb} > end - pos: raise _Short({nb})")
+            v = self.new()
+            if base == "uint8":
+                self.emit(f"{v} = bytes(buf[pos:pos + {n}])")
+            else:
+                dt = c.dtype(base)
+                if self.np_arrays:
+                    conv = ".copy()" if self.c.e == "<" or size == 1 else f".astype(_NDT_{base})"
+                    self.emit(f"{v} = _frombuffer(buf, {dt}, {n}, pos){conv}")
+                else:
+                    self.emit(f"{v} = _frombuffer(buf, {dt}, {n}, pos).tolist()")
+            self.emit(f"pos += {nb}")
+            self.m, self.r = (min(size, 4), 0) if c.cdr else (1, 0)
+            return v
+        # arrays of strings and messages
+        if t.array >= 0 and t.array <= _UNROLL:
+            return "[" + ", ".join(self.scalar(base, f"{path}[{i}]") for i in range(t.array)) + "]"
+        if t.array >= 0:
+            self.flush()
+            n = str(t.array)
+        else:
+            n = self.count(path)
+        self.mark(path)
+        if base in ("string", "wstring"):
+            self.emit(f"if {n} * 4 > end - pos: raise _Short({n})")
+        else:
+            ms = c.min_size(base)
+            if ms:
+                self.emit(f"if {n} * {ms} > end - pos: raise _Short({n})")
+            else:
+                self.emit(f"if {n} > {_ZERO_LIMIT}: raise _Short({n})")
+        lst = self.new("_l")
+        if base not in ("string", "wstring") and c.fixed_size(base) > 0 and not c.cdr:
+            # fixed-size elements: one iter_unpack over the whole array
+            size = c.fixed_size(base)
+            sub = _DecGen(c, self.mode, base, self.fname + "_t")
+            sub.ctor_mode, sub.np_arrays = self.ctor_mode, self.np_arrays
+            sub.run_id = 0
+            expr = sub.message(base, c.msgdef(base), "").replace("_t0[", "t[")
+            fmt = "".join(sub.run_fmt)
+            s = c.struct(fmt)
+            self.emit(f"if {n} * {size} > end - pos: raise _Short({n})")
+            self.emit(f"{lst} = [{expr} for t in {s}.iter_unpack(buf[pos:pos + {n} * {size}])]")
+            self.emit(f"pos += {n} * {size}")
+            return lst
+        self.emit(f"{lst} = []")
+        self.emit(f"for _ in range({n}):")
+        self.ind += 1
+        if base in ("string", "wstring"):
+            self.string_code(base, lst + ".append")
+        else:
+            fn = c._func("d", base, self.mode)
+            v = self.new()
+            self.emit(f"{v}, pos = {fn}(buf, pos, end)")
+            self.emit(f"{lst}.append({v})")
+        self.ind -= 1
+        self.reset_align(unknown=True)
+        return lst
+
+    def string_code(self, base: str, sink: str) -> None:
+        """Read one string at pos (inside a loop: dynamic alignment) and pass it to sink."""
+        cdr = self.c.cdr
+        if cdr:
+            self.emit("pos = (pos + 3) & -4")
+        self.emit("_m = _U32.unpack_from(buf, pos)[0]")
+        self.emit("pos += 4")
+        if base == "wstring":
+            self.emit("if _m * 4 > end - pos: raise _Short(_m)")
+            self.emit(
+                f"{sink}(str(buf[pos:pos + _m * 4], 'utf-32-{'le' if self.c.e == '<' else 'be'}', 'surrogatepass'))"
+            )
+            self.emit("pos += _m * 4")
+            return
+        self.emit("if _m > end - pos: raise _Short(_m)")
+        if cdr:
+            self.emit(f"{sink}(str(buf[pos:pos + _m - 1], 'utf-8', 'surrogateescape') if _m else '')")
+        else:
+            self.emit(f"{sink}(str(buf[pos:pos + _m], 'utf-8', 'surrogateescape'))")
+        self.emit("pos += _m")
+
+    def scalar(self, base: str, path: str) -> str:
+        if base in PRIMITIVE_FORMATS:
+            fmt, size = PRIMITIVE_FORMATS[base]
+            var, idx = self.prim(fmt, size, 1, size, path)
+            return f"{var}[{idx}]"
+        if base in ("string", "wstring"):
+            n = self.count(path)
+            self.mark(path)
+            v = self.new()
+            if base == "wstring":
+                self.emit(f"if {n} * 4 > end - pos: raise _Short({n})")
+                enc = "utf-32-le" if self.c.e == "<" else "utf-32-be"
+                self.emit(f"{v} = str(buf[pos:pos + {n} * 4], {enc!r}, 'surrogatepass')")
+                self.emit(f"pos += {n} * 4")
+                self.m, self.r = 4, 0
+                return v
+            self.emit(f"if {n} > end - pos: raise _Short({n})")
+            if self.c.cdr:
+                self.emit(f"{v} = str(buf[pos:pos + {n} - 1], 'utf-8', 'surrogateescape') if {n} else ''")
+            else:
+                self.emit(f"{v} = str(buf[pos:pos + {n}], 'utf-8', 'surrogateescape')")
+            self.emit(f"pos += {n}")
+            self.reset_align(unknown=True)
+            return v
+        d = self.c.msgdef(base)
+        if base in ("time", "duration") and self.ctor_mode == "dict":
+            fmt = "I" if base == "time" else "i"
+            var, idx = self.prim(fmt, 4, 2, 4, path)
+            return f"{{'sec': {var}[{idx}], 'nsec': {var}[{idx + 1}]}}"
+        return self.message(base, d, path)
+
+
+def _fail_factory(errinfo: dict[str, list[Any]]) -> Callable[..., DecodeError]:
+    def _fail(fname: str, at: int, pos: int, end: int, e: object) -> DecodeError:
+        field = None
+        offset = pos
+        info = errinfo.get(fname, [])
+        if 0 <= at < len(info):
+            entry = info[at]
+            if isinstance(entry, tuple) and entry and entry[0] == "run":
+                left = end - pos
+                field = entry[1][0][2] if entry[1] else None
+                need = 0
+                for off, size, p in entry[1]:
+                    if off + size > left:
+                        field, offset, need = p, pos + off, size
+                        break
+                if isinstance(e, (struct.error, _Short)):
+                    e = f"payload ends at byte {end}, field needs {need} bytes at {offset}"
+            else:
+                field = entry
+        return DecodeError(str(e), field=field, offset=offset)
+
+    return _fail
+
+
+class _EncGen(_Gen):
+    """Encoder source generator: ``f(out, o)`` appends to the bytearray ``out``."""
+
+    def source(self) -> str:
+        d = self.c.msgdef(self.name)
+        self.acc = "obj" if self.mode == "obj" else "dict"
+        self.ind = 2
+        self.message(self.name, d, "o", "")
+        self.flush()
+        head = [f"def {self.fname}(out, o):", "    _at = -1", "    try:"]
+        tail = [
+            "    except _DecodeError:",
+            "        raise",
+            "    except Exception as e:",
+            f"        raise _efail({self.fname!r}, _at, e) from None",
+        ]
+        self.c.ns.setdefault("_DecodeError", DecodeError)
+        self.c.ns.setdefault("_efail", _efail_factory(self.c._errinfo))
+        return "\n".join(head + self.lines + ["        pass"] + tail) + "\n"
+
+    def mark(self, path: str) -> None:
+        self.emit(f"_at = {self.err_entry(path)}")
+
+    def dyn_align(self, a: int) -> None:
+        self.emit(f"out += _ZEROS[:-len(out) & {a - 1}]")
+
+    def flush(self) -> None:
+        if not self.run_size:
+            return
+        self.mark(", ".join(p for _, _, p in self.run_fields))
+        fmt = "".join(self.run_fmt)
+        self.emit(f"out += {self.c.struct(fmt)}.pack({', '.join(self.run_vals)})")
+        self.run_fmt, self.run_vals, self.run_fields = [], [], []
+        self.run_size = 0
+
+    def prim(self, fmt: str, size: int, count: int, align: int, path: str, val: str) -> None:
+        self.align(align)
+        self.run_fields.append((self.run_size, size * count, path))
+        self.run_fmt.append(f"{count}{fmt}" if count != 1 else fmt)
+        self.run_size += size * count
+        self.advance(size * count)
+        self.run_vals.append(val)
+
+    def bind(self, expr: str) -> str:
+        """Evaluate ``expr`` once into a local (values referenced by several run slots)."""
+        v = self.new("_o")
+        self.emit(f"{v} = {expr}")
+        return v
+
+    def message(self, name: str, d: MsgDef, o: str, path: str) -> None:
+        if len(d.fields) > 1 and o != "o":
+            o = self.bind(o)
+        for f in d.fields:
+            p = f"{path}.{f.name}" if path else f.name
+            self.value(f.type, _attr(o, f.name, self.acc), p)
+
+    def count(self, n: str, path: str) -> None:
+        self.prim("I", 4, 1, 4, path + " (length)", n)
+        self.flush()
+
+    def value(self, t: FieldType, v: str, path: str) -> None:
+        base = t.base
+        c = self.c
+        if t.array is None:
+            self.scalar(base, v, path)
+            return
+        if base in PRIMITIVE_FORMATS:
+            fmt, size = PRIMITIVE_FORMATS[base]
+            if t.array >= 0:
+                n = t.array
+                if n == 0:
+                    return
+                if base == "uint8":
+                    self.prim("s", 1, n, 1, path, f"_fixbytes({v}, {n})")
+                else:
+                    self.prim(fmt, size, n, size, path, f"*_seq({v}, {n})")
+                return
+            if base == "uint8":
+                b = self.bind(f"_as_bytes({v})")
+                self.count(f"len({b})", path)
+                self.emit(f"out += {b}")
+                self.reset_align(unknown=True)
+                return
+            c.dtype(base)
+            a = self.bind(f"_asarray({v}, _DT_{base})")
+            self.count(f"len({a})", path)
+            if size > 4 and c.cdr:
+                self.emit(f"if len({a}): out += _ZEROS[:-len(out) & {size - 1}]")
+            self.emit(f"out += {a}.tobytes()")
+            self.m, self.r = (min(size, 4), 0) if c.cdr else (1, 0)
+            return
+        if t.array >= 0 and t.array <= _UNROLL:
+            lst = self.bind(f"_seq({v}, {t.array})")
+            for i in range(t.array):
+                self.scalar(base, f"{lst}[{i}]", f"{path}[{i}]")
+            return
+        lst = self.bind(v if t.array < 0 else f"_seq({v}, {t.array})")
+        if t.array < 0:
+            self.count(f"len({lst})", path)
+        else:
+            self.flush()
+        self.mark(path)
+        self.emit(f"for _x in {lst}:")
+        self.ind += 1
+        if base in ("string", "wstring"):
+            if c.cdr:
+                self.emit("out += _ZEROS[:-len(out) & 3]")
+            self.string_code(base, "_x")
+        else:
+            fn = c._func("e", base, self.mode)
+            self.emit(f"{fn}(out, _x)")
+        self.ind -= 1
+        self.reset_align(unknown=True)
+
+    def string_code(self, base: str, v: str) -> None:
+        b = self.new("_b")
+        if base == "wstring":
+            enc = "utf-32-le" if self.c.e == "<" else "utf-32-be"
+            self.emit(f"{b} = {v}.encode({enc!r}, 'surrogatepass')")
+            self.emit(f"out += _U32.pack(len({b}) // 4)")
+            self.emit(f"out += {b}")
+            return
+        self.emit(f"{b} = _enc_str({v})")
+        if self.c.cdr:
+            self.emit(f"out += _U32.pack(len({b}) + 1)")
+            self.emit(f"out += {b}")
+            self.emit("out += b'\\0'")
+        else:
+            self.emit(f"out += _U32.pack(len({b}))")
+            self.emit(f"out += {b}")
+
+    def scalar(self, base: str, v: str, path: str) -> None:
+        if base in PRIMITIVE_FORMATS:
+            fmt, size = PRIMITIVE_FORMATS[base]
+            self.prim(fmt, size, 1, size, path, v)
+            return
+        if base in ("string", "wstring"):
+            self.align(4)
+            self.flush()
+            self.mark(path)
+            self.string_code(base, v)
+            if base == "wstring":
+                self.m, self.r = 4, 0
+            else:
+                self.reset_align(unknown=True)
+            return
+        if base in ("time", "duration") and self.acc == "dict":
+            o = self.bind(v)
+            fmt = "I" if base == "time" else "i"
+            self.prim(fmt, 4, 1, 4, path + ".sec", f"{o}['sec']")
+            self.prim(fmt, 4, 1, 4, path + ".nsec", f"{o}['nsec']")
+            return
+        self.message(base, self.c.msgdef(base), v, path)
+
+
+def _efail_factory(errinfo: dict[str, list[Any]]) -> Callable[..., DecodeError]:
+    def _efail(fname: str, at: int, e: object) -> DecodeError:
+        info = errinfo.get(fname, [])
+        field = info[at] if 0 <= at < len(info) else None
+        return EncodeError(f"cannot serialize: {type(e).__name__}: {e}", field=field)
+
+    return _efail
