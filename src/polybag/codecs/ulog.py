@@ -1,0 +1,474 @@
+"""PX4 ULog message formats (``F`` messages) -> numpy dtypes, decoders and encoders.
+
+A ULog format is one line ``name:type field;type[N] field;...`` where a type is a base C
+type or another format's name (nested, defined in any order).  The schema of a ULog channel
+holds the format of the message type first and then every nested format it uses, one per
+line.
+
+The flattened view follows pyulog exactly: ``accel[0]``, ``nested.x``, ``esc[3].rpm``; base
+types map to the same numpy types pyulog uses (``bool`` and ``char`` as ``int8``).  Fields
+whose name starts with ``_padding`` are alignment filler: a trailing padding field may be
+missing from the logged data, and :meth:`UlogType.column_names` hides padding by default.
+
+Logged strings (``L``/``C``) travel on a channel whose schema is :data:`LOGGED_STRING_SCHEMA`;
+their payload is ``uint8 log_level, uint8 tagged, uint16 tag, uint64 timestamp, text``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from polybag.errors import DecodeError, FormatError
+from polybag.model import Channel, Schema
+
+# base type -> (struct code, size, numpy type of pyulog's columns)
+BASE_TYPES: dict[str, tuple[str, int, type[np.generic]]] = {
+    "int8_t": ("b", 1, np.int8),
+    "uint8_t": ("B", 1, np.uint8),
+    "int16_t": ("h", 2, np.int16),
+    "uint16_t": ("H", 2, np.uint16),
+    "int32_t": ("i", 4, np.int32),
+    "uint32_t": ("I", 4, np.uint32),
+    "int64_t": ("q", 8, np.int64),
+    "uint64_t": ("Q", 8, np.uint64),
+    "float": ("f", 4, np.float32),
+    "double": ("d", 8, np.float64),
+    "bool": ("?", 1, np.int8),
+    "char": ("c", 1, np.int8),
+}
+TIMESTAMP_TYPES = {"uint64_t": 1, "uint32_t": 1, "uint16_t": 1, "uint8_t": 1000}
+
+LOGGED_STRING_SCHEMA = "ulog_logged_string"
+LOGGED_STRING_TEXT = (
+    b"ulog_logged_string:uint8_t log_level;uint8_t tagged;uint16_t tag;uint64_t timestamp;char[] message;"
+)
+_LOG_HEAD = struct.Struct("<BBHQ")
+
+MAX_ARRAY = 0xFFFF  # like pyulog: bigger arrays are corruption, not a reason to allocate
+MAX_FLAT_FIELDS = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDef:
+    type: str
+    array: int  # 0: scalar, N: fixed array of N
+    name: str
+
+    @property
+    def is_padding(self) -> bool:
+        return self.name.startswith("_padding")
+
+    def text(self) -> str:
+        return f"{self.type}[{self.array}] {self.name}" if self.array else f"{self.type} {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class FormatDef:
+    name: str
+    fields: tuple[FieldDef, ...]
+
+    def text(self) -> str:
+        return self.name + ":" + "".join(f.text() + ";" for f in self.fields)
+
+
+def parse_format(text: str) -> FormatDef:
+    """Parse one ``F`` message text; ValueError when it is malformed."""
+    name, sep, rest = text.partition(":")
+    if not sep or not name:
+        raise ValueError(f"format {text[:60]!r} has no 'name:'")
+    fields: list[FieldDef] = []
+    for part in rest.split(";"):
+        if not part:
+            continue
+        typ, _, fname = part.strip().partition(" ")
+        fname = fname.strip()
+        if not typ or not fname:
+            raise ValueError(f"format {name}: field {part!r} is not 'type name'")
+        array = 0
+        lb = typ.find("[")
+        if lb >= 0:
+            rb = typ.find("]", lb)
+            if rb < 0:
+                raise ValueError(f"format {name}: field {part!r} has no ']'")
+            digits = typ[lb + 1 : rb]
+            if not digits.isdigit():
+                raise ValueError(f"format {name}: field {part!r} has no array length")
+            array = int(digits)
+            if array > MAX_ARRAY:
+                raise ValueError(f"format {name}: array length {array} is too big")
+            typ = typ[:lb]
+        fields.append(FieldDef(typ, array, fname))
+    return FormatDef(name, tuple(fields))
+
+
+@dataclass(slots=True)
+class FlatField:
+    name: str  # pyulog's flattened name
+    type: str  # base type
+    offset: int
+    padding: bool  # the name or one of its parents is a _padding field
+
+
+@dataclass(slots=True)
+class UlogType:
+    """A message type compiled for reading: flattened fields and a numpy dtype."""
+
+    name: str
+    formats: dict[str, FormatDef]
+    flat: list[FlatField] = field(default_factory=list)
+    size: int = 0  # full size including a trailing padding field
+    min_size: int = 0  # size without trailing padding fields (the least a D message holds)
+    timestamp_offset: int = -1
+    timestamp_type: str = ""
+    _dtype: np.dtype | None = None
+    _struct: struct.Struct | None = None
+    _builder: list[Any] | None = None
+
+    @property
+    def dtype(self) -> np.dtype:
+        """A packed structured dtype of pyulog's flattened fields (trailing padding dropped)."""
+        if self._dtype is None:
+            self._dtype = np.dtype(
+                {
+                    "names": [f.name for f in self.flat],
+                    "formats": [BASE_TYPES[f.type][2] for f in self.flat],
+                    "offsets": [f.offset for f in self.flat],
+                    "itemsize": max(self.min_size, 1),
+                }
+            ).newbyteorder("<")
+        return self._dtype
+
+    def column_names(self, padding: bool = False) -> list[str]:
+        return [f.name for f in self.flat if padding or not f.padding]
+
+    # --- per-message decoding ----------------------------------------------------------
+    def _compile(self) -> None:
+        codes = ["<"]
+        pos = 0
+        for f in self.flat:
+            if f.offset > pos:
+                codes.append(f"{f.offset - pos}x")
+            codes.append(BASE_TYPES[f.type][0])
+            pos = f.offset + BASE_TYPES[f.type][1]
+        self._struct = struct.Struct("".join(codes))
+        self._builder = self._build_plan(self.name, [0])
+
+    def _build_plan(self, type_name: str, counter: list[int]) -> list[Any]:
+        """A tree that maps the flat tuple back into nested values."""
+        plan: list[Any] = []
+        for f in self.formats[type_name].fields:
+            n = f.array or 1
+            if f.type in BASE_TYPES:
+                start = counter[0]
+                counter[0] += n
+                kind = "str" if f.type == "char" and f.array else ("bool" if f.type == "bool" else "")
+                plan.append((f.name, f.array, start, kind, None))
+            else:
+                subs = [self._build_plan(f.type, counter) for _ in range(n)]
+                plan.append((f.name, f.array, -1, "nested", subs))
+        return plan
+
+    def unpack(self, data: bytes | memoryview, topic: str | None = None) -> tuple[Any, ...]:
+        if self._struct is None:
+            self._compile()
+        assert self._struct is not None
+        if len(data) < self._struct.size:
+            if len(data) < self.min_size:
+                raise DecodeError(
+                    f"expected at least {self.min_size} bytes, got {len(data)}",
+                    topic=topic,
+                    type_name=self.name,
+                )
+            data = bytes(data) + bytes(self._struct.size - len(data))
+        return self._struct.unpack_from(data, 0)
+
+    def to_dict(
+        self, data: bytes | memoryview, topic: str | None = None, flat: bool = False
+    ) -> dict[str, Any]:
+        values = self.unpack(data, topic)
+        if flat:
+            out = {}
+            for f, v in zip(self.flat, values):
+                if not f.padding:
+                    out[f.name] = v[0] if isinstance(v, bytes) else v
+            return out
+        assert self._builder is not None
+        return _build(self._builder, values)
+
+    def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        return _to_namespace(self.to_dict(data, topic))
+
+    def encode(self, obj: Any) -> bytes:
+        """Bytes of one message from nested values (dict/object) or pyulog's flat names."""
+        if self._struct is None:
+            self._compile()
+        assert self._struct is not None
+        if (
+            isinstance(obj, Mapping)
+            and obj
+            and all(f.name in obj for f in self.flat if not f.padding)
+            and (len(self.flat) == 0 or self.flat[0].name in obj)
+        ):
+            flat_values = [obj.get(f.name, 0) if not f.padding else 0 for f in self.flat]
+        else:
+            flat_values = []
+            assert self._builder is not None
+            _flatten(self._builder, obj, flat_values)
+        packed = []
+        for f, v in zip(self.flat, flat_values):
+            if f.type == "char":
+                if isinstance(v, str):
+                    v = v.encode("utf-8")[:1] or b"\0"
+                elif isinstance(v, (int, np.integer)):
+                    v = bytes([int(v) & 0xFF])
+            elif f.type == "bool":
+                v = bool(v)
+            elif isinstance(v, np.generic):
+                v = v.item()
+            packed.append(v)
+        try:
+            out = self._struct.pack(*packed)
+        except struct.error as e:
+            raise DecodeError(f"cannot encode: {e}", type_name=self.name) from None
+        return out[: self.min_size] if self.min_size < len(out) else out
+
+
+def _build(plan: list[Any], values: tuple[Any, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, array, start, kind, subs in plan:
+        if name.startswith("_padding"):
+            continue
+        if kind == "nested":
+            items = [_build(s, values) for s in subs]
+            out[name] = items if array else items[0]
+        elif kind == "str":
+            raw = b"".join(values[start : start + array])
+            out[name] = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        elif array:
+            vals = list(values[start : start + array])
+            if vals and isinstance(vals[0], bytes):
+                vals = [v[0] for v in vals]
+            out[name] = vals
+        else:
+            v = values[start]
+            out[name] = v[0] if isinstance(v, bytes) else v
+    return out
+
+
+def _get(obj: Any, name: str, default: Any = 0) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _flatten(plan: list[Any], obj: Any, out: list[Any]) -> None:
+    for name, array, _start, kind, subs in plan:
+        value = None if name.startswith("_padding") else _get(obj, name, None)
+        if kind == "nested":
+            items = value if array else [value]
+            for i, s in enumerate(subs):
+                item = items[i] if items is not None and i < len(items) else {}
+                _flatten(s, item if item is not None else {}, out)
+        elif kind == "str":
+            raw = (value or "").encode("utf-8") if isinstance(value, str) else bytes(value or b"")
+            raw = raw[:array].ljust(array, b"\0")
+            out.extend(raw[i : i + 1] for i in range(array))
+        elif array:
+            vals = list(value) if value is not None else []
+            vals = vals[:array] + [0] * (array - len(vals))
+            out.extend(vals)
+        else:
+            out.append(0 if value is None else value)
+
+
+def _to_namespace(v: Any) -> Any:
+    if isinstance(v, dict):
+        return SimpleNamespace(**{k: _to_namespace(x) for k, x in v.items()})
+    if isinstance(v, list) and v and isinstance(v[0], dict):
+        return [_to_namespace(x) for x in v]
+    return v
+
+
+def compile_type(name: str, formats: Mapping[str, FormatDef]) -> UlogType:
+    """Flatten ``name`` the way pyulog does; ValueError for unknown types or cycles."""
+    t = UlogType(name, dict(formats))
+    sizes: dict[str, int] = {}
+
+    def size_of(tname: str, stack: tuple[str, ...]) -> int:
+        if tname in BASE_TYPES:
+            return BASE_TYPES[tname][1]
+        if tname in sizes:
+            return sizes[tname]
+        if tname in stack:
+            raise ValueError(f"format {tname} contains itself")
+        fmt = formats.get(tname)
+        if fmt is None:
+            raise ValueError(f"no format for type {tname!r}")
+        total = sum(size_of(f.type, (*stack, tname)) * (f.array or 1) for f in fmt.fields)
+        sizes[tname] = total
+        return total
+
+    t.size = size_of(name, ())
+    flat = t.flat
+
+    def walk(tname: str, prefix: str, offset: int, pad: bool) -> int:
+        for f in formats[tname].fields:
+            fpad = pad or f.is_padding
+            if f.type in BASE_TYPES:
+                sz = BASE_TYPES[f.type][1]
+                if f.array:
+                    if len(flat) + f.array > MAX_FLAT_FIELDS:
+                        raise ValueError(f"format {name} has too many fields")
+                    for i in range(f.array):
+                        flat.append(FlatField(f"{prefix}{f.name}[{i}]", f.type, offset, fpad))
+                        offset += sz
+                else:
+                    flat.append(FlatField(prefix + f.name, f.type, offset, fpad))
+                    offset += sz
+            else:
+                if f.array:
+                    for i in range(f.array):
+                        offset = walk(f.type, f"{prefix}{f.name}[{i}].", offset, fpad)
+                else:
+                    offset = walk(f.type, f"{prefix}{f.name}.", offset, fpad)
+                if len(flat) > MAX_FLAT_FIELDS:
+                    raise ValueError(f"format {name} has too many fields")
+        return offset
+
+    walk(name, "", 0, False)
+    # A trailing padding field may be missing from the data (pyulog drops it too).
+    while flat and flat[-1].name.startswith("_padding"):
+        flat.pop()
+    t.min_size = (flat[-1].offset + BASE_TYPES[flat[-1].type][1]) if flat else 0
+    for f in formats[name].fields:
+        if f.name == "timestamp" and f.type in TIMESTAMP_TYPES and not f.array:
+            for ff in flat:
+                if ff.name == "timestamp":
+                    t.timestamp_offset = ff.offset
+                    t.timestamp_type = f.type
+            break
+    return t
+
+
+def nested_formats(name: str, formats: Mapping[str, FormatDef]) -> list[FormatDef]:
+    """``name``'s format followed by every format it uses (depth first, each once)."""
+    out: list[FormatDef] = []
+    seen: set[str] = set()
+
+    def visit(n: str) -> None:
+        if n in seen or n in BASE_TYPES or n not in formats:
+            return
+        seen.add(n)
+        out.append(formats[n])
+        for f in formats[n].fields:
+            visit(f.type)
+
+    visit(name)
+    return out
+
+
+def schema_text(name: str, formats: Mapping[str, FormatDef]) -> bytes:
+    return "\n".join(f.text() for f in nested_formats(name, formats)).encode("utf-8")
+
+
+def parse_schema_text(data: bytes | str) -> dict[str, FormatDef]:
+    text = data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray, memoryview)) else data
+    out: dict[str, FormatDef] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            fmt = parse_format(line)
+            out[fmt.name] = fmt
+    return out
+
+
+class UlogCodec:
+    """Codec for a ULog channel: ``decode`` gives an object with nested attributes."""
+
+    def __init__(self, utype: UlogType) -> None:
+        self.type = utype
+
+    def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        return self.type.decode(data, topic)
+
+    def to_dict(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        return self.type.to_dict(data, topic)
+
+    def to_flat_dict(self, data: bytes | memoryview, topic: str | None = None) -> dict[str, Any]:
+        """pyulog's flattened names (``accel[0]``, ``nested.x``) -> values."""
+        return self.type.to_dict(data, topic, flat=True)
+
+    def encode(self, obj: Any) -> bytes:
+        return self.type.encode(obj)
+
+    def columns(self, payloads: Iterable[bytes | memoryview]) -> dict[str, np.ndarray]:
+        """Columns of many payloads at once (each at least ``min_size`` bytes)."""
+        size = self.type.dtype.itemsize
+        buf = b"".join(bytes(p[:size]).ljust(size, b"\0") for p in payloads)
+        arr = np.frombuffer(buf, dtype=self.type.dtype)
+        return {n: arr[n] for n in self.type.column_names()}
+
+
+class LoggedStringCodec:
+    """Codec of the logged-string channel (``L`` and ``C`` messages)."""
+
+    def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        return SimpleNamespace(**self.to_dict(data, topic))
+
+    def to_dict(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        if len(data) < _LOG_HEAD.size:
+            raise DecodeError(f"logged string shorter than {_LOG_HEAD.size} bytes", topic=topic)
+        level, tagged, tag, ts = _LOG_HEAD.unpack_from(data, 0)
+        text = bytes(data[_LOG_HEAD.size :]).decode("utf-8", "replace")
+        return {"log_level": level, "tag": tag if tagged else None, "timestamp": ts, "message": text}
+
+    def encode(self, obj: Any) -> bytes:
+        tag = _get(obj, "tag", None)
+        text = _get(obj, "message", "")
+        raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        return (
+            _LOG_HEAD.pack(
+                int(_get(obj, "log_level", ord("6"))),
+                tag is not None,
+                int(tag or 0),
+                int(_get(obj, "timestamp", 0)),
+            )
+            + raw
+        )
+
+
+def logged_string_payload(level: int, tag: int | None, timestamp: int, text: bytes) -> bytes:
+    return _LOG_HEAD.pack(level, tag is not None, tag or 0, timestamp) + text
+
+
+def unpack_logged_string(data: bytes | memoryview) -> tuple[int, int | None, int, bytes]:
+    level, tagged, tag, ts = _LOG_HEAD.unpack_from(data, 0)
+    return level, (tag if tagged else None), ts, bytes(data[_LOG_HEAD.size :])
+
+
+_type_cache: dict[tuple[str, bytes], UlogType] = {}
+
+
+def type_for_schema(schema: Schema) -> UlogType:
+    key = (schema.name, bytes(schema.data))
+    t = _type_cache.get(key)
+    if t is None:
+        try:
+            formats = parse_schema_text(schema.data)
+            t = compile_type(schema.name, formats)
+        except ValueError as e:
+            raise FormatError(f"ULog schema {schema.name}: {e}") from None
+        _type_cache[key] = t
+    return t
+
+
+def codec_for_schema(schema: Schema, channel: Channel | None = None) -> UlogCodec | LoggedStringCodec:
+    if schema.name == LOGGED_STRING_SCHEMA:
+        return LoggedStringCodec()
+    return UlogCodec(type_for_schema(schema))

@@ -1,0 +1,1044 @@
+"""PX4 ULog reader.
+
+One linear walk over the message headers at open (a tight loop that only follows the
+``msg_size`` chain), then numpy does the rest: message types, sizes and ``msg_id`` of every
+message are read at once from the mapped file, data messages are validated against their
+subscription in bulk, and a topic's columns are one fancy-indexing gather of its payloads
+into a structured array (no Python object per message).
+
+Model mapping:
+
+* each subscription (``A``) is a :class:`~polybag.model.Channel` whose topic is the message
+  name, ``message_encoding`` ``"ulog"``, metadata ``{"multi_id": "0", "msg_id": "3"}``, and
+  whose schema (encoding ``"ulog"``) is the format of the type and of every nested type;
+* each ``D`` message is a message with ``log_time = publish_time = timestamp * 1000`` ns
+  (``uint8`` timestamps are milliseconds; narrow timestamps are unwrapped);
+* logged strings (``L`` and tagged ``C``) are messages on the channel :data:`LOG_TOPIC`
+  (``"log_message"``, schema ``ulog_logged_string``), see :mod:`polybag.codecs.ulog`;
+* info, multi-info, parameters, defaults, logged strings, dropouts and flag bits are on
+  ``reader.ulog`` (a :class:`UlogData`).
+
+Damage: a log that ends inside a message keeps every complete message.  Corruption in the
+data section (an impossible header, a data message that matches no subscription or has the
+wrong size) is skipped by resynchronising on the next sync message or the next position
+where three consecutive valid headers start; ``reader.ulog.corruptions`` lists each with the
+bytes skipped.  Without ``recover=True``, :meth:`UlogReader.messages` raises a
+:class:`~polybag.errors.FormatError` (or :class:`~polybag.errors.TruncatedError`) after the
+last intact message before the first damage; columns and extras always use everything that
+could be read (like pyulog).  An unknown incompat flag bit is always refused.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from polybag.codecs.ulog import (
+    BASE_TYPES,
+    LOGGED_STRING_SCHEMA,
+    LOGGED_STRING_TEXT,
+    FormatDef,
+    UlogType,
+    compile_type,
+    logged_string_payload,
+    parse_format,
+    schema_text,
+)
+from polybag.errors import FormatError, TruncatedError, UnsupportedError
+from polybag.formats.ulog import records as rec
+from polybag.model import Channel, Message, Schema, Summary
+from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.source import MappedSource, Source, StreamSource
+
+LOG_TOPIC = "log_message"
+
+_MIN_BODY = {
+    rec.FORMAT: 1,
+    rec.INFO: 2,
+    rec.INFO_MULTIPLE: 3,
+    rec.PARAMETER: 2,
+    rec.PARAMETER_DEFAULT: 3,
+    rec.ADD_LOGGED: 4,
+    rec.REMOVE_LOGGED: 2,
+    rec.DATA: 2,
+    rec.LOGGING: 9,
+    rec.LOGGING_TAGGED: 11,
+    rec.SYNC: 0,
+    rec.DROPOUT: 2,
+    rec.FLAG_BITS: 0,
+}
+# per type byte: minimum body size, or -1 for "unknown type"
+_MIN_TABLE = np.full(256, -1, dtype=np.int64)
+for _t, _m in _MIN_BODY.items():
+    _MIN_TABLE[_t] = _m
+_LETTER = np.zeros(256, dtype=bool)
+_LETTER[ord("A") : ord("Z") + 1] = True
+_LETTER[ord("a") : ord("z") + 1] = True
+_MAX_UNKNOWN = 10000
+_RESYNC_WINDOW = 1 << 20
+
+
+@dataclass
+class UlogData:
+    """The ULog-only facts of a log (``reader.ulog``), named like pyulog's where they exist."""
+
+    version: int = 0
+    start_timestamp: int = 0  # us
+    last_timestamp: int = 0  # us, the largest data timestamp seen
+    compat_flags: list[int] = field(default_factory=lambda: [0] * 8)
+    incompat_flags: list[int] = field(default_factory=lambda: [0] * 8)
+    appended_offsets: list[int] = field(default_factory=list)
+    formats: dict[str, FormatDef] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    info_types: dict[str, str] = field(default_factory=dict)
+    info_multiple: dict[str, list[list[Any]]] = field(default_factory=dict)
+    info_multiple_types: dict[str, str] = field(default_factory=dict)
+    params: dict[str, int | float] = field(default_factory=dict)
+    default_params: dict[int, dict[str, int | float]] = field(default_factory=dict)
+    changed_params: list[tuple[int, str, int | float]] = field(default_factory=list)
+    logged_messages: list[rec.LoggedMessage] = field(default_factory=list)
+    dropouts: list[rec.Dropout] = field(default_factory=list)
+    subscriptions: list[rec.Subscription] = field(default_factory=list)
+    unsubscriptions: list[tuple[int, int]] = field(default_factory=list)  # (offset, msg_id)
+    sync_count: int = 0
+    corruptions: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def has_default_parameters(self) -> bool:
+        return bool(self.compat_flags[0] & rec.COMPAT_DEFAULT_PARAMETERS)
+
+    @property
+    def has_data_appended(self) -> bool:
+        return bool(self.incompat_flags[0] & rec.INCOMPAT_DATA_APPENDED)
+
+    @property
+    def file_corruption(self) -> bool:
+        return bool(self.corruptions)
+
+    @property
+    def initial_parameters(self) -> dict[str, int | float]:
+        return self.params
+
+    @property
+    def logged_messages_untagged(self) -> list[rec.LoggedMessage]:
+        return [m for m in self.logged_messages if m.tag is None]
+
+    @property
+    def logged_messages_tagged(self) -> dict[int, list[rec.LoggedMessage]]:
+        out: dict[int, list[rec.LoggedMessage]] = {}
+        for m in self.logged_messages:
+            if m.tag is not None:
+                out.setdefault(m.tag, []).append(m)
+        return out
+
+    def get_default_parameters(self, default_type: int) -> dict[str, int | float]:
+        return self.default_params.get(default_type, {})
+
+    def version_info_str(self, key: str = "ver_sw_release") -> str | None:
+        val = self.info.get(key)
+        if not isinstance(val, int):
+            return None
+        major, minor, patch, typ = (val >> 24) & 0xFF, (val >> 16) & 0xFF, (val >> 8) & 0xFF, val & 0xFF
+        if typ < 64:
+            return None
+        kind = " (alpha)" if typ < 128 else " (beta)" if typ < 192 else " (RC)" if typ < 255 else ""
+        return f"v{major}.{minor}.{patch}{kind}"
+
+
+@dataclass
+class _Sub:
+    """A subscription as the reader tracks it."""
+
+    sub: rec.Subscription
+    type: UlogType | None
+    index: int  # position in the subscription list
+    channel: Channel | None = None
+    selected: bool = True
+    positions: np.ndarray | None = None  # file offsets of its D messages (header start)
+    ts_us: np.ndarray | None = None  # timestamps in us (unwrapped)
+    _records: np.ndarray | None = None
+
+
+def _walk(buf: memoryview, pos: int, end: int) -> tuple[array[int], int]:
+    """Follow the msg_size chain from ``pos``: offsets of complete messages, where it stopped."""
+    offs: array[int] = array("q")
+    append = offs.append
+    while pos + 3 <= end:
+        nxt = pos + 3 + (buf[pos] | (buf[pos + 1] << 8))
+        if nxt > end:
+            break
+        append(pos)
+        pos = nxt
+    return offs, pos
+
+
+def _gather(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """``width`` bytes at each of ``starts`` as an (n, width) uint8 array (one fancy index)."""
+    if len(starts) == 0 or width == 0:
+        return np.zeros((len(starts), width), dtype=np.uint8)
+    win = np.lib.stride_tricks.sliding_window_view(u8, width)
+    return win[starts]
+
+
+class UlogReader(Reader):
+    format = "ulog"
+
+    def __init__(
+        self,
+        source: Source,
+        path: str | None = None,
+        *,
+        recover: bool = False,
+        topics: TopicSelector = None,
+        warn: bool = True,
+    ) -> None:
+        if isinstance(source, StreamSource):
+            source = MappedSource(source.path, source.read_all())
+        super().__init__(source, path)
+        assert isinstance(self.source, MappedSource)
+        self.recover = recover
+        self._warn = warn
+        self.ulog = UlogData()
+        self.recovery_report: dict[str, Any] = {"messages": 0, "bytes_skipped": 0, "errors": []}
+        self._view = self.source.view
+        self._size = self.source.size
+        self._u8 = np.frombuffer(self._view, dtype=np.uint8) if self._size else np.zeros(0, np.uint8)
+        self._subs: list[_Sub] = []
+        self._by_msg_id: dict[int, _Sub] = {}
+        self._types: dict[str, UlogType | None] = {}
+        self._damage: tuple[int, str, bool] | None = None  # (offset, message, truncated)
+        self._log_entries: list[
+            tuple[int, int, int, int | None, int, bytes]
+        ] = []  # pos, level, ts, tag, cnt, text
+        self._topics = topics
+        self._summary: Summary | None = None
+        self._d_pos_chunks: list[np.ndarray] = []
+        self._d_sub_chunks: list[np.ndarray] = []
+        self._pending_ts: list[tuple[str, int, Any]] = []  # ("P"/"O", valid D count before it, payload)
+        self._d_count = 0
+        self._scan()
+
+    # --- scanning ------------------------------------------------------------------------
+    def _note(self, text: str) -> None:
+        self.ulog.warnings.append(text)
+        if self._warn:
+            warnings.warn(f"{self.path or '<buffer>'}: {text}", stacklevel=4)
+
+    def _damaged(self, offset: int, message: str, skipped: int = 0, truncated: bool = False) -> None:
+        self.ulog.corruptions.append({"offset": offset, "bytes_skipped": skipped, "error": message})
+        self.recovery_report["bytes_skipped"] += skipped
+        self.recovery_report["errors"].append(f"offset {offset}: {message}")
+        if self._damage is None:
+            self._damage = (offset, message, truncated)
+
+    def _scan(self) -> None:
+        view, size = self._view, self._size
+        if size < rec.HEADER.size:
+            raise TruncatedError(f"expected a 16-byte ULog header, file has {size} bytes", self.path, 0)
+        if bytes(view[:7]) != rec.MAGIC:
+            raise FormatError(f"expected ULog magic {rec.MAGIC!r}, found {bytes(view[:7])!r}", self.path, 0)
+        hdr = rec.FileHeader.unpack(view)
+        self.ulog.version = hdr.version
+        self.ulog.start_timestamp = hdr.timestamp
+        if hdr.version > 1:
+            self._note(f"unknown ULog version {hdr.version}; reading it anyway")
+        pos = self._read_definitions(rec.HEADER.size)
+        self._data_start = pos
+        segments = self._segments(pos)
+        for seg_start, seg_end, last in segments:
+            self._read_data(seg_start, seg_end, last)
+        self._finish()
+
+    def _segments(self, pos: int) -> list[tuple[int, int, bool]]:
+        ends: list[int] = []
+        if self.ulog.has_data_appended:
+            prev = pos
+            for off in self.ulog.appended_offsets:
+                if off < prev or off > self._size:
+                    self._damaged(
+                        16,
+                        f"appended offset {off} is outside the data section ({prev}..{self._size}); ignored",
+                    )
+                    continue
+                ends.append(off)
+                prev = off
+        out = []
+        start = pos
+        for e in ends:
+            out.append((start, e, False))
+            start = e
+        out.append((start, self._size, True))
+        return out
+
+    def _read_definitions(self, pos: int) -> int:
+        view, size = self._view, self._size
+        u = self.ulog
+        first = True
+        while pos + 3 <= size:
+            n, t = rec.MSG_HEADER.unpack_from(view, pos)
+            if t in (rec.ADD_LOGGED, rec.LOGGING, rec.LOGGING_TAGGED):
+                return pos
+            if pos + 3 + n > size:
+                self._damaged(
+                    pos,
+                    f"expected {n} bytes of message {chr(t) if 32 <= t < 127 else t!r}, file has "
+                    f"{size - pos - 3} left",
+                    truncated=True,
+                )
+                return size
+            body = view[pos + 3 : pos + 3 + n]
+            if t not in rec.KNOWN_TYPES or t == rec.DATA:
+                if t == 0 or n == 0 or n > _MAX_UNKNOWN or not _LETTER[t]:
+                    # not a message header: look for the next one a byte further on
+                    nxt = self._resync_definitions(pos + 1)
+                    self._damaged(pos, f"invalid message header (type {t}, size {n})", nxt - pos)
+                    pos = nxt
+                    first = False
+                    continue
+                self._note(f"offset {pos}: skipping unknown message type {chr(t)!r} ({n} bytes)")
+                pos += 3 + n
+                first = False
+                continue
+            try:
+                if t == rec.FLAG_BITS:
+                    if not first:
+                        self._note(f"offset {pos}: flag bits message is not the first message")
+                    fb = rec.FlagBits.unpack(body)
+                    if n > rec.FLAG_BITS_SIZE:
+                        self._note(f"offset {pos}: flag bits message has {n} bytes (extra ignored)")
+                    u.compat_flags, u.incompat_flags, u.appended_offsets = (
+                        fb.compat_flags,
+                        fb.incompat_flags,
+                        fb.appended_offsets,
+                    )
+                    bad = fb.unknown_incompat()
+                    if bad:
+                        desc = ", ".join(f"incompat_flags[{i}] bits 0x{b:02x}" for i, b in bad)
+                        raise UnsupportedError(
+                            f"{self.path or '<buffer>'}: offset {pos}: the log sets unknown incompatible "
+                            f"flag bits ({desc}); polybag cannot read it safely"
+                        )
+                else:
+                    self._handle_control(t, body, pos, defs=True)
+            except UnsupportedError:
+                raise
+            except (ValueError, struct.error, IndexError, KeyError, UnicodeDecodeError) as e:
+                self._damaged(pos, f"bad {chr(t)} message: {e}")
+            first = False
+            pos += 3 + n
+        if pos < size:
+            self._damaged(
+                pos, f"expected a 3-byte message header, file has {size - pos} bytes left", truncated=True
+            )
+            return size
+        return pos
+
+    def _resync_definitions(self, pos: int) -> int:
+        """Next plausible header in the definitions section (known type, size fits)."""
+        size = self._size
+        u8 = self._u8
+        while pos + 3 <= size:
+            end = min(size - 2, pos + _RESYNC_WINDOW)
+            q = np.arange(pos, end, dtype=np.int64)
+            t = u8[q + 2]
+            n = u8[q].astype(np.int64) | (u8[q + 1].astype(np.int64) << 8)
+            mins = _MIN_TABLE[t]
+            ok = (mins >= 0) & (n >= mins) & (q + 3 + n <= size) & (t != rec.DATA)
+            hit = np.flatnonzero(ok)
+            if len(hit):
+                return int(q[hit[0]])
+            pos = end
+        return size
+
+    def _handle_control(self, t: int, body: memoryview, pos: int, defs: bool = False) -> None:
+        u = self.ulog
+        if t == rec.FORMAT:
+            fmt = parse_format(rec.parse_string(body))
+            u.formats[fmt.name] = fmt
+            self._types.clear()
+        elif t == rec.INFO:
+            iv = rec.parse_info_body(body)
+            u.info[iv.key] = iv.value
+            u.info_types[iv.key] = iv.type
+        elif t == rec.INFO_MULTIPLE:
+            continued = body[0]
+            iv = rec.parse_info_body(body[1:])
+            lst = u.info_multiple.get(iv.key)
+            if lst is None:
+                u.info_multiple[iv.key] = [[iv.value]]
+                u.info_multiple_types[iv.key] = iv.type
+            elif continued:
+                lst[-1].append(iv.value)
+            else:
+                lst.append([iv.value])
+        elif t == rec.PARAMETER:
+            iv = rec.parse_info_body(body)
+            if defs:
+                u.params[iv.key] = iv.value
+            else:
+                self._pending_ts.append(("P", self._d_count, (iv.key, iv.value)))
+        elif t == rec.PARAMETER_DEFAULT:
+            types = body[0]
+            iv = rec.parse_info_body(body[1:])
+            bit = 0
+            while types >> bit:
+                if types >> bit & 1:
+                    u.default_params.setdefault(bit, {})[iv.key] = iv.value
+                bit += 1
+        elif t == rec.DROPOUT:
+            (duration,) = struct.unpack_from("<H", body, 0)
+            self._pending_ts.append(("O", self._d_count, duration))
+        elif t == rec.SYNC:
+            u.sync_count += 1
+        elif t == rec.LOGGING:
+            level, ts, text = rec.unpack_logging(body)
+            self._log_entries.append((pos, level, ts, None, self._d_count, text))
+        elif t == rec.LOGGING_TAGGED:
+            level, tag, ts, text = rec.unpack_logging_tagged(body)
+            self._log_entries.append((pos, level, ts, tag, self._d_count, text))
+        elif t == rec.REMOVE_LOGGED:
+            (msg_id,) = struct.unpack_from("<H", body, 0)
+            u.unsubscriptions.append((pos, msg_id))
+        elif t == rec.FLAG_BITS:
+            self._note(f"offset {pos}: flag bits message in the data section ignored")
+
+    def _type(self, name: str) -> UlogType | None:
+        if name in self._types:
+            return self._types[name]
+        try:
+            t: UlogType | None = compile_type(name, self.ulog.formats)
+        except (ValueError, KeyError, RecursionError):
+            t = None
+        self._types[name] = t
+        return t
+
+    def _read_data(self, start: int, end: int, last: bool) -> None:
+        u8 = self._u8
+        pos = start
+        while pos < end:
+            offs, stop = _walk(self._view, pos, end)
+            p = np.frombuffer(offs, dtype=np.int64) if len(offs) else np.zeros(0, np.int64)
+            bad = self._process_chunk(p, end)
+            if bad is not None:
+                bad_pos = int(p[bad])
+                nxt, why = self._resync(bad_pos, end)
+                self._damaged(bad_pos, why, nxt - bad_pos)
+                pos = nxt
+                continue
+            if stop < end:
+                if last:
+                    n = int(u8[stop]) | (int(u8[stop + 1]) << 8) if stop + 2 <= end else -1
+                    what = f"{n} bytes of message" if n >= 0 else "a 3-byte message header"
+                    self._damaged(
+                        stop,
+                        f"log ends inside a message: expected {what}, file has {end - stop} bytes left",
+                        truncated=True,
+                    )
+                # else: the partial message before an appended offset is discarded (spec)
+            break
+
+    def _process_chunk(self, p: np.ndarray, end: int) -> int | None:
+        """Handle complete messages at offsets ``p``; index of the first damaged one, or None."""
+        if len(p) == 0:
+            return None
+        u8 = self._u8
+        t = u8[p + 2]
+        n = u8[p].astype(np.int64) | (u8[p + 1].astype(np.int64) << 8)
+        mins = _MIN_TABLE[t]
+        unknown = mins < 0
+        structural = np.where(unknown, (n == 0) | (n > _MAX_UNKNOWN) | ~_LETTER[t], n < mins)
+        hits = np.flatnonzero(structural)
+        k = int(hits[0]) if len(hits) else len(p)
+        is_d = t[:k] == rec.DATA
+        ctrl = np.flatnonzero(~is_d)
+        d_idx = np.flatnonzero(is_d)
+        msg_id = u8[p[d_idx] + 3].astype(np.int64) | (u8[p[d_idx] + 4].astype(np.int64) << 8)
+        # Subscriptions in this chunk, in order; a D belongs to the latest A for its msg_id
+        # before it (earlier chunks' subscriptions count as at index -1).
+        t_ctrl = t[ctrl]
+        a_local = ctrl[t_ctrl == rec.ADD_LOGGED]
+        view = self._view
+        # Snapshot of the subscription table before this chunk.
+        events_key: list[int] = []
+        events_sub: list[int] = []
+        nmax = len(p) + 1
+        for mid, entry in self._by_msg_id.items():
+            events_key.append(mid * nmax)
+            events_sub.append(entry.index)
+        new_subs: list[tuple[int, _Sub | None]] = []
+        a_bad: set[int] = set()
+        for i in a_local:
+            i = int(i)
+            q = int(p[i])
+            sz = int(n[i])
+            try:
+                body = view[q + 3 : q + 3 + sz]
+                s = rec.Subscription.unpack(body, q)
+                utype = self._type(s.name)
+            except (ValueError, struct.error) as e:
+                self._damaged(q, f"bad subscription message: {e}")
+                a_bad.add(i)
+                continue
+            if utype is None:
+                self._damaged(q, f"subscription {s.name!r} (msg_id {s.msg_id}) has no usable format")
+                a_bad.add(i)
+                continue
+            entry = _Sub(s, utype, len(self._subs) + len(new_subs))
+            new_subs.append((i, entry))
+            events_key.append(s.msg_id * nmax + i + 1)
+            events_sub.append(entry.index)
+        all_entries = self._subs + [e for _, e in new_subs if e is not None]
+        j = k
+        d_sub = np.full(len(d_idx), -1, dtype=np.int64)
+        if len(d_idx):
+            order = np.argsort(np.asarray(events_key, dtype=np.int64), kind="stable")
+            ekey = np.asarray(events_key, dtype=np.int64)[order]
+            esub = np.asarray(events_sub, dtype=np.int64)[order]
+            dkey = msg_id * nmax + d_idx + 1
+            loc = np.searchsorted(ekey, dkey, side="left") - 1
+            found = loc >= 0
+            loc_c = np.where(found, loc, 0)
+            found &= (ekey[loc_c] // nmax) == msg_id if len(ekey) else np.zeros(len(d_idx), bool)
+            cand = np.where(found, esub[loc_c] if len(esub) else 0, -1)
+            # size check against each subscription's type
+            lo = np.array([e.type.min_size if e.type else 1 << 30 for e in all_entries] + [1 << 30], np.int64)
+            hi = np.array([e.type.size if e.type else -1 for e in all_entries] + [-1], np.int64)
+            dsize = n[d_idx] - 2
+            ok = (cand >= 0) & (dsize >= lo[cand]) & (dsize <= hi[cand])
+            d_sub = cand
+            badd = np.flatnonzero(~ok)
+            if len(badd):
+                j = int(d_idx[badd[0]])
+                why_i = int(badd[0])
+                if cand[why_i] < 0:
+                    self._bad_reason = (
+                        f"data message for msg_id {int(msg_id[why_i])} that has no subscription"
+                    )
+                else:
+                    e = all_entries[int(cand[why_i])]
+                    assert e.type is not None
+                    self._bad_reason = (
+                        f"data message for {e.sub.name} has {int(dsize[why_i])} bytes, expected "
+                        f"{e.type.min_size}..{e.type.size}"
+                    )
+        if j < k:
+            b = j
+        else:
+            b = k
+            if k < len(p):
+                tt = int(t[k])
+                self._bad_reason = f"invalid message header (type {tt}, size {int(n[k])})"
+        # Process everything before b in file order: control messages in Python, D in bulk.
+        new_by_i = dict(new_subs)
+        keep_d = d_idx < b
+        d_before = d_idx[keep_d]
+        d_sub_before = d_sub[keep_d]
+        ctrl_before = ctrl[ctrl < b]
+        # number of D messages before each control message (for last-timestamp bookkeeping)
+        d_counts = np.searchsorted(d_before, ctrl_before)
+        for ci, dc in zip(ctrl_before.tolist(), d_counts.tolist()):
+            tt = int(t[ci])
+            q = int(p[ci])
+            sz = int(n[ci])
+            if tt == rec.ADD_LOGGED:
+                entry = new_by_i.get(ci)
+                if entry is not None:
+                    self._subs.append(entry)
+                    self.ulog.subscriptions.append(entry.sub)
+                    if entry.sub.msg_id in self._by_msg_id:
+                        self._note(
+                            f"offset {q}: msg_id {entry.sub.msg_id} subscribed again ({entry.sub.name})"
+                        )
+                    self._by_msg_id[entry.sub.msg_id] = entry
+                continue
+            if mins[ci] < 0:
+                self._note(f"offset {q}: skipping unknown message type {chr(tt)!r} ({sz} bytes)")
+                continue
+            saved = self._d_count
+            self._d_count = saved + dc
+            try:
+                self._handle_control(tt, self._view[q + 3 : q + 3 + sz], q)
+            except (ValueError, struct.error, IndexError, KeyError, UnicodeDecodeError) as e:
+                self._damaged(q, f"bad {chr(tt)} message: {e}")
+            self._d_count = saved
+        # subscriptions whose A came after b were never added
+        if len(d_before):
+            self._d_pos_chunks.append(p[d_before])
+            self._d_sub_chunks.append(d_sub_before)
+            self._d_count += len(d_before)
+        return b if b < len(p) else None
+
+    def _resync(self, bad: int, end: int) -> tuple[int, str]:
+        """Where reading resumes after damage at ``bad``: the next sync message or the next
+        position where three consecutive valid message headers start."""
+        why = getattr(self, "_bad_reason", "damaged message")
+        u8 = self._u8
+        lo = np.full(65536, 1 << 30, dtype=np.int64)
+        hi = np.full(65536, -1, dtype=np.int64)
+        for mid, entry in self._by_msg_id.items():
+            if entry.type is not None:
+                lo[mid] = entry.type.min_size + 2
+                hi[mid] = entry.type.size + 2
+        pos = bad + 1
+        view = self._view
+        while pos < end:
+            wend = min(end, pos + _RESYNC_WINDOW)
+            # sync magic: resume at the S message header (or right after the magic)
+            m = bytes(view[pos : min(end, wend + 7)]).find(rec.SYNC_MAGIC)
+            sync_at = -1
+            if m >= 0:
+                ms = pos + m
+                if ms - 3 >= pos and u8[ms - 1] == rec.SYNC and u8[ms - 3] == 8 and u8[ms - 2] == 0:
+                    sync_at = ms - 3
+                else:
+                    sync_at = ms + 8
+            lim = sync_at if sync_at >= 0 else wend
+            if lim > pos:
+                q = np.arange(pos, lim, dtype=np.int64)
+                ok, nxt = self._valid_headers(q, end, lo, hi)
+                ok2, nxt2 = self._valid_headers(nxt, end, lo, hi)
+                ok3, _ = self._valid_headers(nxt2, end, lo, hi)
+                chain = ok & (ok2 | (nxt == end)) & (ok3 | (nxt2 == end) | (nxt == end))
+                hit = np.flatnonzero(chain)
+                if len(hit):
+                    return int(q[hit[0]]), why
+            if sync_at >= 0:
+                return sync_at, why
+            pos = wend
+        return end, why
+
+    def _valid_headers(
+        self, q: np.ndarray, end: int, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        u8 = self._u8
+        size = self._size
+        inb = q + 3 <= end
+        qc = np.where(inb, q, 0)
+        qc = np.minimum(qc, max(size - 3, 0))
+        t = u8[qc + 2]
+        n = u8[qc].astype(np.int64) | (u8[qc + 1].astype(np.int64) << 8)
+        nxt = q + 3 + n
+        mins = _MIN_TABLE[t]
+        ok = inb & (mins >= 0) & (n >= mins) & (nxt <= end) & (t != rec.FLAG_BITS)
+        isd = t == rec.DATA
+        q5 = np.minimum(qc + 4, max(size - 1, 0))
+        mid = u8[np.minimum(qc + 3, max(size - 1, 0))].astype(np.int64) | (u8[q5].astype(np.int64) << 8)
+        dok = (n >= lo[mid]) & (n <= hi[mid])
+        ok &= ~isd | dok
+        return ok, np.where(ok, nxt, end + 1)
+
+    def _finish(self) -> None:
+        u = self.ulog
+        subs = self._subs
+        if self._d_pos_chunks:
+            d_pos = np.concatenate(self._d_pos_chunks)
+            d_sub = np.concatenate(self._d_sub_chunks)
+        else:
+            d_pos = np.zeros(0, np.int64)
+            d_sub = np.zeros(0, np.int64)
+        self._d_pos_chunks = []
+        self._d_sub_chunks = []
+        # Group data messages by subscription (stable: file order within each).
+        order = np.argsort(d_sub, kind="stable")
+        counts = np.bincount(d_sub, minlength=len(subs)) if len(d_sub) else np.zeros(len(subs), np.int64)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        # last-timestamp semantics (pyulog): the running max of raw data timestamps in us
+        raw_us = np.zeros(len(d_pos), dtype=np.uint64)
+        log_us = np.zeros(len(d_pos), dtype=np.int64)
+        no_ts = np.zeros(len(d_pos), dtype=bool)
+        for s in subs:
+            idx = order[bounds[s.index] : bounds[s.index + 1]]
+            pos = d_pos[idx]
+            s.positions = pos
+            t = s.type
+            assert t is not None
+            if t.timestamp_offset < 0:
+                no_ts[idx] = True
+                continue
+            width = BASE_TYPES[t.timestamp_type][1]
+            raw = _gather(self._u8, pos + 5 + t.timestamp_offset, width)
+            vals = raw.copy().view("<" + {8: "u8", 4: "u4", 2: "u2", 1: "u1"}[width]).reshape(-1)
+            vals64 = vals.astype(np.uint64)
+            raw_us[idx] = vals64 if width == 8 else vals64 * (1000 if width == 1 else 1)
+            if width == 8:
+                us = vals.astype(np.int64)
+            else:
+                iv = vals.astype(np.int64)
+                wraps = np.concatenate([[0], np.cumsum(np.diff(iv) < 0)])
+                us = (iv + wraps * (1 << (8 * width))) * (1000 if width == 1 else 1)
+            log_us[idx] = us
+            s.ts_us = us
+        runmax = np.maximum.accumulate(raw_us) if len(raw_us) else raw_us
+        start = u.start_timestamp
+
+        def last_ts(count: int) -> int:
+            if count <= 0:
+                return start
+            return max(start, int(runmax[count - 1]))
+
+        if no_ts.any():
+            idxs = np.flatnonzero(no_ts)
+            prev = np.maximum(idxs - 1, 0)
+            fill = np.where(idxs > 0, runmax[prev].astype(np.int64), start)
+            log_us[idxs] = np.maximum(fill, start)
+            for s in subs:
+                if s.type is not None and s.type.timestamp_offset < 0 and s.positions is not None:
+                    sel = order[bounds[s.index] : bounds[s.index + 1]]
+                    s.ts_us = log_us[sel]
+        u.last_timestamp = last_ts(len(runmax))
+        for kind, count, payload in self._pending_ts:
+            if kind == "P":
+                u.changed_params.append((last_ts(count), payload[0], payload[1]))
+            else:
+                u.dropouts.append(rec.Dropout(last_ts(count), payload))
+        self._pending_ts = []
+        for _pos, level, ts, tag, _count, text in self._log_entries:
+            u.logged_messages.append(rec.LoggedMessage(ts, level, rec.parse_string(text), tag))
+        self._d_all_pos = d_pos
+        self._d_all_sub = d_sub
+        self._d_log_us = log_us
+        self._build_channels()
+
+    def _build_channels(self) -> None:
+        schemas: dict[str, Schema] = {}
+        channels: dict[int, Channel] = {}
+        counts: dict[int, int] = {}
+        for s in self._subs:
+            assert s.type is not None
+            sch = schemas.get(s.sub.name)
+            if sch is None:
+                sch = schemas[s.sub.name] = Schema(
+                    len(schemas) + 1, s.sub.name, "ulog", schema_text(s.sub.name, self.ulog.formats)
+                )
+            s.channel = Channel(
+                s.index,
+                s.sub.name,
+                "ulog",
+                sch,
+                {"multi_id": str(s.sub.multi_id), "msg_id": str(s.sub.msg_id)},
+            )
+        selected = topic_filter(self._topics, [s.channel for s in self._subs if s.channel is not None])
+        for s in self._subs:
+            assert s.channel is not None
+            s.selected = selected is None or s.channel.id in selected
+            if s.selected:
+                channels[s.channel.id] = s.channel
+                counts[s.channel.id] = 0 if s.positions is None else len(s.positions)
+        self._log_channel: Channel | None = None
+        if self._log_entries:
+            lsch = Schema(len(schemas) + 1, LOGGED_STRING_SCHEMA, "ulog", LOGGED_STRING_TEXT)
+            ch = Channel(len(self._subs), LOG_TOPIC, "ulog", lsch, {})
+            sel = topic_filter(self._topics, [ch])
+            if sel is None or ch.id in sel:
+                self._log_channel = ch
+                channels[ch.id] = ch
+                counts[ch.id] = len(self._log_entries)
+        times = []
+        for s in self._subs:
+            if s.selected and s.ts_us is not None and len(s.ts_us):
+                times.extend([int(s.ts_us.min()), int(s.ts_us.max())])
+        if self._log_channel is not None:
+            times.extend(e[2] for e in self._log_entries)
+        all_schemas = {sc.id: sc for sc in schemas.values()}
+        if self._log_channel is not None and self._log_channel.schema is not None:
+            all_schemas[self._log_channel.schema.id] = self._log_channel.schema
+        self._summary = Summary(
+            format="ulog",
+            profile="px4",
+            library="",
+            version=str(self.ulog.version),
+            schemas=all_schemas,
+            channels=channels,
+            message_counts=counts,
+            start_time=min(times) * 1000 if times else None,
+            end_time=max(times) * 1000 if times else None,
+            file_size=self._size,
+            indexed=False,
+            extras={},
+        )
+        self._summary.extras = self.info_extras()
+
+    # --- Reader interface -----------------------------------------------------------------
+    @property
+    def summary(self) -> Summary:
+        assert self._summary is not None
+        return self._summary
+
+    def _subscription(self, name: str, multi_id: int = 0) -> _Sub:
+        found = [s for s in self._subs if s.sub.name == name and s.sub.multi_id == multi_id]
+        if not found:
+            known = sorted({f"{s.sub.name}/{s.sub.multi_id}" for s in self._subs})
+            raise KeyError(f"no topic {name!r} with multi_id {multi_id} (topics: {', '.join(known)})")
+        with_data = [s for s in found if s.positions is not None and len(s.positions)]
+        return (with_data or found)[0]
+
+    def records(self, name: str, multi_id: int = 0) -> np.ndarray:
+        """All data of one subscription as a numpy structured array (pyulog's flat fields)."""
+        s = self._subscription(name, multi_id)
+        if s._records is None:
+            assert s.type is not None
+            dt = s.type.dtype
+            pos = s.positions if s.positions is not None else np.zeros(0, np.int64)
+            if dt.itemsize == 0 or len(pos) == 0:
+                s._records = np.zeros(len(pos), dtype=dt)
+            else:
+                s._records = _gather(self._u8, pos + 5, dt.itemsize).view(dt).reshape(-1)
+        return s._records
+
+    def topic_columns(  # type: ignore[override]
+        self,
+        topic: str,
+        multi_id: int | Sequence[str] | None = 0,
+        fields: Sequence[str] | None = None,
+        *,
+        padding: bool = False,
+        log_time: bool = False,
+    ) -> dict[str, np.ndarray]:
+        """One numpy array per flattened field (``timestamp``, ``accel[0]``, ``nested.x``),
+        keyed exactly like pyulog's ``data`` dict.  ``_padding`` fields are left out unless
+        ``padding=True``; ``log_time=True`` adds the log time in ns."""
+        if isinstance(multi_id, (list, tuple)):
+            fields, multi_id = multi_id, 0
+        arr = self.records(topic, int(multi_id or 0))
+        s = self._subscription(topic, int(multi_id or 0))
+        assert s.type is not None
+        names = s.type.column_names(padding=padding)
+        if fields is not None:
+            want = list(fields)
+            missing = [f for f in want if f not in arr.dtype.names]
+            if missing:
+                raise KeyError(f"topic {topic}: no fields {missing}")
+            names = want
+        out = {n: arr[n] for n in names}
+        if log_time:
+            out["log_time"] = (s.ts_us if s.ts_us is not None else np.zeros(len(arr), np.int64)) * 1000
+        return out
+
+    def to_pandas(  # type: ignore[override]
+        self, topic: str, multi_id: int | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+    ) -> Any:
+        cols = self.topic_columns(topic, multi_id, fields)
+        try:
+            from polybag.codecs.columns import columns_to_pandas
+        except ImportError:
+            import pandas as pd
+
+            return pd.DataFrame({k: np.ascontiguousarray(v) for k, v in cols.items()})
+        return columns_to_pandas(cols)
+
+    def to_arrow(  # type: ignore[override]
+        self, topic: str, multi_id: int | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+    ) -> Any:
+        cols = self.topic_columns(topic, multi_id, fields)
+        try:
+            from polybag.codecs.columns import columns_to_arrow
+        except ImportError:
+            import pyarrow as pa
+
+            return pa.table({k: np.ascontiguousarray(v) for k, v in cols.items()})
+        return columns_to_arrow(cols)
+
+    def messages(
+        self,
+        topics: TopicSelector = None,
+        start: int | None = None,
+        end: int | None = None,
+        reverse: bool = False,
+        order: str = "log_time",
+    ) -> Iterator[Message]:
+        if order not in ("log_time", "file"):
+            raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        chans = self.summary.channels
+        wanted = topic_filter(topics, chans.values())
+        sel = [s for s in self._subs if s.selected and (wanted is None or s.index in wanted)]
+        pos_parts = []
+        cid_parts = []
+        t_parts = []
+        for s in sel:
+            if s.positions is None or len(s.positions) == 0:
+                continue
+            pos_parts.append(s.positions)
+            cid_parts.append(np.full(len(s.positions), s.index, dtype=np.int64))
+            assert s.ts_us is not None
+            t_parts.append(s.ts_us * 1000)
+        log_ch = self._log_channel
+        if log_ch is not None and (wanted is None or log_ch.id in wanted) and self._log_entries:
+            pos_parts.append(np.array([e[0] for e in self._log_entries], dtype=np.int64))
+            cid_parts.append(np.full(len(self._log_entries), -1, dtype=np.int64))
+            t_parts.append(np.array([e[2] for e in self._log_entries], dtype=np.int64) * 1000)
+        damage = None if self.recover else self._damage
+        if not pos_parts:
+            if damage is not None:
+                self._raise_damage()
+            return
+        pos = np.concatenate(pos_parts)
+        cid = np.concatenate(cid_parts)
+        tns = np.concatenate(t_parts)
+        keep = np.ones(len(pos), dtype=bool)
+        if damage is not None:
+            keep &= pos < damage[0]
+        if start is not None:
+            keep &= tns >= start
+        if end is not None:
+            keep &= tns < end
+        pos, cid, tns = pos[keep], cid[keep], tns[keep]
+        idx = np.argsort(pos, kind="stable") if order == "file" else np.lexsort((pos, tns))
+        if reverse:
+            idx = idx[::-1]
+        yield from self._emit(pos[idx], cid[idx], tns[idx])
+        if damage is not None:
+            self._raise_damage()
+
+    def _emit(self, pos: np.ndarray, cid: np.ndarray, tns: np.ndarray) -> Iterator[Message]:
+        view = self._view
+        chans: dict[int, Channel] = {s.index: s.channel for s in self._subs if s.channel is not None}
+        log_ch = self._log_channel
+        log_by_pos = {e[0]: e for e in self._log_entries} if log_ch is not None else {}
+        seq: dict[int, int] = {}
+        unpack = rec.MSG_HEADER.unpack_from
+        count = 0
+        for q, c, t in zip(pos.tolist(), cid.tolist(), tns.tolist()):
+            sq = seq.get(c, 0)
+            seq[c] = sq + 1
+            if c < 0:
+                assert log_ch is not None
+                e = log_by_pos[q]
+                data: bytes | memoryview = logged_string_payload(e[1], e[3], e[2], e[5])
+                ch = log_ch
+            else:
+                n = unpack(view, q)[0]
+                data = view[q + 5 : q + 3 + n]
+                ch = chans[c]
+            count += 1
+            self.recovery_report["messages"] = count
+            yield Message(ch, t, t, sq, data)
+
+    def close(self) -> None:
+        self._u8 = np.zeros(0, np.uint8)
+        for s in self._subs:
+            s._records = None
+        super().close()
+
+    def _raise_damage(self) -> None:
+        assert self._damage is not None
+        off, msg, truncated = self._damage
+        cls = TruncatedError if truncated else FormatError
+        raise cls(
+            msg + (" (open with recover=True to read past it)" if not truncated else ""), self.path, off
+        )
+
+    # --- info -------------------------------------------------------------------------------
+    def info_extras(self) -> dict[str, Any]:
+        u = self.ulog
+        subs = []
+        for s in self._subs:
+            assert s.type is not None
+            subs.append(
+                {
+                    "name": s.sub.name,
+                    "multi_id": s.sub.multi_id,
+                    "msg_id": s.sub.msg_id,
+                    "message_size": s.type.min_size,
+                    "count": 0 if s.positions is None else len(s.positions),
+                }
+            )
+        return {
+            "ulog_version": u.version,
+            "start_timestamp_us": u.start_timestamp,
+            "last_timestamp_us": u.last_timestamp,
+            "duration_us": u.last_timestamp - u.start_timestamp,
+            "compat_flags": list(u.compat_flags),
+            "incompat_flags": list(u.incompat_flags),
+            "appended_offsets": list(u.appended_offsets),
+            "info": {k: (v.hex() if isinstance(v, bytes) else v) for k, v in u.info.items()},
+            "info_multiple": {
+                k: [[(x.hex() if isinstance(x, bytes) else x) for x in vs] for vs in v]
+                for k, v in u.info_multiple.items()
+            },
+            "param_count": len(u.params),
+            "default_param_counts": {str(k): len(v) for k, v in u.default_params.items()},
+            "changed_param_count": len(u.changed_params),
+            "logged_message_count": len(u.logged_messages),
+            "dropouts": [{"timestamp_us": d.timestamp, "duration_ms": d.duration} for d in u.dropouts],
+            "sync_count": u.sync_count,
+            "subscriptions": subs,
+            "corruptions": list(u.corruptions),
+        }
+
+    def info_text(self, verbose: bool = True) -> str:
+        """What ``ulog_info -v`` prints: start, duration, dropouts, info, subscriptions."""
+        u = self.ulog
+        lines = []
+        if u.file_corruption:
+            lines.append("Warning: file has data corruption(s)")
+
+        def hms(us: int) -> str:
+            m, s = divmod(int(us / 1e6), 60)
+            h, m = divmod(m, 60)
+            return f"{h:d}:{m:02d}:{s:02d}"
+
+        lines.append(
+            f"Logging start time: {hms(u.start_timestamp)}, duration: {hms(u.last_timestamp - u.start_timestamp)}"
+        )
+        durs = [d.duration for d in u.dropouts]
+        if not durs:
+            lines.append("No Dropouts")
+        else:
+            lines.append(
+                f"Dropouts: count: {len(durs)}, total duration: {sum(durs) / 1000.0:.1f} s, "
+                f"max: {max(durs)} ms, mean: {int(sum(durs) / len(durs))} ms"
+            )
+        ver = u.version_info_str()
+        if ver is not None:
+            lines.append(f"SW Version: {ver}")
+        lines.append("Info Messages:")
+        for k in sorted(u.info):
+            if verbose or not k.startswith("perf_"):
+                lines.append(f" {k}: {u.info[k]}")
+        if u.info_multiple:
+            if verbose:
+                lines.append("Info Multiple Messages:")
+                for k in sorted(u.info_multiple):
+                    lines.append(f" {k}: {u.info_multiple[k]}")
+            else:
+                lines.append(
+                    "Info Multiple Messages: "
+                    + ", ".join(f"[{k}: {len(u.info_multiple[k])}]" for k in sorted(u.info_multiple))
+                )
+        lines.append("")
+        lines.append(
+            "{:<41} {:7}, {:10}".format(
+                "Name (multi id, message size in bytes)", "number of data points", "total bytes"
+            )
+        )
+        rows = [s for s in self._subs if s.positions is not None and len(s.positions)]
+        rows.sort(key=lambda s: s.sub.name + str(s.sub.multi_id))
+        for s in rows:
+            assert s.type is not None and s.positions is not None
+            size = s.type.min_size
+            cnt = len(s.positions)
+            name_id = f"{s.sub.name} ({s.sub.multi_id}, {size})"
+            lines.append(f" {name_id:<40} {cnt:7d} {size * cnt:10d}")
+        return "\n".join(lines)
+
+
+def open_ulog(
+    source: Source,
+    path: str | None = None,
+    *,
+    recover: bool = False,
+    topics: TopicSelector = None,
+    **opts: Any,
+) -> UlogReader:
+    """Opener registered in :data:`polybag.formats.sniff.READERS`."""
+    unknown = set(opts) - {"warn"}
+    if unknown:
+        raise TypeError(f"unknown ULog reader options: {', '.join(sorted(unknown))}")
+    return UlogReader(source, path, recover=recover, topics=topics, **opts)
