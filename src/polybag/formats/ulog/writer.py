@@ -1,0 +1,387 @@
+"""PX4 ULog writer: a valid ULog (version 1) from the model or from columns.
+
+The definitions section (header, flag bits, formats, info, multi-info, parameters, default
+parameters) must come before any data, but formats and info can be added at any time, so
+the data section is spooled to a temporary file and the log is assembled on :meth:`close`
+(into ``NAME.active``, renamed to ``NAME``).
+
+>>> with UlogWriter("out.ulg") as w:
+...     w.add_format("pos:uint64_t timestamp;float[3] xyz;")
+...     ch = w.add_subscription("pos")
+...     w.write_columns(ch, {"timestamp": t, "xyz[0]": x, "xyz[1]": y, "xyz[2]": z})
+
+From another reader: ``w.write_message(m)`` for every message (``order="file"`` keeps each
+topic's order), after ``w.copy_extras(reader.ulog)`` for info, parameters and dropouts.
+"""
+
+from __future__ import annotations
+
+import heapq
+import shutil
+import struct
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from polybag.codecs.ulog import (
+    LOGGED_STRING_SCHEMA,
+    LOGGED_STRING_TEXT,
+    FormatDef,
+    UlogType,
+    compile_type,
+    nested_formats,
+    parse_format,
+    parse_schema_text,
+    schema_text,
+    unpack_logged_string,
+)
+from polybag.errors import UnsupportedError, WriteError
+from polybag.formats.ulog import records as rec
+from polybag.model import Channel, Schema
+from polybag.writer import AtomicFile, Writer, check_open
+
+_D_HEAD = struct.Struct("<HBH")
+
+
+class UlogWriter(Writer):
+    format = "ulog"
+
+    def __init__(
+        self,
+        path_or_stream: Any,
+        *,
+        format: str | None = None,  # noqa: A002 - Writer's dispatch keyword
+        start_timestamp: int | None = None,
+        version: int = 1,
+        compat_flags: Sequence[int] | None = None,
+        sync_interval: int = 0,
+        spool_size: int = 64 << 20,
+    ) -> None:
+        if format not in (None, "ulog"):
+            raise UnsupportedError(f"UlogWriter writes ULog, not {format!r}")
+        self._out = AtomicFile(path_or_stream)
+        self._data: BinaryIO = tempfile.SpooledTemporaryFile(max_size=spool_size)  # noqa: SIM115
+        self.start_timestamp = start_timestamp
+        self.version = version
+        self.compat_flags = list(compat_flags or [0] * 8)[:8] + [0] * max(0, 8 - len(compat_flags or [0] * 8))
+        self.sync_interval = sync_interval
+        self.formats: dict[str, FormatDef] = {}
+        self.info: dict[str, tuple[str, Any]] = {}
+        self.info_multiple: list[tuple[str, str, list[Any]]] = []
+        self.params: dict[str, Any] = {}
+        self.default_params: dict[str, tuple[int, Any]] = {}
+        self._schemas: dict[int, Schema] = {}
+        self._channels: dict[int, Channel] = {}
+        self._msg_ids: dict[int, int] = {}  # channel id -> msg_id
+        self._types: dict[int, UlogType] = {}  # channel id -> type
+        self._next_msg_id = 0
+        self._first_time: int | None = None  # us
+        self._running_max = 0  # us
+        self._pending: list[tuple[int, int, bytes]] = []  # heap of (time us, seq, message bytes)
+        self._seq = 0
+        self._since_sync = 0
+        self.closed = False
+
+    # --- definitions --------------------------------------------------------------------
+    def add_format(self, text: str | FormatDef) -> FormatDef:
+        """Register a message format (``name:type field;...``)."""
+        check_open(self.closed)
+        fmt = parse_format(text) if isinstance(text, str) else text
+        old = self.formats.get(fmt.name)
+        if old is not None and old != fmt:
+            raise WriteError(f"format {fmt.name} is already defined differently")
+        self.formats[fmt.name] = fmt
+        return fmt
+
+    def add_info(self, key: str, value: Any, type: str | None = None) -> None:  # noqa: A002
+        """An ``I`` message; the type is inferred (strings char[n], ints int32, floats float)."""
+        check_open(self.closed)
+        self.info[key] = (type or rec.info_type_for(value), value)
+
+    def add_info_multiple(self, key: str, values: Sequence[Any], type: str | None = None) -> None:  # noqa: A002
+        """One multi-info entry: ``values`` are written as one message and its continuations."""
+        check_open(self.closed)
+        if not values:
+            return
+        self.info_multiple.append((key, type or rec.info_type_for(values[0]), list(values)))
+
+    def add_param(self, name: str, value: int | float) -> None:
+        check_open(self.closed)
+        self.params[name] = value
+
+    def add_default_param(self, name: str, value: int | float, default_types: int = 1) -> None:
+        """A ``Q`` message; ``default_types`` bit 0: system default, bit 1: current setup."""
+        check_open(self.closed)
+        old = self.default_params.get(name)
+        if old is not None and old[1] == value and type(old[1]) is type(value):
+            default_types |= old[0]
+        elif old is not None:
+            # a different value for another default type: keep both as separate messages
+            self.default_params[f"{name}\0{default_types}"] = (default_types, value)
+            return
+        self.default_params[name] = (default_types, value)
+        self.compat_flags[0] |= rec.COMPAT_DEFAULT_PARAMETERS
+
+    def copy_extras(self, ulog: Any, *, changed_params: bool = True, dropouts: bool = True) -> None:
+        """Info, multi-info, parameters, defaults (and timed changes, dropouts) of a read log."""
+        self.start_timestamp = ulog.start_timestamp if self.start_timestamp is None else self.start_timestamp
+        for k, v in ulog.info.items():
+            self.add_info(k, v, ulog.info_types.get(k))
+        for k, sets in ulog.info_multiple.items():
+            typ = ulog.info_multiple_types.get(k)
+            for vs in sets:
+                self.add_info_multiple(k, vs, typ)
+        for k, v in ulog.params.items():
+            self.add_param(k, v)
+        for bit, d in sorted(ulog.default_params.items()):
+            for k, v in d.items():
+                self.add_default_param(k, v, 1 << bit)
+        self.compat_flags = [a | b for a, b in zip(self.compat_flags, ulog.compat_flags)]
+        for i, v in enumerate(ulog.incompat_flags):
+            if v & ~rec.KNOWN_INCOMPAT[i]:
+                raise UnsupportedError(f"cannot copy unknown incompat flag bits 0x{v:02x} (byte {i})")
+        if changed_params:
+            for ts, name, value in ulog.changed_params:
+                self.change_param(name, value, ts)
+        if dropouts:
+            for d in ulog.dropouts:
+                self.add_dropout(d.duration, d.timestamp)
+
+    # --- model interface ------------------------------------------------------------------
+    def add_schema(self, name: str, encoding: str, data: bytes) -> Schema:
+        check_open(self.closed)
+        if encoding != "ulog":
+            raise UnsupportedError(f"ULog files hold ULog formats, not {encoding!r} schemas ({name})")
+        if name != LOGGED_STRING_SCHEMA:
+            for fmt in parse_schema_text(data).values():
+                self.add_format(fmt)
+            if name not in self.formats:
+                raise WriteError(f"schema {name} does not define format {name}")
+        schema = Schema(len(self._schemas) + 1, name, encoding, bytes(data))
+        self._schemas[schema.id] = schema
+        return schema
+
+    def add_channel(
+        self,
+        topic: str,
+        message_encoding: str,
+        schema: Schema | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Channel:
+        check_open(self.closed)
+        if message_encoding != "ulog" or schema is None or schema.encoding != "ulog":
+            raise UnsupportedError(
+                f"topic {topic}: ULog files hold ULog-encoded messages, not {message_encoding!r}"
+            )
+        metadata = dict(metadata or {})
+        cid = len(self._channels)
+        if schema.name == LOGGED_STRING_SCHEMA:
+            ch = Channel(cid, topic, "ulog", schema, metadata)
+            self._channels[cid] = ch
+            return ch
+        if topic != schema.name:
+            raise WriteError(f"a ULog subscription's topic is its format name: {topic!r} != {schema.name!r}")
+        return self.add_subscription(topic, int(metadata.get("multi_id", 0)), schema=schema)
+
+    def add_subscription(self, name: str, multi_id: int = 0, *, schema: Schema | None = None) -> Channel:
+        """Subscribe message ``name`` (its format must be known) as instance ``multi_id``."""
+        check_open(self.closed)
+        if name not in self.formats:
+            raise WriteError(f"no format for {name!r}: add_format() it first")
+        try:
+            utype = compile_type(name, self.formats)
+        except ValueError as e:
+            raise WriteError(f"format {name}: {e}") from None
+        if utype.timestamp_offset < 0:
+            raise WriteError(f"format {name} has no timestamp field")
+        if not 0 <= multi_id <= 255:
+            raise WriteError(f"multi_id must be 0..255, not {multi_id}")
+        if self._next_msg_id > 0xFFFF:
+            raise WriteError("a ULog file holds at most 65536 subscriptions")
+        msg_id = self._next_msg_id
+        self._next_msg_id += 1
+        if schema is None:
+            schema = Schema(len(self._schemas) + 1, name, "ulog", schema_text(name, self.formats))
+            self._schemas[schema.id] = schema
+        cid = len(self._channels)
+        ch = Channel(cid, name, "ulog", schema, {"multi_id": str(multi_id), "msg_id": str(msg_id)})
+        self._channels[cid] = ch
+        self._msg_ids[cid] = msg_id
+        self._types[cid] = utype
+        self._data.write(rec.Subscription(multi_id, msg_id, name).pack())
+        return ch
+
+    def _note_time(self, us: int) -> None:
+        if self._first_time is None or us < self._first_time:
+            self._first_time = us
+        new_max = max(self._running_max, us)
+        while self._pending and self._pending[0][0] < new_max:
+            self._data.write(heapq.heappop(self._pending)[2])
+        self._running_max = new_max
+
+    def _maybe_sync(self) -> None:
+        if self.sync_interval:
+            self._since_sync += 1
+            if self._since_sync >= self.sync_interval:
+                self._since_sync = 0
+                self._data.write(rec.pack_sync())
+
+    def write(
+        self,
+        channel: Channel,
+        data: bytes | memoryview,
+        log_time: int,
+        publish_time: int | None = None,
+        sequence: int = 0,
+    ) -> None:
+        check_open(self.closed)
+        cid = channel.id
+        if self._channels.get(cid) is not channel and self._channels.get(cid) != channel:
+            raise WriteError(f"channel {channel.topic!r} was not added to this writer")
+        if channel.schema is not None and channel.schema.name == LOGGED_STRING_SCHEMA:
+            level, tag, ts, text = unpack_logged_string(data)
+            self.add_logged_string(level, text, ts, tag)
+            return
+        msg_id = self._msg_ids[cid]
+        utype = self._types[cid]
+        n = len(data)
+        if n < utype.min_size or n > utype.size:
+            raise WriteError(
+                f"topic {channel.topic}: payload has {n} bytes, the format needs {utype.min_size}..{utype.size}"
+            )
+        self._note_time(log_time // 1000)
+        self._data.write(_D_HEAD.pack(n + 2, rec.DATA, msg_id))
+        self._data.write(data)
+        self._maybe_sync()
+
+    def add_logged_string(
+        self, level: int | str, text: str | bytes, timestamp: int, tag: int | None = None
+    ) -> None:
+        """An ``L`` message (or ``C`` with a ``tag``); ``timestamp`` in us; level '0'..'7'."""
+        check_open(self.closed)
+        if isinstance(level, str):
+            names = {v: k for k, v in rec.LEVEL_NAMES.items()}
+            level = names[level.upper()] if level.upper() in names else ord(level[:1] or "6")
+        raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        if self._first_time is None:
+            self._first_time = timestamp
+        self._data.write(rec.pack_logging(level, timestamp, raw, tag))
+
+    def change_param(self, name: str, value: int | float, timestamp: int | None = None) -> None:
+        """A parameter change in the data section (at ``timestamp`` us, default: now)."""
+        check_open(self.closed)
+        msg = rec.pack_info(rec.PARAMETER, rec.param_type_for(value), name, value)
+        self._timed(msg, timestamp)
+
+    def add_dropout(self, duration_ms: int, timestamp: int | None = None) -> None:
+        check_open(self.closed)
+        self._timed(rec.pack_dropout(min(max(int(duration_ms), 0), 0xFFFF)), timestamp)
+
+    def add_sync(self) -> None:
+        check_open(self.closed)
+        self._data.write(rec.pack_sync())
+
+    def _timed(self, msg: bytes, timestamp: int | None) -> None:
+        if timestamp is None or timestamp <= self._running_max:
+            self._data.write(msg)
+        else:
+            heapq.heappush(self._pending, (timestamp, self._seq, msg))
+            self._seq += 1
+
+    def write_columns(self, channel: Channel | str, columns: Mapping[str, Any], multi_id: int = 0) -> int:
+        """All rows of one subscription from pyulog-style columns (``timestamp``, ``a[0]``,
+        ``nested.x``; missing fields are zero).  Returns the number of rows written."""
+        check_open(self.closed)
+        if isinstance(channel, str):
+            channel = self.add_subscription(channel, multi_id)
+        utype = self._types[channel.id]
+        msg_id = self._msg_ids[channel.id]
+        dt = utype.dtype
+        n = len(np.asarray(columns["timestamp"]))
+        arr = np.zeros(n, dtype=dt)
+        for name, values in columns.items():
+            if name not in (dt.names or ()):
+                if name == "log_time":
+                    continue
+                raise WriteError(f"{channel.topic}: no field {name!r} in its format")
+            v = np.asarray(values)
+            if len(v) != n:
+                raise WriteError(f"{channel.topic}: column {name} has {len(v)} rows, timestamp has {n}")
+            arr[name] = v
+        rows = np.empty((n, 5 + dt.itemsize), dtype=np.uint8)
+        head = np.frombuffer(_D_HEAD.pack(dt.itemsize + 2, rec.DATA, msg_id), dtype=np.uint8)
+        rows[:, :5] = head
+        rows[:, 5:] = arr.view(np.uint8).reshape(n, dt.itemsize) if dt.itemsize else rows[:, 5:]
+        if n:
+            ts = arr["timestamp"].astype(np.int64)
+            if utype.timestamp_type == "uint8_t":
+                ts = ts * 1000
+            self._note_time(int(ts.min()))
+            self._note_time(int(ts.max()))
+        self._data.write(rows.tobytes())
+        return n
+
+    # --- closing --------------------------------------------------------------------------
+    def _definitions(self) -> bytes:
+        parts: list[bytes] = []
+        start = self.start_timestamp if self.start_timestamp is not None else (self._first_time or 0)
+        parts.append(rec.FileHeader(self.version, max(0, int(start))).pack())
+        parts.append(rec.FlagBits(self.compat_flags, [0] * 8, []).pack())
+        written: set[str] = set()
+        for name in self.formats:
+            for fmt in reversed(nested_formats(name, self.formats)):
+                if fmt.name not in written:
+                    written.add(fmt.name)
+                    parts.append(rec.pack_message(rec.FORMAT, fmt.text().encode("utf-8")))
+        for key, (typ, value) in self.info.items():
+            parts.append(rec.pack_info(rec.INFO, typ, key, value))
+        for key, typ, values in self.info_multiple:
+            for i, v in enumerate(values):
+                parts.append(rec.pack_info(rec.INFO_MULTIPLE, typ, key, v, bytes([1 if i else 0])))
+        for name, value in self.params.items():
+            parts.append(rec.pack_info(rec.PARAMETER, rec.param_type_for(value), name, value))
+        for name, (types, value) in self.default_params.items():
+            parts.append(
+                rec.pack_info(
+                    rec.PARAMETER_DEFAULT,
+                    rec.param_type_for(value),
+                    name.split("\0")[0],
+                    value,
+                    bytes([types]),
+                )
+            )
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            while self._pending:
+                self._data.write(heapq.heappop(self._pending)[2])
+            f = self._out.file
+            f.write(self._definitions())
+            self._data.seek(0)
+            shutil.copyfileobj(self._data, f, 1 << 20)
+            self._data.close()
+            self._out.commit()
+        finally:
+            self.closed = True
+
+
+def write_ulog(
+    target: Any,
+    channels_columns: Iterable[tuple[str, int, Mapping[str, Any]]],
+    formats: Iterable[str],
+    **options: Any,
+) -> None:
+    """Write a whole log from ``(name, multi_id, columns)`` triples and format strings."""
+    with UlogWriter(target, **options) as w:
+        for f in formats:
+            w.add_format(f)
+        for name, multi_id, cols in channels_columns:
+            w.write_columns(w.add_subscription(name, multi_id), cols)
+
+
+__all__ = ["LOGGED_STRING_TEXT", "UlogWriter", "write_ulog"]
