@@ -1,0 +1,440 @@
+"""ROS 2 messages in CDR (XCDR1 plain, little- and big-endian) from ``ros2msg``/``ros2idl`` schemas.
+
+The payload starts with a 4-byte encapsulation header (``00 01`` little-endian, ``00 00``
+big-endian, then two option bytes); alignment is relative to the byte after it.  The
+definition parsing is shared with ROS 1 (:mod:`polybag.codecs.ros1.msgdef`, dialect
+``ros2``); IDL text is parsed here.  Serializers are the same generated code as ROS 1
+(:mod:`polybag.codecs.ros1.serde`) with CDR alignment and strings.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from polybag.codecs.ros1.msgdef import (
+    Constant,
+    Field,
+    FieldType,
+    MsgDef,
+    MsgDefError,
+    TypeSet,
+    canonical,
+    parse_full,
+    parse_msg,
+)
+from polybag.codecs.ros1.serde import Compiler, EncodeError
+from polybag.errors import DecodeError, UnsupportedError
+from polybag.model import Channel, Schema
+
+__all__ = ["CdrCodec", "codec_for_schema", "codec_for_type", "parse_idl", "ros2_typeset"]
+
+_BUILTIN_TEXT = {
+    "builtin_interfaces/msg/Time": "int32 sec\nuint32 nanosec\n",
+    "builtin_interfaces/msg/Duration": "int32 sec\nuint32 nanosec\n",
+    "service_msgs/msg/ServiceEventInfo": (
+        "uint8 REQUEST_SENT = 0\nuint8 REQUEST_RECEIVED = 1\nuint8 RESPONSE_SENT = 2\n"
+        "uint8 RESPONSE_RECEIVED = 3\nuint8 event_type\nbuiltin_interfaces/Time stamp\n"
+        "char[16] client_gid\nint64 sequence_number\n"
+    ),
+}
+_base_types: TypeSet | None = None
+
+
+def _builtins() -> TypeSet:
+    global _base_types
+    if _base_types is None:
+        ts = TypeSet("ros2")
+        for name, text in _BUILTIN_TEXT.items():
+            ts.add(parse_msg(name, text, "ros2"))
+        ts.finalize()
+        _base_types = ts
+    return _base_types
+
+
+_SEP_RE = re.compile(r"^\s*={3,}\s*$", re.MULTILINE)
+
+
+def _service_event(name: str, text: str) -> str:
+    """rosbag2 stores a service event's schema as the .srv text; build the Event type."""
+    pkg, _, rest = name.partition("/")
+    srv = rest.split("/")[-1][: -len("_Event")]
+    main, _, tail = text.partition("\n" + "=" * 80)
+    req, _, resp = re.split(r"^---\s*$", main, maxsplit=1, flags=re.MULTILINE)[0], None, None
+    parts = re.split(r"^---\s*$", main, maxsplit=1, flags=re.MULTILINE)
+    req = parts[0]
+    resp = parts[1] if len(parts) > 1 else ""
+    sep = "=" * 80
+    event = (
+        "service_msgs/ServiceEventInfo info\n"
+        f"{pkg}/{srv}_Request[<=1] request\n"
+        f"{pkg}/{srv}_Response[<=1] response\n"
+    )
+    out = (
+        f"{event}{sep}\nMSG: {pkg}/{srv}_Request\n{req}\n{sep}\nMSG: {pkg}/{srv}_Response\n{resp}\n"
+    )
+    if tail:
+        out += sep + tail
+    return out
+
+
+def ros2_typeset(name: str, text: str | bytes, encoding: str = "ros2msg") -> TypeSet:
+    """Parse a ``ros2msg`` or ``ros2idl`` schema into a resolved :class:`TypeSet`."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", "replace")
+    text = text.replace("\r\n", "\n")
+    if encoding == "ros2idl":
+        ts = TypeSet("ros2", fallback=_builtins())
+        for d in parse_idl(text):
+            if d.name not in ts.types:
+                ts.add(d)
+        ts.finalize()
+        return ts
+    main = _SEP_RE.split(text, maxsplit=1)[0]
+    if name.endswith("_Event") and re.search(r"^---\s*$", main, re.MULTILINE):
+        text = _service_event(name, text)
+    return parse_full(name, text, "ros2", fallback=_builtins())
+
+
+# --- IDL -----------------------------------------------------------------------------------
+_IDL_TOKEN = re.compile(
+    r'\s+|//[^\n]*|/\*.*?\*/|(?P<str>"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\')'
+    r"|(?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
+    r"|(?P<id>[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)|(?P<p>::|[{}();<>,=\[\]@:#.-])",
+    re.DOTALL,
+)
+_IDL_PRIMS = {
+    "boolean": "bool",
+    "octet": "uint8",
+    "char": "uint8",
+    "wchar": "uint16",
+    "short": "int16",
+    "long": "int32",
+    "float": "float32",
+    "double": "float64",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int16": "int16",
+    "uint16": "uint16",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "string": "string",
+    "wstring": "wstring",
+}
+
+
+def _tokens(text: str) -> list[str]:
+    text = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("#"))
+    out: list[str] = []
+    pos = 0
+    while pos < len(text):
+        m = _IDL_TOKEN.match(text, pos)
+        if m is None:
+            raise MsgDefError(f"IDL: unexpected character {text[pos]!r} at {pos}")
+        pos = m.end()
+        tok = m.group("str") or m.group("num") or m.group("id") or m.group("p")
+        if tok:
+            out.append(tok)
+    return out
+
+
+class _IdlParser:
+    def __init__(self, text: str) -> None:
+        self.t = _tokens(text)
+        self.i = 0
+        self.structs: dict[str, MsgDef] = {}
+        self.consts: dict[str, list[Constant]] = {}
+        self.typedefs: dict[str, FieldType] = {}
+
+    def peek(self, k: int = 0) -> str:
+        return self.t[self.i + k] if self.i + k < len(self.t) else ""
+
+    def take(self, want: str | None = None) -> str:
+        tok = self.peek()
+        if not tok or (want is not None and tok != want):
+            raise MsgDefError(f"IDL: expected {want or 'a token'}, found {tok or 'end of text'!r}")
+        self.i += 1
+        return tok
+
+    def annotations(self) -> None:
+        while self.peek() == "@":
+            self.take()
+            self.take()
+            if self.peek() == "(":
+                depth = 0
+                while True:
+                    tok = self.take()
+                    depth += tok == "("
+                    depth -= tok == ")"
+                    if depth == 0:
+                        break
+
+    def parse(self) -> list[MsgDef]:
+        self.definitions([])
+        out = []
+        for name, d in self.structs.items():
+            owner = name + "_Constants"
+            for cname, consts in self.consts.items():
+                if cname == owner:
+                    d.constants.extend(consts)
+            out.append(d)
+        return out
+
+    def definitions(self, scope: list[str]) -> None:
+        while self.peek() and self.peek() != "}":
+            self.annotations()
+            tok = self.peek()
+            if tok == "module":
+                self.take()
+                name = self.take()
+                self.take("{")
+                self.definitions([*scope, name])
+                self.take("}")
+                self.take(";")
+            elif tok == "struct":
+                self.struct(scope)
+            elif tok == "typedef":
+                self.take()
+                t = self.type_spec(scope)
+                name = self.take()
+                while self.peek() == "[":
+                    self.take()
+                    n = int(self.take(), 0)
+                    self.take("]")
+                    t = FieldType(t.base, n, None, t.string_bound, "")
+                self.take(";")
+                self.typedefs["/".join([*scope, name])] = t
+            elif tok == "const":
+                self.take()
+                t = self.type_spec(scope)
+                name = self.take()
+                self.take("=")
+                val = []
+                while self.peek() != ";":
+                    val.append(self.take())
+                self.take(";")
+                text = " ".join(val)
+                value: Any = text
+                try:
+                    if t.base in ("string", "wstring"):
+                        value = text[1:-1] if text[:1] in "\"'" else text
+                    elif t.base == "bool":
+                        value = text.upper() == "TRUE"
+                    elif t.base.startswith("float"):
+                        value = float(text.replace(" ", ""))
+                    else:
+                        value = int(text.replace(" ", ""), 0)
+                except ValueError:
+                    pass
+                self.consts.setdefault("/".join(scope), []).append(Constant(name, t.base, value, text))
+            elif tok == "enum":
+                self.take()
+                self.take()
+                self.take("{")
+                while self.take() != "}":
+                    pass
+                self.take(";")
+            elif tok == ";":
+                self.take()
+            else:
+                raise MsgDefError(f"IDL: unexpected {tok!r}")
+
+    def scoped(self, name: str, scope: list[str]) -> str:
+        parts = name.split("::")
+        if len(parts) == 1:
+            # relative: search enclosing scopes
+            for k in range(len(scope), -1, -1):
+                cand = "/".join([*scope[:k], name])
+                if cand in self.typedefs or cand in self.structs:
+                    return cand
+            return "/".join([*scope, name])
+        return "/".join(parts)
+
+    def type_spec(self, scope: list[str]) -> FieldType:
+        tok = self.take()
+        if tok == "sequence":
+            self.take("<")
+            inner = self.type_spec(scope)
+            bound = None
+            if self.peek() == ",":
+                self.take()
+                bound = int(self.take(), 0)
+            self.take(">")
+            return FieldType(inner.base, -1, bound, inner.string_bound, "")
+        if tok in ("string", "wstring"):
+            sb = None
+            if self.peek() == "<":
+                self.take()
+                sb = int(self.take(), 0)
+                self.take(">")
+            return FieldType(tok, None, None, sb, "")
+        if tok == "unsigned":
+            nxt = self.take()
+            if nxt == "long" and self.peek() == "long":
+                self.take()
+                return FieldType("uint64")
+            return FieldType({"short": "uint16", "long": "uint32"}[nxt])
+        if tok == "long" and self.peek() == "long":
+            self.take()
+            return FieldType("int64")
+        if tok == "long" and self.peek() == "double":
+            raise MsgDefError("IDL: long double is not supported")
+        if tok in _IDL_PRIMS:
+            return FieldType(_IDL_PRIMS[tok])
+        full = self.scoped(tok, scope)
+        if full in self.typedefs:
+            return self.typedefs[full]
+        return FieldType(canonical(full))
+
+    def struct(self, scope: list[str]) -> None:
+        self.take("struct")
+        name = self.take()
+        full = "/".join([*scope, name])
+        d = MsgDef(canonical(full), full_name=full)
+        self.take("{")
+        while self.peek() != "}":
+            self.annotations()
+            t = self.type_spec(scope)
+            while True:
+                fname = self.take()
+                ft = t
+                if self.peek() == "[":
+                    self.take()
+                    n = int(self.take(), 0)
+                    self.take("]")
+                    if ft.array is not None:
+                        raise MsgDefError("IDL: arrays of sequences are not supported", type_name=full)
+                    ft = FieldType(ft.base, n, None, ft.string_bound, "")
+                d.fields.append(Field(fname, ft))
+                if self.peek() == ",":
+                    self.take()
+                    continue
+                break
+            self.take(";")
+        self.take("}")
+        self.take(";")
+        self.structs[full] = d
+
+
+def parse_idl(text: str) -> list[MsgDef]:
+    """Every struct of an IDL text (``IDL:`` sections allowed) as :class:`MsgDef` (unresolved)."""
+    sections = _SEP_RE.split(text)
+    out: list[MsgDef] = []
+    for sec in sections:
+        lines = sec.lstrip("\n").split("\n")
+        if lines and lines[0].strip().startswith("IDL:"):
+            sec = "\n".join(lines[1:])
+        out.extend(_IdlParser(sec).parse())
+    return out
+
+
+# --- codec ---------------------------------------------------------------------------------
+_HEADERS = {"<": b"\x00\x01\x00\x00", ">": b"\x00\x00\x00\x00"}
+
+
+class CdrCodec:
+    """Decode/encode CDR payloads of one ROS 2 message type."""
+
+    def __init__(self, typeset: TypeSet, msg_type: str) -> None:
+        self.typeset = typeset
+        self.type_name = canonical(msg_type)
+        self.full_name = msg_type
+        typeset.check(self.type_name)
+        self._compilers: dict[str, Compiler] = {}
+        self._fns: dict[tuple[str, str, str], Any] = {}
+        self.fn("d", "obj", "<")  # compile now: errors in the definition surface early
+
+    def compiler(self, endian: str) -> Compiler:
+        c = self._compilers.get(endian)
+        if c is None:
+            c = self._compilers[endian] = Compiler(self.typeset, "cdr", endian)
+        return c
+
+    @property
+    def message_class(self) -> type:
+        return self.compiler("<").cls(self.type_name)
+
+    def fn(self, kind: str, mode: str, endian: str) -> Any:
+        key = (kind, mode, endian)
+        f = self._fns.get(key)
+        if f is None:
+            c = self.compiler(endian)
+            f = c.decoder(self.type_name, mode) if kind == "d" else c.encoder(self.type_name, mode)
+            self._fns[key] = f
+        return f
+
+    def _run(self, mode: str, data: bytes | memoryview, topic: str | None) -> Any:
+        n = len(data)
+        if n < 4:
+            raise DecodeError(
+                f"{n} byte payload is shorter than the 4-byte CDR header",
+                topic=topic,
+                type_name=self.full_name,
+                offset=0,
+            )
+        kind = data[1]
+        if data[0] != 0 or kind not in (0, 1):
+            raise DecodeError(
+                f"unsupported CDR encapsulation {bytes(data[:2]).hex()} (only plain CDR 0000/0001)",
+                topic=topic,
+                type_name=self.full_name,
+                offset=0,
+            )
+        fn = self.fn("d", mode, "<" if kind == 1 else ">")
+        body = memoryview(data)[4:]
+        end = n - 4
+        try:
+            value, pos = fn(body, 0, end)
+        except DecodeError as e:
+            msg = str(e).split(": ", 1)[-1] if (e.field or e.offset is not None) else str(e)
+            off = e.offset + 4 if e.offset is not None else None
+            raise DecodeError(msg, topic=topic, type_name=self.full_name, field=e.field, offset=off) from None
+        if end - pos >= 4 or pos > end:
+            raise DecodeError(
+                f"{end - pos} bytes left over after the message ({n} byte payload)",
+                topic=topic,
+                type_name=self.full_name,
+                offset=pos + 4,
+            )
+        return value
+
+    def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        return self._run("obj", data, topic)
+
+    def to_dict(self, data: bytes | memoryview, topic: str | None = None, numpy: bool = False) -> Any:
+        return self._run("dictnp" if numpy else "dict", data, topic)
+
+    def encode(self, obj: Any, endian: str = "<") -> bytes:
+        mode = "dict" if isinstance(obj, dict) else "obj"
+        fn = self.fn("e", mode, endian)
+        out = bytearray()
+        try:
+            fn(out, obj)
+        except DecodeError as e:
+            raise EncodeError(str(e), type_name=self.full_name, field=e.field) from None
+        return _HEADERS[endian] + bytes(out)
+
+
+_codecs: dict[tuple[str, str, str], CdrCodec] = {}
+
+
+def codec_for_type(msg_type: str, definition: str | bytes, encoding: str = "ros2msg") -> CdrCodec:
+    text = definition if isinstance(definition, str) else bytes(definition).decode("utf-8", "replace")
+    key = (msg_type, encoding, text)
+    codec = _codecs.get(key)
+    if codec is None:
+        ts = ros2_typeset(msg_type, text, encoding)
+        name = msg_type
+        if encoding == "ros2idl" and ts.lookup(name) is None:
+            raise MsgDefError(f"IDL schema does not define {msg_type}", type_name=msg_type)
+        codec = _codecs[key] = CdrCodec(ts, name)
+    return codec
+
+
+def codec_for_schema(schema: Schema, channel: Channel) -> CdrCodec:
+    """Codec registry entry for ``("cdr", "ros2msg")`` and ``("cdr", "ros2idl")``."""
+    if not schema.name:
+        raise UnsupportedError(f"topic {channel.topic}: CDR channel without a schema name")
+    return codec_for_type(schema.name, schema.data, schema.encoding or "ros2msg")
