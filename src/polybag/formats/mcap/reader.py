@@ -1,0 +1,1530 @@
+"""MCAP reading: indexed (footer -> summary -> chunk and message indexes) and streamed.
+
+One reader class serves both sources.  A :class:`~polybag.source.MappedSource` with a
+usable summary is read through its indexes: only the chunks that can hold a wanted message
+are read, each decompressed whole and walked with one precompiled struct per record.
+Without a summary (or with ``recover=True``) the same chunks are found by a linear scan of
+the top-level records, which gives the same answers.  A :class:`~polybag.source.StreamSource`
+is read strictly forward.
+
+Log-time order is a lazy merge of per-chunk sorted runs: chunks are loaded in order of
+their start time, and a heap is used only while chunks overlap.
+"""
+
+from __future__ import annotations
+
+import heapq
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from polybag import compression
+from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError, UnsupportedError
+from polybag.formats.mcap import records as R
+from polybag.formats.mcap.records import (
+    CHUNK_HEAD,
+    FOOTER_RECORD_LEN,
+    MAGIC,
+    MESSAGE_HEAD_LEN,
+    RECORD_HEAD,
+    RECORD_HEAD_LEN,
+    RECORD_MESSAGE_HEAD,
+    RECORD_MESSAGE_HEAD_LEN,
+    U32,
+    U64,
+    Opcode,
+)
+from polybag.model import Attachment, Channel, ChunkInfo, Message, Metadata, Schema, Summary
+from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.source import MappedSource, Source, StreamSource
+
+_LOG_TIME = attrgetter("log_time")
+_NEG_LOG_TIME: Callable[[Message], int] = lambda m: -m.log_time  # noqa: E731
+_OP_MESSAGE = int(Opcode.MESSAGE)
+_OP_SCHEMA = int(Opcode.SCHEMA)
+_OP_CHANNEL = int(Opcode.CHANNEL)
+_OP_CHUNK = int(Opcode.CHUNK)
+_OP_MESSAGE_INDEX = int(Opcode.MESSAGE_INDEX)
+_OP_DATA_END = int(Opcode.DATA_END)
+_OP_FOOTER = int(Opcode.FOOTER)
+_OP_HEADER = int(Opcode.HEADER)
+_OP_ATTACHMENT = int(Opcode.ATTACHMENT)
+_OP_METADATA = int(Opcode.METADATA)
+
+CHUNK_INDEX_DTYPE = np.dtype(
+    [
+        ("start", "<u8"),
+        ("end", "<u8"),
+        ("offset", "<u8"),
+        ("length", "<u8"),
+        ("mi_length", "<u8"),
+        ("compressed_size", "<u8"),
+        ("uncompressed_size", "<u8"),
+    ]
+)
+_MI_DTYPE = np.dtype(R.MESSAGE_INDEX_DTYPE)
+
+
+class _UnknownChannel(Exception):
+    def __init__(self, cid: int, pos: int) -> None:
+        self.cid = cid
+        self.pos = pos
+
+
+# --- chunk walking: the hot loops ----------------------------------------------------------
+def _walk_all(buf: bytes, channels: dict[int, Channel], out: list[Message], defs: Callable[[int, int, int], None]) -> None:
+    """Append every message in the decompressed chunk ``buf`` to ``out`` (file order)."""
+    view = memoryview(buf)
+    n = len(buf)
+    pos = 0
+    unpack = RECORD_MESSAGE_HEAD.unpack_from
+    append = out.append
+    M = Message
+    limit = n - RECORD_MESSAGE_HEAD_LEN
+    while pos < n:
+        if pos <= limit:
+            op, ln, cid, seq, lt, pt = unpack(buf, pos)
+        else:
+            op, ln = _short_head(buf, pos, n)
+        e = pos + 9 + ln
+        if e > n:
+            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+        if op == 5 and ln >= 22:
+            try:
+                ch = channels[cid]
+            except KeyError:
+                raise _UnknownChannel(cid, pos) from None
+            append(M(ch, lt, pt, seq, view[pos + 31 : e]))
+        elif op == 3 or op == 4 or op == 5:
+            defs(op, pos, e)
+            if op == 5:
+                _append_short_message(buf, pos, e, channels, out, None, None, None)
+        pos = e
+
+
+def _walk_filtered(
+    buf: bytes,
+    channels: dict[int, Channel],
+    out: list[Message],
+    defs: Callable[[int, int, int], None],
+    want: set[int] | None,
+    start: int | None,
+    end: int | None,
+) -> None:
+    """Like :func:`_walk_all`, keeping only channels in ``want`` and ``start <= t < end``."""
+    view = memoryview(buf)
+    n = len(buf)
+    pos = 0
+    unpack = RECORD_MESSAGE_HEAD.unpack_from
+    append = out.append
+    M = Message
+    lo = -1 if start is None else start
+    hi = 1 << 64 if end is None else end
+    limit = n - RECORD_MESSAGE_HEAD_LEN
+    while pos < n:
+        if pos <= limit:
+            op, ln, cid, seq, lt, pt = unpack(buf, pos)
+        else:
+            op, ln = _short_head(buf, pos, n)
+        e = pos + 9 + ln
+        if e > n:
+            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+        if op == 5 and ln >= 22:
+            if lo <= lt < hi and (want is None or cid in want):
+                try:
+                    ch = channels[cid]
+                except KeyError:
+                    raise _UnknownChannel(cid, pos) from None
+                append(M(ch, lt, pt, seq, view[pos + 31 : e]))
+        elif op == 3 or op == 4 or op == 5:
+            defs(op, pos, e)
+            if op == 5:
+                _append_short_message(buf, pos, e, channels, out, want, start, end)
+        pos = e
+
+
+def _walk_defs(buf: bytes, defs: Callable[[int, int, int], None]) -> None:
+    """Only the Schema and Channel records of a chunk."""
+    n = len(buf)
+    pos = 0
+    head = RECORD_HEAD.unpack_from
+    while pos < n:
+        if pos + 9 > n:
+            raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left")
+        op, ln = head(buf, pos)
+        e = pos + 9 + ln
+        if e > n:
+            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+        if op == 3 or op == 4:
+            defs(op, pos, e)
+        pos = e
+
+
+def _count_chunk(buf: bytes, counts: dict[int, int], defs: Callable[[int, int, int], None]) -> tuple[int, int, int]:
+    """Count messages per channel; registers definitions.  Returns (count, min, max) log time."""
+    n = len(buf)
+    pos = 0
+    unpack = RECORD_MESSAGE_HEAD.unpack_from
+    limit = n - RECORD_MESSAGE_HEAD_LEN
+    total = 0
+    lo = 1 << 64
+    hi = -1
+    while pos < n:
+        if pos <= limit:
+            op, ln, cid, _seq, lt, _pt = unpack(buf, pos)
+        else:
+            op, ln = _short_head(buf, pos, n)
+            cid = lt = 0
+            if op == 5:
+                rec = R.parse_record(5, buf, pos + 9, min(n, pos + 9 + ln))
+                assert isinstance(rec, R.MessageRecord)
+                cid, lt = rec.channel_id, rec.log_time
+        e = pos + 9 + ln
+        if e > n:
+            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+        if op == 5:
+            if ln < 22:
+                rec = R.parse_record(5, buf, pos + 9, e)
+                assert isinstance(rec, R.MessageRecord)
+                cid, lt = rec.channel_id, rec.log_time
+            counts[cid] = counts.get(cid, 0) + 1
+            total += 1
+            if lt < lo:
+                lo = lt
+            if lt > hi:
+                hi = lt
+        elif op == 3 or op == 4:
+            defs(op, pos, e)
+        pos = e
+    return total, lo, hi
+
+
+def _short_head(buf: bytes, pos: int, n: int) -> tuple[int, int]:
+    if pos + 9 > n:
+        raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left")
+    op, ln = RECORD_HEAD.unpack_from(buf, pos)
+    return op, ln
+
+
+def _append_short_message(
+    buf: bytes,
+    pos: int,
+    e: int,
+    channels: dict[int, Channel],
+    out: list[Message],
+    want: set[int] | None,
+    start: int | None,
+    end: int | None,
+) -> None:
+    """A message record shorter than its fixed head: missing fields are zero."""
+    rec = R.parse_record(5, buf, pos + 9, e)
+    assert isinstance(rec, R.MessageRecord)
+    if want is not None and rec.channel_id not in want:
+        return
+    if (start is not None and rec.log_time < start) or (end is not None and rec.log_time >= end):
+        return
+    ch = channels.get(rec.channel_id)
+    if ch is None:
+        raise _UnknownChannel(rec.channel_id, pos)
+    out.append(Message(ch, rec.log_time, rec.publish_time, rec.sequence, b""))
+
+
+class _Bad(Exception):
+    """Damage inside a chunk at ``pos`` (relative to the chunk's records)."""
+
+    def __init__(self, pos: int, what: str) -> None:
+        self.pos = pos
+        self.what = what
+
+
+# --- merging -------------------------------------------------------------------------------
+Segment = tuple[int, int, Callable[[], list[Message]]]  # (start key, rank, loader)
+
+
+def _merge(segments: Iterator[Segment], key: Callable[[Message], int]) -> Iterator[Message]:
+    """Merge runs sorted by ``key``; ``segments`` come in order of their start key.
+
+    A run is loaded only when the smallest pending message is not smaller than its start
+    key, so non-overlapping chunks stream one at a time and ties keep the rank order.
+    """
+    heap: list[tuple[int, int, int, list[Message]]] = []
+    nxt = next(segments, None)
+    push = heapq.heappush
+    while True:
+        while nxt is not None and (not heap or nxt[0] <= heap[0][0]):
+            msgs = nxt[2]()
+            if msgs:
+                push(heap, (key(msgs[0]), nxt[1], 0, msgs))
+            nxt = next(segments, None)
+        if not heap:
+            return
+        if len(heap) == 1:
+            _k, _r, j, msgs = heap[0]
+            if nxt is None or key(msgs[-1]) < nxt[0]:
+                heap.clear()
+                if j == 0:
+                    yield from msgs
+                else:
+                    yield from msgs[j:]
+                continue
+        _k, r, j, msgs = heap[0]
+        yield msgs[j]
+        j += 1
+        if j < len(msgs):
+            heapq.heapreplace(heap, (key(msgs[j]), r, j, msgs))
+        else:
+            heapq.heappop(heap)
+
+
+# --- the reader ------------------------------------------------------------------------------
+@dataclass
+class _ScanResult:
+    """What a linear scan of the top-level records of a mapped file found."""
+
+    chunks: list[tuple[int, int, int, int]] = field(default_factory=list)  # (offset, length, start, end)
+    chunk_ranks: list[int] = field(default_factory=list)
+    loose: list[tuple[int, int, int, list[int]]] = field(default_factory=list)  # (rank, start, end, offsets)
+    attachments: list[int] = field(default_factory=list)
+    metadata: list[int] = field(default_factory=list)
+    data_end: int | None = None
+    footer: int | None = None
+    error: PolybagError | None = None
+    bytes_skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+    statistics: R.Statistics | None = None
+
+
+class McapReader(Reader):
+    """Reads an MCAP file or stream.  Use :func:`open_mcap` (or ``polybag.open``)."""
+
+    format = "mcap"
+
+    def __init__(self, source: Source, path: str | None = None, *, validate_crcs: bool = True, recover: bool = False) -> None:
+        super().__init__(source, path)
+        self.validate_crcs = validate_crcs
+        self.recover = recover
+        self.recovery_report: dict[str, Any] | None = None
+        self.header = R.Header()
+        self.footer: R.Footer | None = None
+        self.statistics: R.Statistics | None = None
+        self.schemas: dict[int, Schema] = {}
+        self._channels: dict[int, Channel] = {}
+        self._live_wants: list[tuple[TopicSelector, set[int]]] = []
+        self._channel_records: dict[int, R.ChannelRecord] = {}
+        self.chunk_indexes: list[R.ChunkIndex] = []
+        self._ci_array: np.ndarray | None = None
+        self.attachment_indexes: list[R.AttachmentIndex] = []
+        self.metadata_indexes: list[R.MetadataIndex] = []
+        self.summary_offsets: list[R.SummaryOffset] = []
+        self.has_summary = False
+        self._summary: Summary | None = None
+        self._scan_result: _ScanResult | None = None
+        self._defs_scanned = 0  # chunks of the scan/index whose definitions were registered
+        self._stream_used = False
+        self._header_end = 0
+        if isinstance(source, MappedSource):
+            self._open_mapped()
+        else:
+            self._open_stream()
+
+    # --- opening -------------------------------------------------------------------------------
+    def _err(self, cls: type[FormatError], what: str, offset: int | None) -> FormatError:
+        return cls(what, self.path, offset)
+
+    def _check_magic(self, head: bytes) -> None:
+        if len(head) < 8:
+            if MAGIC.startswith(head):
+                raise self._err(TruncatedError, f"expected 8 bytes of MCAP magic, file has {len(head)}", 0)
+            raise self._err(FormatError, f"not an MCAP file: starts with {head!r}", 0)
+        if head[:5] != MAGIC[:5]:
+            raise self._err(FormatError, f"not an MCAP file: starts with {head!r}", 0)
+        if head != MAGIC:
+            raise UnsupportedError(f"{self.path}: MCAP major version {chr(head[5])!r} is not supported (only '0')")
+
+    def _open_mapped(self) -> None:
+        src = self.source
+        assert isinstance(src, MappedSource)
+        self._check_magic(bytes(src.view[:8]))
+        pos = 8
+        if src.size < pos + 9:
+            if self.recover:
+                return
+            raise self._err(TruncatedError, "expected a Header record after the magic", pos)
+        op, ln = RECORD_HEAD.unpack_from(src.view, pos)
+        if op != _OP_HEADER:
+            if not self.recover:
+                raise self._err(FormatError, f"expected a Header record (opcode 0x01), found opcode 0x{op:02x}", pos)
+        elif ln > src.size - pos - 9:
+            if not self.recover:
+                raise self._err(TruncatedError, f"Header declares {ln} bytes, file has {src.size - pos - 9} left", pos)
+        else:
+            rec = R.parse_record(op, src.view, pos + 9, pos + 9 + ln, self.path, 0)
+            assert isinstance(rec, R.Header)
+            self.header = rec
+            self._header_end = pos + 9 + ln
+        if not self.recover:
+            self._read_summary()
+
+    def _open_stream(self) -> None:
+        src = self.source
+        assert isinstance(src, StreamSource)
+        self._check_magic(src.read(8))
+        head = src.peek(9)
+        if len(head) < 9:
+            if self.recover:
+                return
+            raise self._err(TruncatedError, "expected a Header record after the magic", 8)
+        op, ln = RECORD_HEAD.unpack_from(head, 0)
+        if op != _OP_HEADER:
+            if not self.recover:
+                raise self._err(FormatError, f"expected a Header record (opcode 0x01), found opcode 0x{op:02x}", 8)
+            return
+        src.read(9)
+        body = src.read_exact(ln, "Header record")
+        rec = R.parse_record(op, body, 0, ln, self.path, 17)
+        assert isinstance(rec, R.Header)
+        self.header = rec
+        self._stream_head = RECORD_HEAD.pack(op, ln) + body
+
+    def _materialize(self) -> None:
+        """Turn a stream into an in-memory mapped source (for summary, reverse, attachments)."""
+        src = self.source
+        if isinstance(src, MappedSource):
+            return
+        if self._stream_used:
+            raise PolybagError(f"{self.path}: the stream was already read; open it again")
+        self._stream_used = True
+        data = MAGIC + getattr(self, "_stream_head", b"") + src.read_all()
+        self.source = MappedSource(self.path, data)
+        if not self.recover:
+            self._read_summary()
+
+    def _read_summary(self) -> None:
+        """Footer -> summary section; leaves ``has_summary`` False when there is none."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        size = src.size
+        foot = size - 8 - FOOTER_RECORD_LEN
+        if foot < self._header_end or bytes(src.view[size - 8 :]) != MAGIC:
+            return
+        op, ln = RECORD_HEAD.unpack_from(src.view, foot)
+        if op != _OP_FOOTER or ln != 20:
+            return
+        footer = R.Footer(*R.FOOTER_BODY.unpack_from(src.view, foot + 9))
+        self.footer = footer
+        if footer.summary_start == 0:
+            return
+        ss, sos = footer.summary_start, footer.summary_offset_start
+        if not (self._header_end <= ss <= foot) or (sos and not (ss <= sos <= foot)):
+            raise self._err(
+                FormatError,
+                f"footer points the summary at {ss} (offsets at {sos}), outside {self._header_end}..{foot}",
+                foot,
+            )
+        if footer.summary_crc and self.validate_crcs:
+            crc = zlib.crc32(src.view[ss : foot + 25])
+            if crc != footer.summary_crc:
+                raise self._err(
+                    ChecksumError,
+                    f"summary section CRC is {crc:#010x}, the Footer records {footer.summary_crc:#010x}",
+                    ss,
+                )
+        end = sos if sos else foot
+        view = src.view
+        pos = ss
+        cis: list[R.ChunkIndex] = []
+        while pos < end:
+            if pos + 9 > end:
+                raise self._err(TruncatedError, "summary section ends inside a record header", pos)
+            op, ln = RECORD_HEAD.unpack_from(view, pos)
+            e = pos + 9 + ln
+            if e > end:
+                raise self._err(FormatError, f"summary record (opcode 0x{op:02x}) declares {ln} bytes, section has {end - pos - 9} left", pos)
+            if op == _OP_SCHEMA or op == _OP_CHANNEL:
+                self._define(view, op, pos, e, 0)
+            elif op == Opcode.CHUNK_INDEX:
+                rec = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                assert isinstance(rec, R.ChunkIndex)
+                cis.append(rec)
+            elif op == Opcode.ATTACHMENT_INDEX:
+                a = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                assert isinstance(a, R.AttachmentIndex)
+                self.attachment_indexes.append(a)
+            elif op == Opcode.METADATA_INDEX:
+                m = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                assert isinstance(m, R.MetadataIndex)
+                self.metadata_indexes.append(m)
+            elif op == Opcode.STATISTICS:
+                s = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                assert isinstance(s, R.Statistics)
+                self.statistics = s
+            pos = e
+        pos = sos if sos else foot
+        while sos and pos < foot:
+            if pos + 9 > foot:
+                raise self._err(TruncatedError, "summary offset section ends inside a record header", pos)
+            op, ln = RECORD_HEAD.unpack_from(view, pos)
+            e = pos + 9 + ln
+            if e > foot:
+                raise self._err(FormatError, f"summary offset record declares {ln} bytes, section has {foot - pos - 9} left", pos)
+            if op == Opcode.SUMMARY_OFFSET:
+                so = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                assert isinstance(so, R.SummaryOffset)
+                self.summary_offsets.append(so)
+            pos = e
+        for ci in cis:
+            if ci.chunk_start_offset + ci.chunk_length > foot or ci.chunk_start_offset < self._header_end:
+                raise self._err(
+                    FormatError,
+                    f"chunk index points at {ci.chunk_start_offset}+{ci.chunk_length}, outside the data section",
+                    ci.chunk_start_offset,
+                )
+        self.chunk_indexes = cis
+        arr = np.zeros(len(cis), CHUNK_INDEX_DTYPE)
+        if cis:
+            arr["start"] = [c.message_start_time for c in cis]
+            arr["end"] = [c.message_end_time for c in cis]
+            arr["offset"] = [c.chunk_start_offset for c in cis]
+            arr["length"] = [c.chunk_length for c in cis]
+            arr["mi_length"] = [c.message_index_length for c in cis]
+            arr["compressed_size"] = [c.compressed_size for c in cis]
+            arr["uncompressed_size"] = [c.uncompressed_size for c in cis]
+        self._ci_array = arr
+        self.has_summary = True
+
+    # --- definitions ---------------------------------------------------------------------------
+    def _define(self, buf: memoryview | bytes, op: int, pos: int, e: int, base: int) -> None:
+        rec = R.parse_record(op, buf, pos + 9, e, self.path, base)
+        if isinstance(rec, R.SchemaRecord):
+            if rec.id == 0:  # invalid per spec; ignored
+                return
+            if rec.id not in self.schemas:
+                self.schemas[rec.id] = Schema(rec.id, rec.name, rec.encoding, rec.data)
+        elif isinstance(rec, R.ChannelRecord):
+            if rec.id in self._channel_records:
+                return
+            schema = None
+            if rec.schema_id:
+                schema = self.schemas.get(rec.schema_id)
+                if schema is None:
+                    if not self.recover:
+                        raise self._err(
+                            FormatError, f"channel {rec.id} ({rec.topic}) refers to schema {rec.schema_id}, not defined before it", base + pos
+                        )
+            self._channel_records[rec.id] = rec
+            ch = Channel(rec.id, rec.topic, rec.message_encoding, schema, rec.metadata)
+            self._channels[rec.id] = ch
+            for sel, live in self._live_wants:
+                if topic_filter(sel, [ch]):
+                    live.add(rec.id)
+
+    def _defs_for(self, buf: bytes | memoryview, base: int) -> Callable[[int, int, int], None]:
+        def defs(op: int, pos: int, e: int) -> None:
+            if op != _OP_MESSAGE:
+                self._define(buf, op, pos, e, base)
+
+        return defs
+
+    def _resolve_channel(self, cid: int) -> Channel | None:
+        """A message refers to a channel not yet seen: scan chunks' definitions for it."""
+        if isinstance(self.source, MappedSource):
+            chunks = self._chunk_list()
+            while cid not in self._channel_records and self._defs_scanned < len(chunks):
+                off = chunks[self._defs_scanned][0]
+                self._defs_scanned += 1
+                try:
+                    buf = self._chunk_data(off)
+                    _walk_defs(buf, self._defs_for(buf, 0))
+                except (PolybagError, _Bad):
+                    if not self.recover:
+                        raise
+        return self._channels.get(cid)
+
+    def _chunk_list(self) -> list[tuple[int, int, int, int]]:
+        if self.has_summary and self.chunk_indexes:
+            return [(c.chunk_start_offset, c.chunk_length, c.message_start_time, c.message_end_time) for c in self.chunk_indexes]
+        return self._scan().chunks
+
+    # --- chunks ----------------------------------------------------------------------------------
+    def _chunk_data(self, offset: int) -> bytes:
+        """The decompressed records of the chunk record at ``offset``, CRC-checked."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        if offset + 9 > src.size:
+            raise self._err(TruncatedError, "expected a Chunk record header", offset)
+        op, ln = RECORD_HEAD.unpack_from(view, offset)
+        if op != _OP_CHUNK:
+            raise self._err(FormatError, f"expected a Chunk record (opcode 0x06), found opcode 0x{op:02x}", offset)
+        if ln > src.size - offset - 9:
+            raise self._err(TruncatedError, f"Chunk declares {ln} bytes, file has {src.size - offset - 9} left", offset)
+        return self._decode_chunk(view, offset + 9, offset + 9 + ln, offset)
+
+    def _decode_chunk(self, buf: memoryview | bytes, start: int, end: int, offset: int) -> bytes:
+        if end - start < CHUNK_HEAD.size + 4:
+            raise self._err(FormatError, f"Chunk record of {end - start} bytes is shorter than its fixed fields", offset)
+        _s, _e, usize, ucrc = CHUNK_HEAD.unpack_from(buf, start)
+        p = start + CHUNK_HEAD.size
+        clen = U32.unpack_from(buf, p)[0]
+        p += 4
+        if p + clen + 8 > end:
+            raise self._err(FormatError, f"Chunk compression name declares {clen} bytes, record has {end - p} left", offset)
+        comp = bytes(buf[p : p + clen]).decode("utf-8", "replace")
+        p += clen
+        rlen = U64.unpack_from(buf, p)[0]
+        p += 8
+        if rlen > end - p:
+            raise self._err(FormatError, f"Chunk records declare {rlen} bytes, record has {end - p} left", offset)
+        data = buf[p : p + rlen]
+        try:
+            out = compression.decompress(comp, data, usize, path=self.path, offset=offset)
+        except UnsupportedError as e:
+            raise self._err(FormatError, f"Chunk uses unknown compression {comp!r}: {e}", offset) from None
+        if ucrc and self.validate_crcs:
+            crc = zlib.crc32(out)
+            if crc != ucrc:
+                raise self._err(ChecksumError, f"Chunk records CRC is {crc:#010x}, the Chunk records {ucrc:#010x}", offset)
+        return out
+
+    def _chunk_messages(
+        self,
+        buf: bytes,
+        offset: int,
+        want: set[int] | None,
+        start: int | None,
+        end: int | None,
+        positions: np.ndarray | None = None,
+    ) -> list[Message]:
+        """The wanted messages of one decompressed chunk in file order."""
+        defs = self._defs_for(buf, 0)
+        while True:
+            out: list[Message] = []
+            try:
+                if positions is not None:
+                    self._messages_at(buf, positions, out)
+                elif want is None and start is None and end is None:
+                    _walk_all(buf, self._channels, out, defs)
+                else:
+                    _walk_filtered(buf, self._channels, out, defs, want, start, end)
+                return out
+            except _UnknownChannel as u:
+                if positions is not None:
+                    try:
+                        _walk_defs(buf, defs)
+                    except _Bad:
+                        pass
+                if u.cid in self._channels or self._resolve_channel(u.cid) is not None:
+                    continue
+                err = self._err(FormatError, f"message on channel {u.cid}, which no Channel record defines", offset)
+                if self.recover:
+                    self._note(str(err), 0)
+                    return out
+                raise err from None
+            except _Bad as b:
+                err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
+                if self.recover:
+                    self._note(str(err), 0)
+                    return out
+                raise err from None
+
+    def _messages_at(self, buf: bytes, positions: np.ndarray, out: list[Message]) -> None:
+        view = memoryview(buf)
+        n = len(buf)
+        unpack = RECORD_MESSAGE_HEAD.unpack_from
+        channels = self._channels
+        append = out.append
+        M = Message
+        for pos in positions.tolist():
+            if pos + RECORD_MESSAGE_HEAD_LEN > n:
+                raise _Bad(pos, "message index points past the end of the chunk")
+            op, ln, cid, seq, lt, pt = unpack(buf, pos)
+            e = pos + 9 + ln
+            if op != 5 or ln < MESSAGE_HEAD_LEN or e > n:
+                raise _Bad(pos, f"message index points at a record with opcode 0x{op:02x} and length {ln}, not a Message")
+            try:
+                ch = channels[cid]
+            except KeyError:
+                raise _UnknownChannel(cid, pos) from None
+            append(M(ch, lt, pt, seq, view[pos + 31 : e]))
+
+    def _index_positions(self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None) -> np.ndarray | None:
+        """Message offsets inside a chunk from its message indexes, or None to walk it."""
+        mio = ci.message_index_offsets
+        if not mio:
+            return None
+        narrows_time = (start is not None and ci.message_start_time < start) or (end is not None and ci.message_end_time >= end)
+        narrows_topic = want is not None and not set(mio).issubset(want)
+        if not narrows_time and not narrows_topic:
+            return None
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        parts = []
+        for cid, off in mio.items():
+            if want is not None and cid not in want:
+                continue
+            if off + 15 > src.size:
+                return None
+            op, ln = RECORD_HEAD.unpack_from(view, off)
+            if op != _OP_MESSAGE_INDEX or ln > src.size - off - 9 or ln < 6:
+                return None
+            rlen = U32.unpack_from(view, off + 11)[0]
+            if rlen % 16 or rlen > ln - 6:
+                return None
+            parts.append(np.frombuffer(view, _MI_DTYPE, count=rlen // 16, offset=off + 15))
+        if not parts:
+            return np.zeros(0, np.uint64)
+        arr = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        if start is not None:
+            arr = arr[arr["log_time"] >= start]
+        if end is not None:
+            arr = arr[arr["log_time"] < end]
+        pos = arr["offset"]
+        if len(parts) > 1:
+            pos = np.sort(pos, kind="stable")
+        elif len(pos) > 1 and not bool(np.all(pos[1:] >= pos[:-1])):
+            pos = np.sort(pos, kind="stable")
+        return pos
+
+    # --- linear scan of a mapped file -------------------------------------------------------------
+    def _note(self, what: str, skipped: int) -> None:
+        sr = self._scan_result
+        if sr is not None:
+            sr.errors.append(what)
+            sr.bytes_skipped += skipped
+
+    def _scan(self) -> _ScanResult:
+        """One pass over the top-level records (chunks are not decompressed)."""
+        if self._scan_result is not None:
+            return self._scan_result
+        src = self.source
+        assert isinstance(src, MappedSource)
+        sr = self._scan_result = _ScanResult()
+        view = src.view
+        size = src.size
+        head = RECORD_HEAD.unpack_from
+        pos = self._header_end if self._header_end else 8
+        if not self._header_end and self.recover:
+            # no header: look for the first record
+            pos = 8
+        rank = 0
+        loose: list[int] | None = None
+        lo = hi = 0
+        try:
+            while True:
+                if pos + 9 > size:
+                    if pos < size or sr.footer is None:
+                        raise self._err(
+                            TruncatedError, f"expected a record header (9 bytes), file has {size - pos} left", pos
+                        )
+                    break
+                op, ln = head(view, pos)
+                e = pos + 9 + ln
+                if e > size or op == 0:
+                    if op == 0:
+                        raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
+                    raise self._err(TruncatedError, f"record (opcode 0x{op:02x}) declares {ln} bytes, file has {size - pos - 9} left", pos)
+                if op == _OP_MESSAGE:
+                    if ln >= MESSAGE_HEAD_LEN:
+                        lt = U64.unpack_from(view, pos + 15)[0]
+                    else:
+                        rec = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                        assert isinstance(rec, R.MessageRecord)
+                        lt = rec.log_time
+                    if loose is None:
+                        loose = []
+                        lo = hi = lt
+                        sr.loose.append((rank, 0, 0, loose))
+                        rank += 1
+                    loose.append(pos)
+                    lo = min(lo, lt)
+                    hi = max(hi, lt)
+                    sr.loose[-1] = (sr.loose[-1][0], lo, hi, loose)
+                else:
+                    if op != _OP_MESSAGE_INDEX:
+                        loose = None
+                    if op == _OP_CHUNK:
+                        if ln < CHUNK_HEAD.size:
+                            raise self._err(FormatError, f"Chunk record of {ln} bytes is shorter than its fixed fields", pos)
+                        s, t = R.struct.unpack_from("<QQ", view, pos + 9)
+                        sr.chunks.append((pos, e - pos, s, t))
+                        sr.chunk_ranks.append(rank)
+                        rank += 1
+                    elif op == _OP_SCHEMA or op == _OP_CHANNEL:
+                        self._define(view, op, pos, e, 0)
+                    elif op == _OP_ATTACHMENT:
+                        sr.attachments.append(pos)
+                    elif op == _OP_METADATA:
+                        sr.metadata.append(pos)
+                    elif op == Opcode.STATISTICS:
+                        st = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                        assert isinstance(st, R.Statistics)
+                        sr.statistics = st
+                    elif op == _OP_DATA_END:
+                        if sr.data_end is None:
+                            sr.data_end = pos
+                            if self.validate_crcs and ln >= 4:
+                                want_crc = U32.unpack_from(view, pos + 9)[0]
+                                if want_crc:
+                                    got = zlib.crc32(view[:pos])
+                                    if got != want_crc:
+                                        err = self._err(
+                                            ChecksumError,
+                                            f"data section CRC is {got:#010x}, the DataEnd record holds {want_crc:#010x}",
+                                            pos,
+                                        )
+                                        if self.recover:
+                                            sr.errors.append(str(err))
+                                        else:
+                                            sr.error = err
+                    elif op == _OP_FOOTER:
+                        sr.footer = pos
+                        if e + 8 > size or bytes(view[e : e + 8]) != MAGIC:
+                            raise self._err(TruncatedError, "expected the closing MCAP magic after the Footer", e)
+                        pos = e + 8
+                        if pos != size and not self.recover:
+                            raise self._err(FormatError, f"{size - pos} bytes follow the closing magic", pos)
+                        break
+                pos = e
+        except PolybagError as err:
+            if self.recover:
+                sr.errors.append(str(err))
+                new = self._resync(pos + 1)
+                if new is not None:
+                    sr.bytes_skipped += new - pos
+                    # continue scanning from the resync point
+                    sub_start = new
+                    self._scan_from(sr, sub_start, rank)
+                else:
+                    sr.bytes_skipped += size - pos
+            elif sr.error is None:
+                sr.error = err
+        return sr
+
+    def _scan_from(self, sr: _ScanResult, pos: int, rank: int) -> None:
+        """Continue a recovering scan after damage (chunks, definitions and loose messages)."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        size = src.size
+        while pos + 9 <= size:
+            op, ln = RECORD_HEAD.unpack_from(view, pos)
+            e = pos + 9 + ln
+            if op == 0 or e > size or not self._plausible(pos):
+                new = self._resync(pos + 1)
+                sr.errors.append(f"{self.path}: offset {pos}: damaged record; skipped to {new if new is not None else size}")
+                if new is None:
+                    sr.bytes_skipped += size - pos
+                    return
+                sr.bytes_skipped += new - pos
+                pos = new
+                continue
+            if op == _OP_CHUNK:
+                s, t = R.struct.unpack_from("<QQ", view, pos + 9)
+                sr.chunks.append((pos, e - pos, s, t))
+                sr.chunk_ranks.append(rank)
+                rank += 1
+            elif op == _OP_MESSAGE and ln >= MESSAGE_HEAD_LEN:
+                lt = U64.unpack_from(view, pos + 15)[0]
+                sr.loose.append((rank, lt, lt, [pos]))
+                rank += 1
+            elif op == _OP_SCHEMA or op == _OP_CHANNEL:
+                try:
+                    self._define(view, op, pos, e, 0)
+                except PolybagError as err:
+                    sr.errors.append(str(err))
+            elif op == _OP_ATTACHMENT:
+                sr.attachments.append(pos)
+            elif op == _OP_METADATA:
+                sr.metadata.append(pos)
+            elif op == _OP_FOOTER:
+                return
+            pos = e
+
+    _KNOWN_TOP = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+
+    def _plausible(self, pos: int) -> bool:
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        size = src.size
+        if pos + 9 > size:
+            return False
+        op, ln = RECORD_HEAD.unpack_from(view, pos)
+        if op not in self._KNOWN_TOP or pos + 9 + ln > size:
+            return False
+        if op == _OP_CHUNK:
+            if ln < CHUNK_HEAD.size + 12:
+                return False
+            s, t, usize, _crc = CHUNK_HEAD.unpack_from(view, pos + 9)
+            clen = U32.unpack_from(view, pos + 9 + CHUNK_HEAD.size)[0]
+            if clen > 16 or s > t:
+                return False
+            comp = bytes(view[pos + 9 + CHUNK_HEAD.size + 4 : pos + 9 + CHUNK_HEAD.size + 4 + clen])
+            if comp not in (b"", b"zstd", b"lz4", b"none"):
+                return False
+            p = pos + 9 + CHUNK_HEAD.size + 4 + clen
+            if p + 8 > pos + 9 + ln:
+                return False
+            rlen = U64.unpack_from(view, p)[0]
+            return p + 8 + rlen <= pos + 9 + ln
+        if op == _OP_MESSAGE:
+            return ln >= MESSAGE_HEAD_LEN and U16_CH(view, pos + 9) in self._channel_records
+        if op in (_OP_SCHEMA, _OP_CHANNEL, _OP_ATTACHMENT, _OP_METADATA, _OP_MESSAGE_INDEX):
+            try:
+                R.parse_record(op, view, pos + 9, pos + 9 + ln, self.path, 0)
+            except PolybagError:
+                return False
+            return True
+        return ln < (1 << 20)
+
+    def _resync(self, pos: int) -> int | None:
+        """The next offset at or after ``pos`` where a plausible record starts."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        data = src.view
+        size = src.size
+        buf = bytes(data) if size < (1 << 26) else None
+        while pos < size - 9:
+            if buf is not None:
+                # jump to the next byte that is a known opcode
+                cands = [buf.find(bytes([o]), pos) for o in (_OP_CHUNK, _OP_MESSAGE, _OP_CHANNEL, _OP_SCHEMA, _OP_ATTACHMENT, _OP_METADATA, _OP_DATA_END)]
+                cands = [c for c in cands if c >= 0]
+                if not cands:
+                    return None
+                pos = min(cands)
+                if pos >= size - 9:
+                    return None
+            if self._plausible(pos) and data[pos] != _OP_DATA_END:
+                return pos
+            pos += 1
+        return None
+
+    # --- segments --------------------------------------------------------------------------------
+    def _segments(
+        self, want: set[int] | None, start: int | None, end: int | None
+    ) -> tuple[list[tuple[int, int, int, Callable[[], list[Message]]]], PolybagError | None]:
+        """(start, end, rank, loader) for every chunk or run of loose messages that may match."""
+        out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
+        lo = -1 if start is None else start
+        hi = 1 << 64 if end is None else end
+        if self.has_summary and self.chunk_indexes:
+            arr = self._ci_array
+            assert arr is not None
+            sel = np.ones(len(arr), bool)
+            if start is not None:
+                sel &= arr["end"] >= np.uint64(start)
+            if end is not None:
+                sel &= arr["start"] < np.uint64(min(end, (1 << 64) - 1))
+            order = np.argsort(arr["offset"], kind="stable")
+            ranks = np.empty(len(arr), np.int64)
+            ranks[order] = np.arange(len(arr))
+            for i in np.nonzero(sel)[0].tolist():
+                ci = self.chunk_indexes[i]
+                mio = ci.message_index_offsets
+                if want is not None and mio and not (want & mio.keys()):
+                    continue
+                out.append((ci.message_start_time, ci.message_end_time, int(ranks[i]), self._indexed_loader(ci, want, start, end)))
+            return out, None
+        sr = self._scan()
+        for (off, _ln, s, t), rank in zip(sr.chunks, sr.chunk_ranks):
+            if t < lo or s >= hi:
+                if not (s == 0 and t == 0):
+                    continue
+            out.append((s, t, rank, self._scan_loader(off, want, start, end)))
+        for rank, s, t, offs in sr.loose:
+            if t < lo or s >= hi:
+                continue
+            out.append((s, t, rank, self._loose_loader(offs, want, start, end)))
+        out.sort(key=lambda x: x[2])
+        return out, sr.error
+
+    def _indexed_loader(self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None) -> Callable[[], list[Message]]:
+        def load() -> list[Message]:
+            buf = self._chunk_data(ci.chunk_start_offset)
+            positions = self._index_positions(ci, want, start, end)
+            return self._chunk_messages(buf, ci.chunk_start_offset, want, start, end, positions)
+
+        return load
+
+    def _scan_loader(self, off: int, want: set[int] | None, start: int | None, end: int | None) -> Callable[[], list[Message]]:
+        def load() -> list[Message]:
+            try:
+                buf = self._chunk_data(off)
+            except PolybagError as err:
+                if not self.recover:
+                    raise
+                if isinstance(err, ChecksumError):
+                    self._note(str(err), 0)
+                    saved = self.validate_crcs
+                    self.validate_crcs = False
+                    try:
+                        buf = self._chunk_data(off)
+                    except PolybagError as err2:
+                        self._note(str(err2), 0)
+                        return []
+                    finally:
+                        self.validate_crcs = saved
+                else:
+                    self._note(str(err), 0)
+                    return []
+            return self._chunk_messages(buf, off, want, start, end)
+
+        return load
+
+    def _loose_loader(self, offs: list[int], want: set[int] | None, start: int | None, end: int | None) -> Callable[[], list[Message]]:
+        def load() -> list[Message]:
+            src = self.source
+            assert isinstance(src, MappedSource)
+            view = src.view
+            out: list[Message] = []
+            unpack = R.MESSAGE_HEAD.unpack_from
+            lo = -1 if start is None else start
+            hi = 1 << 64 if end is None else end
+            for pos in offs:
+                ln = U64.unpack_from(view, pos + 1)[0]
+                e = pos + 9 + ln
+                if ln >= MESSAGE_HEAD_LEN:
+                    cid, seq, lt, pt = unpack(view, pos + 9)
+                    data: bytes | memoryview = view[pos + 31 : e]
+                else:
+                    rec = R.parse_record(5, view, pos + 9, e, self.path, 0)
+                    assert isinstance(rec, R.MessageRecord)
+                    cid, seq, lt, pt, data = rec.channel_id, rec.sequence, rec.log_time, rec.publish_time, b""
+                if not (lo <= lt < hi) or (want is not None and cid not in want):
+                    continue
+                ch = self._channels.get(cid) or self._resolve_channel(cid)
+                if ch is None:
+                    err = self._err(FormatError, f"message on channel {cid}, which no Channel record defines", pos)
+                    if self.recover:
+                        self._note(str(err), e - pos)
+                        continue
+                    raise err from None
+                out.append(Message(ch, lt, pt, seq, data))
+            return out
+
+        return load
+
+    # --- public API --------------------------------------------------------------------------------
+    def messages(
+        self,
+        topics: TopicSelector = None,
+        start: int | None = None,
+        end: int | None = None,
+        reverse: bool = False,
+        order: str = "log_time",
+    ) -> Iterator[Message]:
+        if order not in ("log_time", "file"):
+            raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        if isinstance(self.source, StreamSource):
+            if reverse:
+                self._materialize()
+            else:
+                return self._stream_messages(topics, start, end, order)
+        return self._mapped_messages(topics, start, end, reverse, order)
+
+    def _want(self, topics: TopicSelector) -> set[int] | None:
+        """Channel ids matching ``topics``; grows as later Channel records are found."""
+        if topics is None:
+            return None
+        live = topic_filter(topics, list(self._channels.values())) or set()
+        self._live_wants.append((topics, live))
+        return live
+
+    def _drop_want(self, want: set[int] | None) -> None:
+        self._live_wants = [w for w in self._live_wants if w[1] is not want]
+
+    def _mapped_messages(
+        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[Message]:
+        want = self._want(topics)
+        count = 0
+        try:
+            segs, pending = self._segments(want, start, end)
+            if order == "file":
+                if reverse:
+                    for _s, _t, _r, load in reversed(segs):
+                        msgs = load()
+                        msgs.reverse()
+                        count += len(msgs)
+                        yield from msgs
+                else:
+                    for _s, _t, _r, load in segs:
+                        msgs = load()
+                        count += len(msgs)
+                        yield from msgs
+            else:
+                if reverse:
+                    srt = sorted(segs, key=lambda x: (-x[1], -x[2]))
+                    it = _merge(((-t, -r, _sorted_loader(ld, True)) for _s, t, r, ld in srt), _NEG_LOG_TIME)
+                else:
+                    srt = sorted(segs, key=lambda x: (x[0], x[2]))
+                    it = _merge(((s, r, _sorted_loader(ld, False)) for s, _t, r, ld in srt), _LOG_TIME)
+                if self.recover:
+                    for m in it:
+                        count += 1
+                        yield m
+                else:
+                    yield from it
+        finally:
+            self._drop_want(want)
+            self._finish_report(count)
+        if pending is not None and not self.recover:
+            raise pending
+
+    def _finish_report(self, count: int) -> None:
+        if self.recover:
+            sr = self._scan_result or _ScanResult()
+            self.recovery_report = {
+                "messages": count,
+                "bytes_skipped": sr.bytes_skipped,
+                "errors": list(sr.errors),
+            }
+
+    # --- streams -------------------------------------------------------------------------------------
+    def _stream_records(self) -> Iterator[tuple[int, bytes, int]]:
+        """(opcode, content, file offset) of each top-level record of a stream, after the Header.
+
+        Checks the data section CRC at DataEnd and the closing magic after the Footer.
+        """
+        src = self.source
+        assert isinstance(src, StreamSource)
+        if self._stream_used:
+            raise PolybagError(f"{self.path}: the stream was already read; open it again")
+        self._stream_used = True
+        crc = zlib.crc32(MAGIC + getattr(self, "_stream_head", b""))
+        check = self.validate_crcs and not self.recover
+        while True:
+            pos = src.position
+            head = src.read(9)
+            if len(head) < 9:
+                raise self._err(TruncatedError, f"expected a record header (9 bytes), stream has {len(head)} left", pos)
+            op, ln = RECORD_HEAD.unpack_from(head, 0)
+            if op == 0:
+                raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
+            body = src.read_exact(ln, f"record (opcode 0x{op:02x})")
+            if op == _OP_DATA_END:
+                if check and ln >= 4:
+                    want_crc = U32.unpack_from(body, 0)[0]
+                    if want_crc and want_crc != crc:
+                        raise self._err(
+                            ChecksumError, f"data section CRC is {crc:#010x}, the DataEnd record holds {want_crc:#010x}", pos
+                        )
+                check = False
+            elif check:
+                crc = zlib.crc32(body, zlib.crc32(head, crc))
+            yield op, body, pos
+            if op == _OP_FOOTER:
+                tail = src.read(8)
+                if tail != MAGIC:
+                    raise self._err(TruncatedError, "expected the closing MCAP magic after the Footer", src.position - len(tail))
+                extra = src.read(1)
+                if extra:
+                    raise self._err(FormatError, "bytes follow the closing magic", src.position - 1)
+                return
+
+    def _stream_messages(self, topics: TopicSelector, start: int | None, end: int | None, order: str) -> Iterator[Message]:
+        want = self._want(topics)
+
+        lo = -1 if start is None else start
+        hi = 1 << 64 if end is None else end
+
+        def segments() -> Iterator[Segment]:
+            rank = 0
+            for op, body, pos in self._stream_records():
+                if op == _OP_SCHEMA or op == _OP_CHANNEL:
+                    self._define(body, op, -9, len(body), pos + 9)
+                elif op == _OP_CHUNK:
+                    buf = self._decode_chunk(body, 0, len(body), pos)
+                    out: list[Message] = []
+                    defs = self._stream_defs(buf)
+                    try:
+                        _walk_filtered(buf, self._channels, out, defs, want, start, end) if (
+                            want is not None or start is not None or end is not None
+                        ) else _walk_all(buf, self._channels, out, defs)
+                    except _UnknownChannel as u:
+                        raise self._err(FormatError, f"message on channel {u.cid}, which no earlier Channel record defines", pos) from None
+                    except _Bad as b:
+                        raise self._err(FormatError, f"inside Chunk at {pos}: {b.what} (at record offset {b.pos})", pos) from None
+                    s = CHUNK_HEAD.unpack_from(body, 0)[0] if len(body) >= CHUNK_HEAD.size else 0
+                    if out and order == "log_time":
+                        out.sort(key=_LOG_TIME)
+                        s = min(s, out[0].log_time) if s else out[0].log_time
+                    yield s, rank, _const(out)
+                    rank += 1
+                elif op == _OP_MESSAGE:
+                    rec = R.parse_record(op, body, 0, len(body), self.path, pos + 9)
+                    assert isinstance(rec, R.MessageRecord)
+                    if not (lo <= rec.log_time < hi) or (want is not None and rec.channel_id not in want):
+                        continue
+                    ch = self._channels.get(rec.channel_id)
+                    if ch is None:
+                        raise self._err(FormatError, f"message on channel {rec.channel_id}, which no earlier Channel record defines", pos)
+                    data = memoryview(body)[MESSAGE_HEAD_LEN:] if len(body) >= MESSAGE_HEAD_LEN else b""
+                    yield rec.log_time, rank, _const([Message(ch, rec.log_time, rec.publish_time, rec.sequence, data)])
+                    rank += 1
+                elif op == _OP_DATA_END:
+                    # the summary section only repeats what we have seen; stop here, but
+                    # still consume and check the rest of the stream
+                    continue
+
+        def inner() -> Iterator[Message]:
+            try:
+                if order == "file":
+                    for _s, _r, load in segments():
+                        yield from load()
+                else:
+                    yield from _merge(segments(), _LOG_TIME)
+            finally:
+                self._drop_want(want)
+
+        return inner()
+
+    def _stream_defs(self, buf: bytes) -> Callable[[int, int, int], None]:
+        def defs(op: int, pos: int, e: int) -> None:
+            if op != _OP_MESSAGE:
+                self._define(buf, op, pos, e, 0)
+
+        return defs
+
+    # --- records (for the conformance runner and tools) ------------------------------------------
+    def records(self, expand_chunks: bool = True) -> Iterator[R.Record]:
+        """Every record from the Header to the Footer in file order.
+
+        With ``expand_chunks`` a Chunk is replaced by the records inside it and Message
+        Index records are dropped (the conformance suite's streamed view).
+        """
+        yield self.header
+        if isinstance(self.source, StreamSource):
+            it: Iterator[tuple[int, bytes | memoryview, int]] = self._stream_records()
+        else:
+            it = self._mapped_records()
+        for op, body, pos in it:
+            if op == _OP_CHUNK and expand_chunks:
+                buf = self._decode_chunk(body, 0, len(body), pos)
+                p = 0
+                n = len(buf)
+                while p < n:
+                    if p + 9 > n:
+                        raise self._err(FormatError, f"inside Chunk at {pos}: record header needs 9 bytes, {n - p} left", pos)
+                    iop, iln = RECORD_HEAD.unpack_from(buf, p)
+                    if p + 9 + iln > n:
+                        raise self._err(FormatError, f"inside Chunk at {pos}: record declares {iln} bytes, {n - p - 9} left", pos)
+                    yield R.parse_record(iop, buf, p + 9, p + 9 + iln, self.path, 0)
+                    p += 9 + iln
+                continue
+            if op == _OP_MESSAGE_INDEX and expand_chunks:
+                continue
+            rec = R.parse_record(op, body, 0, len(body), self.path, pos + 9)
+            if isinstance(rec, R.AttachmentRecord) and rec.crc and self.validate_crcs:
+                got = zlib.crc32(memoryview(body)[: rec.crc_end])
+                if got != rec.crc:
+                    raise self._err(ChecksumError, f"Attachment {rec.name!r} CRC is {got:#010x}, the record holds {rec.crc:#010x}", pos)
+            yield rec
+
+    def _mapped_records(self) -> Iterator[tuple[int, memoryview, int]]:
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        size = src.size
+        pos = self._header_end
+        if not pos:
+            raise self._err(TruncatedError, "no complete Header record", 8)
+        checked = not self.validate_crcs
+        while True:
+            if pos + 9 > size:
+                raise self._err(TruncatedError, f"expected a record header (9 bytes), file has {size - pos} left", pos)
+            op, ln = RECORD_HEAD.unpack_from(view, pos)
+            if op == 0:
+                raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
+            e = pos + 9 + ln
+            if e > size:
+                raise self._err(TruncatedError, f"record (opcode 0x{op:02x}) declares {ln} bytes, file has {size - pos - 9} left", pos)
+            if op == _OP_DATA_END and not checked:
+                checked = True
+                if ln >= 4:
+                    want_crc = U32.unpack_from(view, pos + 9)[0]
+                    got = zlib.crc32(view[:pos])
+                    if want_crc and got != want_crc:
+                        raise self._err(ChecksumError, f"data section CRC is {got:#010x}, the DataEnd record holds {want_crc:#010x}", pos)
+            if op == _OP_FOOTER and self.validate_crcs and ln >= 20:
+                ss, _sos, scrc = R.FOOTER_BODY.unpack_from(view, pos + 9)
+                if scrc and ss:
+                    got = zlib.crc32(view[ss : pos + 25]) if ss <= pos else -1
+                    if got != scrc:
+                        raise self._err(ChecksumError, f"summary section CRC is {got:#010x}, the Footer records {scrc:#010x}", pos)
+            yield op, view[pos + 9 : e], pos
+            if op == _OP_FOOTER:
+                if e + 8 > size or bytes(view[e : e + 8]) != MAGIC:
+                    raise self._err(TruncatedError, "expected the closing MCAP magic after the Footer", e)
+                if e + 8 != size:
+                    raise self._err(FormatError, f"{size - e - 8} bytes follow the closing magic", e + 8)
+                return
+            pos = e
+
+    # --- attachments and metadata -------------------------------------------------------------
+    def _record_at(self, offset: int, op_expected: int, what: str) -> tuple[R.Record, memoryview]:
+        src = self.source
+        assert isinstance(src, MappedSource)
+        if offset + 9 > src.size:
+            raise self._err(TruncatedError, f"expected a {what} record header", offset)
+        op, ln = RECORD_HEAD.unpack_from(src.view, offset)
+        if op != op_expected:
+            raise self._err(FormatError, f"expected a {what} record (opcode 0x{op_expected:02x}), found opcode 0x{op:02x}", offset)
+        if ln > src.size - offset - 9:
+            raise self._err(TruncatedError, f"{what} declares {ln} bytes, file has {src.size - offset - 9} left", offset)
+        body = src.view[offset + 9 : offset + 9 + ln]
+        return R.parse_record(op, body, 0, ln, self.path, offset + 9), body
+
+    def _attachment(self, offset: int) -> Attachment:
+        rec, body = self._record_at(offset, _OP_ATTACHMENT, "Attachment")
+        assert isinstance(rec, R.AttachmentRecord)
+        if rec.crc and self.validate_crcs:
+            got = zlib.crc32(body[: rec.crc_end])
+            if got != rec.crc:
+                raise self._err(ChecksumError, f"Attachment {rec.name!r} CRC is {got:#010x}, the record holds {rec.crc:#010x}", offset)
+        return Attachment(rec.name, rec.media_type, rec.data, rec.log_time, rec.create_time)
+
+    def attachments(self) -> Iterator[Attachment]:
+        self._materialize()
+        if self.has_summary and (self.attachment_indexes or self._summary_has_group(Opcode.ATTACHMENT_INDEX)):
+            offsets = [a.offset for a in self.attachment_indexes]
+        elif self.has_summary and self._summary_complete():
+            offsets = []
+        else:
+            offsets = list(self._scan().attachments)
+        for off in offsets:
+            try:
+                yield self._attachment(off)
+            except PolybagError as err:
+                if not self.recover:
+                    raise
+                self._note(str(err), 0)
+
+    def metadata(self) -> Iterator[Metadata]:
+        self._materialize()
+        if self.has_summary and (self.metadata_indexes or self._summary_has_group(Opcode.METADATA_INDEX)):
+            offsets = [m.offset for m in self.metadata_indexes]
+        elif self.has_summary and self._summary_complete():
+            offsets = []
+        else:
+            offsets = list(self._scan().metadata)
+        for off in offsets:
+            try:
+                rec, _body = self._record_at(off, _OP_METADATA, "Metadata")
+            except PolybagError as err:
+                if not self.recover:
+                    raise
+                self._note(str(err), 0)
+                continue
+            assert isinstance(rec, R.MetadataRecord)
+            yield Metadata(rec.name, rec.metadata)
+
+    def _summary_has_group(self, op: int) -> bool:
+        return any(s.group_opcode == op for s in self.summary_offsets)
+
+    def _summary_complete(self) -> bool:
+        """Whether the summary says how many attachments and metadata records there are."""
+        st = self.statistics
+        if st is None:
+            return False
+        return st.attachment_count == len(self.attachment_indexes) and st.metadata_count == len(self.metadata_indexes)
+
+    # --- summary ---------------------------------------------------------------------------------
+    @property
+    def summary(self) -> Summary:
+        if self._summary is None:
+            self._materialize()
+            self._summary = self._summary_from_index() if self.has_summary else None
+            if self._summary is None:
+                self._summary = self._summary_from_scan()
+        return self._summary
+
+    def _summary_base(self, indexed: bool) -> Summary:
+        src = self.source
+        assert isinstance(src, MappedSource)
+        return Summary(
+            format="mcap",
+            profile=self.header.profile,
+            library=self.header.library,
+            version="0",
+            file_size=src.size,
+            indexed=indexed,
+        )
+
+    def _summary_from_index(self) -> Summary | None:
+        st = self.statistics
+        cis = self.chunk_indexes
+        known = set(dict(self._channels))
+        referenced: set[int] = set()
+        for ci in cis:
+            referenced.update(ci.message_index_offsets)
+        if st is not None:
+            referenced.update(st.channel_message_counts)
+        if not referenced.issubset(known):
+            return None  # the summary does not repeat the channels: scan instead
+        if st is None and not cis:
+            return None
+        s = self._summary_base(True)
+        s.schemas = dict(self.schemas)
+        s.channels = dict(self._channels)
+        counts_from_mi = st is None or (not st.channel_message_counts and st.message_count > 0)
+        chunk_counts: list[int] = [0] * len(cis)
+        if counts_from_mi:
+            src = self.source
+            assert isinstance(src, MappedSource)
+            counts: dict[int, int] = {}
+            for i, ci in enumerate(cis):
+                for cid, off in ci.message_index_offsets.items():
+                    if off + 15 > src.size:
+                        return None
+                    rlen = U32.unpack_from(src.view, off + 11)[0]
+                    counts[cid] = counts.get(cid, 0) + rlen // 16
+                    chunk_counts[i] += rlen // 16
+            if st is None and cis and not any(ci.message_index_offsets for ci in cis):
+                return None
+            s.message_counts = counts
+        else:
+            assert st is not None
+            s.message_counts = dict(st.channel_message_counts)
+        for cid in s.channels:
+            s.message_counts.setdefault(cid, 0)
+        if st is not None and st.message_count:
+            s.start_time, s.end_time = st.message_start_time, st.message_end_time
+        elif cis and s.message_count:
+            s.start_time = min(c.message_start_time for c in cis)
+            s.end_time = max(c.message_end_time for c in cis)
+        s.chunks = [
+            ChunkInfo(
+                c.chunk_start_offset, c.chunk_length, c.message_start_time, c.message_end_time,
+                compression.normalize(c.compression) if c.compression in ("", "none", "zstd", "lz4") else c.compression,
+                c.compressed_size, c.uncompressed_size, chunk_counts[i],
+            )
+            for i, c in enumerate(cis)
+        ]  # fmt: skip
+        s.attachment_count = st.attachment_count if st is not None else len(self.attachment_indexes)
+        s.metadata_count = st.metadata_count if st is not None else len(self.metadata_indexes)
+        s.extras = self._extras()
+        return s
+
+    def _extras(self) -> dict[str, Any]:
+        ex: dict[str, Any] = {}
+        st = self.statistics
+        if st is not None:
+            ex["statistics"] = {
+                "message_count": st.message_count,
+                "schema_count": st.schema_count,
+                "channel_count": st.channel_count,
+                "attachment_count": st.attachment_count,
+                "metadata_count": st.metadata_count,
+                "chunk_count": st.chunk_count,
+                "message_start_time": st.message_start_time,
+                "message_end_time": st.message_end_time,
+            }
+        if self.summary_offsets:
+            ex["summary_offsets"] = {R.OPCODE_NAMES.get(s.group_opcode, f"0x{s.group_opcode:02x}"): s.group_length for s in self.summary_offsets}
+        if self.attachment_indexes:
+            ex["attachments"] = [
+                {"name": a.name, "media_type": a.media_type, "size": a.data_size, "log_time": a.log_time} for a in self.attachment_indexes
+            ]
+        if self.metadata_indexes:
+            ex["metadata"] = [m.name for m in self.metadata_indexes]
+        return ex
+
+    def _summary_from_scan(self) -> Summary:
+        sr = self._scan()
+        s = self._summary_base(False)
+        counts: dict[int, int] = {}
+        lo = 1 << 64
+        hi = -1
+        chunks: list[ChunkInfo] = []
+        src = self.source
+        assert isinstance(src, MappedSource)
+        for off, ln, _cs, _ce in sr.chunks:
+            try:
+                buf = self._chunk_data(off)
+                n, clo, chi = _count_chunk(buf, counts, self._defs_for(buf, 0))
+            except (PolybagError, _Bad) as err:
+                if isinstance(err, _Bad):
+                    err = self._err(FormatError, f"inside Chunk at {off}: {err.what}", off)
+                if not self.recover:
+                    raise err from None
+                self._note(str(err), 0)
+                continue
+            if n:
+                lo, hi = min(lo, clo), max(hi, chi)
+            comp, csize, usize = self._chunk_header_info(off)
+            chunks.append(ChunkInfo(off, ln, clo if n else 0, chi if n else 0, comp, csize, usize, n))
+        self._defs_scanned = len(sr.chunks)
+        view = src.view
+        for _rank, t0, t1, offs in sr.loose:
+            for p in offs:
+                cid = R.U16.unpack_from(view, p + 9)[0] if U64.unpack_from(view, p + 1)[0] >= 2 else 0
+                counts[cid] = counts.get(cid, 0) + 1
+            lo, hi = min(lo, t0), max(hi, t1)
+        s.schemas = dict(self.schemas)
+        s.channels = dict(self._channels)
+        s.message_counts = {cid: counts.get(cid, 0) for cid in s.channels}
+        for cid, n in counts.items():
+            s.message_counts.setdefault(cid, n)
+        if hi >= 0:
+            s.start_time, s.end_time = lo, hi
+        s.chunks = chunks
+        s.attachment_count = len(sr.attachments)
+        s.metadata_count = len(sr.metadata)
+        s.extras = self._extras()
+        if sr.error is not None:
+            s.extras["error"] = str(sr.error)
+        return s
+
+    def _chunk_header_info(self, off: int) -> tuple[str, int, int]:
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        p = off + 9 + CHUNK_HEAD.size
+        usize = CHUNK_HEAD.unpack_from(view, off + 9)[2]
+        clen = U32.unpack_from(view, p)[0]
+        comp = bytes(view[p + 4 : p + 4 + clen]).decode("utf-8", "replace")
+        csize = U64.unpack_from(view, p + 4 + clen)[0]
+        return (comp or "none"), csize, usize
+
+    def info_extras(self) -> dict[str, Any]:
+        s = self.summary
+        ex = dict(s.extras)
+        comp: dict[str, int] = {}
+        for c in s.chunks:
+            comp[c.compression] = comp.get(c.compression, 0) + 1
+        ex["chunk_compression"] = comp
+        ex["indexed"] = s.indexed
+        return ex
+
+
+def _const(msgs: list[Message]) -> Callable[[], list[Message]]:
+    return lambda: msgs
+
+
+def _sorted_loader(load: Callable[[], list[Message]], reverse: bool) -> Callable[[], list[Message]]:
+    def inner() -> list[Message]:
+        msgs = load()
+        msgs.sort(key=_LOG_TIME)
+        if reverse:
+            msgs.reverse()
+        return msgs
+
+    return inner
+
+
+def U16_CH(view: memoryview, pos: int) -> int:  # noqa: N802
+    v: int = R.U16.unpack_from(view, pos)[0]
+    return v
+
+
+def open_mcap(
+    source: Source, path: str | None = None, *, validate_crcs: bool = True, recover: bool = False, **_options: Any
+) -> McapReader:
+    """The opener registered in :mod:`polybag.formats.sniff`."""
+    return McapReader(source, path, validate_crcs=validate_crcs, recover=recover)
