@@ -131,17 +131,21 @@ def make_writer(
 
 
 def abort_writer(w: Writer, path: PathLike) -> None:
-    """After a failure: close what can be closed and leave no half-written output behind."""
+    """After a failure: stop the writer and leave no half-written output behind."""
+    p = os.fspath(path)
+    abort = getattr(w, "abort", None)
     try:
-        w.close()
+        if callable(abort):
+            abort()
+        else:
+            w.close()
+            os.remove(p)
     except Exception:  # noqa: BLE001 - already failing; the original error matters
         pass
-    p = os.fspath(path)
-    for leftover in (p + ".active",):
-        try:
-            os.remove(leftover)
-        except OSError:
-            pass
+    try:
+        os.remove(p + ".active")
+    except OSError:
+        pass
 
 
 def ext_for(fmt: str) -> str:
