@@ -213,6 +213,13 @@ class BagV2Reader(Reader):
                 self.chunks = []
         elif not self.index_pos:
             self.index_problem = "bag header index_pos is 0 (unindexed bag)"
+        else:  # recover: never trust the index, but say whether it was usable
+            try:
+                self._load_index()
+            except PolybagError as e:
+                self.index_problem = str(e)
+            self.conns = {}
+            self.chunks = []
         if not self.indexed:
             self._scan()
 
@@ -449,8 +456,6 @@ class BagV2Reader(Reader):
                             break
                         pos = ds + dl
                         continue
-                    if comp != "none":
-                        ci.buffer = buf
                     t, c, o, d, dl_, err2, vend = parse_chunk_records(buf, ds, p, self.conns)
                     self._set_entries(ci, t, c, o, d, dl_)
                     ci.valid_end = vend

@@ -365,9 +365,19 @@ class BagWriter(Writer):
         else:
             f.flush()
 
-    def abort(self) -> None:
-        """Stop without finishing (tests use it to mimic a killed writer)."""
+    def abort(self, *, discard: bool = False) -> None:
+        """Stop without finishing: the ``.active`` file stays as a killed writer leaves it
+        (or is removed with ``discard``)."""
         self.closed = True
-        self._f.flush()
+        try:
+            self._f.flush()
+        except (OSError, ValueError):
+            pass
         if self._atomic is not None:
             self._atomic.file.close()
+            self._atomic.closed = True
+            if discard and self._atomic.active_path:
+                try:
+                    os.unlink(self._atomic.active_path)
+                except OSError:
+                    pass

@@ -1,0 +1,60 @@
+"""``polybag check FILE...``: structural check; exit status 1 when anything is wrong.
+
+Bags: every record and chunk is parsed, chunks are decompressed, the index data and chunk
+infos are compared with the records they describe, and md5sums with the definitions.  MCAP
+and ULog files are read completely and every error is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from polybag.cli._common import print_json
+
+
+def _run(args: argparse.Namespace) -> int:
+    from polybag.cli.compress import sniff_format
+    from polybag.errors import PolybagError
+    from polybag.formats.bag.check import check_any, check_bag
+
+    worst = 0
+    results = []
+    for path in args.files:
+        try:
+            fmt = sniff_format(path)
+        except PolybagError as e:
+            fmt = "bag" if path.endswith((".bag", ".bag.active")) else None
+            if fmt is None:
+                res: dict[str, Any] = {"problems": [str(e)], "notes": [], "messages": 0}
+                fmt = "?"
+        if fmt == "bag":
+            res = check_bag(path)
+        elif fmt != "?":
+            res = check_any(path)
+        res["path"] = path
+        results.append(res)
+        if res["problems"]:
+            worst = 1
+    if args.json:
+        print_json(results)
+        return worst
+    for res in results:
+        status = "OK" if not res["problems"] else f"{len(res['problems'])} problem(s)"
+        print(f"{res['path']}: {status}, {res['messages']} messages read")
+        for p in res["problems"]:
+            print(f"  problem: {p}")
+        if args.verbose:
+            for n in res["notes"]:
+                print(f"  note: {n}")
+    sys.stdout.flush()
+    return worst
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("check", help="structural check of bags (and MCAP/ULog); exit 1 on problems", description=__doc__)
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print notes (gaps, skipped checks)")
+    p.set_defaults(func=_run)

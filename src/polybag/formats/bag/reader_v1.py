@@ -1,0 +1,360 @@
+"""Readers for the bag versions before 2.0 (all described in ``../shared/specs``).
+
+* ``#ROSRECORD V1.2`` (rosbag-format-v1.x "Version 1.2"): records ``<header_len><header>
+  <data_len><data>``; op 1 message definition (topic, md5, type, def), op 2 message data
+  (topic, md5, type and the receive time, as a ``time`` field or ``sec``/``nsec`` fields),
+  op 3 bag header (``index_pos``, padded to 4096 bytes), op 4 index data ver 0 (topic, type,
+  count; count x (sec, nsec, pos u64)).
+* ``#ROSRECORD V1.1`` and ``#ROSLOG V1.1`` (rosbag-format-v1.x "Version 1.1",
+  versions-overview "Version 1.1"/"Alternative Version 1.1"): per message a
+  newline-terminated topic, md5sum and type, then u32 sec, u32 nsec, u32 length, data.
+* ``#ROSLOG V1.0`` (versions-overview "Version 1.0"): a ``quantity`` line, then
+  ``quantity`` x (topic, md5sum, type) lines, then per message a topic line, sec, nsec,
+  length, data.
+* version 0 (versions-overview "Version 0"): as 1.1 without the version line.
+
+None of the line formats carries definition text: channels keep type and md5sum in their
+metadata and have a schema with empty data.  The whole file is scanned once into numpy
+arrays; messages are zero-copy slices of the mapped file.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from polybag.errors import FormatError, TruncatedError
+from polybag.model import Channel, Message, Schema, Summary
+from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.source import MappedSource
+
+from .records import (
+    INDEX_V0_DTYPE,
+    OP_FILE_HEADER,
+    OP_INDEX_DATA,
+    OP_MSG_DATA,
+    OP_MSG_DEF,
+    OP_NAMES,
+    HeaderFields,
+    op_of,
+    read_record_at,
+)
+
+_TAIL = struct.Struct("<III")
+MAX_LINE = 4096
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _line(view: memoryview, pos: int, size: int, what: str, path: str | None) -> tuple[bytes, int]:
+    """A newline-terminated line at ``pos``: (text without newline, position after it)."""
+    chunk = bytes(view[pos : min(size, pos + MAX_LINE)])
+    i = chunk.find(b"\n")
+    if i < 0:
+        if pos + len(chunk) >= size:
+            raise TruncatedError(f"file ends inside the {what} line", path, pos)
+        raise FormatError(f"{what} line longer than {MAX_LINE} bytes (no newline)", path, pos)
+    return chunk[:i], pos + i + 1
+
+
+def _plausible_text(b: bytes) -> bool:
+    return all(0x20 <= c < 0x7F for c in b)
+
+
+def looks_like_version0(view: memoryview) -> bool:
+    """Whether the file starts with a plausible version 0 record (topic, md5, type lines)."""
+    size = len(view)
+    try:
+        topic, p = _line(view, 0, size, "topic", None)
+        md5, p = _line(view, p, size, "md5sum", None)
+        typ, p = _line(view, p, size, "type", None)
+    except FormatError:
+        return False
+    if not topic or not _plausible_text(topic) or not _plausible_text(typ) or not typ:
+        return False
+    if not (md5 == b"*" or (len(md5) == 32 and all(c in _HEX for c in md5))):
+        return False
+    return p + 12 <= size
+
+
+class _FlatReader(Reader):
+    """A bag held as arrays of (time, channel, payload offset, payload length)."""
+
+    format = "bag"
+
+    def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False) -> None:
+        super().__init__(source, path)
+        self.view = source.view
+        self.size = source.size
+        self.recover = recover
+        self.recovery_report: dict[str, Any] | None = None
+        self.version = ""
+        self.error: FormatError | None = None
+        self.errors: list[str] = []
+        self.bytes_skipped = 0
+        self._channels: dict[tuple[str, str, str], Channel] = {}
+        self._defs: dict[str, bytes] = {}
+        self._t: list[int] = []
+        self._c: list[int] = []
+        self._d: list[int] = []
+        self._n: list[int] = []
+        self.index_info: dict[str, Any] = {}
+
+    def _fail(self, e: FormatError) -> None:
+        self.errors.append(str(e))
+        if not self.recover:
+            self.error = e
+
+    def _channel(self, topic: str, md5: str, typ: str) -> int:
+        key = (topic, md5, typ)
+        ch = self._channels.get(key)
+        if ch is None:
+            cid = len(self._channels)
+            definition = self._defs.get(topic + "\0" + md5, b"")
+            schema = Schema(cid + 1, typ, "ros1msg", definition)
+            ch = self._channels[key] = Channel(cid, topic, "ros1", schema, {"md5sum": md5, "type": typ})
+        return ch.id
+
+    def _finish(self) -> None:
+        self.times = np.array(self._t, np.int64)
+        self.conns = np.array(self._c, np.int64)
+        self.dstart = np.array(self._d, np.int64)
+        self.dlen = np.array(self._n, np.int64)
+        del self._t, self._c, self._d, self._n
+        self.channels_by_id = {ch.id: ch for ch in self._channels.values()}
+
+    @property
+    def summary(self) -> Summary:
+        chans = self.channels_by_id
+        counts = {cid: 0 for cid in chans}
+        if len(self.conns):
+            u, n = np.unique(self.conns, return_counts=True)
+            counts.update(dict(zip(u.tolist(), n.tolist())))
+        extras: dict[str, Any] = {"bag_version": self.version}
+        if self.errors:
+            extras["errors"] = list(self.errors)
+        extras.update(self.index_info)
+        return Summary(
+            format="bag",
+            profile="ros1",
+            version=self.version,
+            schemas={ch.schema.id: ch.schema for ch in chans.values() if ch.schema is not None},
+            channels=dict(chans),
+            message_counts=counts,
+            start_time=int(self.times.min()) if len(self.times) else None,
+            end_time=int(self.times.max()) if len(self.times) else None,
+            file_size=self.size,
+            indexed=False,
+            extras=extras,
+        )
+
+    def messages(
+        self,
+        topics: TopicSelector = None,
+        start: int | None = None,
+        end: int | None = None,
+        reverse: bool = False,
+        order: str = "log_time",
+    ) -> Iterator[Message]:
+        if order not in ("log_time", "file"):
+            raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        chans = self.channels_by_id
+        sel = topic_filter(topics, chans.values())
+        t, c, d, n = self.times, self.conns, self.dstart, self.dlen
+        mask = np.ones(len(t), bool)
+        if sel is not None:
+            mask &= np.isin(c, np.fromiter(sel, np.int64, len(sel)))
+        if start is not None:
+            mask &= t >= start
+        if end is not None:
+            mask &= t < end
+        idx = np.nonzero(mask)[0]
+        if order == "log_time":
+            idx = idx[np.argsort(t[idx], kind="stable")]
+        if reverse:
+            idx = idx[::-1]
+        view = self.view
+        count = 0
+        try:
+            for tt, cc, a, b in zip(t[idx].tolist(), c[idx].tolist(), d[idx].tolist(), (d + n)[idx].tolist()):
+                count += 1
+                yield Message(chans[cc], tt, tt, 0, view[a:b])
+        finally:
+            if self.recover:
+                self.recovery_report = {
+                    "messages": count,
+                    "bytes_skipped": self.bytes_skipped,
+                    "errors": list(self.errors),
+                }
+        if self.error is not None:
+            raise self.error
+
+    def message_times(self, cids: set[int] | None = None) -> dict[int, np.ndarray]:
+        out = {}
+        for cid in self.channels_by_id:
+            if cids is None or cid in cids:
+                out[cid] = np.sort(self.times[self.conns == cid])
+        return out
+
+    def info_extras(self) -> dict[str, Any]:
+        from .info import bag_info
+
+        return bag_info(self)
+
+    def info_text(self) -> str:
+        from .info import info_text
+
+        return info_text(self.info_extras())
+
+    def info_yaml(self) -> str:
+        from .info import info_yaml
+
+        return info_yaml(self.info_extras())
+
+
+class TextBagReader(_FlatReader):
+    """``#ROSRECORD V1.1``, ``#ROSLOG V1.1``, ``#ROSLOG V1.0`` and version 0."""
+
+    def __init__(
+        self,
+        source: MappedSource,
+        path: str | None,
+        *,
+        version: str,
+        start: int,
+        recover: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(source, path, recover=recover)
+        self.version = version
+        self._scan(start)
+        self._finish()
+
+    def _scan(self, pos: int) -> None:
+        view, size, p = self.view, self.size, self.path
+        topics_v10: dict[str, tuple[str, str]] = {}
+        try:
+            if self.version == "ROSLOG 1.0":
+                q, pos = _line(view, pos, size, "quantity", p)
+                try:
+                    quantity = int(q.decode("ascii").strip())
+                except (UnicodeDecodeError, ValueError):
+                    raise FormatError(f"ROSLOG V1.0 quantity line is not a number: {q[:40]!r}", p, pos) from None
+                if quantity < 0 or quantity * 3 > size - pos:
+                    raise FormatError(f"ROSLOG V1.0 quantity {quantity} is more than the file can hold", p, pos)
+                for _ in range(quantity):
+                    tp, pos = _line(view, pos, size, "topic", p)
+                    md, pos = _line(view, pos, size, "md5sum", p)
+                    ty, pos = _line(view, pos, size, "type", p)
+                    topics_v10[tp.decode("utf-8", "replace")] = (
+                        md.decode("ascii", "replace"),
+                        ty.decode("utf-8", "replace"),
+                    )
+        except FormatError as e:
+            self._fail(e)
+            return
+        while pos < size:
+            rec = pos
+            try:
+                tp, pos = _line(view, pos, size, "topic", p)
+                topic = tp.decode("utf-8", "replace")
+                if self.version == "ROSLOG 1.0":
+                    if topic not in topics_v10:
+                        raise FormatError(f"topic {topic!r} is not among the header's topics", p, rec)
+                    md5, typ = topics_v10[topic]
+                else:
+                    md, pos = _line(view, pos, size, "md5sum", p)
+                    ty, pos = _line(view, pos, size, "type", p)
+                    md5, typ = md.decode("ascii", "replace"), ty.decode("utf-8", "replace")
+                if pos + 12 > size:
+                    raise TruncatedError(f"expected 12 bytes of time and length, {size - pos} left", p, pos)
+                s, ns, n = _TAIL.unpack_from(view, pos)
+                pos += 12
+                if n > size - pos:
+                    raise TruncatedError(f"message data of {n} bytes runs past the end ({size - pos} left)", p, pos - 4)
+            except FormatError as e:
+                self._fail(e)
+                return
+            self._t.append(s * 1_000_000_000 + ns)
+            self._c.append(self._channel(topic, md5, typ))
+            self._d.append(pos)
+            self._n.append(n)
+            pos += n
+
+
+class BagV12Reader(_FlatReader):
+    """``#ROSRECORD V1.2``: definition, message data, bag header and index data records."""
+
+    def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, **options: Any) -> None:
+        super().__init__(source, path, recover=recover)
+        self.version = "1.2"
+        self._scan(len(b"#ROSRECORD V1.2\n"))
+        self._finish()
+
+    def _scan(self, pos: int) -> None:
+        view, size, p = self.view, self.size, self.path
+        index_pos = 0
+        index_counts: dict[str, int] = {}
+        while pos < size:
+            try:
+                h, ds, dl, nxt = read_record_at(view, pos, size, p)
+                op = op_of(h, p, pos)
+                f = HeaderFields(h, p, pos, OP_NAMES.get(op, f"op {op}"))
+                if op == OP_MSG_DEF:
+                    topic = f.str("topic")
+                    md5 = f.str("md5", f.str("md5sum", ""))
+                    self._defs[topic + "\0" + md5] = f.raw("def") if f.has("def") else b""
+                    self._channel(topic, md5, f.str("type"))
+                elif op == OP_MSG_DATA:
+                    topic = f.str("topic")
+                    md5 = f.str("md5", f.str("md5sum", ""))
+                    if f.has("time"):
+                        t = f.time("time")
+                    else:
+                        t = f.u32("sec") * 1_000_000_000 + f.u32("nsec")
+                    self._t.append(t)
+                    self._c.append(self._channel(topic, md5, f.str("type")))
+                    self._d.append(ds)
+                    self._n.append(dl)
+                elif op == OP_FILE_HEADER:
+                    index_pos = f.u64("index_pos")
+                elif op == OP_INDEX_DATA:
+                    ver = f.u32("ver")
+                    if ver != 0:
+                        raise FormatError(f"index data version {ver} in a 1.2 bag (expected 0)", p, pos)
+                    count = f.u32("count")
+                    if dl != count * INDEX_V0_DTYPE.itemsize:
+                        raise FormatError(f"index data holds {dl} bytes, count {count} needs {count * 16}", p, pos)
+                    arr = np.frombuffer(view[ds : ds + dl], INDEX_V0_DTYPE)
+                    if len(arr) and int(arr["pos"].max()) >= size:
+                        raise FormatError("index data points past the end of the file", p, pos)
+                    topic = f.str("topic")
+                    index_counts[topic] = index_counts.get(topic, 0) + count
+                # unknown ops are skipped
+                pos = nxt
+            except FormatError as e:
+                self._fail(e)
+                return
+        # a definition record may follow the data of its topic in damaged files: refresh schemas
+        for key, ch in list(self._channels.items()):
+            d = self._defs.get(key[0] + "\0" + key[1])
+            if d and ch.schema is not None and not ch.schema.data:
+                self._channels[key] = Channel(
+                    ch.id, ch.topic, ch.message_encoding, Schema(ch.schema.id, ch.schema.name, "ros1msg", d), ch.metadata
+                )
+        self.index_info = {"index_pos": index_pos, "index_counts": index_counts}
+        if index_counts:
+            from collections import Counter
+
+            per_id = Counter(self._c)
+            seen: dict[str, int] = {}
+            for (topic, _m, _t), ch in self._channels.items():
+                seen[topic] = seen.get(topic, 0) + per_id.get(ch.id, 0)
+            bad = {t: (n, seen.get(t, 0)) for t, n in index_counts.items() if seen.get(t, 0) != n}
+            if bad:
+                self.index_info["index_mismatch"] = bad
+
+
+__all__ = ["BagV12Reader", "TextBagReader", "looks_like_version0"]
