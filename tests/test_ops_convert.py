@@ -94,7 +94,7 @@ def _mcap_from_bag_with_mcap_library(bag: Path, out: Path) -> None:
         chans: dict[tuple, int] = {}
         for topic, raw, t, h in b.read_messages(raw=True, return_connection_header=True):
             h = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in h.items()}
-            key = tuple(sorted(h.items()))
+            key = (topic, *sorted(h.items()))
             if key not in chans:
                 skey = (h["type"], h["message_definition"])
                 if skey not in schemas:

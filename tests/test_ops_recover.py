@@ -179,7 +179,7 @@ def mcap_intact(buf: bytes) -> list[tuple[str, int, bytes]]:
 def test_mcap_cut_at_many_offsets(tmp_path: Path) -> None:
     try:
         src = tmp_path / "src.mcap"
-        w = polybag.Writer(str(src), chunk_size=0, compression="none")
+        w = polybag.Writer(str(src), use_chunking=False, compression="none")
     except (TypeError, polybag.PolybagError, ImportError) as e:
         pytest.skip(f"unchunked MCAP writing not available: {e}")
     with w:
@@ -211,11 +211,14 @@ def test_mcap_chunked_cut(tmp_path: Path) -> None:
     ops.convert(example, src, chunk_size=16 * 1024)
     data = src.read_bytes()
     everything = rows(src)
+    lossy = 0
     for cut in range(len(data) // 10, len(data), len(data) // 7):
         cutf = tmp_path / "cut.mcap"
         cutf.write_bytes(data[:cut])
         res = ops.recover(cutf, tmp_path / "fixed.mcap")
         got = rows(tmp_path / "fixed.mcap")
-        assert 0 < len(got) < len(everything)
         assert got == everything[: len(got)]
-        assert res.lost_anything
+        if len(got) < len(everything):
+            assert res.lost_anything
+            lossy += 1
+    assert lossy >= 3

@@ -328,8 +328,13 @@ def copy_attachments_and_metadata(
     return kept_a, drop_a, kept_m, drop_m
 
 
-def profile_for(channels: Iterable[Channel]) -> str | None:
-    """``ros1`` when every channel is (or becomes) ROS 1, ``ros2`` for all-CDR, else None."""
+def profile_for(channels: Iterable[Channel], *readers: Reader) -> str | None:
+    """``ros1`` when every channel is (or becomes) ROS 1, ``ros2`` for all-CDR, else None.
+
+    Bags and ULogs always give ROS 1 channels, so they give ``ros1`` even when empty.
+    """
+    if readers and all(getattr(r, "format", "") in ("bag", "ulog") for r in readers):
+        return "ros1"
     encs = {c.message_encoding for c in channels}
     encs = {"ros1" if e == "ulog" else e for e in encs}
     if encs == {"ros1"}:

@@ -93,7 +93,7 @@ def convert(
         result.input_format = reader.format
         summary = reader.summary
         if profile is None and fmt == "mcap":
-            profile = profile_for(summary.channels.values())
+            profile = profile_for(summary.channels.values(), reader)
         result.profile = profile or ""
         extra = _ulog_extras(reader, fmt)
         writer = make_writer(dst, fmt, compression, chunk_size, profile, **extra)

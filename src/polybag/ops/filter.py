@@ -171,7 +171,7 @@ def filter(  # noqa: A001 - the command's name
                 decoded = codec_for(msg.channel).decode(msg.data, topic=msg.channel.topic)
                 return bool(fn(msg.channel.topic, decoded, Time(msg.log_time)))
 
-        profile = profile_for(kept_channels) if fmt == "mcap" else None
+        profile = profile_for(kept_channels, reader) if fmt == "mcap" else None
         writer = make_writer(dst, fmt, compression, chunk_size, profile)
         try:
             cmap = ChannelMap(writer, fmt, result)

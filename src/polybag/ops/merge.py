@@ -67,7 +67,7 @@ def merge(
     with ExitStack() as stack:
         readers = [stack.enter_context(opened(s)) for s in inputs]
         all_channels = [c for r in readers for c in r.summary.channels.values()]
-        profile = profile_for(all_channels) if fmt == "mcap" else None
+        profile = profile_for(all_channels, *readers) if fmt == "mcap" else None
         writer = make_writer(dst, fmt, compression, chunk_size, profile)
         try:
             cmap = ChannelMap(writer, fmt, result)

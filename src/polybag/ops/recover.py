@@ -105,7 +105,7 @@ def recover(
         except PolybagError as e:
             result.errors.append(f"summary: {e}")
             channels = []
-        profile = profile_for(channels) if fmt == "mcap" else None
+        profile = profile_for(channels, reader) if fmt == "mcap" else None
         writer = make_writer(dst, fmt, compression, chunk_size, profile)
         crc = 0
         plain = True

@@ -52,7 +52,7 @@ def sort(
     result = SortResult(input=input_name(src), output=str(dst))
     with opened(src) as reader:
         summary = reader.summary
-        profile = profile_for(summary.channels.values()) if fmt == "mcap" else None
+        profile = profile_for(summary.channels.values(), reader) if fmt == "mcap" else None
         writer = make_writer(dst, fmt, compression, chunk_size, profile)
         try:
             cmap = ChannelMap(writer, fmt, result)

@@ -110,7 +110,7 @@ def split(
         if at is not None:
             points = sorted(_time(t, start) for t in at)
         channels = list(summary.channels.values())
-        profile = profile_for(channels) if fmt == "mcap" else None
+        profile = profile_for(channels, reader) if fmt == "mcap" else None
 
         writer: Writer | None = None
         cmap: ChannelMap | None = None
