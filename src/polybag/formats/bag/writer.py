@@ -315,6 +315,7 @@ class BagWriter(Writer):
             n += len(rec)
         self._pos = pos + n
         self._chunk_infos.append((pos, start or 0, end, counts))
+        f.flush()  # a killed writer leaves every finished chunk on disk
 
     def add_connection(self, cid: int, topic: str, fields: dict[str, bytes], *, in_chunks: bool = True) -> None:
         """Register a connection with a given id (reindex/compress copy chunks verbatim).
