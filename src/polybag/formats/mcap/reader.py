@@ -13,7 +13,9 @@ their start time, and a heap is used only while chunks overlap.
 
 from __future__ import annotations
 
+import gc
 import heapq
+import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +33,6 @@ from polybag.formats.mcap.records import (
     MAGIC,
     MESSAGE_HEAD_LEN,
     RECORD_HEAD,
-    RECORD_HEAD_LEN,
     RECORD_MESSAGE_HEAD,
     RECORD_MESSAGE_HEAD_LEN,
     U32,
@@ -67,6 +68,102 @@ CHUNK_INDEX_DTYPE = np.dtype(
     ]
 )
 _MI_DTYPE = np.dtype(R.MESSAGE_INDEX_DTYPE)
+
+
+# one message record head as a packed numpy record (31 bytes), for bulk parsing
+_REC_DTYPE = np.dtype(
+    [("op", "u1"), ("len", "<u8"), ("cid", "<u2"), ("seq", "<u4"), ("lt", "<u8"), ("pt", "<u8")]
+)
+_AR31 = np.arange(RECORD_MESSAGE_HEAD_LEN, dtype=np.int64)
+_COPY_BELOW = 4096  # average payloads smaller than this are copied (cheaper than views)
+
+
+class _NeedSlowPath(Exception):
+    """A chunk with unusual records (short messages): use the record-by-record walk."""
+
+
+def _record_offsets(buf: bytes | memoryview) -> list[int]:
+    """Offsets of every record in a decompressed chunk; _Bad if the records do not tile it."""
+    head = RECORD_HEAD.unpack_from
+    pos = 0
+    n = len(buf)
+    offs: list[int] = []
+    app = offs.append
+    try:
+        while pos < n:
+            _op, ln = head(buf, pos)
+            app(pos)
+            pos += 9 + ln
+    except struct.error:
+        raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left") from None
+    if pos != n:
+        last = offs[-1]
+        raise _Bad(last, f"record declares {pos - last - 9} bytes, chunk has {n - last - 9} left")
+    return offs
+
+
+def _bulk_messages(
+    buf: bytes | memoryview,
+    offs: np.ndarray,
+    channels: dict[int, Channel],
+    want: set[int] | None,
+    start: int | None,
+    end: int | None,
+    sort: bool,
+) -> list[Message]:
+    """Messages whose records start at ``offs`` (int64, file order), parsed in bulk with numpy."""
+    n = len(buf)
+    if not len(offs):
+        return []
+    if int(offs.max()) + RECORD_MESSAGE_HEAD_LEN > n or int(offs.min()) < 0:
+        raise _NeedSlowPath
+    a = np.frombuffer(buf, np.uint8)
+    rec = a[offs[:, None] + _AR31].view(_REC_DTYPE)[:, 0]
+    ln = rec["len"]
+    if not bool(np.all(rec["op"] == 5)) or not bool(np.all(ln >= 22)):
+        raise _NeedSlowPath
+    room = (n - 9 - offs).astype(np.uint64)
+    over = ln > room
+    if bool(over.any()):
+        i = int(np.argmax(over))
+        raise _Bad(int(offs[i]), f"message declares {int(ln[i])} bytes, chunk has {int(room[i])} left")
+    mask = None
+    if start is not None:
+        mask = rec["lt"] >= np.uint64(max(start, 0))
+    if end is not None:
+        m2 = rec["lt"] < np.uint64(min(max(end, 0), (1 << 64) - 1))
+        mask = m2 if mask is None else mask & m2
+    if want is not None:
+        m3 = np.isin(rec["cid"], np.fromiter(want, np.uint16, len(want)))
+        mask = m3 if mask is None else mask & m3
+    if mask is not None:
+        rec = rec[mask]
+        offs = offs[mask]
+        if not len(offs):
+            return []
+    if sort and len(rec) > 1:
+        lt = rec["lt"]
+        if not bool(np.all(lt[1:] >= lt[:-1])):
+            o = np.argsort(lt, kind="stable")
+            rec = rec[o]
+            offs = offs[o]
+    lens = rec["len"].astype(np.int64)
+    starts = (offs + RECORD_MESSAGE_HEAD_LEN).tolist()
+    ends = (offs + 9 + lens).tolist()
+    cids = rec["cid"].tolist()
+    try:
+        chans = list(map(channels.__getitem__, cids))
+    except KeyError as e:
+        raise _UnknownChannel(e.args[0], 0) from None
+    src = buf if isinstance(buf, memoryview) or int(lens.sum()) < _COPY_BELOW * len(lens) else memoryview(buf)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        data = list(map(src.__getitem__, map(slice, starts, ends)))
+        return list(map(Message, chans, rec["lt"].tolist(), rec["pt"].tolist(), rec["seq"].tolist(), data))
+    finally:
+        if was:
+            gc.enable()
 
 
 class _UnknownChannel(Exception):
@@ -592,73 +689,89 @@ class McapReader(Reader):
 
     def _chunk_messages(
         self,
-        buf: bytes,
+        buf: bytes | memoryview,
         offset: int,
         want: set[int] | None,
         start: int | None,
         end: int | None,
         positions: np.ndarray | None = None,
+        sort: bool = False,
     ) -> list[Message]:
-        """The wanted messages of one decompressed chunk in file order."""
+        """The wanted messages of one decompressed chunk: file order, or log-time order if ``sort``."""
         defs = self._defs_for(buf, 0)
-        while True:
-            out: list[Message] = []
-            try:
-                if positions is not None:
-                    self._messages_at(buf, positions, out)
-                elif want is None and start is None and end is None:
-                    _walk_all(buf, self._channels, out, defs)
+        offs: np.ndarray | None = None
+        try:
+            if positions is not None:
+                offs = positions.astype(np.int64)
+            else:
+                rec_offs = _record_offsets(buf)
+                all_offs = np.array(rec_offs, np.int64)
+                ops = np.frombuffer(buf, np.uint8)[all_offs] if rec_offs else np.zeros(0, np.uint8)
+                is_msg = ops == 5
+                if not bool(is_msg.all()):
+                    for p in all_offs[(ops == 3) | (ops == 4)].tolist():
+                        defs(int(buf[p]), p, p + 9 + U64.unpack_from(buf, p + 1)[0])
+                    offs = all_offs[is_msg]
                 else:
-                    _walk_filtered(buf, self._channels, out, defs, want, start, end)
-                return out
+                    offs = all_offs
+        except _Bad as b:
+            offs = None
+            bad: _Bad | None = b
+        else:
+            bad = None
+        while offs is not None:
+            try:
+                return _bulk_messages(buf, offs, self._channels, want, start, end, sort)
             except _UnknownChannel as u:
                 if positions is not None:
                     try:
                         _walk_defs(buf, defs)
                     except _Bad:
                         pass
-                if u.cid in self._channels or self._resolve_channel(u.cid) is not None:
-                    continue
-                err = self._err(FormatError, f"message on channel {u.cid}, which no Channel record defines", offset)
-                if self.recover:
-                    self._note(str(err), 0)
-                    return out
-                raise err from None
+                if not self._unknown_channel(u.cid, offset):
+                    return []
+            except _NeedSlowPath:
+                break
             except _Bad as b:
-                err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
-                if self.recover:
-                    self._note(str(err), 0)
+                bad = b
+                break
+        if bad is None or self.recover:
+            # record by record: reaches every message before damage (recover) or odd records
+            while True:
+                out: list[Message] = []
+                try:
+                    _walk_filtered(buf, self._channels, out, defs, want, start, end)
+                    if sort:
+                        out.sort(key=_LOG_TIME)
                     return out
-                raise err from None
+                except _UnknownChannel as u:
+                    if not self._unknown_channel(u.cid, offset):
+                        return out
+                except _Bad as b:
+                    err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
+                    self._note(str(err), 0)
+                    if not self.recover:
+                        raise err from None
+                    if sort:
+                        out.sort(key=_LOG_TIME)
+                    return out
+        err = self._err(FormatError, f"inside Chunk at {offset}: {bad.what} (at record offset {bad.pos})", offset)
+        raise err from None
 
-    def _messages_at(self, buf: bytes, positions: np.ndarray, out: list[Message]) -> None:
-        view = memoryview(buf)
-        n = len(buf)
-        unpack = RECORD_MESSAGE_HEAD.unpack_from
-        channels = self._channels
-        append = out.append
-        M = Message
-        for pos in positions.tolist():
-            if pos + RECORD_MESSAGE_HEAD_LEN > n:
-                raise _Bad(pos, "message index points past the end of the chunk")
-            op, ln, cid, seq, lt, pt = unpack(buf, pos)
-            e = pos + 9 + ln
-            if op != 5 or ln < MESSAGE_HEAD_LEN or e > n:
-                raise _Bad(pos, f"message index points at a record with opcode 0x{op:02x} and length {ln}, not a Message")
-            try:
-                ch = channels[cid]
-            except KeyError:
-                raise _UnknownChannel(cid, pos) from None
-            append(M(ch, lt, pt, seq, view[pos + 31 : e]))
+    def _unknown_channel(self, cid: int, offset: int) -> bool:
+        """Find a channel a message refers to; False (recover) or FormatError if there is none."""
+        if cid in self._channels or self._resolve_channel(cid) is not None:
+            return True
+        err = self._err(FormatError, f"message on channel {cid}, which no Channel record defines", offset)
+        if self.recover:
+            self._note(str(err), 0)
+            return False
+        raise err
 
     def _index_positions(self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None) -> np.ndarray | None:
         """Message offsets inside a chunk from its message indexes, or None to walk it."""
         mio = ci.message_index_offsets
         if not mio:
-            return None
-        narrows_time = (start is not None and ci.message_start_time < start) or (end is not None and ci.message_end_time >= end)
-        narrows_topic = want is not None and not set(mio).issubset(want)
-        if not narrows_time and not narrows_topic:
             return None
         src = self.source
         assert isinstance(src, MappedSource)
@@ -906,7 +1019,7 @@ class McapReader(Reader):
 
     # --- segments --------------------------------------------------------------------------------
     def _segments(
-        self, want: set[int] | None, start: int | None, end: int | None
+        self, want: set[int] | None, start: int | None, end: int | None, sort: bool = False
     ) -> tuple[list[tuple[int, int, int, Callable[[], list[Message]]]], PolybagError | None]:
         """(start, end, rank, loader) for every chunk or run of loose messages that may match."""
         out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
@@ -928,30 +1041,34 @@ class McapReader(Reader):
                 mio = ci.message_index_offsets
                 if want is not None and mio and not (want & mio.keys()):
                     continue
-                out.append((ci.message_start_time, ci.message_end_time, int(ranks[i]), self._indexed_loader(ci, want, start, end)))
+                out.append((ci.message_start_time, ci.message_end_time, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort)))
             return out, None
         sr = self._scan()
         for (off, _ln, s, t), rank in zip(sr.chunks, sr.chunk_ranks):
             if t < lo or s >= hi:
                 if not (s == 0 and t == 0):
                     continue
-            out.append((s, t, rank, self._scan_loader(off, want, start, end)))
+            out.append((s, t, rank, self._scan_loader(off, want, start, end, sort)))
         for rank, s, t, offs in sr.loose:
             if t < lo or s >= hi:
                 continue
-            out.append((s, t, rank, self._loose_loader(offs, want, start, end)))
+            out.append((s, t, rank, self._loose_loader(offs, want, start, end, sort)))
         out.sort(key=lambda x: x[2])
         return out, sr.error
 
-    def _indexed_loader(self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None) -> Callable[[], list[Message]]:
+    def _indexed_loader(
+        self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None, sort: bool
+    ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
             buf = self._chunk_data(ci.chunk_start_offset)
             positions = self._index_positions(ci, want, start, end)
-            return self._chunk_messages(buf, ci.chunk_start_offset, want, start, end, positions)
+            return self._chunk_messages(buf, ci.chunk_start_offset, want, start, end, positions, sort)
 
         return load
 
-    def _scan_loader(self, off: int, want: set[int] | None, start: int | None, end: int | None) -> Callable[[], list[Message]]:
+    def _scan_loader(
+        self, off: int, want: set[int] | None, start: int | None, end: int | None, sort: bool
+    ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
             try:
                 buf = self._chunk_data(off)
@@ -972,11 +1089,13 @@ class McapReader(Reader):
                 else:
                     self._note(str(err), 0)
                     return []
-            return self._chunk_messages(buf, off, want, start, end)
+            return self._chunk_messages(buf, off, want, start, end, None, sort)
 
         return load
 
-    def _loose_loader(self, offs: list[int], want: set[int] | None, start: int | None, end: int | None) -> Callable[[], list[Message]]:
+    def _loose_loader(
+        self, offs: list[int], want: set[int] | None, start: int | None, end: int | None, sort: bool
+    ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
             src = self.source
             assert isinstance(src, MappedSource)
@@ -1005,6 +1124,8 @@ class McapReader(Reader):
                         continue
                     raise err from None
                 out.append(Message(ch, lt, pt, seq, data))
+            if sort:
+                out.sort(key=_LOG_TIME)
             return out
 
         return load
@@ -1044,7 +1165,7 @@ class McapReader(Reader):
         want = self._want(topics)
         count = 0
         try:
-            segs, pending = self._segments(want, start, end)
+            segs, pending = self._segments(want, start, end, order == "log_time")
             if order == "file":
                 if reverse:
                     for _s, _t, _r, load in reversed(segs):
@@ -1060,10 +1181,10 @@ class McapReader(Reader):
             else:
                 if reverse:
                     srt = sorted(segs, key=lambda x: (-x[1], -x[2]))
-                    it = _merge(((-t, -r, _sorted_loader(ld, True)) for _s, t, r, ld in srt), _NEG_LOG_TIME)
+                    it = _merge(((-t, -r, _reversed_loader(ld)) for _s, t, r, ld in srt), _NEG_LOG_TIME)
                 else:
                     srt = sorted(segs, key=lambda x: (x[0], x[2]))
-                    it = _merge(((s, r, _sorted_loader(ld, False)) for s, _t, r, ld in srt), _LOG_TIME)
+                    it = _merge(((s, r, ld) for s, _t, r, ld in srt), _LOG_TIME)
                 if self.recover:
                     for m in it:
                         count += 1
@@ -1140,19 +1261,9 @@ class McapReader(Reader):
                     self._define(body, op, -9, len(body), pos + 9)
                 elif op == _OP_CHUNK:
                     buf = self._decode_chunk(body, 0, len(body), pos)
-                    out: list[Message] = []
-                    defs = self._stream_defs(buf)
-                    try:
-                        _walk_filtered(buf, self._channels, out, defs, want, start, end) if (
-                            want is not None or start is not None or end is not None
-                        ) else _walk_all(buf, self._channels, out, defs)
-                    except _UnknownChannel as u:
-                        raise self._err(FormatError, f"message on channel {u.cid}, which no earlier Channel record defines", pos) from None
-                    except _Bad as b:
-                        raise self._err(FormatError, f"inside Chunk at {pos}: {b.what} (at record offset {b.pos})", pos) from None
+                    out = self._chunk_messages(buf, pos, want, start, end, None, order == "log_time")
                     s = CHUNK_HEAD.unpack_from(body, 0)[0] if len(body) >= CHUNK_HEAD.size else 0
                     if out and order == "log_time":
-                        out.sort(key=_LOG_TIME)
                         s = min(s, out[0].log_time) if s else out[0].log_time
                     yield s, rank, _const(out)
                     rank += 1
@@ -1507,12 +1618,10 @@ def _const(msgs: list[Message]) -> Callable[[], list[Message]]:
     return lambda: msgs
 
 
-def _sorted_loader(load: Callable[[], list[Message]], reverse: bool) -> Callable[[], list[Message]]:
+def _reversed_loader(load: Callable[[], list[Message]]) -> Callable[[], list[Message]]:
     def inner() -> list[Message]:
         msgs = load()
-        msgs.sort(key=_LOG_TIME)
-        if reverse:
-            msgs.reverse()
+        msgs.reverse()
         return msgs
 
     return inner
