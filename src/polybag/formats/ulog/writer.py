@@ -323,6 +323,59 @@ class UlogWriter(Writer):
         self._data.write(rows.tobytes())
         return n
 
+    def write_columns_many(self, items: Sequence[tuple[Channel, Mapping[str, Any]]]) -> int:
+        """Rows of several subscriptions interleaved by timestamp (stable), as a logger
+        writes them; each item is ``(channel, columns)``.  Returns the rows written."""
+        check_open(self.closed)
+        blocks: list[np.ndarray] = []
+        keys: list[np.ndarray] = []
+        for channel, columns in items:
+            utype = self._types[channel.id]
+            dt = utype.dtype
+            n = len(np.asarray(columns["timestamp"]))
+            arr = np.zeros(n, dtype=dt)
+            for name, values in columns.items():
+                if name == "log_time":
+                    continue
+                if name not in (dt.names or ()):
+                    raise WriteError(f"{channel.topic}: no field {name!r} in its format")
+                arr[name] = np.asarray(values)
+            rows = np.empty((n, 5 + dt.itemsize), dtype=np.uint8)
+            rows[:, :5] = np.frombuffer(
+                _D_HEAD.pack(dt.itemsize + 2, rec.DATA, self._msg_ids[channel.id]), dtype=np.uint8
+            )
+            if dt.itemsize:
+                rows[:, 5:] = arr.view(np.uint8).reshape(n, dt.itemsize)
+            ts = arr["timestamp"].astype(np.int64) * (1000 if utype.timestamp_type == "uint8_t" else 1)
+            blocks.append(rows)
+            keys.append(ts)
+        if not blocks:
+            return 0
+        lengths = np.array([b.shape[1] for b in blocks], dtype=np.int64)
+        topic = np.concatenate([np.full(len(k), i, dtype=np.int64) for i, k in enumerate(keys)])
+        allts = np.concatenate(keys)
+        order = np.argsort(allts, kind="stable")
+        sizes = lengths[topic[order]]
+        starts_sorted = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else sizes
+        starts = np.empty_like(starts_sorted)
+        starts[order] = starts_sorted
+        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        first = 0
+        step = 1 << 14
+        for rows in blocks:
+            n, width = rows.shape
+            st = starts[first : first + n]
+            cols = np.arange(width, dtype=np.int64)
+            for a in range(0, n, step):
+                idx = st[a : a + step, None] + cols
+                out[idx] = rows[a : a + step]
+            first += n
+        if len(allts):
+            self._note_time(int(allts.min()))
+            self._note_time(int(allts.max()))
+        self._data.write(out.tobytes())
+        return len(allts)
+
     # --- closing --------------------------------------------------------------------------
     def _definitions(self) -> bytes:
         parts: list[bytes] = []

@@ -1,0 +1,327 @@
+"""PX4 ULog: polybag against pyulog in one run.
+
+    .venv/bin/python bench/bench_ulog.py [--size-mb 100] [--repeat 3] [--keep PATH]
+
+* every file of ../shared/corpora/ulog: full parse into columns (polybag: open + every
+  topic's columns; pyulog: ``ULog(path)``, which builds every topic's numpy arrays);
+* a generated log of about ``--size-mb`` MB with 20 topics at 100-250 Hz: full parse, one
+  topic selected up front (pyulog's ``message_name_filter_list``), and peak memory of the
+  polybag full parse (a child process's max RSS above an import-only baseline, and the
+  tracemalloc peak of Python/numpy allocations) against the file size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+CORPUS = ROOT.parent / "shared" / "corpora" / "ulog"
+
+import polybag  # noqa: E402
+from polybag.formats.ulog.writer import UlogWriter  # noqa: E402
+
+# (name, format text, rate Hz, multi instances)
+TOPICS: list[tuple[str, str, int, int]] = [
+    (
+        "sensor_combined",
+        "sensor_combined:uint64_t timestamp;float[3] gyro_rad;uint32_t gyro_integral_dt;"
+        "int32_t accelerometer_timestamp_relative;float[3] accelerometer_m_s2;uint32_t accelerometer_integral_dt;"
+        "uint8_t accelerometer_clipping;uint8_t[3] _padding0;",
+        250,
+        1,
+    ),
+    (
+        "vehicle_attitude",
+        "vehicle_attitude:uint64_t timestamp;uint64_t timestamp_sample;float[4] q;"
+        "float[4] delta_q_reset;uint8_t quat_reset_counter;uint8_t[7] _padding0;",
+        250,
+        1,
+    ),
+    (
+        "vehicle_angular_velocity",
+        "vehicle_angular_velocity:uint64_t timestamp;uint64_t timestamp_sample;"
+        "float[3] xyz;float[3] xyz_derivative;",
+        250,
+        1,
+    ),
+    (
+        "actuator_outputs",
+        "actuator_outputs:uint64_t timestamp;uint32_t noutputs;float[16] output;uint8_t[4] _padding0;",
+        200,
+        2,
+    ),
+    (
+        "sensor_accel",
+        "sensor_accel:uint64_t timestamp;uint64_t timestamp_sample;uint32_t device_id;"
+        "float x;float y;float z;float temperature;uint32_t error_count;uint8_t[3] clip_counter;"
+        "uint8_t samples;uint8_t[4] _padding0;",
+        200,
+        3,
+    ),
+    (
+        "sensor_gyro",
+        "sensor_gyro:uint64_t timestamp;uint64_t timestamp_sample;uint32_t device_id;"
+        "float x;float y;float z;float temperature;uint32_t error_count;uint8_t samples;uint8_t[3] _padding0;",
+        200,
+        3,
+    ),
+    (
+        "estimator_states",
+        "estimator_states:uint64_t timestamp;uint64_t timestamp_sample;float[24] states;"
+        "float[24] covariances;uint8_t n_states;uint8_t[7] _padding0;",
+        100,
+        1,
+    ),
+    (
+        "vehicle_local_position",
+        "vehicle_local_position:uint64_t timestamp;uint64_t timestamp_sample;"
+        "uint64_t ref_timestamp;double ref_lat;double ref_lon;float x;float y;float z;float[2] delta_xy;"
+        "float delta_z;float vx;float vy;float vz;float z_deriv;float[2] delta_vxy;float delta_vz;float ax;"
+        "float ay;float az;float heading;float delta_heading;float ref_alt;float dist_bottom;float eph;float epv;"
+        "float evh;float evv;bool xy_valid;bool z_valid;bool v_xy_valid;bool v_z_valid;uint8_t xy_reset_counter;"
+        "uint8_t z_reset_counter;uint8_t vxy_reset_counter;uint8_t vz_reset_counter;uint8_t heading_reset_counter;"
+        "bool heading_good_for_control;bool xy_global;bool z_global;bool dist_bottom_valid;"
+        "uint8_t[3] _padding0;",
+        100,
+        1,
+    ),
+    (
+        "esc_report",
+        "esc_report:uint32_t esc_errorcount;int32_t esc_rpm;float esc_voltage;float esc_current;"
+        "float esc_temperature;uint8_t esc_address;uint8_t esc_cmdcount;uint8_t esc_state;uint8_t[1] _padding0;",
+        0,
+        0,
+    ),
+    (
+        "esc_status",
+        "esc_status:uint64_t timestamp;uint16_t counter;uint8_t esc_count;uint8_t esc_connectiontype;"
+        "uint8_t esc_online_flags;uint8_t esc_armed_flags;uint8_t[2] _padding0;esc_report[8] esc;",
+        100,
+        1,
+    ),
+    (
+        "vehicle_rates_setpoint",
+        "vehicle_rates_setpoint:uint64_t timestamp;float roll;float pitch;float yaw;"
+        "float[3] thrust_body;bool reset_integral;uint8_t[7] _padding0;",
+        250,
+        1,
+    ),
+    (
+        "vehicle_attitude_setpoint",
+        "vehicle_attitude_setpoint:uint64_t timestamp;float roll_body;float pitch_body;"
+        "float yaw_body;float yaw_sp_move_rate;float[4] q_d;float[3] thrust_body;bool reset_integral;"
+        "bool fw_control_yaw_wheel;uint8_t[6] _padding0;",
+        250,
+        1,
+    ),
+    (
+        "rate_ctrl_status",
+        "rate_ctrl_status:uint64_t timestamp;float rollspeed_integ;float pitchspeed_integ;"
+        "float yawspeed_integ;float wheel_rate_integ;",
+        250,
+        1,
+    ),
+    (
+        "sensor_mag",
+        "sensor_mag:uint64_t timestamp;uint64_t timestamp_sample;uint32_t device_id;float x;float y;"
+        "float z;float temperature;uint32_t error_count;bool is_external;uint8_t[7] _padding0;",
+        100,
+        2,
+    ),
+    (
+        "sensor_baro",
+        "sensor_baro:uint64_t timestamp;uint64_t timestamp_sample;uint32_t device_id;"
+        "float pressure;float temperature;uint32_t error_count;",
+        100,
+        1,
+    ),
+    (
+        "vehicle_imu",
+        "vehicle_imu:uint64_t timestamp;uint64_t timestamp_sample;uint32_t accel_device_id;"
+        "uint32_t gyro_device_id;float[3] delta_angle;float[3] delta_velocity;uint16_t delta_angle_dt;"
+        "uint16_t delta_velocity_dt;uint8_t delta_angle_clipping;uint8_t delta_velocity_clipping;"
+        "uint8_t accel_calibration_count;uint8_t gyro_calibration_count;",
+        200,
+        2,
+    ),
+]
+FORMAT_ONLY = {"esc_report"}
+
+
+def generate(path: str, size_mb: float) -> int:
+    """A log of about ``size_mb`` MB; returns its size."""
+    from polybag.codecs.ulog import compile_type, parse_format
+
+    formats = {n: parse_format(f) for n, f, _, _ in TOPICS}
+    types = {n: compile_type(n, formats) for n, _, _, _ in TOPICS if n not in FORMAT_ONLY}
+    bytes_per_s = sum(
+        (types[n].min_size + 5) * hz * inst for n, _, hz, inst in TOPICS if n not in FORMAT_ONLY
+    )
+    seconds = max(1, int(size_mb * 1e6 / bytes_per_s))
+    rng = np.random.default_rng(1)
+    start = 10_000_000
+    with UlogWriter(path, start_timestamp=start) as w:
+        for _, f, _, _ in TOPICS:
+            w.add_format(f)
+        w.add_info("sys_name", "PX4")
+        w.add_info("ver_hw", "BENCH")
+        for i in range(300):
+            w.add_param(f"PARAM_{i:03d}", float(i) / 7 if i % 2 else i)
+        chans = {}
+        for n, _, _hz, inst in TOPICS:
+            if n in FORMAT_ONLY:
+                continue
+            for m in range(inst):
+                chans[(n, m)] = w.add_subscription(n, m)
+        block = 20  # seconds per interleaved block
+        for t0 in range(0, seconds, block):
+            dur = min(block, seconds - t0)
+            items = []
+            for (n, m), ch in chans.items():
+                hz = next(h for nn, _, h, _ in TOPICS if nn == n)
+                k = dur * hz
+                ts = start + (t0 * 1_000_000) + np.arange(k, dtype=np.uint64) * (1_000_000 // hz) + m * 7
+                cols: dict[str, Any] = {"timestamp": ts}
+                for fld in types[n].flat:
+                    if fld.name == "timestamp" or fld.padding:
+                        continue
+                    dt = np.dtype(types[n].dtype.fields[fld.name][0])
+                    if dt.kind == "f":
+                        cols[fld.name] = rng.standard_normal(k).astype(dt)
+                    else:
+                        cols[fld.name] = rng.integers(0, 100, k).astype(dt)
+                items.append((ch, cols))
+            w.write_columns_many(items)
+            w.add_logged_string("INFO", f"[bench] block {t0}", start + t0 * 1_000_000)
+    return os.path.getsize(path)
+
+
+def best(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def polybag_full(path: str) -> int:
+    with polybag.open(path) as r:
+        n = 0
+        for s in r.ulog.subscriptions:
+            cols = r.topic_columns(s.name, s.multi_id)
+            n += len(cols["timestamp"])
+        return n
+
+
+def pyulog_full(path: str) -> int:
+    from pyulog import ULog
+
+    u = ULog(path)
+    return sum(len(d.data["timestamp"]) for d in u.data_list)
+
+
+def polybag_one(path: str, topic: str) -> int:
+    with polybag.open(path, topics=[topic]) as r:
+        return len(r.topic_columns(topic)["timestamp"])
+
+
+def pyulog_one(path: str, topic: str) -> int:
+    from pyulog import ULog
+
+    u = ULog(path, [topic])
+    return len(u.get_dataset(topic).data["timestamp"])
+
+
+_CHILD = """
+import resource, sys
+sys.path.insert(0, {src!r})
+import numpy, polybag
+from polybag.formats.ulog import reader
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if {run}:
+    import tracemalloc
+    tracemalloc.start()
+    with polybag.open({path!r}) as r:
+        cols = [r.topic_columns(s.name, s.multi_id) for s in r.ulog.subscriptions]
+        peak = tracemalloc.get_traced_memory()[1]
+else:
+    peak = 0
+print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, peak)
+"""
+
+
+def peak_memory(path: str) -> tuple[int, int]:
+    """(max RSS above the import-only baseline, tracemalloc peak) in bytes."""
+    vals = []
+    for run in (False, True):
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD.format(src=str(ROOT / "src"), run=run, path=path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        vals.append([int(x) for x in out])
+    base_rss = vals[0][1] * 1024
+    return vals[1][1] * 1024 - base_rss, vals[1][2]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=float, default=100.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--keep", help="write the generated log here (and reuse it if present)")
+    args = ap.parse_args()
+
+    print(f"{'file':<48} {'MB':>7} {'pyulog s':>9} {'polybag s':>9} {'ratio':>7}")
+    for f in sorted(CORPUS.glob("*.ulg")):
+        p = str(f)
+        a = best(lambda p=p: pyulog_full(p), args.repeat)
+        b = best(lambda p=p: polybag_full(p), args.repeat)
+        print(f"{f.name:<48} {f.stat().st_size / 1e6:7.2f} {a:9.3f} {b:9.3f} {a / b:6.1f}x")
+
+    tmpdir = tempfile.mkdtemp(prefix="bench_ulog_")
+    path = args.keep or os.path.join(tmpdir, "big.ulg")
+    if not os.path.exists(path):
+        t = time.perf_counter()
+        size = generate(path, args.size_mb)
+        print(f"generated {path}: {size / 1e6:.1f} MB in {time.perf_counter() - t:.1f}s")
+    size = os.path.getsize(path)
+    with polybag.open(path) as r:
+        nmsg = r.summary.message_count
+        ntopics = len(r.summary.channels)
+    print(f"big log: {size / 1e6:.1f} MB, {ntopics} channels, {nmsg} messages")
+    a = best(lambda: pyulog_full(path), 1)
+    b = best(lambda: polybag_full(path), args.repeat)
+    print(f"full parse to columns:  pyulog {a:7.3f}s  polybag {b:7.3f}s  ratio {a / b:5.1f}x  (goal >= 5x)")
+    topic = "vehicle_local_position"
+    a1 = best(lambda: pyulog_one(path, topic), 1)
+    b1 = best(lambda: polybag_one(path, topic), args.repeat)
+    print(f"one topic ({topic}): pyulog {a1:7.3f}s  polybag {b1:7.3f}s  ratio {a1 / b1:5.1f}x  (goal >= 10x)")
+    rss, traced = peak_memory(path)
+    print(
+        f"polybag full parse peak memory: RSS +{rss / 1e6:.1f} MB ({rss / size:.2f}x file, includes the "
+        f"mapped file's pages), allocations {traced / 1e6:.1f} MB ({traced / size:.2f}x file)  (goal <= 1.5x)"
+    )
+    print(f"(own CPU time {resource.getrusage(resource.RUSAGE_SELF).ru_utime:.1f}s)")
+    if not args.keep:
+        os.unlink(path)
+        os.rmdir(tmpdir)
+
+
+if __name__ == "__main__":
+    main()
