@@ -388,7 +388,7 @@ class CdrCodec:
         try:
             value, pos = fn(body, 0, end)
         except DecodeError as e:
-            msg = str(e).split(": ", 1)[-1] if (e.field or e.offset is not None) else str(e)
+            msg = getattr(e, "reason", str(e))
             off = e.offset + 4 if e.offset is not None else None
             raise DecodeError(msg, topic=topic, type_name=self.full_name, field=e.field, offset=off) from None
         if end - pos >= 4 or pos > end:
@@ -413,7 +413,8 @@ class CdrCodec:
         try:
             fn(out, obj)
         except DecodeError as e:
-            raise EncodeError(str(e), type_name=self.full_name, field=e.field) from None
+            reason = getattr(e, "reason", str(e))
+            raise EncodeError(reason, type_name=self.full_name, field=e.field) from None
         return _HEADERS[endian] + bytes(out)
 
 

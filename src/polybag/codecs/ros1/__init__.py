@@ -110,9 +110,7 @@ class Ros1Codec:
         return self.compiler.cls(self.type_name)
 
     def _error(self, e: DecodeError, topic: str | None) -> DecodeError:
-        msg = str(e)
-        if e.field or e.offset is not None:
-            msg = msg.split(": ", 1)[-1]
+        msg = getattr(e, "reason", str(e))
         return DecodeError(msg, topic=topic, type_name=self.full_name, field=e.field, offset=e.offset)
 
     def _run(self, fn: Any, data: bytes | memoryview, topic: str | None) -> Any:
@@ -152,7 +150,8 @@ class Ros1Codec:
         try:
             fn(out, obj)
         except DecodeError as e:
-            raise EncodeError(str(e), type_name=self.full_name, field=e.field) from None
+            reason = getattr(e, "reason", str(e))
+            raise EncodeError(reason, type_name=self.full_name, field=e.field) from None
         return bytes(out)
 
 

@@ -84,7 +84,32 @@ def _plain(v: Any) -> Any:
 _CLASS_CACHE: dict[tuple[Any, ...], type] = {}
 
 
-def make_class(d: MsgDef, full_name: str | None = None) -> type:
+def _default_factory(t: FieldType, resolve: Callable[[str], type] | None) -> Callable[[], Any]:
+    """A zero value for a field: 0, '', b'', zeros arrays, default nested messages."""
+    base, n = t.base, t.array
+    if n is None:
+        if base in PRIMITIVE_FORMATS:
+            v: Any = False if base == "bool" else (0.0 if base.startswith("float") else 0)
+            return lambda: v
+        if base in ("string", "wstring"):
+            return str
+        if resolve is None:
+            return lambda: None
+        return lambda: resolve(base)()
+    if base == "uint8":
+        return (lambda: bytes(n)) if n > 0 else bytes
+    if base in PRIMITIVE_FORMATS:
+        dt = np.dtype(NUMPY_TYPES[base])
+        return lambda: np.zeros(max(n, 0), dt)
+    if n > 0:
+        one = _default_factory(FieldType(base), resolve)
+        return lambda: [one() for _ in range(n)]
+    return list
+
+
+def make_class(
+    d: MsgDef, full_name: str | None = None, resolve: Callable[[str], type] | None = None
+) -> type:
     """A ``__slots__`` class for message type ``d`` (cached by name and field names)."""
     names = tuple(f.name for f in d.fields)
     consts = tuple((c.name, repr(c.value)) for c in d.constants)
@@ -94,14 +119,16 @@ def make_class(d: MsgDef, full_name: str | None = None) -> type:
         return cls
     params = [f"_a{i}" for i in range(len(names))]
     body = []
-    for n, p in zip(names, params):
+    for i, (n, p) in enumerate(zip(names, params)):
+        val = f"{p} if {p} is not None else _D[{i}]()"
         if n.isidentifier() and not keyword.iskeyword(n):
-            body.append(f"    self.{n} = {p}")
+            body.append(f"    self.{n} = {val}")
         else:
-            body.append(f"    setattr(self, {n!r}, {p})")
+            body.append(f"    setattr(self, {n!r}, {val})")
     defaults = ", ".join(f"{p}=None" for p in params)
     src = f"def __init__(self{', ' if params else ''}{defaults}):\n" + ("\n".join(body) or "    pass")
-    ns: dict[str, Any] = {}
+    factories: list[Callable[[], Any]] = [_default_factory(f.type, resolve) for f in d.fields]
+    ns: dict[str, Any] = {"_D": factories}
     exec(compile(src, f"<polybag msg {key[0]}>", "exec"), ns)  # noqa: S102
     attrs: dict[str, Any] = {
         "__slots__": names,
@@ -127,9 +154,29 @@ Duration = make_class(_DURATION)
 _EMPTY_CDR_FIELD = Field("structure_needs_at_least_one_member", FieldType("uint8"))
 
 
-def _attr(o: str, name: str, mode: str) -> str:
+def _dict_default(t: FieldType) -> str:
+    """Source of the value a missing dict key stands for."""
+    base, n = t.base, t.array
+    if n is None:
+        if base in PRIMITIVE_FORMATS:
+            return "False" if base == "bool" else ("0.0" if base.startswith("float") else "0")
+        if base in ("string", "wstring"):
+            return "''"
+        return "{}"
+    if n < 0:
+        return "()"
+    if base == "uint8":
+        return f"bytes({n})"
+    if base in PRIMITIVE_FORMATS:
+        return f"[{_dict_default(FieldType(base))}] * {n}"
+    return f"[{_dict_default(FieldType(base))} for _ in range({n})]"
+
+
+def _attr(o: str, name: str, mode: str, t: FieldType | None = None) -> str:
     if mode != "obj":
-        return f"{o}[{name!r}]"
+        if t is None:
+            return f"{o}[{name!r}]"
+        return f"{o}.get({name!r}, {_dict_default(t)})"
     if name.isidentifier() and not keyword.iskeyword(name):
         return f"{o}.{name}"
     return f"getattr({o}, {name!r})"
@@ -183,7 +230,7 @@ class Compiler:
                 c = Duration
             else:
                 d = self.msgdef(name)
-                c = make_class(d, d.full_name or d.name)
+                c = make_class(d, d.full_name or d.name, self.cls)
             self.classes[name] = c
             self.ns[self._ident("C", name)] = c
         return c
@@ -590,7 +637,9 @@ def _fail_factory(errinfo: dict[str, list[Any]]) -> Callable[..., DecodeError]:
                     e = f"payload ends at byte {end}, field needs {need} bytes at {offset}"
             else:
                 field = entry
-        return DecodeError(str(e), field=field, offset=offset)
+        err = DecodeError(str(e), field=field, offset=offset)
+        err.reason = str(e)  # type: ignore[attr-defined]
+        return err
 
     return _fail
 
@@ -624,7 +673,7 @@ class _EncGen(_Gen):
     def flush(self) -> None:
         if not self.run_size:
             return
-        self.mark(", ".join(p for _, _, p in self.run_fields))
+        self.mark([p for _, _, p in self.run_fields])  # type: ignore[arg-type]
         fmt = "".join(self.run_fmt)
         self.emit(f"out += {self.c.struct(fmt)}.pack({', '.join(self.run_vals)})")
         self.run_fmt, self.run_vals, self.run_fields = [], [], []
@@ -649,7 +698,7 @@ class _EncGen(_Gen):
             o = self.bind(o)
         for f in d.fields:
             p = f"{path}.{f.name}" if path else f.name
-            self.value(f.type, _attr(o, f.name, self.acc), p)
+            self.value(f.type, _attr(o, f.name, self.acc, f.type), p)
 
     def count(self, n: str, path: str) -> None:
         self.prim("I", 4, 1, 4, path + " (length)", n)
@@ -744,8 +793,8 @@ class _EncGen(_Gen):
         if base in ("time", "duration") and self.acc == "dict":
             o = self.bind(v)
             fmt = "I" if base == "time" else "i"
-            self.prim(fmt, 4, 1, 4, path + ".sec", f"{o}['sec']")
-            self.prim(fmt, 4, 1, 4, path + ".nsec", f"{o}['nsec']")
+            self.prim(fmt, 4, 1, 4, path + ".sec", f"{o}.get('sec', 0)")
+            self.prim(fmt, 4, 1, 4, path + ".nsec", f"{o}.get('nsec', 0)")
             return
         self.message(base, self.c.msgdef(base), v, path)
 
@@ -754,6 +803,11 @@ def _efail_factory(errinfo: dict[str, list[Any]]) -> Callable[..., DecodeError]:
     def _efail(fname: str, at: int, e: object) -> DecodeError:
         info = errinfo.get(fname, [])
         field = info[at] if 0 <= at < len(info) else None
-        return EncodeError(f"cannot serialize: {type(e).__name__}: {e}", field=field)
+        if isinstance(field, list):
+            field = field[0] if len(field) == 1 else f"{field[0]}..{field[-1]}"
+        msg = f"cannot serialize: {type(e).__name__}: {e}"
+        err = EncodeError(msg, field=field)
+        err.reason = msg  # type: ignore[attr-defined]
+        return err
 
     return _efail
