@@ -16,9 +16,11 @@ writer buffers one), so memory stays bounded by a few chunks whatever the file s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from polybag.model import Message
 from polybag.ops._common import (
     ChannelMap,
     Input,
@@ -54,20 +56,6 @@ class ConvertResult(OpResult):
     metadata_dropped: int = 0
 
 
-def ulog_writer_options(reader: Any, fmt: str) -> dict[str, Any]:
-    """What a ULog writer needs to copy a ULog's extras (info, params, logged strings...)."""
-    from polybag.ops._common import writer_accepts
-
-    opts: dict[str, Any] = {}
-    if fmt != "ulog" or getattr(reader, "format", "") != "ulog":
-        return opts
-    for name in ("source", "reader", "like", "template"):
-        if writer_accepts(fmt, name) and name != "source":
-            opts[name] = reader
-            break
-    return opts
-
-
 def convert(
     src: Input,
     dst: PathLike,
@@ -95,18 +83,19 @@ def convert(
         if profile is None and fmt == "mcap":
             profile = profile_for(summary.channels.values(), reader)
         result.profile = profile or ""
-        extra = _ulog_extras(reader, fmt)
-        writer = make_writer(dst, fmt, compression, chunk_size, profile, **extra)
+        writer = make_writer(dst, fmt, compression, chunk_size, profile)
         try:
-            _copy_ulog_extras(reader, writer, fmt, result)
+            messages = reader.messages(topics=topics, order="file")
+            if reader.format == "ulog" and getattr(reader, "ulog", None) is not None:
+                messages = ulog_extras(reader, writer, fmt, result, messages)
             cmap = ChannelMap(writer, fmt, result)
             # channels first, in the source's order, so empty channels survive too
             for ch in summary.channels.values():
                 cmap.get(ch)
             bar = make_progress(summary_count(reader), f"convert {result.input}", progress)
             with bar:
-                written, dropped = copy_messages(reader.messages(topics=topics, order="file"), cmap, bar)
-            result.messages = written
+                written, dropped = copy_messages(messages, cmap, bar)
+            result.messages += written
             result.dropped_messages = dropped
             result.dropped_topics = dict(cmap.dropped)
             (result.attachments, result.attachments_dropped, result.metadata, result.metadata_dropped) = (
@@ -122,18 +111,39 @@ def convert(
     return result
 
 
-def _ulog_extras(reader: Any, fmt: str) -> dict[str, Any]:
-    return ulog_writer_options(reader, fmt)
+def _str(v: Any) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
 
 
-def _copy_ulog_extras(reader: Any, writer: Any, fmt: str, result: OpResult) -> None:
-    """ULog -> ULog: hand the reader's ULog extras to the writer when it offers a way."""
-    if fmt != "ulog" or getattr(reader, "format", "") != "ulog":
-        return
-    for name in ("copy_ulog_extras", "copy_extras", "copy_from"):
-        fn = getattr(writer, name, None)
-        if callable(fn):
-            fn(reader)
-            return
-    if getattr(reader, "ulog", None) is not None:
-        result.warn("the ULog writer offers no way to copy info/params/logged strings; only data kept")
+def ulog_extras(
+    reader: Any, writer: Any, fmt: str, result: ConvertResult, messages: Iterator[Message]
+) -> Iterator[Message]:
+    """Carry a ULog's extras over (the logged strings are messages on the reader's log channel).
+
+    ULog -> ULog: info, multi-info, parameters, defaults, parameter changes and dropouts are
+    copied by the ULog writer.  ULog -> MCAP: info and parameters become metadata records
+    ``ulog_info``/``ulog_params``/``ulog_default_params_<bit>``.  What the target cannot hold
+    is reported as a warning.
+    """
+    u = reader.ulog
+    if fmt == "ulog":
+        writer.copy_extras(u)
+    else:
+        if fmt == "mcap":
+            records = {
+                "ulog_info": {k: _str(v) for k, v in u.info.items()},
+                "ulog_params": {k: _str(v) for k, v in u.params.items()},
+            }
+            for bit, d in sorted(getattr(u, "default_params", {}).items()):
+                records[f"ulog_default_params_{bit}"] = {k: _str(v) for k, v in d.items()}
+            for name, md in records.items():
+                if md:
+                    writer.add_metadata(name, md)
+                    result.metadata += 1
+        else:
+            lost = [n for n, d in (("info", u.info), ("parameters", u.params)) if d]
+            if lost:
+                result.warn(f"{fmt} files cannot hold the ULog's {' and '.join(lost)}; not copied")
+        if u.changed_params or u.dropouts:
+            result.warn(f"{fmt} files have no place for ULog parameter changes and dropouts; not copied")
+    yield from messages

@@ -18,12 +18,16 @@ The mapping (documented here, relied on by users of converted files):
   ``ulog2csv`` naming).  Channel metadata keeps ``type``, ``md5sum`` (computed as ROS does),
   ``ulog_name`` and ``ulog_multi_id``.  Log time stays the ULog ``timestamp`` (in ns); the
   ``timestamp`` field itself is kept in the payload in microseconds.
+* Logged strings (the reader's ``log_message`` channel) become ``/log_message`` messages of
+  type ``ulog_msgs/logged_string`` (``uint64 timestamp``, ``uint8 log_level``, ``int32 tag``
+  (-1 when untagged), ``string message``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -225,10 +229,36 @@ def make_repacker(formats: dict[str, list[Field]], root: str) -> tuple[int, Call
     return packed, repack
 
 
+LOGGED_SCHEMA = "ulog_logged_string"
+LOGGED_TOPIC = "/log_message"
+LOGGED_TYPE = f"{PACKAGE}/logged_string"
+LOGGED_DEFINITION = "uint64 timestamp\nuint8 log_level\nint32 tag\nstring message\n"
+_LOGGED_IN = struct.Struct("<BBHQ")
+_LOGGED_OUT = struct.Struct("<QBiI")
+
+
+def _logged_string(data: bytes | memoryview) -> bytes | None:
+    """ULog log channel payload (level, tagged, tag, timestamp, text) -> ROS 1 logged_string."""
+    if len(data) < _LOGGED_IN.size:
+        return None
+    level, tagged, tag, ts = _LOGGED_IN.unpack_from(data, 0)
+    text = bytes(data[_LOGGED_IN.size :])
+    return _LOGGED_OUT.pack(ts, level, tag if tagged else -1, len(text)) + text
+
+
 def ulog_channel_to_ros1(ch: Channel) -> tuple[str, Schema, dict[str, str], Callable]:
-    """``(topic, ros1msg schema, metadata, repack)`` for a ULog channel."""
+    """``(topic, ros1msg schema, metadata, repack)`` for a ULog channel.
+
+    The reader's logged-string channel (schema ``ulog_logged_string``) becomes
+    ``/log_message`` of type ``ulog_msgs/logged_string``: ``uint64 timestamp`` (us),
+    ``uint8 log_level`` (ASCII '0'..'7'), ``int32 tag`` (-1 when untagged), ``string message``.
+    """
     if ch.schema is None or ch.schema.encoding != "ulog":
         raise UnsupportedError(f"topic {ch.topic}: ULog channel without a ulog schema")
+    if ch.schema.name == LOGGED_SCHEMA:
+        md5 = hashlib.md5(LOGGED_DEFINITION.strip().encode()).hexdigest()
+        schema = Schema(0, LOGGED_TYPE, "ros1msg", LOGGED_DEFINITION.encode())
+        return LOGGED_TOPIC, schema, {"md5sum": md5, "type": LOGGED_TYPE}, _logged_string
     text = bytes(ch.schema.data).decode("utf-8", "replace")
     formats = parse_formats(text)
     if not formats:
