@@ -1,0 +1,123 @@
+"""``polybag cat FILE [--topics REGEX] [--start T --end T] [--json]``: print messages.
+
+``--json`` prints one JSON object per line: topic, log_time, publish_time, sequence and
+the decoded ``message`` when a codec exists for the channel, else ``data`` (base64).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from typing import Any
+
+from polybag.cli._common import format_ns, parse_time
+from polybag.cli.info import open_input
+from polybag.errors import PolybagError
+from polybag.model import Channel, Message
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("cat", help="print messages (decoded when a codec exists)")
+    p.add_argument("file", help="log file, or - for stdin")
+    p.add_argument("--topics", help="regular expression matched against whole topic names")
+    p.add_argument("--start", help="first log time (ns, seconds with '.'/'s', or +offset from the start)")
+    p.add_argument("--end", help="log time to stop before (same forms as --start)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--reverse", action="store_true", help="newest first")
+    p.add_argument("--file-order", action="store_true", help="file order instead of log-time order")
+    p.add_argument("-n", "--limit", type=int, default=None, help="stop after this many messages")
+    p.set_defaults(func=run)
+
+
+class _Decoder:
+    """Per-channel decoding with fallback to raw bytes when no codec is available."""
+
+    def __init__(self) -> None:
+        self._broken: set[int] = set()
+
+    def to_dict(self, m: Message) -> tuple[bool, Any]:
+        key = id(m.channel)
+        if key in self._broken:
+            return False, None
+        try:
+            return True, m.to_dict()
+        except (PolybagError, ImportError, NotImplementedError) as e:
+            if not _is_decode_error(e):
+                self._broken.add(key)
+            return False, None
+
+
+def _is_decode_error(e: Exception) -> bool:
+    from polybag.errors import DecodeError
+
+    return isinstance(e, DecodeError)
+
+
+def _jsonable(o: Any) -> Any:
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(o)).decode("ascii")
+    tolist = getattr(o, "tolist", None)
+    if tolist is not None:
+        return tolist()
+    if hasattr(o, "__slots__") or hasattr(o, "__dict__"):
+        try:
+            return {k: getattr(o, k) for k in (getattr(o, "__slots__", None) or vars(o))}
+        except (AttributeError, TypeError):
+            pass
+    return str(o)
+
+
+def _time_arg(text: str | None, reader: Any) -> int | None:
+    if text is None:
+        return None
+    base = None
+    if text.strip().startswith("+"):
+        base = reader.summary.start_time or 0
+    return parse_time(text, base)
+
+
+def _preview(data: bytes | memoryview, n: int = 16) -> str:
+    b = bytes(data[:n])
+    more = "..." if len(data) > n else ""
+    return b.hex(" ") + more
+
+
+def run(args: argparse.Namespace) -> int:
+    dec = _Decoder()
+    out = sys.stdout
+    with open_input(args.file) as reader:
+        start = _time_arg(args.start, reader)
+        end = _time_arg(args.end, reader)
+        it = reader.messages(
+            topics=args.topics,
+            start=start,
+            end=end,
+            reverse=args.reverse,
+            order="file" if args.file_order else "log_time",
+        )
+        count = 0
+        for m in it:
+            if args.limit is not None and count >= args.limit:
+                break
+            count += 1
+            ch: Channel = m.channel
+            if args.json:
+                obj: dict[str, Any] = {
+                    "topic": ch.topic,
+                    "log_time": m.log_time,
+                    "publish_time": m.publish_time,
+                    "sequence": m.sequence,
+                }
+                ok, msg = dec.to_dict(m)
+                if ok:
+                    obj["message"] = msg
+                else:
+                    obj["data"] = base64.b64encode(bytes(m.data)).decode("ascii")
+                out.write(json.dumps(obj, default=_jsonable, separators=(",", ":")) + "\n")
+            else:
+                ok, msg = dec.to_dict(m)
+                body = json.dumps(msg, default=_jsonable) if ok else f"[{len(m.data)} bytes] {_preview(m.data)}"
+                out.write(f"{format_ns(m.log_time)} {ch.topic} [{ch.type_name or ch.message_encoding}] {body}\n")
+    return 0

@@ -1,0 +1,40 @@
+"""``polybag get attachment FILE NAME -o OUT``: extract an attachment (``-o -``: stdout)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from polybag.cli.info import open_input
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("get", help="extract a record (an attachment) from a log")
+    p.add_argument("what", choices=["attachment"])
+    p.add_argument("file", help="log file, or - for stdin")
+    p.add_argument("name", help="attachment name")
+    p.add_argument("-o", "--output", required=True, help="output file, or - for stdout")
+    p.add_argument("--index", type=int, default=0, help="which of several attachments with this name (0 = first)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_input(args.file) as reader:
+        found = [a for a in reader.attachments() if a.name == args.name]
+        if len(found) <= args.index:
+            have = len(found)
+            print(
+                f"polybag get: {args.file}: no attachment named {args.name!r}"
+                + (f" with index {args.index} ({have} found)" if have else ""),
+                file=sys.stderr,
+            )
+            return 1
+        data = found[args.index].data
+        if args.output == "-":
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        else:
+            with open(args.output, "wb") as f:
+                f.write(data)
+    return 0

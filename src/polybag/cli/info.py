@@ -1,0 +1,161 @@
+"""``polybag info FILE [--json]``: what a log holds, from its index when it has one.
+
+Generic over every reader: format, profile/library, duration, start/end, message counts
+and frequency per channel, schemas, chunks and their compression, attachments, metadata,
+and the format's own extras (``reader.info_extras()``).  On an MCAP file with a summary
+section this reads only the summary, never the data section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from polybag.cli._common import format_duration, format_ns, format_size, print_json
+from polybag.reader import Reader
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("info", help="summarize a log (format, topics, counts, times, chunks)")
+    p.add_argument("file", help="log file (bag, mcap, ulog), or - for stdin")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def open_input(name: str) -> Reader:
+    import polybag
+
+    if name == "-":
+        return polybag.open(sys.stdin.buffer)
+    return polybag.open(name)
+
+
+def info_dict(reader: Reader) -> dict[str, Any]:
+    s = reader.summary
+    dur = s.duration
+    secs = dur / 1e9
+    channels = []
+    for cid, ch in sorted(s.channels.items()):
+        n = s.message_counts.get(cid, 0)
+        channels.append(
+            {
+                "id": cid,
+                "topic": ch.topic,
+                "type": ch.type_name,
+                "message_encoding": ch.message_encoding,
+                "schema_id": ch.schema.id if ch.schema is not None else 0,
+                "message_count": n,
+                "frequency_hz": (n / secs) if secs > 0 and n > 1 else None,
+            }
+        )
+    comp: dict[str, int] = {}
+    for c in s.chunks:
+        comp[c.compression] = comp.get(c.compression, 0) + 1
+    return {
+        "path": reader.path,
+        "format": s.format,
+        "version": s.version,
+        "profile": s.profile,
+        "library": s.library,
+        "file_size": s.file_size,
+        "indexed": s.indexed,
+        "message_count": s.message_count,
+        "start_time": s.start_time,
+        "end_time": s.end_time,
+        "duration_ns": dur,
+        "channels": channels,
+        "schemas": [
+            {"id": sid, "name": sc.name, "encoding": sc.encoding, "size": len(sc.data)}
+            for sid, sc in sorted(s.schemas.items())
+        ],
+        "chunks": {
+            "count": s.chunk_count,
+            "compression": comp,
+            "compressed_size": sum(c.compressed_size for c in s.chunks),
+            "uncompressed_size": sum(c.uncompressed_size for c in s.chunks),
+        },
+        "attachment_count": s.attachment_count,
+        "metadata_count": s.metadata_count,
+        "extras": reader.info_extras(),
+    }
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) if i < len(r) - 1 else c for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+
+
+def render(d: dict[str, Any]) -> str:
+    lines = []
+
+    def kv(k: str, v: object) -> None:
+        lines.append(f"{k + ':':<13} {v}")
+
+    kv("path", d["path"])
+    fmt = d["format"] + (f" (version {d['version']})" if d["version"] else "")
+    kv("format", fmt)
+    if d["profile"]:
+        kv("profile", d["profile"])
+    if d["library"]:
+        kv("library", d["library"])
+    kv("size", format_size(d["file_size"]))
+    if not d["indexed"]:
+        kv("index", "none (summary from a scan of the data)")
+    kv("messages", d["message_count"])
+    kv("duration", format_duration(d["duration_ns"]))
+    kv("start", format_ns(d["start_time"]))
+    kv("end", format_ns(d["end_time"]))
+    ch = d["chunks"]
+    if ch["count"]:
+        comp = ", ".join(f"{k or 'none'}: {v}" for k, v in sorted(ch["compression"].items()))
+        ratio = ""
+        if ch["uncompressed_size"]:
+            ratio = f", {format_size(ch['compressed_size'])} / {format_size(ch['uncompressed_size'])}"
+        kv("chunks", f"{ch['count']} ({comp}{ratio})")
+    if d["channels"]:
+        lines.append("channels:")
+        rows = []
+        for c in d["channels"]:
+            hz = f"{c['frequency_hz']:.2f} Hz" if c["frequency_hz"] else "-"
+            rows.append(
+                [f"  ({c['id']})", c["topic"], f"{c['message_count']} msgs", hz, f": {c['type'] or '-'}", f"[{c['message_encoding']}]"]
+            )
+        lines.extend(_table(rows))
+    if d["schemas"]:
+        lines.append("schemas:")
+        lines.extend(
+            _table([[f"  ({s['id']})", s["name"], f"[{s['encoding'] or '-'}]", format_size(s["size"])] for s in d["schemas"]])
+        )
+    kv("attachments", d["attachment_count"])
+    kv("metadata", d["metadata_count"])
+    extras = {k: v for k, v in d["extras"].items() if k not in ("chunk_compression", "indexed")}
+    for k, v in extras.items():
+        if isinstance(v, dict):
+            lines.append(f"{k}:")
+            for k2, v2 in v.items():
+                lines.append(f"  {k2}: {v2}")
+        elif isinstance(v, list):
+            lines.append(f"{k}:")
+            for item in v:
+                lines.append(f"  {item}")
+        else:
+            kv(k, v)
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_input(args.file) as reader:
+        if args.json:
+            print_json(info_dict(reader))
+            return 0
+        info_text = getattr(reader, "info_text", None)
+        if callable(info_text):
+            text = info_text()
+            if isinstance(text, str):
+                print(text)
+                return 0
+        print(render(info_dict(reader)))
+    return 0
