@@ -93,10 +93,17 @@ def collect(reader: Reader, specs: Sequence[str]) -> list[tuple[str, str, Any, A
     out = []
     for topic, fields in wanted.items():
         cols = _columns(reader, topic)
-        if cols is not None and "log_time" in cols:
-            t = (np.asarray(cols["log_time"], dtype=np.int64) - t0) / 1e9
+        times = None
+        if cols is not None:
+            if "log_time" in cols:
+                times = np.asarray(cols["log_time"], dtype=np.int64)
+            elif reader.format == "ulog" and "timestamp" in cols:  # ULog columns: timestamp in us
+                times = np.asarray(cols["timestamp"], dtype=np.int64) * 1000
+        if cols is not None and times is not None:
+            t = (times - t0) / 1e9
+            skip = {"log_time", "timestamp"} if reader.format == "ulog" else {"log_time"}
             for fld in fields:
-                names = [fld] if fld else [k for k in cols if k != "log_time" and _numeric(cols[k])]
+                names = [fld] if fld else [k for k in cols if k not in skip and _numeric(cols[k])]
                 for name in names:
                     if name not in cols:
                         close = [k for k in cols if k.startswith(name)]
