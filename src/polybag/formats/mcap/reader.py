@@ -134,6 +134,10 @@ def _bulk_messages(
         m2 = rec["lt"] < np.uint64(min(max(end, 0), (1 << 64) - 1))
         mask = m2 if mask is None else mask & m2
     if want is not None:
+        # a channel not defined yet must be found before it can be matched by topic
+        for c in np.unique(rec["cid"]).tolist():
+            if c not in channels:
+                raise _UnknownChannel(c, 0)
         m3 = np.isin(rec["cid"], np.fromiter(want, np.uint16, len(want)))
         mask = m3 if mask is None else mask & m3
     if mask is not None:
@@ -231,7 +235,7 @@ def _walk_filtered(
         if e > n:
             raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
         if op == 5 and ln >= 22:
-            if lo <= lt < hi and (want is None or cid in want):
+            if lo <= lt < hi and (want is None or cid in want or cid not in channels):
                 try:
                     ch = channels[cid]
                 except KeyError:
@@ -418,6 +422,7 @@ class McapReader(Reader):
         self.metadata_indexes: list[R.MetadataIndex] = []
         self.summary_offsets: list[R.SummaryOffset] = []
         self.has_summary = False
+        self.summary_error: str | None = None
         self._summary: Summary | None = None
         self._scan_result: _ScanResult | None = None
         self._defs_scanned = 0  # chunks of the scan/index whose definitions were registered
@@ -464,7 +469,25 @@ class McapReader(Reader):
             self.header = rec
             self._header_end = pos + 9 + ln
         if not self.recover:
+            self._read_summary_or_scan()
+
+    def _read_summary_or_scan(self) -> None:
+        """Read the summary; one that does not parse is ignored (the data is scanned instead)."""
+        try:
             self._read_summary()
+        except ChecksumError:
+            raise
+        except FormatError as e:
+            self.summary_error = str(e)
+            self.has_summary = False
+            self.schemas.clear()
+            self._channels.clear()
+            self._channel_records.clear()
+            self.chunk_indexes = []
+            self.attachment_indexes = []
+            self.metadata_indexes = []
+            self.summary_offsets = []
+            self.statistics = None
 
     def _open_stream(self) -> None:
         src = self.source
@@ -498,7 +521,7 @@ class McapReader(Reader):
         data = MAGIC + getattr(self, "_stream_head", b"") + src.read_all()
         self.source = MappedSource(self.path, data)
         if not self.recover:
-            self._read_summary()
+            self._read_summary_or_scan()
 
     def _read_summary(self) -> None:
         """Footer -> summary section; leaves ``has_summary`` False when there is none."""
@@ -894,6 +917,7 @@ class McapReader(Reader):
                                             sr.errors.append(str(err))
                                         else:
                                             sr.error = err
+                        break  # the summary section only repeats what the data section holds
                     elif op == _OP_FOOTER:
                         sr.footer = pos
                         if e + 8 > size or bytes(view[e : e + 8]) != MAGIC:
@@ -1114,9 +1138,11 @@ class McapReader(Reader):
                     rec = R.parse_record(5, view, pos + 9, e, self.path, 0)
                     assert isinstance(rec, R.MessageRecord)
                     cid, seq, lt, pt, data = rec.channel_id, rec.sequence, rec.log_time, rec.publish_time, b""
-                if not (lo <= lt < hi) or (want is not None and cid not in want):
+                if not (lo <= lt < hi):
                     continue
                 ch = self._channels.get(cid) or self._resolve_channel(cid)
+                if want is not None and cid not in want and ch is not None:
+                    continue
                 if ch is None:
                     err = self._err(FormatError, f"message on channel {cid}, which no Channel record defines", pos)
                     if self.recover:
@@ -1142,7 +1168,10 @@ class McapReader(Reader):
         if order not in ("log_time", "file"):
             raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
         if isinstance(self.source, StreamSource):
-            if reverse:
+            # Only file order can be produced strictly forward: a later chunk may always
+            # start earlier.  Log-time order (and reverse) reads the stream into memory
+            # first (compressed; chunks are still decompressed one at a time).
+            if reverse or order == "log_time":
                 self._materialize()
             else:
                 return self._stream_messages(topics, start, end, order)
@@ -1219,6 +1248,8 @@ class McapReader(Reader):
         self._stream_used = True
         crc = zlib.crc32(MAGIC + getattr(self, "_stream_head", b""))
         check = self.validate_crcs and not self.recover
+        ended = False
+        scrc = 0
         while True:
             pos = src.position
             head = src.read(9)
@@ -1228,7 +1259,7 @@ class McapReader(Reader):
             if op == 0:
                 raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
             body = src.read_exact(ln, f"record (opcode 0x{op:02x})")
-            if op == _OP_DATA_END:
+            if op == _OP_DATA_END and not ended:
                 if check and ln >= 4:
                     want_crc = U32.unpack_from(body, 0)[0]
                     if want_crc and want_crc != crc:
@@ -1236,8 +1267,16 @@ class McapReader(Reader):
                             ChecksumError, f"data section CRC is {crc:#010x}, the DataEnd record holds {want_crc:#010x}", pos
                         )
                 check = False
+                ended = True
             elif check:
                 crc = zlib.crc32(body, zlib.crc32(head, crc))
+            elif ended and op != _OP_FOOTER:
+                scrc = zlib.crc32(body, zlib.crc32(head, scrc))
+            if op == _OP_FOOTER and ln >= 20 and self.validate_crcs and not self.recover:
+                want_crc = U32.unpack_from(body, 16)[0]
+                got = zlib.crc32(body[:16], zlib.crc32(head, scrc))
+                if want_crc and got != want_crc:
+                    raise self._err(ChecksumError, f"summary section CRC is {got:#010x}, the Footer records {want_crc:#010x}", pos)
             yield op, body, pos
             if op == _OP_FOOTER:
                 tail = src.read(8)
@@ -1256,7 +1295,10 @@ class McapReader(Reader):
 
         def segments() -> Iterator[Segment]:
             rank = 0
+            ended = False
             for op, body, pos in self._stream_records():
+                if ended:
+                    continue  # summary records: read (and CRC-checked), nothing new in them
                 if op == _OP_SCHEMA or op == _OP_CHANNEL:
                     self._define(body, op, -9, len(body), pos + 9)
                 elif op == _OP_CHUNK:
@@ -1279,9 +1321,7 @@ class McapReader(Reader):
                     yield rec.log_time, rank, _const([Message(ch, rec.log_time, rec.publish_time, rec.sequence, data)])
                     rank += 1
                 elif op == _OP_DATA_END:
-                    # the summary section only repeats what we have seen; stop here, but
-                    # still consume and check the rest of the stream
-                    continue
+                    ended = True
 
         def inner() -> Iterator[Message]:
             try:
@@ -1590,6 +1630,8 @@ class McapReader(Reader):
         s.extras = self._extras()
         if sr.error is not None:
             s.extras["error"] = str(sr.error)
+        if self.summary_error:
+            s.extras["summary_error"] = self.summary_error
         return s
 
     def _chunk_header_info(self, off: int) -> tuple[str, int, int]:

@@ -213,6 +213,10 @@ class McapWriter(Writer):
             raise WriteError(f"channel {cid} was not added to this writer")
         if publish_time is None:
             publish_time = log_time
+        try:
+            head = _MSG_PACK(5, 22 + len(data), cid, sequence, log_time, publish_time)
+        except Exception as e:  # struct.error: a value out of range
+            raise WriteError(f"message on channel {cid}: {e} (sequence is u32, times are u64 ns)") from None
         st = self.statistics
         if st.message_count == 0:
             st.message_start_time = st.message_end_time = log_time
@@ -223,10 +227,6 @@ class McapWriter(Writer):
                 st.message_end_time = log_time
         st.message_count += 1
         self._counts[cid] = self._counts.get(cid, 0) + 1
-        try:
-            head = _MSG_PACK(5, 22 + len(data), cid, sequence, log_time, publish_time)
-        except Exception as e:  # struct.error: a value out of range
-            raise WriteError(f"message on channel {cid}: {e} (sequence is u32, times are u64 ns)") from None
         if not self.use_chunking:
             self._emit(head)
             self._emit(data)
