@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CORPORA
 
+from conftest import CORPORA
 from polybag.formats.mcap import conformance
 
 SUITE = CORPORA / "mcap-conformance"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CORPORA
-from mcap_helpers import TOPICS, Pipe, Row, expected, key, to_bytes, write_file
 
 import polybag
+from conftest import CORPORA
+from mcap_helpers import TOPICS, Pipe, Row, expected, key, to_bytes, write_file
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError, WriteError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.reader import McapReader
