@@ -33,7 +33,7 @@ from __future__ import annotations
 import struct
 import warnings
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +90,6 @@ class UlogData:
 
     version: int = 0
     start_timestamp: int = 0  # us
-    last_timestamp: int = 0  # us, the largest data timestamp seen
     compat_flags: list[int] = field(default_factory=lambda: [0] * 8)
     incompat_flags: list[int] = field(default_factory=lambda: [0] * 8)
     appended_offsets: list[int] = field(default_factory=list)
@@ -101,14 +100,39 @@ class UlogData:
     info_multiple_types: dict[str, str] = field(default_factory=dict)
     params: dict[str, int | float] = field(default_factory=dict)
     default_params: dict[int, dict[str, int | float]] = field(default_factory=dict)
-    changed_params: list[tuple[int, str, int | float]] = field(default_factory=list)
     logged_messages: list[rec.LoggedMessage] = field(default_factory=list)
-    dropouts: list[rec.Dropout] = field(default_factory=list)
     subscriptions: list[rec.Subscription] = field(default_factory=list)
     unsubscriptions: list[tuple[int, int]] = field(default_factory=list)  # (offset, msg_id)
     sync_count: int = 0
     corruptions: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # facts that need every data timestamp are worked out on first use
+    _last_timestamp: int | None = field(default=None, repr=False)
+    _changed_params: list[tuple[int, str, int | float]] | None = field(default=None, repr=False)
+    _dropouts: list[rec.Dropout] | None = field(default=None, repr=False)
+    _resolve: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    def _need(self) -> None:
+        if self._resolve is not None:
+            self._resolve()
+
+    @property
+    def last_timestamp(self) -> int:
+        """The largest data timestamp (us), or the start timestamp."""
+        self._need()
+        return self._last_timestamp if self._last_timestamp is not None else self.start_timestamp
+
+    @property
+    def changed_params(self) -> list[tuple[int, str, int | float]]:
+        """(timestamp us, name, value) of parameters set in the data section."""
+        self._need()
+        return self._changed_params if self._changed_params is not None else []
+
+    @property
+    def dropouts(self) -> list[rec.Dropout]:
+        """(timestamp us, duration ms) of every dropout mark."""
+        self._need()
+        return self._dropouts if self._dropouts is not None else []
 
     @property
     def has_default_parameters(self) -> bool:
@@ -166,25 +190,16 @@ class _Sub:
     _records: np.ndarray | None = None
 
 
-def _walk(buf: memoryview, pos: int, end: int) -> tuple[array[int], int]:
-    """Follow the msg_size chain from ``pos``: offsets of complete messages, where it stopped."""
-    offs: array[int] = array("q")
-    append = offs.append
-    while pos + 3 <= end:
-        nxt = pos + 3 + (buf[pos] | (buf[pos + 1] << 8))
-        if nxt > end:
-            break
-        append(pos)
-        pos = nxt
-    return offs, pos
+def _gather(buf: Any, size: int, starts: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """One ``dtype`` item at each byte offset of ``starts`` (any alignment), in one fancy index.
 
-
-def _gather(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
-    """``width`` bytes at each of ``starts`` as an (n, width) uint8 array (one fancy index)."""
-    if len(starts) == 0 or width == 0:
-        return np.zeros((len(starts), width), dtype=np.uint8)
-    win = np.lib.stride_tricks.sliding_window_view(u8, width)
-    return win[starts]
+    The file is viewed as overlapping items (stride 1 byte), so numpy copies each record
+    with a single indexing operation and no index array per byte."""
+    width = dtype.itemsize
+    if len(starts) == 0 or width == 0 or size < width:
+        return np.zeros(len(starts), dtype=dtype)
+    items = np.ndarray(buffer=buf, dtype=dtype, shape=(size - width + 1,), strides=(1,))
+    return items[starts]
 
 
 class UlogReader(Reader):
@@ -214,15 +229,21 @@ class UlogReader(Reader):
         self._by_msg_id: dict[int, _Sub] = {}
         self._types: dict[str, UlogType | None] = {}
         self._damage: tuple[int, str, bool] | None = None  # (offset, message, truncated)
-        self._log_entries: list[
-            tuple[int, int, int, int | None, int, bytes]
-        ] = []  # pos, level, ts, tag, cnt, text
+        # (file offset, level, timestamp us, tag, text) of each logged string
+        self._log_entries: list[tuple[int, int, int, int | None, bytes]] = []
         self._topics = topics
         self._summary: Summary | None = None
         self._d_pos_chunks: list[np.ndarray] = []
         self._d_sub_chunks: list[np.ndarray] = []
-        self._pending_ts: list[tuple[str, int, Any]] = []  # ("P"/"O", valid D count before it, payload)
-        self._d_count = 0
+        self._pending_ts: list[tuple[str, int, Any]] = []  # ("P"/"O", file offset, payload)
+        self._pending_damage: list[tuple[int, str]] = []
+        self._times_done = False
+        self._u16 = (
+            np.ndarray(buffer=self._view, dtype="<u2", shape=(self._size - 1,), strides=(1,))
+            if self._size > 1
+            else np.zeros(0, np.uint16)
+        )
+        self._cands: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._scan()
 
     # --- scanning ------------------------------------------------------------------------
@@ -383,7 +404,7 @@ class UlogReader(Reader):
             if defs:
                 u.params[iv.key] = iv.value
             else:
-                self._pending_ts.append(("P", self._d_count, (iv.key, iv.value)))
+                self._pending_ts.append(("P", pos, (iv.key, iv.value)))
         elif t == rec.PARAMETER_DEFAULT:
             types = body[0]
             iv = rec.parse_info_body(body[1:])
@@ -394,15 +415,15 @@ class UlogReader(Reader):
                 bit += 1
         elif t == rec.DROPOUT:
             (duration,) = struct.unpack_from("<H", body, 0)
-            self._pending_ts.append(("O", self._d_count, duration))
+            self._pending_ts.append(("O", pos, duration))
         elif t == rec.SYNC:
             u.sync_count += 1
         elif t == rec.LOGGING:
             level, ts, text = rec.unpack_logging(body)
-            self._log_entries.append((pos, level, ts, None, self._d_count, text))
+            self._log_entries.append((pos, level, ts, None, text))
         elif t == rec.LOGGING_TAGGED:
             level, tag, ts, text = rec.unpack_logging_tagged(body)
-            self._log_entries.append((pos, level, ts, tag, self._d_count, text))
+            self._log_entries.append((pos, level, ts, tag, text))
         elif t == rec.REMOVE_LOGGED:
             (msg_id,) = struct.unpack_from("<H", body, 0)
             u.unsubscriptions.append((pos, msg_id))
@@ -419,12 +440,91 @@ class UlogReader(Reader):
         self._types[name] = t
         return t
 
+    def _candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Likely ``D`` message starts in the data section, to jump over runs of them.
+
+        Every position whose type byte is ``D`` is a candidate; those that neither link to a
+        following candidate (``pos + 3 + size`` is one of the next three candidates) nor are
+        linked to are dropped (mostly ``D`` bytes inside payloads).  What remains is split
+        into runs where each candidate's end is exactly the next one's start.  The walk uses
+        a run only after landing on its first position, so the result is exactly the
+        sequential walk; the candidates only make it fast.  Returns (positions, ends,
+        index of the last candidate of each run in ascending order)."""
+        if self._cands is not None:
+            return self._cands
+        u8 = self._u8
+        start, size = self._data_start, self._size
+        parts = []
+        chunk = 1 << 23
+        for a in range(start, size - 4, chunk):
+            seg = u8[a + 2 : min(a + 2 + chunk, size - 2)]
+            parts.append(np.flatnonzero(seg == rec.DATA) + a)
+        c = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        if len(c):
+            n = u8[c].astype(np.int64) | (u8[c + 1].astype(np.int64) << 8)
+            nxt = c + 3 + n
+            keep = (n >= 2) & (nxt <= size)
+            c, nxt = c[keep], nxt[keep]
+        else:
+            nxt = c
+        m = len(c)
+        if m:
+            linked_to = np.zeros(m, dtype=bool)
+            links = np.zeros(m, dtype=bool)
+            for k in (1, 2, 3):
+                if m > k:
+                    hit = nxt[:-k] == c[k:]
+                    links[:-k] |= hit
+                    linked_to[k:] |= hit
+            good = links | linked_to
+            c, nxt = c[good], nxt[good]
+        m = len(c)
+        link = np.zeros(m, dtype=bool)
+        if m > 1:
+            link[:-1] = nxt[:-1] == c[1:]
+        ends = np.flatnonzero(~link)
+        self._cands = (c, nxt, ends)
+        return self._cands
+
+    def _walk_fast(self, pos: int, end: int) -> tuple[np.ndarray, int]:
+        """Offsets of the complete messages from ``pos`` (as :func:`_walk`), where it stopped."""
+        c, nxt, ends = self._candidates()
+        view = self._view
+        pieces: list[np.ndarray] = []
+        singles: array[int] = array("q")
+        nc = len(c)
+        find = c.searchsorted
+        find_end = ends.searchsorted
+        while pos + 3 <= end:
+            i = int(find(pos))
+            if i < nc and c[i] == pos:
+                r = int(ends[find_end(i)])
+                if nxt[r] > end:  # the run crosses the segment end: keep what fits
+                    r = i + int(np.searchsorted(nxt[i : r + 1], end, side="right")) - 1
+                    if r < i:
+                        break
+                if singles:
+                    pieces.append(np.frombuffer(singles, dtype=np.int64).copy())
+                    singles = array("q")
+                pieces.append(c[i : r + 1])
+                pos = int(nxt[r])
+                continue
+            nx = pos + 3 + (view[pos] | (view[pos + 1] << 8))
+            if nx > end:
+                break
+            singles.append(pos)
+            pos = nx
+        if singles:
+            pieces.append(np.frombuffer(singles, dtype=np.int64).copy())
+        if not pieces:
+            return np.zeros(0, np.int64), pos
+        return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos
+
     def _read_data(self, start: int, end: int, last: bool) -> None:
         u8 = self._u8
         pos = start
         while pos < end:
-            offs, stop = _walk(self._view, pos, end)
-            p = np.frombuffer(offs, dtype=np.int64) if len(offs) else np.zeros(0, np.int64)
+            p, stop = self._walk_fast(pos, end)
             bad = self._process_chunk(p, end)
             if bad is not None:
                 bad_pos = int(p[bad])
@@ -449,105 +549,98 @@ class UlogReader(Reader):
         if len(p) == 0:
             return None
         u8 = self._u8
+        u16 = self._u16
         t = u8[p + 2]
-        n = u8[p].astype(np.int64) | (u8[p + 1].astype(np.int64) << 8)
-        mins = _MIN_TABLE[t]
-        unknown = mins < 0
-        structural = np.where(unknown, (n == 0) | (n > _MAX_UNKNOWN) | ~_LETTER[t], n < mins)
+        is_d = t == rec.DATA
+        other = np.flatnonzero(~is_d)
+        tt = t[other]
+        nn = u16[p[other]].astype(np.int64)
+        mins = _MIN_TABLE[tt]
+        structural = np.where(mins < 0, (nn == 0) | (nn > _MAX_UNKNOWN) | ~_LETTER[tt], nn < mins)
         hits = np.flatnonzero(structural)
-        k = int(hits[0]) if len(hits) else len(p)
-        is_d = t[:k] == rec.DATA
-        ctrl = np.flatnonzero(~is_d)
-        d_idx = np.flatnonzero(is_d)
-        msg_id = u8[p[d_idx] + 3].astype(np.int64) | (u8[p[d_idx] + 4].astype(np.int64) << 8)
-        # Subscriptions in this chunk, in order; a D belongs to the latest A for its msg_id
-        # before it (earlier chunks' subscriptions count as at index -1).
-        t_ctrl = t[ctrl]
-        a_local = ctrl[t_ctrl == rec.ADD_LOGGED]
+        k = int(other[hits[0]]) if len(hits) else len(p)
+        ctrl = other[other < k]
+        d_idx = np.flatnonzero(is_d[:k])
+        dpos = p[d_idx]
+        dsize = u16[dpos].astype(np.int64) - 2
+        msg_id = u16[dpos + 3].astype(np.int64)
         view = self._view
-        # Snapshot of the subscription table before this chunk.
-        events_key: list[int] = []
-        events_sub: list[int] = []
-        nmax = len(p) + 1
-        for mid, entry in self._by_msg_id.items():
-            events_key.append(mid * nmax)
-            events_sub.append(entry.index)
-        new_subs: list[tuple[int, _Sub | None]] = []
-        a_bad: set[int] = set()
-        for i in a_local:
-            i = int(i)
+        # Subscriptions (A) in this chunk, parsed up front: a D belongs to the latest A for
+        # its msg_id before it.
+        new_subs: list[tuple[int, _Sub]] = []
+        for i in ctrl[t[ctrl] == rec.ADD_LOGGED].tolist():
             q = int(p[i])
-            sz = int(n[i])
+            sz = int(u16[q])
             try:
-                body = view[q + 3 : q + 3 + sz]
-                s = rec.Subscription.unpack(body, q)
-                utype = self._type(s.name)
+                sub = rec.Subscription.unpack(view[q + 3 : q + 3 + sz], q)
             except (ValueError, struct.error) as e:
-                self._damaged(q, f"bad subscription message: {e}")
-                a_bad.add(i)
+                self._pending_damage.append((q, f"bad subscription message: {e}"))
                 continue
+            utype = self._type(sub.name)
             if utype is None:
-                self._damaged(q, f"subscription {s.name!r} (msg_id {s.msg_id}) has no usable format")
-                a_bad.add(i)
+                self._pending_damage.append(
+                    (q, f"subscription {sub.name!r} (msg_id {sub.msg_id}) has no usable format")
+                )
                 continue
-            entry = _Sub(s, utype, len(self._subs) + len(new_subs))
-            new_subs.append((i, entry))
-            events_key.append(s.msg_id * nmax + i + 1)
-            events_sub.append(entry.index)
-        all_entries = self._subs + [e for _, e in new_subs if e is not None]
-        j = k
-        d_sub = np.full(len(d_idx), -1, dtype=np.int64)
-        if len(d_idx):
-            order = np.argsort(np.asarray(events_key, dtype=np.int64), kind="stable")
-            ekey = np.asarray(events_key, dtype=np.int64)[order]
-            esub = np.asarray(events_sub, dtype=np.int64)[order]
-            dkey = msg_id * nmax + d_idx + 1
-            loc = np.searchsorted(ekey, dkey, side="left") - 1
-            found = loc >= 0
-            loc_c = np.where(found, loc, 0)
-            found &= (ekey[loc_c] // nmax) == msg_id if len(ekey) else np.zeros(len(d_idx), bool)
-            cand = np.where(found, esub[loc_c] if len(esub) else 0, -1)
-            # size check against each subscription's type
-            lo = np.array([e.type.min_size if e.type else 1 << 30 for e in all_entries] + [1 << 30], np.int64)
-            hi = np.array([e.type.size if e.type else -1 for e in all_entries] + [-1], np.int64)
-            dsize = n[d_idx] - 2
-            ok = (cand >= 0) & (dsize >= lo[cand]) & (dsize <= hi[cand])
-            d_sub = cand
-            badd = np.flatnonzero(~ok)
-            if len(badd):
-                j = int(d_idx[badd[0]])
-                why_i = int(badd[0])
-                if cand[why_i] < 0:
-                    self._bad_reason = (
-                        f"data message for msg_id {int(msg_id[why_i])} that has no subscription"
-                    )
-                else:
-                    e = all_entries[int(cand[why_i])]
-                    assert e.type is not None
-                    self._bad_reason = (
-                        f"data message for {e.sub.name} has {int(dsize[why_i])} bytes, expected "
-                        f"{e.type.min_size}..{e.type.size}"
-                    )
-        if j < k:
-            b = j
+            new_subs.append((i, _Sub(sub, utype, len(self._subs) + len(new_subs))))
+        all_entries = self._subs + [e for _, e in new_subs]
+        lo = np.array([e.type.min_size if e.type else 1 << 30 for e in all_entries] + [1 << 30], np.int64)
+        hi = np.array([e.type.size if e.type else -1 for e in all_entries] + [-1], np.int64)
+        new_ids = [e.sub.msg_id for _, e in new_subs]
+        if len(set(new_ids)) == len(new_ids) and not (set(new_ids) & set(self._by_msg_id)):
+            # common case: each msg_id subscribed once -> lookup tables
+            sub_of = np.full(65536, -1, dtype=np.int64)
+            a_at = np.full(65536, -1, dtype=np.int64)
+            for mid, entry in self._by_msg_id.items():
+                sub_of[mid] = entry.index
+            for i, entry in new_subs:
+                sub_of[entry.sub.msg_id] = entry.index
+                a_at[entry.sub.msg_id] = i
+            cand = sub_of[msg_id]
+            cand = np.where(a_at[msg_id] < d_idx, cand, -1)
         else:
-            b = k
-            if k < len(p):
-                tt = int(t[k])
-                self._bad_reason = f"invalid message header (type {tt}, size {int(n[k])})"
-        # Process everything before b in file order: control messages in Python, D in bulk.
+            nmax = len(p) + 1
+            keys = [mid * nmax for mid in self._by_msg_id] + [
+                e.sub.msg_id * nmax + i + 1 for i, e in new_subs
+            ]
+            subs_ = [e.index for e in self._by_msg_id.values()] + [e.index for _, e in new_subs]
+            order = np.argsort(np.asarray(keys, dtype=np.int64), kind="stable")
+            ekey = np.asarray(keys, dtype=np.int64)[order]
+            esub = np.asarray(subs_, dtype=np.int64)[order]
+            cand = np.full(len(d_idx), -1, dtype=np.int64)
+            if len(ekey):
+                loc = np.searchsorted(ekey, msg_id * nmax + d_idx + 1, side="left") - 1
+                locc = np.maximum(loc, 0)
+                found = (loc >= 0) & ((ekey[locc] // nmax) == msg_id)
+                cand = np.where(found, esub[locc], -1)
+        ok = (cand >= 0) & (dsize >= lo[cand]) & (dsize <= hi[cand])
+        badd = np.flatnonzero(~ok)
+        b = k
+        if len(badd) and int(d_idx[badd[0]]) < k:
+            b = int(d_idx[badd[0]])
+            w = int(badd[0])
+            if cand[w] < 0:
+                self._bad_reason = f"data message for msg_id {int(msg_id[w])} that has no subscription"
+            else:
+                e = all_entries[int(cand[w])]
+                assert e.type is not None
+                self._bad_reason = (
+                    f"data message for {e.sub.name} has {int(dsize[w])} bytes, expected "
+                    f"{e.type.min_size}..{e.type.size}"
+                )
+        elif k < len(p):
+            self._bad_reason = f"invalid message header (type {int(t[k])}, size {int(u16[p[k]])})"
+        # Everything before b, in file order: control messages one by one, D in bulk.
         new_by_i = dict(new_subs)
-        keep_d = d_idx < b
-        d_before = d_idx[keep_d]
-        d_sub_before = d_sub[keep_d]
-        ctrl_before = ctrl[ctrl < b]
-        # number of D messages before each control message (for last-timestamp bookkeeping)
-        d_counts = np.searchsorted(d_before, ctrl_before)
-        for ci, dc in zip(ctrl_before.tolist(), d_counts.tolist()):
-            tt = int(t[ci])
+        for q, msg in self._pending_damage:
+            if q < (int(p[b]) if b < len(p) else end):
+                self._damaged(q, msg)
+        self._pending_damage = []
+        for ci in ctrl[ctrl < b].tolist():
+            tc = int(t[ci])
             q = int(p[ci])
-            sz = int(n[ci])
-            if tt == rec.ADD_LOGGED:
+            sz = int(u16[q])
+            if tc == rec.ADD_LOGGED:
                 entry = new_by_i.get(ci)
                 if entry is not None:
                     self._subs.append(entry)
@@ -558,21 +651,17 @@ class UlogReader(Reader):
                         )
                     self._by_msg_id[entry.sub.msg_id] = entry
                 continue
-            if mins[ci] < 0:
-                self._note(f"offset {q}: skipping unknown message type {chr(tt)!r} ({sz} bytes)")
+            if _MIN_TABLE[tc] < 0:
+                self._note(f"offset {q}: skipping unknown message type {chr(tc)!r} ({sz} bytes)")
                 continue
-            saved = self._d_count
-            self._d_count = saved + dc
             try:
-                self._handle_control(tt, self._view[q + 3 : q + 3 + sz], q)
+                self._handle_control(tc, view[q + 3 : q + 3 + sz], q)
             except (ValueError, struct.error, IndexError, KeyError, UnicodeDecodeError) as e:
-                self._damaged(q, f"bad {chr(tt)} message: {e}")
-            self._d_count = saved
-        # subscriptions whose A came after b were never added
-        if len(d_before):
-            self._d_pos_chunks.append(p[d_before])
-            self._d_sub_chunks.append(d_sub_before)
-            self._d_count += len(d_before)
+                self._damaged(q, f"bad {chr(tc)} message: {e}")
+        nd = int(np.searchsorted(d_idx, b))
+        if nd:
+            self._d_pos_chunks.append(dpos[:nd])
+            self._d_sub_chunks.append(cand[:nd])
         return b if b < len(p) else None
 
     def _resync(self, bad: int, end: int) -> tuple[int, str]:
@@ -635,7 +724,6 @@ class UlogReader(Reader):
         return ok, np.where(ok, nxt, end + 1)
 
     def _finish(self) -> None:
-        u = self.ulog
         subs = self._subs
         if self._d_pos_chunks:
             d_pos = np.concatenate(self._d_pos_chunks)
@@ -645,66 +733,81 @@ class UlogReader(Reader):
             d_sub = np.zeros(0, np.int64)
         self._d_pos_chunks = []
         self._d_sub_chunks = []
-        # Group data messages by subscription (stable: file order within each).
-        order = np.argsort(d_sub, kind="stable")
+        # Group data messages by subscription (stable: file order within each; radix sort).
+        key = d_sub.astype(np.int16) if len(subs) < (1 << 15) else d_sub
+        order = np.argsort(key, kind="stable")
         counts = np.bincount(d_sub, minlength=len(subs)) if len(d_sub) else np.zeros(len(subs), np.int64)
         bounds = np.concatenate([[0], np.cumsum(counts)])
-        # last-timestamp semantics (pyulog): the running max of raw data timestamps in us
-        raw_us = np.zeros(len(d_pos), dtype=np.uint64)
-        log_us = np.zeros(len(d_pos), dtype=np.int64)
-        no_ts = np.zeros(len(d_pos), dtype=bool)
         for s in subs:
-            idx = order[bounds[s.index] : bounds[s.index + 1]]
-            pos = d_pos[idx]
-            s.positions = pos
-            t = s.type
-            assert t is not None
-            if t.timestamp_offset < 0:
-                no_ts[idx] = True
-                continue
-            width = BASE_TYPES[t.timestamp_type][1]
-            raw = _gather(self._u8, pos + 5 + t.timestamp_offset, width)
-            vals = raw.copy().view("<" + {8: "u8", 4: "u4", 2: "u2", 1: "u1"}[width]).reshape(-1)
-            vals64 = vals.astype(np.uint64)
-            raw_us[idx] = vals64 if width == 8 else vals64 * (1000 if width == 1 else 1)
-            if width == 8:
-                us = vals.astype(np.int64)
-            else:
-                iv = vals.astype(np.int64)
-                wraps = np.concatenate([[0], np.cumsum(np.diff(iv) < 0)])
-                us = (iv + wraps * (1 << (8 * width))) * (1000 if width == 1 else 1)
-            log_us[idx] = us
-            s.ts_us = us
-        runmax = np.maximum.accumulate(raw_us) if len(raw_us) else raw_us
-        start = u.start_timestamp
-
-        def last_ts(count: int) -> int:
-            if count <= 0:
-                return start
-            return max(start, int(runmax[count - 1]))
-
-        if no_ts.any():
-            idxs = np.flatnonzero(no_ts)
-            prev = np.maximum(idxs - 1, 0)
-            fill = np.where(idxs > 0, runmax[prev].astype(np.int64), start)
-            log_us[idxs] = np.maximum(fill, start)
-            for s in subs:
-                if s.type is not None and s.type.timestamp_offset < 0 and s.positions is not None:
-                    sel = order[bounds[s.index] : bounds[s.index + 1]]
-                    s.ts_us = log_us[sel]
-        u.last_timestamp = last_ts(len(runmax))
-        for kind, count, payload in self._pending_ts:
-            if kind == "P":
-                u.changed_params.append((last_ts(count), payload[0], payload[1]))
-            else:
-                u.dropouts.append(rec.Dropout(last_ts(count), payload))
-        self._pending_ts = []
-        for _pos, level, ts, tag, _count, text in self._log_entries:
+            s.positions = d_pos[order[bounds[s.index] : bounds[s.index + 1]]]
+        u = self.ulog
+        for _pos, level, ts, tag, text in self._log_entries:
             u.logged_messages.append(rec.LoggedMessage(ts, level, rec.parse_string(text), tag))
-        self._d_all_pos = d_pos
-        self._d_all_sub = d_sub
-        self._d_log_us = log_us
+        u._resolve = self._resolve_times
         self._build_channels()
+
+    def _sub_times(self, s: _Sub) -> np.ndarray:
+        """Timestamps (us, unwrapped) of one subscription's data messages."""
+        if s.ts_us is not None:
+            return s.ts_us
+        t = s.type
+        pos = s.positions if s.positions is not None else np.zeros(0, np.int64)
+        assert t is not None
+        if t.timestamp_offset < 0 or len(pos) == 0:
+            s.ts_us = np.full(len(pos), -1, dtype=np.int64)  # filled in by _resolve_times
+            if len(pos) == 0:
+                return s.ts_us
+            self._resolve_times()
+            assert s.ts_us is not None
+            return s.ts_us
+        width = BASE_TYPES[t.timestamp_type][1]
+        raw = _gather(self._view, self._size, pos + 5 + t.timestamp_offset, np.dtype(f"<u{width}"))
+        if width == 8:
+            us = raw.astype(np.int64)
+        else:
+            iv = raw.astype(np.int64)
+            wraps = np.concatenate([[0], np.cumsum(np.diff(iv) < 0)])
+            us = (iv + wraps * (1 << (8 * width))) * (1000 if width == 1 else 1)
+        s.ts_us = us
+        return us
+
+    def _resolve_times(self) -> None:
+        """Fill the facts that need every data timestamp: the last timestamp, when parameter
+        changes and dropouts happened (pyulog: the largest data timestamp before them), and
+        times of subscriptions without a timestamp field."""
+        u = self.ulog
+        if self._times_done:
+            return
+        self._times_done = True
+        start = u.start_timestamp
+        timed = [s for s in self._subs if s.type is not None and s.type.timestamp_offset >= 0]
+        per = []
+        for s in timed:
+            ts = self._sub_times(s)
+            if len(ts):
+                assert s.positions is not None
+                per.append((s.positions, np.maximum.accumulate(ts)))
+        last = max([start] + [int(m[-1]) for _, m in per])
+
+        def last_before(q: int) -> int:
+            best = start
+            for pos, runmax in per:
+                i = int(np.searchsorted(pos, q))
+                if i:
+                    best = max(best, int(runmax[i - 1]))
+            return best
+
+        u._last_timestamp = last
+        u._changed_params = []
+        u._dropouts = []
+        for kind, q, payload in self._pending_ts:
+            if kind == "P":
+                u._changed_params.append((last_before(q), payload[0], payload[1]))
+            else:
+                u._dropouts.append(rec.Dropout(last_before(q), payload))
+        for s in self._subs:
+            if s.type is not None and s.type.timestamp_offset < 0 and s.positions is not None:
+                s.ts_us = np.array([last_before(int(q)) for q in s.positions], dtype=np.int64)
 
     def _build_channels(self) -> None:
         schemas: dict[str, Schema] = {}
@@ -740,16 +843,21 @@ class UlogReader(Reader):
                 self._log_channel = ch
                 channels[ch.id] = ch
                 counts[ch.id] = len(self._log_entries)
-        times = []
-        for s in self._subs:
-            if s.selected and s.ts_us is not None and len(s.ts_us):
-                times.extend([int(s.ts_us.min()), int(s.ts_us.max())])
-        if self._log_channel is not None:
-            times.extend(e[2] for e in self._log_entries)
         all_schemas = {sc.id: sc for sc in schemas.values()}
         if self._log_channel is not None and self._log_channel.schema is not None:
             all_schemas[self._log_channel.schema.id] = self._log_channel.schema
-        self._summary = Summary(
+        self._channels_built = (all_schemas, channels, counts)
+
+    def _make_summary(self) -> Summary:
+        all_schemas, channels, counts = self._channels_built
+        times = []
+        for s in self._subs:
+            if s.selected and s.positions is not None and len(s.positions):
+                ts = self._sub_times(s)
+                times.extend([int(ts.min()), int(ts.max())])
+        if self._log_channel is not None:
+            times.extend(e[2] for e in self._log_entries)
+        summary = Summary(
             format="ulog",
             profile="px4",
             library="",
@@ -763,12 +871,14 @@ class UlogReader(Reader):
             indexed=False,
             extras={},
         )
-        self._summary.extras = self.info_extras()
+        summary.extras = self.info_extras()
+        return summary
 
     # --- Reader interface -----------------------------------------------------------------
     @property
     def summary(self) -> Summary:
-        assert self._summary is not None
+        if self._summary is None:
+            self._summary = self._make_summary()
         return self._summary
 
     def _subscription(self, name: str, multi_id: int = 0) -> _Sub:
@@ -789,7 +899,7 @@ class UlogReader(Reader):
             if dt.itemsize == 0 or len(pos) == 0:
                 s._records = np.zeros(len(pos), dtype=dt)
             else:
-                s._records = _gather(self._u8, pos + 5, dt.itemsize).view(dt).reshape(-1)
+                s._records = _gather(self._view, self._size, pos + 5, np.dtype(f"V{dt.itemsize}")).view(dt)
         return s._records
 
     def topic_columns(  # type: ignore[override]
@@ -818,7 +928,7 @@ class UlogReader(Reader):
             names = want
         out = {n: arr[n] for n in names}
         if log_time:
-            out["log_time"] = (s.ts_us if s.ts_us is not None else np.zeros(len(arr), np.int64)) * 1000
+            out["log_time"] = self._sub_times(s) * 1000
         return out
 
     def to_pandas(  # type: ignore[override]
@@ -855,7 +965,7 @@ class UlogReader(Reader):
     ) -> Iterator[Message]:
         if order not in ("log_time", "file"):
             raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
-        chans = self.summary.channels
+        chans = self._channels_built[1]
         wanted = topic_filter(topics, chans.values())
         sel = [s for s in self._subs if s.selected and (wanted is None or s.index in wanted)]
         pos_parts = []
@@ -866,8 +976,7 @@ class UlogReader(Reader):
                 continue
             pos_parts.append(s.positions)
             cid_parts.append(np.full(len(s.positions), s.index, dtype=np.int64))
-            assert s.ts_us is not None
-            t_parts.append(s.ts_us * 1000)
+            t_parts.append(self._sub_times(s) * 1000)
         log_ch = self._log_channel
         if log_ch is not None and (wanted is None or log_ch.id in wanted) and self._log_entries:
             pos_parts.append(np.array([e[0] for e in self._log_entries], dtype=np.int64))
@@ -910,7 +1019,7 @@ class UlogReader(Reader):
             if c < 0:
                 assert log_ch is not None
                 e = log_by_pos[q]
-                data: bytes | memoryview = logged_string_payload(e[1], e[3], e[2], e[5])
+                data: bytes | memoryview = logged_string_payload(e[1], e[3], e[2], e[4])
                 ch = log_ch
             else:
                 n = unpack(view, q)[0]
