@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CORPORA
 
 import polybag
+from conftest import CORPORA
 from polybag.cli import main
 
 ULOG = CORPORA / "ulog"
