@@ -117,7 +117,10 @@ def make_class(
     cls = _CLASS_CACHE.get(key)
     if cls is not None:
         return cls
-    params = [f"_a{i}" for i in range(len(names))]
+    params = [
+        n if n.isidentifier() and not keyword.iskeyword(n) and n not in ("self", "_D") else f"_a{i}"
+        for i, n in enumerate(names)
+    ]
     body = []
     for i, (n, p) in enumerate(zip(names, params)):
         val = f"{p} if {p} is not None else _D[{i}]()"

@@ -1,0 +1,389 @@
+"""Columns: a whole topic as one numpy array per leaf field.
+
+For ROS 1 and CDR topics the payloads of the topic are concatenated into one buffer and the
+type's fields are walked once for all messages together, with a vector of per-message
+positions: fixed-size fields are gathered with numpy (a strided view when every message
+has the same layout, a fancy index otherwise), strings and sequences advance the positions
+by their lengths read as a vector too.  Only the values of strings and variable-length
+sequences are materialised per message (as Python objects in object arrays).
+
+Column names are flattened paths: ``header.stamp`` (times as int64 nanoseconds),
+``pose.position.x``, ``covariance[0]`` for fixed arrays; variable-length arrays give one
+object column holding an array (or bytes, or a list) per message.  ``log_time`` is always
+present.  Other encodings (JSON, protobuf) are decoded per message and flattened the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from polybag.codecs.ros1.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, FieldType
+from polybag.errors import DecodeError, PolybagError, UnsupportedError
+
+if TYPE_CHECKING:
+    from polybag.reader import Reader
+
+__all__ = ["columns_to_arrow", "columns_to_pandas", "payload_columns", "topic_columns"]
+
+_FIXED_SPLIT = 64  # fixed arrays up to this length become one column per element
+_TIME_TYPES = {"time", "duration", "builtin_interfaces/Time", "builtin_interfaces/Duration"}
+
+
+def _wanted(fields: Sequence[str] | None) -> Callable[[str], bool]:
+    if fields is None:
+        return lambda name: True
+    want = list(fields)
+
+    def ok(name: str) -> bool:
+        for w in want:
+            if name == w or name.startswith(w + ".") or name.startswith(w + "[") or w.startswith(name + "."):
+                return True
+            if w.startswith(name + "["):
+                return True
+        return False
+
+    return ok
+
+
+def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """One numpy array per leaf field of ``topic`` (log-time order), plus ``log_time``."""
+    channels = [c for c in reader.summary.channels.values() if c.topic == topic]
+    if not channels:
+        raise PolybagError(f"{reader.path}: no topic {topic!r}")
+    from polybag.codecs import codec_for
+
+    codecs = {id(codec_for(c)) for c in channels}
+    if len(codecs) > 1:
+        raise UnsupportedError(f"topic {topic} has channels of different types; read them separately")
+    codec = codec_for(channels[0])
+    times: list[int] = []
+    datas: list[Any] = []
+    for m in reader.messages(topics=[topic]):
+        times.append(m.log_time)
+        datas.append(m.data)
+    cols = payload_columns(codec, datas, fields, topic=topic)
+    out = {"log_time": np.array(times, dtype=np.int64)}
+    out.update(cols)
+    return out
+
+
+def payload_columns(
+    codec: Any, datas: Sequence[bytes | memoryview], fields: Sequence[str] | None = None, topic: str | None = None
+) -> dict[str, np.ndarray]:
+    """Columns of a list of payloads of one type (see :func:`topic_columns`)."""
+    want = _wanted(fields)
+    compilers = getattr(codec, "compiler", None)
+    if hasattr(codec, "typeset") and (compilers is not None or hasattr(codec, "_compilers")):
+        return _Walker(codec, datas, want, topic).run()
+    return _generic(codec, datas, want, topic)
+
+
+class _Walker:
+    def __init__(self, codec: Any, datas: Sequence[bytes | memoryview], want: Callable[[str], bool], topic: str | None) -> None:
+        self.codec = codec
+        self.want = want
+        self.topic = topic
+        self.n = n = len(datas)
+        self.cdr = hasattr(codec, "_compilers")
+        sizes = np.fromiter((len(d) for d in datas), dtype=np.int64, count=n)
+        self.blob = np.frombuffer(b"".join(datas), dtype=np.uint8)
+        self.starts = np.zeros(n, dtype=np.int64)
+        if n:
+            np.cumsum(sizes[:-1], out=self.starts[1:])
+        self.ends = self.starts + sizes
+        self.equal = bool(n) and bool((sizes == sizes[0]).all())
+        self.mat = self.blob.reshape(n, int(sizes[0])) if self.equal and n else None
+        self.endian = "<"
+        if self.cdr:
+            if n and int(sizes.min()) < 4:
+                raise DecodeError("payload shorter than the CDR header", topic=topic, type_name=codec.full_name)
+            kinds = self.blob[self.starts + 1] if n else np.zeros(0, np.uint8)
+            if n and not (kinds == kinds[0]).all():
+                raise UnsupportedError(f"topic {topic}: mixed CDR byte orders")
+            if n and int(kinds[0]) not in (0, 1):
+                raise UnsupportedError(f"topic {topic}: unsupported CDR encapsulation")
+            self.endian = "<" if (not n or int(kinds[0]) == 1) else ">"
+            self.origin = self.starts + 4
+            self.compiler = codec.compiler(self.endian)
+        else:
+            self.origin = self.starts
+            self.compiler = codec.compiler
+        self.cols: dict[str, Any] = {}
+
+    # --- low level -------------------------------------------------------------------------
+    def fail(self, what: str, field: str, idx: np.ndarray, pos: np.ndarray) -> DecodeError:
+        i = int(np.flatnonzero(idx)[0])
+        return DecodeError(
+            f"message {i} of the topic: {what}",
+            topic=self.topic,
+            type_name=getattr(self.codec, "full_name", None),
+            field=field,
+            offset=int(pos[i] - self.starts[i]),
+        )
+
+    def check(self, pos: np.ndarray, nbytes: np.ndarray | int, field: str) -> None:
+        bad = pos + nbytes > self.ends
+        if bad.any():
+            raise self.fail("payload too short", field, bad, pos)
+
+    def align(self, pos: np.ndarray, a: int) -> np.ndarray:
+        if not self.cdr or a <= 1:
+            return pos
+        rel = pos - self.origin
+        return self.origin + ((rel + (a - 1)) & -a)
+
+    def gather(self, pos: np.ndarray, nbytes: int, field: str) -> np.ndarray:
+        """(n, nbytes) uint8 block at pos for every message."""
+        self.check(pos, nbytes, field)
+        if self.n == 0:
+            return np.zeros((0, nbytes), np.uint8)
+        if self.mat is not None:
+            rel = pos - self.starts
+            r0 = int(rel[0])
+            if (rel == r0).all():
+                return self.mat[:, r0 : r0 + nbytes]
+        idx = pos[:, None] + np.arange(nbytes, dtype=np.int64)
+        return self.blob[idx]
+
+    def read(self, pos: np.ndarray, prim: str, count: int, field: str) -> np.ndarray:
+        """(n, count) values of a primitive at pos."""
+        size = PRIMITIVE_FORMATS[prim][1]
+        block = np.ascontiguousarray(self.gather(pos, size * count, field))
+        dt = np.dtype("?") if prim == "bool" else np.dtype(self.endian + NUMPY_TYPES[prim])
+        vals = block.view(dt).reshape(self.n, count)
+        if dt.byteorder not in ("=", "|") and not dt.isnative:
+            vals = vals.astype(dt.newbyteorder("="))
+        return vals
+
+    def u32(self, pos: np.ndarray, field: str) -> tuple[np.ndarray, np.ndarray]:
+        pos = self.align(pos, 4)
+        return self.read(pos, "uint32", 1, field)[:, 0].astype(np.int64), pos + 4
+
+    # --- walk ----------------------------------------------------------------------------
+    def run(self) -> dict[str, np.ndarray]:
+        pos = self.origin.copy()
+        try:
+            pos = self.message(self.codec.type_name, "", pos)
+        except DecodeError:
+            raise
+        except (ValueError, IndexError, TypeError, OverflowError) as e:
+            raise DecodeError(f"cannot decode columns: {e}", topic=self.topic, type_name=self.codec.full_name) from None
+        left = self.ends - pos
+        bad = (left >= 4) if self.cdr else (left != 0)
+        if self.n and bad.any():
+            raise self.fail("bytes left over after the message", "", bad, pos)
+        return self.cols
+
+    def message(self, name: str, prefix: str, pos: np.ndarray) -> np.ndarray:
+        for f in self.compiler.msgdef(name).fields:
+            pos = self.field(f.type, prefix + f.name, pos)
+        return pos
+
+    def field(self, t: FieldType, name: str, pos: np.ndarray) -> np.ndarray:
+        base = t.base
+        if t.array is None:
+            return self.scalar(base, name, pos)
+        if t.array >= 0:
+            n = t.array
+            if base in PRIMITIVE_FORMATS:
+                size = PRIMITIVE_FORMATS[base][1]
+                if n == 0:
+                    return pos
+                pos = self.align(pos, size)
+                if self.want(name):
+                    vals = self.read(pos, base, n, name)
+                    if n <= _FIXED_SPLIT:
+                        for i in range(n):
+                            self.cols[f"{name}[{i}]"] = vals[:, i].copy()
+                    else:
+                        self.cols[name] = vals.copy()
+                else:
+                    self.check(pos, size * n, name)
+                return pos + size * n
+            for i in range(n):
+                pos = self.scalar(base, f"{name}[{i}]", pos)
+            return pos
+        # variable-length sequence: one object per message
+        count, pos = self.u32(pos, name + " (length)")
+        if base in PRIMITIVE_FORMATS:
+            size = PRIMITIVE_FORMATS[base][1]
+            if self.cdr and size > 4:
+                pos = np.where(count > 0, self.align(pos, size), pos)
+            self.check(pos, count * size, name)
+            if self.want(name):
+                col = np.empty(self.n, dtype=object)
+                buf = self.blob
+                if base == "uint8":
+                    raw = buf.tobytes() if False else None  # noqa: F841 - keep the view
+                    mv = memoryview(buf)
+                    for i, (p, c) in enumerate(zip(pos.tolist(), count.tolist())):
+                        col[i] = bytes(mv[p : p + c])
+                else:
+                    dt = np.dtype("?") if base == "bool" else np.dtype(self.endian + NUMPY_TYPES[base])
+                    native = dt.newbyteorder("=")
+                    for i, (p, c) in enumerate(zip(pos.tolist(), count.tolist())):
+                        col[i] = np.frombuffer(buf, dt, c, p).astype(native)
+                self.cols[name] = col
+            return pos + count * size
+        return self.objects(base, name, pos, count)
+
+    def objects(self, base: str, name: str, pos: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """Sequences of strings/messages: decoded per message with the compiled decoders."""
+        mv = memoryview(self.blob)
+        col = np.empty(self.n, dtype=object)
+        newpos = pos.copy()
+        if base in ("string", "wstring"):
+            elem = None
+        else:
+            elem = self.compiler.decoder(base, "dictnp")
+        for i in range(self.n):
+            o, e = int(self.origin[i]), int(self.ends[i])
+            body = mv[o:e]
+            p = int(pos[i]) - o
+            c = int(count[i])
+            if c > e - o - p:
+                raise self.fail("sequence length exceeds the payload", name, np.arange(self.n) == i, pos)
+            items = []
+            for _ in range(c):
+                if elem is None:
+                    if self.cdr:
+                        p = (p + 3) & -4
+                    if p + 4 > e - o:
+                        raise self.fail("payload too short", name, np.arange(self.n) == i, pos)
+                    k = int.from_bytes(body[p : p + 4], "little" if self.endian == "<" else "big")
+                    p += 4
+                    if k > e - o - p:
+                        raise self.fail("string length exceeds the payload", name, np.arange(self.n) == i, pos)
+                    if base == "wstring":
+                        enc = "utf-32-le" if self.endian == "<" else "utf-32-be"
+                        items.append(str(body[p : p + 4 * k], enc, "surrogatepass"))
+                        p += 4 * k
+                    else:
+                        stop = p + k - 1 if (self.cdr and k) else p + k
+                        items.append(str(body[p:stop], "utf-8", "surrogateescape"))
+                        p += k
+                else:
+                    v, p = elem(body, p, e - o)
+                    items.append(v)
+            col[i] = items
+            newpos[i] = o + p
+        if self.want(name):
+            self.cols[name] = col
+        return newpos
+
+    def scalar(self, base: str, name: str, pos: np.ndarray) -> np.ndarray:
+        if base in PRIMITIVE_FORMATS:
+            size = PRIMITIVE_FORMATS[base][1]
+            pos = self.align(pos, size)
+            if self.want(name):
+                self.cols[name] = self.read(pos, base, 1, name)[:, 0].copy()
+            else:
+                self.check(pos, size, name)
+            return pos + size
+        if base in _TIME_TYPES:
+            pos = self.align(pos, 4)
+            if self.want(name):
+                signed = base != "time"
+                sec = self.read(pos, "int32" if signed else "uint32", 1, name)[:, 0].astype(np.int64)
+                nsec = self.read(pos + 4, "int32" if base == "duration" else "uint32", 1, name)[:, 0]
+                self.cols[name] = sec * 1_000_000_000 + nsec.astype(np.int64)
+            else:
+                self.check(pos, 8, name)
+            return pos + 8
+        if base in ("string", "wstring"):
+            n, pos = self.u32(pos, name + " (length)")
+            width = 4 if base == "wstring" else 1
+            self.check(pos, n * width, name)
+            if self.want(name):
+                col = np.empty(self.n, dtype=object)
+                mv = memoryview(self.blob)
+                cut = 1 if (self.cdr and base == "string") else 0
+                if base == "wstring":
+                    enc = "utf-32-le" if self.endian == "<" else "utf-32-be"
+                    for i, (p, k) in enumerate(zip(pos.tolist(), n.tolist())):
+                        col[i] = str(mv[p : p + 4 * k], enc, "surrogatepass")
+                else:
+                    cache: dict[bytes, str] = {}
+                    for i, (p, k) in enumerate(zip(pos.tolist(), n.tolist())):
+                        b = bytes(mv[p : p + max(k - cut, 0)])
+                        s = cache.get(b)
+                        if s is None:
+                            s = cache[b] = b.decode("utf-8", "surrogateescape")
+                        col[i] = s
+                self.cols[name] = col
+            return pos + n * width
+        return self.message(base, name + ".", pos)
+
+
+# --- other encodings: per message, flattened ---------------------------------------------------
+def _flatten(v: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _flatten(x, f"{prefix}.{k}" if prefix else str(k), out)
+    else:
+        out[prefix or "value"] = v
+
+
+def _generic(codec: Any, datas: Sequence[Any], want: Callable[[str], bool], topic: str | None) -> dict[str, np.ndarray]:
+    rows = []
+    for d in datas:
+        flat: dict[str, Any] = {}
+        _flatten(codec.to_dict(d, topic=topic), "", flat)
+        rows.append(flat)
+    names: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            names.setdefault(k, None)
+    out: dict[str, np.ndarray] = {}
+    for k in names:
+        if not want(k):
+            continue
+        vals = [r.get(k) for r in rows]
+        if vals and all(isinstance(x, (bool, int, float)) and x is not None for x in vals):
+            try:
+                out[k] = np.array(vals)
+                continue
+            except OverflowError:
+                pass
+        col = np.empty(len(vals), dtype=object)
+        col[:] = vals
+        out[k] = col
+    return out
+
+
+# --- tables ----------------------------------------------------------------------------
+def _sanitize(name: str) -> str:
+    return re.sub(r"\s+", "_", name)
+
+
+def columns_to_arrow(cols: dict[str, np.ndarray]) -> Any:
+    """A ``pyarrow.Table`` (one column per entry; object columns become list/string columns)."""
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - optional dependency
+        raise UnsupportedError("to_arrow needs pyarrow: pip install 'polybag[arrow]'") from None
+    arrays = {}
+    for name, col in cols.items():
+        if col.dtype == object:
+            vals = [x.tolist() if isinstance(x, np.ndarray) else x for x in col]
+            arrays[_sanitize(name)] = pa.array(vals)
+        elif col.ndim > 1:
+            arrays[_sanitize(name)] = pa.array(list(col))
+        else:
+            arrays[_sanitize(name)] = pa.array(col)
+    return pa.table(arrays)
+
+
+def columns_to_pandas(cols: dict[str, np.ndarray]) -> Any:
+    """A ``pandas.DataFrame`` indexed by ``log_time`` (int64 ns)."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - optional dependency
+        raise UnsupportedError("to_pandas needs pandas: pip install 'polybag[pandas]'") from None
+    data = {k: (list(v) if v.ndim > 1 else v) for k, v in cols.items() if k != "log_time"}
+    index = pd.Index(cols["log_time"], name="log_time") if "log_time" in cols else None
+    return pd.DataFrame(data, index=index)
