@@ -109,7 +109,7 @@ def nest_payload(ts: int, i: int) -> bytes:
     )
 
 
-def synthetic_log(n: int = 40, *, with_sync: bool = True) -> tuple[bytes, list[tuple[int, int, int]]]:
+def synthetic_log(n: int = 40, *, with_sync: bool = True, padded: bool = False) -> tuple[bytes, list[tuple[int, int, int]]]:
     """A small v1 log with two topics (one nested, the nested type defined after its user),
     two instances, info, multi-info, params, defaults, logged strings, dropouts and syncs.
 
@@ -145,7 +145,7 @@ def synthetic_log(n: int = 40, *, with_sync: bool = True) -> tuple[bytes, list[t
     add(log(ord("6"), 1_000_500, "hello"))
     for i in range(n):
         ts = 1_001_000 + i * 1000
-        add(data(0, pos_payload(ts, i, padded=(i % 3 == 0))), 0)
+        add(data(0, pos_payload(ts, i, padded=padded and i % 3 == 0)), 0)
         add(data(1, pos_payload(ts + 1, i + 100)), 1)
         if i % 2 == 0:
             add(data(2, nest_payload(ts + 2, i)), 2)

@@ -520,6 +520,26 @@ class UlogReader(Reader):
             return np.zeros(0, np.int64), pos
         return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos
 
+    def _plausible_header(self, q: int) -> bool:
+        """Whether the header at ``q`` could start a real message (used to tell a log cut
+        inside a message from a damaged size field)."""
+        t = int(self._u8[q + 2])
+        n = int(self._u16[q])
+        if _MIN_TABLE[t] < 0:
+            return bool(_LETTER[t]) and 0 < n <= _MAX_UNKNOWN
+        if n < _MIN_TABLE[t]:
+            return False
+        if t == rec.DATA:
+            if q + 5 > self._size:
+                return True
+            entry = self._by_msg_id.get(int(self._u16[q + 3]))
+            return (
+                entry is not None
+                and entry.type is not None
+                and entry.type.min_size <= n - 2 <= entry.type.size
+            )
+        return True
+
     def _read_data(self, start: int, end: int, last: bool) -> None:
         u8 = self._u8
         pos = start
@@ -530,6 +550,15 @@ class UlogReader(Reader):
                 bad_pos = int(p[bad])
                 nxt, why = self._resync(bad_pos, end)
                 self._damaged(bad_pos, why, nxt - bad_pos)
+                pos = nxt
+                continue
+            if stop < end and stop + 3 <= end and not self._plausible_header(stop):
+                # not a cut-off message but a damaged header: skip to the next good one
+                self._bad_reason = (
+                    f"invalid message header (type {int(u8[stop + 2])}, size {int(self._u16[stop])})"
+                )
+                nxt, why = self._resync(stop, end)
+                self._damaged(stop, why, nxt - stop)
                 pos = nxt
                 continue
             if stop < end:

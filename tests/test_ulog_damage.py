@@ -1,0 +1,385 @@
+"""ULog format features and damaged logs: truncation, byte damage, resync, flag bits."""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import polybag
+from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
+from ulog_helpers import (
+    INNER_FMT,
+    NEST_FMT,
+    POS_FMT,
+    data,
+    default,
+    dropout,
+    flags,
+    fmt,
+    header,
+    info_str,
+    log,
+    msg,
+    pos_payload,
+    pyulog_columns,
+    sub,
+    sync,
+    synthetic_log,
+    write,
+)
+
+pyulog = pytest.importorskip("pyulog")
+
+LOG, SPANS = synthetic_log(40)
+DATA_START = SPANS[0][0]
+
+
+def _open(b: bytes, **kw: object) -> polybag.Reader:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return polybag.open(b, warn=False, **kw)
+
+
+def _msgs(r: polybag.Reader) -> list[tuple[str, int, bytes]]:
+    return [(m.channel.topic, m.log_time, bytes(m.data)) for m in r.messages(order="file")]
+
+
+def test_synthetic_matches_pyulog(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.ulg", LOG)
+    u = pyulog.ULog(path)
+    with polybag.open(path) as r:
+        for d in u.data_list:
+            cols = r.topic_columns(d.name, d.multi_id, padding=True)
+            assert list(cols) == list(d.data)
+            for k in d.data:
+                assert np.array_equal(cols[k], d.data[k], equal_nan=True), k
+        x = r.ulog
+        assert x.info == u.msg_info_dict
+        assert x.info["ver_sw_release"] == 0x010402FF
+        assert x.version_info_str() == "v1.4.2"
+        assert x.info_multiple == {"boot": [["part one ", "part two"], ["second"]]}
+        assert x.info_multiple == u.msg_info_multiple_dict
+        assert x.params == {"P_INT": 3, "P_FLT": 0.5}
+        assert x.default_params == {0: {"P_INT": 2}, 1: {"P_INT": 2, "P_FLT": 0.25}} == u._default_parameters
+        assert x.changed_params == u.changed_parameters and x.changed_params[0][1:] == ("P_INT", 4)
+        assert [(d.timestamp, d.duration) for d in x.dropouts] == [
+            (d.timestamp, d.duration) for d in u.dropouts
+        ]
+        assert [m.text for m in x.logged_messages] == ["hello", "tagged warn", "bye"]
+        assert x.logged_messages[1].tag == 7
+        assert x.sync_count == 4
+        assert not x.corruptions
+        # _padding is hidden in the flat columns by default and in decoded objects
+        assert "items[0]._padding0[0]" not in r.topic_columns("nest")
+        m = next(r.messages(topics=["nest"]))
+        obj = m.decode()
+        assert obj.tag == "ab0" and obj.items[1].a == -0.0 and obj.ok == 0
+        assert not hasattr(obj.items[0], "_padding0")
+
+
+def test_trailing_padding_present_or_missing() -> None:
+    # the spec lets a logger leave out a trailing _padding field; both forms are read
+    # (pyulog drops the messages that carry the padding)
+    b, spans = synthetic_log(40, padded=True)
+    r = _open(b)
+    pos = r.topic_columns("pos", 0)
+    assert len(pos["timestamp"]) == 40
+    assert np.array_equal(pos["k"], np.arange(40) % 7)
+    assert not r.ulog.corruptions
+    sizes = {len(m.data) for m in r.messages(topics=["pos"])}
+    assert sizes == {22, 24}
+
+
+def test_strict_reader_clean_log() -> None:
+    r = _open(LOG)
+    got = _msgs(r)
+    assert len(got) == sum(1 for s in SPANS if s[2] >= 0) + 3
+    assert r.recovery_report["errors"] == []
+
+
+def _expected_before(cut: int) -> int:
+    """Messages (D and logged strings) wholly before ``cut``."""
+    n = 0
+    for start, end, kind in SPANS:
+        if end <= cut:
+            raw = LOG[start:end]
+            if kind >= 0 or raw[2:3] in (b"L", b"C"):
+                n += 1
+    return n
+
+
+def test_truncated_at_every_boundary_and_inside() -> None:
+    cuts = sorted({s[0] for s in SPANS} | {s[0] + 1 for s in SPANS} | {s[0] + 4 for s in SPANS} | {len(LOG)})
+    for cut in cuts:
+        b = LOG[:cut]
+        want = _expected_before(cut)
+        r = _open(b)
+        got = []
+        boundary = cut == len(LOG) or any(s[0] == cut for s in SPANS)
+        if boundary:
+            got = _msgs(r)
+        else:
+            with pytest.raises(TruncatedError) as ei:
+                for m in r.messages(order="file"):
+                    got.append(m)
+            assert ei.value.offset is not None and ei.value.offset < cut
+        assert len(got) == want, cut
+        rr = _open(b, recover=True)
+        assert len(_msgs(rr)) == want
+        # columns keep every complete message too
+        n0 = sum(1 for s in SPANS if s[2] == 0 and s[1] <= cut)
+        if n0:
+            assert len(rr.topic_columns("pos", 0)["timestamp"]) == n0
+
+
+def test_truncated_in_definitions_and_header() -> None:
+    with pytest.raises(TruncatedError):
+        _open(LOG[:10])
+    with pytest.raises(FormatError):
+        _open(b"ULog\x01\x12\x36" + LOG[7:])
+    for cut in range(16, DATA_START, 7):
+        r = _open(LOG[:cut])
+        assert r.summary.message_count == 0
+        assert list(r.messages()) == [] if cut == DATA_START else True
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, len(LOG) - 1), st.binary(min_size=1, max_size=12))
+def test_random_damage(offset: int, junk: bytes) -> None:
+    b = bytearray(LOG)
+    b[offset : offset + len(junk)] = junk
+    b = bytes(b)
+    try:
+        r = _open(b)
+    except PolybagError:
+        return  # header or flag bits damaged
+    strict: list[object] = []
+    try:
+        for m in r.messages(order="file"):
+            strict.append(m)
+    except PolybagError:
+        pass
+    rr = _open(b, recover=True)
+    got = _msgs(rr)
+    rr.summary  # noqa: B018 - must not raise
+    rr.info_text()
+    # every message wholly before the damage is kept (if the definitions survived)
+    if offset >= DATA_START:
+        before = _expected_before(offset)
+        assert len(strict) >= before
+        assert len(got) >= before
+        assert [x[2] for x in got[:before]] == [x[2] for x in _msgs(_open(LOG))[:before]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 100))
+def test_random_offsets_of_corpus_file(seed: int, frac: int) -> None:
+    from conftest import CORPORA
+
+    raw = (CORPORA / "ulog" / "sample_appended_multiple.ulg").read_bytes()[:400_000]
+    cut = 16 + (len(raw) - 16) * frac // 100
+    rng = np.random.default_rng(seed)
+    b = bytearray(raw[:cut])
+    if cut > 2000:
+        i = int(rng.integers(1500, cut))
+        b[i] ^= int(rng.integers(1, 256))
+    try:
+        r = _open(bytes(b), recover=True)
+    except PolybagError:
+        return
+    n = sum(1 for _ in r.messages())
+    assert n == r.recovery_report["messages"]
+
+
+def test_resync_on_sync_message_reports_skipped_bytes() -> None:
+    # damage a header in the middle of the data section
+    mid = [s for s in SPANS if s[2] == 0][20]
+    b = bytearray(LOG)
+    b[mid[0] + 2] = 0  # type 0: not a message
+    b = bytes(b)
+    r = _open(b)
+    with pytest.raises(FormatError) as ei:
+        list(r.messages(order="file"))
+    assert ei.value.offset == mid[0]
+    rr = _open(b, recover=True)
+    got = _msgs(rr)
+    assert rr.ulog.corruptions and rr.ulog.corruptions[0]["offset"] == mid[0]
+    skipped = rr.recovery_report["bytes_skipped"]
+    assert 0 < skipped < 200
+    # only the damaged message is lost
+    assert len(got) == len(_msgs(_open(LOG))) - 1
+
+
+def test_resync_without_sync_messages() -> None:
+    b0, spans = synthetic_log(30, with_sync=False)
+    d = [s for s in spans if s[2] == 1][10]
+    b = bytearray(b0)
+    b[d[0] : d[0] + 2] = b"\xff\xff"  # a size that runs far past the real message
+    rr = _open(bytes(b), recover=True)
+    clean = _msgs(_open(b0))
+    got = _msgs(rr)
+    assert rr.recovery_report["bytes_skipped"] > 0
+    assert len(got) == len(clean) - 1
+    assert set(got) <= set(clean)
+
+
+def test_unknown_incompat_bit_refused() -> None:
+    b = header() + flags(incompat=0x02) + fmt(POS_FMT) + sub(0, 0, "pos") + data(0, pos_payload(1, 1))
+    with pytest.raises(UnsupportedError, match="incompat"):
+        _open(b)
+    b = header() + flags(incompat_bytes=bytes([0, 0, 0, 4, 0, 0, 0, 0])) + fmt(POS_FMT)
+    with pytest.raises(UnsupportedError, match=r"incompat_flags\[3\]"):
+        _open(b)
+    with pytest.raises(UnsupportedError):
+        _open(b, recover=True)
+
+
+def test_long_flag_bits_and_version0() -> None:
+    body = fmt(POS_FMT) + sub(0, 0, "pos") + data(0, pos_payload(5, 1)) + data(0, pos_payload(6, 2))
+    r = _open(header() + flags(compat=1, extra=b"\x01" * 24) + body)
+    assert r.ulog.compat_flags[0] == 1
+    assert len(r.topic_columns("pos")["timestamp"]) == 2
+    r0 = _open(header(version=0) + body)
+    assert r0.ulog.version == 0 and r0.ulog.compat_flags == [0] * 8
+    assert list(r0.topic_columns("pos")["timestamp"]) == [5, 6]
+
+
+def test_unknown_message_type_skipped_with_warning() -> None:
+    b = (
+        header()
+        + flags()
+        + fmt(POS_FMT)
+        + msg("Z", b"future definition")
+        + sub(0, 0, "pos")
+        + data(0, pos_payload(5, 1))
+        + msg("x", b"abc")
+        + data(0, pos_payload(6, 2))
+    )
+    with pytest.warns(UserWarning, match="unknown message type"):
+        r = polybag.open(b)
+    assert list(r.topic_columns("pos")["timestamp"]) == [5, 6]
+    assert not r.ulog.corruptions
+    assert len(list(r.messages())) == 2
+
+
+def test_timestamp_types_and_wraparound(tmp_path: Path) -> None:
+    defs = header() + flags()
+    fmts = [
+        "t8:uint8_t timestamp;float v;",
+        "t16:uint16_t timestamp;float v;",
+        "t32:float v;uint32_t timestamp;",
+    ]
+    b = defs + b"".join(fmt(f) for f in fmts)
+    b += sub(0, 0, "t8") + sub(0, 1, "t16") + sub(0, 2, "t32")
+    ts8 = [250, 252, 254, 0, 2, 4]  # ms, wraps once
+    for i, t in enumerate(ts8):
+        b += data(0, struct.pack("<Bf", t, i))
+    ts16 = [65000, 65500, 100, 200]
+    for i, t in enumerate(ts16):
+        b += data(1, struct.pack("<Hf", t, i))
+    for i in range(3):
+        b += data(2, struct.pack("<fI", i, 7 + i))
+    r = _open(b)
+    t8 = [m.log_time for m in r.messages(topics=["t8"], order="file")]
+    assert t8 == [(t + (256 if i >= 3 else 0)) * 1_000_000 for i, t in enumerate(ts8)]
+    t16 = [m.log_time for m in r.messages(topics=["t16"], order="file")]
+    assert t16 == [(t + (65536 if i >= 2 else 0)) * 1000 for i, t in enumerate(ts16)]
+    assert [m.log_time for m in r.messages(topics=["t32"])] == [7000, 8000, 9000]
+    # the raw columns stay as logged
+    assert list(r.topic_columns("t8")["timestamp"]) == ts8
+    assert r.topic_columns("t8", log_time=True)["log_time"][-1] == (256 + 4) * 1_000_000
+
+
+def test_appended_data_matches_pyulog(tmp_path: Path) -> None:
+    base = header() + flags(incompat=1, offsets=(0,)) + fmt(POS_FMT) + sub(0, 0, "pos")
+    part1 = b"".join(data(0, pos_payload(10 + i, i)) for i in range(5))
+    partial = data(0, pos_payload(99, 99))[:9]  # cut off by the crash
+    off = len(base) + len(part1) + len(partial)
+    appended = b"".join(data(0, pos_payload(20 + i, i)) for i in range(3)) + log(ord("6"), 30, "after")
+    b = bytearray(base + part1 + partial + appended)
+    # patch appended_offsets[0]
+    b[16 + 3 + 16 : 16 + 3 + 24] = struct.pack("<Q", off)
+    path = write(tmp_path, "app.ulg", bytes(b))
+    r = polybag.open(path)
+    assert r.ulog.appended_offsets == [off]
+    ts = list(r.topic_columns("pos")["timestamp"])
+    assert ts == [10, 11, 12, 13, 14, 20, 21, 22]
+    # pyulog forgets the subscriptions at the first appended offset and drops the appended
+    # data messages; the spec says appended data is part of the data section
+    assert ts[:5] == list(pyulog_columns(path)[("pos", 0)]["timestamp"])
+    assert [m.text for m in r.ulog.logged_messages] == ["after"]
+    assert not r.ulog.corruptions
+    assert len(list(r.messages())) == 9  # no error: the partial message is expected
+
+
+def test_nested_defined_after_use_and_char_strings() -> None:
+    b = header() + flags() + fmt(NEST_FMT) + fmt(INNER_FMT) + sub(0, 0, "nest")
+    from ulog_helpers import nest_payload
+
+    b += data(0, nest_payload(5, 3))
+    r = _open(b)
+    cols = r.topic_columns("nest")
+    assert list(cols) == [
+        "timestamp",
+        "items[0].a",
+        "items[0].b",
+        "items[1].a",
+        "items[1].b",
+        "tag[0]",
+        "tag[1]",
+        "tag[2]",
+        "tag[3]",
+        "ok",
+    ]
+    assert m_dict(r)["tag"] == "ab3"
+    sch = r.summary.channels[0].schema
+    assert sch.data.decode().splitlines() == [NEST_FMT, INNER_FMT]
+
+
+def m_dict(r: polybag.Reader) -> dict:
+    return next(r.messages()).to_dict()
+
+
+def test_info_defaults_in_data_section() -> None:
+    b = (
+        header()
+        + flags(compat=1)
+        + fmt(POS_FMT)
+        + sub(0, 0, "pos")
+        + data(0, pos_payload(2_000_000, 1))
+        + info_str("late", "yes")
+        + default("X", 1.5, 1)
+        + dropout(7)
+        + sync()
+        + data(0, pos_payload(2_000_010, 2))
+    )
+    r = _open(b)
+    assert r.ulog.info["late"] == "yes"
+    assert r.ulog.default_params == {0: {"X": 1.5}}
+    assert [(d.timestamp, d.duration) for d in r.ulog.dropouts] == [(2_000_000, 7)]
+    assert r.ulog.last_timestamp == 2_000_010
+
+
+def test_stream_source() -> None:
+    import io
+
+    class Pipe(io.RawIOBase):
+        def __init__(self, b: bytes) -> None:
+            self.b = io.BytesIO(b)
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buf) -> int:  # type: ignore[no-untyped-def]
+            chunk = self.b.read(len(buf))
+            buf[: len(chunk)] = chunk
+            return len(chunk)
+
+    r = polybag.open(io.BufferedReader(Pipe(LOG)))
+    assert len(_msgs(r)) == len(_msgs(_open(LOG)))
