@@ -296,32 +296,7 @@ class UlogWriter(Writer):
         check_open(self.closed)
         if isinstance(channel, str):
             channel = self.add_subscription(channel, multi_id)
-        utype = self._types[channel.id]
-        msg_id = self._msg_ids[channel.id]
-        dt = utype.dtype
-        n = len(np.asarray(columns["timestamp"]))
-        arr = np.zeros(n, dtype=dt)
-        for name, values in columns.items():
-            if name not in (dt.names or ()):
-                if name == "log_time":
-                    continue
-                raise WriteError(f"{channel.topic}: no field {name!r} in its format")
-            v = np.asarray(values)
-            if len(v) != n:
-                raise WriteError(f"{channel.topic}: column {name} has {len(v)} rows, timestamp has {n}")
-            arr[name] = v
-        rows = np.empty((n, 5 + dt.itemsize), dtype=np.uint8)
-        head = np.frombuffer(_D_HEAD.pack(dt.itemsize + 2, rec.DATA, msg_id), dtype=np.uint8)
-        rows[:, :5] = head
-        rows[:, 5:] = arr.view(np.uint8).reshape(n, dt.itemsize) if dt.itemsize else rows[:, 5:]
-        if n:
-            ts = arr["timestamp"].astype(np.int64)
-            if utype.timestamp_type == "uint8_t":
-                ts = ts * 1000
-            self._note_time(int(ts.min()))
-            self._note_time(int(ts.max()))
-        self._data.write(rows.tobytes())
-        return n
+        return self.write_columns_many([(channel, columns)])
 
     def write_columns_many(self, items: Sequence[tuple[Channel, Mapping[str, Any]]]) -> int:
         """Rows of several subscriptions interleaved by timestamp (stable), as a logger
@@ -370,10 +345,25 @@ class UlogWriter(Writer):
                 idx = st[a : a + step, None] + cols
                 out[idx] = rows[a : a + step]
             first += n
+        # parameter changes and dropouts waiting for their time go between the rows
+        ts_sorted = allts[order]
+        done = 0
+        running = self._running_max
+        while self._pending and len(ts_sorted):
+            t_item = self._pending[0][0]
+            split = int(np.searchsorted(ts_sorted, t_item, side="right"))
+            if split >= len(ts_sorted) and max(running, int(ts_sorted[-1])) <= t_item:
+                break
+            off = int(starts_sorted[split]) if split < len(ts_sorted) else len(out)
+            if off > done:
+                self._data.write(out[done:off].tobytes())
+                done = off
+            self._data.write(heapq.heappop(self._pending)[2])
+        if done < len(out):
+            self._data.write(out[done:].tobytes())
         if len(allts):
             self._note_time(int(allts.min()))
             self._note_time(int(allts.max()))
-        self._data.write(out.tobytes())
         return len(allts)
 
     # --- closing --------------------------------------------------------------------------
