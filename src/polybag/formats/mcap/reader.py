@@ -334,6 +334,14 @@ def _append_short_message(
     out.append(Message(ch, rec.log_time, rec.publish_time, rec.sequence, b""))
 
 
+class _Partial(Exception):
+    """A loader met damage: ``msgs`` are the intact messages before it, ``err`` the error."""
+
+    def __init__(self, msgs: list[Message], err: PolybagError) -> None:
+        self.msgs = msgs
+        self.err = err
+
+
 class _Bad(Exception):
     """Damage inside a chunk at ``pos`` (relative to the chunk's records)."""
 
@@ -423,6 +431,7 @@ class McapReader(Reader):
         self.summary_offsets: list[R.SummaryOffset] = []
         self.has_summary = False
         self.summary_error: str | None = None
+        self._summary_crc_error: ChecksumError | None = None
         self._summary: Summary | None = None
         self._scan_result: _ScanResult | None = None
         self._defs_scanned = 0  # chunks of the scan/index whose definitions were registered
@@ -475,10 +484,11 @@ class McapReader(Reader):
         """Read the summary; one that does not parse is ignored (the data is scanned instead)."""
         try:
             self._read_summary()
-        except ChecksumError:
-            raise
         except FormatError as e:
+            # messages are then found by a scan; a CRC mismatch is raised after them
             self.summary_error = str(e)
+            if isinstance(e, ChecksumError):
+                self._summary_crc_error = e
             self.has_summary = False
             self.schemas.clear()
             self._channels.clear()
@@ -756,6 +766,8 @@ class McapReader(Reader):
             except _NeedSlowPath:
                 break
             except _Bad as b:
+                if positions is not None:
+                    break  # the message index does not fit the chunk: walk the records instead
                 bad = b
                 break
         if bad is None or self.recover:
@@ -773,10 +785,10 @@ class McapReader(Reader):
                 except _Bad as b:
                     err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
                     self._note(str(err), 0)
-                    if not self.recover:
-                        raise err from None
                     if sort:
                         out.sort(key=_LOG_TIME)
+                    if not self.recover:
+                        raise _Partial(out, err) from None
                     return out
         err = self._err(FormatError, f"inside Chunk at {offset}: {bad.what} (at record offset {bad.pos})", offset)
         raise err from None
@@ -824,6 +836,10 @@ class McapReader(Reader):
             pos = np.sort(pos, kind="stable")
         elif len(pos) > 1 and not bool(np.all(pos[1:] >= pos[:-1])):
             pos = np.sort(pos, kind="stable")
+        if len(pos) > 1 and not bool(np.all(pos[1:] > pos[:-1])):
+            return None  # a damaged index (two entries for one record): walk the chunk
+        if len(pos) and int(pos[-1]) >= ci.uncompressed_size:
+            return None
         return pos
 
     # --- linear scan of a mapped file -------------------------------------------------------------
@@ -850,6 +866,7 @@ class McapReader(Reader):
         rank = 0
         loose: list[int] | None = None
         lo = hi = 0
+        ended = False
         try:
             while True:
                 if pos + 9 > size:
@@ -860,6 +877,9 @@ class McapReader(Reader):
                     break
                 op, ln = head(view, pos)
                 e = pos + 9 + ln
+                if ended and op != _OP_FOOTER and e <= size and op != 0:
+                    pos = e
+                    continue
                 if e > size or op == 0:
                     if op == 0:
                         raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
@@ -917,7 +937,7 @@ class McapReader(Reader):
                                             sr.errors.append(str(err))
                                         else:
                                             sr.error = err
-                        break  # the summary section only repeats what the data section holds
+                        ended = True  # the summary section only repeats the data section
                     elif op == _OP_FOOTER:
                         sr.footer = pos
                         if e + 8 > size or bytes(view[e : e + 8]) != MAGIC:
@@ -1148,7 +1168,9 @@ class McapReader(Reader):
                     if self.recover:
                         self._note(str(err), e - pos)
                         continue
-                    raise err from None
+                    if sort:
+                        out.sort(key=_LOG_TIME)
+                    raise _Partial(out, err)
                 out.append(Message(ch, lt, pt, seq, data))
             if sort:
                 out.sort(key=_LOG_TIME)
@@ -1195,6 +1217,19 @@ class McapReader(Reader):
         count = 0
         try:
             segs, pending = self._segments(want, start, end, order == "log_time")
+            late: list[PolybagError] = []
+
+            def guard(load: Callable[[], list[Message]]) -> Callable[[], list[Message]]:
+                def inner() -> list[Message]:
+                    try:
+                        return load()
+                    except _Partial as p:
+                        late.append(p.err)
+                        return p.msgs
+
+                return inner
+
+            segs = [(a, b, c, guard(ld)) for a, b, c, ld in segs]
             if order == "file":
                 if reverse:
                     for _s, _t, _r, load in reversed(segs):
@@ -1202,11 +1237,15 @@ class McapReader(Reader):
                         msgs.reverse()
                         count += len(msgs)
                         yield from msgs
+                        if late:
+                            raise late[0]
                 else:
                     for _s, _t, _r, load in segs:
                         msgs = load()
                         count += len(msgs)
                         yield from msgs
+                        if late:
+                            raise late[0]
             else:
                 if reverse:
                     srt = sorted(segs, key=lambda x: (-x[1], -x[2]))
@@ -1220,9 +1259,13 @@ class McapReader(Reader):
                         yield m
                 else:
                     yield from it
+                if late:
+                    raise late[0]
         finally:
             self._drop_want(want)
             self._finish_report(count)
+        if pending is None:
+            pending = self._summary_crc_error
         if pending is not None and not self.recover:
             raise pending
 
@@ -1303,12 +1346,18 @@ class McapReader(Reader):
                     self._define(body, op, -9, len(body), pos + 9)
                 elif op == _OP_CHUNK:
                     buf = self._decode_chunk(body, 0, len(body), pos)
-                    out = self._chunk_messages(buf, pos, want, start, end, None, order == "log_time")
+                    late: PolybagError | None = None
+                    try:
+                        out = self._chunk_messages(buf, pos, want, start, end, None, order == "log_time")
+                    except _Partial as p:
+                        out, late = p.msgs, p.err
                     s = CHUNK_HEAD.unpack_from(body, 0)[0] if len(body) >= CHUNK_HEAD.size else 0
                     if out and order == "log_time":
                         s = min(s, out[0].log_time) if s else out[0].log_time
                     yield s, rank, _const(out)
                     rank += 1
+                    if late is not None:
+                        raise late
                 elif op == _OP_MESSAGE:
                     rec = R.parse_record(op, body, 0, len(body), self.path, pos + 9)
                     assert isinstance(rec, R.MessageRecord)
@@ -1490,6 +1539,8 @@ class McapReader(Reader):
     def summary(self) -> Summary:
         if self._summary is None:
             self._materialize()
+            if self._summary_crc_error is not None:
+                raise self._summary_crc_error
             self._summary = self._summary_from_index() if self.has_summary else None
             if self._summary is None:
                 self._summary = self._summary_from_scan()
