@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from mcap.reader import make_reader
 from mcap.writer import CompressionType, IndexType
 from mcap.writer import Writer as LibWriter
-from mcap_helpers import TOPICS, Pipe, Row, expected, key, to_bytes
 
+from mcap_helpers import TOPICS, Pipe, Row, expected, key, to_bytes
 from polybag.formats.mcap.reader import McapReader
 from polybag.source import MappedSource, StreamSource
 
@@ -135,4 +135,7 @@ def test_mcap_written_read_by_polybag(
     assert r.summary.profile == "lib-profile" and r.summary.library == "lib"
     assert [(a.name, a.data) for a in r.attachments()] == [("att", b"abc")]
     assert [(m.name, dict(m.metadata)) for m in r.metadata()] == [("meta", {"k": "v"})]
-    assert {c.topic: dict(c.metadata) for c in r.summary.channels.values()} == {t: {"x": t} for t in TOPICS}
+    chans = {c.topic: dict(c.metadata) for c in r.summary.channels.values()}
+    assert all(md == {"x": t} for t, md in chans.items())
+    # (the library drops the Channel records of a chunk that never receives a message)
+    assert {row[0] for row in rows} <= set(chans)
