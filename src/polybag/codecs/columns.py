@@ -60,6 +60,12 @@ def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = Non
     if len(codecs) > 1:
         raise UnsupportedError(f"topic {topic} has channels of different types; read them separately")
     codec = codec_for(channels[0])
+    bulk = getattr(reader, "topic_payloads", None)
+    if callable(bulk) and _is_compiled(codec):
+        # optional reader fast path: (log_times, blob, starts, sizes) as numpy arrays, log-time order
+        times_a, blob, starts, sizes = bulk(topic)
+        cols = _Walker(codec, np.asarray(blob, np.uint8), np.asarray(starts, np.int64), np.asarray(sizes, np.int64), _wanted(fields), topic).run()
+        return {"log_time": np.asarray(times_a, np.int64), **cols}
     times: list[int] = []
     datas: list[Any] = []
     for m in reader.messages(topics=[topic]):
@@ -71,32 +77,50 @@ def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = Non
     return out
 
 
+def _is_compiled(codec: Any) -> bool:
+    return hasattr(codec, "typeset") and (hasattr(codec, "compiler") or hasattr(codec, "_compilers"))
+
+
 def payload_columns(
     codec: Any, datas: Sequence[bytes | memoryview], fields: Sequence[str] | None = None, topic: str | None = None
 ) -> dict[str, np.ndarray]:
     """Columns of a list of payloads of one type (see :func:`topic_columns`)."""
     want = _wanted(fields)
-    compilers = getattr(codec, "compiler", None)
-    if hasattr(codec, "typeset") and (compilers is not None or hasattr(codec, "_compilers")):
-        return _Walker(codec, datas, want, topic).run()
+    if _is_compiled(codec):
+        n = len(datas)
+        sizes = np.fromiter(map(len, datas), dtype=np.int64, count=n)
+        starts = np.zeros(n, dtype=np.int64)
+        if n:
+            np.cumsum(sizes[:-1], out=starts[1:])
+        blob = np.frombuffer(b"".join(datas), dtype=np.uint8)
+        return _Walker(codec, blob, starts, sizes, want, topic).run()
     return _generic(codec, datas, want, topic)
 
 
 class _Walker:
-    def __init__(self, codec: Any, datas: Sequence[bytes | memoryview], want: Callable[[str], bool], topic: str | None) -> None:
+    def __init__(
+        self,
+        codec: Any,
+        blob: np.ndarray,
+        starts: np.ndarray,
+        sizes: np.ndarray,
+        want: Callable[[str], bool],
+        topic: str | None,
+    ) -> None:
         self.codec = codec
         self.want = want
         self.topic = topic
-        self.n = n = len(datas)
+        self.n = n = len(starts)
         self.cdr = hasattr(codec, "_compilers")
-        sizes = np.fromiter((len(d) for d in datas), dtype=np.int64, count=n)
-        self.blob = np.frombuffer(b"".join(datas), dtype=np.uint8)
-        self.starts = np.zeros(n, dtype=np.int64)
-        if n:
-            np.cumsum(sizes[:-1], out=self.starts[1:])
+        self.blob = blob
+        self.starts = starts
         self.ends = self.starts + sizes
+        if n and (int(starts.min()) < 0 or int(self.ends.max()) > len(blob)):
+            raise DecodeError("payload offsets outside the buffer", topic=topic, type_name=codec.full_name)
         self.equal = bool(n) and bool((sizes == sizes[0]).all())
-        self.mat = self.blob.reshape(n, int(sizes[0])) if self.equal and n else None
+        # one (n, L) view when the payloads are equal-sized and back to back
+        contiguous = self.equal and n and int(starts[0]) == 0 and bool((np.diff(starts) == sizes[0]).all())
+        self.mat = blob[: n * int(sizes[0])].reshape(n, int(sizes[0])) if contiguous else None
         self.endian = "<"
         if self.cdr:
             if n and int(sizes.min()) < 4:
@@ -218,7 +242,6 @@ class _Walker:
                 col = np.empty(self.n, dtype=object)
                 buf = self.blob
                 if base == "uint8":
-                    raw = buf.tobytes() if False else None  # noqa: F841 - keep the view
                     mv = memoryview(buf)
                     for i, (p, c) in enumerate(zip(pos.tolist(), count.tolist())):
                         col[i] = bytes(mv[p : p + c])
@@ -306,6 +329,14 @@ class _Walker:
                     enc = "utf-32-le" if self.endian == "<" else "utf-32-be"
                     for i, (p, k) in enumerate(zip(pos.tolist(), n.tolist())):
                         col[i] = str(mv[p : p + 4 * k], enc, "surrogatepass")
+                elif self.n and bool((n == n[0]).all()) and int(n[0]) > cut:
+                    # every string has the same length: decode each distinct value once
+                    k = int(n[0]) - cut
+                    block = np.ascontiguousarray(self.gather(pos, k, name)).view(f"V{k}")[:, 0]
+                    uniq, inverse = np.unique(block, return_inverse=True)
+                    texts = np.empty(len(uniq), dtype=object)
+                    texts[:] = [u.tobytes().decode("utf-8", "surrogateescape") for u in uniq]
+                    col = texts[inverse.reshape(-1)]
                 else:
                     cache: dict[bytes, str] = {}
                     for i, (p, k) in enumerate(zip(pos.tolist(), n.tolist())):

@@ -129,8 +129,19 @@ class Ros1Codec:
         return value
 
     def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any:
-        """The message as an object with attribute access (numeric arrays as numpy)."""
-        return self._run(self._dec, data, topic)
+        """The message as an object with attribute access.
+
+        Variable-length numeric arrays are numpy arrays, ``uint8[]``/``char[]`` bytes, fixed
+        numeric arrays lists.
+        """
+        end = len(data)
+        try:
+            value, pos = self._dec(data, 0, end)
+        except DecodeError as e:
+            raise self._error(e, topic) from None
+        if pos != end:
+            return self._run(self._dec, data, topic)  # raises the left-over error
+        return value
 
     def to_dict(self, data: bytes | memoryview, topic: str | None = None, numpy: bool = False) -> Any:
         """The message as plain dicts (JSON-ready unless ``numpy``: arrays as numpy)."""

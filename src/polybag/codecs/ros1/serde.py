@@ -194,6 +194,7 @@ class Compiler:
         self.cdr = wire == "cdr"
         self.e = endian
         self.ns: dict[str, Any] = {
+            "_new": object.__new__,
             "_np_array": np.array,
             "_frombuffer": np.frombuffer,
             "_Short": _Short,
@@ -414,8 +415,12 @@ class _DecGen(_Gen):
         self.ctor_mode = "obj" if self.mode == "obj" else "dict"
         self.np_arrays = self.mode in ("obj", "dictnp")
         self.ind = 2
+        self.stmt = self.ctor_mode == "obj"
+        self.post: list[str] = []
         expr = self.message(self.name, d, "")
         self.flush()
+        for line in self.post:
+            self.emit(line)
         self.emit(f"return {expr}, pos")
         head = [
             f"def {self.fname}(buf, pos, end):",
@@ -474,7 +479,18 @@ class _DecGen(_Gen):
             parts.append((f.name, self.value(f.type, p)))
         if self.ctor_mode == "obj":
             self.c.cls(name)
-            return f"{self.c._ident('C', name)}({', '.join(v for _, v in parts)})"
+            ctor = self.c._ident("C", name)
+            if not self.stmt:
+                return f"{ctor}({', '.join(v for _, v in parts)})"
+            # object.__new__ and slot stores: a third of the cost of calling __init__
+            var = self.new("_o")
+            self.post.append(f"{var} = _new({ctor})")
+            for n, v in parts:
+                if n.isidentifier() and not keyword.iskeyword(n):
+                    self.post.append(f"{var}.{n} = {v}")
+                else:
+                    self.post.append(f"setattr({var}, {n!r}, {v})")
+            return var
         return "{" + ", ".join(f"{n!r}: {v}" for n, v in parts) + "}"
 
     def count(self, path: str) -> str:
@@ -500,9 +516,10 @@ class _DecGen(_Gen):
                     return f"{var}[{idx}]"
                 var, idx = self.prim(fmt, size, n, size, path)
                 sl = f"{var}[{idx}:{idx + n}]"
-                if self.np_arrays:
+                if self.mode == "dictnp":
                     c.dtype(base)
                     return f"_np_array({sl}, _NDT_{base})"
+                # objects and dicts: small fixed arrays as lists (numpy costs 2 us per array)
                 return f"list({sl})"
             n = self.count(path)
             self.mark(path)
@@ -545,7 +562,7 @@ class _DecGen(_Gen):
             # fixed-size elements: one iter_unpack over the whole array
             size = c.fixed_size(base)
             sub = _DecGen(c, self.mode, base, self.fname + "_t")
-            sub.ctor_mode, sub.np_arrays = self.ctor_mode, self.np_arrays
+            sub.ctor_mode, sub.np_arrays, sub.stmt, sub.post = self.ctor_mode, self.np_arrays, False, []
             sub.run_id = 0
             expr = sub.message(base, c.msgdef(base), "").replace("_t0[", "t[")
             fmt = "".join(sub.run_fmt)
