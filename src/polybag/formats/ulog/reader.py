@@ -455,13 +455,13 @@ class UlogReader(Reader):
         u8 = self._u8
         start, size = self._data_start, self._size
         parts = []
-        chunk = 1 << 23
+        chunk = 1 << 22
         for a in range(start, size - 4, chunk):
             seg = u8[a + 2 : min(a + 2 + chunk, size - 2)]
             parts.append(np.flatnonzero(seg == rec.DATA) + a)
         c = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         if len(c):
-            n = u8[c].astype(np.int64) | (u8[c + 1].astype(np.int64) << 8)
+            n = self._u16[c].astype(np.int64)
             nxt = c + 3 + n
             keep = (n >= 2) & (nxt <= size)
             c, nxt = c[keep], nxt[keep]
