@@ -479,6 +479,30 @@ class McapReader(Reader):
             self._header_end = pos + 9 + ln
         if not self.recover:
             self._read_summary_or_scan()
+        else:
+            self._borrow_summary_definitions()
+
+    def _borrow_summary_definitions(self) -> None:
+        """Recovering: keep the summary's Schema/Channel copies (if they read), nothing else.
+
+        A damaged data section may have lost a Channel record that the summary repeats.
+        """
+        saved = self.validate_crcs
+        try:
+            self._read_summary()
+        except PolybagError:
+            self.schemas.clear()
+            self._channels.clear()
+            self._channel_records.clear()
+        finally:
+            self.validate_crcs = saved
+        self.has_summary = False
+        self.chunk_indexes = []
+        self._ci_array = None
+        self.attachment_indexes = []
+        self.metadata_indexes = []
+        self.summary_offsets = []
+        self.statistics = None
 
     def _read_summary_or_scan(self) -> None:
         """Read the summary; one that does not parse is ignored (the data is scanned instead)."""
@@ -973,7 +997,7 @@ class McapReader(Reader):
             e = pos + 9 + ln
             if op == 0 or e > size or not self._plausible(pos):
                 new = self._resync(pos + 1)
-                sr.errors.append(f"{self.path}: offset {pos}: damaged record; skipped to {new if new is not None else size}")
+                sr.errors.append(str(self._err(FormatError, f"damaged record; skipped to {new if new is not None else size}", pos)))
                 if new is None:
                     sr.bytes_skipped += size - pos
                     return
