@@ -275,6 +275,7 @@ class UlogReader(Reader):
         segments = self._segments(pos)
         for seg_start, seg_end, last in segments:
             self._read_data(seg_start, seg_end, last)
+        self._cands = None
         self._finish()
 
     def _segments(self, pos: int) -> list[tuple[int, int, bool]]:
