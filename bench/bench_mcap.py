@@ -113,7 +113,7 @@ def main() -> int:
 
     def mc_window() -> int:
         with open(path, "rb") as f:
-            return sum(1 for _ in make_reader(f).iter_messages(start_time=w0, end_time=w1))
+            return sum(1 for _ in make_reader(f).iter_messages(starting_at=w0, ending_before=w1))
 
     def mc_info() -> int:
         with open(path, "rb") as f:
