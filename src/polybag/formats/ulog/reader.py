@@ -82,6 +82,7 @@ _LETTER[ord("A") : ord("Z") + 1] = True
 _LETTER[ord("a") : ord("z") + 1] = True
 _MAX_UNKNOWN = 10000
 _RESYNC_WINDOW = 1 << 20
+_WALK_LIMIT = 1 << 21  # messages handled at once (bounds the index arrays)
 
 
 @dataclass
@@ -459,7 +460,9 @@ class UlogReader(Reader):
         chunk = 1 << 22
         for a in range(start, size - 4, chunk):
             seg = u8[a + 2 : min(a + 2 + chunk, size - 2)]
-            parts.append(np.flatnonzero(seg == rec.DATA) + a)
+            hits = np.flatnonzero(seg == rec.DATA)
+            if len(hits) <= len(seg) // 8:  # denser is not a log; walk it one by one
+                parts.append(hits + a)
         c = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         if len(c):
             n = self._u16[c].astype(np.int64)
@@ -487,8 +490,12 @@ class UlogReader(Reader):
         self._cands = (c, nxt, ends)
         return self._cands
 
-    def _walk_fast(self, pos: int, end: int) -> tuple[np.ndarray, int]:
-        """Offsets of the complete messages from ``pos`` (as :func:`_walk`), where it stopped."""
+    def _walk_fast(self, pos: int, end: int, limit: int | None = None) -> tuple[np.ndarray, int]:
+        """Offsets of the complete messages from ``pos`` (exactly what a one-by-one walk of
+        the size chain finds) and where it stopped: ``end``, the start of a message that
+        does not fit before ``end``, or (after about ``limit`` messages) the next message."""
+        if limit is None:
+            limit = _WALK_LIMIT
         c, nxt, ends = self._candidates()
         view = self._view
         pieces: list[np.ndarray] = []
@@ -496,14 +503,19 @@ class UlogReader(Reader):
         nc = len(c)
         find = c.searchsorted
         find_end = ends.searchsorted
+        count = 0
         while pos + 3 <= end:
+            if count >= limit:
+                break
             i = int(find(pos))
             if i < nc and c[i] == pos:
                 r = int(ends[find_end(i)])
+                r = min(r, i + limit)
                 if nxt[r] > end:  # the run crosses the segment end: keep what fits
                     r = i + int(np.searchsorted(nxt[i : r + 1], end, side="right")) - 1
                     if r < i:
                         break
+                count += r + 1 - i
                 if singles:
                     pieces.append(np.frombuffer(singles, dtype=np.int64).copy())
                     singles = array("q")
@@ -514,6 +526,7 @@ class UlogReader(Reader):
             if nx > end:
                 break
             singles.append(pos)
+            count += 1
             pos = nx
         if singles:
             pieces.append(np.frombuffer(singles, dtype=np.int64).copy())
@@ -546,12 +559,16 @@ class UlogReader(Reader):
         pos = start
         while pos < end:
             p, stop = self._walk_fast(pos, end)
+            more = len(p) >= _WALK_LIMIT and stop + 3 <= end and stop + 3 + int(self._u16[stop]) <= end
             bad = self._process_chunk(p, end)
             if bad is not None:
                 bad_pos = int(p[bad])
                 nxt, why = self._resync(bad_pos, end)
                 self._damaged(bad_pos, why, nxt - bad_pos)
                 pos = nxt
+                continue
+            if more:
+                pos = stop
                 continue
             if stop < end and stop + 3 <= end and not self._plausible_header(stop):
                 # not a cut-off message but a damaged header: skip to the next good one
