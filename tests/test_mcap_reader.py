@@ -254,8 +254,14 @@ def test_data_and_summary_crc() -> None:
     # a flipped byte in the summary: the Footer CRC catches it
     bad = bytearray(data)
     bad[ss + 12] ^= 1
+    r = polybag.open(bytes(bad))
+    got = []
     with pytest.raises(ChecksumError, match="summary"):
-        polybag.open(bytes(bad))
+        for m in r.messages():  # every message, found by a scan, then the error
+            got.append(m)
+    assert len(got) == 5
+    with pytest.raises(ChecksumError, match="summary"):
+        r.summary  # noqa: B018
     r = polybag.open(bytes(bad), validate_crcs=False)  # the damaged summary is ignored
     assert len(list(r.messages())) == 5 and not r.summary.indexed
     assert "summary_error" in r.summary.extras
