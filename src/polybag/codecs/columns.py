@@ -176,8 +176,18 @@ class _Walker:
     def read(self, pos: np.ndarray, prim: str, count: int, field: str) -> np.ndarray:
         """(n, count) values of a primitive at pos."""
         size = PRIMITIVE_FORMATS[prim][1]
-        block = np.ascontiguousarray(self.gather(pos, size * count, field))
         dt = np.dtype("?") if prim == "bool" else np.dtype(self.endian + NUMPY_TYPES[prim])
+        if self.mat is not None and self.n:
+            rel = pos - self.starts
+            r0 = int(rel[0])
+            if (rel == r0).all():
+                self.check(pos, size * count, field)
+                # a typed strided view over the payloads: one copy, no uint8 intermediate
+                view = np.ndarray(
+                    (self.n, count), dtype=dt, buffer=self.mat, offset=r0, strides=(self.mat.shape[1], size)
+                )
+                return view.astype(dt.newbyteorder("=")) if prim != "bool" else view.copy()
+        block = np.ascontiguousarray(self.gather(pos, size * count, field))
         vals = block.view(dt).reshape(self.n, count)
         if dt.byteorder not in ("=", "|") and not dt.isnative:
             vals = vals.astype(dt.newbyteorder("="))
@@ -222,9 +232,9 @@ class _Walker:
                     vals = self.read(pos, base, n, name)
                     if n <= _FIXED_SPLIT:
                         for i in range(n):
-                            self.cols[f"{name}[{i}]"] = vals[:, i].copy()
+                            self.cols[f"{name}[{i}]"] = np.ascontiguousarray(vals[:, i])
                     else:
-                        self.cols[name] = vals.copy()
+                        self.cols[name] = vals
                 else:
                     self.check(pos, size * n, name)
                 return pos + size * n
@@ -303,7 +313,7 @@ class _Walker:
             size = PRIMITIVE_FORMATS[base][1]
             pos = self.align(pos, size)
             if self.want(name):
-                self.cols[name] = self.read(pos, base, 1, name)[:, 0].copy()
+                self.cols[name] = self.read(pos, base, 1, name)[:, 0]
             else:
                 self.check(pos, size, name)
             return pos + size

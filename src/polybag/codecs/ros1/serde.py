@@ -519,8 +519,8 @@ class _DecGen(_Gen):
                 if self.mode == "dictnp":
                     c.dtype(base)
                     return f"_np_array({sl}, _NDT_{base})"
-                # objects and dicts: small fixed arrays as lists (numpy costs 2 us per array)
-                return f"list({sl})"
+                # objects: tuples (like genpy; numpy costs 2 us per array); dicts: lists
+                return sl if self.mode == "obj" else f"list({sl})"
             n = self.count(path)
             self.mark(path)
             if base != "uint8" and size > 4 and c.cdr:
