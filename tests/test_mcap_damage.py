@@ -210,3 +210,31 @@ def test_recover_skips_damage_in_the_middle(name: str) -> None:
             assert set(got) <= set(ROWS)
             # the records after the damage are found again: at most one record's messages are lost
             assert len(got) >= len(ROWS) - 20, (i, len(got))
+
+
+@_SETTINGS
+@given(
+    soup=st.lists(
+        st.tuples(st.integers(0, 255), st.binary(max_size=40), st.one_of(st.none(), st.integers(0, 2**64 - 1))),
+        max_size=12,
+    ),
+    opener=st.sampled_from(list(OPENERS)),
+    trailer=st.booleans(),
+)
+def test_record_soup(soup: list[tuple[int, bytes, int | None]], opener: str, trailer: bool) -> None:
+    """Random records (any opcode, any content, sometimes a lying length): only polybag errors."""
+    data = R.MAGIC + R.encode(R.Header("p", "l"))
+    for op, body, lie in soup:
+        data += R.RECORD_HEAD.pack(op, len(body) if lie is None else lie) + body
+    if trailer:
+        data += R.encode(R.Footer(0, 0, 0)) + R.MAGIC
+    for order in ("file", "log_time"):
+        _read(OPENERS[opener], data, order)
+    for attr in ("summary", "attachments", "metadata"):
+        try:
+            r = OPENERS[opener](data)
+            v = getattr(r, attr)
+            if callable(v):
+                list(v())
+        except PolybagError:
+            pass

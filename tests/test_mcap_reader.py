@@ -356,3 +356,16 @@ def test_channel_defined_in_an_earlier_chunk_is_found_out_of_order() -> None:
     assert [bytes(m.data) for m in polybag.open(data).messages()] == [b"early", b"late"]
     assert [bytes(m.data) for m in polybag.open(data).messages(order="file")] == [b"late", b"early"]
     assert [bytes(m.data) for m in polybag.open(data).messages(topics="/t", reverse=True)] == [b"late", b"early"]
+
+
+def test_time_bounds_at_the_edges_of_u64() -> None:
+    top = 2**64 - 1
+    data = to_bytes([("/a", top, 0, 0, b"x"), ("/a", 0, 0, 1, b"y")])
+    for r in readers(data).values():
+        assert [m.log_time for m in r.messages(end=2**64)] == [0, top]
+    r = polybag.open(data)
+    assert [m.log_time for m in r.messages(start=-5, end=1)] == [0]
+    assert [m.log_time for m in r.messages(end=0)] == []
+    assert [m.log_time for m in r.messages(start=top)] == [top]
+    with pytest.raises(ValueError):
+        r.messages(order="sideways")

@@ -1213,6 +1213,13 @@ class McapReader(Reader):
     ) -> Iterator[Message]:
         if order not in ("log_time", "file"):
             raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        # bounds that exclude nothing are no bounds (times are u64)
+        if start is not None and start <= 0:
+            start = None
+        if end is not None and end >= 1 << 64:
+            end = None
+        if end is not None and end <= 0:
+            start, end = 1, 1  # an empty window
         if isinstance(self.source, StreamSource):
             # Only file order can be produced strictly forward: a later chunk may always
             # start earlier.  Log-time order (and reverse) reads the stream into memory
