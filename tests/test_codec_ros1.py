@@ -192,3 +192,32 @@ def test_decode_error_names_field_and_offset() -> None:
     with pytest.raises(DecodeError) as ei:
         codec.decode(bad)
     assert ei.value.field == "header.frame_id"
+
+
+def test_user_msg_folder(tmp_path: Path) -> None:
+    from polybag.codecs.ros1 import add_msg_folder
+
+    folder = tmp_path / "my_robot_msgs" / "msg"
+    folder.mkdir(parents=True)
+    (folder / "Wheel.msg").write_text("# a wheel\nfloat32 speed\nstring name\n")
+    (folder / "Wheels.msg").write_text("Header header\nWheel[4] wheels\n")
+    added = add_msg_folder(tmp_path)
+    assert set(added) == {"my_robot_msgs/Wheel", "my_robot_msgs/Wheels"}
+    text = definition_for("my_robot_msgs/Wheels")
+    md5 = compute_md5("my_robot_msgs/Wheels", text)
+    assert lookup_md5(md5) == "my_robot_msgs/Wheels"
+    # a V1.1-style channel: no text, only type and md5sum
+    codec = codec_for_type("my_robot_msgs/Wheels", "", md5)
+    d = codec.to_dict(codec.encode({"wheels": [{"speed": 1.5, "name": f"w{i}"} for i in range(4)]}))
+    assert [w["name"] for w in d["wheels"]] == ["w0", "w1", "w2", "w3"]
+    with pytest.raises(Exception, match="no definition"):
+        codec_for_type("my_robot_msgs/Unknown", "", "0" * 32)
+
+
+def test_memoryview_and_zero_size_sequences() -> None:
+    codec = codec_for_type("pkg/E", "std_msgs/Empty[] items\n")
+    raw = codec.encode({"items": [{}, {}, {}]})
+    assert raw == (3).to_bytes(4, "little")
+    assert len(codec.decode(memoryview(bytearray(raw))).items) == 3
+    with pytest.raises(DecodeError):
+        codec.decode((0xFFFFFFFF).to_bytes(4, "little"))

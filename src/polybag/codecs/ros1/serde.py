@@ -30,7 +30,7 @@ from polybag.codecs.ros1.msgdef import (
 from polybag.errors import DecodeError
 
 _U32 = {"<": struct.Struct("<I"), ">": struct.Struct(">I")}
-_ZERO_LIMIT = 1_000_000  # max elements of a zero-sized type in one sequence
+_ZERO_LIMIT = 1 << 16  # max elements of a zero-sized type in one sequence
 _UNROLL = 8
 
 
