@@ -162,3 +162,28 @@ def _only_decode_error(codec: Any, payload: bytes, must_fail: bool = False) -> N
         assert e.type_name
         return
     assert not must_fail, "extra bytes were accepted"
+
+
+@SETTINGS
+@given(st.data())
+def test_columns_agree_with_messages(data: Any) -> None:
+    from polybag.codecs.columns import payload_columns
+    from test_codec_columns import _equal, _lookup
+
+    ros1 = data.draw(st.booleans())
+    text, types = data.draw(definitions(ros1=ros1))
+    n = data.draw(st.integers(1, 5))
+    values = [message_value(data.draw, types["Main"], types, ros1) for _ in range(n)]
+    if ros1:
+        codec: Any = ros1_codec("pkg/Main", text)
+        payloads = [codec.encode(v) for v in values]
+    else:
+        codec = cdr_codec("pkg/msg/Main", text)
+        endian = data.draw(st.sampled_from("<>"))
+        payloads = [codec.encode(v, endian=endian) for v in values]
+    cols = payload_columns(codec, payloads)
+    for i, p in enumerate(payloads):
+        d = codec.to_dict(p)
+        for name, col in cols.items():
+            assert len(col) == n
+            assert _equal(col[i], _lookup(d, name)), (name, i)
