@@ -451,3 +451,18 @@ def test_degenerate_inputs_do_not_blow_up() -> None:
     r = _open(base + b"\x00\x00S" * 5000 + data(0, pos_payload(5, 1)))
     assert r.ulog.sync_count == 5000
     assert len(list(r.messages())) == 1
+
+
+def test_data_without_subscription_dropped_in_place(tmp_path: Path) -> None:
+    base = header() + flags() + fmt(POS_FMT) + sub(0, 0, "pos")
+    body = b"".join(data(0, pos_payload(10 + i, i)) + data(9, b"\x01" * 7) for i in range(3000))
+    path = write(tmp_path, "orphans.ulg", base + body)
+    r = _open(path, recover=True)
+    ts = r.topic_columns("pos")["timestamp"]
+    assert list(ts) == list(range(10, 3010))
+    assert list(ts) == list(pyulog_columns(path)[("pos", 0)]["timestamp"])
+    assert r.recovery_report["bytes_skipped"] == 3000 * 12
+    assert len(r.ulog.corruptions) + r.ulog.unreported_damage == 3000
+    strict = _open(path)
+    with pytest.raises(FormatError, match="no subscription"):
+        list(strict.messages(order="file"))

@@ -83,6 +83,7 @@ _LETTER[ord("a") : ord("z") + 1] = True
 _MAX_UNKNOWN = 10000
 _RESYNC_WINDOW = 1 << 20
 _WALK_LIMIT = 1 << 21  # messages handled at once (bounds the index arrays)
+_MAX_REPORTS = 1000  # damage reports kept one by one
 
 
 @dataclass
@@ -107,6 +108,7 @@ class UlogData:
     sync_count: int = 0
     corruptions: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    unreported_damage: int = 0  # damage beyond the first reports (counted only)
     # facts that need every data timestamp are worked out on first use
     _last_timestamp: int | None = field(default=None, repr=False)
     _changed_params: list[tuple[int, str, int | float]] | None = field(default=None, repr=False)
@@ -254,10 +256,13 @@ class UlogReader(Reader):
             warnings.warn(f"{self.path or '<buffer>'}: {text}", stacklevel=4)
 
     def _damaged(self, offset: int, message: str, skipped: int = 0, truncated: bool = False) -> None:
-        self.ulog.corruptions.append({"offset": offset, "bytes_skipped": skipped, "error": message})
         self.recovery_report["bytes_skipped"] += skipped
-        self.recovery_report["errors"].append(f"offset {offset}: {message}")
-        if self._damage is None:
+        if len(self.ulog.corruptions) < _MAX_REPORTS:
+            self.ulog.corruptions.append({"offset": offset, "bytes_skipped": skipped, "error": message})
+            self.recovery_report["errors"].append(f"offset {offset}: {message}")
+        else:
+            self.ulog.unreported_damage += 1
+        if self._damage is None or offset < self._damage[0]:
             self._damage = (offset, message, truncated)
 
     def _scan(self) -> None:
@@ -663,19 +668,38 @@ class UlogReader(Reader):
         ok = (cand >= 0) & (dsize >= lo[cand]) & (dsize <= hi[cand])
         badd = np.flatnonzero(~ok)
         b = k
-        if len(badd) and int(d_idx[badd[0]]) < k:
-            b = int(d_idx[badd[0]])
-            w = int(badd[0])
+
+        def reason(w: int) -> str:
             if cand[w] < 0:
-                self._bad_reason = f"data message for msg_id {int(msg_id[w])} that has no subscription"
-            else:
-                e = all_entries[int(cand[w])]
-                assert e.type is not None
-                self._bad_reason = (
-                    f"data message for {e.sub.name} has {int(dsize[w])} bytes, expected "
-                    f"{e.type.min_size}..{e.type.size}"
-                )
-        elif k < len(p):
+                return f"data message for msg_id {int(msg_id[w])} that has no subscription"
+            e = all_entries[int(cand[w])]
+            assert e.type is not None
+            return (
+                f"data message for {e.sub.name} has {int(dsize[w])} bytes, expected "
+                f"{e.type.min_size}..{e.type.size}"
+            )
+
+        dropped = np.zeros(0, dtype=np.int64)
+        if len(badd):
+            # A bad data message followed by a good message is dropped where it is (like
+            # pyulog); one followed by garbage means the size chain is lost: resynchronise.
+            good = np.ones(len(p) + 1, dtype=bool)
+            good[k:] = False
+            good[d_idx[badd]] = False
+            nxt_good = good[d_idx[badd] + 1] | (d_idx[badd] + 1 == len(p))
+            cut = np.flatnonzero(~nxt_good)
+            if len(cut) and int(d_idx[badd[cut[0]]]) < k:
+                b = int(d_idx[badd[cut[0]]])
+                self._bad_reason = reason(int(badd[cut[0]]))
+            dropped = badd[d_idx[badd] < b]
+            for w in dropped[:_MAX_REPORTS].tolist():
+                q = int(dpos[w])
+                self._damaged(q, reason(w) + " (dropped)", int(dsize[w]) + 5)
+            if len(dropped) > _MAX_REPORTS:
+                extra = dropped[_MAX_REPORTS:]
+                self.recovery_report["bytes_skipped"] += int((dsize[extra] + 5).sum())
+                self.ulog.unreported_damage += len(extra)
+        if b == k and k < len(p):
             self._bad_reason = f"invalid message header (type {int(t[k])}, size {int(u16[p[k]])})"
         # Everything before b, in file order: control messages one by one, D in bulk.
         new_by_i = dict(new_subs)
@@ -707,8 +731,14 @@ class UlogReader(Reader):
                 self._damaged(q, f"bad {chr(tc)} message: {e}")
         nd = int(np.searchsorted(d_idx, b))
         if nd:
-            self._d_pos_chunks.append(dpos[:nd])
-            self._d_sub_chunks.append(cand[:nd])
+            if len(dropped):
+                keep = np.ones(nd, dtype=bool)
+                keep[dropped] = False
+                self._d_pos_chunks.append(dpos[:nd][keep])
+                self._d_sub_chunks.append(cand[:nd][keep])
+            else:
+                self._d_pos_chunks.append(dpos[:nd])
+                self._d_sub_chunks.append(cand[:nd])
         return b if b < len(p) else None
 
     def _resync(self, bad: int, end: int) -> tuple[int, str]:
