@@ -110,9 +110,6 @@ class McapWriter(Writer):
 
         # the open chunk
         self._chunk = bytearray()
-        self._chunk_start = 0
-        self._chunk_end = 0
-        self._chunk_msgs = 0
         self._chunk_index: dict[int, array[int]] = {}
 
         self._emit(MAGIC)
@@ -217,6 +214,25 @@ class McapWriter(Writer):
             head = _MSG_PACK(5, 22 + len(data), cid, sequence, log_time, publish_time)
         except Exception as e:  # struct.error: a value out of range
             raise WriteError(f"message on channel {cid}: {e} (sequence is u32, times are u64 ns)") from None
+        if not self.use_chunking:
+            self._note_loose(cid, log_time)
+            self._emit(head)
+            self._emit(data)
+            return
+        # statistics, chunk times and message indexes all come from these per-channel
+        # (log_time, offset) arrays when the chunk is closed
+        buf = self._chunk
+        idx = self._chunk_index.get(cid)
+        if idx is None:
+            idx = self._chunk_index[cid] = array("Q")
+        idx.append(log_time)
+        idx.append(len(buf))
+        buf += head
+        buf += data
+        if len(buf) >= self.chunk_size:
+            self._finish_chunk()
+
+    def _note_loose(self, cid: int, log_time: int) -> None:
         st = self.statistics
         if st.message_count == 0:
             st.message_start_time = st.message_end_time = log_time
@@ -227,50 +243,50 @@ class McapWriter(Writer):
                 st.message_end_time = log_time
         st.message_count += 1
         self._counts[cid] = self._counts.get(cid, 0) + 1
-        if not self.use_chunking:
-            self._emit(head)
-            self._emit(data)
-            return
-        buf = self._chunk
-        if self._chunk_msgs == 0:
-            self._chunk_start = self._chunk_end = log_time
-        else:
-            if log_time < self._chunk_start:
-                self._chunk_start = log_time
-            if log_time > self._chunk_end:
-                self._chunk_end = log_time
-        self._chunk_msgs += 1
-        if self.use_message_index:
-            idx = self._chunk_index.get(cid)
-            if idx is None:
-                idx = self._chunk_index[cid] = array("Q")
-            idx.append(log_time)
-            idx.append(len(buf))
-        buf += head
-        buf += data
-        if len(buf) >= self.chunk_size:
-            self._finish_chunk()
 
     def _finish_chunk(self) -> None:
         raw = bytes(self._chunk)
-        if not raw and not self._chunk_msgs:
+        index = self._chunk_index
+        if not raw and not index:
             return
+        st = self.statistics
+        n_msgs = 0
+        start = end = 0
+        for cid, idx in index.items():
+            times = idx[0::2]
+            n = len(times)
+            lo, hi = min(times), max(times)
+            if n_msgs == 0:
+                start, end = lo, hi
+            else:
+                start, end = min(start, lo), max(end, hi)
+            n_msgs += n
+            self._counts[cid] = self._counts.get(cid, 0) + n
+        if n_msgs:
+            if st.message_count == 0:
+                st.message_start_time, st.message_end_time = start, end
+            else:
+                st.message_start_time = min(st.message_start_time, start)
+                st.message_end_time = max(st.message_end_time, end)
+            st.message_count += n_msgs
         crc = zlib.crc32(raw) if self.use_crcs else 0
         packed = _compression.compress(self.compression, raw, self.compression_level)
-        start, end = (self._chunk_start, self._chunk_end) if self._chunk_msgs else (0, 0)
         chunk = R.Chunk(start, end, len(raw), crc, self._comp_name, packed)
         chunk_offset = self._pos
         rec = R.encode(chunk)
         self._emit(rec)
         mi_start = self._pos
         offsets: dict[int, int] = {}
-        for cid, idx in self._chunk_index.items():
-            offsets[cid] = self._pos
-            if not _LITTLE:
-                idx.byteswap()
-            entries = idx.tobytes()
-            self._emit(R.RECORD_HEAD.pack(Opcode.MESSAGE_INDEX, 6 + len(entries)) + R.U16.pack(cid) + R.U32.pack(len(entries)))
-            self._emit(entries)
+        if self.use_message_index:
+            for cid, idx in index.items():
+                offsets[cid] = self._pos
+                if not _LITTLE:
+                    idx.byteswap()
+                entries = idx.tobytes()
+                self._emit(
+                    R.RECORD_HEAD.pack(Opcode.MESSAGE_INDEX, 6 + len(entries)) + R.U16.pack(cid) + R.U32.pack(len(entries))
+                )
+                self._emit(entries)
         if self.use_chunk_index:
             self._chunk_indexes.append(
                 R.ChunkIndex(
@@ -278,9 +294,8 @@ class McapWriter(Writer):
                     self._comp_name, len(packed), len(raw),
                 )  # fmt: skip
             )
-        self.statistics.chunk_count += 1
+        st.chunk_count += 1
         self._chunk = bytearray()
-        self._chunk_msgs = 0
         self._chunk_index = {}
 
     def add_attachment(
