@@ -120,12 +120,39 @@ def main() -> int:
             st = make_reader(f).get_summary()
             return st.statistics.message_count if st and st.statistics else 0
 
+    n_write = min(args.messages, 200_000)
+    payloads = [bytes(range(16 + 16 * i)) for i in range(5)]
+
+    def pb_write() -> int:
+        w = polybag.Writer(io.BytesIO(), format="mcap", compression="zstd")
+        sid = w.add_schema("bench/Msg", "jsonschema", b"{}")
+        chans = [w.add_channel(t, "json", sid) for t in TOPICS]
+        write = w.write
+        for i in range(n_write):
+            write(chans[i % 5], payloads[i % 5], 1000 * i, 1000 * i, i)
+        w.close()
+        return n_write
+
+    def mc_write() -> int:
+        from mcap.writer import CompressionType
+        from mcap.writer import Writer as McapLibWriter
+
+        w = McapLibWriter(io.BytesIO(), compression=CompressionType.ZSTD)
+        w.start(profile="", library="bench")
+        sid = w.register_schema("bench/Msg", "jsonschema", b"{}")
+        chans = [w.register_channel(t, "json", sid) for t in TOPICS]
+        for i in range(n_write):
+            w.add_message(chans[i % 5], log_time=1000 * i, publish_time=1000 * i, data=payloads[i % 5], sequence=i)
+        w.finish()
+        return n_write
+
     tasks = [
         ("raw iteration, streamed (pipe)", pb_stream, mc_stream),
         ("raw iteration, indexed", pb_indexed, mc_indexed),
         ("one topic of 5", pb_topic, mc_topic),
         ("1% time window", pb_window, mc_window),
         ("info / summary", pb_info, mc_info),
+        (f"write {n_write} messages (zstd)", pb_write, mc_write),
     ]
     print(f"{'task':34} {'polybag':>10} {'mcap':>10} {'ratio':>8}  messages")
     for name, pb, mc in tasks:
