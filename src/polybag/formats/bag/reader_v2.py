@@ -561,7 +561,7 @@ class BagV2Reader(Reader):
             i = hay.find(needle, pos)
             if i < 0:
                 return size
-            for s in range(i, max(self.data_start + 4, i - 96) - 1, -1):
+            for s in range(i, max(self.data_start + 4, pos + 4, i - 96) - 1, -1):
                 (hl,) = _u32(view, s - 4)
                 if s + hl < i + 8 or s + hl > size:
                     continue

@@ -29,13 +29,13 @@ def _index_of(ci: Chunk) -> dict[int, list[tuple[int, int]]]:
     return out
 
 
-def _open_v2(path: str, *, recover: bool) -> BagV2Reader:
-    src = MappedSource.from_path(path)
-    r = open_bag(src, path, recover=recover)
+def _open_v2(path: str | bytes, *, recover: bool) -> BagV2Reader:
+    src = MappedSource(None, path) if isinstance(path, bytes) else MappedSource.from_path(path)
+    r = open_bag(src, src.path, recover=recover)
     if not isinstance(r, BagV2Reader):
         r.close()
         raise UnsupportedError(
-            f"{path}: bag version {getattr(r, 'version', '?')}: only 2.0 bags can be reindexed or "
+            f"{src.path or '<buffer>'}: bag version {getattr(r, 'version', '?')}: only 2.0 bags can be reindexed or "
             "recompressed in place; upgrade with `polybag convert OLD.bag NEW.bag`"
         )
     return r
@@ -48,7 +48,7 @@ def _register(w: BagWriter, r: BagV2Reader) -> None:
 
 
 def reindex_bag(
-    src: str,
+    src: str | bytes,
     dst: str | os.PathLike[str] | BinaryIO,
     *,
     progress: Callable[[int], None] | None = None,
