@@ -36,7 +36,19 @@ CODECS: dict[tuple[str, str], str] = {
 _cache: dict[tuple[str, str, str, bytes, str], Codec] = {}
 
 
+_by_channel: dict[Channel, Codec] = {}
+
+
 def codec_for(channel: Channel) -> Codec:
+    # fast path: the same Channel object for every message of a file (identity hit, no key copy)
+    codec = _by_channel.get(channel)
+    if codec is not None:
+        return codec
+    codec = _by_channel[channel] = _codec_for(channel)
+    return codec
+
+
+def _codec_for(channel: Channel) -> Codec:
     schema = channel.schema
     if schema is None:
         schema = Schema(0, str(channel.metadata.get("type", "")), "", b"")
