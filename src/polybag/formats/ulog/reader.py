@@ -1,10 +1,13 @@
 """PX4 ULog reader.
 
-One linear walk over the message headers at open (a tight loop that only follows the
-``msg_size`` chain), then numpy does the rest: message types, sizes and ``msg_id`` of every
-message are read at once from the mapped file, data messages are validated against their
-subscription in bulk, and a topic's columns are one fancy-indexing gather of its payloads
-into a structured array (no Python object per message).
+The data section has no index, so the reader walks the ``msg_size`` chain once at open, but
+not message by message: every byte offset whose type byte is ``D`` is found with numpy,
+candidates that link to each other (``offset + 3 + size`` is the next candidate) form runs,
+and the walk jumps over whole runs, stepping one by one only between them (the result is
+exactly the one-by-one walk; the runs only make it fast).  Message types, sizes and
+``msg_id`` of every message are then read at once from the mapped file, data messages are
+matched to their subscription in bulk, and a topic's columns are one fancy-indexing gather
+of its payloads into a structured array (no Python object per message).
 
 Model mapping:
 
@@ -16,16 +19,21 @@ Model mapping:
 * logged strings (``L`` and tagged ``C``) are messages on the channel :data:`LOG_TOPIC`
   (``"log_message"``, schema ``ulog_logged_string``), see :mod:`polybag.codecs.ulog`;
 * info, multi-info, parameters, defaults, logged strings, dropouts and flag bits are on
-  ``reader.ulog`` (a :class:`UlogData`).
+  ``reader.ulog`` (a :class:`UlogData`, names like pyulog's).
 
-Damage: a log that ends inside a message keeps every complete message.  Corruption in the
-data section (an impossible header, a data message that matches no subscription or has the
-wrong size) is skipped by resynchronising on the next sync message or the next position
-where three consecutive valid headers start; ``reader.ulog.corruptions`` lists each with the
-bytes skipped.  Without ``recover=True``, :meth:`UlogReader.messages` raises a
-:class:`~polybag.errors.FormatError` (or :class:`~polybag.errors.TruncatedError`) after the
-last intact message before the first damage; columns and extras always use everything that
-could be read (like pyulog).  An unknown incompat flag bit is always refused.
+Damage: a log that ends inside a message keeps every complete message.  A data message
+with no subscription or the wrong size is dropped where it is when the next message is
+good (pyulog does the same); an impossible header means the size chain is lost, and
+reading resumes at the next sync message or the next offset where three valid headers
+follow each other.  ``reader.ulog.corruptions`` lists each with the bytes skipped.  Without
+``recover=True``, :meth:`UlogReader.messages` raises a :class:`~polybag.errors.FormatError`
+(or :class:`~polybag.errors.TruncatedError`) after the last intact message before the
+first damage; columns and extras always hold everything that could be read (like pyulog).
+An unknown incompat flag bit is always refused (:class:`~polybag.errors.UnsupportedError`).
+
+Differences from pyulog, on purpose: appended data keeps its subscriptions (pyulog drops
+the data messages after the first appended offset), and data messages that carry their
+trailing ``_padding`` are read (pyulog drops them); both follow the ULog spec.
 """
 
 from __future__ import annotations
@@ -562,16 +570,19 @@ class UlogReader(Reader):
     def _read_data(self, start: int, end: int, last: bool) -> None:
         u8 = self._u8
         pos = start
+        limit = _WALK_LIMIT
         while pos < end:
-            p, stop = self._walk_fast(pos, end)
-            more = len(p) >= _WALK_LIMIT and stop + 3 <= end and stop + 3 + int(self._u16[stop]) <= end
+            p, stop = self._walk_fast(pos, end, limit)
+            more = len(p) >= limit and stop + 3 <= end and stop + 3 + int(self._u16[stop]) <= end
             bad = self._process_chunk(p, end)
             if bad is not None:
                 bad_pos = int(p[bad])
                 nxt, why = self._resync(bad_pos, end)
                 self._damaged(bad_pos, why, nxt - bad_pos)
                 pos = nxt
+                limit = 4096  # after damage, small steps first so that more damage stays cheap
                 continue
+            limit = min(limit * 8, _WALK_LIMIT)
             if more:
                 pos = stop
                 continue
@@ -583,6 +594,7 @@ class UlogReader(Reader):
                 nxt, why = self._resync(stop, end)
                 self._damaged(stop, why, nxt - stop)
                 pos = nxt
+                limit = 4096
                 continue
             if stop < end:
                 if last:
@@ -754,8 +766,10 @@ class UlogReader(Reader):
                 hi[mid] = entry.type.size + 2
         pos = bad + 1
         view = self._view
+        window = 4096  # grows: damage is usually short
         while pos < end:
-            wend = min(end, pos + _RESYNC_WINDOW)
+            wend = min(end, pos + window)
+            window = min(window * 16, _RESYNC_WINDOW)
             # sync magic: resume at the S message header (or right after the magic)
             m = bytes(view[pos : min(end, wend + 7)]).find(rec.SYNC_MAGIC)
             sync_at = -1
