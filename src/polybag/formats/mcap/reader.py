@@ -177,36 +177,6 @@ class _UnknownChannel(Exception):
 
 
 # --- chunk walking: the hot loops ----------------------------------------------------------
-def _walk_all(buf: bytes, channels: dict[int, Channel], out: list[Message], defs: Callable[[int, int, int], None]) -> None:
-    """Append every message in the decompressed chunk ``buf`` to ``out`` (file order)."""
-    view = memoryview(buf)
-    n = len(buf)
-    pos = 0
-    unpack = RECORD_MESSAGE_HEAD.unpack_from
-    append = out.append
-    M = Message
-    limit = n - RECORD_MESSAGE_HEAD_LEN
-    while pos < n:
-        if pos <= limit:
-            op, ln, cid, seq, lt, pt = unpack(buf, pos)
-        else:
-            op, ln = _short_head(buf, pos, n)
-        e = pos + 9 + ln
-        if e > n:
-            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
-        if op == 5 and ln >= 22:
-            try:
-                ch = channels[cid]
-            except KeyError:
-                raise _UnknownChannel(cid, pos) from None
-            append(M(ch, lt, pt, seq, view[pos + 31 : e]))
-        elif op == 3 or op == 4 or op == 5:
-            defs(op, pos, e)
-            if op == 5:
-                _append_short_message(buf, pos, e, channels, out, None, None, None)
-        pos = e
-
-
 def _walk_filtered(
     buf: bytes,
     channels: dict[int, Channel],
@@ -216,7 +186,10 @@ def _walk_filtered(
     start: int | None,
     end: int | None,
 ) -> None:
-    """Like :func:`_walk_all`, keeping only channels in ``want`` and ``start <= t < end``."""
+    """Record by record: messages on channels in ``want`` with ``start <= t < end`` (file order).
+
+    The fallback for chunks the bulk path cannot take (short or damaged records).
+    """
     view = memoryview(buf)
     n = len(buf)
     pos = 0
@@ -1414,13 +1387,6 @@ class McapReader(Reader):
                 self._drop_want(want)
 
         return inner()
-
-    def _stream_defs(self, buf: bytes) -> Callable[[int, int, int], None]:
-        def defs(op: int, pos: int, e: int) -> None:
-            if op != _OP_MESSAGE:
-                self._define(buf, op, pos, e, 0)
-
-        return defs
 
     # --- records (for the conformance runner and tools) ------------------------------------------
     def records(self, expand_chunks: bool = True) -> Iterator[R.Record]:
