@@ -235,3 +235,39 @@ def test_random_formats_round_trip(fm: tuple[list[str], str], n: int, seed: int)
         d = u.get_dataset("top")
         for k in cols:
             assert np.array_equal(d.data[k], cols[k], equal_nan=True), k
+
+
+def test_sync_messages_and_model_only_conversion(tmp_path: Path) -> None:
+    src = CORPORA / "ulog" / "sample_log_small.ulg"
+    out = tmp_path / "sync.ulg"
+    with polybag.open(src) as r, UlogWriter(out, sync_interval=100) as w:
+        n = 0
+        for m in r.messages(topics=["vehicle_attitude", "log_message"], order="file"):
+            w.write_message(m)
+            n += 1
+    with polybag.open(out) as r2, polybag.open(src) as r:
+        assert r2.ulog.sync_count > 0
+        assert r2.summary.message_count == n
+        assert {c.topic for c in r2.summary.channels.values()} == {"vehicle_attitude", "log_message"}
+        a = r.topic_columns("vehicle_attitude")
+        b = r2.topic_columns("vehicle_attitude")
+        for k in a:
+            assert np.array_equal(a[k], b[k], equal_nan=True)
+        assert r2.ulog.logged_messages == r.ulog.logged_messages
+    u = pyulog.ULog(str(out))
+    assert not u.file_corruption
+    assert len(u.get_dataset("vehicle_attitude").data["timestamp"]) == len(a["timestamp"])
+
+
+def test_writer_refuses_other_encodings() -> None:
+    from polybag.errors import UnsupportedError
+
+    w = UlogWriter(io.BytesIO())
+    with pytest.raises(UnsupportedError):
+        w.add_schema("std_msgs/String", "ros1msg", b"string data")
+    sch = w.add_schema("a", "ulog", b"a:uint64_t timestamp;float x;")
+    with pytest.raises(UnsupportedError):
+        w.add_channel("/a", "cdr", sch)
+    ch = w.add_channel("a", "ulog", sch, {"multi_id": "2"})
+    assert ch.metadata["multi_id"] == "2"
+    w.close()
