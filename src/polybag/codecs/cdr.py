@@ -60,7 +60,6 @@ def _service_event(name: str, text: str) -> str:
     pkg, _, rest = name.partition("/")
     srv = rest.split("/")[-1][: -len("_Event")]
     main, _, tail = text.partition("\n" + "=" * 80)
-    req, _, resp = re.split(r"^---\s*$", main, maxsplit=1, flags=re.MULTILINE)[0], None, None
     parts = re.split(r"^---\s*$", main, maxsplit=1, flags=re.MULTILINE)
     req = parts[0]
     resp = parts[1] if len(parts) > 1 else ""

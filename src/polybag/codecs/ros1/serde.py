@@ -308,7 +308,8 @@ class Compiler:
         key = (f"{kind}{mode}", name)
         fn = self._funcs.get(key)
         if fn is None:
-            self.ts.check(name) if name not in ("time", "duration") else None
+            if name not in ("time", "duration"):
+                self.ts.check(name)
             fn = self._funcs[key] = f"_{kind}{mode}{self._count}"
             self._count += 1
             src = (_DecGen if kind == "d" else _EncGen)(self, mode, name, fn).source()
