@@ -238,3 +238,12 @@ def test_record_soup(soup: list[tuple[int, bytes, int | None]], opener: str, tra
                 list(v())
         except PolybagError:
             pass
+
+
+def test_recover_from_a_stream() -> None:
+    data = FILES["zstd-chunks"]
+    cut = LAYOUT["zstd-chunks"][0][6][0] + 3
+    r = McapReader(StreamSource(Pipe(data[:cut])), recover=True)  # type: ignore[arg-type]
+    got = [key(m) for m in r.messages(order="file")]
+    assert got == ROWS[: len(got)] and len(got) >= _complete_before("zstd-chunks", cut)
+    assert r.recovery_report is not None and r.recovery_report["errors"]

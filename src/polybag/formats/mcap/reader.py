@@ -1197,7 +1197,7 @@ class McapReader(Reader):
             # Only file order can be produced strictly forward: a later chunk may always
             # start earlier.  Log-time order (and reverse) reads the stream into memory
             # first (compressed; chunks are still decompressed one at a time).
-            if reverse or order == "log_time":
+            if reverse or order == "log_time" or self.recover:
                 self._materialize()
             else:
                 return self._stream_messages(topics, start, end, order)
