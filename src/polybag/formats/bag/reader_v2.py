@@ -716,9 +716,9 @@ class BagV2Reader(Reader):
             if reverse:
                 groups.reverse()
             for g in groups:
-                for m in self._group_messages(g, sel, start, end, reverse, order, chans):
-                    count += 1
-                    yield m
+                batch = self._group_messages(g, sel, start, end, reverse, order, chans)
+                yield from batch
+                count += len(batch)
         finally:
             if self.recover:
                 self.recovery_report = {
@@ -779,7 +779,9 @@ class BagV2Reader(Reader):
         reverse: bool,
         order: str,
         chans: dict[int, Channel],
-    ) -> Iterator[Message]:
+    ) -> list[Message]:
+        """The selected messages of one chunk (or of overlapping chunks, merged), in order."""
+        get = chans.__getitem__
         if len(group) == 1:
             buf, t, c, o, ds, dl = self._selected(group[0], sel, start, end)
             if order == "file":
@@ -788,15 +790,20 @@ class BagV2Reader(Reader):
                 idx = np.lexsort((o, t))
             if reverse:
                 idx = idx[::-1]
-            yield from self._emit(buf, t[idx], c[idx], ds[idx], dl[idx], chans)
-            return
+            t, c, ds, dl = t[idx], c[idx], ds[idx], dl[idx]
+            mv = memoryview(buf) if not isinstance(buf, memoryview) else buf
+            tl = t.tolist()
+            al = ds.tolist()
+            bl = (ds + dl).tolist()
+            if len(c) and int(c.min()) == int(c.max()):
+                ch = get(int(c[0]))
+                return [Message(ch, tt, tt, 0, mv[a:b]) for tt, a, b in zip(tl, al, bl)]
+            return [Message(get(cc), tt, tt, 0, mv[a:b]) for tt, cc, a, b in zip(tl, c.tolist(), al, bl)]
         # overlapping chunks: merge by (time, file position)
         parts = []
         for k, ci in enumerate(sorted(group, key=lambda c: c.pos)):
             buf, t, c, o, ds, dl = self._selected(ci, sel, start, end)
             parts.append((buf, t, c, o, ds, dl, k))
-        if not parts:
-            return
         t = np.concatenate([p[1] for p in parts])
         c = np.concatenate([p[2] for p in parts])
         o = np.concatenate([p[3] for p in parts])
@@ -806,32 +813,13 @@ class BagV2Reader(Reader):
         idx = np.lexsort((o, kk, t))
         if reverse:
             idx = idx[::-1]
-        bufs = [p[0] for p in parts]
-        get = chans.__getitem__
-        for tt, cc, a, n, k in zip(
-            t[idx].tolist(), c[idx].tolist(), ds[idx].tolist(), dl[idx].tolist(), kk[idx].tolist()
-        ):
-            yield Message(get(cc), tt, tt, 0, bufs[k][a : a + n])
-
-    @staticmethod
-    def _emit(
-        buf: bytes | memoryview,
-        t: np.ndarray,
-        c: np.ndarray,
-        ds: np.ndarray,
-        dl: np.ndarray,
-        chans: dict[int, Channel],
-    ) -> Iterator[Message]:
-        mv = memoryview(buf) if not isinstance(buf, memoryview) else buf
-        ends = (ds + dl).tolist()
-        if len(chans) and len(c) and (np.unique(c).size == 1):
-            ch = chans[int(c[0])]
-            for tt, a, b in zip(t.tolist(), ds.tolist(), ends):
-                yield Message(ch, tt, tt, 0, mv[a:b])
-            return
-        get = chans.__getitem__
-        for tt, cc, a, b in zip(t.tolist(), c.tolist(), ds.tolist(), ends):
-            yield Message(get(cc), tt, tt, 0, mv[a:b])
+        bufs = [memoryview(p[0]) for p in parts]
+        return [
+            Message(get(cc), tt, tt, 0, bufs[k][a : a + n])
+            for tt, cc, a, n, k in zip(
+                t[idx].tolist(), c[idx].tolist(), ds[idx].tolist(), dl[idx].tolist(), kk[idx].tolist()
+            )
+        ]
 
     # --- info -----------------------------------------------------------------------------------
     def message_times(self, cids: set[int] | None = None) -> dict[int, np.ndarray]:
