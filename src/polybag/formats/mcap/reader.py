@@ -479,6 +479,8 @@ class McapReader(Reader):
 
     def _read_summary_or_scan(self) -> None:
         """Read the summary; one that does not parse is ignored (the data is scanned instead)."""
+        was = gc.isenabled()
+        gc.disable()  # many small index objects: the cyclic collector would rescan them all
         try:
             self._read_summary()
         except FormatError as e:
@@ -495,6 +497,9 @@ class McapReader(Reader):
             self.metadata_indexes = []
             self.summary_offsets = []
             self.statistics = None
+        finally:
+            if was:
+                gc.enable()
 
     def _open_stream(self) -> None:
         src = self.source
@@ -574,8 +579,10 @@ class McapReader(Reader):
             if op == _OP_SCHEMA or op == _OP_CHANNEL:
                 self._define(view, op, pos, e, 0)
             elif op == Opcode.CHUNK_INDEX:
-                rec = R.parse_record(op, view, pos + 9, e, self.path, 0)
-                assert isinstance(rec, R.ChunkIndex)
+                rec = _fast_chunk_index(view, pos + 9, e)
+                if rec is None:  # short or padded: the general parser applies the rules
+                    rec = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                    assert isinstance(rec, R.ChunkIndex)
                 cis.append(rec)
             elif op == Opcode.ATTACHMENT_INDEX:
                 a = R.parse_record(op, view, pos + 9, e, self.path, 0)
@@ -1538,7 +1545,13 @@ class McapReader(Reader):
             self._materialize()
             if self._summary_crc_error is not None:
                 raise self._summary_crc_error
-            self._summary = self._summary_from_index() if self.has_summary else None
+            was = gc.isenabled()
+            gc.disable()
+            try:
+                self._summary = self._summary_from_index() if self.has_summary else None
+            finally:
+                if was:
+                    gc.enable()
             if self._summary is None:
                 self._summary = self._summary_from_scan()
         return self._summary
@@ -1702,6 +1715,33 @@ class McapReader(Reader):
         ex["chunk_compression"] = comp
         ex["indexed"] = s.indexed
         return ex
+
+
+_CI_MID = struct.Struct("<QI")
+_CI_TAIL = struct.Struct("<QQ")
+
+
+def _fast_chunk_index(view: memoryview, p: int, end: int) -> R.ChunkIndex | None:
+    """A complete Chunk Index record without extra fields, parsed with three structs."""
+    if end - p < 60:
+        return None
+    s, e, off, ln = R.CHUNK_INDEX_HEAD.unpack_from(view, p)
+    mlen = U32.unpack_from(view, p + 32)[0]
+    p += 36
+    if mlen % 10 or p + mlen + 12 > end:
+        return None
+    mio = dict(R.U16U64.iter_unpack(view[p : p + mlen])) if mlen else {}
+    p += mlen
+    mil, clen = _CI_MID.unpack_from(view, p)
+    p += 12
+    if p + clen + 16 != end:
+        return None
+    try:
+        comp = bytes(view[p : p + clen]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    cs, us = _CI_TAIL.unpack_from(view, p + clen)
+    return R.ChunkIndex(s, e, off, ln, mio, mil, comp, cs, us)
 
 
 def _const(msgs: list[Message]) -> Callable[[], list[Message]]:
