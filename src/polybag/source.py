@@ -57,6 +57,19 @@ class MappedSource:
             )
         return self.view[offset : offset + length]
 
+    def release_pages(self) -> None:
+        """Drop the mapped pages from this process's resident set (``MADV_DONTNEED``).
+
+        The bytes stay in the OS page cache and are mapped back on the next access, so every
+        view stays valid; long streaming passes (``convert``) call this now and then so the
+        resident memory of a pass over a huge file stays bounded.
+        """
+        if isinstance(self._buffer, mmap.mmap):
+            try:
+                self._buffer.madvise(mmap.MADV_DONTNEED)
+            except (AttributeError, OSError, ValueError):
+                pass
+
     def close(self) -> None:
         self.view.release()
         if isinstance(self._buffer, mmap.mmap):

@@ -257,15 +257,30 @@ class ChannelMap:
         return out
 
 
+RELEASE_EVERY = 64 << 20  # payload bytes between releases of the input's mapped pages
+
+
+def _page_releaser(source: Any) -> Callable[[], None] | None:
+    fn = getattr(source, "release_pages", None)
+    return fn if callable(fn) else None
+
+
 def copy_messages(
     messages: Iterable[Message],
     cmap: ChannelMap,
     progress: Any | None = None,
     on_message: Callable[[Message], None] | None = None,
+    source: Any = None,
 ) -> tuple[int, int]:
-    """Write ``messages`` through ``cmap``; returns (written, dropped)."""
+    """Write ``messages`` through ``cmap``; returns (written, dropped).
+
+    With ``source`` (the reader's byte source), the input's mapped pages are released every
+    64 MB of payload so resident memory stays bounded on huge files.
+    """
     write = cmap.writer.write
     get = cmap.get
+    release = _page_releaser(source)
+    budget = RELEASE_EVERY
     cache: dict[int, tuple[Channel, Channel | None, Transform | None]] = {}
     written = dropped = 0
     pending = 0
@@ -290,6 +305,11 @@ def copy_messages(
                 continue
         write(out, data, m.log_time, m.publish_time, m.sequence)
         written += 1
+        if release is not None:
+            budget -= len(data)
+            if budget < 0:
+                release()
+                budget = RELEASE_EVERY
         if on_message is not None:
             on_message(m)
         if progress is not None:

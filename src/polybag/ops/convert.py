@@ -94,7 +94,7 @@ def convert(
                 cmap.get(ch)
             bar = make_progress(summary_count(reader), f"convert {result.input}", progress)
             with bar:
-                written, dropped = copy_messages(messages, cmap, bar)
+                written, dropped = copy_messages(messages, cmap, bar, source=reader.source)
             result.messages += written
             result.dropped_messages = dropped
             result.dropped_topics = dict(cmap.dropped)

@@ -192,7 +192,9 @@ def filter(  # noqa: A001 - the command's name
                         bar.update(1)
 
             with bar:
-                written, _dropped = copy_messages(selected(), cmap, bar) if topics else (0, 0)
+                written, _dropped = (
+                    copy_messages(selected(), cmap, bar, source=reader.source) if topics else (0, 0)
+                )
             result.messages = written
             result.read = read
             result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(

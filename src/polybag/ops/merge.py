@@ -31,6 +31,7 @@ from polybag.ops._common import (
     summary_count,
     target_format,
 )
+from polybag.reader import Reader
 
 
 @dataclass
@@ -43,6 +44,19 @@ class MergeResult(OpResult):
     dropped_messages: int = 0
     attachments: int = 0
     metadata: int = 0
+
+
+class _AllSources:
+    """Releases the mapped pages of every input (see ``copy_messages``)."""
+
+    def __init__(self, readers: Sequence[Reader]) -> None:
+        self.readers = readers
+
+    def release_pages(self) -> None:
+        for r in self.readers:
+            fn = getattr(r.source, "release_pages", None)
+            if callable(fn):
+                fn()
 
 
 def merge(
@@ -84,7 +98,9 @@ def merge(
             total = sum(summary_count(r) for r in readers)
             bar = make_progress(total, f"merge -> {dst}", progress)
             with bar:
-                written, dropped = copy_messages(heapq.merge(*streams, key=attrgetter("log_time")), cmap, bar)
+                written, dropped = copy_messages(
+                    heapq.merge(*streams, key=attrgetter("log_time")), cmap, bar, source=_AllSources(readers)
+                )
             result.messages = written
             result.dropped_messages = dropped
             result.input_messages = counts

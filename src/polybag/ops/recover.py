@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polybag
-from polybag.errors import PolybagError
+from polybag.errors import PolybagError, UnknownFormatError
 from polybag.model import Message
 from polybag.ops._common import (
     ChannelMap,
@@ -75,6 +75,20 @@ def _declared_count(src: Input) -> int | None:
     return None
 
 
+def _open_damaged(src: Input) -> Reader:
+    """``polybag.open(src, recover=True)``; a damaged magic falls back on the file extension."""
+    try:
+        return polybag.open(src, recover=True)
+    except UnknownFormatError:
+        from polybag.writer import format_for_path
+
+        try:
+            fmt = format_for_path(src)  # type: ignore[arg-type]
+        except PolybagError:
+            raise
+        return polybag.open(src, format=fmt, recover=True)
+
+
 def _digest(crc: int, m: Message, data: Any) -> int:
     crc = zlib.crc32(m.channel.topic.encode(), crc)
     crc = zlib.crc32(m.log_time.to_bytes(8, "little", signed=True), crc)
@@ -95,7 +109,7 @@ def recover(
     result = RecoverResult(input=input_name(src), output=str(dst))
     result.messages_expected = _declared_count(src)
     own = not isinstance(src, Reader)
-    reader: Reader = polybag.open(src, recover=True) if own else src  # type: ignore[arg-type]
+    reader: Reader = _open_damaged(src) if own else src  # type: ignore[arg-type]
     try:
         result.format = reader.format
         fmt = target_format(dst, format)
@@ -128,7 +142,7 @@ def recover(
             bar = make_progress(result.messages_expected or 0, f"recover {result.input}", progress)
             with bar:
                 written, dropped = copy_messages(
-                    safe(reader.messages(order="file")), cmap, bar, on_message=digest
+                    safe(reader.messages(order="file")), cmap, bar, on_message=digest, source=reader.source
                 )
             try:
                 result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(

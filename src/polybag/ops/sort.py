@@ -66,7 +66,9 @@ def sort(
                     break
             bar = make_progress(summary_count(reader), f"sort {result.input}", progress)
             with bar:
-                written, dropped = copy_messages(reader.messages(order="log_time"), cmap, bar)
+                written, dropped = copy_messages(
+                    reader.messages(order="log_time"), cmap, bar, source=reader.source
+                )
             result.messages = written
             result.dropped_messages = dropped
             result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(
