@@ -5,7 +5,14 @@ usable summary is read through its indexes: only the chunks that can hold a want
 are read, each decompressed whole and walked with one precompiled struct per record.
 Without a summary (or with ``recover=True``) the same chunks are found by a linear scan of
 the top-level records, which gives the same answers.  A :class:`~polybag.source.StreamSource`
-is read strictly forward.
+is read strictly forward in file order (``order="file"``); log-time order and reverse need
+the whole file, so a stream is then read into memory first (chunks stay compressed until
+used).
+
+Messages are parsed in bulk: the record offsets of a chunk come from its Message Index
+records (or one tight loop over record heads), the fixed heads of all its messages are
+gathered into a numpy structured array, and filtering and sorting happen there; Python code
+runs once per message only to create the :class:`~polybag.model.Message`.
 
 Log-time order is a lazy merge of per-chunk sorted runs: chunks are loaded in order of
 their start time, and a heap is used only while chunks overlap.
@@ -1034,7 +1041,7 @@ class McapReader(Reader):
             rlen = U64.unpack_from(view, p)[0]
             return p + 8 + rlen <= pos + 9 + ln
         if op == _OP_MESSAGE:
-            return ln >= MESSAGE_HEAD_LEN and U16_CH(view, pos + 9) in self._channel_records
+            return ln >= MESSAGE_HEAD_LEN and _u16_at(view, pos + 9) in self._channel_records
         if op in (_OP_SCHEMA, _OP_CHANNEL, _OP_ATTACHMENT, _OP_METADATA, _OP_MESSAGE_INDEX):
             try:
                 R.parse_record(op, view, pos + 9, pos + 9 + ln, self.path, 0)
@@ -1757,7 +1764,7 @@ def _reversed_loader(load: Callable[[], list[Message]]) -> Callable[[], list[Mes
     return inner
 
 
-def U16_CH(view: memoryview, pos: int) -> int:  # noqa: N802
+def _u16_at(view: memoryview, pos: int) -> int:
     v: int = R.U16.unpack_from(view, pos)[0]
     return v
 
