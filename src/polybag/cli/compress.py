@@ -79,7 +79,15 @@ def rewrite_file(
         except OSError:
             shutil.copy2(path, bk)
     # The writer writes <path>.active and renames it over <path> on success.
-    report = produce(path)
+    try:
+        report = produce(path)
+    except BaseException:
+        if backup:  # the original is untouched; drop the link we just made
+            try:
+                os.unlink(backup_path(path))
+            except OSError:
+                pass
+        raise
     return path, report
 
 
