@@ -342,6 +342,8 @@ def compile_type(name: str, formats: Mapping[str, FormatDef]) -> UlogType:
         return offset
 
     walk(name, "", 0, False)
+    if len({f.name for f in flat}) != len(flat):
+        raise ValueError(f"format {name} has two fields with the same name")
     # A trailing padding field may be missing from the data (pyulog drops it too).
     while flat and flat[-1].name.startswith("_padding"):
         flat.pop()

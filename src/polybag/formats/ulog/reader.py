@@ -92,6 +92,7 @@ _MAX_UNKNOWN = 10000
 _RESYNC_WINDOW = 1 << 20
 _WALK_LIMIT = 1 << 21  # messages handled at once (bounds the index arrays)
 _MAX_REPORTS = 1000  # damage reports kept one by one
+_MAX_US = (2**63 - 1) // 1000  # larger (damaged) timestamps are clamped for log times
 
 
 @dataclass
@@ -854,7 +855,7 @@ class UlogReader(Reader):
         width = BASE_TYPES[t.timestamp_type][1]
         raw = _gather(self._view, self._size, pos + 5 + t.timestamp_offset, np.dtype(f"<u{width}"))
         if width == 8:
-            us = raw.astype(np.int64)
+            us = np.minimum(raw, np.uint64(_MAX_US)).astype(np.int64)  # log times fit int64 ns
         else:
             iv = raw.astype(np.int64)
             wraps = np.concatenate([[0], np.cumsum(np.diff(iv) < 0)])
@@ -947,7 +948,7 @@ class UlogReader(Reader):
                 ts = self._sub_times(s)
                 times.extend([int(ts.min()), int(ts.max())])
         if self._log_channel is not None:
-            times.extend(e[2] for e in self._log_entries)
+            times.extend(min(e[2], _MAX_US) for e in self._log_entries)
         summary = Summary(
             format="ulog",
             profile="px4",
@@ -1072,7 +1073,7 @@ class UlogReader(Reader):
         if log_ch is not None and (wanted is None or log_ch.id in wanted) and self._log_entries:
             pos_parts.append(np.array([e[0] for e in self._log_entries], dtype=np.int64))
             cid_parts.append(np.full(len(self._log_entries), -1, dtype=np.int64))
-            t_parts.append(np.array([e[2] for e in self._log_entries], dtype=np.int64) * 1000)
+            t_parts.append(np.array([min(e[2], _MAX_US) for e in self._log_entries], dtype=np.int64) * 1000)
         damage = None if self.recover else self._damage
         if not pos_parts:
             if damage is not None:
