@@ -115,3 +115,35 @@ def test_reader_to_arrow_and_pandas() -> None:
         assert list(df.columns) == ["x", "y", "theta", "linear_velocity", "angular_velocity"]
         t = r.to_arrow("/rosout")
         assert "header.stamp" in t.column_names and t.num_rows > 0
+
+
+def test_reader_bulk_payload_hook() -> None:
+    """A reader offering topic_payloads() is read without iterating messages."""
+    from polybag.model import Channel, Schema, Summary
+    from polybag.reader import Reader
+    from polybag.source import MappedSource
+
+    text = definition_for("geometry_msgs/Point")
+    codec = codec_for_type("geometry_msgs/Point", text)
+    payloads = [codec.encode({"x": float(i), "y": 2.0 * i, "z": -1.0}) for i in range(10)]
+    blob = b"junk" + b"".join(payloads)
+    schema = Schema(1, "geometry_msgs/Point", "ros1msg", text.encode())
+    channel = Channel(1, "/p", "ros1", schema, {})
+
+    class Bulk(Reader):
+        @property
+        def summary(self) -> Summary:
+            return Summary("test", channels={1: channel}, message_counts={1: 10})
+
+        def messages(self, *a: Any, **k: Any) -> Any:
+            raise AssertionError("messages() must not be used when topic_payloads exists")
+
+        def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            starts = 4 + 24 * np.arange(10)
+            return np.arange(10) * 100, np.frombuffer(blob, np.uint8), starts, np.full(10, 24)
+
+    r = Bulk(MappedSource(None, b""))
+    cols = r.topic_columns("/p")
+    assert cols["log_time"].tolist() == [i * 100 for i in range(10)]
+    assert cols["y"].tolist() == [2.0 * i for i in range(10)]
+    assert cols["z"].tolist() == [-1.0] * 10
