@@ -177,24 +177,46 @@ def test_random_damage(offset: int, junk: bytes) -> None:
         assert [x[2] for x in got[:before]] == [x[2] for x in _msgs(_open(LOG))[:before]]
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(0, 100))
-def test_random_offsets_of_corpus_file(seed: int, frac: int) -> None:
-    from conftest import CORPORA
+CORPUS_FILES = sorted(
+    (Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "ulog").glob("*.ulg")
+)
 
-    raw = (CORPORA / "ulog" / "sample_appended_multiple.ulg").read_bytes()[:400_000]
-    cut = 16 + (len(raw) - 16) * frac // 100
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(CORPUS_FILES), st.integers(0, 2**32 - 1), st.integers(0, 3), st.booleans())
+def test_random_damage_of_corpus_files(path: Path, seed: int, mode: int, recover: bool) -> None:
+    """Cut, flipped bytes, overwritten ranges: only polybag errors, and every call works."""
     rng = np.random.default_rng(seed)
-    b = bytearray(raw[:cut])
-    if cut > 2000:
-        i = int(rng.integers(1500, cut))
-        b[i] ^= int(rng.integers(1, 256))
+    b = bytearray(path.read_bytes())
+    if mode == 0:
+        b = b[: int(rng.integers(0, len(b)))]
+    elif mode == 1:
+        for _ in range(int(rng.integers(1, 20))):
+            b[int(rng.integers(0, len(b)))] = int(rng.integers(0, 256))
+    elif mode == 2:
+        o, n = int(rng.integers(0, len(b))), int(rng.integers(1, 5000))
+        b[o : o + n] = rng.integers(0, 256, n).astype(np.uint8).tobytes()
+    else:  # the definitions section
+        b[int(rng.integers(0, min(len(b), 20000)))] = int(rng.integers(0, 256))
     try:
-        r = _open(bytes(b), recover=True)
+        r = _open(bytes(b), recover=recover)
+        r.summary  # noqa: B018
+        r.info_text()
+        r.info_extras()
+        for s in r.ulog.subscriptions:
+            try:
+                r.topic_columns(s.name, s.multi_id)
+            except KeyError:
+                pass
+        n = 0
+        for m in r.messages():
+            if n % 997 == 0:
+                m.to_dict()
+            n += 1
+        if recover:
+            assert n == r.recovery_report["messages"]
     except PolybagError:
-        return
-    n = sum(1 for _ in r.messages())
-    assert n == r.recovery_report["messages"]
+        pass
 
 
 def test_resync_on_sync_message_reports_skipped_bytes() -> None:
