@@ -27,7 +27,7 @@ def check_bag(path: str) -> dict[str, Any]:
     notes: list[str] = []
     src = MappedSource.from_path(path)
     try:
-        r = open_bag(src, path)
+        r = open_bag(src, path, verify_checksums=True)
     except PolybagError as e:
         src.close()
         return {"problems": [str(e)], "notes": notes, "messages": 0, "version": "?"}

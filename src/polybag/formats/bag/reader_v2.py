@@ -184,6 +184,8 @@ class BagV2Reader(Reader):
     def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, **options: Any) -> None:
         super().__init__(source, path)
         self.recover = recover
+        # lz4 content checksums are skipped on the fast path; `polybag check` turns this on
+        self.verify_checksums = bool(options.get("verify_checksums", False))
         self.view = source.view
         self.size = source.size
         self.version = "2.0"
@@ -374,6 +376,10 @@ class BagV2Reader(Reader):
         if ci.buffer is not None:
             return ci.buffer
         raw = self.view[ci.data_start : ci.data_start + ci.data_len]
+        if ci.compression == "lz4" and not self.verify_checksums:
+            from .lz4fast import decompress_lz4
+
+            return decompress_lz4(raw, ci.size, path=self.path, offset=ci.pos)
         return decompress(ci.compression, raw, ci.size, path=self.path, offset=ci.pos)
 
     # --- scanning ------------------------------------------------------------------------------
