@@ -1050,26 +1050,37 @@ class McapReader(Reader):
             return True
         return ln < (1 << 20)
 
+    _RESYNC_OPS = (_OP_CHUNK, _OP_MESSAGE, _OP_CHANNEL, _OP_SCHEMA, _OP_ATTACHMENT, _OP_METADATA, _OP_DATA_END)
+    _RESYNC_WINDOW = 1 << 22
+
     def _resync(self, pos: int) -> int | None:
-        """The next offset at or after ``pos`` where a plausible record starts."""
+        """The next offset at or after ``pos`` where a plausible record starts.
+
+        Searches window by window for bytes that are record opcodes, so a damaged region
+        costs one C-level scan, not one Python step per byte.
+        """
         src = self.source
         assert isinstance(src, MappedSource)
         data = src.view
         size = src.size
-        buf = bytes(data) if size < (1 << 26) else None
         while pos < size - 9:
-            if buf is not None:
-                # jump to the next byte that is a known opcode
-                cands = [buf.find(bytes([o]), pos) for o in (_OP_CHUNK, _OP_MESSAGE, _OP_CHANNEL, _OP_SCHEMA, _OP_ATTACHMENT, _OP_METADATA, _OP_DATA_END)]
-                cands = [c for c in cands if c >= 0]
-                if not cands:
+            wend = min(size, pos + self._RESYNC_WINDOW)
+            window = bytes(data[pos:wend])
+            starts = {w: window.find(bytes([w])) for w in self._RESYNC_OPS}
+            while True:
+                live = [(v, k) for k, v in starts.items() if v >= 0]
+                if not live:
+                    break
+                rel, op = min(live)
+                cand = pos + rel
+                if cand >= size - 9:
                     return None
-                pos = min(cands)
-                if pos >= size - 9:
-                    return None
-            if self._plausible(pos) and data[pos] != _OP_DATA_END:
-                return pos
-            pos += 1
+                if op != _OP_DATA_END and self._plausible(cand):
+                    return cand
+                starts[op] = window.find(bytes([op]), rel + 1)
+            if wend >= size:
+                return None
+            pos = wend
         return None
 
     # --- segments --------------------------------------------------------------------------------
