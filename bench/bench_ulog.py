@@ -221,11 +221,7 @@ def best(fn: Callable[[], Any], repeat: int) -> float:
 
 def polybag_full(path: str) -> int:
     with polybag.open(path) as r:
-        n = 0
-        for s in r.ulog.subscriptions:
-            cols = r.topic_columns(s.name, s.multi_id)
-            n += len(cols["timestamp"])
-        return n
+        return sum(len(c["timestamp"]) for c in r.all_topic_columns().values())
 
 
 def pyulog_full(path: str) -> int:
@@ -257,7 +253,7 @@ if {run}:
     import tracemalloc
     tracemalloc.start()
     with polybag.open({path!r}) as r:
-        cols = [r.topic_columns(s.name, s.multi_id) for s in r.ulog.subscriptions]
+        cols = r.all_topic_columns()
         peak = tracemalloc.get_traced_memory()[1]
 else:
     peak = 0

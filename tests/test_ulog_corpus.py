@@ -43,6 +43,13 @@ def test_every_topic_matches_pyulog(pair) -> None:
             assert np.array_equal(cols[k], v, equal_nan=True), (d.name, k)
         shown = r.topic_columns(d.name, d.multi_id)
         assert list(shown) == [k for k in d.data if "_padding" not in k]
+    with polybag.open(pair[0]) as r2:  # the one-pass full parse gives the same columns
+        every = r2.all_topic_columns(padding=True)
+        for d in u.data_list:
+            got = every[(d.name, d.multi_id)]
+            assert list(got) == list(d.data)
+            for k, v in d.data.items():
+                assert np.array_equal(got[k], v, equal_nan=True), (d.name, k)
     with_data = {(s.sub.name, s.sub.multi_id) for s in r._subs if len(s.positions)}
     assert with_data == {(d.name, d.multi_id) for d in u.data_list}
     assert not r.ulog.corruptions

@@ -38,6 +38,7 @@ trailing ``_padding`` are read (pyulog drops them); both follow the ULog spec.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import warnings
 from array import array
@@ -90,7 +91,7 @@ _LETTER[ord("A") : ord("Z") + 1] = True
 _LETTER[ord("a") : ord("z") + 1] = True
 _MAX_UNKNOWN = 10000
 _RESYNC_WINDOW = 1 << 20
-_WALK_LIMIT = 1 << 21  # messages handled at once (bounds the index arrays)
+_WALK_LIMIT = 1 << 18  # messages handled at once (bounds the index arrays)
 _MAX_REPORTS = 1000  # damage reports kept one by one
 _MAX_US = (2**63 - 1) // 1000  # larger (damaged) timestamps are clamped for log times
 
@@ -470,21 +471,23 @@ class UlogReader(Reader):
             return self._cands
         u8 = self._u8
         start, size = self._data_start, self._size
-        parts = []
+        parts: list[np.ndarray] = []
+        nparts: list[np.ndarray] = []
         chunk = 1 << 22
+        u16 = self._u16
         for a in range(start, size - 4, chunk):
             seg = u8[a + 2 : min(a + 2 + chunk, size - 2)]
             hits = np.flatnonzero(seg == rec.DATA)
             if len(hits) <= len(seg) // 8:  # denser is not a log; walk it one by one
-                parts.append(hits + a)
+                hits += a
+                nx = hits + 3 + u16[hits]
+                keep = (nx <= size) & (nx >= hits + 5)  # a D body holds at least its msg_id
+                parts.append(hits[keep])
+                nparts.append(nx[keep])
+            self._release(a, a + chunk)
         c = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        if len(c):
-            n = self._u16[c].astype(np.int64)
-            nxt = c + 3 + n
-            keep = (n >= 2) & (nxt <= size)
-            c, nxt = c[keep], nxt[keep]
-        else:
-            nxt = c
+        nxt = np.concatenate(nparts) if nparts else np.zeros(0, np.int64)
+        del parts, nparts
         m = len(c)
         if m:
             linked_to = np.zeros(m, dtype=bool)
@@ -576,6 +579,8 @@ class UlogReader(Reader):
             p, stop = self._walk_fast(pos, end, limit)
             more = len(p) >= limit and stop + 3 <= end and stop + 3 + int(self._u16[stop]) <= end
             bad = self._process_chunk(p, end)
+            if len(p):
+                self._release(pos, int(p[-1]))
             if bad is not None:
                 bad_pos = int(p[bad])
                 nxt, why = self._resync(bad_pos, end)
@@ -748,10 +753,10 @@ class UlogReader(Reader):
                 keep = np.ones(nd, dtype=bool)
                 keep[dropped] = False
                 self._d_pos_chunks.append(dpos[:nd][keep])
-                self._d_sub_chunks.append(cand[:nd][keep])
+                self._d_sub_chunks.append(cand[:nd][keep].astype(np.int32))
             else:
                 self._d_pos_chunks.append(dpos[:nd])
-                self._d_sub_chunks.append(cand[:nd])
+                self._d_sub_chunks.append(cand[:nd].astype(np.int32))
         return b if b < len(p) else None
 
     def _resync(self, bad: int, end: int) -> tuple[int, str]:
@@ -980,6 +985,68 @@ class UlogReader(Reader):
             raise KeyError(f"no topic {name!r} with multi_id {multi_id} (topics: {', '.join(known)})")
         with_data = [s for s in found if s.positions is not None and len(s.positions)]
         return (with_data or found)[0]
+
+    def _release(self, start: int, end: int) -> None:
+        """Tell the OS this process is done with the mapped pages in ``[start, end)`` for now
+        (they stay in the page cache), so a full parse's resident memory stays near the
+        size of what it builds instead of that plus the whole file."""
+        mm = getattr(self.source, "_buffer", None)
+        if not isinstance(mm, mmap.mmap):
+            return
+        page = mmap.PAGESIZE
+        a = (start // page) * page
+        b = min(end, self._size)
+        if b <= a:
+            return
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, a, b - a)
+        except (AttributeError, OSError, ValueError):
+            pass
+
+    def all_records(self) -> dict[tuple[str, int], np.ndarray]:
+        """Every selected subscription's data as structured arrays, keyed ``(name, multi_id)``,
+        gathered in one pass over the file in order (the full parse ``pyulog.ULog`` does)."""
+        todo = [s for s in self._subs if s.selected and s._records is None and s.type is not None]
+        outs: dict[int, np.ndarray] = {}
+        for s in todo:
+            assert s.type is not None
+            n = 0 if s.positions is None else len(s.positions)
+            outs[s.index] = np.empty(n, dtype=s.type.dtype)
+        step = 1 << 24
+        for a in range(self._data_start, self._size, step):
+            b = a + step
+            for s in todo:
+                pos = s.positions
+                assert s.type is not None
+                width = s.type.dtype.itemsize
+                if pos is None or not len(pos) or width == 0:
+                    continue
+                i0, i1 = np.searchsorted(pos, [a, b])
+                if i1 > i0:
+                    got = _gather(self._view, self._size, pos[i0:i1] + 5, np.dtype(f"V{width}"))
+                    outs[s.index][i0:i1] = got.view(s.type.dtype)
+            self._release(a, b)
+        for s in todo:
+            if s.type is not None and s.type.dtype.itemsize == 0:
+                outs[s.index] = np.zeros(len(outs[s.index]), dtype=s.type.dtype)
+            s._records = outs[s.index]
+        out: dict[tuple[str, int], np.ndarray] = {}
+        for s in self._subs:
+            key = (s.sub.name, s.sub.multi_id)
+            if s.selected and key not in out:
+                out[key] = self.records(*key)
+        return out
+
+    def all_topic_columns(self, *, padding: bool = False) -> dict[tuple[str, int], dict[str, np.ndarray]]:
+        """Columns of every selected topic instance (see :meth:`topic_columns`), built in
+        one ordered pass: ``{(name, multi_id): {"timestamp": ..., "accel[0]": ...}}``."""
+        self.all_records()
+        out: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+        for s in self._subs:
+            key = (s.sub.name, s.sub.multi_id)
+            if s.selected and key not in out:
+                out[key] = self.topic_columns(s.sub.name, s.sub.multi_id, padding=padding)
+        return out
 
     def records(self, name: str, multi_id: int = 0) -> np.ndarray:
         """All data of one subscription as a numpy structured array (pyulog's flat fields)."""
