@@ -147,3 +147,21 @@ def test_reader_bulk_payload_hook() -> None:
     assert cols["log_time"].tolist() == [i * 100 for i in range(10)]
     assert cols["y"].tolist() == [2.0 * i for i in range(10)]
     assert cols["z"].tolist() == [-1.0] * 10
+
+
+def test_chunked_walk_equals_single_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    import polybag.codecs.columns as colmod
+
+    codec = codec_for_type("sensor_msgs/Imu", definition_for("sensor_msgs/Imu"))
+    payloads = []
+    for i in range(40):
+        d = {"header": {"seq": i, "frame_id": "f" * (i % 3)}, "angular_velocity": {"x": i / 3}}
+        payloads.append(codec.encode(d))
+    whole = payload_columns(codec, payloads)
+    monkeypatch.setattr(colmod, "_CHUNK_BYTES", 1000)
+    parts = payload_columns(codec, payloads)
+    assert list(parts) == list(whole)
+    for k in whole:
+        assert whole[k].tolist() == parts[k].tolist(), k
+    with pytest.raises(DecodeError, match="message"):
+        payload_columns(codec, [*payloads[:30], payloads[30] + b"\0", *payloads[31:]])

@@ -64,7 +64,9 @@ def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = Non
     if callable(bulk) and _is_compiled(codec):
         # optional reader fast path: (log_times, blob, starts, sizes) as numpy arrays, log-time order
         times_a, blob, starts, sizes = bulk(topic)
-        cols = _Walker(codec, np.asarray(blob, np.uint8), np.asarray(starts, np.int64), np.asarray(sizes, np.int64), _wanted(fields), topic).run()
+        cols = _walk_chunked(
+            codec, np.asarray(blob, np.uint8), np.asarray(starts, np.int64), np.asarray(sizes, np.int64), _wanted(fields), topic
+        )
         return {"log_time": np.asarray(times_a, np.int64), **cols}
     times: list[int] = []
     datas: list[Any] = []
@@ -93,8 +95,51 @@ def payload_columns(
         if n:
             np.cumsum(sizes[:-1], out=starts[1:])
         blob = np.frombuffer(b"".join(datas), dtype=np.uint8)
-        return _Walker(codec, blob, starts, sizes, want, topic).run()
+        return _walk_chunked(codec, blob, starts, sizes, want, topic)
     return _generic(codec, datas, want, topic)
+
+
+_CHUNK_BYTES = 4 << 20  # walk about this many payload bytes at a time: all columns from cache
+
+
+def _walk_chunked(
+    codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool], topic: str | None
+) -> dict[str, np.ndarray]:
+    """Walk the payloads in row blocks that fit in the CPU cache, then join the columns.
+
+    Extracting dozens of columns from a large buffer one column at a time reads the whole
+    buffer once per column; per block the buffer is read from memory once.
+    """
+    n = len(starts)
+    total = int(sizes.sum()) if n else 0
+    if total <= _CHUNK_BYTES or n < 2:
+        return _Walker(codec, blob, starts, sizes, want, topic).run()
+    per = max(1, int(n * _CHUNK_BYTES // total))
+    out: dict[str, np.ndarray] | None = None
+    for a in range(0, n, per):
+        b = min(n, a + per)
+        lo = int(starts[a:b].min())
+        hi = int((starts[a:b] + sizes[a:b]).max())
+        try:
+            w = _Walker(codec, blob[lo:hi], starts[a:b] - lo, sizes[a:b], want, topic)
+            if out is None:
+                first = w.run()
+                out = {k: np.empty((n, *v.shape[1:]), dtype=v.dtype) for k, v in first.items()}
+                for k, v in first.items():
+                    out[k][a:b] = v
+            else:
+                w.sink, w.row0 = out, a
+                w.run()
+        except DecodeError as e:
+            raise DecodeError(
+                f"{getattr(e, 'reason', str(e))} (message {a} onwards of the topic)",
+                topic=topic,
+                type_name=getattr(codec, "full_name", None),
+                field=e.field,
+                offset=e.offset,
+            ) from None
+    assert out is not None
+    return out
 
 
 class _Walker:
@@ -137,17 +182,29 @@ class _Walker:
             self.origin = self.starts
             self.compiler = codec.compiler
         self.cols: dict[str, Any] = {}
+        self.sink: dict[str, np.ndarray] | None = None  # preallocated outputs (chunked walk)
+        self.row0 = 0
+
+    def store(self, name: str, values: np.ndarray, fresh: bool = False) -> None:
+        """Keep a column: copied out of the payload buffer (or written into the sink)."""
+        if self.sink is not None:
+            self.sink[name][self.row0 : self.row0 + self.n] = values
+        elif fresh or values.dtype == object:
+            self.cols[name] = values
+        else:
+            dt = values.dtype if values.dtype.isnative else values.dtype.newbyteorder("=")
+            self.cols[name] = np.array(values, dtype=dt)
 
     # --- low level -------------------------------------------------------------------------
     def fail(self, what: str, field: str, idx: np.ndarray, pos: np.ndarray) -> DecodeError:
         i = int(np.flatnonzero(idx)[0])
-        return DecodeError(
+        return _reason(DecodeError(
             f"message {i} of the topic: {what}",
             topic=self.topic,
             type_name=getattr(self.codec, "full_name", None),
             field=field,
             offset=int(pos[i] - self.starts[i]),
-        )
+        ), f"message {i} of the topic: {what}")
 
     def check(self, pos: np.ndarray, nbytes: np.ndarray | int, field: str) -> None:
         bad = pos + nbytes > self.ends
@@ -186,7 +243,7 @@ class _Walker:
                 view = np.ndarray(
                     (self.n, count), dtype=dt, buffer=self.mat, offset=r0, strides=(self.mat.shape[1], size)
                 )
-                return view.astype(dt.newbyteorder("=")) if prim != "bool" else view.copy()
+                return view  # a view into the payloads: store() copies it
         block = np.ascontiguousarray(self.gather(pos, size * count, field))
         vals = block.view(dt).reshape(self.n, count)
         if dt.byteorder not in ("=", "|") and not dt.isnative:
@@ -232,9 +289,9 @@ class _Walker:
                     vals = self.read(pos, base, n, name)
                     if n <= _FIXED_SPLIT:
                         for i in range(n):
-                            self.cols[f"{name}[{i}]"] = np.ascontiguousarray(vals[:, i])
+                            self.store(f"{name}[{i}]", vals[:, i])
                     else:
-                        self.cols[name] = vals
+                        self.store(name, vals)
                 else:
                     self.check(pos, size * n, name)
                 return pos + size * n
@@ -260,7 +317,7 @@ class _Walker:
                     native = dt.newbyteorder("=")
                     for i, (p, c) in enumerate(zip(pos.tolist(), count.tolist())):
                         col[i] = np.frombuffer(buf, dt, c, p).astype(native)
-                self.cols[name] = col
+                self.store(name, col, fresh=True)
             return pos + count * size
         return self.objects(base, name, pos, count)
 
@@ -305,7 +362,7 @@ class _Walker:
             col[i] = items
             newpos[i] = o + p
         if self.want(name):
-            self.cols[name] = col
+            self.store(name, col, fresh=True)
         return newpos
 
     def scalar(self, base: str, name: str, pos: np.ndarray) -> np.ndarray:
@@ -313,7 +370,7 @@ class _Walker:
             size = PRIMITIVE_FORMATS[base][1]
             pos = self.align(pos, size)
             if self.want(name):
-                self.cols[name] = self.read(pos, base, 1, name)[:, 0]
+                self.store(name, self.read(pos, base, 1, name)[:, 0])
             else:
                 self.check(pos, size, name)
             return pos + size
@@ -323,7 +380,7 @@ class _Walker:
                 signed = base != "time"
                 sec = self.read(pos, "int32" if signed else "uint32", 1, name)[:, 0].astype(np.int64)
                 nsec = self.read(pos + 4, "int32" if base == "duration" else "uint32", 1, name)[:, 0]
-                self.cols[name] = sec * 1_000_000_000 + nsec.astype(np.int64)
+                self.store(name, sec * 1_000_000_000 + nsec.astype(np.int64), fresh=True)
             else:
                 self.check(pos, 8, name)
             return pos + 8
@@ -342,11 +399,14 @@ class _Walker:
                 elif self.n and bool((n == n[0]).all()) and int(n[0]) > cut:
                     # every string has the same length: decode each distinct value once
                     k = int(n[0]) - cut
-                    block = np.ascontiguousarray(self.gather(pos, k, name)).view(f"V{k}")[:, 0]
-                    uniq, inverse = np.unique(block, return_inverse=True)
-                    texts = np.empty(len(uniq), dtype=object)
-                    texts[:] = [u.tobytes().decode("utf-8", "surrogateescape") for u in uniq]
-                    col = texts[inverse.reshape(-1)]
+                    raw = np.ascontiguousarray(self.gather(pos, k, name))
+                    if (raw == raw[0]).all():  # the usual case: one frame id for the whole topic
+                        col[:] = raw[0].tobytes().decode("utf-8", "surrogateescape")
+                    else:
+                        uniq, inverse = np.unique(raw.view(f"V{k}")[:, 0], return_inverse=True)
+                        texts = np.empty(len(uniq), dtype=object)
+                        texts[:] = [u.tobytes().decode("utf-8", "surrogateescape") for u in uniq]
+                        col = texts[inverse.reshape(-1)]
                 else:
                     cache: dict[bytes, str] = {}
                     for i, (p, k) in enumerate(zip(pos.tolist(), n.tolist())):
@@ -355,9 +415,14 @@ class _Walker:
                         if s is None:
                             s = cache[b] = b.decode("utf-8", "surrogateescape")
                         col[i] = s
-                self.cols[name] = col
+                self.store(name, col, fresh=True)
             return pos + n * width
         return self.message(base, name + ".", pos)
+
+
+def _reason(e: DecodeError, reason: str) -> DecodeError:
+    e.reason = reason  # type: ignore[attr-defined]
+    return e
 
 
 # --- other encodings: per message, flattened ---------------------------------------------------
