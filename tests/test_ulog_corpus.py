@@ -50,7 +50,7 @@ def test_every_topic_matches_pyulog(pair) -> None:
             assert list(got) == list(d.data)
             for k, v in d.data.items():
                 assert np.array_equal(got[k], v, equal_nan=True), (d.name, k)
-    with_data = {(s.sub.name, s.sub.multi_id) for s in r._subs if len(s.positions)}
+    with_data = {(s.sub.name, s.sub.multi_id) for s in r._subs if s.count}
     assert with_data == {(d.name, d.multi_id) for d in u.data_list}
     assert not r.ulog.corruptions
 
@@ -146,6 +146,9 @@ def test_topic_selection_skips_others(pair) -> None:
         cols = r.topic_columns(d.name, d.multi_id)
         assert np.array_equal(cols["timestamp"], d.data["timestamp"])
         assert all(m.channel.topic == d.name for m in r.messages())
+        other = u.data_list[0]  # not selected: still readable on request
+        got = r.topic_columns(other.name, other.multi_id)
+        assert np.array_equal(got["timestamp"], other.data["timestamp"])
 
 
 def _expected(name: str) -> str | None:

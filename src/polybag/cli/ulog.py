@@ -52,11 +52,11 @@ def register(subparsers: Any) -> None:
     i.set_defaults(func=cmd_info)
 
 
-def _open(path: str) -> Any:
+def _open(path: str, topics: list[str] | None = None) -> Any:
     import polybag
     from polybag.errors import UnsupportedError
 
-    r = polybag.open(path, format="ulog", recover=True, warn=False)
+    r = polybag.open(path, format="ulog", recover=True, warn=False, topics=topics)
     if getattr(r, "ulog", None) is None:
         raise UnsupportedError(f"{path}: not a ULog file")
     return r
@@ -87,7 +87,7 @@ def logged_lines(reader: Any, events: bool = True) -> list[tuple[int, str, str]]
 
 
 def cmd_messages(args: argparse.Namespace) -> int:
-    with _open(args.file) as r:
+    with _open(args.file, topics=["event", "log_message"]) as r:
         lines = logged_lines(r, not args.no_events)
         if args.json:
             print_json([{"timestamp_us": t, "level": lv, "text": txt} for t, lv, txt in lines])
@@ -99,7 +99,8 @@ def cmd_messages(args: argparse.Namespace) -> int:
 
 
 def cmd_params(args: argparse.Namespace) -> int:
-    with _open(args.file) as r:
+    # parameter changes are dated by the data around them: read the data unless not needed
+    with _open(args.file, topics=[] if args.initial or args.defaults else None) as r:
         u = r.ulog
         if args.defaults:
             params = u.get_default_parameters(0 if args.default_type == "system" else 1)

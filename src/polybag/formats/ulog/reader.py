@@ -199,6 +199,7 @@ class _Sub:
     channel: Channel | None = None
     selected: bool = True
     positions: np.ndarray | None = None  # file offsets of its D messages (header start)
+    count: int = 0  # number of its D messages
     ts_us: np.ndarray | None = None  # timestamps in us (unwrapped)
     _records: np.ndarray | None = None
 
@@ -257,6 +258,7 @@ class UlogReader(Reader):
             else np.zeros(0, np.uint16)
         )
         self._cands: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._d_all: tuple[np.ndarray, np.ndarray] | None = None
         self._scan()
 
     # --- scanning ------------------------------------------------------------------------
@@ -830,13 +832,23 @@ class UlogReader(Reader):
             d_sub = np.zeros(0, np.int64)
         self._d_pos_chunks = []
         self._d_sub_chunks = []
-        # Group data messages by subscription (stable: file order within each; radix sort).
-        key = d_sub.astype(np.int16) if len(subs) < (1 << 15) else d_sub
-        order = np.argsort(key, kind="stable")
         counts = np.bincount(d_sub, minlength=len(subs)) if len(d_sub) else np.zeros(len(subs), np.int64)
-        bounds = np.concatenate([[0], np.cumsum(counts)])
         for s in subs:
-            s.positions = d_pos[order[bounds[s.index] : bounds[s.index + 1]]]
+            s.count = int(counts[s.index])
+        picked = topic_filter(self._topics, [Channel(s.index, s.sub.name, "ulog", None) for s in subs])
+        if picked is not None and len(picked) <= 8:
+            # a few topics selected up front: only their offsets are pulled out now
+            for s in subs:
+                if s.index in picked:
+                    s.positions = d_pos[d_sub == s.index]
+            self._d_all = (d_pos, d_sub)
+        else:
+            # group data messages by subscription (stable: file order within each; radix sort)
+            key = d_sub.astype(np.int16) if len(subs) < (1 << 15) else d_sub
+            order = np.argsort(key, kind="stable")
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            for s in subs:
+                s.positions = d_pos[order[bounds[s.index] : bounds[s.index + 1]]]
         u = self.ulog
         for _pos, level, ts, tag, text in self._log_entries:
             u.logged_messages.append(rec.LoggedMessage(ts, level, rec.parse_string(text), tag))
@@ -930,7 +942,7 @@ class UlogReader(Reader):
             s.selected = selected is None or s.channel.id in selected
             if s.selected:
                 channels[s.channel.id] = s.channel
-                counts[s.channel.id] = 0 if s.positions is None else len(s.positions)
+                counts[s.channel.id] = s.count
         self._log_channel: Channel | None = None
         if self._log_entries:
             lsch = Schema(len(schemas) + 1, LOGGED_STRING_SCHEMA, "ulog", LOGGED_STRING_TEXT)
@@ -983,8 +995,12 @@ class UlogReader(Reader):
         if not found:
             known = sorted({f"{s.sub.name}/{s.sub.multi_id}" for s in self._subs})
             raise KeyError(f"no topic {name!r} with multi_id {multi_id} (topics: {', '.join(known)})")
-        with_data = [s for s in found if s.positions is not None and len(s.positions)]
-        return (with_data or found)[0]
+        with_data = [s for s in found if s.count]
+        s = (with_data or found)[0]
+        if s.positions is None and self._d_all is not None:  # not selected up front
+            d_pos, d_sub = self._d_all
+            s.positions = d_pos[d_sub == s.index]
+        return s
 
     def _release(self, start: int, end: int) -> None:
         """Tell the OS this process is done with the mapped pages in ``[start, end)`` for now
@@ -1214,7 +1230,7 @@ class UlogReader(Reader):
                     "multi_id": s.sub.multi_id,
                     "msg_id": s.sub.msg_id,
                     "message_size": s.type.min_size,
-                    "count": 0 if s.positions is None else len(s.positions),
+                    "count": s.count,
                 }
             )
         return {
@@ -1286,12 +1302,12 @@ class UlogReader(Reader):
                 "Name (multi id, message size in bytes)", "number of data points", "total bytes"
             )
         )
-        rows = [s for s in self._subs if s.positions is not None and len(s.positions)]
+        rows = [s for s in self._subs if s.count]
         rows.sort(key=lambda s: s.sub.name + str(s.sub.multi_id))
         for s in rows:
-            assert s.type is not None and s.positions is not None
+            assert s.type is not None
             size = s.type.min_size
-            cnt = len(s.positions)
+            cnt = s.count
             name_id = f"{s.sub.name} ({s.sub.multi_id}, {size})"
             lines.append(f" {name_id:<40} {cnt:7d} {size * cnt:10d}")
         return "\n".join(lines)
