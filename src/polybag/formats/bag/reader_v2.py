@@ -11,6 +11,7 @@ header with sizes 0, its records following in the file) is read too.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -722,7 +723,15 @@ class BagV2Reader(Reader):
             if reverse:
                 groups.reverse()
             for g in groups:
-                batch = self._group_messages(g, sel, start, end, reverse, order, chans)
+                # building a chunk's Message objects with the cyclic GC paused halves the
+                # cost (they hold no cycles; the collector would scan them again and again)
+                gc_was = gc.isenabled()
+                gc.disable()
+                try:
+                    batch = self._group_messages(g, sel, start, end, reverse, order, chans)
+                finally:
+                    if gc_was:
+                        gc.enable()
                 yield from batch
                 count += len(batch)
         finally:
