@@ -369,3 +369,31 @@ def test_time_bounds_at_the_edges_of_u64() -> None:
     assert [m.log_time for m in r.messages(start=top)] == [top]
     with pytest.raises(ValueError):
         r.messages(order="sideways")
+
+
+def test_stream_definitions_between_indexed_messages() -> None:
+    buf = io.BytesIO()
+    w = polybag.Writer(buf, format="mcap", chunk_size=1, compression="zstd")
+    a = w.add_channel("/a", "raw")
+    b = w.add_channel("/b", "raw")  # defined in chunk 1, first used in chunk 2
+    w.write(a, b"1", log_time=1)
+    w.write(b, b"2", log_time=2)
+    w.close()
+    data = buf.getvalue()
+    for r in readers(data).values():
+        assert [(m.topic, bytes(m.data)) for m in r.messages(order="file")] == [("/a", b"1"), ("/b", b"2")]
+
+
+def test_incomplete_message_index_is_noticed() -> None:
+    rows = [(TOPICS[i % 3], i, i, i, b"m%d" % i) for i in range(30)]
+    data = bytearray(to_bytes(rows, compression="none", chunk_size=1 << 20))
+    r = McapReader(MappedSource(None, bytes(data)))
+    ci = r.chunk_indexes[0]
+    victim = ci.message_index_offsets[min(ci.message_index_offsets)]
+    assert data[victim] == R.Opcode.MESSAGE_INDEX
+    data[victim] = 0x80  # the record becomes an unknown one: its channel has no index
+    for rd in (
+        McapReader(MappedSource(None, bytes(data)), validate_crcs=False),
+        McapReader(StreamSource(Pipe(bytes(data))), validate_crcs=False),  # type: ignore[arg-type]
+    ):
+        assert [key(m) for m in rd.messages(order="file")] == rows

@@ -177,6 +177,63 @@ def _bulk_messages(
             gc.enable()
 
 
+_AR_LEN = np.arange(1, 9, dtype=np.int64)
+
+
+def _defs_between_messages(buf: bytes | memoryview, offs: np.ndarray, defs: Callable[[int, int, int], None]) -> bool:
+    """Register the Schema/Channel records lying between the message records at ``offs``.
+
+    False when the offsets do not tile the chunk consistently (then walk it whole).
+    """
+    n = len(buf)
+    if not len(offs):
+        _walk_defs(buf, defs)
+        return True
+    if int(offs[0]) < 0 or int(offs[-1]) + 9 > n:
+        return False
+    a = np.frombuffer(buf, np.uint8)
+    lens = a[offs[:, None] + _AR_LEN].view("<u8")[:, 0]
+    if bool((lens > np.uint64(n)).any()):
+        return False
+    ends = offs + 9 + lens.astype(np.int64)
+    starts = np.concatenate(([0], ends))
+    stops = np.concatenate((offs, [n]))
+    if bool((starts > stops).any()):
+        return False
+    head = RECORD_HEAD.unpack_from
+    for g0, g1 in zip(starts[starts < stops].tolist(), stops[starts < stops].tolist()):
+        pos = g0
+        while pos < g1:
+            if pos + 9 > g1:
+                return False
+            op, ln = head(buf, pos)
+            e = pos + 9 + ln
+            if e > g1 or op == 5:
+                return False  # a message the index does not list: the index is incomplete
+            if op == 3 or op == 4:
+                defs(op, pos, e)
+            pos = e
+    return True
+
+
+def _positions_from_index_records(bodies: list[bytes], n: int) -> np.ndarray | None:
+    """Message offsets (sorted) from Message Index record bodies that followed a chunk."""
+    parts = []
+    for body in bodies:
+        if len(body) < 6:
+            return None
+        rlen = U32.unpack_from(body, 2)[0]
+        if rlen % 16 or 6 + rlen > len(body):
+            return None
+        parts.append(np.frombuffer(body, _MI_DTYPE, count=rlen // 16, offset=6)["offset"])
+    if not parts:
+        return None
+    pos = np.sort(np.concatenate(parts)) if len(parts) > 1 else np.sort(parts[0])
+    if len(pos) and (int(pos[-1]) >= n or (len(pos) > 1 and not bool(np.all(pos[1:] > pos[:-1])))):
+        return None
+    return pos.astype(np.int64)
+
+
 class _UnknownChannel(Exception):
     def __init__(self, cid: int, pos: int) -> None:
         self.cid = cid
@@ -228,10 +285,10 @@ def _walk_filtered(
         pos = e
 
 
-def _walk_defs(buf: bytes, defs: Callable[[int, int, int], None]) -> None:
-    """Only the Schema and Channel records of a chunk."""
-    n = len(buf)
-    pos = 0
+def _walk_defs(buf: bytes, defs: Callable[[int, int, int], None], pos: int = 0, n: int | None = None) -> None:
+    """Only the Schema and Channel records of a chunk (or of ``buf[pos:n]``)."""
+    if n is None:
+        n = len(buf)
     head = RECORD_HEAD.unpack_from
     while pos < n:
         if pos + 9 > n:
@@ -740,14 +797,26 @@ class McapReader(Reader):
         end: int | None,
         positions: np.ndarray | None = None,
         sort: bool = False,
+        gap_defs: bool = False,
     ) -> list[Message]:
-        """The wanted messages of one decompressed chunk: file order, or log-time order if ``sort``."""
+        """The wanted messages of one decompressed chunk: file order, or log-time order if ``sort``.
+
+        ``positions`` are message offsets from the message indexes; with ``gap_defs`` the
+        Schema/Channel records between those messages are registered too (streams).
+        """
         defs = self._defs_for(buf, 0)
         offs: np.ndarray | None = None
         try:
+            if positions is not None and gap_defs:
+                try:
+                    ok = _defs_between_messages(buf, positions.astype(np.int64), defs)
+                except _Bad:
+                    ok = False
+                if not ok:
+                    positions = None
             if positions is not None:
                 offs = positions.astype(np.int64)
-            else:
+            if positions is None:
                 rec_offs = _record_offsets(buf)
                 all_offs = np.array(rec_offs, np.int64)
                 ops = np.frombuffer(buf, np.uint8)[all_offs] if rec_offs else np.zeros(0, np.uint8)
@@ -1128,7 +1197,9 @@ class McapReader(Reader):
         def load() -> list[Message]:
             buf = self._chunk_data(ci.chunk_start_offset)
             positions = self._index_positions(ci, want, start, end)
-            return self._chunk_messages(buf, ci.chunk_start_offset, want, start, end, positions, sort)
+            # every message listed: check the index against the chunk and find definitions
+            complete = want is None and start is None and end is None
+            return self._chunk_messages(buf, ci.chunk_start_offset, want, start, end, positions, sort, gap_defs=complete)
 
         return load
 
@@ -1368,46 +1439,71 @@ class McapReader(Reader):
         def segments() -> Iterator[Segment]:
             rank = 0
             ended = False
-            for op, body, pos in self._stream_records():
-                if ended:
-                    continue  # summary records: read (and CRC-checked), nothing new in them
-                if op == _OP_SCHEMA or op == _OP_CHANNEL:
-                    self._define(body, op, -9, len(body), pos + 9)
-                elif op == _OP_CHUNK:
-                    buf = self._decode_chunk(body, 0, len(body), pos)
-                    late: PolybagError | None = None
-                    try:
-                        out = self._chunk_messages(buf, pos, want, start, end, None, order == "log_time")
-                    except _Partial as p:
-                        out, late = p.msgs, p.err
-                    s = CHUNK_HEAD.unpack_from(body, 0)[0] if len(body) >= CHUNK_HEAD.size else 0
-                    if out and order == "log_time":
-                        s = min(s, out[0].log_time) if s else out[0].log_time
-                    yield s, rank, _const(out)
-                    rank += 1
-                    if late is not None:
-                        raise late
-                elif op == _OP_MESSAGE:
-                    rec = R.parse_record(op, body, 0, len(body), self.path, pos + 9)
-                    assert isinstance(rec, R.MessageRecord)
-                    if not (lo <= rec.log_time < hi) or (want is not None and rec.channel_id not in want):
-                        continue
-                    ch = self._channels.get(rec.channel_id)
-                    if ch is None:
-                        raise self._err(FormatError, f"message on channel {rec.channel_id}, which no earlier Channel record defines", pos)
-                    data = memoryview(body)[MESSAGE_HEAD_LEN:] if len(body) >= MESSAGE_HEAD_LEN else b""
-                    yield rec.log_time, rank, _const([Message(ch, rec.log_time, rec.publish_time, rec.sequence, data)])
-                    rank += 1
-                elif op == _OP_DATA_END:
-                    ended = True
+            pending: tuple[bytes, int] | None = None
+            index_bodies: list[bytes] = []
+
+            def flush() -> tuple[Segment, PolybagError | None]:
+                nonlocal pending, rank
+                assert pending is not None
+                body, pos = pending
+                pending = None
+                buf = self._decode_chunk(body, 0, len(body), pos)
+                positions = _positions_from_index_records(index_bodies, len(buf)) if index_bodies else None
+                late: PolybagError | None = None
+                try:
+                    out = self._chunk_messages(buf, pos, want, start, end, positions, False, gap_defs=True)
+                except _Partial as p:
+                    out, late = p.msgs, p.err
+                seg = (0, rank, _const(out))
+                rank += 1
+                return seg, late
+
+            try:
+                for op, body, pos in self._stream_records():
+                    if pending is not None:
+                        if op == _OP_MESSAGE_INDEX:
+                            index_bodies.append(body)
+                            continue
+                        seg, late = flush()
+                        yield seg
+                        if late is not None:
+                            raise late
+                    if ended:
+                        continue  # summary records: read (and CRC-checked), nothing new in them
+                    if op == _OP_SCHEMA or op == _OP_CHANNEL:
+                        self._define(body, op, -9, len(body), pos + 9)
+                    elif op == _OP_CHUNK:
+                        # decoded once the Message Index records after it have been seen
+                        pending = (body, pos)
+                        index_bodies = []
+                    elif op == _OP_MESSAGE:
+                        rec = R.parse_record(op, body, 0, len(body), self.path, pos + 9)
+                        assert isinstance(rec, R.MessageRecord)
+                        if not (lo <= rec.log_time < hi):
+                            continue
+                        ch = self._channels.get(rec.channel_id)
+                        if ch is None:
+                            raise self._err(
+                                FormatError, f"message on channel {rec.channel_id}, which no earlier Channel record defines", pos
+                            )
+                        if want is not None and rec.channel_id not in want:
+                            continue
+                        data = memoryview(body)[MESSAGE_HEAD_LEN:] if len(body) >= MESSAGE_HEAD_LEN else b""
+                        yield rec.log_time, rank, _const([Message(ch, rec.log_time, rec.publish_time, rec.sequence, data)])
+                        rank += 1
+                    elif op == _OP_DATA_END:
+                        ended = True
+            except PolybagError:
+                if pending is not None:  # a complete chunk right before the damage
+                    index_bodies = []  # its indexes may be cut short: walk it
+                    seg, _late = flush()
+                    yield seg
+                raise
 
         def inner() -> Iterator[Message]:
             try:
-                if order == "file":
-                    for _s, _r, load in segments():
-                        yield from load()
-                else:
-                    yield from _merge(segments(), _LOG_TIME)
+                for _s, _r, load in segments():
+                    yield from load()
             finally:
                 self._drop_want(want)
 
