@@ -187,3 +187,34 @@ def test_columns_agree_with_messages(data: Any) -> None:
         for name, col in cols.items():
             assert len(col) == n
             assert _equal(col[i], _lookup(d, name)), (name, i)
+
+
+_IDL_TYPES = {"float32": "float", "float64": "double", "bool": "boolean"}
+
+
+def _idl_text(types: dict[str, list[tuple[str, str, Any]]]) -> str:
+    structs = []
+    for tname, fields in types.items():  # dependencies come first (see definitions())
+        members = []
+        for fname, base, array in fields:
+            t = f"pkg::msg::{base}" if base.startswith("Sub") else _IDL_TYPES.get(base, base)
+            if array is None:
+                members.append(f"{t} {fname};")
+            elif array < 0:
+                members.append(f"sequence<{t}> {fname};")
+            else:
+                members.append(f"{t} {fname}[{array}];")
+        structs.append(f"    struct {tname} {{\n      " + "\n      ".join(members) + "\n    };")
+    return "module pkg {\n  module msg {\n" + "\n".join(structs) + "\n  };\n};\n"
+
+
+@SETTINGS
+@given(st.data())
+def test_idl_schema_serializes_like_msg_schema(data: Any) -> None:
+    text, types = data.draw(definitions(ros1=False))
+    value = message_value(data.draw, types["Main"], types, False)
+    msg = cdr_codec("pkg/msg/Main", text)
+    idl = cdr_codec("pkg/msg/Main", _idl_text(types), "ros2idl")
+    raw = msg.encode(value)
+    assert idl.encode(value) == raw
+    same(idl.to_dict(raw), value)
