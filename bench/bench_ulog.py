@@ -244,27 +244,33 @@ def pyulog_one(path: str, topic: str) -> int:
 
 
 _CHILD = """
-import resource, sys
+import sys
 sys.path.insert(0, {src!r})
 import numpy, polybag
 from polybag.formats.ulog import reader
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-if {run}:
-    import tracemalloc
-    tracemalloc.start()
-    with polybag.open({path!r}) as r:
-        cols = r.all_topic_columns()
-        peak = tracemalloc.get_traced_memory()[1]
-else:
-    peak = 0
-print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, peak)
+
+
+def hwm():  # this process's peak resident set (ru_maxrss would include the parent's)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+base = hwm()
+import tracemalloc
+tracemalloc.start()
+with polybag.open({path!r}) as r:
+    cols = r.all_topic_columns()
+    peak = tracemalloc.get_traced_memory()[1]
+print(base, hwm(), peak)
 """
 
 
 def peak_memory(path: str) -> tuple[int, int]:
     """(max RSS growth of a child process doing the full parse, tracemalloc peak), bytes."""
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD.format(src=str(ROOT / "src"), run=True, path=path)],
+        [sys.executable, "-c", _CHILD.format(src=str(ROOT / "src"), path=path)],
         capture_output=True,
         text=True,
         check=True,
