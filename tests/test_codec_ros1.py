@@ -221,3 +221,11 @@ def test_memoryview_and_zero_size_sequences() -> None:
     assert len(codec.decode(memoryview(bytearray(raw))).items) == 3
     with pytest.raises(DecodeError):
         codec.decode((0xFFFFFFFF).to_bytes(4, "little"))
+
+
+def test_schemaless_ros1_channel_uses_bundled_types() -> None:
+    from polybag.codecs import codec_for
+
+    ch = Channel(7, "/s", "ros1", None, {"type": "std_msgs/String", "md5sum": "992ce8a1687cec8c8bd883ec73ca41d1"})
+    codec = codec_for(ch)
+    assert codec.to_dict(b"\x02\x00\x00\x00hi") == {"data": "hi"}

@@ -25,6 +25,7 @@ class Codec(Protocol):
 # (message_encoding, schema_encoding) -> "module:factory"; factory(schema) -> Codec
 CODECS: dict[tuple[str, str], str] = {
     ("ros1", "ros1msg"): "polybag.codecs.ros1:codec_for_schema",
+    ("ros1", ""): "polybag.codecs.ros1:codec_for_schema",  # no schema: bundled types by type/md5sum
     ("cdr", "ros2msg"): "polybag.codecs.cdr:codec_for_schema",
     ("cdr", "ros2idl"): "polybag.codecs.cdr:codec_for_schema",
     ("json", "jsonschema"): "polybag.codecs.jsoncodec:codec_for_schema",
