@@ -109,7 +109,9 @@ def nest_payload(ts: int, i: int) -> bytes:
     )
 
 
-def synthetic_log(n: int = 40, *, with_sync: bool = True, padded: bool = False) -> tuple[bytes, list[tuple[int, int, int]]]:
+def synthetic_log(
+    n: int = 40, *, with_sync: bool = True, padded: bool = False
+) -> tuple[bytes, list[tuple[int, int, int]]]:
     """A small v1 log with two topics (one nested, the nested type defined after its user),
     two instances, info, multi-info, params, defaults, logged strings, dropouts and syncs.
 

@@ -1028,7 +1028,7 @@ class UlogReader(Reader):
             assert s.type is not None
             n = 0 if s.positions is None else len(s.positions)
             outs[s.index] = np.empty(n, dtype=s.type.dtype)
-        step = 1 << 24
+        step = 1 << 22
         for a in range(self._data_start, self._size, step):
             b = a + step
             for s in todo:
