@@ -171,3 +171,11 @@ def test_cdr_errors() -> None:
         assert ei.value.topic == "/t" and ei.value.offset is not None
     with pytest.raises(DecodeError, match="left over"):
         codec.decode(raw + bytes(8))
+
+
+def test_ros2_string_constants_and_defaults() -> None:
+    text = 'string A="x # y"  # comment\nstring B=plain # c\nint32[] values [1, 2, 3]\nstring s "default"\n'
+    codec = codec_for_type("p/msg/T", text)
+    cls = codec.message_class
+    assert (cls.A, cls.B) == ("x # y", "plain")
+    assert codec.to_dict(codec.encode({"values": [4], "s": "z"})) == {"values": [4], "s": "z"}

@@ -353,6 +353,14 @@ def parse_msg(name: str, text: str, dialect: str = "ros1") -> MsgDef:
                     val = orig[idx + 1 :]
                     if dialect == "ros2":
                         val = val.strip()
+                        q = val[:1]
+                        if q in ("'", '"'):  # a quoted value may be followed by a comment
+                            end = 1
+                            while end < len(val) and val[end] != q:
+                                end += 2 if val[end] == "\\" else 1
+                            val = val[: end + 1]
+                        else:
+                            val = val.split("#", 1)[0].strip()
                 else:
                     cname_, _, val = rest.partition("=")
                     cname_ = cname_.strip()
