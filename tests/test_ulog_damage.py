@@ -288,6 +288,13 @@ def test_unknown_message_type_skipped_with_warning() -> None:
     assert list(r.topic_columns("pos")["timestamp"]) == [5, 6]
     assert not r.ulog.corruptions
     assert len(list(r.messages())) == 2
+    assert r.ulog.unknown_types == {"Z": 1, "x": 1}
+    many = header() + flags() + fmt(POS_FMT) + sub(0, 0, "pos") + msg("x", b"abc") * 500
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = polybag.open(many)
+    assert len([w for w in caught if "unknown message type" in str(w.message)]) == 1
+    assert r.ulog.unknown_types == {"x": 500}
 
 
 def test_timestamp_types_and_wraparound(tmp_path: Path) -> None:

@@ -118,7 +118,10 @@ class UlogData:
     sync_count: int = 0
     corruptions: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    unreported_damage: int = 0  # damage beyond the first reports (counted only)
+    unreported_damage: int = 0
+    unknown_types: dict[str, int] = field(
+        default_factory=dict
+    )  # skipped message types -> count  # damage beyond the first reports (counted only)
     # facts that need every data timestamp are worked out on first use
     _last_timestamp: int | None = field(default=None, repr=False)
     _changed_params: list[tuple[int, str, int | float]] | None = field(default=None, repr=False)
@@ -267,6 +270,13 @@ class UlogReader(Reader):
         if self._warn:
             warnings.warn(f"{self.path or '<buffer>'}: {text}", stacklevel=4)
 
+    def _unknown_type(self, t: int, n: int, pos: int) -> None:
+        """Unknown message types are skipped (the spec asks parsers to); one warning each."""
+        count = self.ulog.unknown_types.get(chr(t), 0)
+        self.ulog.unknown_types[chr(t)] = count + 1
+        if not count:
+            self._note(f"offset {pos}: skipping unknown message type {chr(t)!r} ({n} bytes)")
+
     def _damaged(self, offset: int, message: str, skipped: int = 0, truncated: bool = False) -> None:
         self.recovery_report["bytes_skipped"] += skipped
         if len(self.ulog.corruptions) < _MAX_REPORTS:
@@ -342,7 +352,7 @@ class UlogReader(Reader):
                     pos = nxt
                     first = False
                     continue
-                self._note(f"offset {pos}: skipping unknown message type {chr(t)!r} ({n} bytes)")
+                self._unknown_type(t, n, pos)
                 pos += 3 + n
                 first = False
                 continue
@@ -743,7 +753,7 @@ class UlogReader(Reader):
                     self._by_msg_id[entry.sub.msg_id] = entry
                 continue
             if _MIN_TABLE[tc] < 0:
-                self._note(f"offset {q}: skipping unknown message type {chr(tc)!r} ({sz} bytes)")
+                self._unknown_type(tc, sz, q)
                 continue
             try:
                 self._handle_control(tc, view[q + 3 : q + 3 + sz], q)
