@@ -118,10 +118,10 @@ class UlogData:
     sync_count: int = 0
     corruptions: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # damage beyond the first reports (counted only)
     unreported_damage: int = 0
-    unknown_types: dict[str, int] = field(
-        default_factory=dict
-    )  # skipped message types -> count  # damage beyond the first reports (counted only)
+    # skipped (unknown) message types -> count
+    unknown_types: dict[str, int] = field(default_factory=dict)
     # facts that need every data timestamp are worked out on first use
     _last_timestamp: int | None = field(default=None, repr=False)
     _changed_params: list[tuple[int, str, int | float]] | None = field(default=None, repr=False)
