@@ -495,3 +495,11 @@ def test_data_without_subscription_dropped_in_place(tmp_path: Path) -> None:
     strict = _open(path)
     with pytest.raises(FormatError, match="no subscription"):
         list(strict.messages(order="file"))
+
+
+def test_appended_offset_past_the_end_is_ignored() -> None:
+    b = header() + flags(incompat=1, offsets=(10**9,)) + fmt(POS_FMT) + sub(0, 0, "pos")
+    b += data(0, pos_payload(5, 1)) + data(0, pos_payload(6, 2))
+    r = _open(b)
+    assert len(list(r.messages())) == 2  # strict: no error
+    assert any("appended offset" in w for w in r.ulog.warnings)

@@ -312,9 +312,9 @@ class UlogReader(Reader):
             prev = pos
             for off in self.ulog.appended_offsets:
                 if off < prev or off > self._size:
-                    self._damaged(
-                        16,
-                        f"appended offset {off} is outside the data section ({prev}..{self._size}); ignored",
+                    # e.g. a log cut before its appended part: the data itself is fine
+                    self._note(
+                        f"appended offset {off} is outside the data section ({prev}..{self._size}); ignored"
                     )
                     continue
                 ends.append(off)
