@@ -142,7 +142,9 @@ def main() -> int:
         sid = w.register_schema("bench/Msg", "jsonschema", b"{}")
         chans = [w.register_channel(t, "json", sid) for t in TOPICS]
         for i in range(n_write):
-            w.add_message(chans[i % 5], log_time=1000 * i, publish_time=1000 * i, data=payloads[i % 5], sequence=i)
+            w.add_message(
+                chans[i % 5], log_time=1000 * i, publish_time=1000 * i, data=payloads[i % 5], sequence=i
+            )
         w.finish()
         return n_write
 
