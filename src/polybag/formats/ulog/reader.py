@@ -1195,24 +1195,27 @@ class UlogReader(Reader):
         chans: dict[int, Channel] = {s.index: s.channel for s in self._subs if s.channel is not None}
         log_ch = self._log_channel
         log_by_pos = {e[0]: e for e in self._log_entries} if log_ch is not None else {}
-        seq: dict[int, int] = {}
-        unpack = rec.MSG_HEADER.unpack_from
+        # payload ends and per-channel sequence numbers (in file order) in bulk
+        ends = (pos + 3 + self._u16[pos]).tolist() if len(pos) else []
+        forder = np.lexsort((pos, cid))
+        seqs = np.empty(len(pos), dtype=np.int64)
+        if len(pos):
+            scid = cid[forder]
+            starts = np.flatnonzero(np.concatenate([[True], scid[1:] != scid[:-1]]))
+            run = np.arange(len(pos)) - np.repeat(starts, np.diff(np.concatenate([starts, [len(pos)]])))
+            seqs[forder] = run
+        report = self.recovery_report
         count = 0
-        for q, c, t in zip(pos.tolist(), cid.tolist(), tns.tolist()):
-            sq = seq.get(c, 0)
-            seq[c] = sq + 1
+        for q, c, t, e_, sq in zip(pos.tolist(), cid.tolist(), tns.tolist(), ends, seqs.tolist()):
+            count += 1
+            report["messages"] = count
             if c < 0:
                 assert log_ch is not None
                 e = log_by_pos[q]
                 data: bytes | memoryview = logged_string_payload(e[1], e[3], e[2], e[4])
-                ch = log_ch
+                yield Message(log_ch, t, t, sq, data)
             else:
-                n = unpack(view, q)[0]
-                data = view[q + 5 : q + 3 + n]
-                ch = chans[c]
-            count += 1
-            self.recovery_report["messages"] = count
-            yield Message(ch, t, t, sq, data)
+                yield Message(chans[c], t, t, sq, view[q + 5 : e_])
 
     def close(self) -> None:
         self._u8 = np.zeros(0, np.uint8)
