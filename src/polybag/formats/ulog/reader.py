@@ -262,6 +262,7 @@ class UlogReader(Reader):
         )
         self._cands: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._d_all: tuple[np.ndarray, np.ndarray] | None = None
+        self._by_key: dict[tuple[str, int], list[_Sub]] | None = None
         self._scan()
 
     # --- scanning ------------------------------------------------------------------------
@@ -1001,7 +1002,11 @@ class UlogReader(Reader):
         return self._summary
 
     def _subscription(self, name: str, multi_id: int = 0) -> _Sub:
-        found = [s for s in self._subs if s.sub.name == name and s.sub.multi_id == multi_id]
+        if self._by_key is None:
+            self._by_key = {}
+            for x in self._subs:
+                self._by_key.setdefault((x.sub.name, x.sub.multi_id), []).append(x)
+        found = self._by_key.get((name, multi_id), [])
         if not found:
             known = sorted({f"{s.sub.name}/{s.sub.multi_id}" for s in self._subs})
             raise KeyError(f"no topic {name!r} with multi_id {multi_id} (topics: {', '.join(known)})")
