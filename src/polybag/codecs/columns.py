@@ -11,6 +11,10 @@ Column names are flattened paths: ``header.stamp`` (times as int64 nanoseconds),
 ``pose.position.x``, ``covariance[0]`` for fixed arrays; variable-length arrays give one
 object column holding an array (or bytes, or a list) per message.  ``log_time`` is always
 present.  Other encodings (JSON, protobuf) are decoded per message and flattened the same way.
+
+Readers can skip the per-message iteration entirely by offering
+``topic_payloads(topic) -> (log_times, blob, starts, sizes)`` (numpy arrays, log-time order;
+``blob`` a uint8 array such as the decompressed chunk, ``starts``/``sizes`` the payloads in it).
 """
 
 from __future__ import annotations
