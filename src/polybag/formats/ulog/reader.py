@@ -977,10 +977,11 @@ class UlogReader(Reader):
                 times.extend([int(ts.min()), int(ts.max())])
         if self._log_channel is not None:
             times.extend(min(e[2], _MAX_US) for e in self._log_entries)
+        info = self.ulog.info
         summary = Summary(
             format="ulog",
-            profile="px4",
-            library="",
+            profile="px4" if info.get("sys_name") == "PX4" else "",
+            library=" ".join(str(info[k]) for k in ("sys_name", "ver_sw") if isinstance(info.get(k), str)),
             version=str(self.ulog.version),
             schemas=all_schemas,
             channels=channels,
