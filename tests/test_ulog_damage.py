@@ -503,3 +503,17 @@ def test_appended_offset_past_the_end_is_ignored() -> None:
     r = _open(b)
     assert len(list(r.messages())) == 2  # strict: no error
     assert any("appended offset" in w for w in r.ulog.warnings)
+
+
+def test_msg_id_subscribed_again_later() -> None:
+    from ulog_helpers import nest_payload
+
+    b = header() + flags() + fmt(POS_FMT) + fmt(NEST_FMT) + fmt(INNER_FMT) + sub(0, 0, "pos")
+    b += data(0, pos_payload(5, 1)) + data(0, pos_payload(6, 2))
+    b += sub(0, 0, "nest")  # against the spec, the id is used again: later data is "nest"
+    b += data(0, nest_payload(7, 3))
+    with pytest.warns(UserWarning, match="subscribed again"):
+        r = polybag.open(b)
+    assert list(r.topic_columns("pos")["timestamp"]) == [5, 6]
+    assert list(r.topic_columns("nest")["timestamp"]) == [7]
+    assert not r.ulog.corruptions
