@@ -229,3 +229,13 @@ def test_schemaless_ros1_channel_uses_bundled_types() -> None:
     ch = Channel(7, "/s", "ros1", None, {"type": "std_msgs/String", "md5sum": "992ce8a1687cec8c8bd883ec73ca41d1"})
     codec = codec_for(ch)
     assert codec.to_dict(b"\x02\x00\x00\x00hi") == {"data": "hi"}
+
+
+def test_time_helpers() -> None:
+    from polybag.codecs.ros1 import Duration
+
+    assert Time(3, 5).to_nsec() == 3_000_000_005 and Time(3, 5).to_sec() == 3.000000005
+    assert Duration(-1, 5).to_nsec() == -999_999_995
+    codec = codec_for_type("std_msgs/Header", definition_for("std_msgs/Header"))
+    h = codec.decode(codec.encode({"seq": 1, "stamp": {"sec": 7, "nsec": 9}, "frame_id": "f"}))
+    assert h.stamp.to_nsec() == 7_000_000_009

@@ -107,6 +107,21 @@ def _default_factory(t: FieldType, resolve: Callable[[str], type] | None) -> Cal
     return list
 
 
+_TIME_NAMES = {"time", "duration", "builtin_interfaces/Time", "builtin_interfaces/Duration"}
+
+
+def _time_methods(nsec: str) -> dict[str, Any]:
+    def to_nsec(self: Any) -> int:
+        """The time as integer nanoseconds."""
+        return int(self.sec) * 1_000_000_000 + int(getattr(self, nsec))
+
+    def to_sec(self: Any) -> float:
+        """The time as float seconds."""
+        return int(self.sec) + int(getattr(self, nsec)) * 1e-9
+
+    return {"to_nsec": to_nsec, "to_sec": to_sec}
+
+
 def make_class(
     d: MsgDef, full_name: str | None = None, resolve: Callable[[str], type] | None = None
 ) -> type:
@@ -142,6 +157,8 @@ def make_class(
     for c in d.constants:
         if c.name not in names and c.name.isidentifier():
             attrs[c.name] = c.value
+    if names in (("sec", "nsec"), ("sec", "nanosec")) and d.name in _TIME_NAMES:
+        attrs.update(_time_methods(names[1]))
     cls = type(key[0].rsplit("/", 1)[-1] or "Msg", (RosMessage,), attrs)
     _CLASS_CACHE[key] = cls
     return cls
