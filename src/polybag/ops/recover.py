@@ -139,10 +139,15 @@ def recover(
                 except PolybagError as e:  # a reader that still raised: keep what came before
                     result.errors.append(str(e))
 
+            msgs: Any = reader.messages(order="file")
+            if reader.format == "ulog" and getattr(reader, "ulog", None) is not None:
+                from polybag.ops.convert import ulog_extras
+
+                msgs = ulog_extras(reader, writer, fmt, result, msgs)  # type: ignore[arg-type]
             bar = make_progress(result.messages_expected or 0, f"recover {result.input}", progress)
             with bar:
                 written, dropped = copy_messages(
-                    safe(reader.messages(order="file")), cmap, bar, on_message=digest, source=reader.source
+                    safe(msgs), cmap, bar, on_message=digest, source=reader.source
                 )
             try:
                 result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(
