@@ -243,3 +243,25 @@ def test_du_matches_brute_force(capsys: pytest.CaptureFixture[str]) -> None:
     assert d["topics"][0]["bytes"] == max(per_topic.values())
     assert main(["du", str(EXAMPLE)]) == 0
     assert "/turtle1/color_sensor" in capsys.readouterr().out
+
+
+def test_merge_and_sort_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["merge", str(tmp_path / "m.bag"), str(FROST), str(MULTI), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["messages"] == 306 and d["input_messages"] == [300, 6] and d["conflicts"] == []
+    assert main(["sort", str(tmp_path / "m.bag"), str(tmp_path / "s.mcap"), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["messages"] == 306
+    assert rows(tmp_path / "s.mcap") == sorted_rows(rows(tmp_path / "m.bag", order="log_time"))
+
+
+def test_progress_only_when_asked_or_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ops.convert(EXAMPLE, tmp_path / "a.bag")  # library default: silent
+    assert capsys.readouterr().err == ""
+    assert main(["convert", str(EXAMPLE), str(tmp_path / "b.bag")]) == 0  # stderr is not a terminal here
+    assert "[" not in capsys.readouterr().err
+    ops.convert(EXAMPLE, tmp_path / "c.bag", progress=True)
+    err = capsys.readouterr().err
+    assert "convert" in err and "100.0%" in err
