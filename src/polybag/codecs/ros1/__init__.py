@@ -91,13 +91,15 @@ def compute_md5(msg_type: str, full_definition_text: str | bytes) -> str:
 class Ros1Codec:
     """Decode/encode the ROS 1 serialization of one message type."""
 
-    def __init__(self, typeset: TypeSet, msg_type: str) -> None:
+    def __init__(self, typeset: TypeSet, msg_type: str, label: str | None = None) -> None:
         self.typeset = typeset
         self.type_name = canonical(msg_type)
-        self.full_name = msg_type
+        self.full_name = label or msg_type
         typeset.check(self.type_name)
         self.compiler = Compiler(typeset, "ros1", "<")
         self._dec = self.compiler.decoder(self.type_name, "obj")
+        # the whole-payload decoder, bound as an instance attribute: one Python call per message
+        self.decode = self.compiler.top_decoder(self.type_name, self.full_name)  # type: ignore[method-assign]
         self._dicts: dict[str, Any] = {}
         self._enc: dict[str, Any] = {}
 
@@ -191,8 +193,7 @@ def codec_for_type(msg_type: str, definition: str | bytes = "", md5sum: str = ""
                     "add its .msg files with polybag.codecs.ros1.add_msg_folder()"
                 )
             name = found
-    codec = _codecs[key] = Ros1Codec(ts, name)
-    codec.full_name = msg_type or name
+    codec = _codecs[key] = Ros1Codec(ts, name, msg_type or name)
     return codec
 
 

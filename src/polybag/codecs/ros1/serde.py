@@ -42,6 +42,24 @@ class _Short(Exception):
     """Internal: a length field points past the end of the payload."""
 
 
+class _Left(Exception):
+    """Internal: bytes remain after the message."""
+
+
+def _leftover(label: str, topic: str | None, pos: int, end: int) -> DecodeError:
+    msg = f"{end - pos} bytes left over after the message ({end} byte payload)"
+    err = DecodeError(msg, topic=topic, type_name=label, offset=pos)
+    err.reason = msg  # type: ignore[attr-defined]
+    return err
+
+
+def _totop(e: DecodeError, label: str, topic: str | None) -> DecodeError:
+    reason = getattr(e, "reason", str(e))
+    err = DecodeError(reason, topic=topic, type_name=label, field=e.field, offset=e.offset)
+    err.reason = reason  # type: ignore[attr-defined]
+    return err
+
+
 class RosMessage:
     """Base of generated message classes (attribute access, equality, repr)."""
 
@@ -313,6 +331,11 @@ class Compiler:
         return total
 
     # --- public -------------------------------------------------------------------------
+    def top_decoder(self, name: str, label: str) -> Callable[..., Any]:
+        """``f(data, topic=None) -> object``: a whole payload, errors naming topic and ``label``."""
+        self.ns["_TYPE_LABEL"] = label
+        return self.ns[self._func("t", name, "obj")]
+
     def decoder(self, name: str, mode: str = "obj") -> Callable[[Any, int, int], tuple[Any, int]]:
         """``f(buf, pos, end) -> (value, pos)`` for type ``name``; mode obj|dict|dictnp."""
         return self.ns[self._func("d", name, mode)]
@@ -329,7 +352,9 @@ class Compiler:
                 self.ts.check(name)
             fn = self._funcs[key] = f"_{kind}{mode}{self._count}"
             self._count += 1
-            src = (_DecGen if kind == "d" else _EncGen)(self, mode, name, fn).source()
+            gen = (_DecGen if kind in ("d", "t") else _EncGen)(self, mode, name, fn)
+            gen.top = kind == "t"
+            src = gen.source()
             try:
                 code = compile(src, f"<polybag {kind} {name}>", "exec")
             except SyntaxError as e:  # pragma: no cover - a generator bug
@@ -437,22 +462,49 @@ class _DecGen(_Gen):
         self.post: list[str] = []
         expr = self.message(self.name, d, "")
         self.flush()
+        top = getattr(self, "top", False)
+        if top:
+            self.emit("if pos != end: raise _Left(pos)")
         for line in self.post:
             self.emit(line)
-        self.emit(f"return {expr}, pos")
-        head = [
-            f"def {self.fname}(buf, pos, end):",
-            "    _at = -1",
-            "    try:",
-        ]
-        tail = [
-            "    except _Short as e:",
-            f"        raise _fail({self.fname!r}, _at, pos, end, 'length ' + str(e.args[0]) + ' exceeds the ' + str(end - pos) + ' bytes left') from None",
-            "    except _DecodeError:",
-            "        raise",
-            "    except Exception as e:",
-            f"        raise _fail({self.fname!r}, _at, pos, end, e) from None",
-        ]
+        self.emit(f"return {expr}" if top else f"return {expr}, pos")
+        short = f"_fail({self.fname!r}, _at, pos, end, 'length ' + str(e.args[0]) + ' exceeds the ' + str(end - pos) + ' bytes left')"
+        other = f"_fail({self.fname!r}, _at, pos, end, e)"
+        if top:
+            head = [
+                f"def {self.fname}(buf, topic=None):",
+                "    pos = 0",
+                "    end = len(buf)",
+                "    _at = -1",
+                "    try:",
+            ]
+            tail = [
+                "    except _Left:",
+                "        raise _leftover(_TYPE_LABEL, topic, pos, end) from None",
+                "    except _Short as e:",
+                f"        raise _totop({short}, _TYPE_LABEL, topic) from None",
+                "    except _DecodeError as e:",
+                "        raise _totop(e, _TYPE_LABEL, topic) from None",
+                "    except Exception as e:",
+                f"        raise _totop({other}, _TYPE_LABEL, topic) from None",
+            ]
+            c.ns.setdefault("_Left", _Left)
+            c.ns.setdefault("_leftover", _leftover)
+            c.ns.setdefault("_totop", _totop)
+        else:
+            head = [
+                f"def {self.fname}(buf, pos, end):",
+                "    _at = -1",
+                "    try:",
+            ]
+            tail = [
+                "    except _Short as e:",
+                f"        raise {short} from None",
+                "    except _DecodeError:",
+                "        raise",
+                "    except Exception as e:",
+                f"        raise {other} from None",
+            ]
         c.ns.setdefault("_fail", _fail_factory(c._errinfo))
         c.ns.setdefault("_DecodeError", DecodeError)
         return "\n".join(head + self.lines + tail) + "\n"
