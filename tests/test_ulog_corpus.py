@@ -253,3 +253,25 @@ def test_info_json(capsys: pytest.CaptureFixture[str]) -> None:
     subs = {(s["name"], s["multi_id"]): s for s in data["subscriptions"]}
     assert subs[("sensor_combined", 0)]["count"] == 17070
     assert subs[("sensor_combined", 0)]["message_size"] == 72
+
+
+def test_log_channel_columns_fields_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from polybag.errors import PolybagError
+
+    path = ULOG / "sample_logging_tagged_and_default_params.ulg"
+    with polybag.open(path) as r:
+        log = r.topic_columns("log_message")
+        assert list(log) == ["timestamp", "log_level", "tag", "message"]
+        assert list(log["message"]) == [m.text for m in r.ulog.logged_messages]
+        assert list(log["tag"]) == [-1 if m.tag is None else m.tag for m in r.ulog.logged_messages]
+        sel = r.topic_columns("sensor_combined", ["gyro_rad", "timestamp"])
+        assert list(sel) == ["gyro_rad[0]", "gyro_rad[1]", "gyro_rad[2]", "timestamp"]
+        with pytest.raises(KeyError):
+            r.topic_columns("no_such_topic")
+        with pytest.raises(PolybagError):
+            r.topic_columns("sensor_combined", 7)
+    if (Path(polybag.__file__).parent / "cli" / "export.py").exists():
+        assert main(["export", str(path), "--format", "csv", "-o", str(tmp_path)]) == 0
+        text = (tmp_path / "log_message.csv").read_text()
+        assert "tagged message test" in text
+        assert (tmp_path / "sensor_combined.csv").read_text().startswith("timestamp,")

@@ -59,7 +59,7 @@ from polybag.codecs.ulog import (
     parse_format,
     schema_text,
 )
-from polybag.errors import FormatError, TruncatedError, UnsupportedError
+from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
 from polybag.formats.ulog import records as rec
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
@@ -94,6 +94,13 @@ _RESYNC_WINDOW = 1 << 20
 _WALK_LIMIT = 1 << 18  # messages handled at once (bounds the index arrays)
 _MAX_REPORTS = 1000  # damage reports kept one by one
 _MAX_US = (2**63 - 1) // 1000  # larger (damaged) timestamps are clamped for log times
+
+
+class TopicNotFoundError(PolybagError, KeyError):
+    """No such topic (or instance, or field) in the log."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 @dataclass
@@ -1010,7 +1017,9 @@ class UlogReader(Reader):
         found = self._by_key.get((name, multi_id), [])
         if not found:
             known = sorted({f"{s.sub.name}/{s.sub.multi_id}" for s in self._subs})
-            raise KeyError(f"no topic {name!r} with multi_id {multi_id} (topics: {', '.join(known)})")
+            raise TopicNotFoundError(
+                f"no topic {name!r} with multi_id {multi_id} (topics: {', '.join(known)})"
+            )
         with_data = [s for s in found if s.count]
         s = (with_data or found)[0]
         if s.positions is None and self._d_all is not None:  # not selected up front
@@ -1107,20 +1116,38 @@ class UlogReader(Reader):
         ``padding=True``; ``log_time=True`` adds the log time in ns."""
         if isinstance(multi_id, (list, tuple)):
             fields, multi_id = multi_id, 0
-        arr = self.records(topic, int(multi_id or 0))
-        s = self._subscription(topic, int(multi_id or 0))
-        assert s.type is not None
-        names = s.type.column_names(padding=padding)
+        if topic == LOG_TOPIC and not any(x.sub.name == LOG_TOPIC for x in self._subs):
+            cols = self._log_columns()
+            names = list(cols)
+        else:
+            arr = self.records(topic, int(multi_id or 0))
+            s = self._subscription(topic, int(multi_id or 0))
+            assert s.type is not None
+            names = s.type.column_names(padding=padding)
+            cols = {n: arr[n] for n in (arr.dtype.names or ())}
+            if log_time:
+                cols["log_time"] = self._sub_times(s) * 1000
+                names.append("log_time")
         if fields is not None:
-            want = list(fields)
-            missing = [f for f in want if f not in arr.dtype.names]
-            if missing:
-                raise KeyError(f"topic {topic}: no fields {missing}")
-            names = want
-        out = {n: arr[n] for n in names}
-        if log_time:
-            out["log_time"] = self._sub_times(s) * 1000
-        return out
+            # a field selects itself and, as a prefix, its elements (``accel`` -> ``accel[0]``)
+            chosen: list[str] = []
+            for f in fields:
+                hit = [n for n in cols if n == f or n.startswith(f + "[") or n.startswith(f + ".")]
+                if not hit:
+                    raise TopicNotFoundError(f"topic {topic}: no field {f!r}")
+                chosen.extend(h for h in hit if h not in chosen)
+            names = chosen
+        return {n: cols[n] for n in names}
+
+    def _log_columns(self) -> dict[str, np.ndarray]:
+        """The logged strings as columns (the ``log_message`` channel)."""
+        e = self._log_entries
+        return {
+            "timestamp": np.array([x[2] for x in e], dtype=np.uint64),
+            "log_level": np.array([x[1] for x in e], dtype=np.uint8),
+            "tag": np.array([-1 if x[3] is None else x[3] for x in e], dtype=np.int32),
+            "message": np.array([rec.parse_string(x[4]) for x in e], dtype=object),
+        }
 
     def to_pandas(  # type: ignore[override]
         self, topic: str, multi_id: int | Sequence[str] | None = 0, fields: Sequence[str] | None = None
