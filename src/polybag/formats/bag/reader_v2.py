@@ -12,6 +12,7 @@ header with sizes 0, its records following in the file) is read too.
 from __future__ import annotations
 
 import gc
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +103,17 @@ def _conn_from_record(
     return Connection(cid, topic, fields)
 
 
+# <hl=38><4>op=\x02 <9>conn=XXXX <13>time=SSSSNNNN <data_len>, viewed as fixed fields:
+# hl u32 | 8 bytes | 9 bytes | conn u32 | 9 bytes | sec u32 | nsec u32 | data_len u32
+_FAST_MSG = struct.Struct("<I8s9sI9sIII")
+_OP2_F = b"\x04\x00\x00\x00op=\x02"
+_CONN_F = b"\x09\x00\x00\x00conn="
+_TIME_F = b"\x0d\x00\x00\x00time="
+# C++ order <9>conn=XXXX<4>op=\x02: the first 8 bytes, then 9 bytes = conn tail + op field
+_CONN_F9 = b"\x09\x00\x00\x00conn"
+_OP2_INT = int.from_bytes(b"op=\x02", "little")
+
+
 def parse_chunk_records(
     buf: bytes | memoryview,
     base: int,
@@ -125,7 +137,27 @@ def parse_chunk_records(
     n = len(buf) if limit is None else limit
     pos = 0
     err: FormatError | None = None
+    fast = _FAST_MSG.unpack_from
     while pos < n:
+        # fast path: the 38-byte message header rosbag writes (fields conn/op/time in
+        # C++ order or op/conn/time in Python's), no dict needed
+        if pos + 46 <= n:
+            hl, f0, f1, cv, f2, tv_s, tv_ns, dl = fast(buf, pos)
+            if hl == 38 and f2 == _TIME_F and (
+                (f0 == _OP2_F and f1 == _CONN_F)
+                or (f0 == _CONN_F9 and cv == _OP2_INT and f1[0] == 0x3D and f1[5:] == b"\x04\x00\x00\x00")
+            ):
+                if f0 == _CONN_F9:  # C++ order: the conn value sits at offset 13
+                    cv = _u32(buf, pos + 13)[0]
+                ds = pos + 46
+                if dl <= n - ds:
+                    times.append(tv_s * 1_000_000_000 + tv_ns)
+                    cids.append(cv)
+                    offs.append(pos)
+                    dst.append(ds)
+                    dls.append(dl)
+                    pos = ds + dl
+                    continue
         try:
             h, ds, dl, nxt = read_record_at(buf, pos, n, path, base)
             op = op_of(h, path, base + pos)
