@@ -179,3 +179,13 @@ def test_ros2_string_constants_and_defaults() -> None:
     cls = codec.message_class
     assert (cls.A, cls.B) == ("x # y", "plain")
     assert codec.to_dict(codec.encode({"values": [4], "s": "z"})) == {"values": [4], "s": "z"}
+
+
+def test_bounds_enforced_when_encoding() -> None:
+    from polybag.codecs.ros1.serde import EncodeError
+
+    codec = codec_for_type("p/msg/B", "string<=3 s\nint32[<=2] v\nstring<=2[] names\n")
+    assert codec.to_dict(codec.encode({"s": "abc", "v": [1, 2], "names": ["ab"]}))["s"] == "abc"
+    for bad in ({"s": "abcd"}, {"v": [1, 2, 3]}, {"names": ["abc"]}):
+        with pytest.raises(EncodeError):
+            codec.encode(bad)

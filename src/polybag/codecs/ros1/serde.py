@@ -737,6 +737,8 @@ def _fail_factory(errinfo: dict[str, list[Any]]) -> Callable[..., DecodeError]:
 class _EncGen(_Gen):
     """Encoder source generator: ``f(out, o)`` appends to the bytearray ``out``."""
 
+    string_bound: int | None = None
+
     def source(self) -> str:
         d = self.c.msgdef(self.name)
         self.acc = "obj" if self.mode == "obj" else "dict"
@@ -797,6 +799,7 @@ class _EncGen(_Gen):
     def value(self, t: FieldType, v: str, path: str) -> None:
         base = t.base
         c = self.c
+        self.string_bound = t.string_bound
         if t.array is None:
             self.scalar(base, v, path)
             return
@@ -813,12 +816,14 @@ class _EncGen(_Gen):
                 return
             if base == "uint8":
                 b = self.bind(f"_as_bytes({v})")
+                self.bound(t, b, path)
                 self.count(f"len({b})", path)
                 self.emit(f"out += {b}")
                 self.reset_align(unknown=True)
                 return
             c.dtype(base)
             a = self.bind(f"_asarray({v}, _DT_{base})")
+            self.bound(t, a, path)
             self.count(f"len({a})", path)
             if size > 4 and c.cdr:
                 self.emit(f"if len({a}): out += _ZEROS[:-len(out) & {size - 1}]")
@@ -832,6 +837,7 @@ class _EncGen(_Gen):
             return
         lst = self.bind(v if t.array < 0 else f"_seq({v}, {t.array})")
         if t.array < 0:
+            self.bound(t, lst, path)
             self.count(f"len({lst})", path)
         else:
             self.flush()
@@ -841,14 +847,20 @@ class _EncGen(_Gen):
         if base in ("string", "wstring"):
             if c.cdr:
                 self.emit("out += _ZEROS[:-len(out) & 3]")
-            self.string_code(base, "_x")
+            self.string_code(base, "_x", t.string_bound)
         else:
             fn = c._func("e", base, self.mode)
             self.emit(f"{fn}(out, _x)")
         self.ind -= 1
         self.reset_align(unknown=True)
 
-    def string_code(self, base: str, v: str) -> None:
+    def bound(self, t: FieldType, v: str, path: str) -> None:
+        """Refuse to write a bounded sequence longer than its bound."""
+        if t.bound is not None:
+            self.mark(path)
+            self.emit(f"if len({v}) > {t.bound}: raise ValueError('more than {t.bound} elements')")
+
+    def string_code(self, base: str, v: str, string_bound: int | None = None) -> None:
         b = self.new("_b")
         if base == "wstring":
             enc = "utf-32-le" if self.c.e == "<" else "utf-32-be"
@@ -857,6 +869,8 @@ class _EncGen(_Gen):
             self.emit(f"out += {b}")
             return
         self.emit(f"{b} = _enc_str({v})")
+        if string_bound is not None:
+            self.emit(f"if len({b}) > {string_bound}: raise ValueError('string longer than {string_bound} bytes')")
         if self.c.cdr:
             self.emit(f"out += _U32.pack(len({b}) + 1)")
             self.emit(f"out += {b}")
@@ -874,7 +888,7 @@ class _EncGen(_Gen):
             self.align(4)
             self.flush()
             self.mark(path)
-            self.string_code(base, v)
+            self.string_code(base, v, self.string_bound)
             if base == "wstring":
                 self.m, self.r = 4, 0
             else:
