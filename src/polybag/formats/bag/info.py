@@ -118,20 +118,22 @@ def info_text(info: dict[str, Any]) -> str:
             lines.append(f"{name} [{c['chunks']}/{n_chunks} chunks; {pct:.2f}%]")
     if not lines:
         lines = ["none [0/0 chunks]"]
-    out = [f"{k + ':':<13}{v}" for k, v in rows]
-    out.append(f"{'compression:':<13}{lines[0]}")
-    out.extend(" " * 13 + x for x in lines[1:])
-    if any(n != "none" for n in comp):
+    compressed = any(n != "none" for n in comp)
+    w = 14 if compressed else 13  # rosbag widens the label column for "uncompressed:"
+    out = [f"{k + ':':<{w}}{v}" for k, v in rows]
+    out.append(f"{'compression:':<{w}}{lines[0]}")
+    out.extend(" " * w + x for x in lines[1:])
+    if compressed:
+        out.append(f"{'uncompressed:':<{w}}{_size(info['uncompressed'])}")
         out.append(
-            f"{'uncompressed:':<13}{_size(info['uncompressed'])}, compressed: {_size(info['compressed'])} "
-            f"({100.0 * (info['compression_ratio'] or 0):.2f}%)"
+            f"{'compressed:':<{w}}{_size(info['compressed'])} ({100.0 * (info['compression_ratio'] or 0):.2f}%)"
         )
     if not info["indexed"]:
-        out.append(f"{'index:':<13}none usable ({info.get('index_problem', 'scanned')}); read by scanning")
+        out.append(f"{'index:':<{w}}none usable ({info.get('index_problem', 'scanned')}); read by scanning")
     types = info["types"]
     tw = max((len(t["type"]) for t in types), default=0)
     for i, t in enumerate(types):
-        out.append(f"{'types:' if i == 0 else '':<13}{t['type']:<{tw}} [{t['md5']}]")
+        out.append(f"{'types:' if i == 0 else '':<{w}}{t['type']:<{tw}} [{t['md5']}]")
     topics = info["topics"]
     pw = max((len(t["topic"]) for t in topics), default=0)
     cw = max((len(str(t["messages"])) for t in topics), default=0)
@@ -139,12 +141,13 @@ def info_text(info: dict[str, Any]) -> str:
         freq = t.get("frequency")
         fs = f" @ {freq:.4g} Hz" if freq else ""
         conns = f" ({t['connections']} connections)" if t["connections"] > 1 else ""
+        unit = "msg " if t["messages"] == 1 else "msgs"
         out.append(
-            f"{'topics:' if i == 0 else '':<13}{t['topic']:<{pw}}  {t['messages']:>{cw}} msgs{fs:<14} : "
+            f"{'topics:' if i == 0 else '':<{w}}{t['topic']:<{pw}}  {t['messages']:>{cw}} {unit}{fs:<14} : "
             f"{t['type']}{conns}"
         )
     for e in info.get("errors", []):
-        out.append(f"{'error:':<13}{e}")
+        out.append(f"{'error:':<{w}}{e}")
     return "\n".join(out)
 
 
