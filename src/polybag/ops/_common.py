@@ -281,22 +281,23 @@ def copy_messages(
     get = cmap.get
     release = _page_releaser(source)
     budget = RELEASE_EVERY
+    # (channel, target channel, transform) by id(channel); the channel is kept so ids stay unique
     cache: dict[int, tuple[Channel, Channel | None, Transform | None]] = {}
-    written = dropped = 0
-    pending = 0
+    dropped = 0
+    n = 0  # messages written
+    last = 0  # n at the last housekeeping (progress, page release), done every 64 messages
     for m in messages:
         ch = m.channel
         ent = cache.get(id(ch))
         if ent is None or ent[0] is not ch:
             out, tf = get(ch)
             ent = cache[id(ch)] = (ch, out, tf)
-        out = ent[1]
+        out, tf = ent[1], ent[2]
         if out is None:
             dropped += 1
             cmap.dropped[ch.topic] = cmap.dropped.get(ch.topic, 0) + 1
             continue
         data = m.data
-        tf = ent[2]
         if tf is not None:
             data = tf(data)
             if data is None:
@@ -304,22 +305,21 @@ def copy_messages(
                 cmap.dropped[ch.topic] = cmap.dropped.get(ch.topic, 0) + 1
                 continue
         write(out, data, m.log_time, m.publish_time, m.sequence)
-        written += 1
-        if release is not None:
-            budget -= len(data)
-            if budget < 0:
-                release()
-                budget = RELEASE_EVERY
         if on_message is not None:
             on_message(m)
-        if progress is not None:
-            pending += 1
-            if pending >= 4096:
-                progress.update(pending)
-                pending = 0
-    if progress is not None and pending:
-        progress.update(pending)
-    return written, dropped
+        n += 1
+        if not n & 63:
+            if progress is not None:
+                progress.update(n - last)
+            if release is not None:
+                budget -= len(data) * (n - last)  # an estimate from every 64th message
+                if budget < 0:
+                    release()
+                    budget = RELEASE_EVERY
+            last = n
+    if progress is not None and n > last:
+        progress.update(n - last)
+    return n, dropped
 
 
 def copy_attachments_and_metadata(
