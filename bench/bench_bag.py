@@ -137,8 +137,10 @@ def rs_info(p: Path) -> int:
 def run(p: Path, comp: str, n: int, standalone: bool) -> None:
     t = time.perf_counter()
     generate(p, n, comp)
-    print(f"\n== {n} messages, {comp}, {os.path.getsize(p) / 1e6:.1f} MB (written by polybag in "
-          f"{time.perf_counter() - t:.2f} s)")
+    print(
+        f"\n== {n} messages, {comp}, {os.path.getsize(p) / 1e6:.1f} MB (written by polybag in "
+        f"{time.perf_counter() - t:.2f} s)"
+    )
     rows: list[tuple[str, float, float, float | None]] = []
 
     tp, a = timed(lambda: pb_all(p), 2)
@@ -169,10 +171,28 @@ def run(p: Path, comp: str, n: int, standalone: bool) -> None:
     assert a == b
     rows.append(("1% time window", tp, tr, None))
 
+    # an unindexed copy (as a killed recorder leaves it): polybag scans, rosbags refuses
+    u = p.with_suffix(".unindexed.bag")
+    with polybag.open(p) as r:
+        index_pos = r.summary.extras["index_pos"]
+    blob = bytearray(p.read_bytes()[:index_pos])
+    blob[13:] = blob[13:].replace(index_pos.to_bytes(8, "little"), bytes(8), 1)
+    u.write_bytes(bytes(blob))
+    tp, a = timed(lambda: pb_all(u))
+    try:
+        rb_all(u)
+        rb_state = "reads it"
+    except Exception as e:
+        rb_state = f"refuses it ({type(e).__name__})"
+    print(f"unindexed copy: polybag reads all {n} messages in {tp:.3f}s by scanning; rosbags {rb_state}")
+    u.unlink()
+
     with polybag.open(p) as r:
         chunks = len(r.summary.chunks)
         a0 = T0 + n * 1_000_000 // 2
-        need = sum(1 for c in r.summary.chunks if c.end_time >= a0 and c.start_time < a0 + n * 1_000_000 // 100)
+        need = sum(
+            1 for c in r.summary.chunks if c.end_time >= a0 and c.start_time < a0 + n * 1_000_000 // 100
+        )
     print(f"({chunks} chunks; the 1% window touches {need} of them)")
     print(f"{'':18}{'polybag':>10}{'rosbags':>10}{'ratio':>8}{'rosbag':>10}{'ratio':>8}")
     for name, tp, tr, ts in rows:
