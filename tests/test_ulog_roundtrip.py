@@ -271,3 +271,22 @@ def test_writer_refuses_other_encodings() -> None:
     ch = w.add_channel("a", "ulog", sch, {"multi_id": "2"})
     assert ch.metadata["multi_id"] == "2"
     w.close()
+
+
+def test_codec_flat_and_nested_encode() -> None:
+    fdefs = {
+        f.name: f
+        for f in map(
+            parse_format, ["top:uint64_t timestamp;float[2] a;inner n;char[3] s;", "inner:int16_t k;bool on;"]
+        )
+    }
+    t = compile_type("top", fdefs)
+    flat = t.encode({"timestamp": 5, "a[1]": 2.5, "n.k": -3, "n.on": 1, "s[0]": ord("h")})
+    nested = t.encode({"timestamp": 5, "a": [0, 2.5], "n": {"k": -3, "on": True}, "s": "h"})
+    assert flat == nested
+    assert t.to_dict(flat) == {"timestamp": 5, "a": [0.0, 2.5], "n": {"k": -3, "on": True}, "s": "h"}
+    assert t.to_dict(flat, flat=True)["n.k"] == -3
+    obj = t.decode(flat)
+    assert obj.n.k == -3 and obj.a[1] == 2.5
+    with pytest.raises(polybag.DecodeError):
+        t.decode(flat[:5])

@@ -209,11 +209,13 @@ class UlogType:
         if self._struct is None:
             self._compile()
         assert self._struct is not None
-        if (
-            isinstance(obj, Mapping)
-            and obj
-            and all(f.name in obj for f in self.flat if not f.padding)
-            and (len(self.flat) == 0 or self.flat[0].name in obj)
+        # pyulog's flat names (``accel[0]``, ``nested.x``) or nested values; when every field
+        # is a plain scalar both spellings are the same
+        top = self.formats[self.name].fields
+        simple = all(f.type in BASE_TYPES and not f.array for f in top)
+        flat_names = {f.name for f in self.flat}
+        if isinstance(obj, Mapping) and (
+            simple or any(k in flat_names and ("[" in k or "." in k) for k in obj)
         ):
             flat_values = [obj.get(f.name, 0) if not f.padding else 0 for f in self.flat]
         else:
