@@ -343,7 +343,7 @@ class CdrCodec:
         typeset.check(self.type_name)
         self._compilers: dict[str, Compiler] = {}
         self._fns: dict[tuple[str, str, str], Any] = {}
-        self.fn("d", "obj", "<")  # compile now: errors in the definition surface early
+        self._le_obj = self.fn("d", "obj", "<")  # compile now: definition errors surface early
 
     def compiler(self, endian: str) -> Compiler:
         c = self._compilers.get(endian)
@@ -400,6 +400,15 @@ class CdrCodec:
         return value
 
     def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        # fast path: little-endian plain CDR, the usual case; everything else in _run
+        if len(data) >= 4 and data[1] == 1 and data[0] == 0:
+            end = len(data) - 4
+            try:
+                value, pos = self._le_obj(memoryview(data)[4:], 0, end)
+            except DecodeError:
+                return self._run("obj", data, topic)  # raises with topic and offsets
+            if end - pos < 4 and pos <= end:
+                return value
         return self._run("obj", data, topic)
 
     def to_dict(self, data: bytes | memoryview, topic: str | None = None, numpy: bool = False) -> Any:
