@@ -52,6 +52,19 @@ def _md5_for(type_name: str, definition: bytes) -> str | None:
         return None
 
 
+def _bundled_definition(type_name: str, md5: str) -> bytes:
+    """The definition text of a known type whose md5sum matches (old bags carry none)."""
+    try:
+        from polybag.codecs.ros1 import definition_for, lookup_md5  # type: ignore[attr-defined]
+
+        name = lookup_md5(md5)
+        if name is None or name.split("/")[-1] != type_name.split("/")[-1]:
+            return b""
+        return str(definition_for(name)).encode("utf-8")
+    except Exception:
+        return b""
+
+
 def compress_chunk(name: str, data: bytes | memoryview, level: int | None = None) -> bytes:
     """Compress chunk data as rosbag expects: ``lz4`` is an LZ4 frame with independent
     blocks and a content checksum (roslz4 refuses frames without one)."""
@@ -182,6 +195,8 @@ class BagWriter(Writer):
             raise WriteError(f"topic {topic}: a bag connection needs a message type (schema name)")
         definition = bytes(schema.data) if schema is not None else b""
         md5 = md.get("md5sum") or _md5_for(type_name, definition) or "*"
+        if not definition and md5 != "*":
+            definition = _bundled_definition(type_name, md5)
         fields: dict[str, bytes] = {
             "topic": topic.encode("utf-8"),
             "type": type_name.encode("utf-8"),
