@@ -191,3 +191,23 @@ def test_compress_mcap_via_writer(tmp_path):
     with polybag.open(p) as r:
         assert [(m.topic, m.log_time, bytes(m.data)) for m in r.messages()] == want
         assert {c.compression for c in r.summary.chunks} <= {"none", ""}
+
+
+def test_check_reports_damaged_index_data(tmp_path, capsys):
+    good = tmp_path / "g.bag"
+    write_sample(good, "none", 2000)
+    data = bytearray(good.read_bytes())
+    with polybag.open(good) as r:
+        c0 = r.summary.chunks[0]
+        want = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages()]
+    idx = c0.offset + c0.length
+    hl = int.from_bytes(data[idx : idx + 4], "little")
+    dl_pos = idx + 4 + hl
+    data[dl_pos : dl_pos + 4] = (int.from_bytes(data[dl_pos : dl_pos + 4], "little") - 12).to_bytes(4, "little")
+    bad = tmp_path / "b.bag"
+    bad.write_bytes(bytes(data))
+    # the reader falls back to the chunk's records: nothing is lost
+    with polybag.open(bad) as r:
+        assert [(m.topic, m.log_time, bytes(m.data)) for m in r.messages()] == want
+    assert main(["check", str(bad)]) == 1
+    assert "index data" in capsys.readouterr().out

@@ -95,7 +95,8 @@ def _check_v2(r: BagV2Reader, problems: list[str], notes: list[str]) -> None:
         if err is not None:
             problems.append(f"inside chunk at {ci.pos}: {err}")
         try:
-            r._chunk_index(ci)
+            ci.dstart = ci.dlen = None
+            r._chunk_index(ci, fallback=False)
         except PolybagError as e:
             problems.append(str(e))
             continue
@@ -103,8 +104,6 @@ def _check_v2(r: BagV2Reader, problems: list[str], notes: list[str]) -> None:
         assert ci.times is not None and ci.conns is not None and ci.offsets is not None
         actual = set(zip(c, t, o))
         indexed = set(zip(ci.conns.tolist(), ci.times.tolist(), ci.offsets.tolist()))
-        if ci.dstart is not None and ci.dlen is None:
-            pass
         if actual != indexed:
             miss = sorted(actual - indexed)[:3]
             extra = sorted(indexed - actual)[:3]

@@ -346,8 +346,12 @@ class BagV2Reader(Reader):
         ci.record_len = nxt - ci.pos
         ci.index_end = nxt
 
-    def _chunk_index(self, ci: Chunk) -> None:
-        """Read the index data records after a chunk into ``ci.times/conns/offsets``."""
+    def _chunk_index(self, ci: Chunk, fallback: bool = True) -> None:
+        """Read the index data records after a chunk into ``ci.times/conns/offsets``.
+
+        When they are damaged, the chunk's own records are scanned instead (``fallback``)
+        or the error is raised.
+        """
         p = self.path
         pos = ci.pos + ci.record_len
         parts: list[np.ndarray] = []
@@ -377,6 +381,8 @@ class BagV2Reader(Reader):
                     ci.pos,
                 )
         except FormatError:
+            if not fallback:
+                raise
             # index data damaged: fall back to the chunk's own records
             self._scan_chunk_records(ci)
             return
