@@ -210,3 +210,16 @@ def test_random_corruption_only_polybag_errors(comp, edits, cut):
         blob = blob[: 13 + cut % (len(blob) - 12)]
     _exercise(bytes(blob))
     _exercise(bytes(blob), recover=True)
+
+
+def test_unknown_chunk_compression():
+    data, msgs = make_bag("none", chunk_size=250, n=24)
+    i = data.index(b"compression=none")
+    blob = data[:i] + b"compression=zzzz" + data[i + 16 :]
+    with pytest.raises(PolybagError):
+        with polybag.open(blob) as r:
+            list(r.messages())
+    with polybag.open(blob, recover=True) as r:
+        got = list(r.messages())
+        assert r.recovery_report["errors"]
+    assert 0 < len(got) < len(msgs)

@@ -295,3 +295,32 @@ def test_polybag_reindex_matches_rosbag_reindex_on_cut_bag(tmp_path):
     chk = subprocess.run([ROSBAG, "info", str(tmp_path / "ours.bag")], capture_output=True, text=True)
     assert chk.returncode == 0 and f"messages:    {ours}" in chk.stdout.replace("messages:     ", "messages:    ")
     assert os.path.exists(tmp_path / "ours.orig.bag")
+
+
+def test_topic_and_window_read_only_needed_chunks(tmp_path, monkeypatch):
+    p = tmp_path / "many.bag"
+    with BagWriter(p, compression="lz4", chunk_size=2000) as w:
+        s = w.add_schema("std_msgs/String", "ros1msg", STRING_DEF)
+        a = w.add_channel("/a", "ros1", s, {"md5sum": STRING_MD5})
+        b = w.add_channel("/b", "ros1", s, {"md5sum": STRING_MD5})
+        for i in range(3000):
+            w.write(a if i < 2900 else b, _string("x" * 20), 10**9 * i)
+    import polybag.formats.bag.lz4fast as lf
+
+    calls = {"n": 0}
+    orig = lf.decompress_lz4
+
+    def counting(*args, **kw):
+        calls["n"] += 1
+        return orig(*args, **kw)
+
+    monkeypatch.setattr(lf, "decompress_lz4", counting)
+    with polybag.open(p) as r:
+        total = len(r.summary.chunks)
+        assert total > 50
+        got = [m.log_time for m in r.messages(start=10**9 * 1500, end=10**9 * 1530)]
+        assert got == [10**9 * i for i in range(1500, 1530)]
+        assert calls["n"] <= 2
+        calls["n"] = 0
+        assert len(list(r.messages(topics=["/b"]))) == 100
+        assert calls["n"] <= 5  # the ~4 chunks holding /b, of 100+

@@ -469,7 +469,10 @@ class BagV2Reader(Reader):
                 if op == OP_CHUNK:
                     close_loose()
                     f = HeaderFields(h, p, pos, "chunk")
-                    comp = normalize(f.str("compression", "none"))
+                    try:
+                        comp = normalize(f.str("compression", "none"))
+                    except UnsupportedError as e:
+                        raise FormatError(f"chunk compression: {e}", p, pos) from None
                     usize = f.u32("size")
                     ci = Chunk(pos, ds, min(dl, size - ds), comp, usize)
                     ci.record_len = ds + dl - pos
