@@ -184,7 +184,60 @@ def main() -> int:
     if e2e:
         fastest = min((t, k) for k, t in e2e.items())
         print(f"  columns end to end: {fastest[0] / tc:.1f}x faster than {fastest[1]} reading + decoding")
+    bench_cdr(payloads[:200_000], ours)
     return 0
+
+
+CDR_TEXT = (
+    "std_msgs/Header header\ngeometry_msgs/Quaternion orientation\nfloat64[9] orientation_covariance\n"
+    "geometry_msgs/Vector3 angular_velocity\nfloat64[9] angular_velocity_covariance\n"
+    "geometry_msgs/Vector3 linear_acceleration\nfloat64[9] linear_acceleration_covariance\n"
+    + "=" * 80 + "\nMSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n"
+    + "=" * 80 + "\nMSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n"
+    + "=" * 80 + "\nMSG: geometry_msgs/Quaternion\nfloat64 x\nfloat64 y\nfloat64 z\nfloat64 w\n"
+    + "=" * 80 + "\nMSG: geometry_msgs/Vector3\nfloat64 x\nfloat64 y\nfloat64 z\n"
+)
+
+
+def bench_cdr(ros1_payloads: list[bytes], ros1: Any) -> None:
+    """The same Imu messages as ROS 2 CDR payloads, decoded to objects."""
+    from polybag.codecs.cdr import codec_for_type as cdr_codec
+
+    cdr = cdr_codec("sensor_msgs/msg/Imu", CDR_TEXT)
+    payloads = []
+    for p in ros1_payloads:
+        d = ros1.to_dict(p)
+        d["header"] = {"stamp": {"sec": d["header"]["stamp"]["sec"], "nanosec": d["header"]["stamp"]["nsec"]},
+                       "frame_id": d["header"]["frame_id"]}
+        payloads.append(cdr.encode(d))
+    print(f"ROS 2 CDR, {len(payloads)} sensor_msgs/msg/Imu payloads to objects:")
+    def stream(fn: Callable[[bytes], Any]) -> None:
+        for p in payloads:
+            fn(p)
+
+    times = {"polybag": timed("polybag cdr codec.decode", lambda: stream(cdr.decode))}
+    try:
+        from rosbags.typesys import Stores, get_typestore
+
+        store = get_typestore(Stores.ROS2_HUMBLE)
+        times["rosbags"] = timed(
+            "rosbags deserialize_cdr", lambda: stream(lambda p: store.deserialize_cdr(p, "sensor_msgs/msg/Imu"))
+        )
+    except ImportError:
+        pass
+    try:
+        from mcap.records import Schema as McapSchema
+        from mcap_ros2.decoder import DecoderFactory as Ros2Factory
+
+        dec = Ros2Factory().decoder_for("cdr", McapSchema(id=1, name="sensor_msgs/msg/Imu", encoding="ros2msg", data=CDR_TEXT.encode()))
+        if dec is not None:
+            times["mcap-ros2-support"] = timed("mcap-ros2-support", lambda: stream(dec))
+    except ImportError:
+        pass
+    peers = {k: v for k, v in times.items() if k != "polybag"}
+    if peers:
+        name = min(peers, key=peers.__getitem__)
+        print(f"  cdr objects: polybag is {peers[name] / times['polybag']:.1f}x faster than the fastest peer ({name})")
 
 
 if __name__ == "__main__":
