@@ -275,3 +275,18 @@ def test_log_channel_columns_fields_and_errors(tmp_path: Path, capsys: pytest.Ca
         text = (tmp_path / "log_message.csv").read_text()
         assert "tagged message test" in text
         assert (tmp_path / "sensor_combined.csv").read_text().startswith("timestamp,")
+
+
+@pytest.mark.parametrize("key", ["boot_console_output", "perf_top_preflight"])
+def test_info_message_option_matches_pyulog(
+    key: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyulog import info
+
+    path = str(ULOG / "sample_log_small.ulg")
+    for extra in ([], ["-n"]):
+        monkeypatch.setattr(sys, "argv", ["ulog_info", "-m", key, *extra, path])
+        info.main()
+        exp = capsys.readouterr().out
+        assert main(["ulog", "info", "-m", key, *extra, path]) == 0
+        assert capsys.readouterr().out == exp

@@ -49,6 +49,10 @@ def register(subparsers: Any) -> None:
     i.add_argument("file")
     i.add_argument("--json", action="store_true", help="machine-readable output")
     i.add_argument("--brief", action="store_true", help="hide perf counters and multi-info values")
+    i.add_argument(
+        "-m", "--message", metavar="KEY", help="print one multi-info entry (e.g. boot_console_output)"
+    )
+    i.add_argument("-n", "--newline", action="store_true", help="with -m: one line per part")
     i.set_defaults(func=cmd_info)
 
 
@@ -127,6 +131,21 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    if args.message:
+        with _open(args.file, topics=[]) as r:
+            sets = r.ulog.info_multiple.get(args.message)
+            if sets is None:
+                print(f"message {args.message} not found")
+                return 1
+            sep = "\n" if args.newline else ""
+            for i, parts in enumerate(sets):
+                if parts and isinstance(parts[0], (bytes, bytearray)):
+                    print(f"# {args.message} {i} (len: {sum(len(p) for p in parts)}):")
+                    print(sep.join(" ".join(f"{x:02x}" for x in p) for p in parts))
+                else:
+                    print(f"# {args.message} {i}:")
+                    print(sep.join(str(p) for p in parts))
+        return 0
     with _open(args.file) as r:
         if args.json:
             print_json(r.info_extras())
