@@ -477,7 +477,12 @@ class BagV2Reader(Reader):
                     ci = Chunk(pos, ds, min(dl, size - ds), comp, usize)
                     ci.record_len = ds + dl - pos
                     if dl == 0 and usize == 0 and ds < size:
-                        # unterminated chunk of a killed recorder: sizes never rewritten
+                        # unterminated chunk of a killed recorder: sizes never rewritten.
+                        # Not an error for reading (it is how a recording looks), but noted.
+                        self.scan_errors.append(
+                            f"{p}: offset {pos}: unterminated {comp} chunk (recording in progress or killed); "
+                            "its complete records are read"
+                        )
                         if comp == "none":
                             pos = ds  # its records follow as if outside a chunk
                             continue
