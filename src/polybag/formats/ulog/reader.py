@@ -510,14 +510,12 @@ class UlogReader(Reader):
         del parts, nparts
         m = len(c)
         if m:
-            linked_to = np.zeros(m, dtype=bool)
-            links = np.zeros(m, dtype=bool)
+            # keep candidates that end where one of the next three starts (a run's last
+            # message is dropped too and simply walked one by one)
+            good = np.zeros(m, dtype=bool)
             for k in (1, 2, 3):
                 if m > k:
-                    hit = nxt[:-k] == c[k:]
-                    links[:-k] |= hit
-                    linked_to[k:] |= hit
-            good = links | linked_to
+                    good[:-k] |= nxt[:-k] == c[k:]
             c, nxt = c[good], nxt[good]
         m = len(c)
         link = np.zeros(m, dtype=bool)
