@@ -480,9 +480,9 @@ class UlogReader(Reader):
     def _candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Likely ``D`` message starts in the data section, to jump over runs of them.
 
-        Every position whose type byte is ``D`` is a candidate; those that neither link to a
-        following candidate (``pos + 3 + size`` is one of the next three candidates) nor are
-        linked to are dropped (mostly ``D`` bytes inside payloads).  What remains is split
+        Every position whose type byte is ``D`` is a candidate; those that do not link to a
+        following candidate (``pos + 3 + size`` is one of the next three candidates) are
+        dropped (mostly ``D`` bytes inside payloads).  What remains is split
         into runs where each candidate's end is exactly the next one's start.  The walk uses
         a run only after landing on its first position, so the result is exactly the
         sequential walk; the candidates only make it fast.  Returns (positions, ends,
