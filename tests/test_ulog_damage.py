@@ -517,3 +517,13 @@ def test_msg_id_subscribed_again_later() -> None:
     assert list(r.topic_columns("pos")["timestamp"]) == [5, 6]
     assert list(r.topic_columns("nest")["timestamp"]) == [7]
     assert not r.ulog.corruptions
+
+
+@pytest.mark.parametrize("tail", [b"\x00\x00D", b"\x01\x00D\x00", b"\x00\x00D" + data(0, pos_payload(6, 2))])
+def test_data_message_too_short_for_its_msg_id(tail: bytes) -> None:
+    b = header() + flags() + fmt(POS_FMT) + sub(0, 0, "pos") + data(0, pos_payload(5, 1)) + tail
+    r = _open(b, recover=True)
+    got = list(r.messages())
+    assert got[0].log_time == 5000
+    assert "cannot hold its msg_id" in r.recovery_report["errors"][0]
+    assert len(got) == (2 if len(tail) > 4 else 1)

@@ -651,7 +651,8 @@ class UlogReader(Reader):
         d_idx = np.flatnonzero(is_d[:k])
         dpos = p[d_idx]
         dsize = u16[dpos].astype(np.int64) - 2
-        msg_id = u16[dpos + 3].astype(np.int64)
+        # (a D too short to hold its msg_id reads a clipped index and fails the size check)
+        msg_id = u16[np.minimum(dpos + 3, len(u16) - 1)].astype(np.int64)
         view = self._view
         # Subscriptions (A) in this chunk, parsed up front: a D belongs to the latest A for
         # its msg_id before it.
@@ -706,6 +707,8 @@ class UlogReader(Reader):
         b = k
 
         def reason(w: int) -> str:
+            if dsize[w] < 0:
+                return f"data message of {int(dsize[w]) + 2} bytes cannot hold its msg_id"
             if cand[w] < 0:
                 return f"data message for msg_id {int(msg_id[w])} that has no subscription"
             e = all_entries[int(cand[w])]
