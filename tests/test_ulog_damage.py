@@ -26,11 +26,13 @@ from ulog_helpers import (
     info_str,
     log,
     msg,
+    param,
     pos_payload,
     pyulog_columns,
     sub,
     sync,
     synthetic_log,
+    tagged,
     write,
 )
 
@@ -527,3 +529,75 @@ def test_data_message_too_short_for_its_msg_id(tail: bytes) -> None:
     assert got[0].log_time == 5000
     assert "cannot hold its msg_id" in r.recovery_report["errors"][0]
     assert len(got) == (2 if len(tail) > 4 else 1)
+
+
+_PIECES = [
+    sub(0, 0, "pos"),
+    sub(1, 1, "pos"),
+    sub(0, 2, "nest"),
+    sub(0, 3, "nope"),
+    sub(0, 0, "nest"),
+    fmt(POS_FMT),
+    fmt(NEST_FMT),
+    fmt(INNER_FMT),
+    fmt("bad"),
+    fmt("x:"),
+    fmt("y:int32_t[99999] a;"),
+    fmt("w:uint64_t timestamp;w2 a;"),
+    fmt("w2:w b;"),
+    fmt("dup:uint64_t timestamp;float a;float a;"),
+    info_str("a", "b"),
+    param("p", 1),
+    param("p", 2.5),
+    default("p", 1, 3),
+    dropout(5),
+    sync(),
+    log(54, 2**64 - 1, "x"),
+    tagged(52, 1, 5, "t"),
+    msg("D", b""),
+    msg("D", b"\x00"),
+    msg("Z", b"zz"),
+    msg("B", bytes(40)),
+    msg("A", b"\x00"),
+    msg("L", b"\x01"),
+    msg("M", b"\x00\x05abc"),
+    data(0, pos_payload(7, 1)),
+    data(1, pos_payload(8, 2, padded=True)),
+    data(2, pos_payload(9, 3)),
+    data(0, pos_payload(10, 4)),
+    b"\x00",
+    b"\xff\xff",
+    b"DDD",
+]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([0, 1, 2]),
+    st.booleans(),
+    st.lists(st.sampled_from(_PIECES), max_size=40),
+    st.integers(0, 10**6),
+    st.booleans(),
+)
+def test_random_message_streams(
+    version: int, with_flags: bool, pieces: list[bytes], cut: int, rev: bool
+) -> None:
+    """Random sequences of valid, odd and broken messages: only polybag errors."""
+    b = header(version=version) + (flags(compat=1) if with_flags else b"") + fmt(POS_FMT) + fmt(NEST_FMT)
+    b += fmt(INNER_FMT) + b"".join(pieces)
+    b = b[: max(16, len(b) - cut % (len(b) + 1))]
+    for recover in (False, True):
+        try:
+            r = _open(b, recover=recover)
+            r.summary  # noqa: B018
+            r.info_text()
+            for s in r.ulog.subscriptions:
+                r.topic_columns(s.name, s.multi_id, log_time=True)
+            r.all_topic_columns()
+            for m in r.messages(reverse=rev):
+                try:
+                    m.to_dict()
+                except PolybagError:
+                    pass
+        except PolybagError:
+            pass
