@@ -650,9 +650,9 @@ class UlogReader(Reader):
         ctrl = other[other < k]
         d_idx = np.flatnonzero(is_d[:k])
         dpos = p[d_idx]
-        dsize = u16[dpos].astype(np.int64) - 2
+        dsize = u16[dpos].astype(np.int32) - 2
         # (a D too short to hold its msg_id reads a clipped index and fails the size check)
-        msg_id = u16[np.minimum(dpos + 3, len(u16) - 1)].astype(np.int64)
+        msg_id = u16[np.minimum(dpos + 3, len(u16) - 1)]
         view = self._view
         # Subscriptions (A) in this chunk, parsed up front: a D belongs to the latest A for
         # its msg_id before it.
@@ -677,18 +677,29 @@ class UlogReader(Reader):
         hi = np.array([e.type.size if e.type else -1 for e in all_entries] + [-1], np.int64)
         new_ids = [e.sub.msg_id for _, e in new_subs]
         if len(set(new_ids)) == len(new_ids) and not (set(new_ids) & set(self._by_msg_id)):
-            # common case: each msg_id subscribed once -> lookup tables
+            # common case: each msg_id subscribed once -> lookup tables by msg_id
             sub_of = np.full(65536, -1, dtype=np.int64)
-            a_at = np.full(65536, -1, dtype=np.int64)
-            for mid, entry in self._by_msg_id.items():
-                sub_of[mid] = entry.index
-            for i, entry in new_subs:
-                sub_of[entry.sub.msg_id] = entry.index
-                a_at[entry.sub.msg_id] = i
+            lo_m = np.full(65536, 1 << 30, dtype=np.int32)
+            hi_m = np.full(65536, -1, dtype=np.int32)
+            entries = [(mid, e, -1) for mid, e in self._by_msg_id.items()]
+            entries += [(e.sub.msg_id, e, i) for i, e in new_subs]
+            for mid, entry, _ in entries:
+                if entry.type is not None:
+                    sub_of[mid] = entry.index
+                    lo_m[mid] = entry.type.min_size
+                    hi_m[mid] = entry.type.size
             cand = sub_of[msg_id]
-            cand = np.where(a_at[msg_id] < d_idx, cand, -1)
+            ok = (dsize >= lo_m[msg_id]) & (dsize <= hi_m[msg_id])
+            if new_subs:  # data before its subscription in this chunk has none yet
+                a_at = np.full(65536, -1, dtype=np.int64)
+                for mid, _entry, i in entries:
+                    a_at[mid] = i
+                early = a_at[msg_id] >= d_idx
+                cand = np.where(early, -1, cand)
+                ok &= ~early
         else:
             nmax = len(p) + 1
+            mid64 = msg_id.astype(np.int64)
             keys = [mid * nmax for mid in self._by_msg_id] + [
                 e.sub.msg_id * nmax + i + 1 for i, e in new_subs
             ]
@@ -698,11 +709,11 @@ class UlogReader(Reader):
             esub = np.asarray(subs_, dtype=np.int64)[order]
             cand = np.full(len(d_idx), -1, dtype=np.int64)
             if len(ekey):
-                loc = np.searchsorted(ekey, msg_id * nmax + d_idx + 1, side="left") - 1
+                loc = np.searchsorted(ekey, mid64 * nmax + d_idx + 1, side="left") - 1
                 locc = np.maximum(loc, 0)
-                found = (loc >= 0) & ((ekey[locc] // nmax) == msg_id)
+                found = (loc >= 0) & ((ekey[locc] // nmax) == mid64)
                 cand = np.where(found, esub[locc], -1)
-        ok = (cand >= 0) & (dsize >= lo[cand]) & (dsize <= hi[cand])
+            ok = (cand >= 0) & (dsize >= lo[cand]) & (dsize <= hi[cand])
         badd = np.flatnonzero(~ok)
         b = k
 
