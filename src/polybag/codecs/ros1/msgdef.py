@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from polybag.errors import DecodeError
@@ -447,7 +447,3 @@ def add_folder(ts: TypeSet, folder: str, package: str | None = None) -> list[str
     ts.finalize()
     return added
 
-
-def iter_fields(ts: TypeSet, name: str, prefix: str = "") -> Iterable[tuple[str, FieldType]]:
-    for f in ts.get(name).fields:
-        yield prefix + f.name, f.type
