@@ -165,3 +165,15 @@ def test_chunked_walk_equals_single_pass(monkeypatch: pytest.MonkeyPatch) -> Non
         assert whole[k].tolist() == parts[k].tolist(), k
     with pytest.raises(DecodeError, match="message"):
         payload_columns(codec, [*payloads[:30], payloads[30] + b"\0", *payloads[31:]])
+
+
+def test_unknown_field_is_an_error() -> None:
+    from polybag.errors import PolybagError
+
+    path = CORPORA / "rosbag" / "foxglove-rosbag" / "example.bag"
+    with polybag.open(str(path)) as r:
+        assert set(r.topic_columns("/turtle1/pose", ["x", "theta"])) == {"log_time", "x", "theta"}
+        with pytest.raises(PolybagError, match="no field 'nope'"):
+            r.topic_columns("/turtle1/pose", ["nope"])
+        with pytest.raises(PolybagError, match="no topic"):
+            r.topic_columns("/missing")

@@ -53,6 +53,16 @@ def _wanted(fields: Sequence[str] | None) -> Callable[[str], bool]:
     return ok
 
 
+def _check_fields(fields: Sequence[str] | None, cols: dict[str, np.ndarray], n: int) -> None:
+    """Every requested field must name a column or a prefix of some (when there are messages)."""
+    if not fields or n == 0:
+        return
+    names = list(cols)
+    for f in fields:
+        if not any(c == f or c.startswith(f + ".") or c.startswith(f + "[") for c in names):
+            raise PolybagError(f"no field {f!r}; fields: {', '.join(names) or '(none)'}")
+
+
 def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """One numpy array per leaf field of ``topic`` (log-time order), plus ``log_time``."""
     channels = [c for c in reader.summary.channels.values() if c.topic == topic]
@@ -71,6 +81,7 @@ def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = Non
         cols = _walk_chunked(
             codec, np.asarray(blob, np.uint8), np.asarray(starts, np.int64), np.asarray(sizes, np.int64), _wanted(fields), topic
         )
+        _check_fields(fields, cols, len(times_a))
         return {"log_time": np.asarray(times_a, np.int64), **cols}
     times: list[int] = []
     datas: list[Any] = []
@@ -78,6 +89,7 @@ def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = Non
         times.append(m.log_time)
         datas.append(m.data)
     cols = payload_columns(codec, datas, fields, topic=topic)
+    _check_fields(fields, cols, len(datas))
     out = {"log_time": np.array(times, dtype=np.int64)}
     out.update(cols)
     return out
