@@ -239,3 +239,20 @@ def test_time_helpers() -> None:
     codec = codec_for_type("std_msgs/Header", definition_for("std_msgs/Header"))
     h = codec.decode(codec.encode({"seq": 1, "stamp": {"sec": 7, "nsec": 9}, "frame_id": "f"}))
     assert h.stamp.to_nsec() == 7_000_000_009
+
+
+@pytest.mark.parametrize("bag", BAGS, ids=_bag_id)
+def test_truncated_and_padded_corpus_payloads(bag: Path) -> None:
+    """Every cut of a real payload, and extra bytes after it, give DecodeError only."""
+    for c, msgs in _connections(bag):
+        if not msgs:
+            continue
+        codec = codec_for_type(c.msgtype, c.msgdef.data)
+        raw = msgs[0]
+        cuts = range(len(raw)) if len(raw) <= 512 else np.linspace(0, len(raw) - 1, 64).astype(int)
+        for cut in cuts:
+            with pytest.raises(DecodeError) as ei:
+                codec.decode(raw[: int(cut)], topic=c.topic)
+            assert ei.value.topic == c.topic and ei.value.offset is not None
+        with pytest.raises(DecodeError, match="left over"):
+            codec.to_dict(raw + b"\x00")
