@@ -846,12 +846,14 @@ class BagV2Reader(Reader):
         if len(group) == 1:
             buf, t, c, o, ds, dl = self._selected(group[0], sel, start, end)
             if order == "file":
-                idx = np.argsort(o, kind="stable")
+                idx = None if len(o) < 2 or bool((o[1:] >= o[:-1]).all()) else np.argsort(o, kind="stable")
             else:
-                idx = np.lexsort((o, t))
+                in_order = len(o) < 2 or bool(((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (o[1:] >= o[:-1]))).all())
+                idx = None if in_order else np.lexsort((o, t))
             if reverse:
-                idx = idx[::-1]
-            t, c, ds, dl = t[idx], c[idx], ds[idx], dl[idx]
+                idx = np.arange(len(t) - 1, -1, -1) if idx is None else idx[::-1]
+            if idx is not None:
+                t, c, ds, dl = t[idx], c[idx], ds[idx], dl[idx]
             mv = memoryview(buf) if not isinstance(buf, memoryview) else buf
             tl = t.tolist()
             al = ds.tolist()
@@ -859,7 +861,13 @@ class BagV2Reader(Reader):
             if len(c) and int(c.min()) == int(c.max()):
                 ch = get(int(c[0]))
                 return [Message(ch, tt, tt, 0, mv[a:b]) for tt, a, b in zip(tl, al, bl)]
-            return [Message(get(cc), tt, tt, 0, mv[a:b]) for tt, cc, a, b in zip(tl, c.tolist(), al, bl)]
+            # channel objects picked in bulk: sorted ids -> positions -> object array
+            ids = np.array(sorted(chans), np.int64)
+            objs = np.empty(len(ids), object)
+            objs[:] = [chans[i] for i in ids.tolist()]
+            pos = np.searchsorted(ids, c.astype(np.int64))
+            chl = objs[np.minimum(pos, len(ids) - 1)].tolist()
+            return [Message(ch, tt, tt, 0, mv[a:b]) for ch, tt, a, b in zip(chl, tl, al, bl)]
         # overlapping chunks: merge by (time, file position)
         parts = []
         for k, ci in enumerate(sorted(group, key=lambda c: c.pos)):
