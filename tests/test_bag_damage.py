@@ -223,3 +223,16 @@ def test_unknown_chunk_compression():
         got = list(r.messages())
         assert r.recovery_report["errors"]
     assert 0 < len(got) < len(msgs)
+
+
+def test_encrypted_bag_is_a_clear_unsupported_error():
+    from polybag.errors import UnsupportedError
+    from polybag.formats.bag.records import U32, U64, build_header
+
+    h = build_header(
+        {"op": b"\x03", "index_pos": U64.pack(0), "conn_count": U32.pack(0), "chunk_count": U32.pack(0),
+         "encryptor": b"rosbag/AesCbcEncryptor"}
+    )
+    blob = b"#ROSBAG V2.0\n" + U32.pack(len(h)) + h + U32.pack(0)
+    with pytest.raises(UnsupportedError, match="encrypted"):
+        polybag.open(blob)

@@ -267,6 +267,11 @@ class BagV2Reader(Reader):
             if op != OP_FILE_HEADER:
                 raise FormatError(f"expected the bag header record (op 3), found op {op}", self.path, pos)
             f = HeaderFields(h, self.path, pos, "bag header")
+            enc = f.str("encryptor", "")
+            if enc:
+                raise UnsupportedError(
+                    f"{self.path or '<buffer>'}: encrypted bag (encryptor {enc!r}); polybag cannot decrypt chunks"
+                )
             self.index_pos = f.u64("index_pos")
             self.header_conn_count = f.u32("conn_count") if f.has("conn_count") else 0
             self.header_chunk_count = f.u32("chunk_count") if f.has("chunk_count") else 0
