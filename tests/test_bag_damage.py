@@ -236,3 +236,19 @@ def test_encrypted_bag_is_a_clear_unsupported_error():
     blob = b"#ROSBAG V2.0\n" + U32.pack(len(h)) + h + U32.pack(0)
     with pytest.raises(UnsupportedError, match="encrypted"):
         polybag.open(blob)
+
+
+def test_cut_lz4_chunk_keeps_its_intact_messages():
+    """An LZ4 block can be decoded up to the cut, so a cut lz4 chunk still gives the
+    messages whose bytes came before the cut (bz2 cannot: its 900k block is all or nothing)."""
+    data, msgs = make_bag("lz4", chunk_size=10**6, n=400)
+    with polybag.open(data) as r:
+        (c,) = r.summary.chunks
+    previous = 0
+    for frac in (0.3, 0.6, 0.9):
+        cut = c.offset + 40 + int((c.length - 40) * frac)
+        got = _recovered(data[:cut])
+        assert got == msgs[: len(got)]
+        assert len(got) > previous
+        previous = len(got)
+    assert previous < len(msgs)

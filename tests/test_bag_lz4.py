@@ -52,3 +52,19 @@ def test_damage_gives_format_errors(pos, val, cut):
         assert len(out) == len(data)
     except FormatError:
         pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(pos=st.integers(0, 10**6), val=st.integers(0, 255), cut=st.integers(0, 10**6))
+def test_partial_decoder_salvages_prefixes_and_never_raises(pos, val, cut):
+    from polybag.formats.bag.lz4fast import partial_lz4
+
+    data = b"".join(b"record %d;" % i for i in range(4000))
+    c = f.compress(data, block_size=f.BLOCKSIZE_MAX64KB, content_checksum=True, block_linked=False)
+    cut_c = c[: cut % (len(c) + 1)]
+    got = partial_lz4(cut_c, len(data))
+    assert data.startswith(got)  # a cut never invents bytes
+    bad = bytearray(c)
+    bad[pos % len(bad)] = val
+    out = partial_lz4(bytes(bad), len(data))  # corruption: any bytes, but no exception
+    assert len(out) <= len(data)

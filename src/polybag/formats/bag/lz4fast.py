@@ -89,3 +89,99 @@ def _fast(mv: memoryview, size: int, path: str | None, offset: int | None) -> by
     if have != size:
         raise FormatError(f"lz4 data decompresses to {have} bytes, header says {size}", path, offset)
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _partial_block(src: memoryview, limit: int) -> bytes:
+    """Decode an LZ4 block that may be cut short: every byte its complete sequences give
+    (and the literals present of a cut one).  Pure Python; used only to salvage the last,
+    cut chunk of a damaged bag."""
+    out = bytearray()
+    i = 0
+    n = len(src)
+    while i < n and len(out) < limit:
+        token = src[i]
+        i += 1
+        lit = token >> 4
+        if lit == 15:
+            while i < n:
+                b = src[i]
+                i += 1
+                lit += b
+                if b != 255:
+                    break
+        take = min(lit, n - i)
+        out += src[i : i + take]
+        i += take
+        if take < lit or i + 2 > n:
+            break
+        off = src[i] | (src[i + 1] << 8)
+        i += 2
+        mlen = token & 15
+        if mlen == 15:
+            complete = False
+            while i < n:
+                b = src[i]
+                i += 1
+                mlen += b
+                if b != 255:
+                    complete = True
+                    break
+            if not complete:
+                break
+        mlen += 4
+        if off == 0 or off > len(out):
+            break  # damaged: a match before the start
+        start = len(out) - off
+        if off >= mlen:
+            out += out[start : start + mlen]
+        else:
+            pat = bytes(out[start:])
+            out += (pat * (mlen // off + 1))[:mlen]
+    return bytes(out[:limit])
+
+
+def partial_lz4(data: bytes | memoryview, limit: int) -> bytes:
+    """As much as a cut or damaged LZ4 frame decompresses to (at most ``limit`` bytes)."""
+    mv = memoryview(data)
+    n = len(mv)
+    parts: list[bytes] = []
+    have = 0
+    pos = 0
+    while pos + 7 <= n and have < limit:
+        if _u32(mv, pos)[0] != _MAGIC:
+            break
+        flg, bd = mv[pos + 4], mv[pos + 5]
+        linked = not (flg & 0x20)
+        block_max = 1 << (8 + 2 * ((bd >> 4) & 7))
+        pos += 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1
+        block_ck = 4 if flg & 0x10 else 0
+        ended = False
+        while pos + 4 <= n and have < limit:
+            (bs,) = _u32(mv, pos)
+            pos += 4
+            if bs == 0:
+                ended = True
+                break
+            raw = bs & 0x80000000
+            bs &= 0x7FFFFFFF
+            body = mv[pos : pos + min(bs, n - pos)]
+            if raw:
+                piece = bytes(body)
+            elif len(body) == bs and not linked:
+                try:
+                    piece = lz4.block.decompress(body, uncompressed_size=min(block_max, limit - have))
+                except lz4.block.LZ4BlockError:
+                    piece = _partial_block(body, min(block_max, limit - have))
+            elif linked and parts:
+                return b"".join(parts)[:limit]  # linked blocks need the previous window
+            else:
+                piece = _partial_block(body, min(block_max, limit - have))
+            parts.append(piece)
+            have += len(piece)
+            if len(body) < bs:
+                return b"".join(parts)[:limit]
+            pos += bs + block_ck
+        if not ended:
+            break
+        pos += 4 if flg & 0x04 else 0
+    return b"".join(parts)[:limit]

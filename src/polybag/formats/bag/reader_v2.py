@@ -194,6 +194,10 @@ def partial_decompress(name: str, data: bytes | memoryview, limit: int) -> bytes
     n = normalize(name)
     if n == "none":
         return bytes(data[:limit])
+    if n == "lz4":
+        from .lz4fast import partial_lz4
+
+        return partial_lz4(data, limit)
     dec: Any = lz4.frame.LZ4FrameDecompressor() if n == "lz4" else bz2.BZ2Decompressor()
     out: list[bytes] = []
     have = 0
