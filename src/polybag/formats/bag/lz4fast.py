@@ -128,7 +128,7 @@ def _partial_block(src: memoryview, limit: int) -> bytes:
                     break
             if not complete:
                 break
-        mlen += 4
+        mlen = min(mlen + 4, limit - len(out))  # never more than the bound, even if damaged
         if off == 0 or off > len(out):
             break  # damaged: a match before the start
         start = len(out) - off
