@@ -21,9 +21,11 @@ from typing import Any
 from polybag.errors import PolybagError
 from polybag.model import Message
 from polybag.ops._common import (
+    RELEASE_EVERY,
     ChannelMap,
     Input,
     OpResult,
+    _page_releaser,
     abort_writer,
     copy_attachments_and_metadata,
     ext_for,
@@ -140,6 +142,8 @@ def split(
                 writer = None
 
         bar = make_progress(summary_count(reader), f"split {name}", progress)
+        release = _page_releaser(reader.source)
+        budget = RELEASE_EVERY
         try:
             with bar:
                 m: Message
@@ -179,6 +183,11 @@ def split(
                     part.end_time = t
                     result.messages += 1
                     bar.update(1)
+                    if release is not None:
+                        budget -= n
+                        if budget < 0:
+                            release()
+                            budget = RELEASE_EVERY
         except BaseException:
             if writer is not None and part is not None:
                 abort_writer(writer, part.path)
