@@ -212,3 +212,33 @@ def test_cli_convert_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["convert", str(EXAMPLE), str(tmp_path / "o.mcap"), "--compression", "zstd", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["messages"] == 8647 and out["profile"] == "ros1" and out["output_format"] == "mcap"
+
+
+MCAPS = sorted((CORPORA / "mcap-samples").rglob("*.mcap")) + [
+    sorted((CORPORA / "mcap-conformance" / name).glob("*-st-sum.mcap"))[-1]
+    for name in ("OneAttachment", "OneMetadata", "TenMessages", "OneSchemalessMessage")
+]
+
+
+@pytest.mark.parametrize("src", MCAPS, ids=[p.name for p in MCAPS])
+def test_mcap_to_mcap_keeps_messages_attachments_metadata(src: Path, tmp_path: Path) -> None:
+    out = tmp_path / "o.mcap"
+    res = ops.convert(src, out, compression="lz4")
+    assert rows(out) == rows(src) and res.messages == len(rows(src))
+    with polybag.open(src) as a, polybag.open(out) as b:
+        assert [(x.name, x.media_type, bytes(x.data)) for x in a.attachments()] == [
+            (x.name, x.media_type, bytes(x.data)) for x in b.attachments()
+        ]
+        assert [(m.name, dict(m.metadata)) for m in a.metadata()] == [
+            (m.name, dict(m.metadata)) for m in b.metadata()
+        ]
+        ca = {
+            (c.topic, c.message_encoding, c.type_name, tuple(sorted(c.metadata.items())))
+            for c in a.summary.channels.values()
+        }
+        cb = {
+            (c.topic, c.message_encoding, c.type_name, tuple(sorted(c.metadata.items())))
+            for c in b.summary.channels.values()
+        }
+        assert ca == cb
+    assert res.warnings == []
