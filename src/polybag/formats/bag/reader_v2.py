@@ -12,6 +12,7 @@ header with sizes 0, its records following in the file) is read too.
 from __future__ import annotations
 
 import gc
+import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from .records import (
 
 _u32 = U32.unpack_from
 _EMPTY_I64 = np.zeros(0, np.int64)
+_COPY_BELOW = 4096  # mean payload size under which payloads are copied out as bytes
 
 
 @dataclass
@@ -863,10 +865,10 @@ class BagV2Reader(Reader):
                 idx = np.arange(len(t) - 1, -1, -1) if idx is None else idx[::-1]
             if idx is not None:
                 t, c, ds, dl = t[idx], c[idx], ds[idx], dl[idx]
-            mv = memoryview(buf) if not isinstance(buf, memoryview) else buf
+            mv, base = self._slicer(group[0], buf, dl)
             tl = t.tolist()
-            al = ds.tolist()
-            bl = (ds + dl).tolist()
+            al = (ds + base).tolist()
+            bl = (ds + dl + base).tolist()
             if len(c) and int(c.min()) == int(c.max()):
                 ch = get(int(c[0]))
                 return [Message(ch, tt, tt, 0, mv[a:b]) for tt, a, b in zip(tl, al, bl)]
@@ -879,9 +881,12 @@ class BagV2Reader(Reader):
             return [Message(ch, tt, tt, 0, mv[a:b]) for ch, tt, a, b in zip(chl, tl, al, bl)]
         # overlapping chunks: merge by (time, file position)
         parts = []
+        bufs = []
         for k, ci in enumerate(sorted(group, key=lambda c: c.pos)):
             buf, t, c, o, ds, dl = self._selected(ci, sel, start, end)
-            parts.append((buf, t, c, o, ds, dl, k))
+            src, base = self._slicer(ci, buf, dl)
+            bufs.append(src)
+            parts.append((buf, t, c, o, ds + base, dl, k))
         t = np.concatenate([p[1] for p in parts])
         c = np.concatenate([p[2] for p in parts])
         o = np.concatenate([p[3] for p in parts])
@@ -891,13 +896,27 @@ class BagV2Reader(Reader):
         idx = np.lexsort((o, kk, t))
         if reverse:
             idx = idx[::-1]
-        bufs = [memoryview(p[0]) for p in parts]
         return [
             Message(get(cc), tt, tt, 0, bufs[k][a : a + n])
             for tt, cc, a, n, k in zip(
                 t[idx].tolist(), c[idx].tolist(), ds[idx].tolist(), dl[idx].tolist(), kk[idx].tolist()
             )
         ]
+
+    def _slicer(self, ci: Chunk, buf: bytes | memoryview, dl: np.ndarray) -> tuple[Any, int]:
+        """What to slice payloads from, and the offset to add.
+
+        Small payloads are copied out as ``bytes`` (a bytes slice costs a fifth of a
+        memoryview slice and is not tracked by the cyclic GC); large ones stay zero-copy
+        ``memoryview`` slices of the chunk or the mapped file.
+        """
+        if len(dl) and int(dl.sum()) < _COPY_BELOW * len(dl):
+            if isinstance(buf, bytes):
+                return buf, 0
+            whole = getattr(self.source, "_buffer", None)
+            if ci.buffer is None and ci.compression == "none" and isinstance(whole, (bytes, mmap.mmap)):
+                return whole, ci.data_start
+        return (buf if isinstance(buf, memoryview) else memoryview(buf)), 0
 
     # --- info -----------------------------------------------------------------------------------
     def message_times(self, cids: set[int] | None = None) -> dict[int, np.ndarray]:
