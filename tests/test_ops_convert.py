@@ -242,3 +242,25 @@ def test_mcap_to_mcap_keeps_messages_attachments_metadata(src: Path, tmp_path: P
         }
         assert ca == cb
     assert res.warnings == []
+
+
+def test_convert_through_pipes(tmp_path: Path) -> None:
+    import sys
+
+    mcap = tmp_path / "a.mcap"
+    with open(EXAMPLE, "rb") as f:
+        p = subprocess.run(
+            [sys.executable, "-m", "polybag", "convert", "-", str(mcap)], stdin=f, capture_output=True
+        )
+    assert p.returncode == 0, p.stderr
+    # MCAP streamed from stdin to a bag on stdout
+    with open(mcap, "rb") as f:
+        p = subprocess.run(
+            [sys.executable, "-m", "polybag", "convert", "-", "-", "--format", "bag"],
+            stdin=f,
+            capture_output=True,
+        )
+    assert p.returncode == 0, p.stderr
+    assert b"8647 messages" in p.stderr
+    assert rows(p.stdout) == rows(EXAMPLE)
+    assert connections(p.stdout) == connections(EXAMPLE)

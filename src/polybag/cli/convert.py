@@ -14,19 +14,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Copy every message of IN into OUT (format from OUT's extension or --format). "
         "bag -> MCAP uses the ros1 profile; ULog becomes ROS 1 messages ulog_msgs/<name>.",
     )
-    p.add_argument("input", metavar="IN")
-    p.add_argument("output", metavar="OUT")
+    p.add_argument(
+        "input", metavar="IN", help="input log ('-' for stdin: MCAP streams, others are read whole)"
+    )
+    p.add_argument("output", metavar="OUT", help="output log ('-' for stdout, with --format)")
     add_output_options(p)
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from polybag.ops import convert
 
+    src = sys.stdin.buffer if args.input == "-" else args.input
+    dst = sys.stdout.buffer if args.output == "-" else args.output
     r = convert(
-        args.input,
-        args.output,
+        src,
+        dst,
         format=args.out_format,
         compression=args.compression,
         chunk_size=args.chunk_size,
@@ -39,5 +45,9 @@ def run(args: argparse.Namespace) -> int:
         + (f", {r.attachments} attachments" if r.attachments else "")
         + (f", {r.metadata} metadata" if r.metadata else "")
     ]
+    if args.output == "-":  # stdout carries the log: the summary goes to stderr
+        for line in lines:
+            print(line, file=sys.stderr)
+        return 1 if r.dropped_messages else 0
     emit("convert", args, r, lines)
     return 1 if r.dropped_messages else 0

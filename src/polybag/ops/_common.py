@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import polybag
 from polybag.errors import PolybagError, UnsupportedError
@@ -21,7 +21,8 @@ from polybag.reader import Reader
 from polybag.writer import EXTENSIONS, WRITERS, Writer, format_for_path
 
 PathLike = str | os.PathLike[str]
-Input = PathLike | Reader
+Input = PathLike | Reader | BinaryIO
+Output = PathLike | BinaryIO
 
 # message encodings each writable format can hold (None: anything)
 HOLDS: dict[str, set[str] | None] = {"mcap": None, "bag": {"ros1"}, "ulog": {"ulog"}}
@@ -60,9 +61,15 @@ class opened:  # noqa: N801 - used like a function in `with`
             self.reader.close()
 
 
+def _is_path(target: Any) -> bool:
+    return isinstance(target, (str, os.PathLike))
+
+
 def input_name(target: Input) -> str:
     if isinstance(target, Reader):
         return str(target.path or "<stream>")
+    if not _is_path(target):
+        return str(getattr(target, "name", None) or "<stream>")
     return os.fspath(target)
 
 
@@ -71,6 +78,8 @@ def same_file(a: Input, b: PathLike) -> bool:
         if a.path is None:
             return False
         a = a.path
+    if not (_is_path(a) and _is_path(b)):
+        return False
     try:
         return os.path.samefile(os.fspath(a), os.fspath(b))
     except OSError:
@@ -91,6 +100,8 @@ def target_format(path: PathLike, format: str | None) -> str:  # noqa: A002
         if fmt not in WRITERS:
             raise UnsupportedError(f"no writer for format {format!r} (known: {', '.join(WRITERS)})")
         return fmt
+    if not _is_path(path):
+        raise UnsupportedError("writing to a stream needs an explicit format (--format mcap|bag|ulog)")
     return format_for_path(path)
 
 
@@ -126,12 +137,16 @@ def make_writer(
     for k, v in extra.items():
         if v is not None and writer_accepts(fmt, k):
             kwargs[k] = v
+    if not _is_path(path):  # a binary stream (stdout): the writer writes it directly
+        return Writer(path, format=fmt, **kwargs)
     os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))) or ".", exist_ok=True)
     return Writer(os.fspath(path), format=fmt, **kwargs)
 
 
 def abort_writer(w: Writer, path: PathLike) -> None:
     """After a failure: stop the writer and leave no half-written output behind."""
+    if not _is_path(path):
+        return
     p = os.fspath(path)
     abort = getattr(w, "abort", None)
     try:

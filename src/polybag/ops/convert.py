@@ -25,7 +25,7 @@ from polybag.ops._common import (
     ChannelMap,
     Input,
     OpResult,
-    PathLike,
+    Output,
     abort_writer,
     check_distinct,
     copy_attachments_and_metadata,
@@ -58,7 +58,7 @@ class ConvertResult(OpResult):
 
 def convert(
     src: Input,
-    dst: PathLike,
+    dst: Output,
     *,
     format: str | None = None,  # noqa: A002
     compression: str | None = None,
@@ -76,7 +76,7 @@ def convert(
     """
     fmt = target_format(dst, format)
     check_distinct(src, dst)
-    result = ConvertResult(input=input_name(src), output=str(dst), output_format=fmt)
+    result = ConvertResult(input=input_name(src), output=input_name(dst), output_format=fmt)
     with opened(src, **reader_options) as reader:
         result.input_format = reader.format
         summary = reader.summary
