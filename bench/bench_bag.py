@@ -144,7 +144,7 @@ def run(p: Path, comp: str, n: int, standalone: bool) -> None:
     rows: list[tuple[str, float, float, float | None]] = []
 
     tp, a = timed(lambda: pb_all(p), 2)
-    tr, b = timed(lambda: rb_all(p))
+    tr, b = timed(lambda: rb_all(p), 2)
     assert a == b, (a, b)
     ts = None
     if standalone:
