@@ -211,3 +211,23 @@ def test_check_reports_damaged_index_data(tmp_path, capsys):
         assert [(m.topic, m.log_time, bytes(m.data)) for m in r.messages()] == want
     assert main(["check", str(bad)]) == 1
     assert "index data" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("version", ["1.2", "1.1"])
+def test_convert_old_bag_to_v20(tmp_path, version):
+    import polybag.cli as cli
+    from test_bag_old_versions import build_v11, build_v12, expected
+
+    if "convert" not in cli.build_parser()._subparsers._group_actions[0].choices:  # type: ignore[union-attr]
+        pytest.skip("no convert command yet")
+    old = tmp_path / "old.bag"
+    old.write_bytes(build_v12(with_index=True) if version == "1.2" else build_v11(b"#ROSRECORD V1.1\n"))
+    new = tmp_path / "new.bag"
+    assert main(["convert", str(old), str(new)]) == 0
+    with polybag.open(new) as r:
+        assert r.summary.version == "2.0" and r.summary.indexed
+        got = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages(order="file")]
+        defs = {c.topic: bytes(c.schema.data) for c in r.summary.channels.values()}
+    assert sorted(got) == sorted(expected())
+    assert defs["/chatter"].strip() == b"string data"
+    assert main(["check", str(new)]) == 0
