@@ -324,3 +324,23 @@ def test_topic_and_window_read_only_needed_chunks(tmp_path, monkeypatch):
         calls["n"] = 0
         assert len(list(r.messages(topics=["/b"]))) == 100
         assert calls["n"] <= 5  # the ~4 chunks holding /b, of 100+
+
+
+def test_chunks_sharing_boundary_times_are_not_merged(tmp_path):
+    """Many messages at one time across chunk boundaries: log-time order with ties in file
+    order, and each chunk is processed on its own (not one giant merge group)."""
+    p = tmp_path / "ties.bag"
+    written = []
+    with BagWriter(p, chunk_size=300) as w:
+        s = w.add_schema("std_msgs/String", "ros1msg", STRING_DEF)
+        ch = w.add_channel("/a", "ros1", s, {"md5sum": STRING_MD5})
+        for i in range(200):
+            t = 10**9 * (i // 50)  # 50 messages per time value
+            d = _string(f"m{i}")
+            w.write(ch, d, t)
+            written.append((t, d))
+    with polybag.open(p) as r:
+        groups = r._groups(r.chunks)
+        assert len(r.chunks) > 20 and max(len(g) for g in groups) == 1
+        assert [(m.log_time, bytes(m.data)) for m in r.messages()] == written
+        assert [(m.log_time, bytes(m.data)) for m in r.messages(reverse=True)] == written[::-1]

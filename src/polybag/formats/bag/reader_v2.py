@@ -811,15 +811,22 @@ class BagV2Reader(Reader):
 
     @staticmethod
     def _groups(chunks: list[Chunk]) -> list[list[Chunk]]:
+        """Runs of chunks that must be merged: they overlap in time.  A chunk that only
+        touches the run's end time and lies after all of it in the file follows it (ties
+        keep file order), so recorded bags whose chunks share boundary times stay one
+        chunk per group (bounded memory)."""
         groups: list[list[Chunk]] = []
         cur_end = 0
+        cur_pos = 0
         for ci in sorted(chunks, key=lambda c: (c.start, c.pos)):
-            if groups and ci.start <= cur_end:
+            if groups and (ci.start < cur_end or (ci.start == cur_end and ci.pos < cur_pos)):
                 groups[-1].append(ci)
                 cur_end = max(cur_end, ci.end)
+                cur_pos = max(cur_pos, ci.pos)
             else:
                 groups.append([ci])
                 cur_end = ci.end
+                cur_pos = ci.pos
         return groups
 
     def _selected(
