@@ -109,7 +109,7 @@ def _record_offsets(buf: bytes | memoryview) -> list[int]:
     return offs
 
 
-def _bulk_messages(
+def _bulk_heads(
     buf: bytes | memoryview,
     offs: np.ndarray,
     channels: dict[int, Channel],
@@ -117,11 +117,15 @@ def _bulk_messages(
     start: int | None,
     end: int | None,
     sort: bool,
-) -> list[Message]:
-    """Messages whose records start at ``offs`` (int64, file order), parsed in bulk with numpy."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """The wanted message record heads at ``offs`` (int64, file order), parsed in bulk.
+
+    Returns (heads as a ``_REC_DTYPE`` array, their record offsets), filtered by channel
+    and time, in log-time order (stable) if ``sort``.
+    """
     n = len(buf)
     if not len(offs):
-        return []
+        return np.zeros(0, _REC_DTYPE), offs
     if int(offs.max()) + RECORD_MESSAGE_HEAD_LEN > n or int(offs.min()) < 0:
         raise _NeedSlowPath
     a = np.frombuffer(buf, np.uint8)
@@ -150,14 +154,28 @@ def _bulk_messages(
     if mask is not None:
         rec = rec[mask]
         offs = offs[mask]
-        if not len(offs):
-            return []
     if sort and len(rec) > 1:
         lt = rec["lt"]
         if not bool(np.all(lt[1:] >= lt[:-1])):
             o = np.argsort(lt, kind="stable")
             rec = rec[o]
             offs = offs[o]
+    return rec, offs
+
+
+def _bulk_messages(
+    buf: bytes | memoryview,
+    offs: np.ndarray,
+    channels: dict[int, Channel],
+    want: set[int] | None,
+    start: int | None,
+    end: int | None,
+    sort: bool,
+) -> list[Message]:
+    """Messages whose records start at ``offs`` (int64, file order), parsed in bulk with numpy."""
+    rec, offs = _bulk_heads(buf, offs, channels, want, start, end, sort)
+    if not len(offs):
+        return []
     lens = rec["len"].astype(np.int64)
     starts = (offs + RECORD_MESSAGE_HEAD_LEN).tolist()
     ends = (offs + 9 + lens).tolist()
@@ -175,6 +193,72 @@ def _bulk_messages(
     finally:
         if was:
             gc.enable()
+
+
+@dataclass
+class _Batch:
+    """Payloads of one segment packed back to back (for :meth:`McapReader.topic_payloads`).
+
+    ``lt``, ``starts`` and ``sizes`` are in log-time order (stable); ``blob`` holds the
+    payloads in file order, so ``starts`` may be a permutation when the two orders differ.
+    """
+
+    lt: np.ndarray  # uint64
+    blob: np.ndarray  # uint8
+    starts: np.ndarray  # int64
+    sizes: np.ndarray  # int64
+
+
+def _pack(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Copy the payloads ``a[starts[i]:starts[i] + sizes[i]]`` back to back: (blob, new starts).
+
+    Payloads must not overlap.  Equal sizes at a constant stride (one channel's records) are
+    copied as the rows of a strided view; otherwise a byte mask selects them.
+    """
+    n = len(starts)
+    if n == 0:
+        return np.zeros(0, np.uint8), np.zeros(0, np.int64)
+    if n > 1 and not bool(np.all(starts[1:] > starts[:-1])):
+        o = np.argsort(starts, kind="stable")
+        blob, packed = _pack(a, starts[o], sizes[o])
+        out = np.empty_like(packed)
+        out[o] = packed
+        return blob, out
+    new = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=new[1:])
+    s0 = int(starts[0])
+    size0 = int(sizes[0])
+    if bool((sizes == size0).all()):
+        if n == 1:
+            return a[s0 : s0 + size0].copy(), new
+        step = int(starts[1] - starts[0])
+        if bool((np.diff(starts) == step).all()):
+            rows = np.lib.stride_tricks.as_strided(a[s0:], shape=(n, size0), strides=(step, 1), writeable=False)
+            return np.ascontiguousarray(rows).reshape(-1), new
+    d = np.zeros(len(a) + 1, np.int8)
+    d[starts] += 1
+    d[starts + sizes] -= 1
+    mask = np.cumsum(d[:-1], dtype=np.int8).view(np.bool_)
+    return a[mask], new
+
+
+def _batch_from_heads(buf: bytes | memoryview, rec: np.ndarray, offs: np.ndarray) -> _Batch:
+    """A batch from the record heads (and offsets) :func:`_bulk_heads` selected."""
+    starts = offs + RECORD_MESSAGE_HEAD_LEN
+    sizes = rec["len"].astype(np.int64) - (RECORD_MESSAGE_HEAD_LEN - 9)
+    blob, packed = _pack(np.frombuffer(buf, np.uint8), starts, sizes)
+    return _Batch(rec["lt"].astype(np.uint64), blob, packed, sizes)
+
+
+def _batch_from_messages(msgs: list[Message]) -> _Batch:
+    """A batch from messages the record-by-record walk produced (unusual or damaged chunks)."""
+    n = len(msgs)
+    sizes = np.fromiter((len(m.data) for m in msgs), np.int64, n)
+    starts = np.zeros(n, np.int64)
+    if n:
+        np.cumsum(sizes[:-1], out=starts[1:])
+    blob = np.frombuffer(b"".join(bytes(m.data) for m in msgs), np.uint8)
+    return _Batch(np.fromiter((m.log_time for m in msgs), np.uint64, n), blob, starts, sizes)
 
 
 _AR_LEN = np.arange(1, 9, dtype=np.int64)
@@ -798,11 +882,14 @@ class McapReader(Reader):
         positions: np.ndarray | None = None,
         sort: bool = False,
         gap_defs: bool = False,
-    ) -> list[Message]:
+        arrays: bool = False,
+    ) -> Any:
         """The wanted messages of one decompressed chunk: file order, or log-time order if ``sort``.
 
         ``positions`` are message offsets from the message indexes; with ``gap_defs`` the
-        Schema/Channel records between those messages are registered too (streams).
+        Schema/Channel records between those messages are registered too (streams).  With
+        ``arrays`` the bulk path returns a :class:`_Batch` of payloads instead of messages
+        (the record-by-record fallback still returns a list of messages).
         """
         defs = self._defs_for(buf, 0)
         offs: np.ndarray | None = None
@@ -834,6 +921,9 @@ class McapReader(Reader):
             bad = None
         while offs is not None:
             try:
+                if arrays:
+                    rec, sel = _bulk_heads(buf, offs, self._channels, want, start, end, sort)
+                    return _batch_from_heads(buf, rec, sel)
                 return _bulk_messages(buf, offs, self._channels, want, start, end, sort)
             except _UnknownChannel as u:
                 if positions is not None:
@@ -1154,9 +1244,12 @@ class McapReader(Reader):
 
     # --- segments --------------------------------------------------------------------------------
     def _segments(
-        self, want: set[int] | None, start: int | None, end: int | None, sort: bool = False
+        self, want: set[int] | None, start: int | None, end: int | None, sort: bool = False, arrays: bool = False
     ) -> tuple[list[tuple[int, int, int, Callable[[], list[Message]]]], PolybagError | None]:
-        """(start, end, rank, loader) for every chunk or run of loose messages that may match."""
+        """(start, end, rank, loader) for every chunk or run of loose messages that may match.
+
+        With ``arrays`` chunk loaders may return a :class:`_Batch` instead of a list.
+        """
         out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
         lo = -1 if start is None else start
         hi = 1 << 64 if end is None else end
@@ -1176,14 +1269,14 @@ class McapReader(Reader):
                 mio = ci.message_index_offsets
                 if want is not None and mio and not (want & mio.keys()):
                     continue
-                out.append((ci.message_start_time, ci.message_end_time, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort)))
+                out.append((ci.message_start_time, ci.message_end_time, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort, arrays)))
             return out, None
         sr = self._scan()
         for (off, _ln, s, t), rank in zip(sr.chunks, sr.chunk_ranks):
             if t < lo or s >= hi:
                 if not (s == 0 and t == 0):
                     continue
-            out.append((s, t, rank, self._scan_loader(off, want, start, end, sort)))
+            out.append((s, t, rank, self._scan_loader(off, want, start, end, sort, arrays)))
         for rank, s, t, offs in sr.loose:
             if t < lo or s >= hi:
                 continue
@@ -1192,19 +1285,21 @@ class McapReader(Reader):
         return out, sr.error
 
     def _indexed_loader(
-        self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None, sort: bool
+        self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False
     ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
             buf = self._chunk_data(ci.chunk_start_offset)
             positions = self._index_positions(ci, want, start, end)
             # every message listed: check the index against the chunk and find definitions
             complete = want is None and start is None and end is None
-            return self._chunk_messages(buf, ci.chunk_start_offset, want, start, end, positions, sort, gap_defs=complete)
+            return self._chunk_messages(
+                buf, ci.chunk_start_offset, want, start, end, positions, sort, gap_defs=complete, arrays=arrays
+            )  # type: ignore[no-any-return]
 
         return load
 
     def _scan_loader(
-        self, off: int, want: set[int] | None, start: int | None, end: int | None, sort: bool
+        self, off: int, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False
     ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
             try:
@@ -1226,7 +1321,7 @@ class McapReader(Reader):
                 else:
                     self._note(str(err), 0)
                     return []
-            return self._chunk_messages(buf, off, want, start, end, None, sort)
+            return self._chunk_messages(buf, off, want, start, end, None, sort, arrays=arrays)  # type: ignore[no-any-return]
 
         return load
 
@@ -1368,6 +1463,58 @@ class McapReader(Reader):
             pending = self._summary_crc_error
         if pending is not None and not self.recover:
             raise pending
+
+    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every payload of ``topic`` at once: ``(log_times, blob, starts, sizes)``.
+
+        The same messages as ``messages(topics=[topic])`` in log-time order (ties in file
+        order), without a Python object per message: only chunks holding the topic's
+        channels are read (from the chunk and message indexes, or found by a scan), each is
+        decompressed once and its message heads are parsed in bulk.  ``log_times`` (int64),
+        ``starts`` and ``sizes`` (int64) are in log-time order; ``blob`` (uint8) holds the
+        payloads back to back (in file order).  Damage behaves as in :meth:`messages`:
+        FormatError without ``recover``; with it the intact payloads and a recovery report.
+        """
+        if isinstance(self.source, StreamSource):
+            self._materialize()
+        want = self._want([topic])
+        count = 0
+        try:
+            segs, pending = self._segments(want, None, None, sort=True, arrays=True)
+            batches: list[_Batch] = []
+            for _s, _t, _r, load in sorted(segs, key=lambda x: x[2]):
+                try:
+                    got: Any = load()
+                except _Partial as p:
+                    raise p.err from None
+                b = got if isinstance(got, _Batch) else _batch_from_messages(got)
+                if len(b.lt):
+                    batches.append(b)
+            if not batches:
+                result = (np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))
+            elif len(batches) == 1:
+                b = batches[0]
+                result = (b.lt.astype(np.int64), b.blob, b.starts, b.sizes)
+            else:
+                base = np.cumsum([0] + [len(b.blob) for b in batches[:-1]])
+                lt = np.concatenate([b.lt for b in batches])
+                starts = np.concatenate([b.starts + int(o) for b, o in zip(batches, base.tolist())])
+                sizes = np.concatenate([b.sizes for b in batches])
+                blob = np.concatenate([b.blob for b in batches])
+                batches.clear()
+                if not bool(np.all(lt[1:] >= lt[:-1])):
+                    o = np.argsort(lt, kind="stable")
+                    lt, starts, sizes = lt[o], starts[o], sizes[o]
+                result = (lt.astype(np.int64), blob, starts, sizes)
+            count = len(result[0])
+        finally:
+            self._drop_want(want)
+            self._finish_report(count)
+        if pending is None:
+            pending = self._summary_crc_error
+        if pending is not None and not self.recover:
+            raise pending
+        return result
 
     def _finish_report(self, count: int) -> None:
         if self.recover:

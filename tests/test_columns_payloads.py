@@ -1,0 +1,220 @@
+"""``McapReader.topic_payloads``: the same messages as ``messages(topics=[t])``, in bulk.
+
+Checked against ``messages()`` on written files (chunked, unchunked, indexed or not, out of
+order, ties), on every MCAP file of the corpora, and on damaged files (truncated, bit
+flips): the same error without ``recover``, the same payloads and report with it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import polybag
+from mcap_helpers import TOPICS, Pipe, Row, to_bytes
+from polybag.codecs import codec_for
+from polybag.codecs.columns import payload_columns
+from polybag.errors import PolybagError
+from polybag.formats.mcap.reader import McapReader, _pack
+from polybag.source import MappedSource, StreamSource
+
+Pairs = list[tuple[int, bytes]]
+
+
+def _rows(n: int, seed: int, size: int = 30) -> list[Row]:
+    rnd = random.Random(seed)
+    return [
+        (rnd.choice(TOPICS), 100 + i * 3 - rnd.randrange(20), i, i, rnd.randbytes(rnd.randrange(size)))
+        for i in range(n)
+    ]
+
+
+ROWS = _rows(150, 7)
+FIXED = [("/b/c", 1000 - (i % 7), i, i, i.to_bytes(4, "little")) for i in range(200)]  # equal sizes, ties
+FILES = {
+    "zstd-chunks": to_bytes(ROWS, compression="zstd", chunk_size=300),
+    "none-chunks": to_bytes(ROWS, compression="none", chunk_size=250),
+    "lz4-one-chunk": to_bytes(ROWS, compression="lz4", chunk_size=1 << 20),
+    "no-summary": to_bytes(
+        ROWS, compression="lz4", chunk_size=300, use_chunk_index=False, use_statistics=False,
+        repeat_schemas=False, repeat_channels=False, use_summary_offsets=False,
+    ),  # fmt: skip
+    "no-message-index": to_bytes(ROWS, compression="zstd", chunk_size=400, use_message_index=False),
+    "unchunked": to_bytes(ROWS, use_chunking=False),
+    "fixed": to_bytes(FIXED, compression="zstd", chunk_size=500),
+    "fixed-one-chunk": to_bytes(FIXED, compression="none", chunk_size=1 << 20),
+}
+
+
+def _mapped(data: bytes, **kw: Any) -> McapReader:
+    return McapReader(MappedSource(None, data), **kw)
+
+
+def _stream(data: bytes, **kw: Any) -> McapReader:
+    return McapReader(StreamSource(Pipe(data, 97)), **kw)  # type: ignore[arg-type]
+
+
+OPENERS: dict[str, Callable[..., McapReader]] = {"mapped": _mapped, "stream": _stream}
+
+
+def via_messages(r: Any, topic: str) -> Pairs:
+    return [(m.log_time, bytes(m.data)) for m in r.messages(topics=[topic])]
+
+
+def via_file_order(r: Any, topic: str) -> Pairs:
+    """The contract's log-time order: file order, stably sorted by log time.
+
+    (On damaged files whose chunk headers lie about their start times the lazy merge of
+    ``messages()`` can differ from it; it always holds the same messages.)
+    """
+    return sorted(((m.log_time, bytes(m.data)) for m in r.messages(topics=[topic], order="file")), key=lambda p: p[0])
+
+
+def via_payloads(r: Any, topic: str) -> Pairs:
+    lt, blob, starts, sizes = r.topic_payloads(topic)
+    assert lt.dtype == np.int64 and starts.dtype == np.int64 and sizes.dtype == np.int64
+    assert blob.dtype == np.uint8 and len(lt) == len(starts) == len(sizes)
+    b = blob.tobytes()
+    assert all(0 <= s and s + z <= len(b) for s, z in zip(starts.tolist(), sizes.tolist()))
+    return [(t, b[s : s + z]) for t, s, z in zip(lt.tolist(), starts.tolist(), sizes.tolist())]
+
+
+def _outcome(fn: Callable[..., Pairs], *args: Any) -> tuple[Pairs | None, type | None]:
+    try:
+        return fn(*args), None
+    except PolybagError as e:  # anything else fails the test
+        return None, type(e)
+
+
+@pytest.mark.parametrize("opener", list(OPENERS))
+@pytest.mark.parametrize("name", list(FILES))
+def test_same_as_messages(name: str, opener: str) -> None:
+    data = FILES[name]
+    make = OPENERS[opener]
+    rows = FIXED if name.startswith("fixed") else ROWS
+    for topic in [*TOPICS, "/nothing"]:
+        want = [(r[1], r[4]) for r in sorted((r for r in rows if r[0] == topic), key=lambda r: r[1])]
+        assert via_payloads(make(data), topic) == want
+        assert via_messages(make(data), topic) == want
+
+
+def test_only_the_topics_chunks_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [("/a", i, i, i, b"a" * 10) for i in range(100)] + [("/d", 100 + i, i, i, b"d" * 10) for i in range(100)]
+    data = to_bytes(rows, compression="zstd", chunk_size=200)
+    r = _mapped(data)
+    assert len(r.chunk_indexes) > 4
+    seen: list[int] = []
+    orig = McapReader._chunk_data
+
+    def spy(self: McapReader, offset: int) -> bytes:
+        seen.append(offset)
+        return orig(self, offset)
+
+    monkeypatch.setattr(McapReader, "_chunk_data", spy)
+    got = via_payloads(r, "/a")
+    assert got == [(i, b"a" * 10) for i in range(100)]
+    holding = [c.chunk_start_offset for c in r.chunk_indexes if 1 in c.message_index_offsets or 0 in c.message_index_offsets]
+    a_chunks = {c.chunk_start_offset for c in r.chunk_indexes if c.message_start_time < 100}
+    assert set(seen) == a_chunks and len(seen) == len(a_chunks) < len(r.chunk_indexes)
+    assert holding  # the chunk indexes list the channels
+
+
+def test_pack_strided_masked_and_permuted() -> None:
+    a = np.arange(200, dtype=np.uint8)
+    for starts, sizes in [
+        ([0, 10, 20, 30], [4, 4, 4, 4]),  # strided
+        ([5, 9, 40], [3, 0, 7]),  # masked
+        ([50, 3, 20], [5, 5, 5]),  # out of order
+        ([7], [0]),
+        ([], []),
+    ]:
+        s = np.array(starts, np.int64)
+        z = np.array(sizes, np.int64)
+        blob, new = _pack(a, s, z)
+        assert blob.tobytes() == b"".join(a[x : x + y].tobytes() for x, y in sorted(zip(starts, sizes)))
+        for x, y, n in zip(starts, sizes, new.tolist()):
+            assert blob[n : n + y].tobytes() == a[x : x + y].tobytes()
+
+
+def _open_then(fn: Callable[[Any, str], Pairs], path: Path, topic: str) -> Pairs:
+    return fn(polybag.open(str(path)), topic)
+
+
+def test_corpora_files(corpora: Path) -> None:
+    files = sorted(corpora.glob("mcap-*/**/*.mcap"))
+    assert len(files) > 20
+    checked = 0
+    for f in files:
+        try:
+            r = polybag.open(str(f))
+            topics = sorted({c.topic for c in r.summary.channels.values()})
+        except PolybagError:
+            continue
+        for t in topics:
+            got, err = _outcome(_open_then, via_payloads, f, t)
+            want, err2 = _outcome(_open_then, via_messages, f, t)
+            assert (got, err) == (want, err2), (f, t)
+            checked += 1
+    assert checked > 20
+
+
+def _compare_damaged(data: bytes, recover: bool = False) -> None:
+    for topic in TOPICS:
+        try:
+            a = _mapped(data, recover=recover)
+            b = _mapped(data, recover=recover)
+            c = _mapped(data, recover=recover)
+        except PolybagError:
+            continue
+        got, err = _outcome(via_payloads, a, topic)
+        want, err2 = _outcome(via_file_order, b, topic)
+        merged, err3 = _outcome(via_messages, c, topic)
+        assert err == err2 == err3
+        if err is None:
+            assert got == want
+            assert merged is not None and sorted(merged) == sorted(want)
+        if recover:
+            assert err is None
+            assert a.recovery_report is not None and b.recovery_report is not None
+            assert a.recovery_report["messages"] == b.recovery_report["messages"] == len(got or [])
+            assert a.recovery_report["errors"] == b.recovery_report["errors"]
+
+
+@pytest.mark.parametrize("name", ["zstd-chunks", "no-summary", "unchunked", "fixed"])
+def test_truncated_like_messages(name: str) -> None:
+    data = FILES[name]
+    cuts = sorted(set(range(0, len(data), max(1, len(data) // 60))) | {len(data) - 1, len(data) - 9})
+    for cut in cuts:
+        _compare_damaged(data[:cut])
+        _compare_damaged(data[:cut], recover=True)
+
+
+_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_SETTINGS
+@given(name=st.sampled_from(list(FILES)), frac=st.floats(0, 1), bit=st.integers(0, 7), recover=st.booleans())
+def test_bit_flips_like_messages(name: str, frac: float, bit: int, recover: bool) -> None:
+    data = bytearray(FILES[name])
+    pos = min(len(data) - 1, int(frac * len(data)))
+    data[pos] ^= 1 << bit
+    _compare_damaged(bytes(data), recover=recover)
+
+
+def test_columns_from_payloads_match_messages() -> None:
+    # /b/c is ros1 "int32 x": the columns fast path (topic_payloads) against payload_columns
+    data = FILES["fixed"]
+    r = _mapped(data)
+    cols = r.topic_columns("/b/c")
+    msgs = list(_mapped(data).messages(topics=["/b/c"]))
+    codec = codec_for(msgs[0].channel)
+    ref = payload_columns(codec, [m.data for m in msgs])
+    assert cols["log_time"].tolist() == [m.log_time for m in msgs]
+    assert cols["x"].tolist() == ref["x"].tolist() == [int.from_bytes(m.data, "little", signed=True) for m in msgs]
