@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import polybag
 from polybag.errors import PolybagError, TruncatedError
@@ -251,3 +253,32 @@ def test_converted_old_bag_gets_bundled_definitions(tmp_path):
             ts.register(get_types_from_msg(c.msgdef.data, c.msgtype))
         vals = [ts.deserialize_ros1(raw, c.msgtype).data for c, _t, raw in rr.messages() if c.topic == "/chatter"]
     assert vals == ["hello\nworld", "\x00\n\n"]
+
+BUILDERS = {
+    "1.1": lambda: build_v11(b"#ROSRECORD V1.1\n"),
+    "roslog-1.1": lambda: build_v11(b"#ROSLOG V1.1\n"),
+    "roslog-1.0": build_roslog_v10,
+    "1.2": lambda: build_v12(with_index=True),
+}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(sorted(BUILDERS)),
+    edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=5),
+)
+def test_corrupted_old_bags_only_polybag_errors(kind, edits):
+    data = bytearray(BUILDERS[kind]())
+    start = data.index(b"\n") + 1  # keep the version line
+    for p, v in edits:
+        data[start + p % (len(data) - start)] = v
+    blob = bytes(data)
+    try:
+        with polybag.open(blob, format="bag") as r:
+            r.info_extras()
+            list(r.messages())
+    except PolybagError:
+        pass
+    with polybag.open(blob, format="bag", recover=True) as r:
+        n = len(list(r.messages()))
+        assert r.recovery_report["messages"] == n
