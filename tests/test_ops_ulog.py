@@ -133,3 +133,28 @@ def test_ulog_to_ulog_keeps_everything(ulog: Path, tmp_path: Path) -> None:
         assert set(other) == set(d.data)
         for k, v in d.data.items():
             assert _equal(other[k], v), f"{d.name}.{k}"
+
+
+def test_filter_ulog_to_ulog_against_pyulog(tmp_path: Path) -> None:
+    src = ULOGS[0]
+    out = tmp_path / "f.ulg"
+    with polybag.open(src) as r:
+        t0 = r.summary.start_time or 0
+    lo, hi = t0 + 20 * 10**9, t0 + 22 * 10**9
+    ops.filter(src, out, include_topics=["vehicle_.*"], start=lo, end=hi)
+    a = pyulog.ULog(str(src))
+    b = pyulog.ULog(str(out))
+    want = {}
+    for d in a.data_list:
+        if not d.name.startswith("vehicle_"):
+            continue
+        ts = d.data["timestamp"].astype(np.int64) * 1000
+        sel = (ts >= lo) & (ts < hi)
+        if sel.any():
+            want[(d.name, d.multi_id)] = {k: v[sel] for k, v in d.data.items()}
+    got = {(d.name, d.multi_id): d.data for d in b.data_list}
+    assert set(got) == set(want) and want
+    for key, fields in want.items():
+        for k, v in fields.items():
+            assert _equal(got[key][k], v), f"{key}.{k}"
+    assert a.msg_info_dict == b.msg_info_dict and a.initial_parameters == b.initial_parameters

@@ -126,6 +126,15 @@ def compile_expression(expression: str) -> tuple[Callable[[Message], bool], bool
     return pred, uses_m
 
 
+def _with_ulog_extras(reader: Any, writer: Any, fmt: str, result: Any, messages: Any) -> Any:
+    """ULog inputs keep their info/parameters (see :func:`polybag.ops.convert.ulog_extras`)."""
+    if reader.format == "ulog" and getattr(reader, "ulog", None) is not None:
+        from polybag.ops.convert import ulog_extras
+
+        return ulog_extras(reader, writer, fmt, result, messages)
+    return messages
+
+
 def filter(  # noqa: A001 - the command's name
     src: Input,
     dst: PathLike,
@@ -193,7 +202,14 @@ def filter(  # noqa: A001 - the command's name
 
             with bar:
                 written, _dropped = (
-                    copy_messages(selected(), cmap, bar, source=reader.source) if topics else (0, 0)
+                    copy_messages(
+                        _with_ulog_extras(reader, writer, fmt, result, selected()),
+                        cmap,
+                        bar,
+                        source=reader.source,
+                    )
+                    if topics
+                    else (0, 0)
                 )
             result.messages = written
             result.read = read

@@ -25,6 +25,7 @@ from polybag.ops._common import (
     summary_count,
     target_format,
 )
+from polybag.ops.filter import _with_ulog_extras
 
 
 @dataclass
@@ -67,7 +68,10 @@ def sort(
             bar = make_progress(summary_count(reader), f"sort {result.input}", progress)
             with bar:
                 written, dropped = copy_messages(
-                    reader.messages(order="log_time"), cmap, bar, source=reader.source
+                    _with_ulog_extras(reader, writer, fmt, result, reader.messages(order="log_time")),
+                    cmap,
+                    bar,
+                    source=reader.source,
                 )
             result.messages = written
             result.dropped_messages = dropped
