@@ -282,3 +282,21 @@ def test_corrupted_old_bags_only_polybag_errors(kind, edits):
     with polybag.open(blob, format="bag", recover=True) as r:
         n = len(list(r.messages()))
         assert r.recovery_report["messages"] == n
+
+
+def test_definitions_from_another_file_or_mapping(tmp_path):
+    """versions-overview "Version 1.1" records carry type + md5sum only; the text can come
+    from another bag holding the same types."""
+    donor = tmp_path / "donor.bag"
+    with polybag.Writer(donor) as w:
+        s = w.add_schema("std_msgs/String", "ros1msg", b"string data\n")
+        ch = w.add_channel("/x", "ros1", s, {"md5sum": STRING_MD5})
+        w.write(ch, s_bytes := struct.pack("<I", 0), 0)
+    assert s_bytes
+    with polybag.open(donor) as d:
+        with polybag.open(build_v11(b"#ROSLOG V1.1\n"), format="bag", definitions=d) as r:
+            defs = {c.topic: c.schema.data for c in r.summary.channels.values()}
+    assert defs == {"/chatter": b"string data\n", "/count": b""}
+    with polybag.open(build_v11(b"#ROSLOG V1.1\n"), format="bag", definitions={INT32_MD5: "int32 data\n"}) as r:
+        defs = {c.topic: c.schema.data for c in r.summary.channels.values()}
+    assert defs == {"/chatter": b"", "/count": b"int32 data\n"}

@@ -14,7 +14,8 @@
 * version 0 (versions-overview "Version 0"): as 1.1 without the version line.
 
 None of the line formats carries definition text: channels keep type and md5sum in their
-metadata and have a schema with empty data.  The whole file is scanned once into numpy
+metadata and have a schema with empty data, unless ``definitions=`` (``{md5sum: text}`` or
+other open readers, e.g. a 2.0 bag recorded with the same types) supplies the text.  The whole file is scanned once into numpy
 arrays; messages are zero-copy slices of the mapped file.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import gc
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -80,13 +81,41 @@ def looks_like_version0(view: memoryview) -> bool:
     return p + 12 <= size
 
 
+def _definition_map(definitions: Any) -> dict[str, bytes]:
+    """``definitions=`` as md5sum -> definition text.
+
+    Accepts a mapping ``{md5sum: text}``, or another open reader (or a list of them) whose
+    channels carry definitions (a 2.0 bag or MCAP file recorded with the same types).
+    """
+    if definitions is None:
+        return {}
+    if isinstance(definitions, Mapping):
+        return {str(k): (v.encode() if isinstance(v, str) else bytes(v)) for k, v in definitions.items()}
+    readers = definitions if isinstance(definitions, (list, tuple)) else [definitions]
+    out: dict[str, bytes] = {}
+    for r in readers:
+        for ch in r.summary.channels.values():
+            md5 = str(ch.metadata.get("md5sum", ""))
+            if md5 and ch.schema is not None and ch.schema.data:
+                out.setdefault(md5, bytes(ch.schema.data))
+    return out
+
+
 class _FlatReader(Reader):
     """A bag held as arrays of (time, channel, payload offset, payload length)."""
 
     format = "bag"
 
-    def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False) -> None:
+    def __init__(
+        self,
+        source: MappedSource,
+        path: str | None,
+        *,
+        recover: bool = False,
+        definitions: Mapping[str, str | bytes] | Any = None,
+    ) -> None:
         super().__init__(source, path)
+        self.definitions = _definition_map(definitions)
         self.view = source.view
         self.size = source.size
         self.recover = recover
@@ -113,7 +142,7 @@ class _FlatReader(Reader):
         ch = self._channels.get(key)
         if ch is None:
             cid = len(self._channels)
-            definition = self._defs.get(topic + "\0" + md5, b"")
+            definition = self._defs.get(topic + "\0" + md5, b"") or self.definitions.get(md5, b"")
             schema = Schema(cid + 1, typ, "ros1msg", definition)
             ch = self._channels[key] = Channel(cid, topic, "ros1", schema, {"md5sum": md5, "type": typ})
         return ch.id
@@ -242,7 +271,7 @@ class TextBagReader(_FlatReader):
         recover: bool = False,
         **options: Any,
     ) -> None:
-        super().__init__(source, path, recover=recover)
+        super().__init__(source, path, recover=recover, definitions=options.get("definitions"))
         self.version = version
         self._scan(start)
         self._finish()
@@ -303,7 +332,7 @@ class BagV12Reader(_FlatReader):
     """``#ROSRECORD V1.2``: definition, message data, bag header and index data records."""
 
     def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, **options: Any) -> None:
-        super().__init__(source, path, recover=recover)
+        super().__init__(source, path, recover=recover, definitions=options.get("definitions"))
         self.version = "1.2"
         self._scan(len(b"#ROSRECORD V1.2\n"))
         self._finish()
