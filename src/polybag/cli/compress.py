@@ -138,13 +138,11 @@ def recompress_mcap(src: str, dst: str, comp: str, progress: Callable[[int], Non
             for md in r.metadata():
                 w.write_metadata(md)
         except BaseException:
-            try:
-                f = getattr(w, "_atomic", None) or getattr(w, "atomic", None)
-                path = getattr(f, "active_path", None)
-                if path and os.path.exists(path):
-                    os.unlink(path)
-            finally:
-                pass
+            # the writer's unfinished NAME.active is ours (rewrite_file refuses to start
+            # when one exists): drop it, the input is untouched
+            active = dst + ".active"
+            if os.path.exists(active):
+                os.unlink(active)
             raise
         w.close()
     progress(os.path.getsize(src))

@@ -540,8 +540,6 @@ class BagV2Reader(Reader):
                 if op == OP_CONNECTION:
                     conn = _conn_from_record(h, view, ds, dl, p, pos)
                     self.conns.setdefault(conn.id, conn)
-                    if loose is not None:
-                        pass
                 elif op == OP_MSG_DATA:
                     hf = HeaderFields(h, p, pos, "message data")
                     t_ = hf.time("time")
