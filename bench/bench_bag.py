@@ -143,8 +143,8 @@ def run(p: Path, comp: str, n: int, standalone: bool) -> None:
     )
     rows: list[tuple[str, float, float, float | None]] = []
 
-    tp, a = timed(lambda: pb_all(p), 2)
-    tr, b = timed(lambda: rb_all(p), 2)
+    tp, a = timed(lambda: pb_all(p), 3)
+    tr, b = timed(lambda: rb_all(p), 3)
     assert a == b, (a, b)
     ts = None
     if standalone:
