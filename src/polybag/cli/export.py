@@ -3,6 +3,11 @@
 csv and parquet hold one column per leaf field (``topic_columns``: ``header.stamp`` in ns,
 ``pose.position.x``, ``covariance[0]``); variable-length fields are JSON text in csv and list
 columns in parquet.  jsonl writes one decoded message per line (nested, as ``to_dict``).
+
+A topic whose channels cannot share one table gets one table per channel group, named
+``topic_<n>``: ULog multi-instance topics one per ``multi_id`` (``sensor_accel_0``,
+``sensor_accel_1``), other formats one per channel id when the channels of a topic have
+different types (channels of one type, e.g. several publishers in a bag, share a table).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 
 from polybag.cli._common import format_size, parse_time
 from polybag.errors import PolybagError, UnsupportedError
+from polybag.model import Channel
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +44,71 @@ def table_name(topic: str) -> str:
     name = topic.strip("/").replace("/", ".")
     name = re.sub(r"[^A-Za-z0-9._-]", "_", name)
     return name or "root"
+
+
+class Table:
+    """One output table: a topic, or one group of its channels (``suffix`` names it)."""
+
+    def __init__(self, topic: str, channels: list[Channel], suffix: str | None = None, multi_id: int | None = None) -> None:
+        self.topic = topic
+        self.channels = channels
+        self.suffix = suffix
+        self.multi_id = multi_id
+
+    @property
+    def name(self) -> str:
+        base = table_name(self.topic)
+        return base if self.suffix is None else f"{base}_{self.suffix}"
+
+
+def _codec_key(ch: Channel) -> Any:
+    s = ch.schema
+    return (ch.message_encoding, s.encoding if s else "", s.name if s else "", bytes(s.data) if s else b"")
+
+
+def plan_tables(topic: str, channels: list[Channel]) -> list[Table]:
+    """The tables of one topic: one, or one per ULog instance / per channel of another type."""
+    mids = {c.metadata.get("multi_id") for c in channels}
+    if len(channels) > 1 and None not in mids and len(mids) > 1:
+        out = []
+        for mid in sorted(mids, key=lambda m: (len(str(m)), str(m))):
+            group = [c for c in channels if c.metadata.get("multi_id") == mid]
+            try:
+                num: int | None = int(str(mid))
+            except ValueError:
+                num = None
+            out.append(Table(topic, group, str(mid), num))
+        return out
+    if len({_codec_key(c) for c in channels}) > 1:
+        return [Table(topic, [c], str(c.id)) for c in sorted(channels, key=lambda c: c.id)]
+    mid = next(iter(mids)) if len(mids) == 1 else None
+    try:
+        num = int(str(mid)) if mid is not None else None
+    except ValueError:
+        num = None
+    return [Table(topic, channels, None, num)]
+
+
+def table_columns(r: Any, t: Table, fields: list[str] | None, with_time: bool) -> dict[str, np.ndarray]:
+    """Columns of one table (``log_time`` included when ``with_time`` or when there is one)."""
+    if t.multi_id is not None and getattr(r, "format", "") == "ulog":
+        cols = r.topic_columns(t.topic, t.multi_id, fields, log_time=with_time)
+        return dict(cols)
+    if t.suffix is None:
+        return dict(r.topic_columns(t.topic, fields))
+    # one channel of a topic whose channels have different types
+    from polybag.codecs import codec_for
+    from polybag.codecs.columns import payload_columns
+
+    ids = {c.id for c in t.channels}
+    times: list[int] = []
+    datas: list[Any] = []
+    for m in r.messages(topics=[t.topic]):
+        if m.channel.id in ids:
+            times.append(m.log_time)
+            datas.append(m.data)
+    cols = payload_columns(codec_for(t.channels[0]), datas, fields, topic=t.topic)
+    return {"log_time": np.array(times, dtype=np.int64), **cols}
 
 
 def _cell(v: Any) -> Any:
@@ -113,31 +184,40 @@ def run(args: argparse.Namespace) -> int:
             return 1
         out.mkdir(parents=True, exist_ok=True)
         failed = 0
+        by_topic: dict[str, list[Channel]] = {}
+        for ch in summary.channels.values():
+            by_topic.setdefault(ch.topic, []).append(ch)
+        timed = start is not None or end is not None
         for topic in topics:
-            path = out / f"{table_name(topic)}.{args.format}"
-            try:
-                if args.format == "jsonl":
-                    rows = 0
-                    with path.open("w", encoding="utf-8") as fh:
-                        for m in r.messages(topics=[topic], start=start, end=end):
-                            rec = {"log_time": m.log_time, "publish_time": m.publish_time, "message": m.to_dict()}
-                            fh.write(json.dumps(rec, default=_json_default, ensure_ascii=False) + "\n")
-                            rows += 1
-                else:
-                    cols = r.topic_columns(topic, fields)
-                    if start is not None or end is not None:
-                        t = cols["log_time"]
-                        mask = np.ones(len(t), dtype=bool)
-                        if start is not None:
-                            mask &= t >= start
-                        if end is not None:
-                            mask &= t < end
-                        cols = {k: v[mask] for k, v in cols.items()}
-                    rows = write_csv(cols, path) if args.format == "csv" else write_parquet(cols, path)
-            except PolybagError as e:
-                failed += 1
-                print(f"polybag export: {topic}: {e}", file=sys.stderr)
-                path.unlink(missing_ok=True)
-                continue
-            print(f"{topic} -> {path} ({rows} rows, {format_size(path.stat().st_size)})")
+            for table in plan_tables(topic, by_topic.get(topic, [])):
+                path = out / f"{table.name}.{args.format}"
+                label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
+                try:
+                    if args.format == "jsonl":
+                        ids = {c.id for c in table.channels}
+                        rows = 0
+                        with path.open("w", encoding="utf-8") as fh:
+                            for m in r.messages(topics=[topic], start=start, end=end):
+                                if m.channel.id not in ids:
+                                    continue
+                                rec = {"log_time": m.log_time, "publish_time": m.publish_time, "message": m.to_dict()}
+                                fh.write(json.dumps(rec, default=_json_default, ensure_ascii=False) + "\n")
+                                rows += 1
+                    else:
+                        cols = table_columns(r, table, fields, timed)
+                        if timed:
+                            t = cols["log_time"]
+                            mask = np.ones(len(t), dtype=bool)
+                            if start is not None:
+                                mask &= t >= start
+                            if end is not None:
+                                mask &= t < end
+                            cols = {k: v[mask] for k, v in cols.items()}
+                        rows = write_csv(cols, path) if args.format == "csv" else write_parquet(cols, path)
+                except PolybagError as e:
+                    failed += 1
+                    print(f"polybag export: {label}: {e}", file=sys.stderr)
+                    path.unlink(missing_ok=True)
+                    continue
+                print(f"{label} -> {path} ({rows} rows, {format_size(path.stat().st_size)})")
     return 1 if failed else 0

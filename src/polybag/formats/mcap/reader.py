@@ -129,7 +129,15 @@ def _bulk_heads(
     if int(offs.max()) + RECORD_MESSAGE_HEAD_LEN > n or int(offs.min()) < 0:
         raise _NeedSlowPath
     a = np.frombuffer(buf, np.uint8)
-    rec = a[offs[:, None] + _AR31].view(_REC_DTYPE)[:, 0]
+    k = len(offs)
+    step = int(offs[1] - offs[0]) if k > 1 else 0
+    if step >= RECORD_MESSAGE_HEAD_LEN and bool((np.diff(offs) == step).all()):
+        # records at a constant stride (one channel, equal sizes): rows of a strided view
+        o0 = int(offs[0])
+        heads = np.lib.stride_tricks.as_strided(a[o0:], (k, RECORD_MESSAGE_HEAD_LEN), (step, 1), writeable=False)
+        rec = np.ascontiguousarray(heads).view(_REC_DTYPE)[:, 0]
+    else:
+        rec = a[offs[:, None] + _AR31].view(_REC_DTYPE)[:, 0]
     ln = rec["len"]
     if not bool(np.all(rec["op"] == 5)) or not bool(np.all(ln >= 22)):
         raise _NeedSlowPath
@@ -149,7 +157,10 @@ def _bulk_heads(
         for c in np.unique(rec["cid"]).tolist():
             if c not in channels:
                 raise _UnknownChannel(c, 0)
-        m3 = np.isin(rec["cid"], np.fromiter(want, np.uint16, len(want)))
+        if len(want) == 1:
+            m3 = rec["cid"] == np.uint16(next(iter(want)))
+        else:
+            m3 = np.isin(rec["cid"], np.fromiter(want, np.uint16, len(want)))
         mask = m3 if mask is None else mask & m3
     if mask is not None:
         rec = rec[mask]
@@ -197,57 +208,61 @@ def _bulk_messages(
 
 @dataclass
 class _Batch:
-    """Payloads of one segment packed back to back (for :meth:`McapReader.topic_payloads`).
+    """The wanted payloads of one segment (for :meth:`McapReader.topic_payloads`).
 
-    ``lt``, ``starts`` and ``sizes`` are in log-time order (stable); ``blob`` holds the
-    payloads in file order, so ``starts`` may be a permutation when the two orders differ.
+    ``lt``, ``starts`` and ``sizes`` are in log-time order (stable); the payloads lie in
+    ``buf`` (the decompressed chunk) at ``starts``.
     """
 
     lt: np.ndarray  # uint64
-    blob: np.ndarray  # uint8
+    buf: np.ndarray  # uint8
     starts: np.ndarray  # int64
     sizes: np.ndarray  # int64
 
 
-def _pack(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _pack(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Copy the payloads ``a[starts[i]:starts[i] + sizes[i]]`` back to back: (blob, new starts).
 
-    Payloads must not overlap.  Equal sizes at a constant stride (one channel's records) are
-    copied as the rows of a strided view; otherwise a byte mask selects them.
+    The blob holds them in the order of ``starts`` (file order); the new starts are in the
+    order given.  Payloads must not overlap.  Equal sizes at a constant stride (one
+    channel's records) are copied as the rows of a strided view; otherwise a byte mask
+    selects them.  ``out`` (uint8, ``sizes.sum()`` long) receives the blob if given.
     """
     n = len(starts)
+    if out is None:
+        out = np.empty(int(sizes.sum()) if n else 0, np.uint8)
     if n == 0:
-        return np.zeros(0, np.uint8), np.zeros(0, np.int64)
-    if n > 1 and not bool(np.all(starts[1:] > starts[:-1])):
+        return out, np.zeros(0, np.int64)
+    if n > 1 and not bool(np.all(starts[1:] >= starts[:-1])):
         o = np.argsort(starts, kind="stable")
-        blob, packed = _pack(a, starts[o], sizes[o])
-        out = np.empty_like(packed)
-        out[o] = packed
-        return blob, out
+        blob, packed = _pack(a, starts[o], sizes[o], out)
+        back = np.empty_like(packed)
+        back[o] = packed
+        return blob, back
     new = np.zeros(n, np.int64)
     np.cumsum(sizes[:-1], out=new[1:])
     s0 = int(starts[0])
     size0 = int(sizes[0])
     if bool((sizes == size0).all()):
-        if n == 1:
-            return a[s0 : s0 + size0].copy(), new
-        step = int(starts[1] - starts[0])
-        if bool((np.diff(starts) == step).all()):
+        step = int(starts[1] - starts[0]) if n > 1 else size0
+        if n == 1 or bool((np.diff(starts) == step).all()):
             rows = np.lib.stride_tricks.as_strided(a[s0:], shape=(n, size0), strides=(step, 1), writeable=False)
-            return np.ascontiguousarray(rows).reshape(-1), new
+            out.reshape(n, size0)[...] = rows
+            return out, new
     d = np.zeros(len(a) + 1, np.int8)
-    d[starts] += 1
-    d[starts + sizes] -= 1
+    nz = sizes > 0  # the others add nothing (and may share a start with the next payload)
+    d[starts[nz]] += 1
+    d[(starts + sizes)[nz]] -= 1
     mask = np.cumsum(d[:-1], dtype=np.int8).view(np.bool_)
-    return a[mask], new
+    np.compress(mask, a, out=out)
+    return out, new
 
 
 def _batch_from_heads(buf: bytes | memoryview, rec: np.ndarray, offs: np.ndarray) -> _Batch:
     """A batch from the record heads (and offsets) :func:`_bulk_heads` selected."""
     starts = offs + RECORD_MESSAGE_HEAD_LEN
     sizes = rec["len"].astype(np.int64) - (RECORD_MESSAGE_HEAD_LEN - 9)
-    blob, packed = _pack(np.frombuffer(buf, np.uint8), starts, sizes)
-    return _Batch(rec["lt"].astype(np.uint64), blob, packed, sizes)
+    return _Batch(rec["lt"].astype(np.uint64), np.frombuffer(buf, np.uint8), starts, sizes)
 
 
 def _batch_from_messages(msgs: list[Message]) -> _Batch:
@@ -257,8 +272,8 @@ def _batch_from_messages(msgs: list[Message]) -> _Batch:
     starts = np.zeros(n, np.int64)
     if n:
         np.cumsum(sizes[:-1], out=starts[1:])
-    blob = np.frombuffer(b"".join(bytes(m.data) for m in msgs), np.uint8)
-    return _Batch(np.fromiter((m.log_time for m in msgs), np.uint64, n), blob, starts, sizes)
+    buf = np.frombuffer(b"".join(bytes(m.data) for m in msgs), np.uint8)
+    return _Batch(np.fromiter((m.log_time for m in msgs), np.uint64, n), buf, starts, sizes)
 
 
 _AR_LEN = np.arange(1, 9, dtype=np.int64)
@@ -1490,22 +1505,26 @@ class McapReader(Reader):
                 b = got if isinstance(got, _Batch) else _batch_from_messages(got)
                 if len(b.lt):
                     batches.append(b)
-            if not batches:
-                result = (np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))
-            elif len(batches) == 1:
-                b = batches[0]
-                result = (b.lt.astype(np.int64), b.blob, b.starts, b.sizes)
-            else:
-                base = np.cumsum([0] + [len(b.blob) for b in batches[:-1]])
+            # one copy of every payload into one blob, batch after batch
+            totals = [int(b.sizes.sum()) for b in batches]
+            blob = np.empty(sum(totals), np.uint8)
+            starts_l: list[np.ndarray] = []
+            pos = 0
+            for b, size in zip(batches, totals):
+                _blob, packed = _pack(b.buf, b.starts, b.sizes, blob[pos : pos + size])
+                starts_l.append(packed + pos)
+                pos += size
+            if batches:
                 lt = np.concatenate([b.lt for b in batches])
-                starts = np.concatenate([b.starts + int(o) for b, o in zip(batches, base.tolist())])
+                starts = np.concatenate(starts_l)
                 sizes = np.concatenate([b.sizes for b in batches])
-                blob = np.concatenate([b.blob for b in batches])
-                batches.clear()
-                if not bool(np.all(lt[1:] >= lt[:-1])):
-                    o = np.argsort(lt, kind="stable")
-                    lt, starts, sizes = lt[o], starts[o], sizes[o]
-                result = (lt.astype(np.int64), blob, starts, sizes)
+            else:
+                lt, starts, sizes = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+            batches.clear()
+            if len(lt) > 1 and not bool(np.all(lt[1:] >= lt[:-1])):
+                o = np.argsort(lt, kind="stable")
+                lt, starts, sizes = lt[o], starts[o], sizes[o]
+            result = (lt.astype(np.int64), blob, starts, sizes)
             count = len(result[0])
         finally:
             self._drop_want(want)
