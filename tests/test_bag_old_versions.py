@@ -300,3 +300,37 @@ def test_definitions_from_another_file_or_mapping(tmp_path):
     with polybag.open(build_v11(b"#ROSLOG V1.1\n"), format="bag", definitions={INT32_MD5: "int32 data\n"}) as r:
         defs = {c.topic: c.schema.data for c in r.summary.channels.values()}
     assert defs == {"/chatter": b"", "/count": b"int32 data\n"}
+
+
+def test_v12_summary_from_the_index_without_scanning(monkeypatch):
+    """rosbag-format-v1.x "Index Data" (version 0): counts and times per topic come from
+    the index; definitions from the records the first entries point at."""
+    from polybag.formats.bag.reader_v1 import BagV12Reader
+
+    data = build_v12(with_index=True)
+    scans = {"n": 0}
+    orig = BagV12Reader._scan
+
+    def counting(self, pos):
+        scans["n"] += 1
+        return orig(self, pos)
+
+    monkeypatch.setattr(BagV12Reader, "_scan", counting)
+    with polybag.open(data, format="bag") as r:
+        s = r.summary
+        info = r.info_extras()
+        assert scans["n"] == 0
+        assert s.indexed and s.message_count == 4
+        assert (s.start_time, s.end_time) == (99 * 10**9 + 999_999_999, 101 * 10**9)
+        chans = {c.topic: c for c in s.channels.values()}
+        assert chans["/chatter"].schema.data == b"string data\n"
+        assert chans["/count"].metadata["md5sum"] == INT32_MD5
+        assert info["messages"] == 4
+        got = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages(order="file")]
+        assert scans["n"] == 1
+        assert {m.channel.id for m in r.messages()} == set(s.channels)
+    assert got == expected()
+    # a lying index (count larger than its entries) is not trusted: the bag is scanned
+    bad = data.replace(b"count=\x02\x00\x00\x00", b"count=\x09\x00\x00\x00", 1)
+    with polybag.open(bad, format="bag") as r:
+        assert not r.summary.indexed and r.summary.message_count == 4

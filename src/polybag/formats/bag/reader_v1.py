@@ -131,6 +131,19 @@ class _FlatReader(Reader):
         self._d: list[int] = []
         self._n: list[int] = []
         self.index_info: dict[str, Any] = {}
+        self._scanned = False
+        self._index_times: dict[int, np.ndarray] | None = None
+        self._data_start = 0
+        # set by a reader that could summarize from an index without scanning:
+        # (message counts per channel id, start, end)
+        self._index_summary: tuple[dict[int, int], int | None, int | None] | None = None
+
+    def _ensure(self) -> None:
+        """Scan the records once (lazily when an index gave the summary)."""
+        if not self._scanned:
+            self._scanned = True
+            self._scan(self._data_start)
+            self._finish()
 
     def _fail(self, e: FormatError) -> None:
         self.errors.append(str(e))
@@ -157,6 +170,23 @@ class _FlatReader(Reader):
 
     @property
     def summary(self) -> Summary:
+        if not self._scanned and self._index_summary is not None:
+            chans = {ch.id: ch for ch in self._channels.values()}
+            counts, t0, t1 = self._index_summary
+            return Summary(
+                format="bag",
+                profile="ros1",
+                version=self.version,
+                schemas={ch.schema.id: ch.schema for ch in chans.values() if ch.schema is not None},
+                channels=chans,
+                message_counts=dict(counts),
+                start_time=t0,
+                end_time=t1,
+                file_size=self.size,
+                indexed=True,
+                extras={"bag_version": self.version, **self.index_info},
+            )
+        self._ensure()
         chans = self.channels_by_id
         counts = {cid: 0 for cid in chans}
         if len(self.conns):
@@ -190,6 +220,7 @@ class _FlatReader(Reader):
     ) -> Iterator[Message]:
         if order not in ("log_time", "file"):
             raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        self._ensure()
         chans = self.channels_by_id
         sel = topic_filter(topics, chans.values())
         t, c, d, n = self.times, self.conns, self.dstart, self.dlen
@@ -236,6 +267,9 @@ class _FlatReader(Reader):
             raise self.error
 
     def message_times(self, cids: set[int] | None = None) -> dict[int, np.ndarray]:
+        if not self._scanned and self._index_times is not None:
+            return {k: v for k, v in self._index_times.items() if cids is None or k in cids}
+        self._ensure()
         out = {}
         for cid in self.channels_by_id:
             if cids is None or cid in cids:
@@ -273,8 +307,8 @@ class TextBagReader(_FlatReader):
     ) -> None:
         super().__init__(source, path, recover=recover, definitions=options.get("definitions"))
         self.version = version
-        self._scan(start)
-        self._finish()
+        self._data_start = start
+        self._ensure()
 
     def _scan(self, pos: int) -> None:
         view, size, p = self.view, self.size, self.path
@@ -334,8 +368,71 @@ class BagV12Reader(_FlatReader):
     def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, **options: Any) -> None:
         super().__init__(source, path, recover=recover, definitions=options.get("definitions"))
         self.version = "1.2"
-        self._scan(len(b"#ROSRECORD V1.2\n"))
-        self._finish()
+        self._data_start = len(b"#ROSRECORD V1.2\n")
+        if recover or not self._load_index():
+            self._ensure()
+
+    def _load_index(self) -> bool:
+        """Summary from the bag header's index_pos and the index data records (ver 0):
+        counts and times per topic, and each topic's md5sum/definition from the record its
+        first entry points at.  False (and nothing kept) when anything does not fit."""
+        view, size, p = self.view, self.size, self.path
+        try:
+            h, ds, dl, pos = read_record_at(view, self._data_start, size, p)
+            f = HeaderFields(h, p, self._data_start, "bag header")
+            if op_of(h, p, self._data_start) != OP_FILE_HEADER:
+                return False
+            index_pos = f.u64("index_pos")
+            if not pos <= index_pos < size:
+                return False
+            per_topic: dict[str, tuple[str, np.ndarray]] = {}
+            md5s: dict[str, str] = {}
+            q = index_pos
+            while q < size:
+                h, ds, dl, nxt = read_record_at(view, q, size, p)
+                f = HeaderFields(h, p, q, "index data")
+                if op_of(h, p, q) != OP_INDEX_DATA or f.u32("ver") != 0:
+                    return False
+                count = f.u32("count")
+                if dl != count * INDEX_V0_DTYPE.itemsize:
+                    return False
+                arr = np.frombuffer(view[ds : ds + dl], INDEX_V0_DTYPE)
+                if len(arr) and int(arr["pos"].max()) >= index_pos:
+                    return False
+                topic = f.str("topic")
+                times = arr["sec"].astype(np.int64) * 1_000_000_000 + arr["nsec"].astype(np.int64)
+                if topic in per_topic:
+                    times = np.concatenate([per_topic[topic][1], times])
+                per_topic[topic] = (f.str("type"), times)
+                if count:
+                    first = int(arr["pos"][0])
+                    rh, rds, rdl, _n = read_record_at(view, first, index_pos, p)
+                    rf = HeaderFields(rh, p, first, "record")
+                    md5 = rf.str("md5", rf.str("md5sum", ""))
+                    if op_of(rh, p, first) == OP_MSG_DEF and rf.has("def"):
+                        self._defs[topic + "\0" + md5] = rf.raw("def")
+                    md5s[topic] = md5
+                q = nxt
+        except FormatError:
+            self._channels.clear()
+            self._defs.clear()
+            return False
+        counts: dict[int, int] = {}
+        tmap: dict[int, np.ndarray] = {}
+        t0: int | None = None
+        t1: int | None = None
+        for topic, (typ, times) in per_topic.items():
+            cid = self._channel(topic, md5s.get(topic, ""), typ)
+            counts[cid] = counts.get(cid, 0) + len(times)
+            tmap[cid] = np.sort(times)
+            if len(times):
+                lo, hi = int(times.min()), int(times.max())
+                t0 = lo if t0 is None else min(t0, lo)
+                t1 = hi if t1 is None else max(t1, hi)
+        self._index_summary = (counts, t0, t1)
+        self._index_times = tmap
+        self.index_info = {"index_pos": index_pos, "index_counts": {t: len(v[1]) for t, v in per_topic.items()}}
+        return True
 
     def _scan(self, pos: int) -> None:
         view, size, p = self.view, self.size, self.path
