@@ -68,3 +68,53 @@ def test_partial_decoder_salvages_prefixes_and_never_raises(pos, val, cut):
     bad[pos % len(bad)] = val
     out = partial_lz4(bytes(bad), len(data))  # corruption: any bytes, but no exception
     assert len(out) <= len(data)
+
+
+def test_shared_lz4_frames_suit_roslz4_and_mcap():
+    """compression.compress("lz4") is what rosbag's roslz4 needs (content checksum, independent
+    blocks) and what MCAP readers and the bag writer use."""
+    import io
+    import shutil
+    import subprocess
+
+    from mcap.reader import make_reader
+
+    from polybag.compression import compress, decompress
+
+    data = b"".join(b"payload %d " % i for i in range(200_000))
+    c = compress("lz4", data)
+    assert c[:4] == b"\x04\x22\x4d\x18"
+    flg = c[4]
+    assert flg & 0x04, "content checksum flag must be set (roslz4 refuses frames without it)"
+    assert flg & 0x20, "blocks must be independent"
+    assert (c[5] >> 4) & 7 == 7, "4 MB blocks"
+    assert decompress("lz4", c, len(data)) == data
+    assert decompress("roslz4", compress("roslz4", data), len(data)) == data
+    # a flipped payload byte is caught by the content checksum
+    bad = bytearray(c)
+    bad[len(bad) // 2] ^= 0xFF
+    with pytest.raises(FormatError):
+        decompress("lz4", bytes(bad), len(data))
+    # an MCAP file polybag writes with lz4 chunks (compression.compress) reads with the mcap library
+    import polybag
+
+    buf = io.BytesIO()
+    w = polybag.Writer(buf, format="mcap", compression="lz4")
+    sid = w.add_schema("s", "jsonschema", b"{}")
+    cid = w.add_channel("/t", "json", sid)
+    for i in range(1000):
+        w.write(cid, b'{"i": %d}' % i, i, i, i)
+    w.close()
+    got = [m.data for _s, _c, m in make_reader(io.BytesIO(buf.getvalue())).iter_messages()]
+    assert got == [b'{"i": %d}' % i for i in range(1000)]
+    # Debian's roslz4 (the C library behind rosbag) decodes the frame
+    py = shutil.which("python3", path="/usr/bin")
+    if py is None or subprocess.run([py, "-c", "import roslz4"], capture_output=True).returncode:
+        pytest.skip("Debian python3-roslz4 not installed")
+    small = data[:300_000]
+    res = subprocess.run(
+        [py, "-c", "import sys, roslz4; sys.stdout.buffer.write(roslz4.decompress(sys.stdin.buffer.read()))"],
+        input=compress("lz4", small), capture_output=True, timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == small

@@ -47,11 +47,13 @@ def compress(name: str | None, data: bytes | memoryview, level: int | None = Non
             c = _zstd_c[lv] = _zstd.ZstdCompressor(level=lv)
         return c.compress(data)
     if n == "lz4":
+        # one frame that both readers accept: rosbag's roslz4 (C++ and Python) refuses frames
+        # without a content checksum and expects independent 4 MB blocks; MCAP readers take any
         return _lz4f.compress(
             data,
             compression_level=0 if level is None else level,
             block_size=_lz4f.BLOCKSIZE_MAX4MB,
-            content_checksum=False,
+            content_checksum=True,
             block_linked=False,
             store_size=False,
         )

@@ -65,23 +65,6 @@ def _bundled_definition(type_name: str, md5: str) -> bytes:
         return b""
 
 
-def compress_chunk(name: str, data: bytes | memoryview, level: int | None = None) -> bytes:
-    """Compress chunk data as rosbag expects: ``lz4`` is an LZ4 frame with independent
-    blocks and a content checksum (roslz4 refuses frames without one)."""
-    if name == "lz4":
-        import lz4.frame
-
-        return lz4.frame.compress(
-            data,
-            compression_level=0 if level is None else level,
-            block_size=lz4.frame.BLOCKSIZE_MAX4MB,
-            content_checksum=True,
-            block_linked=False,
-            store_size=False,
-        )
-    return compress(name, data, level)
-
-
 def bag_header_record(index_pos: int, conn_count: int, chunk_count: int) -> bytes:
     h = build_header(
         {
@@ -293,7 +276,7 @@ class BagWriter(Writer):
         if compressed is None:
             assert uncompressed is not None
             size = len(uncompressed)
-            data: bytes | memoryview = compress_chunk(comp, uncompressed, self.level) if comp != "none" else uncompressed
+            data: bytes | memoryview = compress(comp, uncompressed, self.level) if comp != "none" else uncompressed
         else:
             assert uncompressed_size is not None
             size = uncompressed_size
