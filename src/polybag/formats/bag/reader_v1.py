@@ -266,6 +266,23 @@ class _FlatReader(Reader):
         if self.error is not None:
             raise self.error
 
+    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every payload of ``topic`` at once (see :meth:`BagV2Reader.topic_payloads`)."""
+        from .payloads import Arena
+
+        self._ensure()
+        sel = topic_filter([topic], self.channels_by_id.values()) or set()
+        idx = np.nonzero(np.isin(self.conns, np.fromiter(sel, np.int64, len(sel))))[0]
+        t, d, n = self.times[idx], self.dstart[idx], self.dlen[idx]
+        arena = Arena(int(n.sum()))
+        arena.add(np.frombuffer(self.view, np.uint8), t, d, n)
+        result = arena.result()
+        if self.recover:
+            self.recovery_report = {"messages": len(idx), "bytes_skipped": self.bytes_skipped, "errors": list(self.errors)}
+        if self.error is not None:
+            raise self.error
+        return result
+
     def message_times(self, cids: set[int] | None = None) -> dict[int, np.ndarray]:
         if not self._scanned and self._index_times is not None:
             return {k: v for k, v in self._index_times.items() if cids is None or k in cids}
