@@ -13,7 +13,9 @@ folded into the struct formats) and computed at run time after variable-length d
 from __future__ import annotations
 
 import keyword
+import re
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +34,10 @@ from polybag.errors import DecodeError
 _U32 = {"<": struct.Struct("<I"), ">": struct.Struct(">I")}
 _ZERO_LIMIT = 1 << 16  # max elements of a zero-sized type in one sequence
 _UNROLL = 8
+_LOCAL_RUN = 64  # runs of at most this many values are unpacked into local variables
+_CACHED_STRING = 64  # string fields remember their last value up to this many bytes
+_RUN_SLICE = re.compile(r"\b_t(\d+)\[(\d+):(\d+)\]")
+_RUN_ITEM = re.compile(r"\b_t(\d+)\[(\d+)\]")
 
 
 class EncodeError(DecodeError):
@@ -284,6 +290,29 @@ class Compiler:
             self.ns[var] = struct.Struct(self.e + fmt)
         return var
 
+    def ustruct(self, fmt: str) -> str:
+        """A struct for unpacking ``fmt``: native mode when that reads the same bytes.
+
+        On a little-endian host, native mode (``@``) unpacks floats and integers with a
+        plain copy instead of the portable byte-by-byte path (a run of 37 float64 values
+        unpacks a quarter faster).  It is used only when it has the same layout: no
+        alignment padding inserted (equal sizes) and no ``?`` (a native bool byte other
+        than 0/1 is undefined in C).
+        """
+        if self.e == "<" and sys.byteorder == "little" and "?" not in fmt:
+            try:
+                native = struct.calcsize("@" + fmt) == struct.calcsize("<" + fmt)
+            except struct.error:
+                native = False
+            if native:
+                key = "@" + fmt
+                var = self._structs.get(key)
+                if var is None:
+                    var = self._structs[key] = f"_S{len(self._structs)}"
+                    self.ns[var] = struct.Struct(key)
+                return var
+        return self.struct(fmt)
+
     def dtype(self, prim: str) -> str:
         var = f"_DT_{prim}"
         if var not in self.ns:
@@ -460,6 +489,8 @@ class _DecGen(_Gen):
         self.ind = 2
         self.stmt = self.ctor_mode == "obj"
         self.post: list[str] = []
+        self.local_runs: set[int] = set()
+        self.uses_isb = False
         expr = self.message(self.name, d, "")
         self.flush()
         top = getattr(self, "top", False)
@@ -468,6 +499,10 @@ class _DecGen(_Gen):
         for line in self.post:
             self.emit(line)
         self.emit(f"return {expr}" if top else f"return {expr}, pos")
+        if self.local_runs:
+            self.lines = [self.localize(line) for line in self.lines]
+        if self.uses_isb:
+            self.lines.insert(0, "    " * self.ind + "_isb = buf.__class__ is bytes")
         short = f"_fail({self.fname!r}, _at, pos, end, 'length ' + str(e.args[0]) + ' exceeds the ' + str(end - pos) + ' bytes left')"
         other = f"_fail({self.fname!r}, _at, pos, end, e)"
         if top:
@@ -509,6 +544,43 @@ class _DecGen(_Gen):
         c.ns.setdefault("_DecodeError", DecodeError)
         return "\n".join(head + self.lines + tail) + "\n"
 
+    def cached_string(self, v: str, n: str) -> None:
+        """A ROS 1 string at pos (``n`` bytes, checked): decoded, or the previous value again.
+
+        Each string field remembers its last short value (a topic's ``frame_id`` rarely
+        changes): when the same bytes come again (compared in place, bytes buffers only)
+        the same immutable ``str`` is used instead of slicing and decoding them again.
+        """
+        cache = f"_SC{len(self.c.ns)}"
+        self.c.ns[cache] = [(-1, b"", "")]
+        self.uses_isb = True
+        c = self.new("_c")
+        self.emit(f"{c} = {cache}[0]")
+        self.emit(f"if {n} == {c}[0] and _isb and buf.startswith({c}[1], pos):")
+        self.emit(f"    {v} = {c}[2]")
+        self.emit("else:")
+        self.emit(f"    {v} = str(buf[pos:pos + {n}], 'utf-8', 'surrogateescape')")
+        self.emit(f"    if {n} <= {_CACHED_STRING}: {cache}[0] = ({n}, bytes(buf[pos:pos + {n}]), {v})")
+
+    def localize(self, line: str) -> str:
+        """Refer to the values of short runs by their local names (``_t1_4``), not ``_t1[4]``.
+
+        Unpacking a run straight into locals saves a subscript per value; a slice (a fixed
+        array) becomes a tuple display of those locals.
+        """
+        local = self.local_runs
+
+        def sl(m: re.Match[str]) -> str:
+            rid, a, b = int(m[1]), int(m[2]), int(m[3])
+            if rid not in local:
+                return m[0]
+            return "(" + "".join(f"_t{rid}_{k}, " for k in range(a, b)) + ")"
+
+        def item(m: re.Match[str]) -> str:
+            return f"_t{m[1]}_{m[2]}" if int(m[1]) in local else m[0]
+
+        return _RUN_ITEM.sub(item, _RUN_SLICE.sub(sl, line))
+
     def dyn_align(self, a: int) -> None:
         self.emit(f"pos = (pos + {a - 1}) & -{a}")
 
@@ -520,8 +592,13 @@ class _DecGen(_Gen):
             return
         fmt = "".join(self.run_fmt)
         self.mark(("run", list(self.run_fields)))  # type: ignore[arg-type]
-        if self.run_nvals:
-            self.emit(f"_t{self.run_id} = {self.c.struct(fmt)}.unpack_from(buf, pos)")
+        local_runs = getattr(self, "local_runs", None)
+        if self.run_nvals and local_runs is not None and self.run_nvals <= _LOCAL_RUN:
+            names = "".join(f"_t{self.run_id}_{k}, " for k in range(self.run_nvals))
+            self.emit(f"{names}= {self.c.ustruct(fmt)}.unpack_from(buf, pos)")
+            local_runs.add(self.run_id)
+        elif self.run_nvals:
+            self.emit(f"_t{self.run_id} = {self.c.ustruct(fmt)}.unpack_from(buf, pos)")
         else:
             self.emit(f"if pos + {self.run_size} > end: raise _Short({self.run_size})")
         self.emit(f"pos += {self.run_size}")
@@ -636,7 +713,7 @@ class _DecGen(_Gen):
             sub.run_id = 0
             expr = sub.message(base, c.msgdef(base), "").replace("_t0[", "t[")
             fmt = "".join(sub.run_fmt)
-            s = c.struct(fmt)
+            s = c.ustruct(fmt)
             self.emit(f"if {n} * {size} > end - pos: raise _Short({n})")
             self.emit(f"{lst} = [{expr} for t in {s}.iter_unpack(buf[pos:pos + {n} * {size}])]")
             self.emit(f"pos += {n} * {size}")
@@ -696,7 +773,7 @@ class _DecGen(_Gen):
             if self.c.cdr:
                 self.emit(f"{v} = str(buf[pos:pos + {n} - 1], 'utf-8', 'surrogateescape') if {n} else ''")
             else:
-                self.emit(f"{v} = str(buf[pos:pos + {n}], 'utf-8', 'surrogateescape')")
+                self.cached_string(v, n)
             self.emit(f"pos += {n}")
             self.reset_align(unknown=True)
             return v
