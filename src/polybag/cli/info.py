@@ -9,17 +9,24 @@ section this reads only the summary, never the data section.
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import re
 import sys
 from typing import Any
 
-from polybag.cli._common import format_duration, format_ns, format_size, print_json
+from polybag.cli._common import _json_default, format_duration, format_ns, format_size, print_json
 from polybag.reader import Reader
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("info", help="summarize a log (format, topics, counts, times, chunks)")
     p.add_argument("file", help="log file (bag, mcap, ulog), or - for stdin")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    fmt.add_argument(
+        "--yaml", action="store_true", help="print YAML (for bags the `rosbag info --yaml` layout)"
+    )
     p.set_defaults(func=run)
 
 
@@ -146,8 +153,94 @@ def render(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./-]*\Z")
+_RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+
+
+def _yaml_scalar(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return ".nan"
+        if math.isinf(v):
+            return ".inf" if v > 0 else "-.inf"
+        r = repr(v)
+        if "e" in r and "." not in r:  # YAML 1.1 floats need a dot: 1e-05 -> 1.0e-05
+            r = r.replace("e", ".0e", 1)
+        return r
+    s = str(v)
+    if _PLAIN.match(s) and s.lower() not in _RESERVED:
+        return s
+    return _yaml_quoted(s)
+
+
+def _yaml_quoted(s: str) -> str:
+    """A YAML double-quoted scalar: printable ASCII kept, everything else escaped."""
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0x20 <= o < 0x7F:
+            out.append(ch)
+        elif o < 0x100:
+            out.append(f"\\x{o:02x}")
+        elif o < 0x10000:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(f"\\U{o:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def _yaml_lines(v: Any, indent: int) -> list[str]:
+    pad = " " * indent
+    out: list[str] = []
+    if isinstance(v, dict):
+        for k, x in v.items():
+            key = _yaml_scalar(str(k))
+            if isinstance(x, (dict, list)) and x:
+                out.append(f"{pad}{key}:")
+                out.extend(_yaml_lines(x, indent + 2))
+            else:
+                out.append(f"{pad}{key}: {_yaml_inline(x)}")
+    else:
+        for x in v:
+            if isinstance(x, (dict, list)) and x:
+                inner = _yaml_lines(x, indent + 2)
+                out.append(f"{pad}- {inner[0][indent + 2 :]}")
+                out.extend(inner[1:])
+            else:
+                out.append(f"{pad}- {_yaml_inline(x)}")
+    return out
+
+
+def _yaml_inline(x: Any) -> str:
+    if isinstance(x, dict):
+        return "{}"
+    if isinstance(x, list):
+        return "[]"
+    return _yaml_scalar(x)
+
+
+def to_yaml(d: dict[str, Any]) -> str:
+    """A block-style YAML document of a JSON-like dict (what ``--json`` prints, as YAML)."""
+    plain = json.loads(json.dumps(d, default=_json_default))
+    return "\n".join(_yaml_lines(plain, 0)) + "\n" if plain else "{}\n"
+
+
 def run(args: argparse.Namespace) -> int:
     with open_input(args.file) as reader:
+        if getattr(args, "yaml", False):
+            info_yaml = getattr(reader, "info_yaml", None)
+            text = info_yaml() if callable(info_yaml) else None
+            sys.stdout.write(text if isinstance(text, str) else to_yaml(info_dict(reader)))
+            return 0
         if args.json:
             print_json(info_dict(reader))
             return 0
