@@ -218,3 +218,28 @@ def test_columns_from_payloads_match_messages() -> None:
     ref = payload_columns(codec, [m.data for m in msgs])
     assert cols["log_time"].tolist() == [m.log_time for m in msgs]
     assert cols["x"].tolist() == ref["x"].tolist() == [int.from_bytes(m.data, "little", signed=True) for m in msgs]
+
+
+def test_topic_columns_of_mcap_use_payloads_not_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = FILES["fixed"]
+    want = _mapped(data).topic_columns("/b/c")
+
+    def no_messages(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("topic_columns went through messages()")
+
+    monkeypatch.setattr(McapReader, "messages", no_messages)
+    got = _mapped(data).topic_columns("/b/c")
+    assert got.keys() == want.keys() == {"log_time", "x"}
+    assert all(np.array_equal(got[k], want[k]) for k in got)
+    assert len(got["x"]) == len(FIXED)
+
+
+@pytest.mark.parametrize("summary", [True, False])
+def test_payloads_larger_than_the_first_guess(summary: bool) -> None:
+    # zeros compress ~100x: more payload bytes than the first room guessed from the file size
+    rows = [("/d", i, i, i, bytes(2000 + i % 3)) for i in range(400)]
+    opts: dict[str, Any] = {} if summary else {"use_chunk_index": False, "use_statistics": False, "use_summary_offsets": False}
+    data = to_bytes(rows, compression="zstd", chunk_size=100_000, **opts)
+    assert len(data) * 4 < sum(len(r[4]) for r in rows)
+    got = via_payloads(_mapped(data), "/d")
+    assert got == [(r[1], r[4]) for r in rows]

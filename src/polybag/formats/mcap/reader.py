@@ -822,7 +822,13 @@ class McapReader(Reader):
     def _defs_for(self, buf: bytes | memoryview, base: int) -> Callable[[int, int, int], None]:
         def defs(op: int, pos: int, e: int) -> None:
             if op != _OP_MESSAGE:
-                self._define(buf, op, pos, e, base)
+                if not self.recover:
+                    self._define(buf, op, pos, e, base)
+                    return
+                try:
+                    self._define(buf, op, pos, e, base)
+                except PolybagError as err:  # recovering: a damaged definition is skipped
+                    self._note(str(err), e - pos)
 
         return defs
 
@@ -1496,31 +1502,39 @@ class McapReader(Reader):
         count = 0
         try:
             segs, pending = self._segments(want, None, None, sort=True, arrays=True)
-            batches: list[_Batch] = []
+            # each chunk's payloads are copied into one blob as soon as it is decompressed
+            # (its buffer is then freed); declared sizes bound the blob, which grows if they lie
+            blob = np.empty(self._payload_bound(), np.uint8)
+            used = 0
+            lts: list[np.ndarray] = []
+            starts_l: list[np.ndarray] = []
+            sizes_l: list[np.ndarray] = []
             for _s, _t, _r, load in sorted(segs, key=lambda x: x[2]):
                 try:
                     got: Any = load()
                 except _Partial as p:
                     raise p.err from None
                 b = got if isinstance(got, _Batch) else _batch_from_messages(got)
-                if len(b.lt):
-                    batches.append(b)
-            # one copy of every payload into one blob, batch after batch
-            totals = [int(b.sizes.sum()) for b in batches]
-            blob = np.empty(sum(totals), np.uint8)
-            starts_l: list[np.ndarray] = []
-            pos = 0
-            for b, size in zip(batches, totals):
-                _blob, packed = _pack(b.buf, b.starts, b.sizes, blob[pos : pos + size])
-                starts_l.append(packed + pos)
-                pos += size
-            if batches:
-                lt = np.concatenate([b.lt for b in batches])
+                if not len(b.lt):
+                    continue
+                size = int(b.sizes.sum())
+                if used + size > len(blob):
+                    grown = np.empty(max(2 * len(blob), used + size), np.uint8)
+                    grown[:used] = blob[:used]
+                    blob = grown
+                _out, packed = _pack(b.buf, b.starts, b.sizes, blob[used : used + size])
+                lts.append(b.lt)
+                starts_l.append(packed + used)
+                sizes_l.append(b.sizes)
+                used += size
+                del b, got
+            blob = blob[:used]
+            if lts:
+                lt = np.concatenate(lts)
                 starts = np.concatenate(starts_l)
-                sizes = np.concatenate([b.sizes for b in batches])
+                sizes = np.concatenate(sizes_l)
             else:
                 lt, starts, sizes = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-            batches.clear()
             if len(lt) > 1 and not bool(np.all(lt[1:] >= lt[:-1])):
                 o = np.argsort(lt, kind="stable")
                 lt, starts, sizes = lt[o], starts[o], sizes[o]
@@ -1534,6 +1548,17 @@ class McapReader(Reader):
         if pending is not None and not self.recover:
             raise pending
         return result
+
+    def _payload_bound(self) -> int:
+        """Room for the payloads of a topic: the declared uncompressed chunk sizes (or the
+        file size), at most four times the file size (a lying index cannot claim more)."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        if self.has_summary and self.chunk_indexes:
+            total = sum(c.uncompressed_size for c in self.chunk_indexes)
+        else:
+            total = 2 * src.size
+        return max(0, min(total, 4 * src.size + (1 << 20)))
 
     def _finish_report(self, count: int) -> None:
         if self.recover:
