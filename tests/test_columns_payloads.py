@@ -243,3 +243,106 @@ def test_payloads_larger_than_the_first_guess(summary: bool) -> None:
     assert len(data) * 4 < sum(len(r[4]) for r in rows)
     got = via_payloads(_mapped(data), "/d")
     assert got == [(r[1], r[4]) for r in rows]
+
+
+# --- columns: the fixed-layout path equals the general walk ---------------------------------
+CUSTOM = (
+    "bool b\nint8 i8\nuint8[3] u3\nchar c\nbyte y\nint16 i16\nuint32 u32\nint64 i64\nuint64 u64\nfloat32 f\n"
+    "time t\nduration d\nstring s\nfloat64[70] big\nstring[2] names\ngeometry_msgs/Point[2] pts\n"
+    "Header header\n"
+    "================================================================================\n"
+    "MSG: geometry_msgs/Point\nfloat64 x\nfloat64 y\nfloat64 z\n"
+    "================================================================================\n"
+    "MSG: std_msgs/Header\nuint32 seq\ntime stamp\nstring frame_id\n"
+)
+
+
+def _value(codec: Any, t: Any, rnd: random.Random, strings: list[str]) -> Any:
+    from polybag.codecs.ros1.msgdef import PRIMITIVE_FORMATS
+
+    def one(base: str) -> Any:
+        if base in PRIMITIVE_FORMATS:
+            if base == "bool":
+                return rnd.random() < 0.5
+            if base.startswith("float"):
+                return float(np.float32(rnd.uniform(-1e3, 1e3))) if base == "float32" else rnd.uniform(-1e9, 1e9)
+            bits = int(base.lstrip("uint")) if base.startswith("u") else int(base.lstrip("int"))
+            lo, hi = (0, (1 << bits) - 1) if base.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+            return rnd.randint(lo, hi)
+        if base == "time":
+            return {"sec": rnd.randint(0, (1 << 32) - 1), "nsec": rnd.randint(0, 999_999_999)}
+        if base == "duration":
+            return {"sec": rnd.randint(-(1 << 31), (1 << 31) - 1), "nsec": rnd.randint(-(1 << 31), (1 << 31) - 1)}
+        if base == "string":
+            return rnd.choice(strings)
+        return {f.name: _value(codec, f.type, rnd, strings) for f in codec.compiler.msgdef(base).fields}
+
+    if t.array is None:
+        return one(t.base)
+    if t.base == "uint8":
+        return bytes(rnd.randrange(256) for _ in range(t.array))
+    return [one(t.base) for _ in range(t.array)]
+
+
+def _payloads(codec: Any, n: int, strings: list[str], seed: int) -> list[bytes]:
+    rnd = random.Random(seed)
+    fields = codec.compiler.msgdef(codec.type_name).fields
+    return [codec.encode({f.name: _value(codec, f.type, rnd, strings) for f in fields}) for _ in range(n)]
+
+
+def _same_columns(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert list(a) == list(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        assert a[k].tolist() == b[k].tolist(), k
+
+
+@pytest.mark.parametrize(
+    ("type_name", "text"),
+    [("sensor_msgs/Imu", None), ("sensor_msgs/NavSatFix", None), ("geometry_msgs/PoseStamped", None), ("test/Custom", CUSTOM)],
+)
+@pytest.mark.parametrize("strings", [["imu_link"], ["abc", "xyz"], [""], ["abc", "de"]])
+def test_fixed_layout_path_equals_the_walk(type_name: str, text: str | None, strings: list[str]) -> None:
+    import polybag.codecs.columns as C
+    from polybag.codecs.ros1 import codec_for_type, definition_for
+
+    codec = codec_for_type(type_name, text if text is not None else definition_for(type_name))
+    datas = _payloads(codec, 300, strings, 5)
+    sizes = np.array([len(d) for d in datas], np.int64)
+    starts = np.zeros(len(datas), np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    blob = np.frombuffer(b"".join(datas), np.uint8)
+    walk = C._Walker(codec, blob, starts, sizes, C._wanted(None), "/t").run()
+    fixed = C._fixed_layout(codec, blob, starts, sizes, C._wanted(None))
+    if len({len(s) for s in strings}) > 1:
+        assert fixed is None  # strings of different lengths: the walk handles them
+    else:
+        assert fixed is not None
+        _same_columns(fixed, walk)
+    # and through the public entry points, with a field selection too
+    _same_columns(payload_columns(codec, datas), walk)
+    sel = ["header", "orientation_covariance"] if type_name == "sensor_msgs/Imu" else ["header.stamp"]
+    if type_name == "test/Custom":
+        sel = ["t", "big", "pts", "u3", "names"]
+    part = payload_columns(codec, datas, sel)
+    assert part and all(k in walk for k in part)
+    _same_columns(part, {k: walk[k] for k in part})
+
+
+def test_fixed_layout_declines_damage() -> None:
+    import polybag.codecs.columns as C
+    from polybag.codecs.ros1 import codec_for_type, definition_for
+    from polybag.errors import DecodeError
+
+    codec = codec_for_type("sensor_msgs/Imu", definition_for("sensor_msgs/Imu"))
+    datas = _payloads(codec, 10, ["imu"], 2)
+    short = [d[:-8] for d in datas]  # every payload 8 bytes short
+    blob = np.frombuffer(b"".join(short), np.uint8)
+    sizes = np.array([len(d) for d in short], np.int64)
+    starts = np.arange(len(short), dtype=np.int64) * int(sizes[0])
+    assert C._fixed_layout(codec, blob, starts, sizes, C._wanted(None)) is None
+    with pytest.raises(DecodeError):
+        payload_columns(codec, short)
+    long = [d + b"\0" for d in datas]
+    with pytest.raises(DecodeError):
+        payload_columns(codec, long)

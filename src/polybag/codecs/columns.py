@@ -115,7 +115,7 @@ def payload_columns(
     return _generic(codec, datas, want, topic)
 
 
-_CHUNK_BYTES = 4 << 20  # walk about this many payload bytes at a time: all columns from cache
+_CHUNK_BYTES = 8 << 20  # walk about this many payload bytes at a time: all columns from cache
 
 
 def _walk_chunked(
@@ -128,6 +128,9 @@ def _walk_chunked(
     """
     n = len(starts)
     total = int(sizes.sum()) if n else 0
+    fixed = _fixed_layout(codec, blob, starts, sizes, want)
+    if fixed is not None:
+        return fixed
     if total <= _CHUNK_BYTES or n < 2:
         return _Walker(codec, blob, starts, sizes, want, topic).run()
     per = max(1, int(n * _CHUNK_BYTES // total))
@@ -156,6 +159,141 @@ def _walk_chunked(
             ) from None
     assert out is not None
     return out
+
+
+# --- fixed layout: every payload the same bytes long with its fields at the same offsets -----
+_Leaf = tuple[str, str, int, str, int]  # (kind, column, offset, primitive or type, count / length)
+
+
+def _fixed_layout(
+    codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool]
+) -> dict[str, np.ndarray] | None:
+    """Columns of ROS 1 payloads that all share one layout, as typed strided views; or None.
+
+    The layout comes from the definition and the first payload's string lengths; it holds for
+    every payload when they are equal-sized, back to back in ``blob``, and every string length
+    equals the first payload's (checked as one vector per string field).  The rows are then a
+    numpy structured array (one record per message); columns are copied out block by block so
+    the rows are read from memory once.  Anything else (sequences, mixed lengths, damage) is
+    left to the general walk, which also reports errors.
+    """
+    n = len(starts)
+    if n == 0 or hasattr(codec, "_compilers") or not hasattr(codec, "compiler"):
+        return None
+    size = int(sizes[0])
+    if size == 0 or not bool((sizes == size).all()) or int(starts[0]) != 0 or len(blob) < n * size:
+        return None
+    if n > 1 and not bool((np.diff(starts) == size).all()):
+        return None
+    mat = blob[: n * size].reshape(n, size)
+    first = mat[0].tobytes()
+    leaves: list[_Leaf] = []
+    try:
+        end = _plan(codec.compiler, codec.type_name, "", 0, first, leaves, 0)
+    except _NotFixed:
+        return None
+    if end != size:
+        return None
+    for kind, _name, off, _prim, count in leaves:
+        if kind == "string":
+            lengths = np.ndarray((n,), "<u4", mat, off, (size,))
+            if not bool((lengths == count).all()):
+                return None  # strings of other lengths: the layout differs between messages
+    out: dict[str, np.ndarray] = {}
+    views: list[tuple[np.ndarray, np.ndarray]] = []  # (typed view of the rows, output column)
+
+    def copy_of(shape: tuple[int, ...], dt: np.dtype, off: int, strides: tuple[int, ...]) -> np.ndarray:
+        col = np.empty(shape, dt.newbyteorder("="))
+        views.append((np.ndarray(shape, dt, mat, off, strides), col))
+        return col
+
+    for kind, name, off, prim, count in leaves:
+        if kind in ("prim", "array"):
+            dt = np.dtype("?") if prim == "bool" else np.dtype("<" + NUMPY_TYPES[prim])
+            if kind == "prim":
+                if want(name):
+                    out[name] = copy_of((n,), dt, off, (size,))
+            elif count <= _FIXED_SPLIT:
+                if want(name):
+                    for i in range(count):
+                        out[f"{name}[{i}]"] = copy_of((n,), dt, off + i * dt.itemsize, (size,))
+            elif want(name):
+                out[name] = copy_of((n, count), dt, off, (size, dt.itemsize))
+        elif not want(name):
+            continue
+        elif kind == "time":
+            sec_dt = "<u4" if prim == "time" else "<i4"
+            nsec_dt = "<i4" if prim == "duration" else "<u4"
+            sec = np.ndarray((n,), sec_dt, mat, off, (size,)).astype(np.int64)
+            nsec = np.ndarray((n,), nsec_dt, mat, off + 4, (size,)).astype(np.int64)
+            out[name] = sec * 1_000_000_000 + nsec
+        else:  # a string of ``count`` bytes after its length at ``off``, in every message
+            col = np.empty(n, dtype=object)
+            if count == 0:
+                col[:] = ""
+            else:
+                raw = np.ndarray((n,), f"V{count}", mat, off + 4, (size,))
+                if bool((raw == raw[0]).all()):
+                    col[:] = raw[0].tobytes().decode("utf-8", "surrogateescape")
+                else:
+                    uniq, inverse = np.unique(raw, return_inverse=True)
+                    texts = np.empty(len(uniq), dtype=object)
+                    texts[:] = [u.tobytes().decode("utf-8", "surrogateescape") for u in uniq]
+                    col = texts[inverse.reshape(-1)]
+            out[name] = col
+    # copy the typed views block by block: each block of rows stays in cache for all columns
+    per = max(1, _CHUNK_BYTES // size)
+    for a in range(0, n, per):
+        b = min(n, a + per)
+        for view, col in views:
+            col[a:b] = view[a:b]
+    return out
+
+
+class _NotFixed(Exception):
+    """The type has variable-length parts the first payload cannot fix for all."""
+
+
+def _plan(compiler: Any, type_name: str, prefix: str, off: int, first: bytes, leaves: list[_Leaf], depth: int) -> int:
+    """Leaves of ``type_name`` at ``off`` (string lengths from the first payload); the end offset."""
+    if depth > 64:
+        raise _NotFixed
+    for f in compiler.msgdef(type_name).fields:
+        t = f.type
+        name = prefix + f.name
+        base = t.base
+        if t.array is None:
+            off = _plan_scalar(compiler, base, name, off, first, leaves, depth)
+        elif t.array < 0:
+            raise _NotFixed
+        elif base in PRIMITIVE_FORMATS:
+            if t.array > 0:
+                leaves.append(("array", name, off, base, t.array))
+                off += PRIMITIVE_FORMATS[base][1] * t.array
+        else:
+            for i in range(t.array):
+                off = _plan_scalar(compiler, base, f"{name}[{i}]", off, first, leaves, depth)
+        if off > len(first):
+            raise _NotFixed
+    return off
+
+
+def _plan_scalar(compiler: Any, base: str, name: str, off: int, first: bytes, leaves: list[_Leaf], depth: int) -> int:
+    if base in PRIMITIVE_FORMATS:
+        leaves.append(("prim", name, off, base, 1))
+        return off + PRIMITIVE_FORMATS[base][1]
+    if base in _TIME_TYPES:
+        leaves.append(("time", name, off, base, 0))
+        return off + 8
+    if base == "string":
+        if off + 4 > len(first):
+            raise _NotFixed
+        k = int.from_bytes(first[off : off + 4], "little")
+        leaves.append(("string", name, off, base, k))
+        return off + 4 + k
+    if base == "wstring":
+        raise _NotFixed
+    return _plan(compiler, base, name + ".", off, first, leaves, depth + 1)
 
 
 class _Walker:
