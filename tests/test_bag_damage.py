@@ -252,3 +252,26 @@ def test_cut_lz4_chunk_keeps_its_intact_messages():
         assert len(got) > previous
         previous = len(got)
     assert previous < len(msgs)
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_killed_recording_cut_inside_trailing_index_record(compression):
+    """A killed recorder's .bag.active (index_pos 0) that ends inside the index data or a new
+    chunk header after its last chunk loses no message: read without error, noted."""
+    full, msgs = make_bag(compression, chunk_size=150, n=20)
+    i = full.index(b"index_pos=") + len(b"index_pos=")
+    data = full[:i] + b"\0" * 8 + full[i + 8 :]
+    with polybag.open(data) as r:
+        last = r.summary.chunks[-1]
+        end = last.offset + last.length  # the index data records of the last chunk follow
+    chunk_head = struct.pack("<I", 28) + b"\x10\x00\x00\x00compression=none" + b"\x04\x00\x00\x00op=\x05"
+    for piece in (data[: end + 3], data[: end + 20], data[:end] + chunk_head[:12], data[:end] + chunk_head):
+        with polybag.open(piece) as r:
+            got = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages(order="file")]
+            assert any("no message lost" in e for e in r.summary.extras.get("errors", []))
+        assert got == msgs
+    # a cut message record is still a loss: the strict reader raises
+    with polybag.open(full) as r:
+        first = r.summary.chunks[0]
+    with pytest.raises(FormatError), polybag.open(data[: first.offset + first.length - 3]) as r:
+        list(r.messages())

@@ -459,6 +459,7 @@ class BagV2Reader(Reader):
                 lt.clear(), lc.clear(), lo.clear(), ld.clear(), ll.clear()
 
         while pos < size:
+            op: int | None = None
             try:
                 if pos + 4 > size:
                     raise TruncatedError(f"expected a 4-byte record header length, {size - pos} bytes left", p, pos)
@@ -556,6 +557,17 @@ class BagV2Reader(Reader):
                 pos = ds + dl
             except FormatError as e:
                 close_loose()
+                if (
+                    isinstance(e, TruncatedError)
+                    and not self.index_pos
+                    and op in (None, OP_CHUNK, OP_INDEX_DATA, OP_CONNECTION)
+                ):
+                    # the last record of a killed recording, cut by its last write: a chunk
+                    # header without data, index data or a connection record (recorders put
+                    # messages only in chunks), so no message is lost; noted, not an error
+                    self.scan_errors.append(f"{e}; the recording ends inside this record (no message lost)")
+                    self.bytes_skipped += size - pos
+                    break
                 if not self._note_error(e, 0):
                     break
                 nxt = self._resync(pos + 1)
