@@ -346,3 +346,37 @@ def test_fixed_layout_declines_damage() -> None:
     long = [d + b"\0" for d in datas]
     with pytest.raises(DecodeError):
         payload_columns(codec, long)
+
+
+# --- ROS 1 message classes (built without a Python __init__ by the decoders) --------------
+def test_message_classes_construct_and_copy() -> None:
+    import copy
+
+    from polybag.codecs.ros1 import codec_for_type, definition_for
+
+    codec = codec_for_type("sensor_msgs/Imu", definition_for("sensor_msgs/Imu"))
+    Imu = codec.message_class
+    o = Imu()
+    assert o.header.frame_id == "" and o.header.stamp.sec == 0 and o.orientation.w == 0.0
+    assert len(o.orientation_covariance) == 9
+    o.header.frame_id = "imu"
+    o.orientation.w = 1.0
+    data = codec.encode(o)
+    back = codec.decode(data)
+    assert back == o and type(back) is Imu and back.header.stamp.to_nsec() == 0
+    Header = type(o.header)
+    h = Header(7, frame_id="x")
+    assert (h.seq, h.frame_id, h.stamp.sec) == (7, "x", 0)
+    with pytest.raises(TypeError):
+        Header(1, 2, 3, 4)
+    assert copy.deepcopy(back) == back and copy.copy(back) == back
+
+    class Mine(Header):  # type: ignore[misc, valid-type]
+        __slots__ = ("extra",)
+
+        def __init__(self, extra: int) -> None:
+            self.extra = extra
+            self.seq = 1
+
+    m = Mine(5)
+    assert (m.extra, m.seq) == (5, 1)

@@ -66,7 +66,25 @@ def _totop(e: DecodeError, label: str, topic: str | None) -> DecodeError:
     return err
 
 
-class RosMessage:
+class _MessageType(type):
+    """Metaclass of the generated message classes: ``Cls(...)`` fills defaults and arguments.
+
+    The classes themselves have no ``__init__``, so the decoders create instances with the
+    C-level ``type.__call__`` bound to the class (no Python frame, no argument parsing) and
+    store every field; users calling the class get the generated ``_pb_fill`` (positional or
+    keyword fields, defaults for the others).  A user subclass with its own ``__init__`` is
+    constructed the usual way.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls.__init__ is not object.__init__:  # type: ignore[misc]
+            return super().__call__(*args, **kwargs)
+        obj = type.__call__(cls)
+        cls._pb_fill(obj, *args, **kwargs)  # type: ignore[attr-defined]
+        return obj
+
+
+class RosMessage(metaclass=_MessageType):
     """Base of generated message classes (attribute access, equality, repr)."""
 
     __slots__ = ()
@@ -168,13 +186,13 @@ def make_class(
         else:
             body.append(f"    setattr(self, {n!r}, {val})")
     defaults = ", ".join(f"{p}=None" for p in params)
-    src = f"def __init__(self{', ' if params else ''}{defaults}):\n" + ("\n".join(body) or "    pass")
+    src = f"def _pb_fill(self{', ' if params else ''}{defaults}):\n" + ("\n".join(body) or "    pass")
     factories: list[Callable[[], Any]] = [_default_factory(f.type, resolve) for f in d.fields]
     ns: dict[str, Any] = {"_D": factories}
     exec(compile(src, f"<polybag msg {key[0]}>", "exec"), ns)  # noqa: S102
     attrs: dict[str, Any] = {
         "__slots__": names,
-        "__init__": ns["__init__"],
+        "_pb_fill": ns["_pb_fill"],
         "__msgtype__": key[0],
         "__fieldnames__": names,
     }
@@ -183,9 +201,25 @@ def make_class(
             attrs[c.name] = c.value
     if names in (("sec", "nsec"), ("sec", "nanosec")) and d.name in _TIME_NAMES:
         attrs.update(_time_methods(names[1]))
-    cls = type(key[0].rsplit("/", 1)[-1] or "Msg", (RosMessage,), attrs)
+    cls = _MessageType(key[0].rsplit("/", 1)[-1] or "Msg", (RosMessage,), attrs)
     _CLASS_CACHE[key] = cls
     return cls
+
+
+def allocator(cls: type) -> Callable[[], Any]:
+    """A C-level call creating an empty instance of a generated class (fields unset)."""
+    return type.__call__.__get__(cls)  # type: ignore[attr-defined,no-any-return]
+
+
+def positional_maker(cls: type) -> Callable[..., Any]:
+    """``make(v0, v1, ...)``: an instance with every field given in order (for decoders)."""
+    names: tuple[str, ...] = cls.__fieldnames__  # type: ignore[attr-defined]
+    params = [f"_a{i}" for i in range(len(names))]
+    body = [f"    _o.{n} = {p}" if n.isidentifier() and not keyword.iskeyword(n) else f"    setattr(_o, {n!r}, {p})" for n, p in zip(names, params)]
+    src = f"def make({', '.join(params)}):\n    _o = _alloc()\n" + "\n".join(body) + "\n    return _o\n"
+    ns: dict[str, Any] = {"_alloc": allocator(cls)}
+    exec(compile(src, f"<polybag make {cls.__name__}>", "exec"), ns)  # noqa: S102
+    return ns["make"]  # type: ignore[no-any-return]
 
 
 # ROS 1 time and duration behave as two-field messages
@@ -278,6 +312,8 @@ class Compiler:
                 c = make_class(d, d.full_name or d.name, self.cls)
             self.classes[name] = c
             self.ns[self._ident("C", name)] = c
+            self.ns[self._ident("A", name)] = allocator(c)
+            self.ns[self._ident("P", name)] = positional_maker(c)
         return c
 
     def _ident(self, prefix: str, name: str) -> str:
@@ -626,12 +662,11 @@ class _DecGen(_Gen):
             parts.append((f.name, self.value(f.type, p)))
         if self.ctor_mode == "obj":
             self.c.cls(name)
-            ctor = self.c._ident("C", name)
             if not self.stmt:
-                return f"{ctor}({', '.join(v for _, v in parts)})"
-            # object.__new__ and slot stores: a third of the cost of calling __init__
+                return f"{self.c._ident('P', name)}({', '.join(v for _, v in parts)})"
+            # a C-level allocation and slot stores: a third of the cost of calling __init__
             var = self.new("_o")
-            self.post.append(f"{var} = _new({ctor})")
+            self.post.append(f"{var} = {self.c._ident('A', name)}()")
             for n, v in parts:
                 if n.isidentifier() and not keyword.iskeyword(n):
                     self.post.append(f"{var}.{n} = {v}")
