@@ -86,7 +86,12 @@ def test_sigkilled_rosbag_record(tmp_path, compression):
     assert active.exists() and not out.exists()
     with polybag.open(active) as r:
         assert not r.summary.indexed
-        got = [bytes(m.data) for m in r.messages()]
+        got: list[bytes] = []
+        try:
+            for m in r.messages():
+                got.append(bytes(m.data))
+        except polybag.TruncatedError:
+            pass  # SIGKILL can cut the last record mid-write: the intact messages came first
     assert len(got) > 10
     assert set(got) == {b"\x0b\x00\x00\x00hello world"}
     ours = tmp_path / "ours"

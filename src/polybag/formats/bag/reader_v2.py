@@ -574,6 +574,13 @@ class BagV2Reader(Reader):
                 self.bytes_skipped += nxt - pos
                 pos = nxt
         close_loose()
+        if self.index_pos > size and self.scan_error is None:
+            # the header says the index starts past the end: the file was cut (messages
+            # found so far are still yielded first)
+            self._note_error(
+                TruncatedError(f"file ends before the index the bag header puts at offset {self.index_pos}", p, size),
+                0,
+            )
         # drop messages whose connection never appeared (recover) / complain (strict)
         for ci in chunks:
             self._finish_chunk(ci)

@@ -553,6 +553,7 @@ class McapReader(Reader):
         self.validate_crcs = validate_crcs
         self.recover = recover
         self.recovery_report: dict[str, Any] | None = None
+        self._header_errors: list[str] = []  # recover: a damaged Header record, reported with the rest
         self.header = R.Header()
         self.footer: R.Footer | None = None
         self.statistics: R.Statistics | None = None
@@ -609,9 +610,15 @@ class McapReader(Reader):
             if not self.recover:
                 raise self._err(TruncatedError, f"Header declares {ln} bytes, file has {src.size - pos - 9} left", pos)
         else:
-            rec = R.parse_record(op, src.view, pos + 9, pos + 9 + ln, self.path, 0)
-            assert isinstance(rec, R.Header)
-            self.header = rec
+            try:
+                rec = R.parse_record(op, src.view, pos + 9, pos + 9 + ln, self.path, 0)
+            except FormatError as e:
+                if not self.recover:
+                    raise
+                self._header_errors.append(str(e))  # a damaged Header only loses profile/library
+            else:
+                assert isinstance(rec, R.Header)
+                self.header = rec
             self._header_end = pos + 9 + ln
         if not self.recover:
             self._read_summary_or_scan()
@@ -1566,7 +1573,7 @@ class McapReader(Reader):
             self.recovery_report = {
                 "messages": count,
                 "bytes_skipped": sr.bytes_skipped,
-                "errors": list(sr.errors),
+                "errors": self._header_errors + list(sr.errors),
             }
 
     # --- streams -------------------------------------------------------------------------------------
