@@ -302,6 +302,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, help="small-message count (default 1,000,000)")
     ap.add_argument("--images", type=int, help="image count (default 2,200: about 2.0 GB)")
     ap.add_argument("--skip-images", action="store_true")
+    ap.add_argument("--skip-small", action="store_true", help="run only the image cases")
     ap.add_argument("--skip-peers", action="store_true")
     ap.add_argument(
         "--repeat", type=int, default=2, help="best of N runs per route (default 2; the machine is shared)"
@@ -316,14 +317,16 @@ def main() -> None:
     n_msgs = args.messages or (100_000 if args.quick else 1_000_000)
     n_imgs = args.images or (200 if args.quick else 2_200)
     DATA.mkdir(parents=True, exist_ok=True)
-    small_bag = DATA / f"convert_small_{n_msgs}.bag"
-    small_mcap = DATA / f"convert_small_{n_msgs}.mcap"
-    ensure(small_bag, make_small_bag, n_msgs)
-    ensure_mcap(small_bag, small_mcap)
-    cases = [
-        ("small bag->mcap", small_bag, DATA / "out_small.mcap", "zstd", "peer_bag2mcap", 3.0, None, None),
-        ("small mcap->bag", small_mcap, DATA / "out_small.bag", "none", "peer_mcap2bag", 3.0, None, None),
-    ]
+    cases = []
+    if not args.skip_small:
+        small_bag = DATA / f"convert_small_{n_msgs}.bag"
+        small_mcap = DATA / f"convert_small_{n_msgs}.mcap"
+        ensure(small_bag, make_small_bag, n_msgs)
+        ensure_mcap(small_bag, small_mcap)
+        cases += [
+            ("small bag->mcap", small_bag, DATA / "out_small.mcap", "zstd", "peer_bag2mcap", 3.0, None, None),
+            ("small mcap->bag", small_mcap, DATA / "out_small.bag", "none", "peer_mcap2bag", 3.0, None, None),
+        ]
     if not args.skip_images:
         img_bag = DATA / f"convert_images_{n_imgs}.bag"
         img_mcap = DATA / f"convert_images_{n_imgs}.mcap"

@@ -11,11 +11,14 @@ Offsets, Footer and magic.  A path is written as ``<name>.active`` and renamed o
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import zlib
 from array import array
 from collections.abc import Mapping
 from typing import Any, BinaryIO
+
+import zstandard
 
 from polybag import compression as _compression
 from polybag.errors import UnsupportedError, WriteError
@@ -26,6 +29,11 @@ from polybag.writer import AtomicFile, Writer, check_open
 
 _LITTLE = sys.byteorder == "little"
 _MSG_PACK = RECORD_MESSAGE_HEAD.pack
+_MSG_PACK_INTO = RECORD_MESSAGE_HEAD.pack_into
+_KEEP_BUFFER = 64 << 20  # a chunk buffer up to this size is kept for the next chunk
+_LARGE = 1 << 16  # a payload this large makes the chunk buffer worth keeping
+# a Chunk record up to its compression name: opcode, length, start, end, size, crc, name length
+_CHUNK_RECORD_HEAD = struct.Struct("<BQQQQII")
 
 
 def _default_library() -> str:
@@ -73,6 +81,7 @@ class McapWriter(Writer):
             raise UnsupportedError(f"MCAP chunks cannot use {comp!r} compression (use zstd, lz4 or none)")
         self.compression = comp
         self._comp_name = "" if comp == "none" else comp
+        self._comp_name_raw = self._comp_name.encode()
         self.compression_level = compression_level
         self.chunk_size = max(1, int(chunk_size))
         self.profile = profile
@@ -88,6 +97,7 @@ class McapWriter(Writer):
         self.repeat_channels = repeat_channels
         self.use_crcs = use_crcs
 
+        self._zstd: zstandard.ZstdCompressor | None = None
         self._out = AtomicFile(path_or_stream)
         self._file = self._out.file
         self._pos = 0
@@ -108,8 +118,14 @@ class McapWriter(Writer):
         self._attachment_indexes: list[R.AttachmentIndex] = []
         self._metadata_indexes: list[R.MetadataIndex] = []
 
-        # the open chunk
+        # The open chunk.  Small messages are appended to a fresh bytearray per chunk
+        # (self._fill == -1: the chunk is all of it), the fastest per message.  After a chunk
+        # that held a large payload the buffer is kept for the next chunk and overwritten in
+        # place (its records are self._chunk[:self._fill]): payloads are copied into it
+        # exactly once and its pages stay mapped, which matters per byte, not per message.
         self._chunk = bytearray()
+        self._fill = -1
+        self._large = False
         self._chunk_index: dict[int, array[int]] = {}
 
         self._emit(MAGIC)
@@ -122,11 +138,30 @@ class McapWriter(Writer):
             self._crc = zlib.crc32(b, self._crc)
         self._pos += len(b)
 
+    def _compress(self, raw: memoryview) -> bytes | memoryview:
+        comp = self.compression
+        if comp == "none":
+            return raw
+        if comp == "zstd":
+            c = self._zstd
+            if c is None:
+                # level 3 (zstd's default, as the reference writers use); one thread: the
+                # chunks are small and the cores are better left to the reader
+                lv = 3 if self.compression_level is None else self.compression_level
+                c = self._zstd = zstandard.ZstdCompressor(level=lv)
+            return c.compress(raw)
+        return _compression.compress(comp, raw, self.compression_level)
+
     def _data_record(self, rec: R.Record) -> None:
         """A Schema/Channel record: into the open chunk, or straight into the data section."""
         raw = R.encode(rec)
         if self.use_chunking:
-            self._chunk += raw
+            n = self._fill
+            if n < 0:
+                self._chunk += raw
+            else:
+                self._chunk[n : n + len(raw)] = raw
+                self._fill = n + len(raw)
         else:
             self._emit(raw)
 
@@ -210,26 +245,48 @@ class McapWriter(Writer):
             raise WriteError(f"channel {cid} was not added to this writer")
         if publish_time is None:
             publish_time = log_time
-        try:
-            head = _MSG_PACK(5, 22 + len(data), cid, sequence, log_time, publish_time)
-        except Exception as e:  # struct.error: a value out of range
-            raise WriteError(f"message on channel {cid}: {e} (sequence is u32, times are u64 ns)") from None
+        size = len(data)
         if not self.use_chunking:
+            try:
+                head = _MSG_PACK(5, 22 + size, cid, sequence, log_time, publish_time)
+            except struct.error as e:
+                raise WriteError(f"message on channel {cid}: {e} (sequence is u32, times are u64 ns)") from None
             self._note_loose(cid, log_time)
             self._emit(head)
             self._emit(data)
             return
+        buf = self._chunk
+        n = self._fill
+        try:
+            if n < 0:  # appending to a fresh buffer
+                n = len(buf)
+                buf += _MSG_PACK(5, 22 + size, cid, sequence, log_time, publish_time)
+                try:
+                    buf += data
+                except BaseException:
+                    del buf[n:]  # no half record left behind
+                    raise
+                end = n + 31 + size
+            else:  # overwriting a kept buffer; the head is packed into it where it fits
+                end = n + 31 + size
+                if end <= len(buf):
+                    _MSG_PACK_INTO(buf, n, 5, 22 + size, cid, sequence, log_time, publish_time)
+                else:
+                    buf[n:] = _MSG_PACK(5, 22 + size, cid, sequence, log_time, publish_time)
+                buf[n + 31 : end] = data  # the payload's only copy
+                self._fill = end
+        except struct.error as e:  # a value out of range
+            raise WriteError(f"message on channel {cid}: {e} (sequence is u32, times are u64 ns)") from None
+        if size >= _LARGE:
+            self._large = True
         # statistics, chunk times and message indexes all come from these per-channel
         # (log_time, offset) arrays when the chunk is closed
-        buf = self._chunk
         idx = self._chunk_index.get(cid)
         if idx is None:
             idx = self._chunk_index[cid] = array("Q")
         idx.append(log_time)
-        idx.append(len(buf))
-        buf += head
-        buf += data
-        if len(buf) >= self.chunk_size:
+        idx.append(n)
+        if end >= self.chunk_size:
             self._finish_chunk()
 
     def _note_loose(self, cid: int, log_time: int) -> None:
@@ -245,9 +302,11 @@ class McapWriter(Writer):
         self._counts[cid] = self._counts.get(cid, 0) + 1
 
     def _finish_chunk(self) -> None:
-        raw = bytes(self._chunk)
+        fill = self._fill
+        if fill < 0:
+            fill = len(self._chunk)
         index = self._chunk_index
-        if not raw and not index:
+        if not fill and not index:
             return
         st = self.statistics
         n_msgs = 0
@@ -269,12 +328,23 @@ class McapWriter(Writer):
                 st.message_start_time = min(st.message_start_time, start)
                 st.message_end_time = max(st.message_end_time, end)
             st.message_count += n_msgs
-        crc = zlib.crc32(raw) if self.use_crcs else 0
-        packed = _compression.compress(self.compression, raw, self.compression_level)
-        chunk = R.Chunk(start, end, len(raw), crc, self._comp_name, packed)
+        usize = fill
+        cname = self._comp_name_raw
         chunk_offset = self._pos
-        rec = R.encode(chunk)
-        self._emit(rec)
+        # checksummed and compressed straight from the buffer; the record head, then the
+        # compressed bytes as they are (no concatenated copy)
+        with memoryview(self._chunk) as whole, whole[:fill] as raw:
+            crc = zlib.crc32(raw) if self.use_crcs else 0
+            packed = self._compress(raw)
+            rec_len = 9 + 28 + 4 + len(cname) + 8 + len(packed)
+            self._emit(
+                _CHUNK_RECORD_HEAD.pack(Opcode.CHUNK, rec_len - 9, start, end, usize, crc, len(cname))
+                + cname
+                + R.U64.pack(len(packed))
+            )
+            self._emit(packed)
+            packed_size = len(packed)
+            del packed  # for "none" it is a view of the buffer
         mi_start = self._pos
         offsets: dict[int, int] = {}
         if self.use_message_index:
@@ -290,12 +360,17 @@ class McapWriter(Writer):
         if self.use_chunk_index:
             self._chunk_indexes.append(
                 R.ChunkIndex(
-                    start, end, chunk_offset, len(rec), offsets, self._pos - mi_start,
-                    self._comp_name, len(packed), len(raw),
+                    start, end, chunk_offset, rec_len, offsets, self._pos - mi_start,
+                    self._comp_name, packed_size, usize,
                 )  # fmt: skip
             )
         st.chunk_count += 1
-        self._chunk = bytearray()
+        if self._large and len(self._chunk) <= max(4 * self.chunk_size, _KEEP_BUFFER):
+            self._fill = 0  # keep the buffer (not after a huge message: do not hold its memory)
+        else:
+            self._chunk = bytearray()
+            self._fill = -1
+        self._large = False
         self._chunk_index = {}
 
     def add_attachment(
