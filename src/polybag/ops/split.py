@@ -4,8 +4,11 @@ Messages are read in log-time order, so every part covers one time span.  Parts 
 ``<stem>_<NNN><ext>`` (from 000) in ``output_dir`` (default: beside the input).  A part is
 started when the first message that belongs to it arrives; no empty parts are written.
 
-* ``size``: a new part when adding the next message would take the current part's payload
-  bytes past ``size`` (every part holds at least one message).
+* ``size``: a new part when adding the next message would take the current part's estimated
+  size on disk past ``size`` (every part holds at least one message).  The estimate is
+  conservative: payload bytes plus each format's record header and index entry per message,
+  the definitions of every channel used (written twice: in the data and in the summary /
+  index section), chunk records and indexes, and the file's fixed header/footer/summary.
 * ``duration``: part k holds ``start + k*duration <= log_time < start + (k+1)*duration``.
 * ``at``: the sorted times are boundaries; a boundary belongs to the part it starts.
 """
@@ -39,7 +42,52 @@ from polybag.ops._common import (
 )
 from polybag.writer import Writer
 
-PER_MESSAGE_OVERHEAD = 32  # rough record overhead counted by --size
+# Upper bounds of the bytes a writer adds around the payloads (bag, MCAP and ULog writers):
+PART_OVERHEAD = 4096  # magic, file header, footer, summary offsets, statistics, index section heads
+MESSAGE_OVERHEAD = 64  # record header + index entry per message (bag 42+12, MCAP 31+16, ULog 5)
+CHUNK_OVERHEAD = 256  # chunk record header, chunk info / chunk index, compression framing
+CHUNK_CHANNEL_OVERHEAD = 48  # per channel per chunk: message index record / index data head
+CHANNEL_OVERHEAD = 256  # per channel definition copy: record header, field names, md5, ids
+DEFAULT_CHUNK = {"bag": 768 * 1024, "mcap": 1 << 20}
+
+
+class SizeBudget:
+    """A conservative running estimate of one part's size on disk."""
+
+    def __init__(self, fmt: str, chunk_size: int | None) -> None:
+        self.chunk = chunk_size or DEFAULT_CHUNK.get(fmt, 1 << 20)
+        self.chunked = fmt in DEFAULT_CHUNK
+        self.defs = 0
+        self.channels: set[int] = set()
+        self.raw = 0
+        self.messages = 0
+        self.big = 0
+
+    def _definition(self, ch: Any) -> int:
+        s = ch.schema
+        meta = sum(len(k) + len(v) + 8 for k, v in ch.metadata.items())
+        one = len(ch.topic) + meta + CHANNEL_OVERHEAD + (len(s.data) + len(s.name) if s is not None else 0)
+        return 2 * one
+
+    def cost(self, ch: Any, n: int) -> int:
+        """The estimated part size after adding a message of ``n`` bytes on ``ch``."""
+        defs = self.defs + (0 if id(ch) in self.channels else self._definition(ch))
+        nch = len(self.channels) + (0 if id(ch) in self.channels else 1)
+        raw = self.raw + n + MESSAGE_OVERHEAD
+        total = PART_OVERHEAD + defs + raw
+        if self.chunked:
+            chunks = 1 + raw // self.chunk + self.big + (1 if n >= self.chunk else 0)
+            total += chunks * (CHUNK_OVERHEAD + CHUNK_CHANNEL_OVERHEAD * nch)
+        return total
+
+    def add(self, ch: Any, n: int) -> None:
+        if id(ch) not in self.channels:
+            self.defs += self._definition(ch)
+            self.channels.add(id(ch))
+        self.raw += n + MESSAGE_OVERHEAD
+        self.messages += 1
+        if n >= self.chunk:
+            self.big += 1
 
 
 @dataclass
@@ -120,9 +168,12 @@ def split(
         key: Any = None
         first_time: int | None = None
         cache: dict[int, Any] = {}
+        budget_est = SizeBudget(fmt, chunk_size)
+        keep: list[Any] = []  # channels seen, so their id() stays unique
 
         def open_part() -> None:
-            nonlocal writer, cmap, part, cache
+            nonlocal writer, cmap, part, cache, budget_est
+            budget_est = SizeBudget(fmt, chunk_size)
             idx = len(result.parts)
             path = os.path.join(out_dir, f"{base_name}_{idx:03d}{out_ext}")
             if os.path.exists(name) and os.path.exists(path) and os.path.samefile(path, name):
@@ -153,9 +204,7 @@ def split(
                         first_time = t if start is None else min(start, t)
                     n = len(m.data)
                     if size is not None:
-                        new = part is None or (
-                            part.messages > 0 and part.bytes + n + PER_MESSAGE_OVERHEAD > size
-                        )
+                        new = part is None or (part.messages > 0 and budget_est.cost(m.channel, n) > size)
                     else:
                         k = (t - first_time) // dur if dur is not None else bisect.bisect_right(points, t)
                         new = part is None or k != key
@@ -177,7 +226,11 @@ def split(
                         continue
                     writer.write(ent[1], data, t, m.publish_time, m.sequence)
                     part.messages += 1
-                    part.bytes += n + PER_MESSAGE_OVERHEAD
+                    if size is not None:
+                        if id(m.channel) not in budget_est.channels:
+                            keep.append(m.channel)
+                        budget_est.add(m.channel, n)
+                    part.bytes += n
                     if part.start_time is None:
                         part.start_time = t
                     part.end_time = t
