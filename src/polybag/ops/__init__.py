@@ -10,11 +10,13 @@ Each is a function returning a small result object (counts, warnings; ``to_dict(
     ops.recover("cut.mcap", "fixed.mcap")
     ops.sort("in.bag", "sorted.bag")
     ops.du("in.mcap")
+    ops.compress("in.bag", "lz4"); ops.decompress("in.mcap")
     ops.plot("in.mcap", ["/odom.pose.pose.position.x"], "odom.png")
 """
 
 from __future__ import annotations
 
+from polybag.ops.compress import CompressResult, compress, decompress
 from polybag.ops.convert import ConvertResult, convert
 from polybag.ops.du import DuResult, du
 from polybag.ops.filter import FilterResult, filter  # noqa: A004
@@ -25,6 +27,7 @@ from polybag.ops.sort import SortResult, sort
 from polybag.ops.split import SplitResult, split
 
 __all__ = [
+    "CompressResult",
     "ConvertResult",
     "DuResult",
     "FilterResult",
@@ -33,7 +36,9 @@ __all__ = [
     "RecoverResult",
     "SortResult",
     "SplitResult",
+    "compress",
     "convert",
+    "decompress",
     "du",
     "filter",
     "merge",

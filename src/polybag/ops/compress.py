@@ -1,0 +1,200 @@
+"""``compress`` / ``decompress``: rewrite a bag's or MCAP file's chunks with another compression.
+
+Like ``rosbag compress``: in place, the original is kept as ``NAME.orig.EXT`` (unless
+``backup=False``) and the new file is written as ``NAME.EXT.active`` and renamed over the
+original only when complete, so an interruption never loses a file.  With ``output_dir``
+the result goes there and the input is untouched (no backup)::
+
+    from polybag import ops
+    ops.compress("run.bag", "lz4")
+    ops.decompress("run.mcap", output_dir="plain/")
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from polybag.errors import PolybagError
+from polybag.ops._common import OpResult, make_progress
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass
+class CompressResult(OpResult):
+    input: str = ""
+    output: str | None = None
+    format: str = ""
+    compression: str = ""
+    backup: str | None = None
+    skipped: bool = False
+
+
+def backup_path(path: str) -> str:
+    """rosbag's backup name: ``x.bag`` -> ``x.orig.bag``, ``x.bag.active`` -> ``x.bag.orig.active``."""
+    base, ext = os.path.splitext(path)
+    return f"{base}.orig{ext}"
+
+
+def sniff_format(path: str) -> str:
+    from polybag.formats.sniff import SNIFF_BYTES, sniff
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError as e:
+        raise PolybagError(f"{path}: cannot open: {e.strerror or e}") from e
+    fmt = sniff(head)
+    if fmt is None:
+        from polybag.errors import UnknownFormatError
+
+        raise UnknownFormatError("not a bag or MCAP file", path, 0)
+    return fmt
+
+
+def rewrite_file(
+    path: str,
+    produce: Callable[[str], dict[str, Any]],
+    *,
+    output_dir: str | None,
+    backup: bool,
+    force: bool,
+    on_skip: Callable[[str], None] | None = None,
+) -> tuple[str, dict[str, Any]] | None:
+    """Run ``produce(tmp_target)`` and put the result in place safely.
+
+    In place: the original is hard-linked (or copied) to the backup first, then the new
+    file (written by the atomic writer as ``<path>.active``) replaces it.  Returns
+    ``(output path, report)`` or None when skipped because the backup exists (``on_skip``
+    gets the reason; default: printed to stderr).
+    """
+    if output_dir:
+        os.makedirs(output_dir, exist_ok=True)
+        name = os.path.basename(path)
+        if name.endswith(".active"):
+            name = name[: -len(".active")]
+        out = os.path.join(output_dir, name)
+        if os.path.abspath(out) == os.path.abspath(path):
+            raise PolybagError(f"{path}: --output-dir would overwrite the input")
+        return out, produce(out)
+    if os.path.exists(path + ".active"):
+        raise PolybagError(f"{path}: {path}.active exists (a recording or an interrupted run?); move it away first")
+    if backup:
+        bk = backup_path(path)
+        if os.path.exists(bk):
+            if not force:
+                text = f"{path}: backup {bk} exists, skipping (use -f to overwrite it)"
+                if on_skip is None:
+                    print(text, file=sys.stderr)
+                else:
+                    on_skip(text)
+                return None
+            os.unlink(bk)
+        try:
+            os.link(path, bk)
+        except OSError:
+            shutil.copy2(path, bk)
+    # The writer writes <path>.active and renames it over <path> on success.
+    try:
+        report = produce(path)
+    except BaseException:
+        if backup:  # the original is untouched; drop the link we just made
+            try:
+                os.unlink(backup_path(path))
+            except OSError:
+                pass
+        raise
+    return path, report
+
+
+def recompress_mcap(src: str, dst: str, comp: str, progress: Callable[[int], None]) -> dict[str, Any]:
+    import polybag
+
+    n = 0
+    with polybag.open(src) as r:
+        w = polybag.Writer(dst, format="mcap", compression=comp)
+        try:
+            for m in r.messages(order="file"):
+                w.write_message(m)
+                n += 1
+            for a in r.attachments():
+                w.write_attachment(a)
+            for md in r.metadata():
+                w.write_metadata(md)
+        except BaseException:
+            # the writer's unfinished NAME.active is ours (rewrite_file refuses to start
+            # when one exists): drop it, the input is untouched
+            active = dst + ".active"
+            if os.path.exists(active):
+                os.unlink(active)
+            raise
+        w.close()
+    progress(os.path.getsize(src))
+    return {"messages": n, "compression": comp}
+
+
+def compress(
+    path: PathLike,
+    compression: str | None = None,
+    *,
+    output_dir: PathLike | None = None,
+    backup: bool = True,
+    force: bool = False,
+    progress: bool | None = False,
+) -> CompressResult:
+    """Rewrite ``path`` with ``compression`` chunks (bags: none/bz2/lz4, default bz2;
+    MCAP: none/zstd/lz4, default zstd, bz2 meaning zstd)."""
+    p = os.fspath(path)
+    comp = (compression or "bz2").lower()
+    fmt = sniff_format(p)
+    result = CompressResult(input=p, format=fmt)
+    size = os.path.getsize(p)
+    with make_progress(size, os.path.basename(p), progress) as prog:
+        if fmt == "bag":
+            from polybag.formats.bag.records import MAGIC_V20
+            from polybag.formats.bag.reindex import recompress_bag
+
+            with open(p, "rb") as f:
+                if f.read(len(MAGIC_V20)) != MAGIC_V20:
+                    raise PolybagError(f"{p}: only 2.0 bags can be recompressed; use `polybag convert` first")
+            if comp not in ("none", "bz2", "lz4"):
+                raise PolybagError(f"{p}: bag chunks can be none, bz2 or lz4, not {comp}")
+
+            def produce(target: str) -> dict[str, Any]:
+                return recompress_bag(p, target, comp, progress=prog.update)
+        elif fmt == "mcap":
+            mcomp = {"bz2": "zstd"}.get(comp, comp)
+
+            def produce(target: str) -> dict[str, Any]:
+                return recompress_mcap(p, target, mcomp, prog.update)
+        else:
+            raise PolybagError(f"{p}: {fmt} files have no chunk compression to change")
+        out_dir = os.fspath(output_dir) if output_dir is not None else None
+        got = rewrite_file(p, produce, output_dir=out_dir, backup=backup, force=force, on_skip=result.warn)
+    if got is None:
+        result.skipped = True
+        return result
+    out, report = got
+    result.output = out
+    result.messages = int(report.get("messages", 0))
+    result.compression = str(report.get("compression", comp))
+    if out_dir is None and backup:
+        result.backup = backup_path(p)
+    return result
+
+
+def decompress(
+    path: PathLike,
+    *,
+    output_dir: PathLike | None = None,
+    backup: bool = True,
+    force: bool = False,
+    progress: bool | None = False,
+) -> CompressResult:
+    """Rewrite ``path`` with uncompressed chunks (see :func:`compress`)."""
+    return compress(path, "none", output_dir=output_dir, backup=backup, force=force, progress=progress)
