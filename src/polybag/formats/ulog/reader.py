@@ -226,6 +226,17 @@ def _gather(buf: Any, size: int, starts: np.ndarray, dtype: np.dtype) -> np.ndar
     return items[starts]
 
 
+def _multi_id(value: object) -> int:
+    """A multi_id given as an int or as its decimal string (channel metadata holds strings)."""
+    if value is None:
+        return 0
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise TopicNotFoundError(f"multi_id must be an int or a decimal string, not {value!r}")
+
+
 class UlogReader(Reader):
     format = "ulog"
 
@@ -1101,9 +1112,10 @@ class UlogReader(Reader):
                 out[key] = self.topic_columns(s.sub.name, s.sub.multi_id, padding=padding)
         return out
 
-    def records(self, name: str, multi_id: int = 0) -> np.ndarray:
-        """All data of one subscription as a numpy structured array (pyulog's flat fields)."""
-        s = self._subscription(name, multi_id)
+    def records(self, name: str, multi_id: int | str = 0) -> np.ndarray:
+        """All data of one subscription as a numpy structured array (pyulog's flat fields);
+        ``multi_id`` as an int or its decimal string."""
+        s = self._subscription(name, _multi_id(multi_id))
         if s._records is None:
             assert s.type is not None
             dt = s.type.dtype
@@ -1117,7 +1129,7 @@ class UlogReader(Reader):
     def topic_columns(  # type: ignore[override]
         self,
         topic: str,
-        multi_id: int | Sequence[str] | None = 0,
+        multi_id: int | str | Sequence[str] | None = 0,
         fields: Sequence[str] | None = None,
         *,
         padding: bool = False,
@@ -1125,21 +1137,27 @@ class UlogReader(Reader):
     ) -> dict[str, np.ndarray]:
         """One numpy array per flattened field (``timestamp``, ``accel[0]``, ``nested.x``),
         keyed exactly like pyulog's ``data`` dict.  ``_padding`` fields are left out unless
-        ``padding=True``; ``log_time=True`` adds the log time in ns."""
+        ``padding=True``; ``log_time=True`` adds the log time in ns (``timestamp * 1000``).
+
+        ``multi_id`` is the instance as an int or as the string found in
+        ``channel.metadata["multi_id"]`` (``1`` and ``"1"`` are the same instance); a
+        sequence of names in its place is taken as ``fields``."""
         if isinstance(multi_id, (list, tuple)):
             fields, multi_id = multi_id, 0
+        mid = _multi_id(multi_id)
         if topic == LOG_TOPIC and not any(x.sub.name == LOG_TOPIC for x in self._subs):
             cols = self._log_columns()
             names = list(cols)
+            if log_time:
+                cols["log_time"] = np.minimum(cols["timestamp"], np.uint64(_MAX_US)).astype(np.int64) * 1000
         else:
-            arr = self.records(topic, int(multi_id or 0))
-            s = self._subscription(topic, int(multi_id or 0))
+            arr = self.records(topic, mid)
+            s = self._subscription(topic, mid)
             assert s.type is not None
             names = s.type.column_names(padding=padding)
             cols = {n: arr[n] for n in (arr.dtype.names or ())}
             if log_time:
                 cols["log_time"] = self._sub_times(s) * 1000
-                names.append("log_time")
         if fields is not None:
             # a field selects itself and, as a prefix, its elements (``accel`` -> ``accel[0]``)
             chosen: list[str] = []
@@ -1147,8 +1165,10 @@ class UlogReader(Reader):
                 hit = [n for n in cols if n == f or n.startswith(f + "[") or n.startswith(f + ".")]
                 if not hit:
                     raise TopicNotFoundError(f"topic {topic}: no field {f!r}")
-                chosen.extend(h for h in hit if h not in chosen)
+                chosen.extend(h for h in hit if h not in chosen and h != "log_time")
             names = chosen
+        if log_time:
+            names.append("log_time")
         return {n: cols[n] for n in names}
 
     def _log_columns(self) -> dict[str, np.ndarray]:
@@ -1162,28 +1182,22 @@ class UlogReader(Reader):
         }
 
     def to_pandas(  # type: ignore[override]
-        self, topic: str, multi_id: int | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
     ) -> Any:
-        cols = self.topic_columns(topic, multi_id, fields)
-        try:
-            from polybag.codecs.columns import columns_to_pandas
-        except ImportError:
-            import pandas as pd
+        """A ``pandas.DataFrame`` of one subscription indexed by ``log_time`` (int64 ns,
+        ``timestamp * 1000``), like every other format's ``to_pandas``."""
+        from polybag.codecs.columns import columns_to_pandas
 
-            return pd.DataFrame({k: np.ascontiguousarray(v) for k, v in cols.items()})
-        return columns_to_pandas(cols)
+        return columns_to_pandas(self.topic_columns(topic, multi_id, fields, log_time=True))
 
     def to_arrow(  # type: ignore[override]
-        self, topic: str, multi_id: int | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
     ) -> Any:
-        cols = self.topic_columns(topic, multi_id, fields)
-        try:
-            from polybag.codecs.columns import columns_to_arrow
-        except ImportError:
-            import pyarrow as pa
+        """A ``pyarrow.Table`` of one subscription with a ``log_time`` column (int64 ns), like
+        every other format's ``to_arrow``."""
+        from polybag.codecs.columns import columns_to_arrow
 
-            return pa.table({k: np.ascontiguousarray(v) for k, v in cols.items()})
-        return columns_to_arrow(cols)
+        return columns_to_arrow(self.topic_columns(topic, multi_id, fields, log_time=True))
 
     def messages(
         self,
