@@ -51,7 +51,9 @@ def test_multi_id_int_or_str() -> None:
     d = next(d for d in u.data_list if d.multi_id > 0)
     with polybag.open(path) as r:
         ch = next(
-            c for c in r.summary.channels.values() if c.topic == d.name and c.metadata["multi_id"] == str(d.multi_id)
+            c
+            for c in r.summary.channels.values()
+            if c.topic == d.name and c.metadata["multi_id"] == str(d.multi_id)
         )
         assert isinstance(ch.metadata["multi_id"], str)
         by_int = r.topic_columns(d.name, d.multi_id)
