@@ -3,10 +3,20 @@
 ``compute_md5(msg_type, full_definition_text)`` is the md5sum ROS computes for a type from
 its full definition (as stored in bag connections and MCAP ``ros1msg`` schemas).
 ``codec_for_schema(schema, channel)`` is the codec registry entry for ``("ros1", "ros1msg")``.
+
+Files that carry no definition text (bag format V1.1 connections hold only the type name and
+md5sum) are decoded from the known types: the bundled common definitions (std_msgs,
+geometry_msgs, sensor_msgs, nav_msgs, tf2_msgs, rosgraph_msgs, visualization_msgs,
+diagnostic_msgs) plus user folders.  Add folders in code with ``add_msg_folder(folder)``, or
+from the command line with the environment variable ``POLYBAG_MSG_PATH``: folders separated
+by ``os.pathsep`` (``:`` on Linux), each holding ``pkg/msg/Type.msg`` or ``pkg/Type.msg``
+files, e.g. ``POLYBAG_MSG_PATH=~/catkin_ws/src polybag cat old.bag``.  The variable is read
+once, the first time the known types are needed; its folders come before the bundled types.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +45,8 @@ MSGS_DIR = Path(__file__).with_name("msgs")
 
 _bundled: TypeSet | None = None
 _user = TypeSet("ros1")
+_env_read = False
+ENV_MSG_PATH = "POLYBAG_MSG_PATH"
 
 
 def bundled() -> TypeSet:
@@ -48,8 +60,19 @@ def bundled() -> TypeSet:
 
 
 def known_types() -> TypeSet:
-    """User-added definitions first, then the bundled ones."""
+    """User-added definitions first (``POLYBAG_MSG_PATH`` folders too), then the bundled ones."""
+    global _env_read
     _user.fallback = bundled()
+    if not _env_read:
+        _env_read = True
+        for folder in os.environ.get(ENV_MSG_PATH, "").split(os.pathsep):
+            folder = os.path.expanduser(folder.strip())
+            if folder and os.path.isdir(folder):
+                try:
+                    add_folder(_user, folder)
+                except (MsgDefError, OSError, UnicodeDecodeError) as e:
+                    raise UnsupportedError(f"{ENV_MSG_PATH} folder {folder}: {e}") from None
+        _md5_index.clear()
     return _user
 
 
@@ -146,7 +169,14 @@ class Ros1Codec:
         return value
 
     def to_dict(self, data: bytes | memoryview, topic: str | None = None, numpy: bool = False) -> Any:
-        """The message as plain dicts (JSON-ready unless ``numpy``: arrays as numpy)."""
+        """The message as plain nested dicts and lists.
+
+        ``uint8[]``/``char[]`` arrays (fixed or variable) come out as ``bytes`` (as the API
+        promises), ROS times as ``{"sec": s, "nsec": n}``, other arrays as lists, or as numpy
+        arrays when ``numpy`` is true.  So the result is *not* directly ``json.dumps``-able
+        when it holds bytes (or numpy arrays): encode bytes as base64 and arrays with
+        ``.tolist()``, as ``polybag cat --json`` does.
+        """
         mode = "dictnp" if numpy else "dict"
         fn = self._dicts.get(mode)
         if fn is None:
@@ -190,7 +220,8 @@ def codec_for_type(msg_type: str, definition: str | bytes = "", md5sum: str = ""
             if found is None:
                 raise UnsupportedError(
                     f"no definition for {msg_type} (md5sum {md5sum}) in the file or the known types; "
-                    "add its .msg files with polybag.codecs.ros1.add_msg_folder()"
+                    f"add its .msg files with polybag.codecs.ros1.add_msg_folder() or the {ENV_MSG_PATH} "
+                    "environment variable (folders of pkg/msg/*.msg)"
                 )
             name = found
     codec = _codecs[key] = Ros1Codec(ts, name, msg_type or name)
