@@ -119,6 +119,8 @@ def test_ulog_to_ulog_keeps_everything(ulog: Path, tmp_path: Path) -> None:
     a = pyulog.ULog(str(ulog))
     b = pyulog.ULog(str(out))
     assert a.msg_info_dict == b.msg_info_dict
+    assert len(b.message_formats) == len(a.message_formats)  # also formats no topic uses
+    assert b._sync_seq_cnt == a._sync_seq_cnt  # sync messages kept
     assert a.initial_parameters == b.initial_parameters
     assert a.changed_parameters == b.changed_parameters
     assert [(m.timestamp, m.log_level, m.message) for m in a.logged_messages] == [

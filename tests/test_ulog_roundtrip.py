@@ -290,3 +290,43 @@ def test_codec_flat_and_nested_encode() -> None:
     assert obj.n.k == -3 and obj.a[1] == 2.5
     with pytest.raises(polybag.DecodeError):
         t.decode(flat[:5])
+
+
+def _formats(u) -> dict[str, list[tuple[str, int, str]]]:  # type: ignore[no-untyped-def]
+    return {k: list(v.fields) for k, v in u.message_formats.items()}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_copy_keeps_every_format_and_sync(path: Path, tmp_path: Path) -> None:
+    """ULog -> ULog keeps formats no subscription uses and every sync message, in place."""
+    from polybag import ops
+
+    out = tmp_path / "copy.ulg"
+    ops.convert(path, out)
+    a, b = pyulog.ULog(str(path)), pyulog.ULog(str(out))
+    assert _formats(b) == _formats(a)
+    assert len(b.message_formats) == len(a.message_formats)
+    assert b._sync_seq_cnt == a._sync_seq_cnt
+    with polybag.open(path) as r, polybag.open(out) as r2:
+        assert set(r.ulog.formats) == set(a.message_formats)
+        assert r.ulog.sync_count == len(r.ulog.sync_offsets) == a._sync_seq_cnt
+        assert r2.ulog.sync_count == r.ulog.sync_count
+        # each sync follows the same data (the largest timestamp before it is the same)
+        assert r2.ulog.syncs == r.ulog.syncs
+    # the writer alone, from the model: same result
+    out2 = tmp_path / "model.ulg"
+    with polybag.open(path) as r, UlogWriter(out2) as w:
+        w.copy_extras(r.ulog)
+        for m in r.messages(order="file"):
+            w.write_message(m)
+    c = pyulog.ULog(str(out2))
+    assert _formats(c) == _formats(a) and c._sync_seq_cnt == a._sync_seq_cnt
+    # and without them when asked
+    out3 = tmp_path / "bare.ulg"
+    with polybag.open(path) as r, UlogWriter(out3) as w:
+        w.copy_extras(r.ulog, formats=False, syncs=False)
+        for m in r.messages(order="file"):
+            w.write_message(m)
+    d = pyulog.ULog(str(out3))
+    assert d._sync_seq_cnt == 0
+    assert set(d.message_formats) <= set(a.message_formats)

@@ -123,6 +123,7 @@ class UlogData:
     subscriptions: list[rec.Subscription] = field(default_factory=list)
     unsubscriptions: list[tuple[int, int]] = field(default_factory=list)  # (offset, msg_id)
     sync_count: int = 0
+    sync_offsets: list[int] = field(default_factory=list)  # file offset of each sync (S) message
     corruptions: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # damage beyond the first reports (counted only)
@@ -133,6 +134,7 @@ class UlogData:
     _last_timestamp: int | None = field(default=None, repr=False)
     _changed_params: list[tuple[int, str, int | float]] | None = field(default=None, repr=False)
     _dropouts: list[rec.Dropout] | None = field(default=None, repr=False)
+    _syncs: list[int] | None = field(default=None, repr=False)
     _resolve: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def _need(self) -> None:
@@ -156,6 +158,13 @@ class UlogData:
         """(timestamp us, duration ms) of every dropout mark."""
         self._need()
         return self._dropouts if self._dropouts is not None else []
+
+    @property
+    def syncs(self) -> list[int]:
+        """Timestamp (us) of each sync message: the largest data timestamp before it (like
+        dropouts), so a writer can put them back in the same places of the data."""
+        self._need()
+        return self._syncs if self._syncs is not None else []
 
     @property
     def has_default_parameters(self) -> bool:
@@ -270,7 +279,7 @@ class UlogReader(Reader):
         self._summary: Summary | None = None
         self._d_pos_chunks: list[np.ndarray] = []
         self._d_sub_chunks: list[np.ndarray] = []
-        self._pending_ts: list[tuple[str, int, Any]] = []  # ("P"/"O", file offset, payload)
+        self._pending_ts: list[tuple[str, int, Any]] = []  # ("P"/"O"/"S", file offset, payload)
         self._pending_damage: list[tuple[int, str]] = []
         self._times_done = False
         self._u16 = (
@@ -466,6 +475,8 @@ class UlogReader(Reader):
             self._pending_ts.append(("O", pos, duration))
         elif t == rec.SYNC:
             u.sync_count += 1
+            u.sync_offsets.append(pos)
+            self._pending_ts.append(("S", pos, None))
         elif t == rec.LOGGING:
             level, ts, text = rec.unpack_logging(body)
             self._log_entries.append((pos, level, ts, None, text))
@@ -950,8 +961,11 @@ class UlogReader(Reader):
         u._last_timestamp = last
         u._changed_params = []
         u._dropouts = []
+        u._syncs = []
         for kind, q, payload in self._pending_ts:
-            if kind == "P":
+            if kind == "S":
+                u._syncs.append(last_before(q))
+            elif kind == "P":
                 u._changed_params.append((last_before(q), payload[0], payload[1]))
             else:
                 u._dropouts.append(rec.Dropout(last_before(q), payload))

@@ -124,9 +124,24 @@ class UlogWriter(Writer):
         self.default_params[name] = (default_types, value)
         self.compat_flags[0] |= rec.COMPAT_DEFAULT_PARAMETERS
 
-    def copy_extras(self, ulog: Any, *, changed_params: bool = True, dropouts: bool = True) -> None:
-        """Info, multi-info, parameters, defaults (and timed changes, dropouts) of a read log."""
+    def copy_extras(
+        self,
+        ulog: Any,
+        *,
+        changed_params: bool = True,
+        dropouts: bool = True,
+        formats: bool = True,
+        syncs: bool = True,
+    ) -> None:
+        """Info, multi-info, parameters, defaults (and timed changes, dropouts) of a read log;
+        with ``formats`` every format it defines (also those no subscription uses), with
+        ``syncs`` its sync messages, each placed after the data up to its time (see
+        ``UlogData.syncs``), so a ULog -> ULog copy keeps them all."""
         self.start_timestamp = ulog.start_timestamp if self.start_timestamp is None else self.start_timestamp
+        if formats:
+            for fmt in getattr(ulog, "formats", {}).values():
+                if fmt.name not in self.formats:
+                    self.add_format(fmt)
         for k, v in ulog.info.items():
             self.add_info(k, v, ulog.info_types.get(k))
         for k, sets in ulog.info_multiple.items():
@@ -148,6 +163,9 @@ class UlogWriter(Writer):
         if dropouts:
             for d in ulog.dropouts:
                 self.add_dropout(d.duration, d.timestamp)
+        if syncs:
+            for ts in getattr(ulog, "syncs", []):
+                self._timed(rec.pack_sync(), ts)
 
     # --- model interface ------------------------------------------------------------------
     def add_schema(self, name: str, encoding: str, data: bytes) -> Schema:
