@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ops_helpers import CORPORA, rows
@@ -67,3 +68,133 @@ def test_ops_compress_rejects_ulog(tmp_path: Path) -> None:
     ulg = next((CORPORA / "ulog").rglob("*.ulg"))
     with pytest.raises(PolybagError, match="no chunk compression"):
         ops.compress(ulg, output_dir=tmp_path)
+
+
+# --- export: streamed in blocks, same tables as the whole-topic columns ----------------------
+def _reference_csv(cols: dict) -> list[list[str]]:
+    """What the whole-topic export wrote: header + cells (``ops.export.cell``) as csv text."""
+    import csv
+    import io
+
+    from polybag.ops.export import cell
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    names = list(cols)
+    w.writerow(names)
+    n = len(cols["log_time"])
+    for i in range(n):
+        w.writerow([cols[k][i].item() if cols[k].dtype != object and cols[k].ndim == 1 else cell(cols[k][i]) for k in names])
+    return list(csv.reader(io.StringIO(buf.getvalue())))
+
+
+def _read_csv_rows(path: Path) -> list[list[str]]:
+    import csv
+
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh))
+
+
+def _bytes_bag(path: Path, n: int = 40) -> None:
+    """A bag with a ``uint8[]`` field, a string and a variable float array."""
+    import struct
+
+    import polybag
+
+    d = b"uint32 seq\nuint8[] data\nstring name\nfloat64[] vals\n"
+    with polybag.Writer(str(path), compression="none") as w:
+        s = w.add_schema("test_msgs/Blob", "ros1msg", d)
+        c = w.add_channel("/blob", "ros1", s, {"callerid": "/t"})
+        for i in range(n):
+            data = bytes((i * 7 + k) % 256 for k in range(i % 13))
+            name = f"n{i}".encode()
+            vals = [i + 0.5 * k for k in range(i % 4)]
+            payload = (
+                struct.pack("<I", i)
+                + struct.pack("<I", len(data)) + data
+                + struct.pack("<I", len(name)) + name
+                + struct.pack("<I", len(vals)) + struct.pack(f"<{len(vals)}d", *vals)
+            )
+            w.write(c, payload, 1_000_000_000 + i * 1000, 1_000_000_000 + i * 1000, i)
+
+
+@pytest.mark.parametrize("batch", [(1 << 30, 1 << 30), (3000, 1 << 30), (1 << 30, 7)], ids=["whole", "bytes", "count"])
+def test_export_csv_streamed_equals_whole_topic(tmp_path: Path, batch: tuple[int, int]) -> None:
+    import polybag
+
+    src = tmp_path / "b.bag"
+    _bytes_bag(src)
+    for f in (EXAMPLE, src):
+        out = tmp_path / f"out_{f.stem}"
+        res = ops.export(f, out, batch_bytes=batch[0], batch_messages=batch[1])
+        assert res.failed == 0 and res.tables
+        with polybag.open(f) as r:
+            for t in res.tables:
+                want = _reference_csv(dict(r.topic_columns(t.topic)))
+                got = _read_csv_rows(Path(t.path))
+                assert got == want, t.topic
+                assert t.rows == len(want) - 1
+        assert res.messages == sum(t.rows for t in res.tables)
+
+
+def test_export_parquet_streamed_bytes_are_binary(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    import polybag
+
+    src = tmp_path / "b.bag"
+    _bytes_bag(src, 60)
+    res = ops.export(src, tmp_path / "pq", format="parquet", batch_messages=9)
+    assert res.failed == 0
+    table = pq.read_table(res.tables[0].path)
+    assert table.schema.field("data").type == pa.binary()
+    with polybag.open(src) as r:
+        cols = r.topic_columns("/blob")
+    assert table.column("data").to_pylist() == [bytes(x) for x in cols["data"]]
+    assert table.column("log_time").to_pylist() == cols["log_time"].tolist()
+    assert table.column("name").to_pylist() == list(cols["name"])
+    assert table.column("vals").to_pylist() == [list(v) for v in cols["vals"]]
+    # example.bag through parquet, small batches: every value equals the whole-topic columns
+    res = ops.export(EXAMPLE, tmp_path / "ex", format="parquet", batch_bytes=5000)
+    with polybag.open(EXAMPLE) as r:
+        for t in res.tables:
+            got = pq.read_table(t.path)
+            want = r.topic_columns(t.topic)
+            assert got.num_rows == len(want["log_time"]) == t.rows
+            for k, v in want.items():
+                vals = got.column(k).to_pylist()
+                ref = [x.tolist() if isinstance(x, np.ndarray) else x for x in v.tolist()]
+                assert vals == ref, (t.topic, k)
+
+
+def test_export_time_window_and_fields(tmp_path: Path) -> None:
+    import polybag
+
+    with polybag.open(EXAMPLE) as r:
+        full = r.topic_columns("/turtle1/pose", ["x"])
+    t = full["log_time"]
+    lo, hi = int(t[10]), int(t[50])
+    res = ops.export(EXAMPLE, tmp_path, topics="/turtle1/pose", fields=["x"], start=lo, end=hi, batch_messages=4)
+    rows_ = _read_csv_rows(Path(res.tables[0].path))
+    assert rows_[0] == ["log_time", "x"]
+    keep = (t >= lo) & (t < hi)
+    assert [int(x[0]) for x in rows_[1:]] == t[keep].tolist()
+    assert [float(x[1]) for x in rows_[1:]] == full["x"][keep].tolist()
+    bad = ops.export(EXAMPLE, tmp_path / "bad", topics="/turtle1/pose", fields=["nope"])
+    assert bad.failed == 1 and "no field" in bad.warnings[0] and not list((tmp_path / "bad").iterdir())
+
+
+def test_export_and_plot_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from polybag.cli import main
+
+    assert main(["export", str(EXAMPLE), "--topics", "/turtle1/.*", "-o", str(tmp_path / "e"), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["failed"] == 0 and {t["topic"] for t in d["tables"]} == {"/turtle1/cmd_vel", "/turtle1/color_sensor", "/turtle1/pose"}
+    assert all(Path(t["path"]).stat().st_size == t["bytes"] for t in d["tables"])
+    pytest.importorskip("matplotlib")
+    assert main(["plot", str(EXAMPLE), "/turtle1/pose.x", "-o", str(tmp_path / "p.png"), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["series"][0]["points"] > 0 and (tmp_path / "p.png").exists()

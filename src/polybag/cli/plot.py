@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from polybag.ops import plot
 
-    r = plot(args.input, args.fields, args.output, html=args.html, title=args.title)
+    r = plot(args.input, args.fields, args.output, html=args.html, title=args.title, progress=None)
     lines = [f"{r.output}: {len(r.series)} series"] + [
         f"  {s.topic}.{s.field}: {s.points} points" for s in r.series
     ]

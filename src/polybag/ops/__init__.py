@@ -10,6 +10,7 @@ Each is a function returning a small result object (counts, warnings; ``to_dict(
     ops.recover("cut.mcap", "fixed.mcap")
     ops.sort("in.bag", "sorted.bag")
     ops.du("in.mcap")
+    ops.export("in.mcap", "tables/", format="parquet")
     ops.compress("in.bag", "lz4"); ops.decompress("in.mcap")
     ops.plot("in.mcap", ["/odom.pose.pose.position.x"], "odom.png")
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 from polybag.ops.compress import CompressResult, compress, decompress
 from polybag.ops.convert import ConvertResult, convert
 from polybag.ops.du import DuResult, du
+from polybag.ops.export import ExportResult, export
 from polybag.ops.filter import FilterResult, filter  # noqa: A004
 from polybag.ops.merge import MergeResult, merge
 from polybag.ops.plot import PlotResult, plot
@@ -30,6 +32,7 @@ __all__ = [
     "CompressResult",
     "ConvertResult",
     "DuResult",
+    "ExportResult",
     "FilterResult",
     "MergeResult",
     "PlotResult",
@@ -40,6 +43,7 @@ __all__ = [
     "convert",
     "decompress",
     "du",
+    "export",
     "filter",
     "merge",
     "plot",

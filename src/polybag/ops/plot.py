@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polybag.errors import PolybagError, UnsupportedError
-from polybag.ops._common import Input, OpResult, input_name, opened
+from polybag.ops._common import Input, OpResult, input_name, make_progress, opened
 from polybag.reader import Reader
 
 _PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -79,8 +79,8 @@ def _numeric(arr: Any) -> bool:
     return a.ndim == 1 and (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_)
 
 
-def collect(reader: Reader, specs: Sequence[str]) -> list[tuple[str, str, Any, Any]]:
-    """``[(topic, field, t_seconds, values)]`` for every spec."""
+def collect(reader: Reader, specs: Sequence[str], bar: Any = None) -> list[tuple[str, str, Any, Any]]:
+    """``[(topic, field, t_seconds, values)]`` for every spec (``bar.update(n)`` per topic read)."""
     import numpy as np
 
     summary = reader.summary
@@ -91,7 +91,10 @@ def collect(reader: Reader, specs: Sequence[str]) -> list[tuple[str, str, Any, A
         topic, fld = split_spec(spec, topics)
         wanted.setdefault(topic, []).append(fld)
     out = []
+    counts = summary.message_counts or {}
     for topic, fields in wanted.items():
+        if bar is not None:
+            bar.update(sum(int(counts.get(c.id, 0)) for c in summary.channels.values() if c.topic == topic))
         cols = _columns(reader, topic)
         times = None
         if cols is not None:
@@ -140,13 +143,20 @@ def plot(
     *,
     html: bool = False,
     title: str | None = None,
+    progress: bool | None = False,
 ) -> PlotResult:
     """Plot ``fields`` (``TOPIC.FIELD``) of ``src`` to ``output`` (PNG, or HTML with ``html``)."""
     if not fields:
         raise PolybagError("plot needs at least one TOPIC.FIELD")
     result = PlotResult(input=input_name(src), output=os.fspath(output))
     with opened(src) as reader:
-        series = collect(reader, fields)
+        summary = reader.summary
+        topics = sorted({c.topic for c in summary.channels.values()})
+        counts = summary.message_counts or {}
+        chosen = {split_spec(f, topics)[0] for f in fields}
+        total = sum(int(counts.get(c.id, 0)) for c in summary.channels.values() if c.topic in chosen)
+        with make_progress(total, f"plot {os.path.basename(result.input)}", progress) as bar:
+            series = collect(reader, fields, bar)
     title = title or os.path.basename(result.input)
     if html:
         try:

@@ -1,0 +1,415 @@
+"""``export``: each topic as a csv, parquet or jsonl table, streamed with bounded memory.
+
+csv and parquet hold one column per leaf field (``header.stamp`` in ns, ``pose.position.x``,
+``covariance[0]``); variable-length fields are JSON text in csv and list columns in
+parquet; ``uint8[]`` / bytes fields are base64 text in csv and binary in parquet.  jsonl
+writes one decoded message per line (nested, as ``to_dict``)::
+
+    from polybag import ops
+    ops.export("in.mcap", "tables/", format="parquet", topics="/imu.*")
+
+Tables are written block by block: messages are read in batches of about
+``batch_bytes`` payload bytes (or ``batch_messages`` messages), each batch is decoded to
+columns (:func:`polybag.codecs.columns.payload_columns`) and appended to the csv file /
+``pyarrow.parquet.ParquetWriter`` / jsonl file, so memory stays at a few batches whatever
+the topic's size.  ULog tables come from the reader's per-instance record arrays (fixed
+rows, pyulog's column names) and are written in row blocks.
+
+A topic whose channels cannot share one table gets one table per channel group, named
+``topic_<n>``: ULog multi-instance topics one per ``multi_id`` (``sensor_accel_0``,
+``sensor_accel_1``), other formats one per channel id when the channels of a topic have
+different types (channels of one type, e.g. several publishers in a bag, share a table).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from polybag.errors import PolybagError, UnsupportedError
+from polybag.model import Channel
+from polybag.ops._common import Input, OpResult, input_name, make_progress, opened
+
+FORMATS = ("csv", "parquet", "jsonl")
+BATCH_BYTES = 16 << 20
+BATCH_MESSAGES = 65536
+ROW_BLOCK = 65536
+
+
+@dataclass
+class TableResult:
+    topic: str
+    table: str
+    path: str
+    rows: int = 0
+    bytes: int = 0
+    error: str | None = None
+
+
+@dataclass
+class ExportResult(OpResult):
+    input: str = ""
+    output_dir: str = ""
+    format: str = "csv"
+    tables: list[TableResult] = field(default_factory=list)
+    failed: int = 0
+
+
+def table_name(topic: str) -> str:
+    name = topic.strip("/").replace("/", ".")
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return name or "root"
+
+
+class Table:
+    """One output table: a topic, or one group of its channels (``suffix`` names it)."""
+
+    def __init__(self, topic: str, channels: list[Channel], suffix: str | None = None, multi_id: int | None = None) -> None:
+        self.topic = topic
+        self.channels = channels
+        self.suffix = suffix
+        self.multi_id = multi_id
+
+    @property
+    def name(self) -> str:
+        base = table_name(self.topic)
+        return base if self.suffix is None else f"{base}_{self.suffix}"
+
+
+def _codec_key(ch: Channel) -> Any:
+    s = ch.schema
+    return (ch.message_encoding, s.encoding if s else "", s.name if s else "", bytes(s.data) if s else b"")
+
+
+def _int_or_none(mid: Any) -> int | None:
+    try:
+        return int(str(mid)) if mid is not None else None
+    except ValueError:
+        return None
+
+
+def plan_tables(topic: str, channels: list[Channel]) -> list[Table]:
+    """The tables of one topic: one, or one per ULog instance / per channel of another type."""
+    mids = {c.metadata.get("multi_id") for c in channels}
+    if len(channels) > 1 and None not in mids and len(mids) > 1:
+        out = []
+        for mid in sorted(mids, key=lambda m: (len(str(m)), str(m))):
+            group = [c for c in channels if c.metadata.get("multi_id") == mid]
+            out.append(Table(topic, group, str(mid), _int_or_none(mid)))
+        return out
+    if len({_codec_key(c) for c in channels}) > 1:
+        return [Table(topic, [c], str(c.id)) for c in sorted(channels, key=lambda c: c.id)]
+    mid = next(iter(mids)) if len(mids) == 1 else None
+    return [Table(topic, channels, None, _int_or_none(mid))]
+
+
+# --- cells -----------------------------------------------------------------------------------
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(o)).decode("ascii")
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    to_dict = getattr(o, "to_dict", None)
+    if to_dict is not None:
+        return to_dict()
+    return str(o)
+
+
+def cell(v: Any) -> Any:
+    """A csv cell: bytes as base64, arrays/lists/dicts as JSON text, numpy scalars as Python."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(v, np.ndarray):
+        return json.dumps(v.tolist())
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(v, default=_json_default)
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+# --- sinks -----------------------------------------------------------------------------------
+class _CsvSink:
+    def __init__(self, path: Path) -> None:
+        self.fh = path.open("w", newline="", encoding="utf-8")
+        self.w = csv.writer(self.fh)
+        self.names: list[str] | None = None
+        self.rows = 0
+        self.late: set[str] = set()
+
+    def write(self, cols: dict[str, np.ndarray], n: int) -> None:
+        if self.names is None:
+            self.names = list(cols)
+            self.w.writerow(self.names)
+        self.late.update(k for k in cols if k not in self.names)
+        empty = np.full(n, "", dtype=object)
+        block = [cols.get(k, empty) for k in self.names]
+        plain = [c.dtype != object and c.ndim == 1 for c in block]
+        lists = [c.tolist() if p else c for c, p in zip(block, plain)]
+        w = self.w
+        for i in range(n):
+            w.writerow([col[i] if p else cell(col[i]) for col, p in zip(lists, plain)])
+        self.rows += n
+
+    def close(self) -> None:
+        if self.names is None:  # no rows: a header-only file is still a table
+            self.fh.write("log_time\r\n")
+        self.fh.close()
+
+
+def _arrow_column(col: np.ndarray) -> Any:
+    import pyarrow as pa
+
+    if col.dtype == object:
+        vals = [x.tolist() if isinstance(x, np.ndarray) and x.dtype != np.uint8 else x for x in col]
+        vals = [bytes(x) if isinstance(x, (bytearray, memoryview)) else x for x in vals]
+        vals = [x.tobytes() if isinstance(x, np.ndarray) else x for x in vals]
+        return pa.array(vals)
+    if col.ndim > 1:
+        return pa.array(list(col))
+    return pa.array(col)
+
+
+class _ParquetSink:
+    def __init__(self, path: Path) -> None:
+        try:
+            import pyarrow  # noqa: F401
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise UnsupportedError("parquet export needs pyarrow: pip install 'polybag[arrow]'") from None
+        self.path = path
+        self.writer: Any = None
+        self.schema: Any = None
+        self.rows = 0
+
+    def write(self, cols: dict[str, np.ndarray], n: int) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        arrays = {re.sub(r"\s+", "_", k): _arrow_column(v) for k, v in cols.items()}
+        table = pa.table(arrays)
+        if self.writer is None:
+            # a column all null in the first block gets its type from a later block: keep it
+            # null-typed only if it never learns one (parquet needs one schema up front)
+            self.schema = table.schema
+            self.writer = pq.ParquetWriter(str(self.path), self.schema)
+        elif table.schema != self.schema:
+            try:
+                table = _conform(table, self.schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError, ValueError) as e:
+                raise PolybagError(f"{self.path.name}: a later block has other column types: {e}") from None
+        self.writer.write_table(table)
+        self.rows += n
+
+    def close(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            pq.write_table(pa.table({"log_time": pa.array([], pa.int64())}), str(self.path))
+        else:
+            self.writer.close()
+
+
+def _conform(table: Any, schema: Any) -> Any:
+    import pyarrow as pa
+
+    cols = []
+    for f in schema:
+        if f.name in table.column_names:
+            c = table.column(f.name)
+            cols.append(c if c.type == f.type else c.cast(f.type))
+        else:
+            cols.append(pa.nulls(table.num_rows, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+# --- column blocks -----------------------------------------------------------------------------
+def _mask(cols: dict[str, np.ndarray], start: int | None, end: int | None) -> dict[str, np.ndarray]:
+    if start is None and end is None:
+        return cols
+    t = cols["log_time"]
+    keep = np.ones(len(t), dtype=bool)
+    if start is not None:
+        keep &= t >= start
+    if end is not None:
+        keep &= t < end
+    return {k: v[keep] for k, v in cols.items()}
+
+
+def _ulog_blocks(
+    r: Any, t: Table, fields: Sequence[str] | None, start: int | None, end: int | None
+) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    timed = start is not None or end is not None
+    cols = dict(r.topic_columns(t.topic, t.multi_id or 0, fields, log_time=timed))
+    cols = _mask(cols, start, end)
+    n = len(next(iter(cols.values()))) if cols else 0
+    if n == 0:
+        yield cols, 0
+    for a in range(0, n, ROW_BLOCK):
+        b = min(n, a + ROW_BLOCK)
+        yield {k: v[a:b] for k, v in cols.items()}, b - a
+
+
+def _message_blocks(
+    r: Any,
+    t: Table,
+    fields: Sequence[str] | None,
+    start: int | None,
+    end: int | None,
+    batch_bytes: int,
+    batch_messages: int,
+) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    from polybag.codecs import codec_for
+    from polybag.codecs.columns import payload_columns
+
+    codec = codec_for(t.channels[0])
+    ids = {c.id for c in t.channels}
+    times: list[int] = []
+    datas: list[Any] = []
+    size = 0
+    seen_fields = fields is None
+    yielded = False
+
+    def flush() -> dict[str, np.ndarray]:
+        nonlocal seen_fields
+        cols = payload_columns(codec, datas, fields, topic=t.topic)
+        if not seen_fields and fields and datas:
+            names = list(cols)
+            for f in fields:
+                if not any(c == f or c.startswith(f + ".") or c.startswith(f + "[") for c in names):
+                    raise PolybagError(f"no field {f!r}; fields: {', '.join(names) or '(none)'}")
+            seen_fields = True
+        return {"log_time": np.array(times, dtype=np.int64), **cols}
+
+    for m in r.messages(topics=[t.topic], start=start, end=end):
+        if m.channel.id not in ids:
+            continue
+        times.append(m.log_time)
+        datas.append(m.data)
+        size += len(m.data)
+        if size >= batch_bytes or len(datas) >= batch_messages:
+            n = len(datas)
+            cols = flush()
+            times, datas, size = [], [], 0
+            yielded = True
+            yield cols, n
+    if datas or not yielded:
+        yield flush(), len(datas)
+
+
+def _jsonl(r: Any, t: Table, path: Path, start: int | None, end: int | None, bar: Any) -> int:
+    ids = {c.id for c in t.channels}
+    rows = 0
+    with path.open("w", encoding="utf-8") as fh:
+        for m in r.messages(topics=[t.topic], start=start, end=end):
+            if m.channel.id not in ids:
+                continue
+            rec = {"log_time": m.log_time, "publish_time": m.publish_time, "message": m.to_dict()}
+            fh.write(json.dumps(rec, default=_json_default, ensure_ascii=False) + "\n")
+            rows += 1
+            if rows % 1024 == 0:
+                bar.update(1024)
+    bar.update(rows % 1024)
+    return rows
+
+
+def _time(value: int | str | None, base: int | None) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    from polybag.cli._common import parse_time
+
+    return parse_time(str(value), base)
+
+
+def export(
+    src: Input,
+    output_dir: str | os.PathLike[str],
+    *,
+    format: str = "csv",  # noqa: A002
+    topics: str | Sequence[str] | None = None,
+    fields: Sequence[str] | None = None,
+    start: int | str | None = None,
+    end: int | str | None = None,
+    batch_bytes: int = BATCH_BYTES,
+    batch_messages: int = BATCH_MESSAGES,
+    progress: bool | None = False,
+) -> ExportResult:
+    """Write one table per topic (or channel group) of ``src`` into ``output_dir``.
+
+    ``topics``: a regular expression matched against whole topic names, or a list of
+    names (default: all).  A table that fails (undecodable data) is removed, counted in
+    ``failed`` and named in ``warnings``; the others are still written.
+    """
+    if format not in FORMATS:
+        raise PolybagError(f"export format must be one of {', '.join(FORMATS)}, not {format!r}")
+    out = Path(output_dir)
+    result = ExportResult(input=input_name(src), output_dir=str(out), format=format)
+    with opened(src) as r:
+        summary = r.summary
+        t_start = _time(start, summary.start_time)
+        t_end = _time(end, summary.start_time)
+        names = sorted(summary.topics())
+        if isinstance(topics, str):
+            rx = re.compile(topics)
+            names = [t for t in names if rx.fullmatch(t)]
+        elif topics is not None:
+            wanted = set(topics)
+            names = [t for t in names if t in wanted]
+        if not names:
+            raise PolybagError(f"no topic matches {topics!r}")
+        out.mkdir(parents=True, exist_ok=True)
+        by_topic: dict[str, list[Channel]] = {}
+        for ch in summary.channels.values():
+            by_topic.setdefault(ch.topic, []).append(ch)
+        counts = summary.message_counts or {}
+        total = sum(int(counts.get(c.id, 0)) for t in names for c in by_topic.get(t, []))
+        is_ulog = getattr(r, "format", "") == "ulog"
+        with make_progress(total, f"export {os.path.basename(result.input)}", progress) as bar:
+            for topic in names:
+                for table in plan_tables(topic, by_topic.get(topic, [])):
+                    path = out / f"{table.name}.{format}"
+                    tr = TableResult(topic=topic, table=table.name, path=str(path))
+                    result.tables.append(tr)
+                    try:
+                        if format == "jsonl":
+                            tr.rows = _jsonl(r, table, path, t_start, t_end, bar)
+                        else:
+                            sink: Any = _CsvSink(path) if format == "csv" else _ParquetSink(path)
+                            try:
+                                if is_ulog and table.multi_id is not None:
+                                    blocks = _ulog_blocks(r, table, fields, t_start, t_end)
+                                else:
+                                    blocks = _message_blocks(
+                                        r, table, fields, t_start, t_end, batch_bytes, batch_messages
+                                    )
+                                for cols, n in blocks:
+                                    sink.write(cols, n)
+                                    bar.update(n)
+                            finally:
+                                sink.close()
+                            tr.rows = sink.rows
+                            late = getattr(sink, "late", None)
+                            if late:
+                                result.warn(f"{table.name}: columns first seen after the first block left out: {', '.join(sorted(late))}")
+                    except PolybagError as e:
+                        result.failed += 1
+                        label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
+                        tr.error = str(e)
+                        result.warn(f"{label}: {e}")
+                        path.unlink(missing_ok=True)
+                        continue
+                    tr.bytes = path.stat().st_size
+                    result.messages += tr.rows
+    return result
