@@ -183,7 +183,7 @@ def _fixed_layout(
     size = int(sizes[0])
     if size == 0 or not bool((sizes == size).all()) or int(starts[0]) != 0 or len(blob) < n * size:
         return None
-    if n > 1 and not bool((np.diff(starts) == size).all()):
+    if n > 1 and not np.array_equal(starts, np.arange(0, n * size, size, dtype=np.int64)):
         return None
     mat = blob[: n * size].reshape(n, size)
     first = mat[0].tobytes()
@@ -224,9 +224,10 @@ def _fixed_layout(
         elif kind == "time":
             sec_dt = "<u4" if prim == "time" else "<i4"
             nsec_dt = "<i4" if prim == "duration" else "<u4"
-            sec = np.ndarray((n,), sec_dt, mat, off, (size,)).astype(np.int64)
-            nsec = np.ndarray((n,), nsec_dt, mat, off + 4, (size,)).astype(np.int64)
-            out[name] = sec * 1_000_000_000 + nsec
+            # written straight into the output column: no n-sized temporaries
+            col = out[name] = np.empty(n, np.int64)
+            np.multiply(np.ndarray((n,), sec_dt, mat, off, (size,)), 1_000_000_000, out=col, dtype=np.int64)
+            col += np.ndarray((n,), nsec_dt, mat, off + 4, (size,))
         else:  # a string of ``count`` bytes after its length at ``off``, in every message
             col = np.empty(n, dtype=object)
             if count == 0:
