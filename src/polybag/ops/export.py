@@ -37,10 +37,10 @@ import numpy as np
 
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel
-from polybag.ops._common import Input, OpResult, input_name, make_progress, opened
+from polybag.ops._common import Input, OpResult, _page_releaser, input_name, make_progress, opened
 
 FORMATS = ("csv", "parquet", "jsonl")
-BATCH_BYTES = 16 << 20
+BATCH_BYTES = 8 << 20
 BATCH_MESSAGES = 65536
 ROW_BLOCK = 65536
 
@@ -309,9 +309,10 @@ def _message_blocks(
         yield flush(), len(datas)
 
 
-def _jsonl(r: Any, t: Table, path: Path, start: int | None, end: int | None, bar: Any) -> int:
+def _jsonl(r: Any, t: Table, path: Path, start: int | None, end: int | None, bar: Any, release: Any) -> int:
     ids = {c.id for c in t.channels}
     rows = 0
+    budget = BATCH_BYTES
     with path.open("w", encoding="utf-8") as fh:
         for m in r.messages(topics=[t.topic], start=start, end=end):
             if m.channel.id not in ids:
@@ -319,6 +320,10 @@ def _jsonl(r: Any, t: Table, path: Path, start: int | None, end: int | None, bar
             rec = {"log_time": m.log_time, "publish_time": m.publish_time, "message": m.to_dict()}
             fh.write(json.dumps(rec, default=_json_default, ensure_ascii=False) + "\n")
             rows += 1
+            budget -= len(m.data)
+            if budget < 0 and release is not None:
+                release()
+                budget = BATCH_BYTES
             if rows % 1024 == 0:
                 bar.update(1024)
     bar.update(rows % 1024)
@@ -376,6 +381,7 @@ def export(
         counts = summary.message_counts or {}
         total = sum(int(counts.get(c.id, 0)) for t in names for c in by_topic.get(t, []))
         is_ulog = getattr(r, "format", "") == "ulog"
+        release = _page_releaser(r.source)  # drop the input's mapped pages already exported
         with make_progress(total, f"export {os.path.basename(result.input)}", progress) as bar:
             for topic in names:
                 for table in plan_tables(topic, by_topic.get(topic, [])):
@@ -384,7 +390,7 @@ def export(
                     result.tables.append(tr)
                     try:
                         if format == "jsonl":
-                            tr.rows = _jsonl(r, table, path, t_start, t_end, bar)
+                            tr.rows = _jsonl(r, table, path, t_start, t_end, bar, release)
                         else:
                             sink: Any = _CsvSink(path) if format == "csv" else _ParquetSink(path)
                             try:
@@ -397,6 +403,9 @@ def export(
                                 for cols, n in blocks:
                                     sink.write(cols, n)
                                     bar.update(n)
+                                    del cols
+                                    if release is not None:
+                                        release()
                             finally:
                                 sink.close()
                             tr.rows = sink.rows
