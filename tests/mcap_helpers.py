@@ -33,21 +33,28 @@ class Pipe(io.RawIOBase):
 
 TOPICS = ["/a", "/b/c", "/d"]
 
+# (name, encoding, data) of each schema, and (topic, index into the schemas or None,
+# message_encoding, metadata) of each channel: the default is the three channels above
+SchemaSpec = tuple[str, str, bytes]
+ChannelSpec = tuple[str, "int | None", str, dict[str, str]]
+DEFAULT_SCHEMAS: list[SchemaSpec] = [("pkg/A", "jsonschema", b'{"type": "object"}'), ("pkg/B", "ros1msg", b"int32 x\n")]
+DEFAULT_CHANNELS: list[ChannelSpec] = [("/a", 0, "json", {"k": "v"}), ("/b/c", 1, "ros1", {}), ("/d", None, "raw", {})]
+
 
 def write_file(
     target: str | Path | io.BytesIO,
     rows: Iterable[Row],
     attachments: Iterable[tuple[str, str, bytes, int, int]] = (),
     metadata: Iterable[tuple[str, dict[str, str]]] = (),
+    schemas: list[SchemaSpec] | None = None,
+    channels: list[ChannelSpec] | None = None,
     **options: Any,
 ) -> None:
     w = McapWriter(target, **options)
-    s1 = w.add_schema("pkg/A", "jsonschema", b'{"type": "object"}')
-    s2 = w.add_schema("pkg/B", "ros1msg", b"int32 x\n")
+    sch = [w.add_schema(*s) for s in (DEFAULT_SCHEMAS if schemas is None else schemas)]
     chans = {
-        "/a": w.add_channel("/a", "json", s1, {"k": "v"}),
-        "/b/c": w.add_channel("/b/c", "ros1", s2),
-        "/d": w.add_channel("/d", "raw", None),
+        topic: w.add_channel(topic, enc, None if si is None else sch[si], md)
+        for topic, si, enc, md in (DEFAULT_CHANNELS if channels is None else channels)
     }
     for topic, lt, pt, seq, data in rows:
         w.write(chans[topic], data, log_time=lt, publish_time=pt, sequence=seq)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -52,10 +53,6 @@ def test_check_every_corpus_bag_passes(capsys):
 
 
 def test_check_reports_md5_mismatch(tmp_path, capsys):
-    try:
-        from polybag.codecs.ros1 import compute_md5  # noqa: F401
-    except Exception:
-        pytest.skip("polybag.codecs.ros1.compute_md5 not available yet")
     p = tmp_path / "md5.bag"
     with BagWriter(p) as w:
         s = w.add_schema("std_msgs/String", "ros1msg", b"string data\n")
@@ -63,20 +60,20 @@ def test_check_reports_md5_mismatch(tmp_path, capsys):
         w.write(ch, b"\x00\x00\x00\x00", 1)
     assert main(["check", str(p)]) == 1
     assert "does not match" in capsys.readouterr().out
+    assert main(["check", "--json", str(p)]) == 1
+    (res,) = json.loads(capsys.readouterr().out)
+    (prob,) = [q for q in res["problems"] if "md5sum" in q["message"]]
+    assert set(prob) == {"message", "offset"} and "connection 0 (/a)" in prob["message"]
 
 
 def test_check_mcap_runs_the_reader(capsys):
     files = sorted((CORPORA / "mcap-samples").rglob("*.mcap"))
-    if not files:
-        pytest.skip("no MCAP samples")
-    try:
-        with polybag.open(files[0]) as r:
-            assert r.summary is not None
-    except Exception as e:  # the MCAP reader is another engineer's work in progress
-        pytest.skip(f"MCAP reader not usable yet: {e}")
+    assert files, "the corpus has MCAP samples"
+    with polybag.open(files[0]) as r:
+        assert r.summary is not None
     rc = main(["check", str(files[0])])
     out = capsys.readouterr().out
-    assert (rc == 0) == ("OK" in out)
+    assert rc == 0 and "OK" in out
 
 
 @pytest.mark.parametrize("target", ["lz4", "bz2"])
@@ -172,12 +169,8 @@ def test_reindex_refuses_old_versions(tmp_path, capsys):
 
 def test_compress_mcap_via_writer(tmp_path):
     src = CORPORA / "mcap-samples/lichtblick/example.mcap"
-    try:
-        with polybag.open(src) as r:
-            want = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages()]
-        polybag.Writer(tmp_path / "probe.mcap").close()
-    except Exception as e:  # the MCAP reader/writer belong to another engineer
-        pytest.skip(f"MCAP reader/writer not usable: {e}")
+    with polybag.open(src) as r:
+        want = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages()]
     p = tmp_path / "ex.mcap"
     shutil.copy(src, p)
     p.chmod(0o644)
@@ -215,11 +208,8 @@ def test_check_reports_damaged_index_data(tmp_path, capsys):
 
 @pytest.mark.parametrize("version", ["1.2", "1.1"])
 def test_convert_old_bag_to_v20(tmp_path, version):
-    import polybag.cli as cli
     from test_bag_old_versions import build_v11, build_v12, expected
 
-    if "convert" not in cli.build_parser()._subparsers._group_actions[0].choices:  # type: ignore[union-attr]
-        pytest.skip("no convert command yet")
     old = tmp_path / "old.bag"
     old.write_bytes(build_v12(with_index=True) if version == "1.2" else build_v11(b"#ROSRECORD V1.1\n"))
     new = tmp_path / "new.bag"

@@ -44,6 +44,10 @@ class ChecksumError(FormatError):
     """A stored CRC does not match the bytes it covers."""
 
 
+class UsageError(PolybagError, ValueError):
+    """A bad argument from the caller (an invalid topic regex, a time that is not a time)."""
+
+
 class UnsupportedError(PolybagError):
     """Valid input that polybag cannot handle (an unknown compression, a future version...)."""
 

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from polybag.errors import UsageError
 from polybag.model import Attachment, Channel, Message, Metadata, Summary
 from polybag.source import MappedSource, Source
 
@@ -122,7 +123,10 @@ def topic_filter(topics: TopicSelector, channels: Iterable[Channel]) -> set[int]
     if topics is None:
         return None
     if isinstance(topics, str):
-        rx = re.compile(topics)
+        try:
+            rx = re.compile(topics)
+        except re.error as e:
+            raise UsageError(f"not a valid topic regular expression {topics!r}: {e}") from None
         return {c.id for c in channels if rx.fullmatch(c.topic)}
     wanted = set(topics)
     return {c.id for c in channels if c.topic in wanted}

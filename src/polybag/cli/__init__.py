@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from polybag import __version__
-from polybag.errors import PolybagError
+from polybag.errors import PolybagError, UsageError
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -53,6 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return int(func(args) or 0)
+    except UsageError as e:
+        parser.print_usage(sys.stderr)
+        print(f"polybag {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except PolybagError as e:
         print(f"polybag {args.command}: error: {e}", file=sys.stderr)
         return EXIT_INPUT
@@ -65,6 +69,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout = None  # type: ignore[assignment]
         finally:
             return EXIT_OK  # noqa: B012
+    except OSError as e:
+        # a file that cannot be opened, read or written: one line, no traceback
+        print(f"polybag {args.command}: error: {_os_error_text(e)}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+def _os_error_text(e: OSError) -> str:
+    what = e.strerror or str(e) or type(e).__name__
+    names = [str(n) for n in (e.filename, e.filename2) if n is not None]
+    return f"{' -> '.join(names)}: {what}" if names else what
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from polybag.errors import PolybagError
+from polybag.errors import UsageError
 
 
 def parse_time(text: str, base: int | None = None) -> int:
@@ -27,10 +27,10 @@ def parse_time(text: str, base: int | None = None) -> int:
         else:
             ns = int(t)
     except ValueError:
-        raise PolybagError(f"not a time: {text!r} (nanoseconds, or seconds with '.' or 's')") from None
+        raise UsageError(f"not a time: {text!r} (nanoseconds, or seconds with '.' or 's')") from None
     if rel:
         if base is None:
-            raise PolybagError(f"relative time {text!r} needs a log start time")
+            raise UsageError(f"relative time {text!r} needs a log start time")
         ns += base
     return ns
 

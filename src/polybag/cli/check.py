@@ -8,6 +8,7 @@ and ULog files are read completely and every error is reported.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -37,6 +38,8 @@ def _run(args: argparse.Namespace) -> int:
         results.append(res)
         if res["problems"]:
             worst = 1
+    for res in results:
+        res["problems"] = [_problem(p) for p in res["problems"]]
     if args.json:
         print_json(results)
         return worst
@@ -44,12 +47,24 @@ def _run(args: argparse.Namespace) -> int:
         status = "OK" if not res["problems"] else f"{len(res['problems'])} problem(s)"
         print(f"{res['path']}: {status}, {res['messages']} messages read")
         for p in res["problems"]:
-            print(f"  problem: {p}")
+            print(f"  problem: {p['message']}")
         if args.verbose:
             for n in res["notes"]:
                 print(f"  note: {n}")
     sys.stdout.flush()
     return worst
+
+
+_OFFSET = re.compile(r"\boffset (\d+)")
+
+
+def _problem(p: Any) -> dict[str, Any]:
+    """``{"message", "offset"}``: checks give dicts or strings naming ``offset N``."""
+    if isinstance(p, dict):
+        return {"message": str(p.get("message", "")), "offset": p.get("offset")}
+    text = str(p)
+    m = _OFFSET.search(text) or re.search(r"\bat (\d+)\b", text)
+    return {"message": text, "offset": int(m.group(1)) if m else None}
 
 
 def register(sub: Any) -> None:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from polybag.errors import PolybagError
+from polybag.errors import PolybagError, UsageError
 from polybag.ops.compress import backup_path, recompress_mcap, rewrite_file, sniff_format
 
 __all__ = ["add_common", "backup_path", "recompress_mcap", "register", "rewrite_file", "run_many", "sniff_format"]
@@ -22,6 +22,9 @@ EXIT_OK, EXIT_PROBLEM = 0, 1
 def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
     from polybag.ops.compress import compress
 
+    if comp == "bz2" and getattr(args, "comp", None) == "bz2" and sniff_format(path) == "mcap":
+        # asked for explicitly: MCAP has no bz2 chunks, and silently writing zstd would hide that
+        raise UsageError(f"{path}: MCAP chunks can be none, zstd or lz4, not bz2 (use --zstd or --lz4)")
     res = compress(
         path,
         comp,
@@ -44,6 +47,9 @@ def run_many(args: argparse.Namespace, comp: str) -> int:
     for path in args.files:
         try:
             worst = max(worst, _compress_one(path, comp, args))
+        except UsageError as e:
+            print(f"polybag {args.command}: error: {e}", file=sys.stderr)
+            worst = max(worst, 2)
         except PolybagError as e:
             print(f"polybag {args.command}: error: {e}", file=sys.stderr)
             worst = max(worst, 3)

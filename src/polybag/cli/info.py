@@ -42,9 +42,10 @@ def info_dict(reader: Reader) -> dict[str, Any]:
     s = reader.summary
     dur = s.duration
     secs = dur / 1e9
+    unknown = s.extras.get("message_counts") == "unknown"  # the file's counts cannot be trusted
     channels = []
     for cid, ch in sorted(s.channels.items()):
-        n = s.message_counts.get(cid, 0)
+        n: int | None = None if unknown else s.message_counts.get(cid, 0)
         channels.append(
             {
                 "id": cid,
@@ -53,7 +54,7 @@ def info_dict(reader: Reader) -> dict[str, Any]:
                 "message_encoding": ch.message_encoding,
                 "schema_id": ch.schema.id if ch.schema is not None else 0,
                 "message_count": n,
-                "frequency_hz": (n / secs) if secs > 0 and n > 1 else None,
+                "frequency_hz": (n / secs) if secs > 0 and n is not None and n > 1 else None,
             }
         )
     comp: dict[str, int] = {}
@@ -67,7 +68,7 @@ def info_dict(reader: Reader) -> dict[str, Any]:
         "library": s.library,
         "file_size": s.file_size,
         "indexed": s.indexed,
-        "message_count": s.message_count,
+        "message_count": None if unknown else s.message_count,
         "start_time": s.start_time,
         "end_time": s.end_time,
         "duration_ns": dur,
@@ -111,7 +112,7 @@ def render(d: dict[str, Any]) -> str:
     kv("size", format_size(d["file_size"]))
     if not d["indexed"]:
         kv("index", "none (summary from a scan of the data)")
-    kv("messages", d["message_count"])
+    kv("messages", "unknown" if d["message_count"] is None else d["message_count"])
     kv("duration", format_duration(d["duration_ns"]))
     kv("start", format_ns(d["start_time"]))
     kv("end", format_ns(d["end_time"]))
@@ -128,7 +129,7 @@ def render(d: dict[str, Any]) -> str:
         for c in d["channels"]:
             hz = f"{c['frequency_hz']:.2f} Hz" if c["frequency_hz"] else "-"
             rows.append(
-                [f"  ({c['id']})", c["topic"], f"{c['message_count']} msgs", hz, f": {c['type'] or '-'}", f"[{c['message_encoding']}]"]
+                [f"  ({c['id']})", c["topic"], f"{'?' if c['message_count'] is None else c['message_count']} msgs", hz, f": {c['type'] or '-'}", f"[{c['message_encoding']}]"]
             )
         lines.extend(_table(rows))
     if d["schemas"]:

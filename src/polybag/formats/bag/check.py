@@ -2,28 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from polybag.codecs.ros1 import compute_md5
 from polybag.errors import PolybagError
+from polybag.model import Channel
 from polybag.source import MappedSource
 
 from .reader import open_bag
 from .reader_v2 import BagV2Reader, parse_chunk_records
 
 
-def _compute_md5() -> Any:
-    try:
-        from polybag.codecs.ros1 import compute_md5  # type: ignore[attr-defined]
-    except Exception:
-        return None
-    return compute_md5
+def md5_problems(path: str, channels: Iterable[Channel], kind: str = "channel") -> list[dict[str, Any]]:
+    """md5sum mismatches of ``ros1`` channels (bag connections, MCAP ros1 channels).
+
+    Each problem is ``{"message": ..., "offset": ...}``: the offset of the channel's
+    record when the channel object carries one (a ``record_offset`` attribute), else
+    ``None``; the message always names the channel id and topic.
+    """
+    out: list[dict[str, Any]] = []
+    for ch in channels:
+        if ch.message_encoding != "ros1" or ch.schema is None or not ch.schema.data:
+            continue
+        want = str(ch.metadata.get("md5sum", ""))
+        if want in ("", "*"):
+            continue
+        off = getattr(ch, "record_offset", None)
+        where = f"{kind} {ch.id} ({ch.topic})"
+        try:
+            got = compute_md5(ch.type_name, bytes(ch.schema.data).decode("utf-8", "replace"))
+        except Exception as e:  # a definition the codec cannot parse
+            out.append({"message": f"{path}: {where}: definition of {ch.type_name} does not parse: {e}", "offset": off})
+            continue
+        if got != want:
+            out.append(
+                {
+                    "message": f"{path}: {where}: md5sum {want} does not match the definition "
+                    f"of {ch.type_name} (computes to {got})",
+                    "offset": off,
+                }
+            )
+    return out
 
 
 def check_bag(path: str) -> dict[str, Any]:
     """``{"problems": [...], "notes": [...], "messages": n, "version": v}``; problems name offsets."""
-    problems: list[str] = []
+    problems: list[Any] = []
     notes: list[str] = []
     src = MappedSource.from_path(path)
     try:
@@ -50,26 +77,7 @@ def check_bag(path: str) -> dict[str, Any]:
                 for topic, (want, got) in mism.items():
                     problems.append(f"{path}: index data says {want} messages on {topic}, the file holds {got}")
             notes.append(f"bag version {r.version}: no chunks or index to cross-check beyond the records")
-        md5 = _compute_md5()
-        if md5 is not None:
-            for ch in s.channels.values():
-                if ch.schema is None or not ch.schema.data:
-                    continue
-                want = str(ch.metadata.get("md5sum", ""))
-                if want in ("", "*"):
-                    continue
-                try:
-                    got = md5(ch.type_name, bytes(ch.schema.data).decode("utf-8", "replace"))
-                except Exception as e:  # a definition the codec cannot parse
-                    problems.append(f"{path}: connection {ch.id} ({ch.topic}): definition of {ch.type_name} does not parse: {e}")
-                    continue
-                if got != want:
-                    problems.append(
-                        f"{path}: connection {ch.id} ({ch.topic}): md5sum {want} does not match the definition "
-                        f"of {ch.type_name} (computes to {got})"
-                    )
-        else:
-            notes.append("md5sum check skipped (polybag.codecs.ros1.compute_md5 not available)")
+        problems.extend(md5_problems(path, s.channels.values(), "connection"))
         return {"problems": problems, "notes": notes, "messages": n, "version": r.version}
     finally:
         r.close()
@@ -133,7 +141,7 @@ def check_any(path: str) -> dict[str, Any]:
     """Any format polybag reads: iterate everything, report what fails."""
     import polybag
 
-    problems: list[str] = []
+    problems: list[str | dict[str, Any]] = []
     n = 0
     try:
         with polybag.open(path) as r:
@@ -152,6 +160,7 @@ def check_any(path: str) -> dict[str, Any]:
                 problems.append(str(e))
             if s.indexed and s.message_count and s.message_count != n:
                 problems.append(f"{path}: summary counts {s.message_count} messages, reading found {n}")
+            problems.extend(md5_problems(path, s.channels.values()))
             fmt = s.format
     except PolybagError as e:
         problems.append(str(e))

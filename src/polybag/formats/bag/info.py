@@ -171,8 +171,11 @@ def info_yaml(info: dict[str, Any]) -> str:
         f"messages: {info['messages']}",
         f"indexed: {str(info['indexed']).lower()}",
         f"compression: {q(max(info['compression'], key=lambda k: info['compression'][k]['chunks']) if info['compression'] else 'none')}",
-        "types:",
     ]
+    if any(n != "none" for n in info["compression"]):
+        # rosbag adds the byte totals of the chunk data when any chunk is compressed
+        out += [f"uncompressed: {int(info['uncompressed'])}", f"compressed: {int(info['compressed'])}"]
+    out.append("types:")
     for t in info["types"]:
         out += [f"    - type: {q(t['type'])}", f"      md5: {q(t['md5'])}"]
     out.append("topics:")

@@ -42,6 +42,7 @@ from polybag.formats.mcap.records import (
     RECORD_HEAD,
     RECORD_MESSAGE_HEAD,
     RECORD_MESSAGE_HEAD_LEN,
+    U16,
     U32,
     U64,
     Opcode,
@@ -1898,28 +1899,26 @@ class McapReader(Reader):
         s.channels = dict(self._channels)
         counts_from_mi = st is None or (not st.channel_message_counts and st.message_count > 0)
         chunk_counts: list[int] = [0] * len(cis)
+        counts_unknown = False
         if counts_from_mi:
-            src = self.source
-            assert isinstance(src, MappedSource)
-            counts: dict[int, int] = {}
-            for i, ci in enumerate(cis):
-                for cid, off in ci.message_index_offsets.items():
-                    if off + 15 > src.size:
-                        return None
-                    rlen = U32.unpack_from(src.view, off + 11)[0]
-                    counts[cid] = counts.get(cid, 0) + rlen // 16
-                    chunk_counts[i] += rlen // 16
             if st is None and cis and not any(ci.message_index_offsets for ci in cis):
                 return None
-            s.message_counts = counts
+            mi_counts = self._counts_from_message_indexes(cis)
+            if mi_counts is None:
+                # the message index headers do not check out: say so rather than guess
+                counts_unknown = True
+                s.message_counts = {}
+            else:
+                s.message_counts, chunk_counts = mi_counts
         else:
             assert st is not None
             s.message_counts = dict(st.channel_message_counts)
-        for cid in s.channels:
-            s.message_counts.setdefault(cid, 0)
+        if not counts_unknown:
+            for cid in s.channels:
+                s.message_counts.setdefault(cid, 0)
         if st is not None and st.message_count:
             s.start_time, s.end_time = st.message_start_time, st.message_end_time
-        elif cis and s.message_count:
+        elif cis and (s.message_count or counts_unknown):
             s.start_time = min(c.message_start_time for c in cis)
             s.end_time = max(c.message_end_time for c in cis)
         s.chunks = [
@@ -1933,7 +1932,44 @@ class McapReader(Reader):
         s.attachment_count = st.attachment_count if st is not None else len(self.attachment_indexes)
         s.metadata_count = st.metadata_count if st is not None else len(self.metadata_indexes)
         s.extras = self._extras()
+        if counts_unknown:
+            s.extras["message_counts"] = "unknown"
+            s.extras["message_counts_problem"] = (
+                "the summary has no statistics and the message index records it points at do not check out"
+            )
         return s
+
+    def _counts_from_message_indexes(self, cis: list[Any]) -> tuple[dict[int, int], list[int]] | None:
+        """Per-channel and per-chunk counts from the Message Index record headers, validated.
+
+        Only each record's 15-byte header is read (opcode, length, channel id, array byte
+        length), at offsets the summary's chunk indexes give; every header must sit inside
+        the chunk's declared message index area, carry opcode 0x07 and the channel id the
+        chunk index names, and its array must fill the record exactly in 16-byte entries.
+        ``None`` when anything fails: the caller reports the counts as unknown.
+        """
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        counts: dict[int, int] = {}
+        chunk_counts = [0] * len(cis)
+        for i, ci in enumerate(cis):
+            lo = ci.chunk_start_offset + ci.chunk_length
+            hi = lo + ci.message_index_length
+            if hi > src.size:
+                return None
+            for cid, off in ci.message_index_offsets.items():
+                if off < lo or off + 15 > hi or view[off] != 0x07:
+                    return None
+                reclen = U64.unpack_from(view, off + 1)[0]
+                if U16.unpack_from(view, off + 9)[0] != cid:
+                    return None
+                alen = U32.unpack_from(view, off + 11)[0]
+                if alen % 16 or reclen < 6 + alen or off + 9 + reclen > hi:
+                    return None
+                counts[cid] = counts.get(cid, 0) + alen // 16
+                chunk_counts[i] += alen // 16
+        return counts, chunk_counts
 
     def _extras(self) -> dict[str, Any]:
         ex: dict[str, Any] = {}

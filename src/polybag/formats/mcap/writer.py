@@ -72,8 +72,11 @@ class McapWriter(Writer):
         repeat_schemas: bool = True,
         repeat_channels: bool = True,
         use_crcs: bool = True,
-        **_ignored: Any,
+        **unknown: Any,
     ) -> None:
+        if unknown:
+            # a misspelled option must not be silently dropped (chunksize= instead of chunk_size=)
+            raise WriteError(f"McapWriter got unknown option(s): {', '.join(sorted(unknown))}")
         if format not in (None, "mcap"):
             raise UnsupportedError(f"McapWriter writes MCAP, not {format!r}")
         comp = _compression.normalize(compression)
