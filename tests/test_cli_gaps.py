@@ -77,7 +77,7 @@ def test_cat_bad_regex_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> N
 def test_cat_bad_time_is_a_usage_error(opt: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cat", str(SAMPLE), opt, "abc"]) == 2
     err = _one_line_error(capsys)
-    assert "usage:" in err and "'abc'" in err
+    assert "usage: polybag cat" in err and "'abc'" in err
 
 
 def test_topic_filter_regex_error_is_a_polybag_error() -> None:

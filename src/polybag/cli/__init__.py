@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(func(args) or 0)
     except UsageError as e:
-        parser.print_usage(sys.stderr)
+        _command_parser(parser, args.command).print_usage(sys.stderr)
         print(f"polybag {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except PolybagError as e:
@@ -73,6 +73,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a file that cannot be opened, read or written: one line, no traceback
         print(f"polybag {args.command}: error: {_os_error_text(e)}", file=sys.stderr)
         return EXIT_INPUT
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The subcommand's own parser (for its usage line), else the top-level one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(command, parser)
+    return parser
 
 
 def _os_error_text(e: OSError) -> str:
