@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import resource
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -84,17 +86,28 @@ def timed(label: str, fn: Callable[[], Any], repeat: int | None = None) -> float
     """Best of several runs (the machine is shared; the minimum is the least disturbed).
 
     Measured in CPU time of this process (user + system, so reading the file counts) unless
-    ``--wall``: on a machine shared with other jobs wall time mostly measures them.
+    ``--wall``: on a machine shared with other jobs wall time mostly measures them.  Also
+    prints the median, the first run (a one-shot call: fresh memory to fault in) and the minor
+    page faults of the first run; the median is kept in ``MEDIANS[label]``.
     """
     clock = CLOCK["fn"]
-    best = float("inf")
+    runs: list[float] = []
+    faults: list[int] = []
     for _ in range(repeat or REPEAT["n"]):
         gc.collect()
+        f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t = clock()
         fn()
-        best = min(best, clock() - t)
-    print(f"  {label:<48} {best:8.3f} s", flush=True)
+        runs.append(clock() - t)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)
+    best = min(runs)
+    MEDIANS[label] = statistics.median(runs)
+    extra = f" (median {MEDIANS[label]:.3f}, first {runs[0]:.3f} s, {faults[0]} page faults)" if len(runs) > 1 else ""
+    print(f"  {label:<48} {best:8.3f} s{extra}", flush=True)
     return best
+
+
+MEDIANS: dict[str, float] = {}
 
 
 def main() -> int:
@@ -103,8 +116,10 @@ def main() -> int:
     ap.add_argument("--file", default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--wall", action="store_true", help="measure wall time instead of CPU time")
+    ap.add_argument("--peer-file-repeat", type=int, default=1, help="runs of the (slow) peers reading the files")
     args = ap.parse_args()
     REPEAT["n"] = max(1, args.repeat)
+    REPEAT["peer_file"] = max(1, args.peer_file_repeat)
     if args.wall:
         CLOCK["fn"] = time.perf_counter
     print(f"times: best of {REPEAT['n']}, {'wall' if args.wall else 'CPU (user + system)'} seconds")
@@ -213,7 +228,7 @@ def bench_files(bag: Path, mcap_path: Path) -> dict[str, dict[str, float]]:
                         for _ in make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(topics=[TOPIC]):
                             pass
 
-                res["peer: mcap + mcap-ros1-support"] = timed("mcap + mcap-ros1-support read + decode", mcap_e2e, 1)
+                res["peer: mcap + mcap-ros1-support"] = timed("mcap + mcap-ros1-support read + decode", mcap_e2e, REPEAT["peer_file"])
             except ImportError:
                 pass
             continue
@@ -229,7 +244,7 @@ def bench_files(bag: Path, mcap_path: Path) -> dict[str, dict[str, float]]:
                     for c, _t, raw in rb.messages(connections=conns):
                         store.deserialize_ros1(raw, c.msgtype)
 
-            res["peer: rosbags"] = timed("rosbags read + decode every message", rosbags_e2e, 1)
+            res["peer: rosbags"] = timed("rosbags read + decode every message", rosbags_e2e, REPEAT["peer_file"])
         except ImportError:
             pass
         try:
@@ -240,31 +255,53 @@ def bench_files(bag: Path, mcap_path: Path) -> dict[str, dict[str, float]]:
                     for _ in b.read_messages(topics=[TOPIC]):
                         pass
 
-            res["peer: rosbag-standalone"] = timed("rosbag-standalone read_messages", rosbag_e2e, 1)
+            res["peer: rosbag-standalone"] = timed("rosbag-standalone read_messages", rosbag_e2e, REPEAT["peer_file"])
         except ImportError:
             pass
     return out
 
 
+COLUMN_LABELS = {
+    "polybag": "polybag topic_columns ({label}: read + decode)",
+    "polybag, no CRC checks": "polybag, validate_crcs=False (the mcap default)",
+}
+PEER_E2E_LABELS = {
+    "peer: mcap + mcap-ros1-support": "mcap + mcap-ros1-support read + decode",
+    "peer: rosbags": "rosbags read + decode every message",
+    "peer: rosbag-standalone": "rosbag-standalone read_messages",
+}
+
+
 def report_columns(files: dict[str, dict[str, float]], n: int, payloads: list[bytes], ours: Any, best: tuple[float, str]) -> None:
-    """Ratios: topic_columns against one-by-one decoding by the fastest peer."""
+    """Ratios (best of runs, and median of runs): topic_columns against one-by-one decoding."""
     from polybag.codecs.columns import payload_columns
 
     print("whole topic as columns:")
-    tp = timed("polybag payload_columns (decode only, in memory)", lambda: payload_columns(ours, payloads))
-    print(f"  decode only: {best[0] / tp:.1f}x faster than {best[1]} decoding in-memory payloads one by one")
-    for label, res in files.items():
+    label = "polybag payload_columns (decode only, in memory)"
+    tp = timed(label, lambda: payload_columns(ours, payloads))
+    peer_med = MEDIANS.get(best[1], best[0])
+    tp_med = MEDIANS.get(label, tp)
+    print(
+        f"  decode only: {best[0] / tp:.1f}x (median {peer_med / tp_med:.1f}x) faster than {best[1]} "
+        "decoding in-memory payloads one by one"
+    )
+    for flabel, res in files.items():
         for name, t in res.items():
             if name.startswith("peer"):
                 continue
+            t_med = MEDIANS.get(COLUMN_LABELS[name].format(label=flabel), t)
             print(
-                f"  {label} columns ({name}): {best[0] / t:.1f}x faster than {best[1]} decoding in-memory payloads "
-                f"one by one ({n} messages; polybag reading the file, the peer not)"
+                f"  {flabel} columns ({name}): {best[0] / t:.1f}x (median {peer_med / t_med:.1f}x) faster than "
+                f"{best[1]} decoding in-memory payloads one by one ({n} messages; polybag reading the file, the peer not)"
             )
             peers = {k: v for k, v in res.items() if k.startswith("peer")}
             if peers:
                 slow, who = min((v, k) for k, v in peers.items())
-                print(f"  {label} columns ({name}): {slow / t:.1f}x faster than {who[6:]} reading + decoding the same file")
+                slow_med = MEDIANS.get(PEER_E2E_LABELS.get(who, ""), slow)
+                print(
+                    f"  {flabel} columns ({name}): {slow / t:.1f}x (median {slow_med / t_med:.1f}x) faster than "
+                    f"{who[6:]} reading + decoding the same file"
+                )
 
 
 CDR_TEXT = (
