@@ -4,6 +4,7 @@ streaming export (same tables as the whole-topic export), convert to ULog."""
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +199,81 @@ def test_export_and_plot_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["plot", str(EXAMPLE), "/turtle1/pose.x", "-o", str(tmp_path / "p.png"), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["series"][0]["points"] > 0 and (tmp_path / "p.png").exists()
+
+
+# --- convert to ULog: ulog_msgs channels back to ULog formats, fixed ROS 1 types ---------------
+@pytest.mark.parametrize("name", ["sample_log_small.ulg", "sample_px4_events.ulg"])
+@pytest.mark.parametrize("via", [".mcap", ".bag"])
+def test_ulog_to_ros1_and_back_keeps_pyulog_values(tmp_path: Path, name: str, via: str) -> None:
+    pyulog = pytest.importorskip("pyulog")
+    src = CORPORA / "ulog" / name
+    mid = tmp_path / f"m{via}"
+    ops.convert(src, mid)
+    res = ops.convert(mid, tmp_path / "back.ulg")
+    assert res.dropped_messages == 0 and res.messages > 0
+    a = pyulog.ULog(str(src))
+    b = pyulog.ULog(str(tmp_path / "back.ulg"))
+    want = {(d.name, d.multi_id): d for d in a.data_list}
+    got = {(d.name, d.multi_id): d for d in b.data_list}
+    assert set(got) == set(want)
+    for key, d in want.items():
+        e = got[key]
+        for col, ref in d.data.items():
+            if "_padding" in col:
+                continue
+            assert col in e.data, (key, col)
+            assert np.array_equal(np.asarray(ref), np.asarray(e.data[col]), equal_nan=True), (key, col)
+    assert [(m.timestamp, m.log_level, m.message) for m in b.logged_messages] == [
+        (m.timestamp, m.log_level, m.message) for m in a.logged_messages
+    ]
+
+
+def test_ros1_fixed_type_to_ulog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pyulog = pytest.importorskip("pyulog")
+    import polybag
+    from polybag.cli import main
+
+    demo = Path(__file__).resolve().parent.parent / "samples" / "demo.mcap"
+    want: dict[str, list] = {}
+    with polybag.open(demo) as r:
+        for m, obj in r.decoded_messages():
+            if m.channel.schema is not None and m.channel.schema.name == "geometry_msgs/Vector3":
+                want.setdefault(m.channel.topic, []).append((m.log_time // 1000, obj.x, obj.y, obj.z))
+        strings = [c.topic for c in r.summary.channels.values() if c.schema is not None and c.schema.name == "std_msgs/String"]
+    assert want and strings
+    out = tmp_path / "d.ulg"
+    # a string topic cannot be held: reported, skipped, non-zero exit
+    assert main(["convert", str(demo), str(out)]) == 1
+    err = capsys.readouterr().err
+    assert strings[0] in err and "string" in err
+    log = pyulog.ULog(str(out))
+    from polybag.ops.ros1_ulog import topic_format_name
+
+    for topic, rows_ in want.items():
+        d = log.get_dataset(topic_format_name(topic))
+        assert d.data["timestamp"].tolist() == [r[0] for r in rows_]
+        for i, axis in enumerate("xyz", start=1):
+            assert d.data[axis].tolist() == [r[i] for r in rows_]
+    # and polybag reads it back the same
+    with polybag.open(out) as r:
+        assert r.summary.message_count == sum(len(v) for v in want.values())
+
+
+def test_ros1_definitions_ulog_cannot_hold() -> None:
+    from polybag.errors import UnsupportedError
+    from polybag.model import Channel, Schema
+    from polybag.ops.ros1_ulog import ros1_channel_to_ulog
+
+    def ch(name: str, text: str) -> Channel:
+        return Channel(1, "/t", "ros1", Schema(1, name, "ros1msg", text.encode()), {})
+
+    with pytest.raises(UnsupportedError, match="variable-length"):
+        ros1_channel_to_ulog(ch("a/B", "float64[] v\n"))
+    with pytest.raises(UnsupportedError, match="string"):
+        ros1_channel_to_ulog(ch("a/B", "Header header\n" + "=" * 80 + "\nMSG: std_msgs/Header\nuint32 seq\ntime stamp\nstring frame_id\n"))
+    mp = ros1_channel_to_ulog(ch("a/B", "# c\nint32 K=3\ntime t\nC[2] c\n" + "=" * 80 + "\nMSG: a/C\nuint8 u\nduration d\n"))
+    assert mp.formats[-1] == "t:uint64_t timestamp;ros_time t;a__C[2] c;"
+    assert "a__C:uint8_t u;ros_duration d;" in mp.formats
+    data = struct.pack("<II", 5, 6) + (b"\x01" + struct.pack("<ii", -1, 2)) * 2
+    assert mp.transform is not None and mp.transform(data, 7_000_123) == struct.pack("<Q", 7000) + data
+    assert mp.transform(data[:-1], 0) is None

@@ -30,6 +30,25 @@ HOLDS: dict[str, set[str] | None] = {"mcap": None, "bag": {"ros1"}, "ulog": {"ul
 Transform = Callable[[bytes | memoryview], bytes | memoryview | None]
 
 
+class _Timed:
+    """A transform that also needs the message's log time: ``tf(data, log_time)``."""
+
+    timed = True
+
+    def __init__(self, fn: Callable[[bytes | memoryview, int], bytes | memoryview | None]) -> None:
+        self.fn = fn
+
+    def __call__(self, data: bytes | memoryview, log_time: int = 0) -> bytes | memoryview | None:
+        return self.fn(data, log_time)
+
+
+def apply_transform(tf: Any, data: bytes | memoryview, log_time: int) -> bytes | memoryview | None:
+    """``tf(data)``, or ``tf(data, log_time)`` for transforms that need the time."""
+    if getattr(tf, "timed", False):
+        return tf(data, log_time)
+    return tf(data)
+
+
 @dataclass
 class OpResult:
     """What an operation did: counts and warnings (``to_dict()`` for ``--json``)."""
@@ -225,6 +244,8 @@ class ChannelMap:
         metadata = dict(ch.metadata)
         tf: Transform | None = None
         holds = HOLDS.get(self.fmt)
+        if enc == "ros1" and self.fmt == "ulog":
+            return self._ros1_to_ulog(ch)
         if enc == "ulog" and self.fmt != "ulog":
             from polybag.ops.ulog_ros1 import ulog_channel_to_ros1
 
@@ -258,6 +279,36 @@ class ChannelMap:
             self._by_key[key] = out
             tname = schema.name if schema is not None else str(metadata.get("type", ""))
             self.types_by_topic.setdefault(topic, set()).add((tname, str(metadata.get("md5sum", ""))))
+        return out, tf
+
+    def _ros1_to_ulog(self, ch: Channel) -> tuple[Channel | None, Transform | None]:
+        """A ROS 1 channel as a ULog subscription (see :mod:`polybag.ops.ros1_ulog`)."""
+        from polybag.ops.ros1_ulog import ros1_channel_to_ulog
+
+        try:
+            mp = ros1_channel_to_ulog(ch)
+            if mp.logged_strings:
+                key: tuple = ("logged_strings",)
+                out = self._by_key.get(key)
+                if out is None:
+                    from polybag.codecs.ulog import LOGGED_STRING_SCHEMA, LOGGED_STRING_TEXT
+
+                    sch = self.schema(LOGGED_STRING_SCHEMA, "ulog", LOGGED_STRING_TEXT)
+                    out = self._by_key[key] = self.writer.add_channel("log_message", "ulog", sch, {})
+                return out, mp.transform
+            key = ("ulog", mp.name, mp.multi_id)
+            out = self._by_key.get(key)
+            if out is None:
+                add_format = self.writer.add_format  # type: ignore[attr-defined]
+                for text in mp.formats:
+                    add_format(text)
+                out = self._by_key[key] = self.writer.add_subscription(mp.name, mp.multi_id)  # type: ignore[attr-defined]
+        except PolybagError as e:
+            self.result.warn(f"topic {ch.topic}: ULog files cannot hold it: {e}; dropped")
+            return None, None
+        tf = mp.transform
+        if mp.timed and tf is not None:
+            tf = _Timed(tf)
         return out, tf
 
     def conflicts(self) -> list[str]:
@@ -314,7 +365,7 @@ def copy_messages(
             continue
         data = m.data
         if tf is not None:
-            data = tf(data)
+            data = tf(data, m.log_time) if getattr(tf, "timed", False) else tf(data)
             if data is None:
                 dropped += 1
                 cmap.dropped[ch.topic] = cmap.dropped.get(ch.topic, 0) + 1

@@ -30,6 +30,7 @@ from polybag.ops._common import (
     OpResult,
     _page_releaser,
     abort_writer,
+    apply_transform,
     copy_attachments_and_metadata,
     ext_for,
     input_name,
@@ -220,7 +221,7 @@ def split(
                     if ent[1] is None:
                         result.dropped_messages += 1
                         continue
-                    data = m.data if ent[2] is None else ent[2](m.data)
+                    data = m.data if ent[2] is None else apply_transform(ent[2], m.data, t)
                     if data is None:
                         result.dropped_messages += 1
                         continue
