@@ -223,6 +223,9 @@ def test_ulog_to_ros1_and_back_keeps_pyulog_values(tmp_path: Path, name: str, vi
                 continue
             assert col in e.data, (key, col)
             assert np.array_equal(np.asarray(ref), np.asarray(e.data[col]), equal_nan=True), (key, col)
+    if via == ".mcap":  # MCAP metadata carries info and parameters back (bags cannot hold them)
+        assert b.initial_parameters == a.initial_parameters
+        assert b.msg_info_dict == a.msg_info_dict
     assert [(m.timestamp, m.log_level, m.message) for m in b.logged_messages] == [
         (m.timestamp, m.log_level, m.message) for m in a.logged_messages
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -402,6 +403,9 @@ def copy_attachments_and_metadata(
             drop_a += 1
     metas: Iterator[Metadata] = reader.metadata()
     for md in metas:
+        if fmt == "ulog" and _ulog_metadata(writer, md):
+            kept_m += 1
+            continue
         try:
             writer.write_metadata(md)
             kept_m += 1
@@ -412,6 +416,42 @@ def copy_attachments_and_metadata(
     if drop_m:
         result.warn(f"{fmt} files cannot hold metadata: {drop_m} metadata record(s) not copied")
     return kept_a, drop_a, kept_m, drop_m
+
+
+def _number(text: str) -> int | float | None:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _ulog_metadata(writer: Writer, md: Metadata) -> bool:
+    """The ``ulog_info`` / ``ulog_params`` / ``ulog_default_params_<bit>`` records a ULog
+    converted to MCAP/bag carries, back into a ULog writer (integers stay integers)."""
+    name = md.name
+    if name == "ulog_info" and hasattr(writer, "add_info"):
+        for k, v in md.metadata.items():
+            num = _number(v) if re.fullmatch(r"-?\d+", v or "") else None
+            writer.add_info(k, num if num is not None else v)
+        return True
+    if name == "ulog_params" and hasattr(writer, "add_param"):
+        for k, v in md.metadata.items():
+            num = _number(v)
+            if num is not None:
+                writer.add_param(k, num)
+        return True
+    m = re.fullmatch(r"ulog_default_params_(\d+)", name)
+    if m is not None and hasattr(writer, "add_default_param"):
+        for k, v in md.metadata.items():
+            num = _number(v)
+            if num is not None:
+                writer.add_default_param(k, num, int(m.group(1)))
+        return True
+    return False
 
 
 def profile_for(channels: Iterable[Channel], *readers: Reader) -> str | None:
