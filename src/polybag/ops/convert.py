@@ -10,6 +10,10 @@ writer buffers one), so memory stays bounded by a few chunks whatever the file s
   latching) and the same payload bytes.
 * ULog -> MCAP or bag: ROS 1 channels, see :mod:`polybag.ops.ulog_ros1` for the mapping.
 * ULog -> ULog: the ULog writer copies everything the reader exposes.
+* MCAP/bag (ros1) -> ULog: ``ulog_msgs/*`` channels go back to their ULog formats (and the
+  ``ulog_info``/``ulog_params`` metadata to info and parameters); other fixed-layout ROS 1
+  types become formats with a leading timestamp; strings and variable-length arrays cannot
+  be held (dropped with a warning), see :mod:`polybag.ops.ros1_ulog`.
 * Attachments and metadata are copied where the target can hold them; otherwise they are
   counted in the result and reported as warnings.
 """
