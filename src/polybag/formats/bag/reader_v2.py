@@ -47,7 +47,6 @@ from .records import (
 
 _u32 = U32.unpack_from
 _EMPTY_I64 = np.zeros(0, np.int64)
-_FOUR = np.arange(4, dtype=np.int64)
 _COPY_BELOW = 4096  # mean payload size under which payloads are copied out as bytes
 
 
@@ -420,8 +419,9 @@ class BagV2Reader(Reader):
                 count = f.u32("count")
                 if dl != count * INDEX_V1_DTYPE.itemsize:
                     raise FormatError(f"index data holds {dl} bytes, count {count} needs {count * 12}", p, pos)
-                arr = np.frombuffer(self.view[ds : ds + dl], INDEX_V1_DTYPE)
-                parts.append(arr)
+                # (sec, nsec, offset) u32 triples, kept as plain rows: concatenating and
+                # splitting plain arrays is cheaper than structured field access
+                parts.append(np.frombuffer(self.view[ds : ds + dl], "<u4").reshape(count, 3))
                 conn_parts.append(np.full(count, f.u32("conn"), np.uint32))
                 pos = nxt
             total = sum(len(a) for a in parts)
@@ -438,10 +438,10 @@ class BagV2Reader(Reader):
             self._scan_chunk_records(ci)
             return
         if parts:
-            arr = np.concatenate(parts)
-            ci.times = arr["sec"].astype(np.int64) * 1_000_000_000 + arr["nsec"].astype(np.int64)
-            ci.offsets = arr["offset"].astype(np.int64)
-            ci.conns = np.concatenate(conn_parts)
+            arr = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            ci.times = arr[:, 0].astype(np.int64) * 1_000_000_000 + arr[:, 1]
+            ci.offsets = arr[:, 2].astype(np.int64)
+            ci.conns = np.concatenate(conn_parts) if len(conn_parts) > 1 else conn_parts[0]
         else:
             ci.times = ci.offsets = _EMPTY_I64
             ci.conns = np.zeros(0, np.uint32)
@@ -788,9 +788,12 @@ class BagV2Reader(Reader):
                 f"index data points at offset {int(o[i])} of a {n}-byte chunk", self.path, ci.pos
             )
 
+        # every 4-byte window of the chunk as a row (a view, no copy); gathering rows and
+        # reading them as little-endian u32 decodes the header fields at many offsets at once
+        rows = np.lib.stride_tricks.as_strided(arr, shape=(max(n - 3, 0), 4), strides=(1, 1), writeable=False)
+
         def u32_at(idx: np.ndarray) -> np.ndarray:
-            # the 4 bytes at each offset gathered as rows, read as little-endian u32
-            return arr[idx[:, None] + _FOUR].view("<u4").reshape(-1).astype(np.int64)
+            return rows[idx].view("<u4").reshape(-1).astype(np.int64)
 
         hl = u32_at(o)
         lpos = o + 4 + hl
