@@ -92,6 +92,7 @@ _LETTER[ord("a") : ord("z") + 1] = True
 _MAX_UNKNOWN = 10000
 _RESYNC_WINDOW = 1 << 20
 _WALK_LIMIT = 1 << 18  # messages handled at once (bounds the index arrays)
+_LINK_LOOKAHEAD = 6  # a candidate is kept when its end is one of the next this many
 _MAX_REPORTS = 1000  # damage reports kept one by one
 _MAX_US = (2**63 - 1) // 1000  # larger (damaged) timestamps are clamped for log times
 
@@ -287,7 +288,8 @@ class UlogReader(Reader):
             if self._size > 1
             else np.zeros(0, np.uint16)
         )
-        self._cands: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._cands: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._u64: np.ndarray | None = None
         self._d_all: tuple[np.ndarray, np.ndarray] | None = None
         self._by_key: dict[tuple[str, int], list[_Sub]] | None = None
         self._scan()
@@ -499,67 +501,135 @@ class UlogReader(Reader):
         self._types[name] = t
         return t
 
-    def _candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _words(self, q: np.ndarray) -> np.ndarray:
+        """The 8 bytes at each offset of ``q`` as a little-endian uint64 (zero past the end):
+        a message's size (bits 0-15), type (16-23) and, for ``D``, msg_id (24-39) in one
+        gather."""
+        size = self._size
+        if len(q) == 0 or size < 8:
+            out = np.zeros(len(q), np.uint64)
+            for j, x in enumerate(q.tolist()):
+                chunk = bytes(self._view[x : x + 8])
+                out[j] = int.from_bytes(chunk, "little")
+            return out
+        if self._u64 is None:
+            self._u64 = np.ndarray(buffer=self._view, dtype="<u8", shape=(size - 7,), strides=(1,))
+        if int(q[-1]) <= size - 8 and int(q.max()) <= size - 8:
+            return self._u64[q]
+        qc = np.minimum(q, size - 8)
+        w = self._u64[qc]
+        tail = np.flatnonzero(q != qc)
+        w[tail] >>= ((q[tail] - qc[tail]) * 8).astype(np.uint64)
+        return w
+
+    def _candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Likely ``D`` message starts in the data section, to jump over runs of them.
 
         Every position whose type byte is ``D`` is a candidate; those that do not link to a
-        following candidate (``pos + 3 + size`` is one of the next three candidates) are
+        following candidate (``pos + 3 + size`` is one of the next six candidates) are
         dropped (mostly ``D`` bytes inside payloads).  What remains is split
         into runs where each candidate's end is exactly the next one's start.  The walk uses
         a run only after landing on its first position, so the result is exactly the
         sequential walk; the candidates only make it fast.  Returns (positions, ends,
-        index of the last candidate of each run in ascending order)."""
+        header words (see :meth:`_words`), index of the last candidate of each run in
+        ascending order).  The file is compared for the type byte in cache-sized chunks
+        into one reused buffer, and each candidate's header is read once, as one word."""
         if self._cands is not None:
             return self._cands
         u8 = self._u8
         start, size = self._data_start, self._size
-        parts: list[np.ndarray] = []
-        nparts: list[np.ndarray] = []
-        chunk = 1 << 22
-        u16 = self._u16
+        cs: list[np.ndarray] = []
+        ns: list[np.ndarray] = []
+        ws: list[np.ndarray] = []
+        look = _LINK_LOOKAHEAD
+
+        def settle(cc: np.ndarray, ww: np.ndarray, nx: np.ndarray, ext: np.ndarray) -> None:
+            # keep the candidates whose end is one of the next `look` candidates (a real
+            # message's payload may hold a few D bytes), and that hold a msg_id
+            m = len(cc)
+            cx = np.concatenate([cc, ext]) if len(ext) else cc
+            total = len(cx)
+            good = np.zeros(m, dtype=bool)
+            m1 = min(m, total - 1)
+            if m1 > 0:
+                np.equal(nx[:m1], cx[1 : m1 + 1], out=good[:m1])
+            miss = np.flatnonzero(~good)
+            # most misses are D bytes inside payloads: their end is no D position at all
+            tgt = nx[miss] + 2
+            miss = miss[u8[np.minimum(tgt, size - 1)] == rec.DATA]
+            for k in range(2, look + 1):
+                miss = miss[miss + k < total]
+                if not len(miss):
+                    break
+                hit = nx[miss] == cx[miss + k]
+                good[miss[hit]] = True
+                miss = miss[~hit]
+            good &= nx >= cc + 5
+            cs.append(cc[good])
+            ns.append(nx[good])
+            ws.append(ww[good])
+
+        chunk = 1 << 20
+        buf = np.empty(chunk, dtype=bool)
+        prev: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        empty = np.zeros(0, np.int64)
         for a in range(start, size - 4, chunk):
             seg = u8[a + 2 : min(a + 2 + chunk, size - 2)]
-            hits = np.flatnonzero(seg == rec.DATA)
-            if len(hits) <= len(seg) // 8:  # denser is not a log; walk it one by one
-                hits += a
-                nx = hits + 3 + u16[hits]
-                keep = (nx <= size) & (nx >= hits + 5)  # a D body holds at least its msg_id
-                parts.append(hits[keep])
-                nparts.append(nx[keep])
-            self._release(a, a + chunk)
-        c = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        nxt = np.concatenate(nparts) if nparts else np.zeros(0, np.int64)
-        del parts, nparts
-        m = len(c)
-        if m:
-            # keep candidates that end where one of the next three starts (a run's last
-            # message is dropped too and simply walked one by one)
-            good = np.zeros(m, dtype=bool)
-            for k in (1, 2, 3):
-                if m > k:
-                    good[:-k] |= nxt[:-k] == c[k:]
-            c, nxt = c[good], nxt[good]
+            hits = np.flatnonzero(np.equal(seg, rec.DATA, out=buf[: len(seg)]))
+            if len(hits) > len(seg) // 8:  # denser is not a log; walk it one by one
+                hits = empty
+            hits += a
+            # each candidate's header read once, while its chunk is in the cache
+            w = self._words(hits)
+            nx = (w & np.uint64(0xFFFF)).astype(np.int64)
+            nx += hits
+            nx += 3
+            if prev is not None:
+                settle(*prev, hits[:look])
+            prev = (hits, w, nx)
+            if (a - start) % (chunk * 4) == chunk * 3:
+                self._release(a - chunk * 3, a + chunk + 8)
+        if prev is not None:
+            settle(*prev, empty)
+        self._release(start, size)
+        c = np.concatenate(cs) if cs else empty
+        nxt = np.concatenate(ns) if ns else empty
+        w = np.concatenate(ws) if ws else np.zeros(0, np.uint64)
         m = len(c)
         link = np.zeros(m, dtype=bool)
         if m > 1:
-            link[:-1] = nxt[:-1] == c[1:]
+            np.equal(nxt[:-1], c[1:], out=link[:-1])
         ends = np.flatnonzero(~link)
-        self._cands = (c, nxt, ends)
+        self._cands = (c, nxt, w, ends)
         return self._cands
 
     def _walk_fast(self, pos: int, end: int, limit: int | None = None) -> tuple[np.ndarray, int]:
         """Offsets of the complete messages from ``pos`` (exactly what a one-by-one walk of
         the size chain finds) and where it stopped: ``end``, the start of a message that
         does not fit before ``end``, or (after about ``limit`` messages) the next message."""
+        p, _w, stop = self._walk_words(pos, end, limit)
+        return p, stop
+
+    def _walk_words(self, pos: int, end: int, limit: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+        """:meth:`_walk_fast` with each message's header word (see :meth:`_words`)."""
         if limit is None:
             limit = _WALK_LIMIT
-        c, nxt, ends = self._candidates()
+        c, nxt, cw, ends = self._candidates()
         view = self._view
         pieces: list[np.ndarray] = []
+        wpieces: list[np.ndarray] = []
         singles: array[int] = array("q")
         nc = len(c)
         find = c.searchsorted
         find_end = ends.searchsorted
+
+        def flush() -> None:
+            nonlocal singles
+            sp = np.frombuffer(singles, dtype=np.int64).copy()
+            pieces.append(sp)
+            wpieces.append(self._words(sp))
+            singles = array("q")
+
         count = 0
         while pos + 3 <= end:
             if count >= limit:
@@ -574,9 +644,9 @@ class UlogReader(Reader):
                         break
                 count += r + 1 - i
                 if singles:
-                    pieces.append(np.frombuffer(singles, dtype=np.int64).copy())
-                    singles = array("q")
+                    flush()
                 pieces.append(c[i : r + 1])
+                wpieces.append(cw[i : r + 1])
                 pos = int(nxt[r])
                 continue
             nx = pos + 3 + (view[pos] | (view[pos + 1] << 8))
@@ -586,10 +656,12 @@ class UlogReader(Reader):
             count += 1
             pos = nx
         if singles:
-            pieces.append(np.frombuffer(singles, dtype=np.int64).copy())
+            flush()
         if not pieces:
-            return np.zeros(0, np.int64), pos
-        return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos
+            return np.zeros(0, np.int64), np.zeros(0, np.uint64), pos
+        if len(pieces) == 1:
+            return pieces[0], wpieces[0], pos
+        return np.concatenate(pieces), np.concatenate(wpieces), pos
 
     def _plausible_header(self, q: int) -> bool:
         """Whether the header at ``q`` could start a real message (used to tell a log cut
@@ -616,9 +688,9 @@ class UlogReader(Reader):
         pos = start
         limit = _WALK_LIMIT
         while pos < end:
-            p, stop = self._walk_fast(pos, end, limit)
+            p, words, stop = self._walk_words(pos, end, limit)
             more = len(p) >= limit and stop + 3 <= end and stop + 3 + int(self._u16[stop]) <= end
-            bad = self._process_chunk(p, end)
+            bad = self._process_chunk(p, end, words)
             if len(p):
                 self._release(pos, int(p[-1]))
             if bad is not None:
@@ -654,27 +726,40 @@ class UlogReader(Reader):
                 # else: the partial message before an appended offset is discarded (spec)
             break
 
-    def _process_chunk(self, p: np.ndarray, end: int) -> int | None:
-        """Handle complete messages at offsets ``p``; index of the first damaged one, or None."""
-        if len(p) == 0:
+    def _process_chunk(self, p: np.ndarray, end: int, words: np.ndarray | None = None) -> int | None:
+        """Handle complete messages at offsets ``p`` (``words``: their header words, see
+        :meth:`_words`); index of the first damaged one, or None."""
+        n_p = len(p)
+        if n_p == 0:
             return None
-        u8 = self._u8
         u16 = self._u16
-        t = u8[p + 2]
+        words = np.ascontiguousarray(self._words(p) if words is None else words, dtype=np.uint64)
+        # size, type and msg_id are strided views into the header words (no copies)
+        t = np.ndarray(buffer=words, dtype=np.uint8, shape=(n_p,), strides=(8,), offset=2)
+        size_all = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=0)
+        mid_all = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=3)
         is_d = t == rec.DATA
         other = np.flatnonzero(~is_d)
         tt = t[other]
-        nn = u16[p[other]].astype(np.int64)
+        nn = size_all[other].astype(np.int64)
         mins = _MIN_TABLE[tt]
         structural = np.where(mins < 0, (nn == 0) | (nn > _MAX_UNKNOWN) | ~_LETTER[tt], nn < mins)
         hits = np.flatnonzero(structural)
-        k = int(other[hits[0]]) if len(hits) else len(p)
+        k = int(other[hits[0]]) if len(hits) else n_p
         ctrl = other[other < k]
-        d_idx = np.flatnonzero(is_d[:k])
-        dpos = p[d_idx]
-        dsize = u16[dpos].astype(np.int32) - 2
-        # (a D too short to hold its msg_id reads a clipped index and fails the size check)
-        msg_id = u16[np.minimum(dpos + 3, len(u16) - 1)]
+        if len(other) == 0:  # the common case: data messages only
+            d_idx = np.arange(n_p)
+            dpos = p
+            dsize = size_all.astype(np.int32)
+            msg_id = mid_all
+        else:
+            dmask = is_d[:k]
+            d_idx = np.flatnonzero(dmask)
+            dpos = p[:k][dmask]
+            dsize = size_all[:k][dmask].astype(np.int32)
+            msg_id = mid_all[:k][dmask]
+        dsize -= 2
+        # (a D too short to hold its msg_id reads other bytes and fails the size check)
         view = self._view
         # Subscriptions (A) in this chunk, parsed up front: a D belongs to the latest A for
         # its msg_id before it.
@@ -1067,9 +1152,11 @@ class UlogReader(Reader):
     def _release(self, start: int, end: int) -> None:
         """Tell the OS this process is done with the mapped pages in ``[start, end)`` for now
         (they stay in the page cache), so a full parse's resident memory stays near the
-        size of what it builds instead of that plus the whole file."""
+        size of what it builds instead of that plus the whole file.  Not done when topics are
+        selected up front: their data is read again right after the scan, and faulting the
+        pages back in would cost more than keeping them."""
         mm = getattr(self.source, "_buffer", None)
-        if not isinstance(mm, mmap.mmap):
+        if not isinstance(mm, mmap.mmap) or self._topics is not None:
             return
         page = mmap.PAGESIZE
         a = (start // page) * page
