@@ -20,7 +20,7 @@ Readers can skip the per-message iteration entirely by offering
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -107,6 +107,9 @@ def payload_columns(
     if _is_compiled(codec):
         n = len(datas)
         sizes = np.fromiter(map(len, datas), dtype=np.int64, count=n)
+        fixed = _fixed_from_payloads(codec, datas, sizes, want)
+        if fixed is not None:
+            return fixed
         starts = np.zeros(n, dtype=np.int64)
         if n:
             np.cumsum(sizes[:-1], out=starts[1:])
@@ -178,7 +181,7 @@ def _fixed_layout(
     left to the general walk, which also reports errors.
     """
     n = len(starts)
-    if n == 0 or hasattr(codec, "_compilers") or not hasattr(codec, "compiler"):
+    if n == 0 or not _fixed_codec(codec):
         return None
     size = int(sizes[0])
     if size == 0 or not bool((sizes == size).all()) or int(starts[0]) != 0 or len(blob) < n * size:
@@ -186,7 +189,47 @@ def _fixed_layout(
     if n > 1 and not np.array_equal(starts, np.arange(0, n * size, size, dtype=np.int64)):
         return None
     mat = blob[: n * size].reshape(n, size)
-    first = mat[0].tobytes()
+    per = max(1, _CHUNK_BYTES // size)
+    return _fixed_blocks(codec, n, size, mat[0].tobytes(), ((a, mat[a : a + per]) for a in range(0, n, per)), want)
+
+
+def _fixed_codec(codec: Any) -> bool:
+    return not hasattr(codec, "_compilers") and hasattr(codec, "compiler")
+
+
+def _fixed_from_payloads(
+    codec: Any, datas: Sequence[bytes | memoryview], sizes: np.ndarray, want: Callable[[str], bool]
+) -> dict[str, np.ndarray] | None:
+    """:func:`_fixed_layout` over a list of equal-sized payloads, joined a block at a time.
+
+    Joining the whole list first would fault in a fresh buffer the size of all payloads on
+    every call; a block (a few MB) is joined, its columns copied out, and freed, so the
+    allocator hands the same memory to the next block.
+    """
+    n = len(datas)
+    if n == 0 or not _fixed_codec(codec):
+        return None
+    size = int(sizes[0])
+    if size == 0 or not bool((sizes == size).all()):
+        return None
+    per = max(1, _CHUNK_BYTES // size)
+
+    def blocks() -> Iterator[tuple[int, np.ndarray]]:
+        for a in range(0, n, per):
+            yield a, np.frombuffer(b"".join(datas[a : a + per]), np.uint8).reshape(-1, size)
+
+    return _fixed_blocks(codec, n, size, bytes(datas[0]), blocks(), want)
+
+
+def _fixed_blocks(
+    codec: Any, n: int, size: int, first: bytes, blocks: Iterable[tuple[int, np.ndarray]], want: Callable[[str], bool]
+) -> dict[str, np.ndarray] | None:
+    """Fill the columns of ``n`` rows of ``size`` bytes from ``(first row, rows)`` blocks; or None.
+
+    The outputs are allocated once (``np.empty``, filled exactly once); each block's typed
+    strided views are copied into them while the block is in cache.  Time columns are computed
+    in place, strings checked and decoded per block (their length must equal the first row's).
+    """
     leaves: list[_Leaf] = []
     try:
         end = _plan(codec.compiler, codec.type_name, "", 0, first, leaves, 0)
@@ -194,60 +237,61 @@ def _fixed_layout(
         return None
     if end != size:
         return None
-    for kind, _name, off, _prim, count in leaves:
-        if kind == "string":
-            lengths = np.ndarray((n,), "<u4", mat, off, (size,))
-            if not bool((lengths == count).all()):
-                return None  # strings of other lengths: the layout differs between messages
     out: dict[str, np.ndarray] = {}
-    views: list[tuple[np.ndarray, np.ndarray]] = []  # (typed view of the rows, output column)
-
-    def copy_of(shape: tuple[int, ...], dt: np.dtype, off: int, strides: tuple[int, ...]) -> np.ndarray:
-        col = np.empty(shape, dt.newbyteorder("="))
-        views.append((np.ndarray(shape, dt, mat, off, strides), col))
-        return col
-
+    # (kind, output, dtype of the view, offset, per-row shape, per-row strides, prim, count)
+    jobs: list[tuple[str, np.ndarray, np.dtype, int, tuple[int, ...], tuple[int, ...], str, int]] = []
+    strings: list[tuple[int, int]] = []  # (offset, length) of every string: its length is checked
     for kind, name, off, prim, count in leaves:
+        if kind == "string":
+            strings.append((off, count))
         if kind in ("prim", "array"):
             dt = np.dtype("?") if prim == "bool" else np.dtype("<" + NUMPY_TYPES[prim])
+            if not want(name):
+                continue
             if kind == "prim":
-                if want(name):
-                    out[name] = copy_of((n,), dt, off, (size,))
+                out[name] = col = np.empty(n, dt.newbyteorder("="))
+                jobs.append(("copy", col, dt, off, (), (), prim, 1))
             elif count <= _FIXED_SPLIT:
-                if want(name):
-                    for i in range(count):
-                        out[f"{name}[{i}]"] = copy_of((n,), dt, off + i * dt.itemsize, (size,))
-            elif want(name):
-                out[name] = copy_of((n, count), dt, off, (size, dt.itemsize))
+                for i in range(count):
+                    out[f"{name}[{i}]"] = col = np.empty(n, dt.newbyteorder("="))
+                    jobs.append(("copy", col, dt, off + i * dt.itemsize, (), (), prim, 1))
+            else:
+                out[name] = col = np.empty((n, count), dt.newbyteorder("="))
+                jobs.append(("copy", col, dt, off, (count,), (dt.itemsize,), prim, count))
         elif not want(name):
             continue
         elif kind == "time":
-            sec_dt = "<u4" if prim == "time" else "<i4"
-            nsec_dt = "<i4" if prim == "duration" else "<u4"
-            # written straight into the output column: no n-sized temporaries
-            col = out[name] = np.empty(n, np.int64)
-            np.multiply(np.ndarray((n,), sec_dt, mat, off, (size,)), 1_000_000_000, out=col, dtype=np.int64)
-            col += np.ndarray((n,), nsec_dt, mat, off + 4, (size,))
+            out[name] = col = np.empty(n, np.int64)
+            jobs.append(("time", col, np.dtype("<u4"), off, (), (), prim, 1))
         else:  # a string of ``count`` bytes after its length at ``off``, in every message
-            col = np.empty(n, dtype=object)
-            if count == 0:
-                col[:] = ""
+            out[name] = col = np.empty(n, dtype=object)
+            jobs.append(("string", col, np.dtype(f"V{max(count, 1)}"), off, (), (), prim, count))
+    for a, rows in blocks:
+        m = len(rows)
+        b = a + m
+        for off, count in strings:
+            if not bool((np.ndarray((m,), "<u4", rows, off, (size,)) == count).all()):
+                return None  # strings of other lengths: the layout differs between messages
+        for kind, col, dt, off, shape, strides, prim, count in jobs:
+            if kind == "copy":
+                col[a:b] = np.ndarray((m, *shape), dt, rows, off, (size, *strides))
+            elif kind == "time":
+                sec_dt = "<u4" if prim == "time" else "<i4"
+                nsec_dt = "<i4" if prim == "duration" else "<u4"
+                part = col[a:b]
+                np.multiply(np.ndarray((m,), sec_dt, rows, off, (size,)), 1_000_000_000, out=part, dtype=np.int64)
+                part += np.ndarray((m,), nsec_dt, rows, off + 4, (size,))
+            elif count == 0:
+                col[a:b] = ""
             else:
-                raw = np.ndarray((n,), f"V{count}", mat, off + 4, (size,))
+                raw = np.ndarray((m,), dt, rows, off + 4, (size,))
                 if bool((raw == raw[0]).all()):
-                    col[:] = raw[0].tobytes().decode("utf-8", "surrogateescape")
+                    col[a:b] = raw[0].tobytes().decode("utf-8", "surrogateescape")
                 else:
                     uniq, inverse = np.unique(raw, return_inverse=True)
                     texts = np.empty(len(uniq), dtype=object)
                     texts[:] = [u.tobytes().decode("utf-8", "surrogateescape") for u in uniq]
-                    col = texts[inverse.reshape(-1)]
-            out[name] = col
-    # copy the typed views block by block: each block of rows stays in cache for all columns
-    per = max(1, _CHUNK_BYTES // size)
-    for a in range(0, n, per):
-        b = min(n, a + per)
-        for view, col in views:
-            col[a:b] = view[a:b]
+                    col[a:b] = texts[inverse.reshape(-1)]
     return out
 
 
