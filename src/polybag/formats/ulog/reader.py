@@ -290,7 +290,7 @@ class UlogReader(Reader):
         )
         self._cands: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._u64: np.ndarray | None = None
-        self._d_all: tuple[np.ndarray, np.ndarray] | None = None
+        self._d_chunks: tuple[list[np.ndarray], list[np.ndarray]] | None = None
         self._by_key: dict[tuple[str, int], list[_Sub]] | None = None
         self._scan()
 
@@ -547,23 +547,28 @@ class UlogReader(Reader):
             # keep the candidates whose end is one of the next `look` candidates (a real
             # message's payload may hold a few D bytes), and that hold a msg_id
             m = len(cc)
-            cx = np.concatenate([cc, ext]) if len(ext) else cc
-            total = len(cx)
             good = np.zeros(m, dtype=bool)
-            m1 = min(m, total - 1)
-            if m1 > 0:
-                np.equal(nx[:m1], cx[1 : m1 + 1], out=good[:m1])
+            if m > 1:
+                np.equal(nx[:-1], cc[1:], out=good[:-1])
             miss = np.flatnonzero(~good)
             # most misses are D bytes inside payloads: their end is no D position at all
-            tgt = nx[miss] + 2
-            miss = miss[u8[np.minimum(tgt, size - 1)] == rec.DATA]
+            miss = miss[u8[np.minimum(nx[miss] + 2, size - 1)] == rec.DATA]
+            # the last few look into the next chunk's first candidates (in Python: few)
+            tail = miss[miss >= m - look].tolist()
+            miss = miss[miss < m - look]
             for k in range(2, look + 1):
-                miss = miss[miss + k < total]
                 if not len(miss):
                     break
-                hit = nx[miss] == cx[miss + k]
+                hit = nx[miss] == cc[miss + k]
                 good[miss[hit]] = True
                 miss = miss[~hit]
+            if tail:
+                base = max(m - look, 0)
+                after = cc[base:].tolist() + ext.tolist()
+                for i in tail:
+                    end_i = int(nx[i])
+                    if end_i in after[max(i + 1 - base, 0) : i + 1 - base + look]:
+                        good[i] = True
             good &= nx >= cc + 5
             cs.append(cc[good])
             ns.append(nx[good])
@@ -750,15 +755,23 @@ class UlogReader(Reader):
         if len(other) == 0:  # the common case: data messages only
             d_idx = np.arange(n_p)
             dpos = p
-            dsize = size_all.astype(np.int32)
+            dwords = words
             msg_id = mid_all
         else:
             dmask = is_d[:k]
             d_idx = np.flatnonzero(dmask)
             dpos = p[:k][dmask]
-            dsize = size_all[:k][dmask].astype(np.int32)
+            dwords = words[:k][dmask]
             msg_id = mid_all[:k][dmask]
-        dsize -= 2
+        # body sizes without the msg_id: only needed where a size is checked one by one
+        dsize = (dwords & np.uint64(0xFFFF)).astype(np.int32) - 2 if len(dwords) < 4096 else None
+
+        def sizes() -> np.ndarray:
+            nonlocal dsize
+            if dsize is None:
+                dsize = (dwords & np.uint64(0xFFFF)).astype(np.int32) - 2
+            return dsize
+
         # (a D too short to hold its msg_id reads other bytes and fails the size check)
         view = self._view
         # Subscriptions (A) in this chunk, parsed up front: a D belongs to the latest A for
@@ -785,18 +798,33 @@ class UlogReader(Reader):
         new_ids = [e.sub.msg_id for _, e in new_subs]
         if len(set(new_ids)) == len(new_ids) and not (set(new_ids) & set(self._by_msg_id)):
             # common case: each msg_id subscribed once -> lookup tables by msg_id
-            sub_of = np.full(65536, -1, dtype=np.int64)
-            lo_m = np.full(65536, 1 << 30, dtype=np.int32)
-            hi_m = np.full(65536, -1, dtype=np.int32)
+            # a data header without trailing padding (size, "D", msg_id: PX4 leaves the
+            # padding out) is one 40-bit value: a single table lookup and compare checks
+            # it; the others of types with trailing padding are checked against the range
+            sub_of = np.full(65536, -1, dtype=np.int32)
+            head_m = np.zeros(65536, dtype=np.uint64)
+            ranged: list[tuple[int, int, int]] = []
             entries = [(mid, e, -1) for mid, e in self._by_msg_id.items()]
             entries += [(e.sub.msg_id, e, i) for i, e in new_subs]
             for mid, entry, _ in entries:
                 if entry.type is not None:
                     sub_of[mid] = entry.index
-                    lo_m[mid] = entry.type.min_size
-                    hi_m[mid] = entry.type.size
+                    if entry.type.min_size + 2 <= 0xFFFF:
+                        head_m[mid] = (entry.type.min_size + 2) | (rec.DATA << 16) | (mid << 24)
+                    if entry.type.min_size < entry.type.size or entry.type.min_size + 2 > 0xFFFF:
+                        ranged.append((mid, entry.type.min_size, entry.type.size))
             cand = sub_of[msg_id]
-            ok = (dsize >= lo_m[msg_id]) & (dsize <= hi_m[msg_id])
+            ok = (dwords & np.uint64(0xFF_FFFF_FFFF)) == head_m[msg_id]
+            if ranged:
+                lo_m = np.full(65536, 1 << 30, dtype=np.int32)
+                hi_m = np.full(65536, -1, dtype=np.int32)
+                for mid, lo_s, hi_s in ranged:
+                    lo_m[mid], hi_m[mid] = lo_s, hi_s
+                rest = np.flatnonzero(~ok)
+                rest = rest[hi_m[msg_id[rest]] >= 0]
+                rs = sizes()[rest]
+                rm = msg_id[rest]
+                ok[rest] = (rs >= lo_m[rm]) & (rs <= hi_m[rm])
             if new_subs:  # data before its subscription in this chunk has none yet
                 a_at = np.full(65536, -1, dtype=np.int64)
                 for mid, _entry, i in entries:
@@ -820,11 +848,12 @@ class UlogReader(Reader):
                 locc = np.maximum(loc, 0)
                 found = (loc >= 0) & ((ekey[locc] // nmax) == mid64)
                 cand = np.where(found, esub[locc], -1)
-            ok = (cand >= 0) & (dsize >= lo[cand]) & (dsize <= hi[cand])
+            ok = (cand >= 0) & (sizes() >= lo[cand]) & (sizes() <= hi[cand])
         badd = np.flatnonzero(~ok)
         b = k
 
         def reason(w: int) -> str:
+            dsize = sizes()
             if dsize[w] < 0:
                 return f"data message of {int(dsize[w]) + 2} bytes cannot hold its msg_id"
             if cand[w] < 0:
@@ -851,10 +880,10 @@ class UlogReader(Reader):
             dropped = badd[d_idx[badd] < b]
             for w in dropped[:_MAX_REPORTS].tolist():
                 q = int(dpos[w])
-                self._damaged(q, reason(w) + " (dropped)", int(dsize[w]) + 5)
+                self._damaged(q, reason(w) + " (dropped)", int(sizes()[w]) + 5)
             if len(dropped) > _MAX_REPORTS:
                 extra = dropped[_MAX_REPORTS:]
-                self.recovery_report["bytes_skipped"] += int((dsize[extra] + 5).sum())
+                self.recovery_report["bytes_skipped"] += int((sizes()[extra] + 5).sum())
                 self.ulog.unreported_damage += len(extra)
         if b == k and k < len(p):
             self._bad_reason = f"invalid message header (type {int(t[k])}, size {int(u16[p[k]])})"
@@ -961,25 +990,27 @@ class UlogReader(Reader):
 
     def _finish(self) -> None:
         subs = self._subs
-        if self._d_pos_chunks:
-            d_pos = np.concatenate(self._d_pos_chunks)
-            d_sub = np.concatenate(self._d_sub_chunks)
-        else:
-            d_pos = np.zeros(0, np.int64)
-            d_sub = np.zeros(0, np.int64)
+        pos_chunks, sub_chunks = self._d_pos_chunks, self._d_sub_chunks
         self._d_pos_chunks = []
         self._d_sub_chunks = []
-        counts = np.bincount(d_sub, minlength=len(subs)) if len(d_sub) else np.zeros(len(subs), np.int64)
+        counts = np.zeros(len(subs), np.int64)
+        for sc in sub_chunks:
+            counts += np.bincount(sc, minlength=len(subs))[: len(subs)]
         for s in subs:
             s.count = int(counts[s.index])
         picked = topic_filter(self._topics, [Channel(s.index, s.sub.name, "ulog", None) for s in subs])
         if picked is not None and len(picked) <= 8:
-            # a few topics selected up front: only their offsets are pulled out now
+            # a few topics selected up front: only their offsets are pulled out now (chunk
+            # by chunk); the others' wait in the chunks until asked for
             for s in subs:
                 if s.index in picked:
-                    s.positions = d_pos[d_sub == s.index]
-            self._d_all = (d_pos, d_sub)
+                    found = [pc[sc == s.index] for pc, sc in zip(pos_chunks, sub_chunks)]
+                    s.positions = np.concatenate(found) if found else np.zeros(0, np.int64)
+            self._d_chunks = (pos_chunks, sub_chunks)
         else:
+            d_pos = np.concatenate(pos_chunks) if pos_chunks else np.zeros(0, np.int64)
+            d_sub = np.concatenate(sub_chunks) if sub_chunks else np.zeros(0, np.int32)
+            del pos_chunks, sub_chunks
             # group data messages by subscription (stable: file order within each; radix sort)
             key = d_sub.astype(np.int16) if len(subs) < (1 << 15) else d_sub
             order = np.argsort(key, kind="stable")
@@ -1144,9 +1175,10 @@ class UlogReader(Reader):
             )
         with_data = [s for s in found if s.count]
         s = (with_data or found)[0]
-        if s.positions is None and self._d_all is not None:  # not selected up front
-            d_pos, d_sub = self._d_all
-            s.positions = d_pos[d_sub == s.index]
+        if s.positions is None and self._d_chunks is not None:  # not selected up front
+            pos_chunks, sub_chunks = self._d_chunks
+            found = [pc[sc == s.index] for pc, sc in zip(pos_chunks, sub_chunks)]
+            s.positions = np.concatenate(found) if found else np.zeros(0, np.int64)
         return s
 
     def _release(self, start: int, end: int) -> None:
