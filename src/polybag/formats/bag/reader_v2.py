@@ -466,11 +466,15 @@ class BagV2Reader(Reader):
         if ci.buffer is not None:
             return ci.buffer
         raw = self.view[ci.data_start : ci.data_start + ci.data_len]
-        if ci.compression == "lz4" and not self.verify_checksums:
+        return self._decompress(ci.compression, raw, ci.size, ci.pos)
+
+    def _decompress(self, comp: str, raw: memoryview, size: int, pos: int) -> bytes | memoryview:
+        """A chunk's data: lz4 through the block-level decoder unless checksums are verified."""
+        if comp == "lz4" and not self.verify_checksums:
             from .lz4fast import decompress_lz4
 
-            return decompress_lz4(raw, ci.size, path=self.path, offset=ci.pos)
-        return decompress(ci.compression, raw, ci.size, path=self.path, offset=ci.pos)
+            return decompress_lz4(raw, size, path=self.path, offset=pos)
+        return decompress(comp, raw, size, path=self.path, offset=pos)
 
     # --- scanning ------------------------------------------------------------------------------
     def _scan(self) -> None:
@@ -552,7 +556,7 @@ class BagV2Reader(Reader):
                         self._note_error(err, 0)
                         break
                     try:
-                        buf = decompress(comp, view[ds : ds + dl], usize, path=p, offset=pos)
+                        buf = self._decompress(comp, view[ds : ds + dl], usize, pos)
                     except FormatError as e:
                         self._recover_chunk(ci, cut=False, reason=str(e))
                         if ci.times is not None and len(ci.times):
