@@ -502,19 +502,19 @@ class UlogReader(Reader):
         return t
 
     def _words(self, q: np.ndarray) -> np.ndarray:
-        """The 8 bytes at each offset of ``q`` as a little-endian uint64 (zero past the end):
+        """The 8 bytes at each (ascending) offset of ``q`` as a little-endian uint64 (zero past the end):
         a message's size (bits 0-15), type (16-23) and, for ``D``, msg_id (24-39) in one
         gather."""
         size = self._size
         if len(q) == 0 or size < 8:
-            out = np.zeros(len(q), np.uint64)
+            out = np.zeros(len(q), "<u8")
             for j, x in enumerate(q.tolist()):
                 chunk = bytes(self._view[x : x + 8])
                 out[j] = int.from_bytes(chunk, "little")
             return out
         if self._u64 is None:
             self._u64 = np.ndarray(buffer=self._view, dtype="<u8", shape=(size - 7,), strides=(1,))
-        if int(q[-1]) <= size - 8 and int(q.max()) <= size - 8:
+        if int(q[-1]) <= size - 8:  # offsets ascend: the last is the largest
             return self._u64[q]
         qc = np.minimum(q, size - 8)
         w = self._u64[qc]
@@ -539,7 +539,6 @@ class UlogReader(Reader):
         u8 = self._u8
         start, size = self._data_start, self._size
         cs: list[np.ndarray] = []
-        ns: list[np.ndarray] = []
         ws: list[np.ndarray] = []
         look = _LINK_LOOKAHEAD
 
@@ -569,9 +568,8 @@ class UlogReader(Reader):
                     end_i = int(nx[i])
                     if end_i in after[max(i + 1 - base, 0) : i + 1 - base + look]:
                         good[i] = True
-            good &= nx >= cc + 5
+            good &= ww.view("<u2")[::4] >= 2
             cs.append(cc[good])
-            ns.append(nx[good])
             ws.append(ww[good])
 
         chunk = 1 << 20
@@ -586,8 +584,7 @@ class UlogReader(Reader):
             hits += a
             # each candidate's header read once, while its chunk is in the cache
             w = self._words(hits)
-            nx = (w & np.uint64(0xFFFF)).astype(np.int64)
-            nx += hits
+            nx = hits + w.view("<u2")[::4]  # + the size field (bytes 0-1 of each word)
             nx += 3
             if prev is not None:
                 settle(*prev, hits[:look])
@@ -598,8 +595,9 @@ class UlogReader(Reader):
             settle(*prev, empty)
         self._release(start, size)
         c = np.concatenate(cs) if cs else empty
-        nxt = np.concatenate(ns) if ns else empty
-        w = np.concatenate(ws) if ws else np.zeros(0, np.uint64)
+        w = np.concatenate(ws) if ws else np.zeros(0, "<u8")
+        nxt = c + w.view("<u2")[::4]
+        nxt += 3
         m = len(c)
         link = np.zeros(m, dtype=bool)
         if m > 1:
@@ -663,7 +661,7 @@ class UlogReader(Reader):
         if singles:
             flush()
         if not pieces:
-            return np.zeros(0, np.int64), np.zeros(0, np.uint64), pos
+            return np.zeros(0, np.int64), np.zeros(0, "<u8"), pos
         if len(pieces) == 1:
             return pieces[0], wpieces[0], pos
         return np.concatenate(pieces), np.concatenate(wpieces), pos
@@ -738,7 +736,7 @@ class UlogReader(Reader):
         if n_p == 0:
             return None
         u16 = self._u16
-        words = np.ascontiguousarray(self._words(p) if words is None else words, dtype=np.uint64)
+        words = np.ascontiguousarray(self._words(p) if words is None else words, dtype="<u8")
         # size, type and msg_id are strided views into the header words (no copies)
         t = np.ndarray(buffer=words, dtype=np.uint8, shape=(n_p,), strides=(8,), offset=2)
         size_all = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=0)
