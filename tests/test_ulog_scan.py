@@ -1,0 +1,149 @@
+"""ULog data-section scan: the multi-chunk candidate walk equals the one-by-one walk, and
+selecting a topic up front gives exactly the full read's data (also with damage)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polybag
+from polybag.formats.ulog import reader as ulog_reader
+from polybag.formats.ulog.writer import UlogWriter
+
+pyulog = pytest.importorskip("pyulog")
+
+FORMATS = [
+    # byte fields full of "D" (68) make many false candidates inside payloads
+    "dense:uint64_t timestamp;uint8_t[40] b;uint8_t[3] _padding0;",
+    "wide:uint64_t timestamp;float[20] f;uint16_t n;uint8_t[6] _padding0;",
+    "small:uint64_t timestamp;uint8_t x;",
+]
+
+
+def _log(n: int, seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    out = io.BytesIO()
+    with UlogWriter(out, start_timestamp=1000) as w:
+        for f in FORMATS:
+            w.add_format(f)
+        items = []
+        for name, multi in (("dense", 0), ("wide", 0), ("wide", 1), ("small", 0)):
+            ch = w.add_subscription(name, multi)
+            ts = np.sort(rng.integers(2000, 10**9, n)).astype(np.uint64)
+            cols: dict[str, np.ndarray] = {"timestamp": ts}
+            if name == "dense":
+                for i in range(40):
+                    cols[f"b[{i}]"] = np.where(rng.random(n) < 0.3, 68, rng.integers(0, 256, n)).astype(
+                        np.uint8
+                    )
+            elif name == "wide":
+                for i in range(20):
+                    cols[f"f[{i}]"] = rng.standard_normal(n).astype(np.float32)
+                cols["n"] = np.full(n, 0x4444, np.uint16)
+            else:
+                cols["x"] = np.full(n, 68, np.uint8)
+            items.append((ch, cols))
+        w.write_columns_many(items)
+        for i in range(50):  # other message types between data runs
+            w.add_logged_string("INFO", f"line {i}", 2000 + i * 10**7)
+    return out.getvalue()
+
+
+def _reference_walk(b: bytes, pos: int, end: int) -> tuple[list[int], int]:
+    out = []
+    while pos + 3 <= end:
+        nxt = pos + 3 + b[pos] + (b[pos + 1] << 8)
+        if nxt > end:
+            break
+        out.append(pos)
+        pos = nxt
+    return out, pos
+
+
+@pytest.fixture(scope="module")
+def big() -> bytes:
+    data = _log(16000)
+    assert len(data) > 3 << 20  # several 1 MiB scan chunks
+    return data
+
+
+def test_walk_over_many_chunks_is_the_sequential_walk(big: bytes) -> None:
+    r = polybag.open(big)
+    ds = r._data_start
+    for pos in (ds, ds + 1, ds + 777, (1 << 20) - 5, (1 << 20) + 3):
+        got, stop = r._walk_fast(pos, len(big))
+        want, wstop = _reference_walk(big, pos, len(big))
+        assert got.tolist() == want
+        assert stop == wstop
+    # candidates are exactly the D messages the walk found plus payload bytes it skipped
+    c, _nxt, _w, _ends = r._candidates()
+    real = set(want) if (want := _reference_walk(big, ds, len(big))[0]) else set()
+    d_msgs = {q for q in real if big[q + 2] == 0x44}
+    assert len(d_msgs - set(c.tolist())) < len(d_msgs) // 4  # most data messages are in runs
+
+
+@pytest.mark.parametrize("look", [1, 2, 6])
+def test_lookahead_does_not_change_results(big: bytes, look: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ulog_reader, "_LINK_LOOKAHEAD", look)
+    r = polybag.open(big)
+    got, _ = r._walk_fast(r._data_start, len(big))
+    want, _ = _reference_walk(big, r._data_start, len(big))
+    assert got.tolist() == want
+
+
+def test_selected_topic_equals_full_read_and_pyulog(big: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "big.ulg"
+    path.write_bytes(big)
+    u = pyulog.ULog(str(path), ["wide"])
+    with polybag.open(path) as full, polybag.open(path, topics=["wide"]) as one:
+        assert {c.topic for c in one.summary.channels.values()} == {"wide"}
+        assert one.summary.message_counts == {
+            k: v for k, v in full.summary.message_counts.items() if full.summary.channels[k].topic == "wide"
+        }
+        for d in u.data_list:
+            a = one.topic_columns("wide", d.multi_id)
+            b = full.topic_columns("wide", d.multi_id)
+            for k, v in d.data.items():
+                assert np.array_equal(a[k], v, equal_nan=True), k
+                assert np.array_equal(b[k], v, equal_nan=True), k
+        # a topic not selected up front is still read on request, from the kept offsets
+        assert np.array_equal(one.topic_columns("dense")["b[3]"], full.topic_columns("dense")["b[3]"])
+
+
+def test_data_with_and_without_trailing_padding(tmp_path: Path) -> None:
+    """Headers without trailing padding are checked as one value; with it, by range."""
+    out = io.BytesIO()
+    with UlogWriter(out, start_timestamp=1) as w:
+        w.add_format("p:uint64_t timestamp;uint16_t v;uint8_t[6] _padding0;")
+        ch = w.add_subscription("p")
+        for i in range(300):
+            body = (1000 + i).to_bytes(8, "little") + (i * 7).to_bytes(2, "little")
+            if i % 3 == 0:
+                body += b"\0" * 6  # this one carries its padding
+            w.write(ch, body, (1000 + i) * 1000)
+    data = out.getvalue()
+    for topics in (None, ["p"]):
+        r = polybag.open(data, topics=topics)
+        cols = r.topic_columns("p")
+        assert cols["v"].tolist() == [i * 7 for i in range(300)]
+        assert not r.ulog.corruptions
+
+
+def test_damage_in_a_later_chunk_selected_or_not(big: bytes) -> None:
+    raw = bytearray(big)
+    at = (2 << 20) + 12345
+    raw[at : at + 4] = b"\xff\xff\x44\x00"
+    damaged = bytes(raw)
+    a = polybag.open(damaged, recover=True)
+    b = polybag.open(damaged, recover=True, topics=["wide"])
+    assert a.ulog.corruptions and b.ulog.corruptions
+    assert [c["offset"] for c in a.ulog.corruptions] == [c["offset"] for c in b.ulog.corruptions]
+    for mid in (0, 1):
+        x = a.topic_columns("wide", mid)
+        y = b.topic_columns("wide", mid)
+        assert x.keys() == y.keys()
+        for k in x:
+            assert np.array_equal(x[k], y[k], equal_nan=True)
