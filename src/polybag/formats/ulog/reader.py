@@ -290,6 +290,8 @@ class UlogReader(Reader):
         )
         self._cands: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._u64: np.ndarray | None = None
+        # msg_id lookup tables of the data check, kept while the subscriptions stay the same
+        self._tables: tuple[Any, ...] | None = None
         self._d_chunks: tuple[list[np.ndarray], list[np.ndarray]] | None = None
         self._by_key: dict[tuple[str, int], list[_Sub]] | None = None
         self._scan()
@@ -799,30 +801,38 @@ class UlogReader(Reader):
             # a data header without trailing padding (size, "D", msg_id: PX4 leaves the
             # padding out) is one 40-bit value: a single table lookup and compare checks
             # it; the others of types with trailing padding are checked against the range
-            sub_of = np.full(65536, -1, dtype=np.int32)
-            head_m = np.zeros(65536, dtype=np.uint64)
-            ranged: list[tuple[int, int, int]] = []
             entries = [(mid, e, -1) for mid, e in self._by_msg_id.items()]
             entries += [(e.sub.msg_id, e, i) for i, e in new_subs]
-            for mid, entry, _ in entries:
-                if entry.type is not None:
-                    sub_of[mid] = entry.index
-                    if entry.type.min_size + 2 <= 0xFFFF:
-                        head_m[mid] = (entry.type.min_size + 2) | (rec.DATA << 16) | (mid << 24)
-                    if entry.type.min_size < entry.type.size or entry.type.min_size + 2 > 0xFFFF:
-                        ranged.append((mid, entry.type.min_size, entry.type.size))
+            key = (len(self._subs), len(self._by_msg_id))
+            if new_subs or self._tables is None or self._tables[0] != key:
+                sub_of = np.full(65536, -1, dtype=np.int32)
+                head_m = np.zeros(65536, dtype=np.uint64)
+                lo_m = np.full(65536, 1 << 30, dtype=np.int32)
+                hi_m = np.full(65536, -1, dtype=np.int32)
+                ranged = False
+                for mid, entry, _ in entries:
+                    if entry.type is not None:
+                        sub_of[mid] = entry.index
+                        if entry.type.min_size + 2 <= 0xFFFF:
+                            head_m[mid] = (entry.type.min_size + 2) | (rec.DATA << 16) | (mid << 24)
+                        if entry.type.min_size < entry.type.size or entry.type.min_size + 2 > 0xFFFF:
+                            lo_m[mid], hi_m[mid] = entry.type.min_size, entry.type.size
+                            ranged = True
+                tables = (key, sub_of, head_m, lo_m, hi_m, ranged)
+                if not new_subs:  # the same tables serve the next chunks
+                    self._tables = tables
+            else:
+                tables = self._tables
+            _key, sub_of, head_m, lo_m, hi_m, ranged = tables
             cand = sub_of[msg_id]
             ok = (dwords & np.uint64(0xFF_FFFF_FFFF)) == head_m[msg_id]
             if ranged:
-                lo_m = np.full(65536, 1 << 30, dtype=np.int32)
-                hi_m = np.full(65536, -1, dtype=np.int32)
-                for mid, lo_s, hi_s in ranged:
-                    lo_m[mid], hi_m[mid] = lo_s, hi_s
                 rest = np.flatnonzero(~ok)
                 rest = rest[hi_m[msg_id[rest]] >= 0]
-                rs = sizes()[rest]
-                rm = msg_id[rest]
-                ok[rest] = (rs >= lo_m[rm]) & (rs <= hi_m[rm])
+                if len(rest):
+                    rs = (dwords[rest] & np.uint64(0xFFFF)).astype(np.int32) - 2
+                    rm = msg_id[rest]
+                    ok[rest] = (rs >= lo_m[rm]) & (rs <= hi_m[rm])
             if new_subs:  # data before its subscription in this chunk has none yet
                 a_at = np.full(65536, -1, dtype=np.int64)
                 for mid, _entry, i in entries:
