@@ -209,14 +209,18 @@ def generate(path: str, size_mb: float) -> int:
     return os.path.getsize(path)
 
 
-def best(fn: Callable[[], Any], repeat: int) -> float:
+def timings(fn: Callable[[], Any], repeat: int) -> list[float]:
     times = []
     for _ in range(repeat):
         gc.collect()
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return times
+
+
+def best(fn: Callable[[], Any], repeat: int) -> float:
+    return min(timings(fn, repeat))
 
 
 def polybag_full(path: str) -> int:
@@ -279,6 +283,16 @@ def peak_memory(path: str) -> tuple[int, int]:
     return (final - base) * 1024, traced
 
 
+def report(what: str, peer: list[float], ours: list[float], goal: float) -> None:
+    """Best and median of each side and their ratios (same repeat count for both sides)."""
+    pb, pm = min(peer), float(np.median(peer))
+    ob, om = min(ours), float(np.median(ours))
+    print(
+        f"{what:<42} pyulog best {pb:6.3f}s median {pm:6.3f}s | polybag best {ob:6.3f}s median {om:6.3f}s"
+        f" | ratio best {pb / ob:5.1f}x median {pm / om:5.1f}x  (goal >= {goal:g}x)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=float, default=100.0)
@@ -304,13 +318,13 @@ def main() -> None:
         nmsg = r.summary.message_count
         ntopics = len(r.summary.channels)
     print(f"big log: {size / 1e6:.1f} MB, {ntopics} channels, {nmsg} messages")
-    a = best(lambda: pyulog_full(path), 1)
-    b = best(lambda: polybag_full(path), args.repeat)
-    print(f"full parse to columns:  pyulog {a:7.3f}s  polybag {b:7.3f}s  ratio {a / b:5.1f}x  (goal >= 5x)")
+    a_t = timings(lambda: pyulog_full(path), max(1, args.repeat // 2))
+    b_t = timings(lambda: polybag_full(path), args.repeat)
+    report("full parse to columns:", a_t, b_t, 5)
     topic = "vehicle_local_position"
-    a1 = best(lambda: pyulog_one(path, topic), 1)
-    b1 = best(lambda: polybag_one(path, topic), args.repeat)
-    print(f"one topic ({topic}): pyulog {a1:7.3f}s  polybag {b1:7.3f}s  ratio {a1 / b1:5.1f}x  (goal >= 10x)")
+    a_t = timings(lambda: pyulog_one(path, topic), args.repeat)
+    b_t = timings(lambda: polybag_one(path, topic), args.repeat)
+    report(f"one topic ({topic}):", a_t, b_t, 10)
     rss, traced = peak_memory(path)
     print(
         f"polybag full parse peak memory: RSS +{rss / 1e6:.1f} MB ({rss / size:.2f}x file, mapped file pages "

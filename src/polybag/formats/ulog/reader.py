@@ -553,16 +553,23 @@ class UlogReader(Reader):
                 np.equal(nx[:-1], cc[1:], out=good[:-1])
             miss = np.flatnonzero(~good)
             # most misses are D bytes inside payloads: their end is no D position at all
-            miss = miss[u8[np.minimum(nx[miss] + 2, size - 1)] == rec.DATA]
+            tgt = nx[miss]
+            tgt += 2
+            if len(tgt) and int(tgt.max()) >= size:
+                np.minimum(tgt, size - 1, out=tgt)
+            miss = miss[u8[tgt] == rec.DATA]
             # the last few look into the next chunk's first candidates (in Python: few)
             tail = miss[miss >= m - look].tolist()
             miss = miss[miss < m - look]
+            ends = nx[miss]
             for k in range(2, look + 1):
                 if not len(miss):
                     break
-                hit = nx[miss] == cc[miss + k]
+                hit = ends == cc[miss + k]
                 good[miss[hit]] = True
-                miss = miss[~hit]
+                keep = ~hit
+                miss = miss[keep]
+                ends = ends[keep]
             if tail:
                 base = max(m - look, 0)
                 after = cc[base:].tolist() + ext.tolist()
