@@ -46,3 +46,31 @@ def test_bag_cut_right_after_its_header_is_truncated(tmp_path):
         list(polybag.open(cut).messages())
     r = polybag.open(cut, recover=True)
     assert list(r.messages()) == []
+
+
+@pytest.mark.parametrize("suffix", ["mcap", "bag", "ulg"])
+def test_unknown_order_is_a_usage_error(tmp_path, suffix):
+    from polybag.errors import UsageError
+
+    src = {"mcap": "samples/demo.mcap"}.get(suffix)
+    if suffix == "mcap":
+        path = src
+    elif suffix == "bag":
+        path = tmp_path / "t.bag"
+        with Writer(path) as w:
+            c = w.add_channel("/a", "ros1", w.add_schema("std_msgs/Int32", "ros1msg", b"int32 data"))
+            w.write(c, b"\0\0\0\0", 1)
+    else:
+        from tests.conftest import CORPORA
+
+        path = CORPORA / "ulog" / "sample.ulg"
+    with polybag.open(path) as r, pytest.raises(UsageError, match="order"):
+        next(r.messages(order="sideways"))
+
+
+@pytest.mark.parametrize("suffix", ["bag", "mcap"])
+def test_foreign_channel_is_refused(tmp_path, suffix):
+    with Writer(tmp_path / f"other.{suffix}") as other:
+        foreign = other.add_channel("/x", "ros1", other.add_schema("std_msgs/Int32", "ros1msg", b"int32 data"))
+    with Writer(tmp_path / f"t.{suffix}") as w, pytest.raises(polybag.WriteError):
+        w.write(foreign, b"\0\0\0\0", 1)

@@ -114,6 +114,17 @@ class Reader(ABC):
         return f"<{type(self).__name__} {self.path!r}>"
 
 
+ORDERS = ("log_time", "file")
+
+
+def check_order(order: str) -> None:
+    """Reject an ``order=`` that no reader knows (a :class:`UsageError`)."""
+    if order not in ORDERS:
+        from polybag.errors import UsageError
+
+        raise UsageError(f"order must be 'log_time' or 'file', not {order!r}")
+
+
 def topic_filter(topics: TopicSelector, channels: Iterable[Channel]) -> set[int] | None:
     """Channel ids selected by ``topics`` (``None``: all).
 

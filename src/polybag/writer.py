@@ -92,6 +92,11 @@ class Writer:
     def close(self) -> None:
         raise NotImplementedError
 
+    def _check_channel(self, channel: Channel, known: Channel | None) -> None:
+        """A channel passed to ``write`` must be one this writer handed out (or equal to it)."""
+        if known is not channel and known != channel:
+            raise WriteError(f"topic {channel.topic}: channel was not added to this writer")
+
     # --- conveniences built on the primitives ------------------------------------------
     def copy_channel(self, channel: Channel) -> Channel:
         """Add ``channel`` (and its schema) from another file, once; returns this file's channel."""

@@ -186,3 +186,16 @@ def info_yaml(info: dict[str, Any]) -> str:
         if t["connections"] > 1:
             out.append(f"      connections: {t['connections']}")
     return "\n".join(out) + "\n"
+
+
+class BagInfoMixin:
+    """``info_extras``/``info_text``/``info_yaml`` for every bag reader version."""
+
+    def info_extras(self) -> dict[str, Any]:
+        return bag_info(self)  # type: ignore[arg-type]
+
+    def info_text(self) -> str:
+        return info_text(self.info_extras())
+
+    def info_yaml(self) -> str:
+        return info_yaml(self.info_extras())

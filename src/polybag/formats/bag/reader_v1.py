@@ -30,9 +30,10 @@ import numpy as np
 
 from polybag.errors import FormatError, TruncatedError
 from polybag.model import Channel, Message, Schema, Summary
-from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.reader import Reader, TopicSelector, check_order, topic_filter
 from polybag.source import MappedSource
 
+from .info import BagInfoMixin
 from .records import (
     INDEX_V0_DTYPE,
     OP_FILE_HEADER,
@@ -101,7 +102,7 @@ def _definition_map(definitions: Any) -> dict[str, bytes]:
     return out
 
 
-class _FlatReader(Reader):
+class _FlatReader(BagInfoMixin, Reader):
     """A bag held as arrays of (time, channel, payload offset, payload length)."""
 
     format = "bag"
@@ -218,8 +219,7 @@ class _FlatReader(Reader):
         reverse: bool = False,
         order: str = "log_time",
     ) -> Iterator[Message]:
-        if order not in ("log_time", "file"):
-            raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        check_order(order)
         self._ensure()
         chans = self.channels_by_id
         sel = topic_filter(topics, chans.values())
@@ -292,21 +292,6 @@ class _FlatReader(Reader):
             if cids is None or cid in cids:
                 out[cid] = np.sort(self.times[self.conns == cid])
         return out
-
-    def info_extras(self) -> dict[str, Any]:
-        from .info import bag_info
-
-        return bag_info(self)
-
-    def info_text(self) -> str:
-        from .info import info_text
-
-        return info_text(self.info_extras())
-
-    def info_yaml(self) -> str:
-        from .info import info_yaml
-
-        return info_yaml(self.info_extras())
 
 
 class TextBagReader(_FlatReader):

@@ -24,9 +24,10 @@ import numpy as np
 from polybag.compression import decompress, normalize
 from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
 from polybag.model import Channel, ChunkInfo, Message, Schema, Summary
-from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.reader import Reader, TopicSelector, check_order, topic_filter
 from polybag.source import MappedSource
 
+from .info import BagInfoMixin
 from .records import (
     CHUNK_INFO_DTYPE,
     INDEX_V1_DTYPE,
@@ -256,7 +257,7 @@ def partial_decompress(name: str, data: bytes | memoryview, limit: int) -> bytes
     return b"".join(out)[:limit]
 
 
-class BagV2Reader(Reader):
+class BagV2Reader(BagInfoMixin, Reader):
     format = "bag"
 
     def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, **options: Any) -> None:
@@ -826,8 +827,7 @@ class BagV2Reader(Reader):
         reverse: bool = False,
         order: str = "log_time",
     ) -> Iterator[Message]:
-        if order not in ("log_time", "file"):
-            raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        check_order(order)
         # the batches (one list per chunk group) are flattened by itertools.chain in C: the
         # per-message cost is a list step, not a generator resumption
         return chain.from_iterable(self._batches(topics, start, end, reverse, order))
@@ -1046,21 +1046,6 @@ class BagV2Reader(Reader):
                 if cids is None or cid in cids:
                     out.setdefault(cid, []).append(ci.times[ci.conns == cid])
         return {k: np.sort(np.concatenate(v)) for k, v in out.items()}
-
-    def info_extras(self) -> dict[str, Any]:
-        from .info import bag_info
-
-        return bag_info(self)
-
-    def info_text(self) -> str:
-        from .info import info_text
-
-        return info_text(self.info_extras())
-
-    def info_yaml(self) -> str:
-        from .info import info_yaml
-
-        return info_yaml(self.info_extras())
 
 
 __all__ = ["BagV2Reader", "Chunk", "Connection", "parse_chunk_records", "partial_decompress"]

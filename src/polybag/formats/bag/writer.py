@@ -223,9 +223,7 @@ class BagWriter(Writer):
     ) -> None:
         check_open(self.closed)
         cid = channel.id
-        known = self._channels.get(cid)
-        if known is not channel and known != channel:
-            raise WriteError(f"topic {channel.topic}: channel was not added to this writer")
+        self._check_channel(channel, self._channels.get(cid))
         prefix = self._prefix[cid]
         if log_time < 0:
             raise WriteError(f"topic {channel.topic}: bag times cannot be negative, got {log_time} ns")

@@ -48,7 +48,7 @@ from polybag.formats.mcap.records import (
     Opcode,
 )
 from polybag.model import Attachment, Channel, ChunkInfo, Message, Metadata, Schema, Summary
-from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.reader import Reader, TopicSelector, check_order, topic_filter
 from polybag.source import MappedSource, Source, StreamSource
 
 _LOG_TIME = attrgetter("log_time")
@@ -1404,8 +1404,7 @@ class McapReader(Reader):
         reverse: bool = False,
         order: str = "log_time",
     ) -> Iterator[Message]:
-        if order not in ("log_time", "file"):
-            raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        check_order(order)
         # bounds that exclude nothing are no bounds (times are u64)
         if start is not None and start <= 0:
             start = None

@@ -62,7 +62,7 @@ from polybag.codecs.ulog import (
 from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
 from polybag.formats.ulog import records as rec
 from polybag.model import Channel, Message, Schema, Summary
-from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.reader import Reader, TopicSelector, check_order, topic_filter
 from polybag.source import MappedSource, Source, StreamSource
 
 LOG_TOPIC = "log_message"
@@ -1355,8 +1355,7 @@ class UlogReader(Reader):
         reverse: bool = False,
         order: str = "log_time",
     ) -> Iterator[Message]:
-        if order not in ("log_time", "file"):
-            raise ValueError(f"order must be 'log_time' or 'file', not {order!r}")
+        check_order(order)
         chans = self._channels_built[1]
         wanted = topic_filter(topics, chans.values())
         sel = [s for s in self._subs if s.selected and (wanted is None or s.index in wanted)]

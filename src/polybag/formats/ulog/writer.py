@@ -256,8 +256,7 @@ class UlogWriter(Writer):
     ) -> None:
         check_open(self.closed)
         cid = channel.id
-        if self._channels.get(cid) is not channel and self._channels.get(cid) != channel:
-            raise WriteError(f"channel {channel.topic!r} was not added to this writer")
+        self._check_channel(channel, self._channels.get(cid))
         if channel.schema is not None and channel.schema.name == LOGGED_STRING_SCHEMA:
             level, tag, ts, text = unpack_logged_string(data)
             self.add_logged_string(level, text, ts, tag)
