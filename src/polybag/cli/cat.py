@@ -1,4 +1,7 @@
-"""``polybag cat FILE [--topics REGEX] [--start T --end T] [--json]``: print messages.
+"""``polybag cat FILE [--topics REGEX] [--start T --end T] [--json] [--format F]``: print messages.
+
+``--format {mcap,bag,ulog}`` names the input's format when its first bytes do not (a
+version-0 bag read from stdin: ``polybag cat --format bag - < old.bag``).
 
 ``--json`` prints one JSON object per line: topic, log_time, publish_time, sequence and
 the decoded ``message`` when a codec exists for the channel, else ``data`` (base64).
@@ -13,7 +16,7 @@ import sys
 from typing import Any
 
 from polybag.cli._common import format_ns, parse_time
-from polybag.cli.info import open_input
+from polybag.cli.info import add_format_option, open_input
 from polybag.errors import PolybagError
 from polybag.model import Channel, Message
 
@@ -28,6 +31,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reverse", action="store_true", help="newest first")
     p.add_argument("--file-order", action="store_true", help="file order instead of log-time order")
     p.add_argument("-n", "--limit", type=int, default=None, help="stop after this many messages")
+    add_format_option(p)
     p.set_defaults(func=run)
 
 
@@ -87,7 +91,7 @@ def _preview(data: bytes | memoryview, n: int = 16) -> str:
 def run(args: argparse.Namespace) -> int:
     dec = _Decoder()
     out = sys.stdout
-    with open_input(args.file) as reader:
+    with open_input(args.file, getattr(args, "input_format", None)) as reader:
         start = _time_arg(args.start, reader)
         end = _time_arg(args.end, reader)
         it = reader.messages(

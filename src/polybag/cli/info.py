@@ -22,6 +22,7 @@ from polybag.reader import Reader
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("info", help="summarize a log (format, topics, counts, times, chunks)")
     p.add_argument("file", help="log file (bag, mcap, ulog), or - for stdin")
+    add_format_option(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON instead of a table")
     fmt.add_argument(
@@ -30,12 +31,27 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def open_input(name: str) -> Reader:
+FORMAT_CHOICES = ("mcap", "bag", "ulog")
+
+
+def add_format_option(p: Any) -> None:
+    """``--format``: the input's format when its magic bytes do not tell (a version-0 bag
+    has no header line, so ``polybag cat - < old.bag`` needs ``--format bag``)."""
+    p.add_argument(
+        "--format",
+        dest="input_format",
+        choices=FORMAT_CHOICES,
+        default=None,
+        help="input format, instead of guessing it from the first bytes",
+    )
+
+
+def open_input(name: str, format: str | None = None) -> Reader:  # noqa: A002
     import polybag
 
     if name == "-":
-        return polybag.open(sys.stdin.buffer)
-    return polybag.open(name)
+        return polybag.open(sys.stdin.buffer, format=format)
+    return polybag.open(name, format=format)
 
 
 def info_dict(reader: Reader) -> dict[str, Any]:
@@ -236,7 +252,7 @@ def to_yaml(d: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_input(args.file) as reader:
+    with open_input(args.file, getattr(args, "input_format", None)) as reader:
         if getattr(args, "yaml", False):
             info_yaml = getattr(reader, "info_yaml", None)
             text = info_yaml() if callable(info_yaml) else None
