@@ -17,7 +17,7 @@ their payload is ``uint8 log_level, uint8 tagged, uint16 tag, uint64 timestamp, 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -411,12 +411,32 @@ class UlogCodec:
     def encode(self, obj: Any) -> bytes:
         return self.type.encode(obj)
 
+    def records(self, payloads: Sequence[bytes | memoryview]) -> np.ndarray:
+        """Many payloads as one structured array of pyulog's flattened fields (see
+        :func:`payload_records`)."""
+        return payload_records(self.type, payloads)
+
     def columns(self, payloads: Iterable[bytes | memoryview]) -> dict[str, np.ndarray]:
-        """Columns of many payloads at once (each at least ``min_size`` bytes)."""
-        size = self.type.dtype.itemsize
-        buf = b"".join(bytes(p[:size]).ljust(size, b"\0") for p in payloads)
-        arr = np.frombuffer(buf, dtype=self.type.dtype)
+        """Columns of many payloads at once (each at least ``min_size`` bytes), keyed by
+        pyulog's flattened names, ``_padding`` fields left out."""
+        arr = payload_records(self.type, list(payloads))
         return {n: arr[n] for n in self.type.column_names()}
+
+
+def payload_records(utype: UlogType, payloads: Sequence[bytes | memoryview]) -> np.ndarray:
+    """Data message payloads (without the msg_id) as one structured array of ``utype.dtype``
+    (pyulog's flattened field names), built by one ``np.frombuffer`` over the joined
+    payloads.  Each payload is cut to the record size (a trailing padding field is dropped)
+    and a short one is zero-filled, so the result always has ``len(payloads)`` rows."""
+    dt = utype.dtype
+    size = dt.itemsize
+    if not payloads:
+        return np.zeros(0, dtype=dt)
+    if all(len(p) == size for p in payloads):
+        buf = b"".join(payloads)
+    else:
+        buf = b"".join(bytes(p[:size]).ljust(size, b"\0") for p in payloads)
+    return np.frombuffer(buf, dtype=dt)
 
 
 class LoggedStringCodec:

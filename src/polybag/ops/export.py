@@ -12,8 +12,9 @@ Tables are written block by block: messages are read in batches of about
 ``batch_bytes`` payload bytes (or ``batch_messages`` messages), each batch is decoded to
 columns (:func:`polybag.codecs.columns.payload_columns`) and appended to the csv file /
 ``pyarrow.parquet.ParquetWriter`` / jsonl file, so memory stays at a few batches whatever
-the topic's size.  ULog tables come from the reader's per-instance record arrays (fixed
-rows, pyulog's column names) and are written in row blocks.
+the topic's size.  ULog instances are batched the same way: the instance's data messages
+(``reader.messages`` in file order, one channel) are decoded a batch at a time into a
+structured array (:meth:`polybag.codecs.ulog.UlogCodec.records`, pyulog's column names).
 
 A topic whose channels cannot share one table gets one table per channel group, named
 ``topic_<n>``: ULog multi-instance topics one per ``multi_id`` (``sensor_accel_0``,
@@ -42,7 +43,6 @@ from polybag.ops._common import Input, OpResult, _page_releaser, input_name, mak
 FORMATS = ("csv", "parquet", "jsonl")
 BATCH_BYTES = 8 << 20
 BATCH_MESSAGES = 65536
-ROW_BLOCK = 65536
 
 
 @dataclass
@@ -236,30 +236,75 @@ def _conform(table: Any, schema: Any) -> Any:
 
 
 # --- column blocks -----------------------------------------------------------------------------
-def _mask(cols: dict[str, np.ndarray], start: int | None, end: int | None) -> dict[str, np.ndarray]:
-    if start is None and end is None:
-        return cols
-    t = cols["log_time"]
-    keep = np.ones(len(t), dtype=bool)
-    if start is not None:
-        keep &= t >= start
-    if end is not None:
-        keep &= t < end
-    return {k: v[keep] for k, v in cols.items()}
+def _ulog_channel(r: Any, t: Table) -> Channel:
+    """The channel whose data is the instance's table: the first subscription of the
+    ``(topic, multi_id)`` that logged data (the reader's ``topic_columns`` pick)."""
+    counts = r.summary.message_counts or {}
+    chans = sorted(t.channels, key=lambda c: c.id)
+    return next((c for c in chans if int(counts.get(c.id, 0))), chans[0])
+
+
+def _ulog_names(utype: Any, topic: str, fields: Sequence[str] | None, timed: bool) -> list[str]:
+    """Column names as the reader's ``topic_columns`` gives them: pyulog's flattened fields
+    without padding (or those ``fields`` select, as names or prefixes), then ``log_time``."""
+    if fields is None:
+        names = utype.column_names()
+    else:
+        known = list(utype.dtype.names or ()) + (["log_time"] if timed else [])
+        names = []
+        for f in fields:
+            hit = [n for n in known if n == f or n.startswith(f + "[") or n.startswith(f + ".")]
+            if not hit:
+                raise PolybagError(f"topic {topic}: no field {f!r}")
+            names.extend(h for h in hit if h not in names and h != "log_time")
+    return names + (["log_time"] if timed else [])
 
 
 def _ulog_blocks(
-    r: Any, t: Table, fields: Sequence[str] | None, start: int | None, end: int | None
+    r: Any,
+    t: Table,
+    fields: Sequence[str] | None,
+    start: int | None,
+    end: int | None,
+    batch_bytes: int,
+    batch_messages: int,
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    """One ULog instance in batches: its data messages in file order (the reader's public
+    ``messages``), each batch decoded at once to a structured array of pyulog's fields."""
+    from polybag.codecs import codec_for
+
     timed = start is not None or end is not None
-    cols = dict(r.topic_columns(t.topic, t.multi_id or 0, fields, log_time=timed))
-    cols = _mask(cols, start, end)
-    n = len(next(iter(cols.values()))) if cols else 0
-    if n == 0:
-        yield cols, 0
-    for a in range(0, n, ROW_BLOCK):
-        b = min(n, a + ROW_BLOCK)
-        yield {k: v[a:b] for k, v in cols.items()}, b - a
+    ch = _ulog_channel(r, t)
+    codec = codec_for(ch)
+    utype = codec.type
+    names = _ulog_names(utype, t.topic, fields, timed)
+    fixed = [n for n in names if n != "log_time"]
+    times: list[int] = []
+    datas: list[Any] = []
+    size = 0
+    yielded = False
+
+    def flush() -> dict[str, np.ndarray]:
+        arr = codec.records(datas)
+        cols = {n: arr[n] for n in fixed}
+        if timed:
+            cols["log_time"] = np.array(times, dtype=np.int64)
+        return cols
+
+    for m in r.messages(topics=[t.topic], start=start, end=end, order="file"):
+        if m.channel.id != ch.id:
+            continue
+        times.append(m.log_time)
+        datas.append(m.data)
+        size += len(m.data)
+        if size >= batch_bytes or len(datas) >= batch_messages:
+            n = len(datas)
+            cols = flush()
+            times, datas, size = [], [], 0
+            yielded = True
+            yield cols, n
+    if datas or not yielded:
+        yield flush(), len(datas)
 
 
 def _message_blocks(
@@ -395,7 +440,9 @@ def export(
                             sink: Any = _CsvSink(path) if format == "csv" else _ParquetSink(path)
                             try:
                                 if is_ulog and table.multi_id is not None:
-                                    blocks = _ulog_blocks(r, table, fields, t_start, t_end)
+                                    blocks = _ulog_blocks(
+                                        r, table, fields, t_start, t_end, batch_bytes, batch_messages
+                                    )
                                 else:
                                     blocks = _message_blocks(
                                         r, table, fields, t_start, t_end, batch_bytes, batch_messages
