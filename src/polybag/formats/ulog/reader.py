@@ -769,7 +769,11 @@ class UlogReader(Reader):
             d_idx = np.flatnonzero(dmask)
             dpos = p[:k][dmask]
             dwords = words[:k][dmask]
-            msg_id = mid_all[:k][dmask]
+            msg_id = (  # bytes 3-4 of each header word (a view, no copy)
+                np.ndarray(buffer=dwords, dtype="<u2", shape=(len(dwords),), strides=(8,), offset=3)
+                if len(dwords)
+                else np.zeros(0, "<u2")
+            )
         # body sizes without the msg_id: only needed where a size is checked one by one
         dsize = (dwords & np.uint64(0xFFFF)).astype(np.int32) - 2 if len(dwords) < 4096 else None
 
@@ -832,7 +836,12 @@ class UlogReader(Reader):
                 tables = self._tables
             _key, sub_of, head_m, lo_m, hi_m, ranged = tables
             cand = sub_of[msg_id]
-            ok = (dwords & np.uint64(0xFF_FFFF_FFFF)) == head_m[msg_id]
+            # the low 40 bits equal the expected header (in place: large temporaries are slow)
+            head = head_m[msg_id]
+            head ^= dwords
+            head <<= np.uint64(24)
+            ok = head == 0
+            del head
             if ranged:
                 rest = np.flatnonzero(~ok)
                 rest = rest[hi_m[msg_id[rest]] >= 0]
