@@ -153,3 +153,19 @@ def test_payload_records_rows(pad: list[int], n: int, corpora: Path) -> None:
         same = payload_records(utype, real)
         assert arr[: len(real)].tobytes() == same.tobytes()
     assert arr[-1:].tobytes() == bytes(pad[: size - 1]).ljust(size, b"\0")
+
+
+def test_truncated_log_keeps_intact_rows(corpora: Path, tmp_path: Path) -> None:
+    """A truncated ULog: instance tables hold every row before the damage (a prefix of the
+    whole file's table); the damage is reported once, by the log_message table."""
+    src = corpora / "ulog" / "sample_log_small.ulg"
+    cut = tmp_path / "cut.ulg"
+    cut.write_bytes(src.read_bytes()[:600_000])
+    full = ops.export(src, tmp_path / "full", batch_messages=50)
+    part = ops.export(cut, tmp_path / "part", batch_messages=50)
+    assert full.failed == 0 and part.failed == 1
+    assert "log_message" in part.warnings[0] and "offset" in part.warnings[0]
+    assert 0 < part.messages < full.messages
+    lines = (tmp_path / "part" / "sensor_combined.csv").read_text().splitlines()
+    whole = (tmp_path / "full" / "sensor_combined.csv").read_text().splitlines()
+    assert 1 < len(lines) < len(whole) and whole[: len(lines)] == lines

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from polybag.errors import PolybagError, UnsupportedError
+from polybag.errors import FormatError, PolybagError, UnsupportedError
 from polybag.model import Channel
 from polybag.ops._common import Input, OpResult, _page_releaser, input_name, make_progress, opened
 
@@ -291,7 +291,7 @@ def _ulog_blocks(
             cols["log_time"] = np.array(times, dtype=np.int64)
         return cols
 
-    for m in r.messages(topics=[t.topic], start=start, end=end, order="file"):
+    for m in _intact(r.messages(topics=[t.topic], start=start, end=end, order="file")):
         if m.channel.id != ch.id:
             continue
         times.append(m.log_time)
@@ -305,6 +305,21 @@ def _ulog_blocks(
             yield cols, n
     if datas or not yielded:
         yield flush(), len(datas)
+
+
+def _intact(messages: Iterator[Any]) -> Iterator[Any]:
+    """The messages before damage: a damaged ULog's reader yields every intact message and
+    then raises; an instance table keeps those rows (as the whole-instance export did, the
+    damage being reported by the ``log_message`` table and by ``check``)."""
+    it = iter(messages)
+    while True:
+        try:
+            m = next(it)
+        except StopIteration:
+            return
+        except FormatError:
+            return
+        yield m
 
 
 def _message_blocks(
