@@ -29,7 +29,7 @@ import csv
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,32 +279,43 @@ def _ulog_blocks(
     utype = codec.type
     names = _ulog_names(utype, t.topic, fields, timed)
     fixed = [n for n in names if n != "log_time"]
-    times: list[int] = []
-    datas: list[Any] = []
-    size = 0
-    yielded = False
 
-    def flush() -> dict[str, np.ndarray]:
+    def flush(times: list[int], datas: list[Any]) -> dict[str, np.ndarray]:
         arr = codec.records(datas)
         cols = {n: arr[n] for n in fixed}
         if timed:
             cols["log_time"] = np.array(times, dtype=np.int64)
         return cols
 
-    for m in _intact(r.messages(topics=[t.topic], start=start, end=end, order="file")):
-        if m.channel.id != ch.id:
+    messages = _intact(r.messages(topics=[t.topic], start=start, end=end, order="file"))
+    yield from _batched(messages, {ch.id}, flush, batch_bytes, batch_messages)
+
+
+def _batched(
+    messages: Iterator[Any],
+    channel_ids: set[int],
+    flush: Callable[[list[int], list[Any]], dict[str, np.ndarray]],
+    batch_bytes: int,
+    batch_messages: int,
+) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    """``(columns, rows)`` per batch of the messages on ``channel_ids``; at least one batch
+    (empty tables still get their header)."""
+    times: list[int] = []
+    datas: list[Any] = []
+    size = 0
+    yielded = False
+    for m in messages:
+        if m.channel.id not in channel_ids:
             continue
         times.append(m.log_time)
         datas.append(m.data)
         size += len(m.data)
         if size >= batch_bytes or len(datas) >= batch_messages:
-            n = len(datas)
-            cols = flush()
+            yield flush(times, datas), len(datas)
             times, datas, size = [], [], 0
             yielded = True
-            yield cols, n
     if datas or not yielded:
-        yield flush(), len(datas)
+        yield flush(times, datas), len(datas)
 
 
 def _intact(messages: Iterator[Any]) -> Iterator[Any]:
@@ -336,13 +347,9 @@ def _message_blocks(
 
     codec = codec_for(t.channels[0])
     ids = {c.id for c in t.channels}
-    times: list[int] = []
-    datas: list[Any] = []
-    size = 0
     seen_fields = fields is None
-    yielded = False
 
-    def flush() -> dict[str, np.ndarray]:
+    def flush(times: list[int], datas: list[Any]) -> dict[str, np.ndarray]:
         nonlocal seen_fields
         cols = payload_columns(codec, datas, fields, topic=t.topic)
         if not seen_fields and fields and datas:
@@ -353,20 +360,7 @@ def _message_blocks(
             seen_fields = True
         return {"log_time": np.array(times, dtype=np.int64), **cols}
 
-    for m in r.messages(topics=[t.topic], start=start, end=end):
-        if m.channel.id not in ids:
-            continue
-        times.append(m.log_time)
-        datas.append(m.data)
-        size += len(m.data)
-        if size >= batch_bytes or len(datas) >= batch_messages:
-            n = len(datas)
-            cols = flush()
-            times, datas, size = [], [], 0
-            yielded = True
-            yield cols, n
-    if datas or not yielded:
-        yield flush(), len(datas)
+    yield from _batched(r.messages(topics=[t.topic], start=start, end=end), ids, flush, batch_bytes, batch_messages)
 
 
 def _jsonl(r: Any, t: Table, path: Path, start: int | None, end: int | None, bar: Any, release: Any) -> int:
