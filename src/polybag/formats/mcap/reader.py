@@ -1806,14 +1806,7 @@ class McapReader(Reader):
         return Attachment(rec.name, rec.media_type, rec.data, rec.log_time, rec.create_time)
 
     def attachments(self) -> Iterator[Attachment]:
-        self._materialize()
-        if self.has_summary and (self.attachment_indexes or self._summary_has_group(Opcode.ATTACHMENT_INDEX)):
-            offsets = [a.offset for a in self.attachment_indexes]
-        elif self.has_summary and self._summary_complete():
-            offsets = []
-        else:
-            offsets = list(self._scan().attachments)
-        for off in offsets:
+        for off in self._record_offsets(Opcode.ATTACHMENT_INDEX, self.attachment_indexes, "attachments"):
             try:
                 yield self._attachment(off)
             except PolybagError as err:
@@ -1822,14 +1815,7 @@ class McapReader(Reader):
                 self._note(str(err), 0)
 
     def metadata(self) -> Iterator[Metadata]:
-        self._materialize()
-        if self.has_summary and (self.metadata_indexes or self._summary_has_group(Opcode.METADATA_INDEX)):
-            offsets = [m.offset for m in self.metadata_indexes]
-        elif self.has_summary and self._summary_complete():
-            offsets = []
-        else:
-            offsets = list(self._scan().metadata)
-        for off in offsets:
+        for off in self._record_offsets(Opcode.METADATA_INDEX, self.metadata_indexes, "metadata"):
             try:
                 rec, _body = self._record_at(off, _OP_METADATA, "Metadata")
             except PolybagError as err:
@@ -1839,6 +1825,16 @@ class McapReader(Reader):
                 continue
             assert isinstance(rec, R.MetadataRecord)
             yield Metadata(rec.name, rec.metadata)
+
+    def _record_offsets(self, index_op: int, indexes: list[Any], scanned: str) -> list[int]:
+        """Offsets of the attachment or metadata records: from the summary's index records
+        when it has that group (or says there are none), from a scan otherwise."""
+        self._materialize()
+        if self.has_summary and (indexes or self._summary_has_group(index_op)):
+            return [i.offset for i in indexes]
+        if self.has_summary and self._summary_complete():
+            return []
+        return list(getattr(self._scan(), scanned))
 
     def _summary_has_group(self, op: int) -> bool:
         return any(s.group_opcode == op for s in self.summary_offsets)
