@@ -39,10 +39,13 @@ trailing ``_padding`` are read (pyulog drops them); both follow the ULog spec.
 from __future__ import annotations
 
 import mmap
+import os
 import struct
+import threading
 import warnings
 from array import array
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,8 +94,35 @@ _LETTER[ord("A") : ord("Z") + 1] = True
 _LETTER[ord("a") : ord("z") + 1] = True
 _MAX_UNKNOWN = 10000
 _RESYNC_WINDOW = 1 << 20
-_WALK_LIMIT = 1 << 18  # messages handled at once (bounds the index arrays)
+_WALK_LIMIT = 1 << 16  # messages handled at once (bounds the index arrays)
 _LINK_LOOKAHEAD = 6  # a candidate is kept when its end is one of the next this many
+_SCAN_CHUNK = 1 << 20  # bytes compared for the D type byte at once (cache-sized)
+_SCAN_PART = 16  # chunks at least per scanning thread
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _scan_workers(nchunks: int) -> int:
+    """Threads for the candidate scan of ``nchunks`` chunks: one per core, up to 4, and
+    only for logs large enough to gain from it."""
+    return max(1, min(os.cpu_count() or 1, 4, nchunks // _SCAN_PART))
+
+
+def _part_capacity(nbytes: int) -> int:
+    """First guess of the candidates in ``nbytes`` of data (one per 24 bytes; a real log
+    has one per 40-100): the buffer grows when a log holds more."""
+    return max(1024, nbytes // 24)
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process's scanning threads (made on first use, shared by every reader)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="polybag-ulog-scan")
+        return _POOL
+
+
 _MAX_REPORTS = 1000  # damage reports kept one by one
 _MAX_US = (2**63 - 1) // 1000  # larger (damaged) timestamps are clamped for log times
 
@@ -527,84 +557,58 @@ class UlogReader(Reader):
     def _candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Likely ``D`` message starts in the data section, to jump over runs of them.
 
-        Every position whose type byte is ``D`` is a candidate; those that do not link to a
-        following candidate (``pos + 3 + size`` is one of the next six candidates) are
-        dropped (mostly ``D`` bytes inside payloads).  What remains is split
-        into runs where each candidate's end is exactly the next one's start.  The walk uses
-        a run only after landing on its first position, so the result is exactly the
-        sequential walk; the candidates only make it fast.  Returns (positions, ends,
-        header words (see :meth:`_words`), index of the last candidate of each run in
-        ascending order).  The file is compared for the type byte in cache-sized chunks
-        into one reused buffer, and each candidate's header is read once, as one word."""
+        Every position whose type byte is ``D`` and whose size field fits one of the
+        defined formats (``min_size + 2 .. size + 2``: PX4 leaves trailing padding out) is a
+        candidate; a ``D`` byte inside a payload rarely passes that size check.  The
+        candidates are split into runs where each one's end is exactly the next one's
+        start.  The walk uses a run only after landing on its first position, so the
+        result is exactly the sequential walk whatever the candidates are (a missing or
+        spurious one only costs a step of the walk); the candidates only make it fast.
+        Returns (positions, ends, header words (see :meth:`_words`), index of the last
+        candidate of each run in ascending order).  The file is compared for the type byte
+        in cache-sized chunks into one reused buffer, and each candidate's header is read
+        once, as one word, while its chunk is in the cache."""
         if self._cands is not None:
             return self._cands
-        u8 = self._u8
         start, size = self._data_start, self._size
-        cs: list[np.ndarray] = []
-        ws: list[np.ndarray] = []
-        look = _LINK_LOOKAHEAD
-
-        def settle(cc: np.ndarray, ww: np.ndarray, nx: np.ndarray, ext: np.ndarray) -> None:
-            # keep the candidates whose end is one of the next `look` candidates (a real
-            # message's payload may hold a few D bytes), and that hold a msg_id
-            m = len(cc)
-            good = np.zeros(m, dtype=bool)
-            if m > 1:
-                np.equal(nx[:-1], cc[1:], out=good[:-1])
-            miss = np.flatnonzero(~good)
-            # most misses are D bytes inside payloads: their end is no D position at all
-            tgt = nx[miss]
-            tgt += 2
-            if len(tgt) and int(tgt.max()) >= size:
-                np.minimum(tgt, size - 1, out=tgt)
-            miss = miss[u8[tgt] == rec.DATA]
-            # the last few look into the next chunk's first candidates (in Python: few)
-            tail = miss[miss >= m - look].tolist()
-            miss = miss[miss < m - look]
-            ends = nx[miss]
-            for k in range(2, look + 1):
-                if not len(miss):
-                    break
-                hit = ends == cc[miss + k]
-                good[miss[hit]] = True
-                keep = ~hit
-                miss = miss[keep]
-                ends = ends[keep]
-            if tail:
-                base = max(m - look, 0)
-                after = cc[base:].tolist() + ext.tolist()
-                for i in tail:
-                    end_i = int(nx[i])
-                    if end_i in after[max(i + 1 - base, 0) : i + 1 - base + look]:
-                        good[i] = True
-            good &= ww.view("<u2")[::4] >= 2
-            cs.append(cc[good])
-            ws.append(ww[good])
-
-        chunk = 1 << 20
-        buf = np.empty(chunk, dtype=bool)
-        prev: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        empty = np.zeros(0, np.int64)
-        for a in range(start, size - 4, chunk):
-            seg = u8[a + 2 : min(a + 2 + chunk, size - 2)]
-            hits = np.flatnonzero(np.equal(seg, rec.DATA, out=buf[: len(seg)]))
-            if len(hits) > len(seg) // 8:  # denser is not a log; walk it one by one
-                hits = empty
-            hits += a
-            # each candidate's header read once, while its chunk is in the cache
-            w = self._words(hits)
-            nx = hits + w.view("<u2")[::4]  # + the size field (bytes 0-1 of each word)
-            nx += 3
-            if prev is not None:
-                settle(*prev, hits[:look])
-            prev = (hits, w, nx)
-            if (a - start) % (chunk * 4) == chunk * 3:
-                self._release(a - chunk * 3, a + chunk + 8)
-        if prev is not None:
-            settle(*prev, empty)
+        sizes_ok = np.zeros(65536, dtype=bool)
+        for name in list(self.ulog.formats):
+            t = self._type(name)
+            if t is not None and t.min_size + 2 <= 0xFFFF:
+                sizes_ok[t.min_size + 2 : min(t.size + 2, 0xFFFF) + 1] = True
+        if self._u64 is None and size >= 8:  # made once here, before the threads share it
+            self._u64 = np.ndarray(buffer=self._view, dtype="<u8", shape=(size - 7,), strides=(1,))
+        chunk = _SCAN_CHUNK
+        stop = size - 4
+        nchunks = max(0, -(-(stop - start) // chunk))
+        workers = _scan_workers(nchunks)
+        # contiguous parts of whole chunks, one per thread (numpy releases the GIL)
+        bounds = [start + chunk * (nchunks * k // workers) for k in range(workers)] + [stop]
+        # The output buffers are made here, in the main thread: memory a worker thread
+        # allocates stays in its own malloc arena after it is freed, which would raise the
+        # peak of a full parse by about a third of the file.
+        jobs = [
+            (
+                a,
+                b,
+                sizes_ok,
+                np.empty(_part_capacity(b - a), np.int64),
+                np.empty(_part_capacity(b - a), "<u8"),
+            )
+            for a, b in zip(bounds[:-1], bounds[1:])
+        ]
+        if workers > 1:
+            parts = list(_pool().map(lambda job: self._scan_part(*job), jobs))
+        else:
+            parts = [self._scan_part(*jobs[0])]
+        del jobs
         self._release(start, size)
-        c = np.concatenate(cs) if cs else empty
-        w = np.concatenate(ws) if ws else np.zeros(0, "<u8")
+        if len(parts) == 1:
+            c, w = parts[0]
+        else:
+            c = np.concatenate([x[0] for x in parts])
+            w = np.concatenate([x[1] for x in parts])
+        del parts  # (the ends are computed again rather than kept: less memory at the peak)
         nxt = c + w.view("<u2")[::4]
         nxt += 3
         m = len(c)
@@ -614,6 +618,57 @@ class UlogReader(Reader):
         ends = np.flatnonzero(~link)
         self._cands = (c, nxt, w, ends)
         return self._cands
+
+    def _scan_part(
+        self, a0: int, a1: int, sizes_ok: np.ndarray, cbuf: np.ndarray, wbuf: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The candidates (positions, header words) of the chunks in ``[a0, a1)`` (see
+        :meth:`_candidates`), written into ``cbuf``/``wbuf`` (grown if too small); runs
+        in a worker thread."""
+        u8 = self._u8
+        size = self._size
+        chunk = _SCAN_CHUNK
+        look = _LINK_LOOKAHEAD
+        buf = np.empty(chunk, dtype=bool)
+        n = 0
+        for a in range(a0, a1, chunk):
+            seg = u8[a + 2 : min(a + 2 + chunk, a1 + 2, size - 2)]
+            hits = np.flatnonzero(np.equal(seg, rec.DATA, out=buf[: len(seg)]))
+            if len(hits) > len(seg) // 8:  # denser is not a log; walk it one by one
+                continue
+            hits += a
+            # each candidate's header read once, and the run links found, while the
+            # chunk is in the cache
+            w = self._words(hits)
+            n16 = w.view("<u2")[::4]
+            keep = sizes_ok[n16]
+            nx = hits + n16
+            nx += 3
+            m = len(hits)
+            if m > 1:
+                # a real message holding a D byte (with a plausible size) in its payload:
+                # its end is one of the next few candidates; those in between are noise
+                brk = np.flatnonzero(keep[:-1] & (nx[:-1] != hits[1:]))
+                for k in range(2, look + 1):
+                    brk = brk[brk + k < m]
+                    if not len(brk):
+                        break
+                    hit = nx[brk] == hits[brk + k]
+                    at = brk[hit]
+                    for j in range(1, k):
+                        keep[at + j] = False
+                    brk = brk[~hit]
+            k = int(np.count_nonzero(keep))
+            if n + k > len(cbuf):
+                cap = max(2 * len(cbuf), n + k)
+                cbuf = np.concatenate([cbuf[:n], np.empty(cap - n, cbuf.dtype)])
+                wbuf = np.concatenate([wbuf[:n], np.empty(cap - n, wbuf.dtype)])
+            np.compress(keep, hits, out=cbuf[n : n + k])
+            np.compress(keep, w, out=wbuf[n : n + k])
+            n += k
+            if (a - a0) % (chunk * 4) == chunk * 3:
+                self._release(a - chunk * 3, a + chunk + 8)
+        return cbuf[:n], wbuf[:n]
 
     def _walk_fast(self, pos: int, end: int, limit: int | None = None) -> tuple[np.ndarray, int]:
         """Offsets of the complete messages from ``pos`` (exactly what a one-by-one walk of
