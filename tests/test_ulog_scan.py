@@ -109,6 +109,10 @@ def test_selected_topic_equals_full_read_and_pyulog(big: bytes, tmp_path: Path) 
             for k, v in d.data.items():
                 assert np.array_equal(a[k], v, equal_nan=True), k
                 assert np.array_equal(b[k], v, equal_nan=True), k
+        # counts of the topics not selected up front are made on first need, and equal
+        subs = [(x["name"], x["multi_id"], x["count"]) for x in one.info_extras()["subscriptions"]]
+        assert subs == [(x["name"], x["multi_id"], x["count"]) for x in full.info_extras()["subscriptions"]]
+        assert {c for _, _, c in subs} != {0} and one.info_text() == full.info_text()
         # a topic not selected up front is still read on request, from the kept offsets
         assert np.array_equal(one.topic_columns("dense")["b[3]"], full.topic_columns("dense")["b[3]"])
 

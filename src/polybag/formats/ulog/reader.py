@@ -38,6 +38,7 @@ trailing ``_padding`` are read (pyulog drops them); both follow the ULog spec.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import struct
@@ -96,6 +97,8 @@ _MAX_UNKNOWN = 10000
 _RESYNC_WINDOW = 1 << 20
 _WALK_LIMIT = 1 << 16  # messages handled at once (bounds the index arrays)
 _LINK_LOOKAHEAD = 6  # a candidate is kept when its end is one of the next this many
+_LOW16 = np.uint64(0xFFFF)
+_SHIFT24 = np.uint64(24)
 _SCAN_CHUNK = 1 << 20  # bytes compared for the D type byte at once (cache-sized)
 _SCAN_PART = 16  # chunks at least per scanning thread
 _POOL: ThreadPoolExecutor | None = None
@@ -112,6 +115,25 @@ def _part_capacity(nbytes: int) -> int:
     """First guess of the candidates in ``nbytes`` of data (one per 24 bytes; a real log
     has one per 40-100): the buffer grows when a log holds more."""
     return max(1024, nbytes // 24)
+
+
+def _run_ends(c: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+    """Index of the last candidate of each run (where a candidate's end is not the next
+    candidate's start)."""
+    m = len(c)
+    link = np.zeros(m, dtype=bool)
+    if m > 1:
+        np.equal(nxt[:-1], c[1:], out=link[:-1])
+    return np.flatnonzero(~link)
+
+
+def _count_subs(sub_chunks: list[np.ndarray], n: int) -> np.ndarray:
+    """Data messages per subscription index in chunks of subscription indexes (-1: the
+    offset of a control message, kept by the fast path)."""
+    counts = np.zeros(n, np.int64)
+    for sc in sub_chunks:
+        counts += np.bincount(sc + 1, minlength=n + 1)[1 : n + 1]
+    return counts
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -318,11 +340,12 @@ class UlogReader(Reader):
             if self._size > 1
             else np.zeros(0, np.uint16)
         )
-        self._cands: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._cands: tuple[list[int], list[tuple[np.ndarray, ...]]] | None = None
         self._u64: np.ndarray | None = None
         # msg_id lookup tables of the data check, kept while the subscriptions stay the same
         self._tables: tuple[Any, ...] | None = None
         self._d_chunks: tuple[list[np.ndarray], list[np.ndarray]] | None = None
+        self._counts_pending = False
         self._by_key: dict[tuple[str, int], list[_Sub]] | None = None
         self._scan()
 
@@ -554,7 +577,7 @@ class UlogReader(Reader):
         w[tail] >>= ((q[tail] - qc[tail]) * 8).astype(np.uint64)
         return w
 
-    def _candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _cand_parts(self) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]:
         """Likely ``D`` message starts in the data section, to jump over runs of them.
 
         Every position whose type byte is ``D`` and whose size field fits one of the
@@ -564,10 +587,12 @@ class UlogReader(Reader):
         start.  The walk uses a run only after landing on its first position, so the
         result is exactly the sequential walk whatever the candidates are (a missing or
         spurious one only costs a step of the walk); the candidates only make it fast.
-        Returns (positions, ends, header words (see :meth:`_words`), index of the last
-        candidate of each run in ascending order).  The file is compared for the type byte
-        in cache-sized chunks into one reused buffer, and each candidate's header is read
-        once, as one word, while its chunk is in the cache."""
+        Returns the first offset each part of the data section covers and, per part,
+        (positions, ends, header words (see :meth:`_words`), index of the last candidate of
+        each run in ascending order); the parts are scanned by parallel threads.  The file
+        is compared for the type byte in cache-sized chunks into one reused buffer, and
+        each candidate's header is read once, as one word, while its chunk is in the
+        cache."""
         if self._cands is not None:
             return self._cands
         start, size = self._data_start, self._size
@@ -598,33 +623,36 @@ class UlogReader(Reader):
             for a, b in zip(bounds[:-1], bounds[1:])
         ]
         if workers > 1:
-            parts = list(_pool().map(lambda job: self._scan_part(*job), jobs))
+            found = list(_pool().map(lambda job: self._scan_part(*job), jobs))
         else:
-            parts = [self._scan_part(*jobs[0])]
+            found = [self._scan_part(*jobs[0])]
         del jobs
         self._release(start, size)
-        if len(parts) == 1:
-            c, w = parts[0]
-        else:
-            c = np.concatenate([x[0] for x in parts])
-            w = np.concatenate([x[1] for x in parts])
-        del parts  # (the ends are computed again rather than kept: less memory at the peak)
-        nxt = c + w.view("<u2")[::4]
-        nxt += 3
-        m = len(c)
-        link = np.zeros(m, dtype=bool)
-        if m > 1:
-            np.equal(nxt[:-1], c[1:], out=link[:-1])
-        ends = np.flatnonzero(~link)
-        self._cands = (c, nxt, w, ends)
+        parts = []
+        for c, w in found:  # (here, in the main thread, for the same reason)
+            nxt = np.bitwise_and(w, _LOW16).view(np.int64)
+            nxt += c
+            nxt += 3
+            parts.append((c, nxt, w, _run_ends(c, nxt)))
+        # The parts stay apart (no copy into one array): runs end at part boundaries.
+        self._cands = (bounds[:-1], parts)
         return self._cands
+
+    def _candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The candidates of :meth:`_cand_parts` as one set of arrays (for tests and tools:
+        the walk uses the parts)."""
+        _lo, parts = self._cand_parts()
+        c = np.concatenate([x[0] for x in parts]) if parts else np.zeros(0, np.int64)
+        nxt = np.concatenate([x[1] for x in parts]) if parts else np.zeros(0, np.int64)
+        w = np.concatenate([x[2] for x in parts]) if parts else np.zeros(0, "<u8")
+        return c, nxt, w, _run_ends(c, nxt)
 
     def _scan_part(
         self, a0: int, a1: int, sizes_ok: np.ndarray, cbuf: np.ndarray, wbuf: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The candidates (positions, header words) of the chunks in ``[a0, a1)`` (see
-        :meth:`_candidates`), written into ``cbuf``/``wbuf`` (grown if too small); runs
-        in a worker thread."""
+        """The candidates (positions, header words) of the chunks in ``[a0, a1)`` (one part of
+        :meth:`_cand_parts`), written into ``cbuf``/``wbuf`` (grown if too small); runs in
+        a worker thread."""
         u8 = self._u8
         size = self._size
         chunk = _SCAN_CHUNK
@@ -638,33 +666,39 @@ class UlogReader(Reader):
                 continue
             hits += a
             # each candidate's header read once, and the run links found, while the
-            # chunk is in the cache
+            # chunk is in the cache (sizes as a contiguous intp array: indexing and adding
+            # with a strided uint16 view is several times slower)
             w = self._words(hits)
-            n16 = w.view("<u2")[::4]
-            keep = sizes_ok[n16]
-            nx = hits + n16
-            nx += 3
-            m = len(hits)
+            n64 = np.bitwise_and(w, _LOW16).view(np.int64)
+            keep = sizes_ok[n64]
+            oki = np.flatnonzero(keep)
+            h2 = hits[oki]
+            nx2 = n64[oki]
+            nx2 += h2
+            nx2 += 3
+            m = len(h2)
             if m > 1:
                 # a real message holding a D byte (with a plausible size) in its payload:
-                # its end is one of the next few candidates; those in between are noise
-                brk = np.flatnonzero(keep[:-1] & (nx[:-1] != hits[1:]))
+                # its end is one of the next few candidates; those in between are noise.
+                # A break followed by another type of message is a real one.
+                brk = np.flatnonzero(nx2[:-1] != h2[1:])
+                brk = brk[u8[np.minimum(nx2[brk] + 2, size - 1)] == rec.DATA]
                 for k in range(2, look + 1):
                     brk = brk[brk + k < m]
                     if not len(brk):
                         break
-                    hit = nx[brk] == hits[brk + k]
+                    hit = nx2[brk] == h2[brk + k]
                     at = brk[hit]
                     for j in range(1, k):
-                        keep[at + j] = False
+                        keep[oki[at + j]] = False
                     brk = brk[~hit]
             k = int(np.count_nonzero(keep))
             if n + k > len(cbuf):
                 cap = max(2 * len(cbuf), n + k)
                 cbuf = np.concatenate([cbuf[:n], np.empty(cap - n, cbuf.dtype)])
                 wbuf = np.concatenate([wbuf[:n], np.empty(cap - n, wbuf.dtype)])
-            np.compress(keep, hits, out=cbuf[n : n + k])
-            np.compress(keep, w, out=wbuf[n : n + k])
+            cbuf[n : n + k] = hits[keep]
+            wbuf[n : n + k] = w[keep]
             n += k
             if (a - a0) % (chunk * 4) == chunk * 3:
                 self._release(a - chunk * 3, a + chunk + 8)
@@ -681,14 +715,13 @@ class UlogReader(Reader):
         """:meth:`_walk_fast` with each message's header word (see :meth:`_words`)."""
         if limit is None:
             limit = _WALK_LIMIT
-        c, nxt, cw, ends = self._candidates()
+        part_lo, parts = self._cand_parts()
         view = self._view
         pieces: list[np.ndarray] = []
         wpieces: list[np.ndarray] = []
         singles: array[int] = array("q")
-        nc = len(c)
-        find = c.searchsorted
-        find_end = ends.searchsorted
+        k_part = -1
+        c = nxt = cw = ends = np.zeros(0, np.int64)
 
         def flush() -> None:
             nonlocal singles
@@ -701,9 +734,13 @@ class UlogReader(Reader):
         while pos + 3 <= end:
             if count >= limit:
                 break
-            i = int(find(pos))
-            if i < nc and c[i] == pos:
-                r = int(ends[find_end(i)])
+            k = bisect.bisect_right(part_lo, pos) - 1
+            if k != k_part:
+                k_part = k
+                c, nxt, cw, ends = parts[k] if k >= 0 else (np.zeros(0, np.int64),) * 4
+            i = int(c.searchsorted(pos))
+            if i < len(c) and c[i] == pos:
+                r = int(ends[ends.searchsorted(i)])
                 r = min(r, i + limit)
                 if nxt[r] > end:  # the run crosses the segment end: keep what fits
                     r = i + int(np.searchsorted(nxt[i : r + 1], end, side="right")) - 1
@@ -793,6 +830,68 @@ class UlogReader(Reader):
                 # else: the partial message before an appended offset is discarded (spec)
             break
 
+    def _control(self, tc: int, q: int, sz: int) -> None:
+        """One control (not ``D``, not ``A``) message of type ``tc`` at ``q``."""
+        if _MIN_TABLE[tc] < 0:
+            self._unknown_type(tc, sz, q)
+            return
+        try:
+            self._handle_control(tc, self._view[q + 3 : q + 3 + sz], q)
+        except (ValueError, struct.error, IndexError, KeyError, UnicodeDecodeError) as e:
+            self._damaged(q, f"bad {chr(tc)} message: {e}")
+
+    def _fast_chunk(self, p: np.ndarray, words: np.ndarray) -> bool:
+        """The common batch, handled in bulk: the subscriptions stay as they are (their
+        lookup tables are made), every data message is valid for its subscription, and the
+        other messages are sound control messages (no ``A``).  Returns False, having
+        changed nothing, for any other batch (the general path of
+        :meth:`_process_chunk` then handles it).  Data offsets are stored with their
+        subscription index, other messages' offsets with -1 (no copy of the offsets)."""
+        tables = self._tables
+        if tables is None or tables[0] != (len(self._subs), len(self._by_msg_id)) or self._pending_damage:
+            return False
+        _key, _sub_of, _head_m, lo_m, hi_m, ranged, head_s = tables
+        n_p = len(p)
+        t = np.ndarray(buffer=words, dtype=np.uint8, shape=(n_p,), strides=(8,), offset=2)
+        size = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=0)
+        mid = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=3)
+        idx = np.right_shift(words, _SHIFT24)
+        idx &= _LOW16
+        g = head_s[idx.view(np.int64)]
+        del idx
+        x = g ^ words
+        x <<= np.uint64(24)
+        bad = np.flatnonzero(x != 0)
+        del x
+        ctrl = bad
+        if len(bad):
+            isd = t[bad] == rec.DATA
+            if isd.any():
+                if not ranged:
+                    return False
+                dbad = bad[isd]
+                rm = mid[dbad]
+                rs = size[dbad].astype(np.int64) - 2
+                if not ((hi_m[rm] >= 0) & (rs >= lo_m[rm]) & (rs <= hi_m[rm])).all():
+                    return False
+                ctrl = bad[~isd]
+            tt = t[ctrl]
+            nn = size[ctrl].astype(np.int64)
+            mins = _MIN_TABLE[tt]
+            unsound = np.where(mins < 0, (nn == 0) | (nn > _MAX_UNKNOWN) | ~_LETTER[tt], nn < mins)
+            if unsound.any() or (tt == rec.ADD_LOGGED).any():
+                return False
+        cand = (g >> np.uint64(40)).astype(np.int32)
+        del g
+        cand -= 1
+        cand[ctrl] = -1
+        for ci in ctrl.tolist():
+            q = int(p[ci])
+            self._control(int(t[ci]), q, int(self._u16[q]))
+        self._d_pos_chunks.append(p)
+        self._d_sub_chunks.append(cand)
+        return True
+
     def _process_chunk(self, p: np.ndarray, end: int, words: np.ndarray | None = None) -> int | None:
         """Handle complete messages at offsets ``p`` (``words``: their header words, see
         :meth:`_words`); index of the first damaged one, or None."""
@@ -801,6 +900,8 @@ class UlogReader(Reader):
             return None
         u16 = self._u16
         words = np.ascontiguousarray(self._words(p) if words is None else words, dtype="<u8")
+        if self._fast_chunk(p, words):
+            return None
         # size, type and msg_id are strided views into the header words (no copies)
         t = np.ndarray(buffer=words, dtype=np.uint8, shape=(n_p,), strides=(8,), offset=2)
         size_all = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=0)
@@ -884,12 +985,15 @@ class UlogReader(Reader):
                         if entry.type.min_size < entry.type.size or entry.type.min_size + 2 > 0xFFFF:
                             lo_m[mid], hi_m[mid] = entry.type.min_size, entry.type.size
                             ranged = True
-                tables = (key, sub_of, head_m, lo_m, hi_m, ranged)
+                # expected header (low 40 bits) and subscription index + 1 (high bits) in
+                # one word: the fast path checks and assigns a data message with one lookup
+                head_s = head_m | ((sub_of.astype(np.int64) + 1).astype(np.uint64) << np.uint64(40))
+                tables = (key, sub_of, head_m, lo_m, hi_m, ranged, head_s)
                 if not new_subs:  # the same tables serve the next chunks
                     self._tables = tables
             else:
                 tables = self._tables
-            _key, sub_of, head_m, lo_m, hi_m, ranged = tables
+            _key, sub_of, head_m, lo_m, hi_m, ranged, _hs = tables
             cand = sub_of[msg_id]
             # the low 40 bits equal the expected header (in place: large temporaries are slow)
             head = head_m[msg_id]
@@ -987,13 +1091,7 @@ class UlogReader(Reader):
                         )
                     self._by_msg_id[entry.sub.msg_id] = entry
                 continue
-            if _MIN_TABLE[tc] < 0:
-                self._unknown_type(tc, sz, q)
-                continue
-            try:
-                self._handle_control(tc, view[q + 3 : q + 3 + sz], q)
-            except (ValueError, struct.error, IndexError, KeyError, UnicodeDecodeError) as e:
-                self._damaged(q, f"bad {chr(tc)} message: {e}")
+            self._control(tc, q, sz)
         nd = int(np.searchsorted(d_idx, b))
         if nd:
             if len(dropped):
@@ -1072,24 +1170,28 @@ class UlogReader(Reader):
         pos_chunks, sub_chunks = self._d_pos_chunks, self._d_sub_chunks
         self._d_pos_chunks = []
         self._d_sub_chunks = []
-        counts = np.zeros(len(subs), np.int64)
-        for sc in sub_chunks:
-            counts += np.bincount(sc, minlength=len(subs))[: len(subs)]
-        for s in subs:
-            s.count = int(counts[s.index])
         picked = topic_filter(self._topics, [Channel(s.index, s.sub.name, "ulog", None) for s in subs])
         if picked is not None and len(picked) <= 8:
             # a few topics selected up front: only their offsets are pulled out now (chunk
-            # by chunk); the others' wait in the chunks until asked for
+            # by chunk); the others' offsets, and their counts, wait in the chunks until
+            # asked for (see _ensure_counts)
             for s in subs:
                 if s.index in picked:
                     found = [pc[sc == s.index] for pc, sc in zip(pos_chunks, sub_chunks)]
                     s.positions = np.concatenate(found) if found else np.zeros(0, np.int64)
+                    s.count = len(s.positions)
             self._d_chunks = (pos_chunks, sub_chunks)
+            self._counts_pending = True
         else:
+            counts = _count_subs(sub_chunks, len(subs))
+            for s in subs:
+                s.count = int(counts[s.index])
             d_pos = np.concatenate(pos_chunks) if pos_chunks else np.zeros(0, np.int64)
             d_sub = np.concatenate(sub_chunks) if sub_chunks else np.zeros(0, np.int32)
             del pos_chunks, sub_chunks
+            if len(d_sub) and int(d_sub.min()) < 0:
+                is_data = d_sub >= 0
+                d_pos, d_sub = d_pos[is_data], d_sub[is_data]
             # group data messages by subscription (stable: file order within each; radix sort)
             key = d_sub.astype(np.int16) if len(subs) < (1 << 15) else d_sub
             order = np.argsort(key, kind="stable")
@@ -1252,6 +1354,7 @@ class UlogReader(Reader):
             raise TopicNotFoundError(
                 f"no topic {name!r} with multi_id {multi_id} (topics: {', '.join(known)})"
             )
+        self._ensure_counts()
         with_data = [s for s in found if s.count]
         s = (with_data or found)[0]
         if s.positions is None and self._d_chunks is not None:  # not selected up front
@@ -1502,7 +1605,19 @@ class UlogReader(Reader):
         )
 
     # --- info -------------------------------------------------------------------------------
+    def _ensure_counts(self) -> None:
+        """The data message count of every subscription (those of topics not selected up
+        front are counted on first need)."""
+        if not self._counts_pending or self._d_chunks is None:
+            return
+        self._counts_pending = False
+        counts = _count_subs(self._d_chunks[1], len(self._subs))
+        for s in self._subs:
+            if s.positions is None:
+                s.count = int(counts[s.index])
+
     def info_extras(self) -> dict[str, Any]:
+        self._ensure_counts()
         u = self.ulog
         subs = []
         for s in self._subs:
@@ -1585,6 +1700,7 @@ class UlogReader(Reader):
                 "Name (multi id, message size in bytes)", "number of data points", "total bytes"
             )
         )
+        self._ensure_counts()
         rows = [s for s in self._subs if s.count]
         rows.sort(key=lambda s: s.sub.name + str(s.sub.multi_id))
         for s in rows:
