@@ -182,3 +182,30 @@ def test_threaded_scan_equals_one_thread(
     b = polybag.open(bytes(raw), recover=True)
     assert a.ulog.corruptions == b.ulog.corruptions and a.ulog.corruptions
     assert np.array_equal(a.topic_columns("wide", 1)["f[3]"], b.topic_columns("wide", 1)["f[3]"])
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_threaded_scan_in_a_forked_child(big: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child forked after the parent used the scanning threads makes its own (the
+    parent's do not exist in the child: waiting on them would hang)."""
+    import multiprocessing as mp
+
+    monkeypatch.setattr(ulog_reader, "_SCAN_CHUNK", 1 << 14)
+    monkeypatch.setattr(ulog_reader, "_scan_workers", lambda n: 2)
+    want = polybag.open(big).topic_columns("wide", 1)["f[2]"]  # the parent's pool exists now
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child() -> None:
+        q.put(polybag.open(big).topic_columns("wide", 1)["f[2]"].tolist())
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    try:
+        got = q.get(timeout=60)
+        proc.join(timeout=60)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+    assert proc.exitcode == 0
+    assert got == want.tolist()

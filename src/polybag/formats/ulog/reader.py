@@ -145,6 +145,17 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+def _forget_pool() -> None:
+    """In a forked child the parent's threads do not exist: waiting on them would hang."""
+    global _POOL, _POOL_LOCK
+    _POOL = None
+    _POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 _MAX_REPORTS = 1000  # damage reports kept one by one
 _MAX_US = (2**63 - 1) // 1000  # larger (damaged) timestamps are clamped for log times
 
