@@ -16,10 +16,12 @@ import sys
 import zlib
 from array import array
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any, BinaryIO
 
 import zstandard
 
+from polybag import _threads
 from polybag import compression as _compression
 from polybag.errors import UnsupportedError, WriteError
 from polybag.formats.mcap import records as R
@@ -130,12 +132,31 @@ class McapWriter(Writer):
         self._fill = -1
         self._large = False
         self._chunk_index: dict[int, array[int]] = {}
+        # A closed chunk is checksummed, compressed and written by a worker thread while
+        # the next one fills (one in flight: the output order and the bytes are the same;
+        # every other write waits for it first).  A kept buffer comes back as the spare.
+        self._inflight: Future[None] | None = None
+        self._inflight_buf: bytearray | None = None
+        self._spare: bytearray | None = None
+        self._pipeline = use_chunking and _threads.cores() > 1
 
         self._emit(MAGIC)
         self._emit(R.encode(R.Header(self.profile, self.library)))
 
     # --- output ----------------------------------------------------------------------------------
+    def _drain(self) -> None:
+        """Wait for the chunk in flight (and raise its error, if it failed)."""
+        f = self._inflight
+        if f is None:
+            return
+        self._inflight = None
+        buf, self._inflight_buf = self._inflight_buf, None
+        f.result()
+        if buf is not None:
+            self._spare = buf
+
     def _emit(self, b: bytes | bytearray | memoryview) -> None:
+        # (called by the main thread only when no chunk is in flight, see _drain)
         self._file.write(b)
         if self.use_crcs:
             self._crc = zlib.crc32(b, self._crc)
@@ -331,12 +352,35 @@ class McapWriter(Writer):
                 st.message_start_time = min(st.message_start_time, start)
                 st.message_end_time = max(st.message_end_time, end)
             st.message_count += n_msgs
+        keep = self._large and len(self._chunk) <= max(4 * self.chunk_size, _KEEP_BUFFER)
+        buf = self._chunk
+        self._drain()
+        if self._pipeline:
+            self._inflight = _threads.pool().submit(self._write_chunk, buf, fill, start, end, index)
+            self._inflight_buf = buf if keep else None
+        else:
+            self._write_chunk(buf, fill, start, end, index)
+            if keep:
+                self._spare = buf
+        if keep:  # the next chunk overwrites a kept buffer (not after a huge message)
+            spare, self._spare = self._spare, None
+            self._chunk = spare if spare is not None else bytearray()
+            self._fill = 0
+        else:
+            self._chunk = bytearray()
+            self._fill = -1
+        self._large = False
+        self._chunk_index = {}
+
+    def _write_chunk(self, buf: bytearray, fill: int, start: int, end: int, index: dict[int, array[int]]) -> None:
+        """Checksum, compress and write one chunk and its message indexes (in a worker
+        thread when pipelined)."""
         usize = fill
         cname = self._comp_name_raw
         chunk_offset = self._pos
         # checksummed and compressed straight from the buffer; the record head, then the
         # compressed bytes as they are (no concatenated copy)
-        with memoryview(self._chunk) as whole, whole[:fill] as raw:
+        with memoryview(buf) as whole, whole[:fill] as raw:
             crc = zlib.crc32(raw) if self.use_crcs else 0
             packed = self._compress(raw)
             rec_len = 9 + 28 + 4 + len(cname) + 8 + len(packed)
@@ -367,19 +411,13 @@ class McapWriter(Writer):
                     self._comp_name, packed_size, usize,
                 )  # fmt: skip
             )
-        st.chunk_count += 1
-        if self._large and len(self._chunk) <= max(4 * self.chunk_size, _KEEP_BUFFER):
-            self._fill = 0  # keep the buffer (not after a huge message: do not hold its memory)
-        else:
-            self._chunk = bytearray()
-            self._fill = -1
-        self._large = False
-        self._chunk_index = {}
+        self.statistics.chunk_count += 1
 
     def add_attachment(
         self, name: str, media_type: str, data: bytes, log_time: int = 0, create_time: int = 0
     ) -> None:
         check_open(self.closed)
+        self._drain()
         rec = R.AttachmentRecord(log_time, create_time, name, media_type, bytes(data))
         covered = rec.covered()
         body = covered + R.U32.pack(zlib.crc32(covered) if self.use_crcs else 0)
@@ -395,6 +433,7 @@ class McapWriter(Writer):
     def add_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
         check_open(self.closed)
         raw = R.encode(R.MetadataRecord(name, {str(k): str(v) for k, v in metadata.items()}))
+        self._drain()
         offset = self._pos
         self._emit(raw)
         self.statistics.metadata_count += 1
@@ -406,6 +445,7 @@ class McapWriter(Writer):
             return
         if self.use_chunking:
             self._finish_chunk()
+        self._drain()
         self.closed = True
         self._emit(R.encode(R.DataEnd(self._crc if self.use_crcs else 0)))
         summary_start = self._pos
@@ -448,6 +488,7 @@ class McapWriter(Writer):
 
     @property
     def bytes_written(self) -> int:
+        self._drain()
         return self._pos
 
     def __exit__(self, exc_type: object, *exc: object) -> None:

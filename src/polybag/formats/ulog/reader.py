@@ -40,18 +40,16 @@ from __future__ import annotations
 
 import bisect
 import mmap
-import os
 import struct
-import threading
 import warnings
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from polybag import _threads
 from polybag.codecs.ulog import (
     BASE_TYPES,
     LOGGED_STRING_SCHEMA,
@@ -101,14 +99,12 @@ _LOW16 = np.uint64(0xFFFF)
 _SHIFT24 = np.uint64(24)
 _SCAN_CHUNK = 1 << 20  # bytes compared for the D type byte at once (cache-sized)
 _SCAN_PART = 16  # chunks at least per scanning thread
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
 
 
 def _scan_workers(nchunks: int) -> int:
     """Threads for the candidate scan of ``nchunks`` chunks: one per core, up to 4, and
     only for logs large enough to gain from it."""
-    return max(1, min(os.cpu_count() or 1, 4, nchunks // _SCAN_PART))
+    return max(1, min(_threads.cores(), _threads.MAX_WORKERS, nchunks // _SCAN_PART))
 
 
 def _part_capacity(nbytes: int) -> int:
@@ -136,24 +132,6 @@ def _count_subs(sub_chunks: list[np.ndarray], n: int) -> np.ndarray:
     return counts
 
 
-def _pool() -> ThreadPoolExecutor:
-    """The process's scanning threads (made on first use, shared by every reader)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="polybag-ulog-scan")
-        return _POOL
-
-
-def _forget_pool() -> None:
-    """In a forked child the parent's threads do not exist: waiting on them would hang."""
-    global _POOL, _POOL_LOCK
-    _POOL = None
-    _POOL_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
 
 
 _MAX_REPORTS = 1000  # damage reports kept one by one
@@ -634,7 +612,7 @@ class UlogReader(Reader):
             for a, b in zip(bounds[:-1], bounds[1:])
         ]
         if workers > 1:
-            found = list(_pool().map(lambda job: self._scan_part(*job), jobs))
+            found = list(_threads.pool().map(lambda job: self._scan_part(*job), jobs))
         else:
             found = [self._scan_part(*jobs[0])]
         del jobs
