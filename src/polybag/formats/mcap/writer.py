@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import struct
 import sys
+import threading
 import zlib
 from array import array
+from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any, BinaryIO
@@ -102,7 +104,6 @@ class McapWriter(Writer):
         self.repeat_channels = repeat_channels
         self.use_crcs = use_crcs
 
-        self._zstd: zstandard.ZstdCompressor | None = None
         self._out = AtomicFile(path_or_stream)
         self._file = self._out.file
         self._pos = 0
@@ -132,49 +133,56 @@ class McapWriter(Writer):
         self._fill = -1
         self._large = False
         self._chunk_index: dict[int, array[int]] = {}
-        # A closed chunk is checksummed, compressed and written by a worker thread while
-        # the next one fills (one in flight: the output order and the bytes are the same;
-        # every other write waits for it first).  A kept buffer comes back as the spare.
-        self._inflight: Future[None] | None = None
-        self._inflight_buf: bytearray | None = None
-        self._spare: bytearray | None = None
+        # Closed chunks are checksummed and compressed by worker threads while the next
+        # ones fill (up to one per core in flight); this thread writes them in order, so
+        # the bytes are exactly the one-thread writer's.  Every other write first writes
+        # out what is in flight.  Kept buffers come back as spares once written.
+        self._inflight: deque[tuple[Future[tuple[int, bytes | None]], bytearray, int, int, int, Any, bool]]
+        self._inflight = deque()
+        self._spares: list[bytearray] = []
+        self._depth = max(1, min(_threads.cores(), 4))
         self._pipeline = use_chunking and _threads.cores() > 1
+        self._local = threading.local()
 
         self._emit(MAGIC)
         self._emit(R.encode(R.Header(self.profile, self.library)))
 
     # --- output ----------------------------------------------------------------------------------
-    def _drain(self) -> None:
-        """Wait for the chunk in flight (and raise its error, if it failed)."""
-        f = self._inflight
-        if f is None:
-            return
-        self._inflight = None
-        buf, self._inflight_buf = self._inflight_buf, None
-        f.result()
-        if buf is not None:
-            self._spare = buf
+    def _drain(self, keep: int = 0) -> None:
+        """Write out the chunks in flight, oldest first, until at most ``keep`` remain (and
+        raise a failed one's error)."""
+        q = self._inflight
+        while len(q) > keep:
+            fut, buf, fill, start, end, index, kept = q.popleft()
+            crc, packed = fut.result()
+            self._emit_chunk(buf, fill, start, end, index, crc, packed)
+            if kept:
+                self._spares.append(buf)
 
     def _emit(self, b: bytes | bytearray | memoryview) -> None:
-        # (called by the main thread only when no chunk is in flight, see _drain)
         self._file.write(b)
         if self.use_crcs:
             self._crc = zlib.crc32(b, self._crc)
         self._pos += len(b)
 
-    def _compress(self, raw: memoryview) -> bytes | memoryview:
-        comp = self.compression
-        if comp == "none":
-            return raw
-        if comp == "zstd":
-            c = self._zstd
+    def _compress(self, raw: memoryview) -> bytes:
+        """``raw`` compressed (zstd or lz4; thread-safe: one zstd context per thread)."""
+        if self.compression == "zstd":
+            c = getattr(self._local, "zstd", None)
             if c is None:
-                # level 3 (zstd's default, as the reference writers use); one thread: the
-                # chunks are small and the cores are better left to the reader
+                # level 3 (zstd's default, as the reference writers use); one thread per
+                # context: chunks are compressed in parallel instead
                 lv = 3 if self.compression_level is None else self.compression_level
-                c = self._zstd = zstandard.ZstdCompressor(level=lv)
+                c = self._local.zstd = zstandard.ZstdCompressor(level=lv)
             return c.compress(raw)
-        return _compression.compress(comp, raw, self.compression_level)
+        return bytes(_compression.compress(self.compression, raw, self.compression_level))
+
+    def _pack(self, buf: bytearray, fill: int) -> tuple[int, bytes | None]:
+        """A chunk's CRC and compressed bytes (None: stored as it is); runs in a worker
+        thread when pipelined."""
+        with memoryview(buf) as whole, whole[:fill] as raw:
+            crc = zlib.crc32(raw) if self.use_crcs else 0
+            return crc, (None if self.compression == "none" else self._compress(raw))
 
     def _data_record(self, rec: R.Record) -> None:
         """A Schema/Channel record: into the open chunk, or straight into the data section."""
@@ -354,17 +362,17 @@ class McapWriter(Writer):
             st.message_count += n_msgs
         keep = self._large and len(self._chunk) <= max(4 * self.chunk_size, _KEEP_BUFFER)
         buf = self._chunk
-        self._drain()
         if self._pipeline:
-            self._inflight = _threads.pool().submit(self._write_chunk, buf, fill, start, end, index)
-            self._inflight_buf = buf if keep else None
+            fut = _threads.pool().submit(self._pack, buf, fill)
+            self._inflight.append((fut, buf, fill, start, end, index, keep))
+            self._drain(self._depth)
         else:
-            self._write_chunk(buf, fill, start, end, index)
+            crc, packed = self._pack(buf, fill)
+            self._emit_chunk(buf, fill, start, end, index, crc, packed)
             if keep:
-                self._spare = buf
+                self._spares.append(buf)
         if keep:  # the next chunk overwrites a kept buffer (not after a huge message)
-            spare, self._spare = self._spare, None
-            self._chunk = spare if spare is not None else bytearray()
+            self._chunk = self._spares.pop() if self._spares else bytearray()
             self._fill = 0
         else:
             self._chunk = bytearray()
@@ -372,26 +380,31 @@ class McapWriter(Writer):
         self._large = False
         self._chunk_index = {}
 
-    def _write_chunk(self, buf: bytearray, fill: int, start: int, end: int, index: dict[int, array[int]]) -> None:
-        """Checksum, compress and write one chunk and its message indexes (in a worker
-        thread when pipelined)."""
-        usize = fill
+    def _emit_chunk(
+        self,
+        buf: bytearray,
+        fill: int,
+        start: int,
+        end: int,
+        index: dict[int, array[int]],
+        crc: int,
+        packed: bytes | None,
+    ) -> None:
+        """Write one chunk record (the compressed bytes as they are, or the buffer itself:
+        no concatenated copy) and its message indexes."""
         cname = self._comp_name_raw
         chunk_offset = self._pos
-        # checksummed and compressed straight from the buffer; the record head, then the
-        # compressed bytes as they are (no concatenated copy)
         with memoryview(buf) as whole, whole[:fill] as raw:
-            crc = zlib.crc32(raw) if self.use_crcs else 0
-            packed = self._compress(raw)
-            rec_len = 9 + 28 + 4 + len(cname) + 8 + len(packed)
+            body = raw if packed is None else packed
+            packed_size = len(body)
+            rec_len = 9 + 28 + 4 + len(cname) + 8 + packed_size
             self._emit(
-                _CHUNK_RECORD_HEAD.pack(Opcode.CHUNK, rec_len - 9, start, end, usize, crc, len(cname))
+                _CHUNK_RECORD_HEAD.pack(Opcode.CHUNK, rec_len - 9, start, end, fill, crc, len(cname))
                 + cname
-                + R.U64.pack(len(packed))
+                + R.U64.pack(packed_size)
             )
-            self._emit(packed)
-            packed_size = len(packed)
-            del packed  # for "none" it is a view of the buffer
+            self._emit(body)
+            del body
         mi_start = self._pos
         offsets: dict[int, int] = {}
         if self.use_message_index:
@@ -408,7 +421,7 @@ class McapWriter(Writer):
             self._chunk_indexes.append(
                 R.ChunkIndex(
                     start, end, chunk_offset, rec_len, offsets, self._pos - mi_start,
-                    self._comp_name, packed_size, usize,
+                    self._comp_name, packed_size, fill,
                 )  # fmt: skip
             )
         self.statistics.chunk_count += 1
