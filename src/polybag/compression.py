@@ -10,6 +10,7 @@ lying header never causes a huge allocation.
 from __future__ import annotations
 
 import bz2 as _bz2
+import threading
 
 import lz4.frame as _lz4f
 import zstandard as _zstd
@@ -22,7 +23,7 @@ _NONE_NAMES = ("", "none")
 NAMES = ("none", "zstd", "lz4", "bz2")
 
 _zstd_d = _zstd.ZstdDecompressor()
-_zstd_c: dict[int, _zstd.ZstdCompressor] = {}
+_local = threading.local()  # zstd contexts: one per thread (a context is not thread-safe)
 
 
 def normalize(name: str | None) -> str:
@@ -36,15 +37,18 @@ def normalize(name: str | None) -> str:
     return n
 
 
-def compress(name: str | None, data: bytes | memoryview, level: int | None = None) -> bytes:
+def compress(name: str | None, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
     n = normalize(name)
     if n == "none":
         return bytes(data)
     if n == "zstd":
         lv = 3 if level is None else level
-        c = _zstd_c.get(lv)
+        cs: dict[int, _zstd.ZstdCompressor] | None = getattr(_local, "zstd", None)
+        if cs is None:
+            cs = _local.zstd = {}
+        c = cs.get(lv)
         if c is None:
-            c = _zstd_c[lv] = _zstd.ZstdCompressor(level=lv)
+            c = cs[lv] = _zstd.ZstdCompressor(level=lv)
         return c.compress(data)
     if n == "lz4":
         # one frame that both readers accept: rosbag's roslz4 (C++ and Python) refuses frames

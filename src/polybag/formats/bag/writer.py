@@ -13,9 +13,12 @@ from __future__ import annotations
 import io
 import os
 import struct
+from collections import deque
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any, BinaryIO
 
+from polybag import _threads
 from polybag.compression import compress, normalize
 from polybag.errors import UnsupportedError, WriteError
 from polybag.model import Channel, Schema
@@ -143,6 +146,9 @@ class BagWriter(Writer):
         self._conn_written: set[int] = set()
         self._prefix: dict[int, bytes] = {}
         self._chunk_infos: list[tuple[int, int, int, dict[int, int]]] = []  # pos, start, end, counts
+        self._inflight: deque[tuple[Future[bytes], int, dict[int, list[tuple[int, int]]]]] = deque()
+        self._depth = max(1, min(_threads.cores(), 4))
+        self._pipeline = _threads.cores() > 1
         self._new_chunk()
 
     # --- chunk buffer ---------------------------------------------------------------------
@@ -253,14 +259,30 @@ class BagWriter(Writer):
     def _flush_chunk(self) -> None:
         if not self._buf:
             return
-        self.write_chunk(self.compression, None, bytes(self._buf), self._index)
-        self._new_chunk()
+        buf, index = self._buf, self._index
+        self._new_chunk()  # (a new buffer: the closed one is the compressing thread's)
+        if self._pipeline and self.compression != "none":
+            # compressed by a worker thread while the next chunks fill (up to one per core
+            # in flight); written in order here, so the bytes are the one-thread writer's
+            fut = _threads.pool().submit(compress, self.compression, buf, self.level)
+            self._inflight.append((fut, len(buf), index))
+            self._drain(self._depth)
+        else:
+            self._write_chunk(self.compression, None, buf, index)
+
+    def _drain(self, keep: int = 0) -> None:
+        """Write the chunks in flight, oldest first, until at most ``keep`` remain (and
+        raise a failed one's error)."""
+        q = self._inflight
+        while len(q) > keep:
+            fut, size, index = q.popleft()
+            self._write_chunk(self.compression, fut.result(), None, index, size)
 
     def write_chunk(
         self,
         compression: str,
         compressed: bytes | memoryview | None,
-        uncompressed: bytes | memoryview | None,
+        uncompressed: bytes | bytearray | memoryview | None,
         index: Mapping[int, list[tuple[int, int]]],
         uncompressed_size: int | None = None,
     ) -> None:
@@ -270,11 +292,24 @@ class BagWriter(Writer):
         ``uncompressed`` to compress it here.  ``index`` maps connection id to
         ``(time ns, record offset in the uncompressed data)``.
         """
+        self._drain()
+        self._write_chunk(compression, compressed, uncompressed, index, uncompressed_size)
+
+    def _write_chunk(
+        self,
+        compression: str,
+        compressed: bytes | memoryview | None,
+        uncompressed: bytes | bytearray | memoryview | None,
+        index: Mapping[int, list[tuple[int, int]]],
+        uncompressed_size: int | None = None,
+    ) -> None:
         comp = normalize(compression)
         if compressed is None:
             assert uncompressed is not None
             size = len(uncompressed)
-            data: bytes | memoryview = compress(comp, uncompressed, self.level) if comp != "none" else uncompressed
+            data: bytes | bytearray | memoryview = (
+                compress(comp, uncompressed, self.level) if comp != "none" else uncompressed
+            )
         else:
             assert uncompressed_size is not None
             size = uncompressed_size
@@ -328,6 +363,7 @@ class BagWriter(Writer):
         if self.closed:
             return
         self._flush_chunk()
+        self._drain()
         self.closed = True
         f = self._f
         index_pos = self._pos
@@ -366,6 +402,10 @@ class BagWriter(Writer):
         """Stop without finishing: the ``.active`` file stays as a killed writer leaves it
         (or is removed with ``discard``)."""
         self.closed = True
+        try:
+            self._drain()  # the chunks already compressed are kept, as a killed writer's are
+        except Exception:  # noqa: BLE001 - aborting: what cannot be written is given up
+            self._inflight.clear()
         try:
             self._f.flush()
         except (OSError, ValueError):
