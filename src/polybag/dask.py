@@ -1,0 +1,761 @@
+"""Dask scale-out: many logs and huge logs as Dask DataFrames and Bags.
+
+Partitions come from the files' own indexes, read in the driver without reading any
+message data: MCAP chunk indexes (with per-chunk, per-channel counts from the Message
+Index record headers) and bag chunk info records (per-connection counts) are grouped
+into partitions of about ``partition_messages`` messages of the selected topics.
+
+A partition is a file plus a log-time window ``[start, end)`` whose bounds are chunk start
+times.  Windows of one file tile the time axis (the first is open below, the last open
+above), so every message falls into exactly one partition even when chunks overlap in
+time (written out of order); a partition's task reads only the chunks that overlap its
+window, through the file's own index.  Files without an index (a bag without its index,
+an MCAP file without summary) and ULog files (which have no index) are one partition per
+file.
+
+Partitions carry paths and windows only (never an open reader), so the graphs pickle and
+run on the threaded, process and distributed schedulers; every task opens its file,
+builds its result in memory it owns, and closes the file before returning.
+
+>>> import polybag.dask as pbd
+>>> df = pbd.read_topic("logs/*.mcap", "/imu", fields=["linear_acceleration"])
+>>> df["linear_acceleration.x"].mean().compute()
+
+Dask is optional: ``pip install polybag[dask]``.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import struct
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from polybag.errors import PolybagError, UnsupportedError, UsageError
+from polybag.reader import TopicSelector, topic_filter
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from polybag.model import Channel
+    from polybag.reader import Reader
+
+__all__ = ["Partition", "file_summaries", "partitions", "read_messages", "read_topic"]
+
+DEFAULT_PARTITION_MESSAGES = 500_000
+_PLAN_THREADS = 8
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+
+
+def _require(what: str = "dataframe") -> Any:
+    """Import dask (and ``dask.dataframe`` / ``dask.bag``) or say how to install it."""
+    try:
+        import dask  # noqa: F401
+
+        if what == "bag":
+            import dask.bag as mod
+        else:
+            import dask.dataframe as mod
+    except ImportError as e:
+        raise UnsupportedError(
+            f"polybag.dask needs dask ({e}): pip install polybag[dask]  (or: pip install 'dask[dataframe]')"
+        ) from None
+    return mod
+
+
+# --- inputs --------------------------------------------------------------------------------
+PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+def expand_paths(paths: PathsLike) -> list[str]:
+    """A path, a glob pattern, or a list of either, as a list of file paths (globs sorted)."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    out: list[str] = []
+    for p in items:
+        s = os.fspath(p)
+        if _glob.has_magic(s) and not os.path.exists(s):
+            hits = sorted(h for h in _glob.glob(s, recursive=True) if os.path.isfile(h))
+            if not hits:
+                raise UsageError(f"no files match {s!r}")
+            out.extend(hits)
+        else:
+            out.append(s)
+    if not out:
+        raise UsageError("no input files")
+    return out
+
+
+def _check_window(start: int | None, end: int | None) -> None:
+    for name, v in (("start", start), ("end", end)):
+        if v is not None and not isinstance(v, (int, np.integer)):
+            raise UsageError(f"{name} must be integer nanoseconds, not {type(v).__name__}")
+
+
+# --- planning --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Partition:
+    """One task's share of a file: messages with ``start <= log_time < end``.
+
+    ``None`` bounds are open.  ``estimate`` is the number of messages of the selected
+    topics the index promises for the window (-1: unknown, the file has no index).
+    ``lo``/``hi`` are the inclusive log-time bounds the index gives for the window's data
+    (``None``: unknown); they make the Dask divisions.
+    """
+
+    path: str
+    format: str
+    start: int | None
+    end: int | None
+    estimate: int = -1
+    lo: int | None = None
+    hi: int | None = None
+
+
+@dataclass
+class _FilePlan:
+    path: str
+    format: str
+    parts: list[Partition]
+    channels: list[Channel]  # the selected channels the driver saw (for meta)
+    indexed: bool
+
+
+def _mcap_chunks(r: Reader, sel: set[int] | None, summary: Any) -> list[tuple[int, int, int]] | None:
+    """``(start, end, count)`` of each MCAP chunk holding selected channels, from the index.
+
+    Counts come from the Message Index record headers the chunk index points at (array
+    length / 16); only their 15-byte headers are read.  ``None``: no usable chunk index.
+    """
+    if not getattr(r, "has_summary", False):
+        return None
+    cis = getattr(r, "chunk_indexes", None)
+    if not cis:
+        return None
+    view = getattr(r.source, "view", None)
+    size = getattr(r.source, "size", 0)
+    wanted_ids = set(summary.channels) if sel is None else sel
+    total = sum(summary.message_counts.get(c, 0) for c in wanted_ids)
+    all_unc = sum(max(ci.uncompressed_size, 1) for ci in cis) or 1
+    out: list[tuple[int, int, int]] = []
+    for ci in cis:
+        offs: dict[int, int] = ci.message_index_offsets
+        estimate = max(1, total * max(ci.uncompressed_size, 1) // all_unc)
+        if not offs or view is None:
+            out.append((ci.message_start_time, ci.message_end_time, estimate))
+            continue
+        n = 0
+        exact = True
+        for cid in wanted_ids & offs.keys():
+            off = offs[cid]
+            if off + 15 > size or view[off] != 0x07 or _U16.unpack_from(view, off + 9)[0] != cid:
+                exact = False
+                break
+            n += _U32.unpack_from(view, off + 11)[0] // 16
+        if not exact:
+            out.append((ci.message_start_time, ci.message_end_time, estimate))
+        elif n:
+            out.append((ci.message_start_time, ci.message_end_time, n))
+    return out
+
+
+def _bag_chunks(r: Reader, sel: set[int] | None) -> list[tuple[int, int, int]] | None:
+    """``(start, end, count)`` of each bag chunk holding selected connections (chunk infos)."""
+    if not getattr(r, "indexed", False):
+        return None
+    chunks = getattr(r, "chunks", None)
+    if not chunks or not all(hasattr(c, "counts") for c in chunks):
+        return None
+    out: list[tuple[int, int, int]] = []
+    for c in chunks:
+        n = sum(v for k, v in c.counts.items() if sel is None or k in sel)
+        if n:
+            out.append((int(c.start), int(c.end), int(n)))
+    return out
+
+
+def _generic_chunks(summary: Any, sel: set[int] | None) -> list[tuple[int, int, int]] | None:
+    """Any other indexed reader: its ChunkInfo list, counts shared out by the topic's share."""
+    if not summary.indexed or not summary.chunks:
+        return None
+    total = summary.message_count or 1
+    wanted = summary.message_count if sel is None else sum(summary.message_counts.get(c, 0) for c in sel)
+    return [
+        (c.start_time, c.end_time, max(1, c.message_count * wanted // total))
+        for c in summary.chunks
+        if wanted and c.message_count
+    ]
+
+
+def _windows(
+    path: str,
+    fmt: str,
+    chunks: list[tuple[int, int, int]],
+    start: int | None,
+    end: int | None,
+    per_part: int,
+) -> list[Partition]:
+    """Cut the time axis at chunk start times into windows of about ``per_part`` messages.
+
+    The windows tile ``[start, end)`` (open ends stay open), so a message lies in exactly one
+    of them whatever the chunks' overlaps.  A chunk whose start is a cut goes (with
+    everything else at or after the cut) to the later window; a chunk overlapping a cut is
+    read by both windows, each keeping its side.
+    """
+    live = [c for c in chunks if (start is None or c[1] >= start) and (end is None or c[0] < end)]
+    if not live:
+        return []
+    live.sort()
+    lo = min(c[0] for c in live)
+    hi = max(c[1] for c in live)
+    if start is not None:
+        lo = max(lo, int(start))
+    if end is not None:
+        hi = min(hi, int(end) - 1)
+    cuts: list[int] = []
+    counts: list[int] = []
+    acc = 0
+    for s, _e, n in live:
+        if acc >= per_part and s > (cuts[-1] if cuts else lo) and s <= hi:
+            cuts.append(s)
+            counts.append(acc)
+            acc = 0
+        acc += n
+    counts.append(acc)
+    bounds = [start, *cuts, end]
+    los = [lo, *cuts]
+    his = [c - 1 for c in cuts] + [hi]
+    return [
+        Partition(path, fmt, bounds[i], bounds[i + 1], counts[i], los[i], his[i]) for i in range(len(los))
+    ]
+
+
+def _plan_file(
+    path: str,
+    topics: TopicSelector,
+    start: int | None,
+    end: int | None,
+    per_part: int,
+    need_channels: bool,
+) -> _FilePlan:
+    import polybag
+
+    head = _sniff_path(path)
+    if head == "ulog":
+        # no index: one partition; the file is scanned by its task (and here only for meta)
+        chans: list[Channel] = []
+        if need_channels:
+            with polybag.open(path, topics=topics, warn=False) as r:
+                chans = list(r.summary.channels.values())
+        return _FilePlan(path, "ulog", [Partition(path, "ulog", start, end)], chans, False)
+    with polybag.open(path) as r:
+        fmt = r.format
+        summary = None
+        chunks = None
+        if fmt == "mcap" and getattr(r, "has_summary", False):
+            summary = r.summary
+            chunks = _mcap_chunks(r, _selection(topics, summary), summary)
+        elif fmt == "bag" and getattr(r, "indexed", False):
+            summary = r.summary
+            chunks = _bag_chunks(r, _selection(topics, summary))
+        elif fmt not in ("mcap", "bag"):
+            summary = r.summary
+            chunks = _generic_chunks(summary, _selection(topics, summary))
+        if chunks is None:
+            # unindexed: one partition for the whole file (its task scans it once)
+            if need_channels and summary is None:
+                summary = r.summary
+            chans = [] if summary is None else _selected_channels(topics, summary)
+            lo = hi = None
+            if summary is not None and summary.indexed and summary.start_time is not None:
+                lo, hi = summary.start_time, summary.end_time
+                if start is not None:
+                    lo = max(lo, start)
+                if end is not None:
+                    hi = min(hi, end - 1)
+            return _FilePlan(path, fmt, [Partition(path, fmt, start, end, -1, lo, hi)], chans, False)
+        assert summary is not None
+        return _FilePlan(
+            path,
+            fmt,
+            _windows(path, fmt, chunks, start, end, per_part),
+            _selected_channels(topics, summary),
+            True,
+        )
+
+
+def _sniff_path(path: str) -> str | None:
+    from polybag.formats.sniff import SNIFF_BYTES, sniff
+
+    try:
+        with open(path, "rb") as f:
+            return sniff(f.read(SNIFF_BYTES))
+    except OSError as e:
+        raise PolybagError(f"{path}: cannot open: {e.strerror or e}") from None
+
+
+def _selection(topics: TopicSelector, summary: Any) -> set[int] | None:
+    return topic_filter(topics, summary.channels.values())
+
+
+def _selected_channels(topics: TopicSelector, summary: Any) -> list[Channel]:
+    sel = _selection(topics, summary)
+    return [c for cid, c in summary.channels.items() if sel is None or cid in sel]
+
+
+def _plan(
+    files: list[str],
+    topics: TopicSelector,
+    start: int | None,
+    end: int | None,
+    per_part: int,
+    want_channels: Callable[[list[_FilePlan]], bool],
+) -> list[_FilePlan]:
+    """Plan every file (in a few threads: index reads are small and mostly I/O)."""
+    if per_part < 1:
+        raise UsageError(f"partition_messages must be positive, not {per_part}")
+
+    def one(p: str) -> _FilePlan:
+        return _plan_file(p, topics, start, end, per_part, need_channels=False)
+
+    if len(files) > 1:
+        with ThreadPoolExecutor(min(_PLAN_THREADS, len(files))) as ex:
+            plans = list(ex.map(one, files))
+    else:
+        plans = [one(f) for f in files]
+    if want_channels(plans):
+        # no indexed file named the channels: open files until one does (ULog, unindexed)
+        for i, pl in enumerate(plans):
+            if not pl.channels and not pl.indexed:
+                plans[i] = _plan_file(pl.path, topics, start, end, per_part, need_channels=True)
+                if plans[i].channels:
+                    break
+    return plans
+
+
+def _order(plans: list[_FilePlan]) -> tuple[list[Partition], tuple[int, ...] | None]:
+    """All partitions, and Dask divisions when every window's bounds are known and the
+    files do not overlap in time (then the partitions are ordered by time)."""
+    parts = [p for pl in plans for p in pl.parts]
+    if not parts:
+        return parts, None
+    if any(p.lo is None or p.hi is None or p.lo > p.hi for p in parts):
+        return parts, None
+    by_file = sorted((pl for pl in plans if pl.parts), key=lambda pl: pl.parts[0].lo or 0)
+    ordered = [p for pl in by_file for p in pl.parts]
+    for a, b in zip(ordered, ordered[1:]):
+        if not (a.hi is not None and b.lo is not None and a.hi < b.lo):
+            return parts, None
+    los = [int(p.lo) for p in ordered if p.lo is not None]
+    last = int(ordered[-1].hi or 0)
+    if any(x >= y for x, y in zip(los, los[1:])) or last < los[-1]:
+        return parts, None
+    return ordered, (*los, last)
+
+
+def partitions(
+    paths: PathsLike,
+    topics: TopicSelector = None,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    partition_messages: int = DEFAULT_PARTITION_MESSAGES,
+) -> list[Partition]:
+    """The partitions :func:`read_topic` / :func:`read_messages` would make (from the indexes)."""
+    _check_window(start, end)
+    files = expand_paths(paths)
+    plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
+    return _order(plans)[0]
+
+
+# --- tasks ------------------------------------------------------------------------------------
+def _detach(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when numpy owns its memory, else a copy (never a view of a mapped file)."""
+    base = a
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, np.ndarray):
+        return a
+    return a.copy()
+
+
+def _open(part: Partition, topics: TopicSelector) -> Reader:
+    import polybag
+
+    if part.format == "ulog":
+        return polybag.open(part.path, topics=topics, warn=False)
+    return polybag.open(part.path)
+
+
+def _columns_window(
+    r: Reader, topic: str, fields: Sequence[str] | None, start: int | None, end: int | None
+) -> dict[str, np.ndarray]:
+    """Columns of ``topic`` in ``[start, end)`` (like ``topic_columns``, restricted in time)."""
+    from polybag.codecs import codec_for
+    from polybag.codecs.columns import payload_columns
+
+    channels = [c for c in r.summary.channels.values() if c.topic == topic]
+    if not channels:
+        return {}
+    if start is None and end is None:
+        return {k: _detach(v) for k, v in r.topic_columns(topic, fields).items()}
+    if len({id(codec_for(c)) for c in channels}) > 1:
+        raise UnsupportedError(f"topic {topic} has channels of different types; read them separately")
+    codec = codec_for(channels[0])
+    times: list[int] = []
+    datas: list[Any] = []
+    for m in r.messages(topics=[topic], start=start, end=end):
+        times.append(m.log_time)
+        datas.append(m.data)
+    cols = payload_columns(codec, datas, fields, topic=topic)
+    del datas
+    out = {"log_time": np.array(times, dtype=np.int64)}
+    out.update((k, _detach(v)) for k, v in cols.items())
+    return out
+
+
+def _raw_window(r: Reader, topic: str, start: int | None, end: int | None) -> dict[str, np.ndarray]:
+    lt: list[int] = []
+    pt: list[int] = []
+    seq: list[int] = []
+    data: list[bytes] = []
+    for m in r.messages(topics=[topic], start=start, end=end):
+        lt.append(m.log_time)
+        pt.append(m.publish_time)
+        seq.append(m.sequence)
+        data.append(bytes(m.data))
+    col = np.empty(len(data), dtype=object)
+    col[:] = data
+    return {
+        "log_time": np.array(lt, dtype=np.int64),
+        "publish_time": np.array(pt, dtype=np.int64),
+        "sequence": np.array(seq, dtype=np.int64),
+        "data": col,
+    }
+
+
+def _frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    from polybag.codecs.columns import columns_to_pandas
+
+    if "log_time" not in cols:
+        cols = {"log_time": np.zeros(0, np.int64), **cols}
+    return columns_to_pandas(cols)
+
+
+def _ulog_frame(
+    r: Reader, topic: str, fields: Sequence[str] | None, multi_id: int, start: int | None, end: int | None
+) -> pd.DataFrame:
+    from polybag.formats.ulog.reader import TopicNotFoundError
+
+    try:
+        df = r.to_pandas(topic, multi_id, fields)  # type: ignore[call-arg]
+    except TopicNotFoundError:
+        return _frame({})
+    if start is not None or end is not None:
+        t = df.index.to_numpy()
+        keep = np.ones(len(t), dtype=bool)
+        if start is not None:
+            keep &= t >= start
+        if end is not None:
+            keep &= t < end
+        df = df[keep]
+    return df.copy()
+
+
+def _conform(df: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:
+    """Make a partition's frame look like ``meta`` (columns, order, dtypes where they cast)."""
+    import pandas as pd
+
+    if list(df.columns) == list(meta.columns) and all(df.dtypes == meta.dtypes):
+        return df
+    out = {}
+    for name in meta.columns:
+        dt = meta[name].dtype
+        if name in df.columns:
+            col = df[name]
+            if col.dtype != dt:
+                try:
+                    col = col.astype(dt)
+                except (TypeError, ValueError):
+                    pass
+            out[name] = col
+        else:
+            out[name] = pd.Series([None] * len(df), index=df.index, dtype=dt if len(df) == 0 else object)
+    return pd.DataFrame(out, index=df.index)
+
+
+def _topic_partition(
+    part: Partition,
+    topic: str,
+    fields: Sequence[str] | None,
+    decode: bool,
+    multi_id: int,
+    file_column: bool,
+    frame_meta: pd.DataFrame,
+    columns: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """One partition of :func:`read_topic` (runs in a worker)."""
+    import pandas as pd
+
+    want = None if columns is None else ([columns] if isinstance(columns, str) else list(columns))
+    data_cols = None if want is None else [c for c in want if c != "file"]
+    if decode and data_cols is not None and fields is None:
+        fields = data_cols  # column projection from the optimizer: decode only those
+    with _open(part, [topic]) as r:
+        if part.format == "ulog" or r.format == "ulog":
+            df = (
+                _ulog_frame(r, topic, fields, multi_id, part.start, part.end)
+                if decode
+                else _frame(_raw_window(r, topic, part.start, part.end))
+            )
+        elif decode:
+            df = _frame(_columns_window(r, topic, fields, part.start, part.end))
+        else:
+            df = _frame(_raw_window(r, topic, part.start, part.end))
+    if file_column:
+        df["file"] = pd.Categorical([part.path] * len(df), categories=frame_meta["file"].cat.categories)
+    df = _conform(df, frame_meta)
+    if want is not None:
+        df = df[want]
+    return df
+
+
+def _meta_for(
+    plans: list[_FilePlan],
+    topic: str,
+    fields: Sequence[str] | None,
+    decode: bool,
+    multi_id: int,
+    files: list[str],
+) -> pd.DataFrame:
+    """An empty frame with the columns and dtypes of the topic (from the schema when the
+    codec compiles it, else from the topic's first message)."""
+    import pandas as pd
+
+    from polybag.codecs import codec_for
+    from polybag.codecs.columns import _is_compiled, payload_columns
+
+    plan = next((pl for pl in plans if pl.channels), None)
+    if plan is None:
+        raise PolybagError(f"no topic {topic!r} in {len(files)} file(s): {', '.join(files[:3])}")
+    if not decode:
+        df = _frame(
+            {
+                "log_time": np.zeros(0, np.int64),
+                "publish_time": np.zeros(0, np.int64),
+                "sequence": np.zeros(0, np.int64),
+                "data": np.zeros(0, dtype=object),
+            }
+        )
+    elif plan.format == "ulog":
+        with _open(Partition(plan.path, "ulog", None, None), [topic]) as r:
+            df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
+    else:
+        codec = codec_for(plan.channels[0])
+        if _is_compiled(codec):
+            df = _frame(
+                {"log_time": np.zeros(0, np.int64), **payload_columns(codec, [], fields, topic=topic)}
+            )
+        else:
+            with _open(Partition(plan.path, plan.format, None, None), [topic]) as r:
+                first = next(iter(r.messages(topics=[topic], order="file")), None)
+                sample = [] if first is None else [bytes(first.data)]
+            cols = payload_columns(codec, sample, fields, topic=topic)
+            df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
+    df = df.copy()
+    if "file" not in df.columns:
+        df["file"] = pd.Categorical([], categories=files)
+    return df
+
+
+# --- public ------------------------------------------------------------------------------------
+def read_topic(
+    paths: PathsLike,
+    topic: str,
+    *,
+    fields: Sequence[str] | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    partition_messages: int = DEFAULT_PARTITION_MESSAGES,
+    decode: bool = True,
+    multi_id: int = 0,
+    file_column: bool = True,
+) -> Any:
+    """One row per message of ``topic`` across ``paths``, as a ``dask.dataframe.DataFrame``.
+
+    ``paths`` is a path, a glob pattern or a list.  Columns are those of the reader's
+    ``to_pandas(topic, fields)`` (flattened field paths), indexed by ``log_time`` (int64
+    ns), plus a categorical ``file`` column (``file_column=False`` leaves it out).
+    ``decode=False`` gives the raw payloads instead (``publish_time``, ``sequence``,
+    ``data`` bytes).  ``start`` (inclusive) and ``end`` (exclusive) bound the log time.
+
+    Partitions hold about ``partition_messages`` messages of the topic, cut at chunk
+    boundaries from the files' indexes; within a partition rows are in log-time order.
+    Divisions are known (``df.known_divisions``) when every file is indexed and the files
+    do not overlap in time.  ``multi_id`` picks the instance of a ULog topic.
+    """
+    dd = _require("dataframe")
+    _check_window(start, end)
+    files = expand_paths(paths)
+    plans = _plan(files, [topic], start, end, partition_messages, lambda ps: not any(p.channels for p in ps))
+    meta = _meta_for(plans, topic, fields, decode, multi_id, files)
+    if not file_column:
+        meta = meta.drop(columns="file")
+    parts, divisions = _order(plans)
+    if not parts:  # the topic is indexed nowhere in the window: one empty partition
+        parts, divisions = [Partition(files[0], plans[0].format, 1, 1, 0)], None
+    import dask
+
+    # object columns hold strings, bytes and per-message arrays alike: keep them as the
+    # readers' to_pandas gives them (dask would turn every object column into strings)
+    with dask.config.set({"dataframe.convert-string": False}):
+        return dd.from_map(
+            _topic_partition,
+            parts,
+            topic=topic,
+            fields=list(fields) if fields is not None else None,
+            decode=decode,
+            multi_id=multi_id,
+            file_column=file_column,
+            frame_meta=meta,
+            meta=meta,
+            divisions=divisions,
+            label=f"polybag-{topic.strip('/').replace('/', '-') or 'topic'}",
+            enforce_metadata=False,
+        )
+
+
+def _message_partition(part: Partition, topics: TopicSelector, decode: bool) -> list[dict[str, Any]]:
+    """One partition of :func:`read_messages` (runs in a worker)."""
+    out: list[dict[str, Any]] = []
+    with _open(part, topics) as r:
+        for m in r.messages(topics=topics, start=part.start, end=part.end):
+            out.append(
+                {
+                    "topic": m.channel.topic,
+                    "log_time": m.log_time,
+                    "publish_time": m.publish_time,
+                    "sequence": m.sequence,
+                    "data": _owned(m.to_dict()) if decode else bytes(m.data),
+                    "file": part.path,
+                }
+            )
+    return out
+
+
+def _owned(v: Any) -> Any:
+    """A decoded value with every array and buffer copied out of the file's mapping."""
+    if isinstance(v, dict):
+        return {k: _owned(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_owned(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_owned(x) for x in v)
+    if isinstance(v, np.ndarray):
+        return _detach(v)
+    if isinstance(v, memoryview):
+        return bytes(v)
+    return v
+
+
+def read_messages(
+    paths: PathsLike,
+    topics: TopicSelector = None,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    partition_messages: int = DEFAULT_PARTITION_MESSAGES,
+    decode: bool = True,
+) -> Any:
+    """Messages of ``topics`` (``None``: all; a string is a regex) as a ``dask.bag.Bag``.
+
+    Each item is a dict: ``topic``, ``log_time``, ``publish_time``, ``sequence``, ``data``
+    (the message as nested dicts, or its raw bytes with ``decode=False``) and ``file``.
+    Partitioned like :func:`read_topic`; items are in log-time order within a partition.
+    """
+    db = _require("bag")
+    _check_window(start, end)
+    files = expand_paths(paths)
+    plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
+    parts, _div = _order(plans)
+    if not parts:
+        return db.from_sequence([], npartitions=1)
+    seq = db.from_sequence(parts, partition_size=1)
+    return seq.map(_message_partition, topics=topics, decode=decode).flatten()
+
+
+_SUMMARY_COLUMNS: dict[str, str] = {
+    "path": "object",
+    "format": "object",
+    "profile": "object",
+    "library": "object",
+    "version": "object",
+    "indexed": "boolean",
+    "message_count": "Int64",
+    "channel_count": "Int64",
+    "topic_count": "Int64",
+    "chunk_count": "Int64",
+    "attachment_count": "Int64",
+    "metadata_count": "Int64",
+    "start_time": "Int64",
+    "end_time": "Int64",
+    "duration": "Int64",
+    "file_size": "Int64",
+    "error": "object",
+}
+
+
+def _summary_row(path: str, errors: str) -> pd.DataFrame:
+    """One file's summary as a one-row frame (runs in a worker)."""
+    import pandas as pd
+
+    import polybag
+
+    row: dict[str, Any] = dict.fromkeys(_SUMMARY_COLUMNS)
+    row["path"] = path
+    try:
+        with polybag.open(path, **({"warn": False} if _sniff_path(path) == "ulog" else {})) as r:
+            s = r.summary
+            row.update(
+                format=s.format,
+                profile=s.profile,
+                library=s.library,
+                version=s.version,
+                indexed=bool(s.indexed),
+                message_count=s.message_count,
+                channel_count=len(s.channels),
+                topic_count=len(s.topics()),
+                chunk_count=s.chunk_count,
+                attachment_count=s.attachment_count,
+                metadata_count=s.metadata_count,
+                start_time=s.start_time,
+                end_time=s.end_time,
+                duration=s.duration if s.start_time is not None else None,
+                file_size=s.file_size,
+            )
+    except PolybagError as e:
+        if errors == "raise":
+            raise
+        row["error"] = str(e)
+    return pd.DataFrame({k: pd.Series([row[k]], dtype=t) for k, t in _SUMMARY_COLUMNS.items()})
+
+
+def file_summaries(paths: PathsLike, *, errors: str = "record") -> Any:
+    """Per-file facts (format, counts, start/end, ...) as a ``dask.dataframe.DataFrame``,
+    one row per file, one task per file.  ``errors="record"`` puts an unreadable file's
+    error in the ``error`` column; ``errors="raise"`` raises it."""
+    dd = _require("dataframe")
+    import pandas as pd
+
+    if errors not in ("record", "raise"):
+        raise UsageError(f"errors must be 'record' or 'raise', not {errors!r}")
+    files = expand_paths(paths)
+    meta = pd.DataFrame({k: pd.Series([], dtype=t) for k, t in _SUMMARY_COLUMNS.items()})
+    return dd.from_map(
+        _summary_row, files, errors=errors, meta=meta, label="polybag-summary", enforce_metadata=False
+    )

@@ -1,0 +1,404 @@
+"""polybag.dask: partitions from the files' indexes, results equal to the readers and peers."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polybag
+
+dask = pytest.importorskip("dask")
+dd = pytest.importorskip("dask.dataframe")
+
+import cloudpickle  # noqa: E402  (comes with dask)
+
+import polybag.dask as pbd  # noqa: E402
+from polybag.errors import PolybagError, UnsupportedError, UsageError  # noqa: E402
+
+A_DEF = b"int32 x\nfloat64 y\nstring s\n"
+B_DEF = b"uint16 k\n"
+A = struct.Struct("<id")
+
+
+def a_payload(x: int, y: float, s: str) -> bytes:
+    b = s.encode()
+    return A.pack(x, y) + struct.pack("<I", len(b)) + b
+
+
+def rows_out_of_order(n: int, seed: int, base: int = 10_000_000_000) -> list[tuple[str, int, bytes]]:
+    """Messages written out of time order (chunks overlap in time), with many equal times."""
+    rng = np.random.default_rng(seed)
+    out: list[tuple[str, int, bytes]] = []
+    for i in range(n):
+        # a slow upward drift plus jitter as large as many chunks: chunk ranges overlap
+        t = base + (i // 3) * 1000 + int(rng.integers(0, 40)) * 20_000
+        if i % 4 == 3:
+            out.append(("/b", t, struct.pack("<H", i % 65536)))
+        else:
+            out.append(("/a", t, a_payload(i, i * 0.5, f"m{i % 7}")))
+    return out
+
+
+def write_mcap(
+    path: Path, rows: list[tuple[str, int, bytes]], chunk_size: int = 1500, **opts: object
+) -> None:
+    from polybag.formats.mcap.writer import McapWriter
+
+    with McapWriter(path, chunk_size=chunk_size, compression="lz4", **opts) as w:  # type: ignore[arg-type]
+        sa = w.add_schema("pkg/A", "ros1msg", A_DEF)
+        sb = w.add_schema("pkg/B", "ros1msg", B_DEF)
+        chans = {"/a": w.add_channel("/a", "ros1", sa), "/b": w.add_channel("/b", "ros1", sb)}
+        for i, (topic, t, data) in enumerate(rows):
+            w.write(chans[topic], data, log_time=t, publish_time=t + 1, sequence=i)
+
+
+def write_bag(path: Path, rows: list[tuple[str, int, bytes]], chunk_size: int = 1500, **opts: object) -> None:
+    from polybag.formats.bag.writer import BagWriter
+
+    with BagWriter(path, chunk_size=chunk_size, **opts) as w:  # type: ignore[arg-type]
+        sa = w.add_schema("pkg/A", "ros1msg", A_DEF)
+        sb = w.add_schema("pkg/B", "ros1msg", B_DEF)
+        chans = {"/a": w.add_channel("/a", "ros1", sa), "/b": w.add_channel("/b", "ros1", sb)}
+        for topic, t, data in rows:
+            w.write(chans[topic], data, log_time=t)
+
+
+def write_ulog(path: Path, n: int, t0_us: int) -> None:
+    from polybag.formats.ulog.writer import UlogWriter
+
+    with UlogWriter(path, start_timestamp=t0_us) as w:
+        w.add_format("thing:uint64_t timestamp;float x;int32_t k;")
+        ch = w.add_subscription("thing", 0)
+        for i in range(n):
+            w.write(
+                ch,
+                struct.pack("<Qfi", t0_us + i * 1000, i * 0.25, i - 50),
+                log_time=(t0_us + i * 1000) * 1000,
+            )
+
+
+def no_open_files(root: Path) -> None:
+    """Nothing under ``root`` is open or mapped by this process any more."""
+    maps = Path("/proc/self/maps").read_text()
+    assert str(root) not in maps
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    assert not [f for f in fds if f.startswith(str(root))]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("dask")
+    rows = rows_out_of_order(3000, 1)
+    out = {"mcap": d / "ooo.mcap", "bag": d / "ooo.bag"}
+    write_mcap(out["mcap"], rows)
+    write_bag(out["bag"], rows)
+    return out
+
+
+def reader_frame(path: Path, topic: str) -> object:
+    with polybag.open(path) as r:
+        return r.to_pandas(topic)
+
+
+def sync(x: object) -> object:
+    return x.compute(scheduler="sync")  # type: ignore[attr-defined]
+
+
+# --- partitions ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["mcap", "bag"])
+def test_windows_tile_time_and_follow_chunks(files: dict[str, Path], fmt: str) -> None:
+    path = files[fmt]
+    with polybag.open(path) as r:
+        n_chunks = r.summary.chunk_count
+        n_a = r.summary.topic_message_counts()["/a"]
+    assert n_chunks > 20
+    parts = pbd.partitions(path, ["/a"], partition_messages=300)
+    assert len(parts) > 3
+    # open ends, and each window starts where the previous one ended
+    assert parts[0].start is None and parts[-1].end is None
+    for a, b in zip(parts, parts[1:]):
+        assert a.end == b.start and a.end is not None
+    # the estimates are the per-chunk per-channel counts from the index: they sum exactly
+    assert sum(p.estimate for p in parts) == n_a
+    assert all(p.estimate >= 300 for p in parts[:-1])
+
+
+@pytest.mark.parametrize("fmt", ["mcap", "bag"])
+def test_read_topic_equals_reader_with_overlapping_chunks(files: dict[str, Path], fmt: str) -> None:
+    path = files[fmt]
+    df = pbd.read_topic(path, "/a", partition_messages=250, file_column=False)
+    assert df.npartitions > 3
+    assert df.known_divisions
+    got = sync(df)
+    want = reader_frame(path, "/a")
+    assert len(got) == len(want) == 2250
+    # same rows in the same order (log time, ties in file order): nothing lost or duplicated
+    assert list(got.columns) == list(want.columns) == ["x", "y", "s"]
+    assert np.array_equal(got.index.to_numpy(), want.index.to_numpy())
+    assert np.array_equal(got["x"].to_numpy(), want["x"].to_numpy())
+    assert np.array_equal(got["y"].to_numpy(), want["y"].to_numpy())
+    assert list(got["s"]) == list(want["s"])
+    assert sorted(got["x"]) == [i for i in range(3000) if i % 4 != 3]
+    # each partition holds exactly its division's range
+    divs = df.divisions
+    for i in range(df.npartitions):
+        p = df.get_partition(i).compute(scheduler="sync")
+        if len(p):
+            assert divs[i] <= p.index.min()
+            assert p.index.max() < divs[i + 1] or (i == df.npartitions - 1 and p.index.max() == divs[-1])
+    no_open_files(path.parent)
+
+
+def test_mcap_equals_the_mcap_library(files: dict[str, Path]) -> None:
+    from mcap.reader import make_reader
+
+    path = files["mcap"]
+    with open(path, "rb") as f:
+        peer = [(m.log_time, bytes(m.data)) for _s, _c, m in make_reader(f).iter_messages(topics=["/a"])]
+    raw = sync(pbd.read_topic(path, "/a", decode=False, partition_messages=200))
+    assert sorted(zip(raw.index.tolist(), raw["data"].tolist())) == sorted(peer)
+    dec = sync(pbd.read_topic(path, "/a", partition_messages=200, fields=["x"]))
+    assert sorted(zip(dec.index.tolist(), dec["x"].tolist())) == sorted(
+        (t, A.unpack_from(d)[0]) for t, d in peer
+    )
+    assert set(dec["file"].astype(str)) == {str(path)}
+
+
+def test_bag_equals_rosbags(files: dict[str, Path]) -> None:
+    from rosbags.rosbag1 import Reader
+
+    path = files["bag"]
+    with Reader(path) as r:
+        conns = [c for c in r.connections if c.topic == "/b"]
+        peer = sorted((t, struct.unpack("<H", raw)[0]) for _c, t, raw in r.messages(connections=conns))
+    got = sync(pbd.read_topic(path, "/b", partition_messages=100))
+    assert got.npartitions if hasattr(got, "npartitions") else True
+    assert sorted(zip(got.index.tolist(), got["k"].tolist())) == peer
+    assert len(peer) == 750
+
+
+@pytest.mark.parametrize("fmt", ["mcap", "bag"])
+def test_start_end_windows(files: dict[str, Path], fmt: str) -> None:
+    path = files[fmt]
+    want = reader_frame(path, "/a")
+    t = want.index.to_numpy()
+    start, end = int(t[400]), int(t[1700])
+    df = pbd.read_topic(path, "/a", start=start, end=end, partition_messages=200, file_column=False)
+    got = sync(df)
+    exp = want[(t >= start) & (t < end)]
+    assert df.npartitions > 1
+    assert len(got) == len(exp) > 1000
+    assert np.array_equal(got.index.to_numpy(), exp.index.to_numpy())
+    assert np.array_equal(got["x"].to_numpy(), exp["x"].to_numpy())
+    assert df.divisions[0] >= start and df.divisions[-1] < end
+    # a window before every message is empty, not an error
+    assert len(sync(pbd.read_topic(path, "/a", end=int(t[0])))) == 0
+
+
+def test_glob_of_time_ordered_files_has_known_divisions(tmp_path: Path) -> None:
+    # three recordings one after another, given in scrambled order
+    for k, name in [(2, "c"), (0, "a"), (1, "b")]:
+        write_mcap(tmp_path / f"{name}.mcap", rows_out_of_order(600, k, base=10**12 + k * 10**10))
+    df = pbd.read_topic(str(tmp_path / "*.mcap"), "/a", partition_messages=100)
+    assert df.known_divisions and df.npartitions > 6
+    got = sync(df)
+    assert got.index.is_monotonic_increasing
+    assert len(got) == 3 * 450
+    assert list(dict.fromkeys(got["file"].astype(str))) == [str(tmp_path / f"{x}.mcap") for x in "abc"]
+    # the same through the threaded scheduler
+    again = df.compute(scheduler="threads")
+    assert np.array_equal(again.index.to_numpy(), got.index.to_numpy())
+    # overlapping files: divisions unknown, same rows
+    write_mcap(tmp_path / "d.mcap", rows_out_of_order(600, 9, base=10**12))
+    df2 = pbd.read_topic([tmp_path / "a.mcap", tmp_path / "d.mcap"], "/a", partition_messages=100)
+    assert not df2.known_divisions
+    got2 = df2.compute(scheduler="threads")
+    assert len(got2) == 900
+    assert sorted(got2.index) == sorted(
+        list(reader_frame(tmp_path / "a.mcap", "/a").index)
+        + list(reader_frame(tmp_path / "d.mcap", "/a").index)
+    )
+    no_open_files(tmp_path)
+
+
+def test_unindexed_files_are_one_partition(tmp_path: Path) -> None:
+    rows = rows_out_of_order(900, 3)
+    write_mcap(
+        tmp_path / "nosum.mcap", rows, use_chunk_index=False, use_statistics=False, use_summary_offsets=False
+    )
+    write_mcap(tmp_path / "indexed.mcap", rows)
+    parts = pbd.partitions(tmp_path / "nosum.mcap", ["/a"], partition_messages=50)
+    assert len(parts) == 1 and parts[0].estimate == -1
+    assert len(pbd.partitions(tmp_path / "indexed.mcap", ["/a"], partition_messages=50)) > 5
+    got = sync(pbd.read_topic(tmp_path / "nosum.mcap", "/a", partition_messages=50, file_column=False))
+    want = reader_frame(tmp_path / "indexed.mcap", "/a")
+    assert np.array_equal(got.index.to_numpy(), want.index.to_numpy())
+    assert np.array_equal(got["x"].to_numpy(), want["x"].to_numpy())
+
+
+def test_bag_without_index(tmp_path: Path, files: dict[str, Path]) -> None:
+    # cut the index off: the reader scans, dask makes one partition
+    data = files["bag"].read_bytes()
+    with polybag.open(files["bag"]) as r:
+        index_pos = r.summary.extras["index_pos"]
+    cut = tmp_path / "cut.bag"
+    cut.write_bytes(data[:index_pos])
+    with polybag.open(cut) as r:
+        assert not r.summary.indexed
+    df = pbd.read_topic(cut, "/a", partition_messages=100, file_column=False)
+    assert df.npartitions == 1
+    got = sync(df)
+    want = reader_frame(files["bag"], "/a")
+    assert np.array_equal(got["x"].to_numpy(), want["x"].to_numpy())
+
+
+def test_ulog_one_partition_per_file_equals_pyulog(tmp_path: Path) -> None:
+    import pyulog
+
+    write_ulog(tmp_path / "a.ulg", 500, 1_000_000)
+    write_ulog(tmp_path / "b.ulg", 300, 9_000_000)
+    df = pbd.read_topic(str(tmp_path / "*.ulg"), "thing", partition_messages=10)
+    assert df.npartitions == 2
+    got = df.compute(scheduler="threads")
+    assert len(got) == 800
+    for name in ("a", "b"):
+        part = got[got["file"] == str(tmp_path / f"{name}.ulg")]
+        d = pyulog.ULog(str(tmp_path / f"{name}.ulg"), ["thing"]).get_dataset("thing").data
+        for k in ("timestamp", "x", "k"):
+            assert np.array_equal(part[k].to_numpy(), d[k]), k
+        assert np.array_equal(part.index.to_numpy(), d["timestamp"].astype(np.int64) * 1000)
+    # a window on ULog
+    w = sync(pbd.read_topic(tmp_path / "a.ulg", "thing", start=1_100_000_000, end=1_200_000_000))
+    assert w["timestamp"].tolist() == list(range(1_100_000, 1_200_000, 1000))
+
+
+# --- corpora ------------------------------------------------------------------------------------
+def test_corpus_bag_and_mcap(corpora: Path) -> None:
+    bag = corpora / "rosbag" / "ros_comm" / "rosbag_storage_test.bag"
+    got = sync(pbd.read_topic(bag, "numbers", file_column=False))
+    want = reader_frame(bag, "numbers")
+    assert got["data"].tolist() == want["data"].tolist() == list(range(10))
+    mc = corpora / "mcap-samples" / "lichtblick" / "example.mcap"
+    from mcap.reader import make_reader
+
+    with open(mc, "rb") as f:
+        peer = [m.log_time for _s, _c, m in make_reader(f).iter_messages(topics=["mouse"])]
+    got = sync(pbd.read_topic(mc, "mouse", partition_messages=20))
+    assert got.index.tolist() == sorted(peer) and len(peer) == 111
+    want = reader_frame(mc, "mouse")
+    for c in want.columns:
+        assert got[c].tolist() == want[c].tolist()
+
+
+def test_corpus_ulog(corpora: Path) -> None:
+    import pyulog
+
+    p = corpora / "ulog" / "sample.ulg"
+    got = sync(pbd.read_topic(p, "vehicle_attitude", fields=["rollspeed", "q"]))
+    d = pyulog.ULog(str(p), ["vehicle_attitude"]).get_dataset("vehicle_attitude").data
+    assert len(got) == len(d["timestamp"]) == 6461
+    assert np.allclose(got["rollspeed"].to_numpy(), d["rollspeed"])
+    assert np.allclose(got["q[3]"].to_numpy(), d["q[3]"])
+
+
+def test_file_summaries(corpora: Path, files: dict[str, Path]) -> None:
+    paths = [
+        files["mcap"],
+        files["bag"],
+        corpora / "ulog" / "sample.ulg",
+        corpora / "ulog" / "sample.ulg.missing",
+    ]
+    s = pbd.file_summaries(paths).compute(scheduler="threads").set_index("path")
+    assert s.loc[str(files["mcap"]), "format"] == "mcap"
+    assert s.loc[str(files["bag"]), "message_count"] == 3000
+    assert s.loc[str(files["bag"]), "chunk_count"] > 20
+    with polybag.open(files["mcap"]) as r:
+        assert s.loc[str(files["mcap"]), "start_time"] == r.summary.start_time
+        assert s.loc[str(files["mcap"]), "end_time"] == r.summary.end_time
+    assert s.loc[str(corpora / "ulog" / "sample.ulg"), "format"] == "ulog"
+    assert "cannot open" in s.loc[str(corpora / "ulog" / "sample.ulg.missing"), "error"]
+    with pytest.raises(PolybagError):
+        pbd.file_summaries(paths, errors="raise").compute(scheduler="sync")
+
+
+# --- messages bag -------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["mcap", "bag"])
+def test_read_messages_equals_reader(files: dict[str, Path], fmt: str) -> None:
+    path = files[fmt]
+    b = pbd.read_messages(path, partition_messages=400)
+    assert b.npartitions > 3
+    got = b.compute(scheduler="sync")
+    with polybag.open(path) as r:
+        want = [(m.channel.topic, m.log_time, m.to_dict()) for m in r.messages()]
+    assert len(got) == len(want) == 3000
+    assert [(g["topic"], g["log_time"], g["data"]) for g in got] == want
+    some = pbd.read_messages(path, ["/b"], start=want[100][1], partition_messages=100).compute(
+        scheduler="threads"
+    )
+    assert [g["data"]["k"] for g in some] == [w[2]["k"] for w in want[100:] if w[0] == "/b"]
+    no_open_files(path.parent)
+
+
+# --- pickling and schedulers -------------------------------------------------------------------
+def test_graph_pickles_and_runs_in_processes(files: dict[str, Path]) -> None:
+    df = pbd.read_topic(files["mcap"], "/a", partition_messages=500)
+    want = sync(df)
+    back = cloudpickle.loads(cloudpickle.dumps(df))
+    assert np.array_equal(sync(back)["x"].to_numpy(), want["x"].to_numpy())
+    # partitions are plain data (path + window)
+    parts = pbd.partitions(files["mcap"], ["/a"], partition_messages=500)
+    assert pickle.loads(pickle.dumps(parts)) == parts
+    b = pbd.read_messages(files["bag"], ["/b"], partition_messages=300)
+    assert len(cloudpickle.loads(cloudpickle.dumps(b)).compute(scheduler="sync")) == 750
+    got = df["x"].sum().compute(scheduler="processes", num_workers=2)
+    assert got == want["x"].sum()
+
+
+def test_distributed_scheduler(files: dict[str, Path]) -> None:
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as c:
+        n = c.compute(pbd.read_topic(files["bag"], "/a", partition_messages=500)["x"].count()).result()
+    assert n == 2250
+
+
+def test_column_projection_and_len(files: dict[str, Path]) -> None:
+    df = pbd.read_topic(files["mcap"], "/a", partition_messages=300)
+    assert len(df) == 2250
+    s = df["y"].compute(scheduler="sync")
+    assert s.tolist() == reader_frame(files["mcap"], "/a")["y"].tolist()
+
+
+# --- errors -------------------------------------------------------------------------------------
+def test_errors(tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(PolybagError, match="no topic"):
+        pbd.read_topic(files["mcap"], "/nope")
+    with pytest.raises(UsageError, match="no files match"):
+        pbd.read_topic(str(tmp_path / "*.mcap"), "/a")
+    with pytest.raises(UsageError):
+        pbd.read_topic(files["mcap"], "/a", partition_messages=0)
+    with pytest.raises(UsageError):
+        pbd.read_topic(files["mcap"], "/a", start=1.5)  # type: ignore[arg-type]
+    import builtins
+
+    real = builtins.__import__
+
+    def no_dask(name: str, *a: object, **k: object) -> object:
+        if name == "dask" or name.startswith("dask."):
+            raise ImportError("No module named 'dask'")
+        return real(name, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    with pytest.raises(UnsupportedError, match=r"pip install polybag\[dask\]"):
+        pbd.read_topic(files["mcap"], "/a")
+    with pytest.raises(UnsupportedError, match=r"pip install polybag\[dask\]"):
+        pbd.read_messages(files["mcap"])
