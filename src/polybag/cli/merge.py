@@ -1,8 +1,9 @@
-"""``polybag merge OUT IN...``: several logs into one, ordered by log time."""
+"""``polybag merge OUT IN...`` (or ``merge IN... -o OUT``): several logs into one, by log time."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from polybag.cli._ops import add_json, add_output_options, emit
 
@@ -14,8 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Merge IN... into OUT in log-time order; identical schemas and channels are "
         "written once, and a topic with different types or md5sums is reported as a conflict.",
     )
-    p.add_argument("output", metavar="OUT")
-    p.add_argument("inputs", nargs="+", metavar="IN")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="OUT IN..., or IN... with -o OUT")
+    p.add_argument("-o", "--output", metavar="OUT", help="the merged log (then every PATH is an input)")
     p.add_argument("--topics", metavar="REGEX", help="only topics matching REGEX (whole name)")
     add_output_options(p)
     add_json(p)
@@ -25,9 +26,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from polybag.ops import merge
 
+    if args.output is not None:
+        output, inputs = args.output, list(args.paths)
+    else:
+        output, inputs = args.paths[0], list(args.paths[1:])
+    if not inputs:
+        print("polybag merge: no input (OUT IN... or IN... -o OUT)", file=sys.stderr)
+        return 2
     r = merge(
-        args.output,
-        args.inputs,
+        output,
+        inputs,
         format=args.out_format,
         compression=args.compression,
         chunk_size=args.chunk_size,

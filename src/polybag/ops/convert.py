@@ -119,6 +119,20 @@ def _str(v: Any) -> str:
     return repr(v) if isinstance(v, float) else str(v)
 
 
+def ulog_metadata_records(
+    info: dict[str, Any], params: dict[str, Any], default_params: dict[int, dict[str, Any]]
+) -> dict[str, dict[str, str]]:
+    """The MCAP metadata records of a ULog's info and parameters: ``ulog_info``,
+    ``ulog_params`` and ``ulog_default_params_<bit>`` (empty ones left out)."""
+    records = {
+        "ulog_info": {k: _str(v) for k, v in info.items()},
+        "ulog_params": {k: _str(v) for k, v in params.items()},
+    }
+    for bit, d in sorted(default_params.items()):
+        records[f"ulog_default_params_{bit}"] = {k: _str(v) for k, v in d.items()}
+    return {name: md for name, md in records.items() if md}
+
+
 def ulog_extras(
     reader: Any, writer: Any, fmt: str, result: ConvertResult, messages: Iterator[Message]
 ) -> Iterator[Message]:
@@ -134,16 +148,10 @@ def ulog_extras(
         writer.copy_extras(u)
     else:
         if fmt == "mcap":
-            records = {
-                "ulog_info": {k: _str(v) for k, v in u.info.items()},
-                "ulog_params": {k: _str(v) for k, v in u.params.items()},
-            }
-            for bit, d in sorted(getattr(u, "default_params", {}).items()):
-                records[f"ulog_default_params_{bit}"] = {k: _str(v) for k, v in d.items()}
+            records = ulog_metadata_records(u.info, u.params, getattr(u, "default_params", {}))
             for name, md in records.items():
-                if md:
-                    writer.add_metadata(name, md)
-                    result.metadata += 1
+                writer.add_metadata(name, md)
+                result.metadata += 1
         else:
             lost = [n for n, d in (("info", u.info), ("parameters", u.params)) if d]
             if lost:

@@ -4,16 +4,34 @@ Each input is read in log-time order and the streams are merged with :func:`heap
 (ties keep the order of the inputs), so memory is a few chunks per input.  Schemas and
 channels that are identical across inputs are written once; a topic that arrives with
 different types or md5sums is written as separate channels and reported as a conflict.
+
+ULog inputs keep their extras:
+
+* Info, multi-info, parameters and default parameters: the first ULog input's, completed
+  with the keys only later inputs have (first wins).  A later input's different values are
+  reported as warnings (``param_conflicts`` lists the parameter names).
+* Parameter changes and dropouts of every ULog input are written in time order between
+  the data (stamped like pyulog stamps them: the largest data timestamp before them), and
+  the logged strings (tagged or not) of every input are merged by their timestamps.
+* A ULog output starts at the earliest start timestamp of the ULog inputs.  Subscriptions
+  with the same name, instance and format in several inputs become one subscription; a
+  topic whose format differs from an earlier input's cannot be held (dropped, warned).
+* An MCAP output gets the ``ulog_info``/``ulog_params``/``ulog_default_params_<bit>``
+  metadata records ``convert`` writes, made from the merged values; a bag output cannot
+  hold them (a warning), and neither can hold parameter changes and dropouts.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any
 
+from polybag.errors import WriteError
+from polybag.model import Channel, Message
 from polybag.ops._common import (
     ChannelMap,
     Input,
@@ -31,7 +49,10 @@ from polybag.ops._common import (
     summary_count,
     target_format,
 )
+from polybag.ops.convert import ulog_metadata_records
+from polybag.ops.split import UlogTimeline
 from polybag.reader import Reader
+from polybag.writer import Writer
 
 
 @dataclass
@@ -44,6 +65,9 @@ class MergeResult(OpResult):
     dropped_messages: int = 0
     attachments: int = 0
     metadata: int = 0
+    parameter_changes: int = 0
+    dropouts: int = 0
+    param_conflicts: list[str] = field(default_factory=list)
 
 
 class _AllSources:
@@ -57,6 +81,123 @@ class _AllSources:
             fn = getattr(r.source, "release_pages", None)
             if callable(fn):
                 fn()
+
+
+class _MergeChannels(ChannelMap):
+    """For a ULog output, subscriptions of several inputs with the same name, instance and
+    format share one subscription (``msg_id`` is only a file's own numbering); a format
+    that differs from one already written cannot be held: the topic is dropped, warned."""
+
+    def _make(self, ch: Channel) -> tuple[Channel | None, Any]:
+        if self.fmt == "ulog" and ch.message_encoding == "ulog" and "msg_id" in ch.metadata:
+            md = {k: v for k, v in ch.metadata.items() if k != "msg_id"}
+            ch = Channel(ch.id, ch.topic, ch.message_encoding, ch.schema, md)
+        try:
+            return super()._make(ch)
+        except WriteError as e:
+            self.result.warn(f"topic {ch.topic}: {e}; its messages from this input are dropped")
+            return None, None
+
+
+def _differs(a: Any, b: Any) -> bool:
+    return type(a) is not type(b) or a != b
+
+
+def _list(names: Sequence[str], most: int = 10) -> str:
+    more = f", ... ({len(names) - most} more)" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+class UlogDefinitions:
+    """The merged definitions of several ULogs: first wins, later differences reported."""
+
+    def __init__(self, ulogs: Sequence[tuple[str, Any]], result: MergeResult) -> None:
+        self.info: dict[str, Any] = {}
+        self.info_types: dict[str, str] = {}
+        self.info_multiple: dict[str, list[list[Any]]] = {}
+        self.info_multiple_types: dict[str, str] = {}
+        self.params: dict[str, Any] = {}
+        self.default_params: dict[int, dict[str, Any]] = {}
+        self.compat_flags = [0] * 8
+        self.start_timestamp = min(int(u.start_timestamp) for _, u in ulogs)
+        first = ulogs[0][0]
+        for i, (name, u) in enumerate(ulogs):
+            for j, v in enumerate(u.compat_flags[:8]):
+                self.compat_flags[j] |= v
+            info_diff = [k for k, v in u.info.items() if k in self.info and _differs(self.info[k], v)]
+            for k, v in u.info.items():
+                if k not in self.info:
+                    self.info[k] = v
+                    if k in u.info_types:
+                        self.info_types[k] = u.info_types[k]
+            multi_diff = [
+                k
+                for k, v in u.info_multiple.items()
+                if k in self.info_multiple and self.info_multiple[k] != v
+            ]
+            for k, v in u.info_multiple.items():
+                if k not in self.info_multiple:
+                    self.info_multiple[k] = v
+                    if k in u.info_multiple_types:
+                        self.info_multiple_types[k] = u.info_multiple_types[k]
+            param_diff = [k for k, v in u.params.items() if k in self.params and _differs(self.params[k], v)]
+            for k, v in u.params.items():
+                self.params.setdefault(k, v)
+            default_diff = []
+            for bit, d in sorted(u.default_params.items()):
+                have = self.default_params.setdefault(bit, {})
+                default_diff += [k for k, v in d.items() if k in have and _differs(have[k], v)]
+                for k, v in d.items():
+                    have.setdefault(k, v)
+            if not i:
+                continue
+            for what, diff in (
+                ("info", info_diff),
+                ("multi-info", multi_diff),
+                ("parameter(s)", param_diff),
+                ("default parameter(s)", default_diff),
+            ):
+                if diff:
+                    result.warn(
+                        f"{name}: ULog {what} differ from the earlier inputs' ({len(diff)}: {_list(diff)}); "
+                        f"the first values ({first} first) are kept"
+                    )
+            result.param_conflicts += [k for k in param_diff if k not in result.param_conflicts]
+
+    def write_ulog(self, writer: Any) -> None:
+        writer.start_timestamp = self.start_timestamp
+        for k, v in self.info.items():
+            writer.add_info(k, v, self.info_types.get(k))
+        for k, sets in self.info_multiple.items():
+            for vs in sets:
+                writer.add_info_multiple(k, vs, self.info_multiple_types.get(k))
+        for k, v in self.params.items():
+            writer.add_param(k, v)
+        for bit, d in sorted(self.default_params.items()):
+            for k, v in d.items():
+                writer.add_default_param(k, v, 1 << bit)
+        writer.compat_flags = [a | b for a, b in zip(writer.compat_flags, self.compat_flags)]
+
+    def restore(self, writer: Any) -> None:
+        """Undo what the metadata of a non-ULog input overwrote (the ULog inputs win)."""
+        for k, v in self.info.items():
+            writer.add_info(k, v, self.info_types.get(k))
+        for k, v in self.params.items():
+            writer.add_param(k, v)
+
+
+def _with_timeline(
+    messages: Iterable[Message], timeline: UlogTimeline, writer: Writer | None
+) -> Iterator[Message]:
+    """``messages`` with the timeline's records written before the first later message
+    (the writer has written the previous message when the next one is asked for)."""
+    nxt = timeline.next_ns
+    for m in messages:
+        if m.log_time >= nxt:
+            timeline.flush(writer, m.log_time // 1000)
+            nxt = timeline.next_ns
+        yield m
+    timeline.flush(writer, None)
 
 
 def merge(
@@ -84,7 +225,16 @@ def merge(
         profile = profile_for(all_channels, *readers) if fmt == "mcap" else None
         writer = make_writer(dst, fmt, compression, chunk_size, profile)
         try:
-            cmap = ChannelMap(writer, fmt, result)
+            ulogs = [
+                (result.inputs[i], r.ulog)  # type: ignore[attr-defined]
+                for i, r in enumerate(readers)
+                if r.format == "ulog" and getattr(r, "ulog", None) is not None
+            ]
+            defs = UlogDefinitions(ulogs, result) if ulogs else None
+            timeline = UlogTimeline.of([u for _, u in ulogs]) if ulogs else None
+            if defs is not None:
+                _definitions_to(writer, fmt, defs, [u for _, u in ulogs], result)
+            cmap = _MergeChannels(writer, fmt, result)
             for c in all_channels:
                 cmap.get(c)
             counts = [0] * len(readers)
@@ -97,10 +247,11 @@ def merge(
             streams = [counted(i) for i in range(len(readers))]
             total = sum(summary_count(r) for r in readers)
             bar = make_progress(total, f"merge -> {dst}", progress)
+            merged: Iterable[Message] = heapq.merge(*streams, key=attrgetter("log_time"))
+            if timeline is not None:
+                merged = _with_timeline(merged, timeline, writer if fmt == "ulog" else None)
             with bar:
-                written, dropped = copy_messages(
-                    heapq.merge(*streams, key=attrgetter("log_time")), cmap, bar, source=_AllSources(readers)
-                )
+                written, dropped = copy_messages(merged, cmap, bar, source=_AllSources(readers))
             result.messages = written
             result.dropped_messages = dropped
             result.input_messages = counts
@@ -108,6 +259,12 @@ def merge(
                 a, _, md, _ = copy_attachments_and_metadata(r, writer, fmt, result)
                 result.attachments += a
                 result.metadata += md
+            if defs is not None and fmt == "ulog":
+                defs.restore(writer)
+            if timeline is not None:
+                kinds = [e[2] for e in timeline.events]
+                result.parameter_changes = kinds.count("P")
+                result.dropouts = kinds.count("O")
             result.channels = len(cmap._by_key)
             result.conflicts = cmap.conflicts()
             for c in result.conflicts:
@@ -117,3 +274,21 @@ def merge(
             raise
         writer.close()
     return result
+
+
+def _definitions_to(
+    writer: Writer, fmt: str, defs: UlogDefinitions, ulogs: Sequence[Any], result: MergeResult
+) -> None:
+    if fmt == "ulog":
+        defs.write_ulog(writer)
+        return
+    if fmt == "mcap":
+        for name, md in ulog_metadata_records(defs.info, defs.params, defs.default_params).items():
+            writer.add_metadata(name, md)
+            result.metadata += 1
+    else:
+        lost = [n for n, d in (("info", defs.info), ("parameters", defs.params)) if d]
+        if lost:
+            result.warn(f"{fmt} files cannot hold the ULog's {' and '.join(lost)}; not copied")
+    if any(u.changed_params or u.dropouts for u in ulogs):
+        result.warn(f"{fmt} files have no place for ULog parameter changes and dropouts; not copied")

@@ -11,6 +11,25 @@ started when the first message that belongs to it arrives; no empty parts are wr
   index section), chunk records and indexes, and the file's fixed header/footer/summary.
 * ``duration``: part k holds ``start + k*duration <= log_time < start + (k+1)*duration``.
 * ``at``: the sorted times are boundaries; a boundary belongs to the part it starts.
+
+A ULog input keeps its extras in every part (see :class:`UlogTimeline`):
+
+* ULog parts are complete logs: the same info, multi-info, default parameters, flag bits
+  and the formats and subscriptions of the topics they hold.  Each part's initial
+  parameters are the parameters in force at its start: the log's initial parameters with
+  every change that came before the part's first message applied.
+* Parameter changes, dropouts and sync marks go to the part whose time range holds them:
+  part k holds the timed records stamped (like pyulog does: the largest data timestamp
+  before the record) from its first message's time up to the next part's first message's
+  time, the first part everything before, the last part everything after.  So a change
+  made in the gap between two parts is a change at the end of the earlier part *and* part
+  of the later part's initial parameters; pyulog reads every change with its original
+  timestamp.  Logged strings are messages: they go to the part holding their timestamp.
+* The first part keeps the log's start timestamp; a later part starts at its first
+  message's time.
+* MCAP parts get the metadata records ``convert`` writes (``ulog_info``, ``ulog_params``
+  with the parameters in force at the part's start, ``ulog_default_params_<bit>``); bag
+  parts cannot hold them (a warning), nor can either hold parameter changes or dropouts.
 """
 
 from __future__ import annotations
@@ -41,6 +60,7 @@ from polybag.ops._common import (
     summary_count,
     target_format,
 )
+from polybag.ops.convert import ulog_metadata_records
 from polybag.writer import Writer
 
 # Upper bounds of the bytes a writer adds around the payloads (bag, MCAP and ULog writers):
@@ -63,6 +83,7 @@ class SizeBudget:
         self.raw = 0
         self.messages = 0
         self.big = 0
+        self.base = 0  # definitions and records outside the messages (ULog info/parameters)
 
     def _definition(self, ch: Any) -> int:
         s = ch.schema
@@ -75,7 +96,7 @@ class SizeBudget:
         defs = self.defs + (0 if id(ch) in self.channels else self._definition(ch))
         nch = len(self.channels) + (0 if id(ch) in self.channels else 1)
         raw = self.raw + n + MESSAGE_OVERHEAD
-        total = PART_OVERHEAD + defs + raw
+        total = PART_OVERHEAD + self.base + defs + raw
         if self.chunked:
             chunks = 1 + raw // self.chunk + self.big + (1 if n >= self.chunk else 0)
             total += chunks * (CHUNK_OVERHEAD + CHUNK_CHANNEL_OVERHEAD * nch)
@@ -98,6 +119,8 @@ class Part:
     bytes: int = 0
     start_time: int | None = None
     end_time: int | None = None
+    parameter_changes: int = 0  # ULog timed records written into the part
+    dropouts: int = 0
 
 
 @dataclass
@@ -105,6 +128,120 @@ class SplitResult(OpResult):
     input: str = ""
     parts: list[Part] = field(default_factory=list)
     dropped_messages: int = 0
+    metadata: int = 0
+
+
+_NEVER = 1 << 126
+LOG_TOPIC = "log_message"  # the ULog reader's channel of logged strings
+
+
+class UlogTimeline:
+    """The timed records of ULog inputs (parameter changes, dropouts, sync marks) in time
+    order, handed to a ULog writer between the data messages.
+
+    Records are stamped in microseconds like pyulog stamps them: the largest data timestamp
+    before the record.  :meth:`flush` with ``before_us`` writes every record stamped before
+    it, so when the data go to the writer in time order and the caller flushes before each
+    message (``log_time >= next_ns``), every record lands after all data up to its stamp and
+    before the first later one; pyulog then reads it back with the same stamp.
+    ``params`` follows the parameter values as the changes are handed out.
+    """
+
+    def __init__(self, events: list[tuple[int, int, str, Any, Any]], params: dict[str, Any]) -> None:
+        self.events = sorted(events, key=lambda e: (e[0], e[1]))
+        self.pos = 0
+        self.params = dict(params)
+        self.next_ns = _NEVER
+        self._advance()
+
+    @classmethod
+    def of(cls, ulogs: Sequence[Any], *, syncs: bool = False) -> UlogTimeline:
+        """The records of ``ulogs`` (ties keep the order of the inputs, then file order)."""
+        events: list[tuple[int, int, str, Any, Any]] = []
+        for u in ulogs:
+            for ts, name, value in u.changed_params:
+                events.append((int(ts), len(events), "P", name, value))
+            for d in u.dropouts:
+                events.append((int(d.timestamp), len(events), "O", int(d.duration), None))
+            if syncs:
+                for ts in getattr(u, "syncs", []):
+                    events.append((int(ts), len(events), "S", None, None))
+        return cls(events, ulogs[0].params if ulogs else {})
+
+    def _advance(self) -> None:
+        self.next_ns = (self.events[self.pos][0] + 1) * 1000 if self.pos < len(self.events) else _NEVER
+
+    def flush(self, writer: Any, before_us: int | None, part: Any = None) -> int:
+        """Write the records stamped before ``before_us`` (``None``: all left) to ``writer``
+        (a ULog writer, or ``None``: only ``params`` follow); returns their encoded size."""
+        size = 0
+        events = self.events
+        while self.pos < len(events) and (before_us is None or events[self.pos][0] < before_us):
+            _, _, kind, a, b = events[self.pos]
+            self.pos += 1
+            if kind == "P":
+                self.params[a] = b
+                size += 24 + len(a)
+                if part is not None:
+                    part.parameter_changes += 1
+                if writer is not None:
+                    writer.change_param(a, b)
+            elif kind == "O":
+                size += 5
+                if part is not None:
+                    part.dropouts += 1
+                if writer is not None:
+                    writer.add_dropout(a)
+            else:
+                size += 3
+                if writer is not None:
+                    writer.add_sync()
+        self._advance()
+        return size
+
+
+def _value_size(v: Any) -> int:
+    return len(v.encode("utf-8", "replace")) if isinstance(v, str) else len(v) if isinstance(v, bytes) else 8
+
+
+def ulog_definitions_size(u: Any, params: dict[str, Any]) -> int:
+    """An upper bound of the bytes a ULog's info, multi-info and parameters take."""
+    n = 0
+    for k, v in u.info.items():
+        n += 16 + len(k) + len(u.info_types.get(k, "")) + _value_size(v)
+    for k, sets in u.info_multiple.items():
+        for vs in sets:
+            n += sum(17 + len(k) + len(u.info_multiple_types.get(k, "")) + _value_size(v) for v in vs)
+    n += sum(32 + len(k) for k in params)
+    n += sum(33 + len(k) for d in u.default_params.values() for k in d)
+    return n
+
+
+def ulog_part_extras(
+    writer: Any, fmt: str, u: Any, params: dict[str, Any], result: Any, start_us: int | None
+) -> int:
+    """Give a fresh part the ULog's definitions (``params``: those in force at its start);
+    returns their estimated size on disk."""
+    if fmt == "ulog":
+        writer.copy_extras(u, changed_params=False, dropouts=False, formats=False, syncs=False)
+        for k, v in params.items():
+            writer.add_param(k, v)
+        if start_us is not None:
+            writer.start_timestamp = start_us
+        return ulog_definitions_size(u, params)
+    size = 0
+    if fmt == "mcap":
+        for name, md in ulog_metadata_records(u.info, params, u.default_params).items():
+            writer.add_metadata(name, md)
+            result.metadata += 1
+            size += 64 + len(name) + sum(len(k) + len(v) + 8 for k, v in md.items())
+    else:
+        lost = [n for n, d in (("info", u.info), ("parameters", u.params)) if d]
+        if lost:
+            result.warn(f"{fmt} files cannot hold the ULog's {' and '.join(lost)}; not copied")
+    if u.changed_params or u.dropouts:
+        result.warn(f"{fmt} files have no place for ULog parameter changes and dropouts; not copied")
+    return size
 
 
 def _time(value: int | str, base: int | None) -> int:
@@ -162,6 +299,11 @@ def split(
             points = sorted(_time(t, start) for t in at)
         channels = list(summary.channels.values())
         profile = profile_for(channels, reader) if fmt == "mcap" else None
+        ulog = getattr(reader, "ulog", None) if reader.format == "ulog" else None
+        timeline = UlogTimeline.of([ulog], syncs=True) if ulog is not None else None
+        ulog_writer = fmt == "ulog"
+        next_ns = timeline.next_ns if timeline is not None else _NEVER
+        data_channel = next((c for c in channels if c.topic != LOG_TOPIC), None)
 
         writer: Writer | None = None
         cmap: ChannelMap | None = None
@@ -172,7 +314,7 @@ def split(
         budget_est = SizeBudget(fmt, chunk_size)
         keep: list[Any] = []  # channels seen, so their id() stays unique
 
-        def open_part() -> None:
+        def open_part(first_ns: int) -> None:
             nonlocal writer, cmap, part, cache, budget_est
             budget_est = SizeBudget(fmt, chunk_size)
             idx = len(result.parts)
@@ -186,6 +328,9 @@ def split(
             result.parts.append(part)
             if idx == 0:
                 copy_attachments_and_metadata(reader, writer, fmt, result)
+            if ulog is not None and timeline is not None:
+                start_us = None if idx == 0 else first_ns // 1000
+                budget_est.base += ulog_part_extras(writer, fmt, ulog, timeline.params, result, start_us)
 
         def close_part() -> None:
             nonlocal writer
@@ -211,8 +356,12 @@ def split(
                         new = part is None or k != key
                         key = k
                     if new:
+                        if part is not None and t >= next_ns and timeline is not None:
+                            # records before this message belong to the part that ends
+                            timeline.flush(writer if ulog_writer else None, t // 1000, part)
+                            next_ns = timeline.next_ns
                         close_part()
-                        open_part()
+                        open_part(t)
                     assert cmap is not None and part is not None and writer is not None
                     ent = cache.get(id(m.channel))
                     if ent is None or ent[0] is not m.channel:
@@ -221,6 +370,18 @@ def split(
                     if ent[1] is None:
                         result.dropped_messages += 1
                         continue
+                    if t >= next_ns and timeline is not None:
+                        if (
+                            ulog_writer
+                            and not part.messages
+                            and m.channel.topic == LOG_TOPIC
+                            and data_channel
+                        ):
+                            # pyulog takes records before the first subscription or logged
+                            # string for definitions: start the data section first
+                            cmap.get(data_channel)
+                        budget_est.base += timeline.flush(writer if ulog_writer else None, t // 1000, part)
+                        next_ns = timeline.next_ns
                     data = m.data if ent[2] is None else apply_transform(ent[2], m.data, t)
                     if data is None:
                         result.dropped_messages += 1
@@ -242,6 +403,8 @@ def split(
                         if budget < 0:
                             release()
                             budget = RELEASE_EVERY
+            if timeline is not None and part is not None:
+                timeline.flush(writer if ulog_writer else None, None, part)
         except BaseException:
             if writer is not None and part is not None:
                 abort_writer(writer, part.path)
