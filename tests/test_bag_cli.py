@@ -157,14 +157,30 @@ def test_reindex_output_dir_and_backup(tmp_path, capsys):
     assert msgs(p) == full
 
 
-def test_reindex_refuses_old_versions(tmp_path, capsys):
+def test_reindex_rewrites_old_versions_as_2_0(tmp_path):
+    """Like ``rosbag reindex`` with a 1.2 bag: an old bag becomes an indexed 2.0 bag with
+    every message; the original is kept as NAME.orig.bag."""
     from test_bag_old_versions import build_v11
 
     p = tmp_path / "old.bag"
-    p.write_bytes(build_v11(b"#ROSRECORD V1.1\n"))
-    assert main(["reindex", str(p)]) == 3
-    assert "convert" in capsys.readouterr().err
-    assert not (tmp_path / "old.orig.bag").exists()
+    data = build_v11(b"#ROSRECORD V1.1\n")
+    p.write_bytes(data)
+    with polybag.open(p) as r:
+        want = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages()]
+        in_file = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages(order="file")]
+    assert want
+    assert main(["reindex", "-q", str(p)]) == 0
+    assert (tmp_path / "old.orig.bag").read_bytes() == data
+    assert p.read_bytes().startswith(b"#ROSBAG V2.0\n")
+    with polybag.open(p) as r:
+        assert r.summary.indexed
+        assert [(m.topic, m.log_time, bytes(m.data)) for m in r.messages()] == want
+    # and a cut old bag: the complete messages before the cut
+    cut = tmp_path / "cut.bag"
+    cut.write_bytes(data[: len(data) - 5])
+    assert main(["reindex", "-q", str(cut)]) == 1
+    with polybag.open(cut) as r:
+        assert [(m.topic, m.log_time, bytes(m.data)) for m in r.messages(order="file")] == in_file[:-1]
 
 
 def test_compress_mcap_via_writer(tmp_path):
@@ -221,3 +237,21 @@ def test_convert_old_bag_to_v20(tmp_path, version):
     assert sorted(got) == sorted(expected())
     assert defs["/chatter"].strip() == b"string data"
     assert main(["check", str(new)]) == 0
+
+
+@pytest.mark.parametrize("with_index", [True, False])
+def test_reindex_of_1_2_bags_is_read_by_rosbag(tmp_path, with_index):
+    """A 1.2 bag (indexed or not) reindexed: a 2.0 bag the original rosbag reads, with
+    every message and its connection's type and md5."""
+    import rosbag  # rosbag-standalone
+
+    from test_bag_old_versions import build_v12
+
+    p = tmp_path / "v12.bag"
+    p.write_bytes(build_v12(with_index=with_index))
+    with polybag.open(p) as r:
+        want = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages(order="file")]
+    assert main(["reindex", "-q", str(p)]) == 0
+    with rosbag.Bag(str(p)) as b:
+        got = [(t, m.to_nsec(), bytes(raw[1])) for t, raw, m in b.read_messages(raw=True)]
+    assert sorted(got, key=lambda x: x[1]) == sorted(want, key=lambda x: x[1])

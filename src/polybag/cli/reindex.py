@@ -1,10 +1,11 @@
-"""``polybag reindex FILE...``: rebuild the index of unindexed or cut 2.0 bags.
+"""``polybag reindex FILE...``: rebuild the index of unindexed or cut bags.
 
 Like ``rosbag reindex``: works in place and keeps the original as ``NAME.orig.bag``
 (``NAME.bag.orig.active`` for a ``.bag.active`` file), or writes to ``--output-dir``.  Every
 complete message is kept: intact chunks are copied byte for byte, the intact records of a
-cut chunk (and of a chunk a killed recorder never finished) go into a rebuilt chunk.
-Exit status 1 when messages or bytes had to be dropped.
+cut chunk (and of a chunk a killed recorder never finished) go into a rebuilt chunk.  An old
+bag (1.2, 1.1, ROSLOG; indexed or not) is rewritten as an indexed 2.0 bag, as rosbag does
+with 1.2 bags.  Exit status 1 when messages or bytes had to be dropped.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "reindex",
-        help="rebuild the index of unindexed/cut 2.0 bags (keeps NAME.orig.bag)",
+        help="rebuild the index of unindexed/cut bags, old ones as 2.0 (keeps NAME.orig.bag)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

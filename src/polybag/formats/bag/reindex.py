@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 
 from polybag.compression import normalize
 from polybag.errors import PolybagError, UnsupportedError
+from polybag.reader import Reader
 from polybag.source import MappedSource
 
 from .reader import open_bag
@@ -29,16 +30,49 @@ def _index_of(ci: Chunk) -> dict[int, list[tuple[int, int]]]:
     return out
 
 
-def _open_v2(path: str | bytes, *, recover: bool) -> BagV2Reader:
+def _open_any(path: str | bytes, *, recover: bool) -> Reader:
     src = MappedSource(None, path) if isinstance(path, bytes) else MappedSource.from_path(path)
-    r = open_bag(src, src.path, recover=recover)
+    return open_bag(src, src.path, recover=recover)
+
+
+def _open_v2(path: str | bytes, *, recover: bool) -> BagV2Reader:
+    r = _open_any(path, recover=recover)
     if not isinstance(r, BagV2Reader):
         r.close()
         raise UnsupportedError(
-            f"{src.path or '<buffer>'}: bag version {getattr(r, 'version', '?')}: only 2.0 bags can be reindexed or "
-            "recompressed in place; upgrade with `polybag convert OLD.bag NEW.bag`"
+            f"{r.path or '<buffer>'}: bag version {getattr(r, 'version', '?')}: only 2.0 bags can be "
+            "recompressed in place; upgrade with `polybag convert OLD.bag NEW.bag` (or `polybag reindex`)"
         )
     return r
+
+
+def _rewrite_old(
+    r: Reader, dst: str | os.PathLike[str] | BinaryIO, progress: Callable[[int], None] | None
+) -> dict[str, Any]:
+    """An old (1.x) bag, indexed or not, cut or not: every complete message it holds,
+    written as an indexed 2.0 bag (what ``rosbag reindex`` does with a 1.2 bag)."""
+    w = BagWriter(dst, compression="none")
+    n = 0
+    try:
+        for m in r.messages(order="file"):
+            w.write_message(m)
+            n += 1
+        w.close()
+        if progress is not None:
+            progress(r.source.size)
+    except BaseException:
+        w.abort(discard=True)
+        raise
+    rep = r.recovery_report or {}
+    return {
+        "messages": n,
+        "chunks": w.chunk_count,
+        "rebuilt_chunks": w.chunk_count,
+        "errors": list(rep.get("errors", [])),
+        "bytes_skipped": int(rep.get("bytes_skipped", 0)),
+        "was_indexed": False,
+        "index_problem": f"version {getattr(r, 'version', '?')} bag rewritten as 2.0",
+    }
 
 
 def _register(w: BagWriter, r: BagV2Reader) -> None:
@@ -53,11 +87,19 @@ def reindex_bag(
     *,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Write a fully indexed copy of the 2.0 bag ``src`` (which may be cut or unindexed).
+    """Write a fully indexed copy of the bag ``src`` (which may be cut or unindexed).
 
+    A 2.0 bag keeps its chunks (intact ones copied byte for byte); an older bag (1.x) is
+    rewritten as a 2.0 bag with every complete message, like ``rosbag reindex`` does.
     Returns ``{"messages", "chunks", "rebuilt_chunks", "errors", "bytes_skipped"}``.
     """
-    r = _open_v2(src, recover=True)
+    r0 = _open_any(src, recover=True)
+    if not isinstance(r0, BagV2Reader):
+        try:
+            return _rewrite_old(r0, dst, progress)
+        finally:
+            r0.close()
+    r = r0
     try:
         chunks = sorted(r.chunks, key=lambda c: c.pos)
         comp0 = next((c.compression for c in chunks if not c.damaged), "none")

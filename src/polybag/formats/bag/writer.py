@@ -348,6 +348,11 @@ class BagWriter(Writer):
         self._chunk_infos.append((pos, start or 0, end, counts))
         f.flush()  # a killed writer leaves every finished chunk on disk
 
+    @property
+    def chunk_count(self) -> int:
+        """Chunks written so far."""
+        return len(self._chunk_infos)
+
     def add_connection(self, cid: int, topic: str, fields: dict[str, bytes], *, in_chunks: bool = True) -> None:
         """Register a connection with a given id (reindex/compress copy chunks verbatim).
 
