@@ -222,6 +222,9 @@ def generated(tmp_path: Path) -> Path:
         ("sample.ulg", {"size": 400_000}),
         ("sample_logging_tagged_and_default_params.ulg", {"duration": "3s"}),
         ("sample_log_small.ulg", {"at": ["+60s", "+100s"]}),
+        ("sample_appended_multiple.ulg", {"duration": "2s"}),
+        ("sample_px4_events.ulg", {"size": 300_000}),
+        ("sample.ulg", {"size": 60_000}),
     ],
 )
 def test_split_corpus_parts_keep_extras(tmp_path: Path, name: str, mode: dict[str, Any]) -> None:
@@ -296,6 +299,25 @@ def test_split_ulog_to_mcap_and_bag_parts(tmp_path: Path, generated: Path) -> No
     res_bag = ops.split(generated, duration="0.3s", output_dir=tmp_path / "b", format="bag")
     assert len(res_bag.parts) >= 3 and res_bag.messages == total
     assert any("cannot hold the ULog's info and parameters" in w for w in res_bag.warnings)
+
+
+def test_split_part_starting_with_a_logged_string(tmp_path: Path) -> None:
+    # a change before any data and a logged string before the first row: pyulog must still
+    # see the change as a change (records before the first subscription are definitions)
+    src = make_log(
+        tmp_path / "s.ulg",
+        t0=900_000,
+        times=GEN_TIMES,
+        changes=[(900_000, "P_INT", 8)],
+        drops=[(900_000, 5)],
+        strings=[(950_000, 6, "boot", None), (1_405_000, 6, "mid", None)],
+    )
+    res = ops.split(src, at=[1_402_000_000], output_dir=tmp_path / "p")
+    parts = check_split(src, res)
+    assert parts[0].changed_parameters == [(900_000, "P_INT", 8)]
+    assert dropouts(parts[0]) == [(900_000, 5)]
+    assert parts[0].initial_parameters["P_INT"] == 3 and parts[1].initial_parameters["P_INT"] == 8
+    assert logged(parts[0])[0] == (950_000, 6, "boot") and logged(parts[1]) == [(1_405_000, 6, "mid")]
 
 
 # --- merge ---------------------------------------------------------------------------------
