@@ -22,7 +22,7 @@ _PIECE = 1 << 26  # grow output 64 MiB at a time for large declared sizes
 _NONE_NAMES = ("", "none")
 NAMES = ("none", "zstd", "lz4", "bz2")
 
-_zstd_d = _zstd.ZstdDecompressor()
+_zstd_d = _zstd.ZstdDecompressor()  # the main thread's; other threads get their own (_zstd_dctx)
 _local = threading.local()  # zstd contexts: one per thread (a context is not thread-safe)
 
 
@@ -111,14 +111,26 @@ class _Overflow(Exception):
     pass
 
 
+def _zstd_dctx() -> _zstd.ZstdDecompressor:
+    """This thread's decompression context (a context used by two threads at once corrupts
+    both outputs: readers run in threads under dask's threaded scheduler)."""
+    if threading.current_thread() is threading.main_thread():
+        return _zstd_d
+    d: _zstd.ZstdDecompressor | None = getattr(_local, "zstd_d", None)
+    if d is None:
+        d = _local.zstd_d = _zstd.ZstdDecompressor()
+    return d
+
+
 def _zstd_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    dctx = _zstd_dctx()
     if limit <= _PIECE:
         # max_output_size bounds the allocation; frames without a content size need it.
-        out = _zstd_d.decompress(data, max_output_size=max(limit, 1))
+        out = dctx.decompress(data, max_output_size=max(limit, 1))
         if len(out) > limit:
             raise _Overflow
         return out
-    reader = _zstd_d.stream_reader(bytes(data), read_across_frames=True)
+    reader = dctx.stream_reader(bytes(data), read_across_frames=True)
     parts: list[bytes] = []
     have = 0
     while True:

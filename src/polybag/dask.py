@@ -569,7 +569,7 @@ def _meta_for(
             df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
     df = df.copy()
     if "file" not in df.columns:
-        df["file"] = pd.Categorical([], categories=files)
+        df["file"] = pd.Categorical([], categories=list(dict.fromkeys(files)))
     return df
 
 
