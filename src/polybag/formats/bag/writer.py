@@ -158,12 +158,13 @@ class BagWriter(Writer):
         self._cstart: int | None = None
         self._cend = 0
 
-    def add_schema(self, name: str, encoding: str, data: bytes) -> Schema:
+    def add_schema(self, name: str, encoding: str, data: bytes | str) -> Schema:
         check_open(self.closed)
-        key = (name, encoding, bytes(data))
+        raw = data.encode() if isinstance(data, str) else bytes(data)  # (text as the MCAP writer takes it)
+        key = (name, encoding, raw)
         s = self._schemas.get(key)
         if s is None:
-            s = self._schemas[key] = Schema(len(self._schemas) + 1, name, encoding, bytes(data))
+            s = self._schemas[key] = Schema(len(self._schemas) + 1, name, encoding, raw)
         return s
 
     def add_channel(
