@@ -349,6 +349,24 @@ def test_read_messages_equals_reader(files: dict[str, Path], fmt: str) -> None:
     no_open_files(path.parent)
 
 
+def test_read_messages_ulog_and_raw(tmp_path: Path, files: dict[str, Path]) -> None:
+    write_ulog(tmp_path / "a.ulg", 200, 1_000_000)
+    write_ulog(tmp_path / "b.ulg", 100, 5_000_000)
+    b = pbd.read_messages(str(tmp_path / "*.ulg"), ["thing"], partition_messages=10)
+    assert b.npartitions == 2
+    got = b.compute(scheduler="threads")
+    assert len(got) == 300
+    assert [g["data"]["k"] for g in got[:3]] == [-50, -49, -48]
+    assert {g["file"] for g in got} == {str(tmp_path / "a.ulg"), str(tmp_path / "b.ulg")}
+    raw = pbd.read_messages(files["mcap"], "/(a|b)", decode=False, partition_messages=500).compute(
+        scheduler="sync"
+    )
+    with polybag.open(files["mcap"]) as r:
+        assert [(g["log_time"], g["data"]) for g in raw] == [
+            (m.log_time, bytes(m.data)) for m in r.messages()
+        ]
+
+
 # --- pickling and schedulers -------------------------------------------------------------------
 def test_graph_pickles_and_runs_in_processes(files: dict[str, Path]) -> None:
     df = pbd.read_topic(files["mcap"], "/a", partition_messages=500)
@@ -401,6 +419,19 @@ def test_column_projection_and_len(files: dict[str, Path]) -> None:
 
 
 # --- errors -------------------------------------------------------------------------------------
+def test_file_field_needs_file_column_off(tmp_path: Path) -> None:
+    from polybag.formats.mcap.writer import McapWriter
+
+    with McapWriter(tmp_path / "f.mcap", chunk_size=100) as w:
+        ch = w.add_channel("/f", "ros1", w.add_schema("pkg/F", "ros1msg", b"int32 file\n"))
+        for i in range(50):
+            w.write(ch, struct.pack("<i", i), log_time=1000 + i)
+    with pytest.raises(UsageError, match="file_column=False"):
+        pbd.read_topic(tmp_path / "f.mcap", "/f")
+    got = sync(pbd.read_topic(tmp_path / "f.mcap", "/f", file_column=False, partition_messages=10))
+    assert got["file"].tolist() == list(range(50))
+
+
 def test_errors(tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(PolybagError, match="no topic"):
         pbd.read_topic(files["mcap"], "/nope")

@@ -518,7 +518,10 @@ def _topic_partition(
         else:
             df = _frame(_raw_window(r, topic, part.start, part.end))
     if file_column:
-        df["file"] = pd.Categorical([part.path] * len(df), categories=frame_meta["file"].cat.categories)
+        cats = frame_meta["file"].cat.categories
+        df["file"] = pd.Categorical.from_codes(
+            np.full(len(df), cats.get_loc(part.path), np.int32), categories=cats
+        )
     df = _conform(df, frame_meta)
     if want is not None:
         df = df[want]
@@ -535,7 +538,6 @@ def _meta_for(
 ) -> pd.DataFrame:
     """An empty frame with the columns and dtypes of the topic (from the schema when the
     codec compiles it, else from the topic's first message)."""
-    import pandas as pd
 
     from polybag.codecs import codec_for
     from polybag.codecs.columns import _is_compiled, payload_columns
@@ -567,10 +569,7 @@ def _meta_for(
                 sample = [] if first is None else [bytes(first.data)]
             cols = payload_columns(codec, sample, fields, topic=topic)
             df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
-    df = df.copy()
-    if "file" not in df.columns:
-        df["file"] = pd.Categorical([], categories=list(dict.fromkeys(files)))
-    return df
+    return df.copy()
 
 
 # --- public ------------------------------------------------------------------------------------
@@ -604,8 +603,12 @@ def read_topic(
     files = expand_paths(paths)
     plans = _plan(files, [topic], start, end, partition_messages, lambda ps: not any(p.channels for p in ps))
     meta = _meta_for(plans, topic, fields, decode, multi_id, files)
-    if not file_column:
-        meta = meta.drop(columns="file")
+    if file_column:
+        if "file" in meta.columns:
+            raise UsageError(f"topic {topic} has a field 'file': pass file_column=False")
+        import pandas as pd
+
+        meta["file"] = pd.Categorical([], categories=list(dict.fromkeys(files)))
     parts, divisions = _order(plans)
     if not parts:  # the topic is indexed nowhere in the window: one empty partition
         parts, divisions = [Partition(files[0], plans[0].format, 1, 1, 0)], None
