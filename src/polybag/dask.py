@@ -27,6 +27,7 @@ Dask is optional: ``pip install polybag[dask]``.
 from __future__ import annotations
 
 import glob as _glob
+import heapq
 import os
 import struct
 from collections.abc import Callable, Sequence
@@ -105,7 +106,9 @@ class Partition:
     ``None`` bounds are open.  ``estimate`` is the number of messages of the selected
     topics the index promises for the window (-1: unknown, the file has no index).
     ``lo``/``hi`` are the inclusive log-time bounds the index gives for the window's data
-    (``None``: unknown); they make the Dask divisions.
+    (``None``: unknown); they make the Dask divisions.  ``others`` lists more
+    ``(path, format)`` files read for the same window (files overlapping in time are
+    partitioned together, by global windows, so that the divisions stay known).
     """
 
     path: str
@@ -115,6 +118,12 @@ class Partition:
     estimate: int = -1
     lo: int | None = None
     hi: int | None = None
+    others: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def files(self) -> tuple[tuple[str, str], ...]:
+        """``(path, format)`` of every file this partition reads."""
+        return ((self.path, self.format), *self.others)
 
 
 @dataclass
@@ -124,6 +133,7 @@ class _FilePlan:
     parts: list[Partition]
     channels: list[Channel]  # the selected channels the driver saw (for meta)
     indexed: bool
+    chunks: list[tuple[int, int, int]] | None = None  # (start, end, count) of the topic's chunks
 
 
 def _mcap_chunks(r: Reader, sel: set[int] | None, summary: Any) -> list[tuple[int, int, int]] | None:
@@ -286,6 +296,7 @@ def _plan_file(
             _windows(path, fmt, chunks, start, end, per_part),
             _selected_channels(topics, summary),
             True,
+            chunks,
         )
 
 
@@ -338,24 +349,66 @@ def _plan(
     return plans
 
 
-def _order(plans: list[_FilePlan]) -> tuple[list[Partition], tuple[int, ...] | None]:
-    """All partitions, and Dask divisions when every window's bounds are known and the
-    files do not overlap in time (then the partitions are ordered by time)."""
+def _divisions(ordered: list[Partition]) -> tuple[int, ...] | None:
+    """Divisions of partitions in this order, if their index ranges are known and disjoint."""
+    if not ordered or any(p.lo is None or p.hi is None or p.lo > p.hi for p in ordered):
+        return None
+    for a, b in zip(ordered, ordered[1:]):
+        if not (a.hi is not None and b.lo is not None and a.hi < b.lo):
+            return None
+    return (*(int(p.lo) for p in ordered if p.lo is not None), int(ordered[-1].hi or 0))
+
+
+def _order(
+    plans: list[_FilePlan], start: int | None = None, end: int | None = None, per_part: int = 1
+) -> tuple[list[Partition], tuple[int, ...] | None]:
+    """All partitions, and Dask divisions when possible (the partitions then in time order).
+
+    Files that do not overlap in time keep their own windows, ordered by time.  Indexed
+    files that overlap are partitioned together: windows cut at the chunk starts of all of
+    them, each partition reading every file with a chunk in its window (merged by log time).
+    Otherwise (a file without an index) the divisions are unknown.
+    """
     parts = [p for pl in plans for p in pl.parts]
     if not parts:
         return parts, None
-    if any(p.lo is None or p.hi is None or p.lo > p.hi for p in parts):
-        return parts, None
     by_file = sorted((pl for pl in plans if pl.parts), key=lambda pl: pl.parts[0].lo or 0)
     ordered = [p for pl in by_file for p in pl.parts]
-    for a, b in zip(ordered, ordered[1:]):
-        if not (a.hi is not None and b.lo is not None and a.hi < b.lo):
-            return parts, None
-    los = [int(p.lo) for p in ordered if p.lo is not None]
-    last = int(ordered[-1].hi or 0)
-    if any(x >= y for x, y in zip(los, los[1:])) or last < los[-1]:
+    divisions = _divisions(ordered)
+    if divisions is not None:
+        return ordered, divisions
+    indexed = [pl for pl in plans if pl.chunks]
+    if any(pl.parts and not pl.chunks for pl in plans) or len(indexed) < 2:
         return parts, None
-    return ordered, (*los, last)
+    merged = _merged_windows(indexed, start, end, per_part)
+    divisions = _divisions(merged)
+    return (merged, divisions) if divisions is not None else (parts, None)
+
+
+def _merged_windows(
+    plans: list[_FilePlan], start: int | None, end: int | None, per_part: int
+) -> list[Partition]:
+    """Windows over the chunks of all ``plans``; each reads the files with chunks in it."""
+    every = [c for pl in plans for c in (pl.chunks or ())]
+    spans = [
+        (
+            np.array([c[0] for c in pl.chunks or ()], np.int64),
+            np.array([c[1] for c in pl.chunks or ()], np.int64),
+        )
+        for pl in plans
+    ]
+    out: list[Partition] = []
+    for w in _windows(plans[0].path, plans[0].format, every, start, end, per_part):
+        members = [
+            (pl.path, pl.format)
+            for pl, (s0, e0) in zip(plans, spans)
+            if bool(np.any((w.start is None or e0 >= w.start) & (w.end is None or s0 < w.end)))
+        ]
+        if not members:
+            continue
+        (path, fmt), *others = members
+        out.append(Partition(path, fmt, w.start, w.end, w.estimate, w.lo, w.hi, tuple(others)))
+    return out
 
 
 def partitions(
@@ -370,7 +423,7 @@ def partitions(
     _check_window(start, end)
     files = expand_paths(paths)
     plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
-    return _order(plans)[0]
+    return _order(plans, start, end, partition_messages)[0]
 
 
 # --- tasks ------------------------------------------------------------------------------------
@@ -384,12 +437,12 @@ def _detach(a: np.ndarray) -> np.ndarray:
     return a.copy()
 
 
-def _open(part: Partition, topics: TopicSelector) -> Reader:
+def _open(path: str, fmt: str, topics: TopicSelector) -> Reader:
     import polybag
 
-    if part.format == "ulog":
-        return polybag.open(part.path, topics=topics, warn=False)
-    return polybag.open(part.path)
+    if fmt == "ulog":
+        return polybag.open(path, topics=topics, warn=False)
+    return polybag.open(path)
 
 
 def _columns_window(
@@ -506,23 +559,30 @@ def _topic_partition(
     data_cols = None if want is None else [c for c in want if c != "file"]
     if decode and data_cols is not None and fields is None:
         fields = data_cols  # column projection from the optimizer: decode only those
-    with _open(part, [topic]) as r:
-        if part.format == "ulog" or r.format == "ulog":
-            df = (
-                _ulog_frame(r, topic, fields, multi_id, part.start, part.end)
-                if decode
-                else _frame(_raw_window(r, topic, part.start, part.end))
+    frames = []
+    for path, fmt in part.files:
+        with _open(path, fmt, [topic]) as r:
+            if r.format == "ulog":
+                df = (
+                    _ulog_frame(r, topic, fields, multi_id, part.start, part.end)
+                    if decode
+                    else _frame(_raw_window(r, topic, part.start, part.end))
+                )
+            elif decode:
+                df = _frame(_columns_window(r, topic, fields, part.start, part.end))
+            else:
+                df = _frame(_raw_window(r, topic, part.start, part.end))
+        if file_column:
+            cats = frame_meta["file"].cat.categories
+            df["file"] = pd.Categorical.from_codes(
+                np.full(len(df), cats.get_loc(path), np.int32), categories=cats
             )
-        elif decode:
-            df = _frame(_columns_window(r, topic, fields, part.start, part.end))
-        else:
-            df = _frame(_raw_window(r, topic, part.start, part.end))
-    if file_column:
-        cats = frame_meta["file"].cat.categories
-        df["file"] = pd.Categorical.from_codes(
-            np.full(len(df), cats.get_loc(part.path), np.int32), categories=cats
-        )
-    df = _conform(df, frame_meta)
+        frames.append(_conform(df, frame_meta))
+    if len(frames) == 1:
+        df = frames[0]
+    else:
+        # files read for one window: merged by log time (ties in file order, then file order)
+        df = pd.concat(frames).sort_index(kind="stable")
     if want is not None:
         df = df[want]
     return df
@@ -555,7 +615,7 @@ def _meta_for(
             }
         )
     elif plan.format == "ulog":
-        with _open(Partition(plan.path, "ulog", None, None), [topic]) as r:
+        with _open(plan.path, "ulog", [topic]) as r:
             df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
     else:
         codec = codec_for(plan.channels[0])
@@ -564,7 +624,7 @@ def _meta_for(
                 {"log_time": np.zeros(0, np.int64), **payload_columns(codec, [], fields, topic=topic)}
             )
         else:
-            with _open(Partition(plan.path, plan.format, None, None), [topic]) as r:
+            with _open(plan.path, plan.format, [topic]) as r:
                 first = next(iter(r.messages(topics=[topic], order="file")), None)
                 sample = [] if first is None else [bytes(first.data)]
             cols = payload_columns(codec, sample, fields, topic=topic)
@@ -609,7 +669,7 @@ def read_topic(
         import pandas as pd
 
         meta["file"] = pd.Categorical([], categories=list(dict.fromkeys(files)))
-    parts, divisions = _order(plans)
+    parts, divisions = _order(plans, start, end, partition_messages)
     if not parts:  # the topic is indexed nowhere in the window: one empty partition
         parts, divisions = [Partition(files[0], plans[0].format, 1, 1, 0)], None
     import dask
@@ -635,20 +695,30 @@ def read_topic(
 
 def _message_partition(part: Partition, topics: TopicSelector, decode: bool) -> list[dict[str, Any]]:
     """One partition of :func:`read_messages` (runs in a worker)."""
-    out: list[dict[str, Any]] = []
-    with _open(part, topics) as r:
-        for m in r.messages(topics=topics, start=part.start, end=part.end):
-            out.append(
-                {
-                    "topic": m.channel.topic,
-                    "log_time": m.log_time,
-                    "publish_time": m.publish_time,
-                    "sequence": m.sequence,
-                    "data": _owned(m.to_dict()) if decode else bytes(m.data),
-                    "file": part.path,
-                }
-            )
-    return out
+    lists: list[list[dict[str, Any]]] = []
+    for path, fmt in part.files:
+        out: list[dict[str, Any]] = []
+        with _open(path, fmt, topics) as r:
+            for m in r.messages(topics=topics, start=part.start, end=part.end):
+                out.append(
+                    {
+                        "topic": m.channel.topic,
+                        "log_time": m.log_time,
+                        "publish_time": m.publish_time,
+                        "sequence": m.sequence,
+                        "data": _owned(m.to_dict()) if decode else bytes(m.data),
+                        "file": path,
+                    }
+                )
+        lists.append(out)
+    if len(lists) == 1:
+        return lists[0]
+    # heapq.merge is stable: ties keep the order of the files
+    return list(heapq.merge(*lists, key=_log_time))
+
+
+def _log_time(item: dict[str, Any]) -> int:
+    return int(item["log_time"])
 
 
 def _owned(v: Any) -> Any:
@@ -685,7 +755,7 @@ def read_messages(
     _check_window(start, end)
     files = expand_paths(paths)
     plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
-    parts, _div = _order(plans)
+    parts, _div = _order(plans, start, end, partition_messages)
     if not parts:
         return db.from_sequence([], npartitions=1)
     seq = db.from_sequence(parts, partition_size=1)
