@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import heapq
 import struct
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -86,6 +87,10 @@ _AR31 = np.arange(RECORD_MESSAGE_HEAD_LEN, dtype=np.int64)
 _COPY_BELOW = 4096  # average payloads smaller than this are copied (cheaper than views)
 
 
+class McapIndexWarning(UserWarning):
+    """An MCAP file's chunk times (Chunk Index or Chunk header) disagree with its messages."""
+
+
 class _NeedSlowPath(Exception):
     """A chunk with unusual records (short messages): use the record-by-record walk."""
 
@@ -118,11 +123,14 @@ def _bulk_heads(
     start: int | None,
     end: int | None,
     sort: bool,
+    expect_cid: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The wanted message record heads at ``offs`` (int64, file order), parsed in bulk.
 
     Returns (heads as a ``_REC_DTYPE`` array, their record offsets), filtered by channel
-    and time, in log-time order (stable) if ``sort``.
+    and time, in log-time order (stable) if ``sort``.  ``expect_cid`` are the channel ids
+    a Message Index gave for ``offs``: a record on another channel means the index lies
+    (:class:`_NeedSlowPath`: the chunk is walked instead).
     """
     n = len(buf)
     if not len(offs):
@@ -141,6 +149,8 @@ def _bulk_heads(
         rec = a[offs[:, None] + _AR31].view(_REC_DTYPE)[:, 0]
     ln = rec["len"]
     if not bool(np.all(rec["op"] == 5)) or not bool(np.all(ln >= 22)):
+        raise _NeedSlowPath
+    if expect_cid is not None and not np.array_equal(rec["cid"], expect_cid):
         raise _NeedSlowPath
     room = (n - 9 - offs).astype(np.uint64)
     over = ln > room
@@ -183,9 +193,10 @@ def _bulk_messages(
     start: int | None,
     end: int | None,
     sort: bool,
+    expect_cid: np.ndarray | None = None,
 ) -> list[Message]:
     """Messages whose records start at ``offs`` (int64, file order), parsed in bulk with numpy."""
-    rec, offs = _bulk_heads(buf, offs, channels, want, start, end, sort)
+    rec, offs = _bulk_heads(buf, offs, channels, want, start, end, sort, expect_cid)
     if not len(offs):
         return []
     lens = rec["len"].astype(np.int64)
@@ -278,6 +289,8 @@ def _batch_from_messages(msgs: list[Message]) -> _Batch:
 
 
 _AR_LEN = np.arange(1, 9, dtype=np.int64)
+_AR8 = np.arange(8, dtype=np.int64)
+_AR16 = np.arange(16, dtype=np.int64)
 
 
 def _defs_between_messages(buf: bytes | memoryview, offs: np.ndarray, defs: Callable[[int, int, int], None]) -> bool:
@@ -314,6 +327,18 @@ def _defs_between_messages(buf: bytes | memoryview, offs: np.ndarray, defs: Call
                 defs(op, pos, e)
             pos = e
     return True
+
+
+def _u64_at(buf: bytes | memoryview, pos: np.ndarray) -> np.ndarray:
+    """The little-endian u64 at each (int64) byte offset ``pos`` of ``buf`` (``pos + 16 <= len(buf)``
+    rounded down to whole words must hold): two aligned words shifted together."""
+    words = np.frombuffer(buf, "<u8", count=len(buf) // 8)
+    q = pos >> 3
+    r = (pos & 7).astype(np.uint64) * np.uint64(8)
+    lo = words[q]
+    hi = words[np.minimum(q + 1, len(words) - 1)]
+    with np.errstate(over="ignore"):
+        return np.where(r == 0, lo, (lo >> r) | (hi << (np.uint64(64) - r)))
 
 
 def _positions_from_index_records(bodies: list[bytes], n: int) -> np.ndarray | None:
@@ -489,39 +514,74 @@ class _Bad(Exception):
 
 # --- merging -------------------------------------------------------------------------------
 Segment = tuple[int, int, Callable[[], list[Message]]]  # (start key, rank, loader)
+# (claimed smallest key, claimed largest key, rank, loader): one run for _merge
+Run = tuple[int, int, int, Callable[[], list[Message]]]
 
 
-def _merge(segments: Iterator[Segment], key: Callable[[Message], int]) -> Iterator[Message]:
-    """Merge runs sorted by ``key``; ``segments`` come in order of their start key.
+class _OutOfOrder(Exception):
+    """A run held a message that sorts before one already yielded (its claims lied)."""
 
-    A run is loaded only when the smallest pending message is not smaller than its start
-    key, so non-overlapping chunks stream one at a time and ties keep the rank order.
+    def __init__(self, rank: int, key: int) -> None:
+        self.rank = rank
+        self.key = key
+
+
+def _merge(
+    runs: list[Run],
+    key: Callable[[Message], int],
+    replan: Callable[[set[int], int], list[Run]] | None = None,
+) -> Iterator[Message]:
+    """Merge runs sorted by ``key``; ``runs`` come sorted by (claimed smallest key, rank).
+
+    A run is loaded only when the smallest pending message is not smaller than its claimed
+    smallest key, so non-overlapping chunks stream one at a time and ties keep the rank
+    order.  The claims come from indexes and may lie: every loaded run is checked against
+    them.  When one lies, ``replan`` (given the ranks loaded so far and the liar's) returns the runs still
+    to load with true claims, and merging goes on with those; a run holding a message
+    that sorts before one already yielded raises :class:`_OutOfOrder` (that output can no
+    longer be put right).
     """
     heap: list[tuple[int, int, int, list[Message]]] = []
-    nxt = next(segments, None)
     push = heapq.heappush
+    i = 0
+    n = len(runs)
+    done: set[int] = set()
+    last_k = last_r = -(1 << 70)  # the last message yielded (key, rank)
     while True:
-        while nxt is not None and (not heap or nxt[0] <= heap[0][0]):
-            msgs = nxt[2]()
-            if msgs:
-                push(heap, (key(msgs[0]), nxt[1], 0, msgs))
-            nxt = next(segments, None)
+        while i < n and (not heap or runs[i][0] <= heap[0][0]):
+            c0, c1, r, load = runs[i]
+            i += 1
+            msgs = load()
+            done.add(r)
+            if not msgs:
+                continue
+            k0 = key(msgs[0])
+            if k0 < last_k or (k0 == last_k and r < last_r):
+                raise _OutOfOrder(r, k0)
+            if replan is not None and (k0 < c0 or key(msgs[-1]) > c1):
+                runs = replan(done, r)
+                replan = None
+                i = 0
+                n = len(runs)
+            push(heap, (k0, r, 0, msgs))
         if not heap:
             return
         if len(heap) == 1:
-            _k, _r, j, msgs = heap[0]
-            if nxt is None or key(msgs[-1]) < nxt[0]:
+            _k, r, j, msgs = heap[0]
+            if i >= n or key(msgs[-1]) < runs[i][0]:
                 heap.clear()
+                last_k = key(msgs[-1])
+                last_r = r
                 if j == 0:
                     yield from msgs
                 else:
                     yield from msgs[j:]
                 continue
-        _k, r, j, msgs = heap[0]
+        last_k, last_r, j, msgs = heap[0]
         yield msgs[j]
         j += 1
         if j < len(msgs):
-            heapq.heapreplace(heap, (key(msgs[j]), r, j, msgs))
+            heapq.heapreplace(heap, (key(msgs[j]), last_r, j, msgs))
         else:
             heapq.heappop(heap)
 
@@ -575,6 +635,12 @@ class McapReader(Reader):
         self._defs_scanned = 0  # chunks of the scan/index whose definitions were registered
         self._stream_used = False
         self._header_end = 0
+        # chunk times from indexes and Chunk headers are claims: once one is caught lying
+        # (or when recovering) every chunk's real range is found by reading it
+        self._verify = recover
+        self._index_checked = False
+        self._true_ranges: dict[int, tuple[int, int] | None] = {}
+        self._quiet = False  # finding real ranges: damage is reported by the real read
         if isinstance(source, MappedSource):
             self._open_mapped()
         else:
@@ -912,6 +978,7 @@ class McapReader(Reader):
         sort: bool = False,
         gap_defs: bool = False,
         arrays: bool = False,
+        expect_cid: np.ndarray | None = None,
     ) -> Any:
         """The wanted messages of one decompressed chunk: file order, or log-time order if ``sort``.
 
@@ -950,10 +1017,11 @@ class McapReader(Reader):
             bad = None
         while offs is not None:
             try:
+                ecid = expect_cid if positions is not None else None
                 if arrays:
-                    rec, sel = _bulk_heads(buf, offs, self._channels, want, start, end, sort)
+                    rec, sel = _bulk_heads(buf, offs, self._channels, want, start, end, sort, ecid)
                     return _batch_from_heads(buf, rec, sel)
-                return _bulk_messages(buf, offs, self._channels, want, start, end, sort)
+                return _bulk_messages(buf, offs, self._channels, want, start, end, sort, ecid)
             except _UnknownChannel as u:
                 if positions is not None:
                     try:
@@ -1002,8 +1070,8 @@ class McapReader(Reader):
             return False
         raise err
 
-    def _index_positions(self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None) -> np.ndarray | None:
-        """Message offsets inside a chunk from its message indexes, or None to walk it."""
+    def _index_parts(self, ci: R.ChunkIndex, want: set[int] | None) -> list[tuple[int, np.ndarray]] | None:
+        """(channel id, Message Index entries) for the channels in ``want``; None to walk the chunk."""
         mio = ci.message_index_offsets
         if not mio:
             return None
@@ -1022,29 +1090,63 @@ class McapReader(Reader):
             rlen = U32.unpack_from(view, off + 11)[0]
             if rlen % 16 or rlen > ln - 6:
                 return None
-            parts.append(np.frombuffer(view, _MI_DTYPE, count=rlen // 16, offset=off + 15))
-        if not parts:
-            return np.zeros(0, np.uint64)
-        arr = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        if start is not None:
-            arr = arr[arr["log_time"] >= start]
-        if end is not None:
-            arr = arr[arr["log_time"] < end]
-        pos = arr["offset"]
-        if len(parts) > 1:
-            pos = np.sort(pos, kind="stable")
-        elif len(pos) > 1 and not bool(np.all(pos[1:] >= pos[:-1])):
-            pos = np.sort(pos, kind="stable")
+            parts.append((cid, np.frombuffer(view, _MI_DTYPE, count=rlen // 16, offset=off + 15)))
+        return parts
+
+    @staticmethod
+    def _index_positions(
+        buf: bytes, parts: list[tuple[int, np.ndarray]], start: int | None, end: int | None, with_cids: bool
+    ) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """Record offsets (ascending) from Message Index entries, and (``with_cids``) the
+        channel id each entry names, for checking against the records (needed when only
+        some channels are read: an entry pointing at another channel's record would hide
+        a wanted one).  None to walk the chunk instead.
+
+        With a time window the index's times are checked against the records first (all
+        of them: an entry whose time lies could hide a wanted message), and any
+        disagreement walks the chunk.
+        """
+        n = len(buf)
+        sel: list[np.ndarray] = []
+        cids: list[np.ndarray] = []
+        for cid, arr in parts:
+            pos = arr["offset"]
+            if start is not None or end is not None:
+                if not len(pos):
+                    continue
+                if int(pos.max()) + RECORD_MESSAGE_HEAD_LEN > n:
+                    return None
+                lts = arr["log_time"]
+                if not np.array_equal(_u64_at(buf, pos.astype(np.int64) + 15), lts):
+                    return None
+                mask = np.ones(len(pos), bool) if start is None else lts >= np.uint64(start)
+                if end is not None:
+                    mask &= lts < np.uint64(min(end, (1 << 64) - 1))
+                pos = pos[mask]
+            sel.append(pos)
+            if with_cids:
+                cids.append(np.full(len(pos), cid, np.uint16))
+        if not sel:
+            return np.zeros(0, np.int64), (np.zeros(0, np.uint16) if with_cids else None)
+        pos = np.concatenate(sel) if len(sel) > 1 else sel[0]
+        cid_arr = (np.concatenate(cids) if len(cids) > 1 else cids[0]) if with_cids else None
+        if len(pos) > 1 and not bool(np.all(pos[1:] >= pos[:-1])):
+            if cid_arr is None:
+                pos = np.sort(pos)
+            else:
+                o = np.argsort(pos, kind="stable")
+                pos = pos[o]
+                cid_arr = cid_arr[o]
         if len(pos) > 1 and not bool(np.all(pos[1:] > pos[:-1])):
             return None  # a damaged index (two entries for one record): walk the chunk
-        if len(pos) and int(pos[-1]) >= ci.uncompressed_size:
+        if len(pos) and int(pos[-1]) >= n:
             return None
-        return pos
+        return pos, cid_arr
 
     # --- linear scan of a mapped file -------------------------------------------------------------
     def _note(self, what: str, skipped: int) -> None:
         sr = self._scan_result
-        if sr is not None:
+        if sr is not None and not self._quiet:
             sr.errors.append(what)
             sr.bytes_skipped += skipped
 
@@ -1271,6 +1373,136 @@ class McapReader(Reader):
             pos = wend
         return None
 
+
+    # --- trusting chunk times ------------------------------------------------------------------
+    def _distrust(self, what: str) -> None:
+        """Chunk times were caught lying: from now on every chunk's real range is used."""
+        if self._verify:
+            return
+        self._verify = True
+        warnings.warn(
+            f"{self.path or 'MCAP data'}: {what}; the chunk times are not trusted, every chunk is read to find its real log times",
+            McapIndexWarning,
+            stacklevel=4,
+        )
+
+    def _check_index(self) -> None:
+        """Compare every Chunk Index with its Chunk record's header (no decompression)."""
+        if self._index_checked:
+            return
+        self._index_checked = True
+        arr = self._ci_array
+        src = self.source
+        assert arr is not None and isinstance(src, MappedSource)
+        offs = arr["offset"].astype(np.int64)
+        if len(np.unique(offs)) != len(offs):
+            self._distrust("two Chunk Index records point at one chunk")
+            return
+        bad = arr["start"] > arr["end"]
+        if bool(bad.any()):
+            i = int(np.argmax(bad))
+            self._distrust(f"the Chunk Index of the chunk at {int(offs[i])} claims log times {int(arr['start'][i])}..{int(arr['end'][i])}")
+            return
+        room = offs + 9 + 16 <= src.size
+        offs = offs[room]
+        if not len(offs):
+            return
+        a = np.frombuffer(src.view, np.uint8)
+        ops = a[offs]
+        heads = a[(offs + 9)[:, None] + _AR16].view("<u8")
+        mism = (ops == _OP_CHUNK) & ((heads[:, 0] != arr["start"][room]) | (heads[:, 1] != arr["end"][room]))
+        if bool(mism.any()):
+            i = int(np.argmax(mism))
+            s, e = int(arr["start"][room][i]), int(arr["end"][room][i])
+            self._distrust(
+                f"the Chunk Index of the chunk at {int(offs[i])} claims log times {s}..{e}, "
+                f"the Chunk record {int(heads[i, 0])}..{int(heads[i, 1])}"
+            )
+
+    def _chunk_ranks(self) -> list[tuple[int, int]]:
+        """(offset, rank in file order) of every chunk, from the chunk indexes or a scan."""
+        if self.has_summary and self.chunk_indexes:
+            offs = [ci.chunk_start_offset for ci in self.chunk_indexes]
+            ranks = [0] * len(offs)
+            for k, i in enumerate(sorted(range(len(offs)), key=offs.__getitem__)):
+                ranks[i] = k
+            return list(zip(offs, ranks))
+        sr = self._scan()
+        return [(c[0], r) for c, r in zip(sr.chunks, sr.chunk_ranks)]
+
+    def _rank_offset(self, rank: int) -> int | None:
+        for off, r in self._chunk_ranks():
+            if r == rank:
+                return off
+        return None
+
+    def _true_range(self, off: int) -> tuple[int, int] | None:
+        """The smallest and largest log time really in the chunk at ``off`` (None: no messages).
+
+        Read once per reader.  A chunk that cannot be read gets the widest range, so it is
+        read (and its damage reported) first.
+        """
+        if off in self._true_ranges:
+            return self._true_ranges[off]
+        load = self._scan_loader(off, None, None, None, False, arrays=True)
+        quiet = self._quiet
+        self._quiet = True
+        got: Any
+        try:
+            got = load()
+        except _Partial as p:
+            got = p.msgs
+        except PolybagError:
+            got = None
+        finally:
+            self._quiet = quiet
+        rng: tuple[int, int] | None
+        if got is None:
+            rng = (0, (1 << 64) - 1)
+        else:
+            lts = got.lt if isinstance(got, _Batch) else np.fromiter((m.log_time for m in got), np.uint64, len(got))
+            rng = (int(lts.min()), int(lts.max())) if len(lts) else None
+        self._true_ranges[off] = rng
+        return rng
+
+    def _verified_segments(
+        self, want: set[int] | None, start: int | None, end: int | None, sort: bool = False, arrays: bool = False
+    ) -> tuple[list[tuple[int, int, int, Callable[[], list[Message]]]], PolybagError | None]:
+        """Like :meth:`_segments`, with every chunk's real log-time range (chunks are read
+        once to find it; Message Indexes are not used)."""
+        out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
+        lo = -1 if start is None else start
+        hi = 1 << 64 if end is None else end
+        seen: set[int] = set()
+        for off, rank in self._chunk_ranks():
+            if off in seen:
+                continue  # two indexes of one chunk: read it once
+            seen.add(off)
+            rng = self._true_range(off)
+            if rng is None or rng[1] < lo or rng[0] >= hi:
+                continue
+            out.append((rng[0], rng[1], rank, self._scan_loader(off, want, start, end, sort, arrays)))
+        err = None
+        if not (self.has_summary and self.chunk_indexes):
+            sr = self._scan()
+            err = sr.error
+            for rank, s, t, offs in sr.loose:
+                if t < lo or s >= hi:
+                    continue
+                out.append((s, t, rank, self._loose_loader(offs, want, start, end, sort)))
+        out.sort(key=lambda x: x[2])
+        return out, err
+
+    def _out_of_order(self, rank: int, t: int, returned: str) -> FormatError:
+        self._verify = True
+        off = self._rank_offset(rank)
+        return self._err(
+            FormatError,
+            f"the chunk at {off} holds a message at log time {t}, but its chunk times claimed otherwise and "
+            f"{returned}; read again (this reader now checks every chunk) or open with recover=True",
+            off,
+        )
+
     # --- segments --------------------------------------------------------------------------------
     def _segments(
         self, want: set[int] | None, start: int | None, end: int | None, sort: bool = False, arrays: bool = False
@@ -1279,6 +1511,10 @@ class McapReader(Reader):
 
         With ``arrays`` chunk loaders may return a :class:`_Batch` instead of a list.
         """
+        if not self._verify and self.has_summary and self.chunk_indexes:
+            self._check_index()
+        if self._verify:
+            return self._verified_segments(want, start, end, sort, arrays)
         out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
         lo = -1 if start is None else start
         hi = 1 << 64 if end is None else end
@@ -1318,11 +1554,16 @@ class McapReader(Reader):
     ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
             buf = self._chunk_data(ci.chunk_start_offset)
-            positions = self._index_positions(ci, want, start, end)
+            parts = self._index_parts(ci, want)
             # every message listed: check the index against the chunk and find definitions
             complete = want is None and start is None and end is None
+            positions = cids = None
+            if parts is not None:
+                got = self._index_positions(buf, parts, start, end, want is not None)
+                if got is not None:
+                    positions, cids = got
             return self._chunk_messages(
-                buf, ci.chunk_start_offset, want, start, end, positions, sort, gap_defs=complete, arrays=arrays
+                buf, ci.chunk_start_offset, want, start, end, positions, sort, gap_defs=complete, arrays=arrays, expect_cid=cids
             )  # type: ignore[no-any-return]
 
         return load
@@ -1454,34 +1695,64 @@ class McapReader(Reader):
 
             segs = [(a, b, c, guard(ld)) for a, b, c, ld in segs]
             if order == "file":
-                if reverse:
-                    for _s, _t, _r, load in reversed(segs):
-                        msgs = load()
+                # chunks are skipped by their claimed times only with a time window: check those
+                check = (start is not None or end is not None) and not self._verify
+                seq = sorted(segs, key=lambda x: x[2], reverse=reverse)
+                done: set[int] = set()
+                i = 0
+                while i < len(seq):
+                    s, t, r, load = seq[i]
+                    i += 1
+                    msgs = load()
+                    done.add(r)
+                    if check and msgs:
+                        lts = [m.log_time for m in msgs]
+                        if min(lts) < s or max(lts) > t:
+                            check = False
+                            self._distrust(f"the chunk at {self._rank_offset(r)} holds log times outside {s}..{t}, which its chunk times claim")
+                            vs, _err = self._verified_segments(want, start, end, False)
+                            vs = [(a, b, c, guard(ld)) for a, b, c, ld in vs if c not in done]
+                            for v in vs:
+                                if (v[2] < r) != reverse and v[3]():
+                                    raise self._out_of_order(v[2], v[0], "messages() skipped it")
+                            seq = sorted((v for v in vs if (v[2] > r) != reverse), key=lambda x: x[2], reverse=reverse)
+                            i = 0
+                    if reverse:
                         msgs.reverse()
-                        count += len(msgs)
-                        yield from msgs
-                        if late:
-                            raise late[0]
-                else:
-                    for _s, _t, _r, load in segs:
-                        msgs = load()
-                        count += len(msgs)
-                        yield from msgs
-                        if late:
-                            raise late[0]
+                    count += len(msgs)
+                    yield from msgs
+                    if late:
+                        raise late[0]
             else:
+                key: Callable[[Message], int]
                 if reverse:
-                    srt = sorted(segs, key=lambda x: (-x[1], -x[2]))
-                    it = _merge(((-t, -r, _reversed_loader(ld)) for _s, t, r, ld in srt), _NEG_LOG_TIME)
+                    runs = sorted(((-t, -s, -r, _reversed_loader(ld)) for s, t, r, ld in segs), key=lambda x: (x[0], x[2]))
+                    key = _NEG_LOG_TIME
                 else:
-                    srt = sorted(segs, key=lambda x: (x[0], x[2]))
-                    it = _merge(((s, r, ld) for s, _t, r, ld in srt), _LOG_TIME)
-                if self.recover:
-                    for m in it:
-                        count += 1
-                        yield m
-                else:
-                    yield from it
+                    runs = sorted(segs, key=lambda x: (x[0], x[2]))
+                    key = _LOG_TIME
+
+                def replan(done: set[int], rank: int) -> list[Run]:
+                    r = -rank if reverse else rank
+                    self._distrust(f"the chunk at {self._rank_offset(r)} holds log times outside what its chunk times claim")
+                    vs, _err = self._verified_segments(want, start, end, True)
+                    if reverse:
+                        new = [(-t, -s, -r, _reversed_loader(guard(ld))) for s, t, r, ld in vs if -r not in done]
+                    else:
+                        new = [(s, t, r, guard(ld)) for s, t, r, ld in vs if r not in done]
+                    return sorted(new, key=lambda x: (x[0], x[2]))
+
+                it = _merge(runs, key, None if self._verify else replan)
+                try:
+                    if self.recover:
+                        for m in it:
+                            count += 1
+                            yield m
+                    else:
+                        yield from it
+                except _OutOfOrder as o:
+                    r = -o.rank if reverse else o.rank
+                    raise self._out_of_order(r, -o.key if reverse else o.key, "later messages were already returned") from None
                 if late:
                     raise late[0]
         finally:
