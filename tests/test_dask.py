@@ -271,6 +271,18 @@ def test_unindexed_files_are_one_partition(tmp_path: Path) -> None:
     assert np.array_equal(got["x"].to_numpy(), want["x"].to_numpy())
 
 
+def test_mcap_without_message_indexes(tmp_path: Path) -> None:
+    # chunk indexes but no message index records: counts estimated from chunk sizes
+    path = tmp_path / "nomi.mcap"
+    write_mcap(path, rows_out_of_order(3000, 1), use_message_index=False)
+    parts = pbd.partitions(path, ["/a"], partition_messages=250)
+    assert len(parts) > 4 and all(p.estimate > 0 for p in parts)
+    got = pbd.read_topic(path, "/a", partition_messages=250, file_column=False).compute(scheduler="threads")
+    want = reader_frame(path, "/a")
+    assert np.array_equal(got.index.to_numpy(), want.index.to_numpy())
+    assert np.array_equal(got["x"].to_numpy(), want["x"].to_numpy())
+
+
 def test_bag_without_index(tmp_path: Path, files: dict[str, Path]) -> None:
     # cut the index off: the reader scans, dask makes one partition
     data = files["bag"].read_bytes()
@@ -302,6 +314,17 @@ def test_ulog_one_partition_per_file_equals_pyulog(tmp_path: Path) -> None:
         for k in ("timestamp", "x", "k"):
             assert np.array_equal(part[k].to_numpy(), d[k]), k
         assert np.array_equal(part.index.to_numpy(), d["timestamp"].astype(np.int64) * 1000)
+    # a file without the topic adds no rows; a missing field is an error, not an empty frame
+    from polybag.formats.ulog.writer import UlogWriter
+
+    with UlogWriter(tmp_path / "c.ulg", start_timestamp=1) as w:
+        w.add_format("other:uint64_t timestamp;int32_t k;")
+        ch = w.add_subscription("other", 0)
+        w.write(ch, struct.pack("<Qi", 5, 1), log_time=5000)
+    assert len(pbd.read_topic(str(tmp_path / "*.ulg"), "thing").compute(scheduler="sync")) == 800
+    with pytest.raises(PolybagError, match="nope"):
+        pbd.read_topic(tmp_path / "a.ulg", "thing", fields=["nope"]).compute(scheduler="sync")
+    assert len(pbd.read_topic(tmp_path / "a.ulg", "thing", multi_id=3).compute(scheduler="sync")) == 0
     # a window on ULog
     w = sync(pbd.read_topic(tmp_path / "a.ulg", "thing", start=1_100_000_000, end=1_200_000_000))
     assert w["timestamp"].tolist() == list(range(1_100_000, 1_200_000, 1000))

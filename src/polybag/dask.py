@@ -92,10 +92,11 @@ def expand_paths(paths: PathsLike) -> list[str]:
     return out
 
 
-def _check_window(start: int | None, end: int | None) -> None:
+def _check_window(start: int | None, end: int | None) -> tuple[int | None, int | None]:
     for name, v in (("start", start), ("end", end)):
-        if v is not None and not isinstance(v, (int, np.integer)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
             raise UsageError(f"{name} must be integer nanoseconds, not {type(v).__name__}")
+    return (None if start is None else int(start), None if end is None else int(end))
 
 
 # --- planning --------------------------------------------------------------------------------
@@ -420,7 +421,7 @@ def partitions(
     partition_messages: int = DEFAULT_PARTITION_MESSAGES,
 ) -> list[Partition]:
     """The partitions :func:`read_topic` / :func:`read_messages` would make (from the indexes)."""
-    _check_window(start, end)
+    start, end = _check_window(start, end)
     files = expand_paths(paths)
     plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
     return _order(plans, start, end, partition_messages)[0]
@@ -503,12 +504,10 @@ def _frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
 def _ulog_frame(
     r: Reader, topic: str, fields: Sequence[str] | None, multi_id: int, start: int | None, end: int | None
 ) -> pd.DataFrame:
-    from polybag.formats.ulog.reader import TopicNotFoundError
-
-    try:
-        df = r.to_pandas(topic, multi_id, fields)  # type: ignore[call-arg]
-    except TopicNotFoundError:
-        return _frame({})
+    mids = {c.metadata.get("multi_id", "0") for c in r.summary.channels.values() if c.topic == topic}
+    if str(multi_id) not in mids:
+        return _frame({})  # this file does not log the topic (or instance): no rows
+    df = r.to_pandas(topic, multi_id, fields)  # type: ignore[call-arg]
     if start is not None or end is not None:
         t = df.index.to_numpy()
         keep = np.ones(len(t), dtype=bool)
@@ -659,7 +658,7 @@ def read_topic(
     do not overlap in time.  ``multi_id`` picks the instance of a ULog topic.
     """
     dd = _require("dataframe")
-    _check_window(start, end)
+    start, end = _check_window(start, end)
     files = expand_paths(paths)
     plans = _plan(files, [topic], start, end, partition_messages, lambda ps: not any(p.channels for p in ps))
     meta = _meta_for(plans, topic, fields, decode, multi_id, files)
@@ -752,7 +751,7 @@ def read_messages(
     Partitioned like :func:`read_topic`; items are in log-time order within a partition.
     """
     db = _require("bag")
-    _check_window(start, end)
+    start, end = _check_window(start, end)
     files = expand_paths(paths)
     plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
     parts, _div = _order(plans, start, end, partition_messages)
