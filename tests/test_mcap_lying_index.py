@@ -293,7 +293,15 @@ def test_lie_found_late_raises_then_reads_right() -> None:
     for c in later:  # the early chunks claim to come after every late one
         set_index_times(buf, c, 5000, 6000)
         set_header_times(buf, c, 5000, 6000)
+    honest_mi = bytes(buf)
+    for c in later:  # ... and so do their Message Indexes: nothing tells before reading
+        for off in c.mi.values():
+            for p in mi_entries(buf, off):
+                U64.pack_into(buf, p, 5500)
     bad = bytes(buf)
+    with polybag.open(honest_mi) as r, pytest.warns(McapIndexWarning, match="Message Index lists"):
+        # the Message Indexes disagree with the chunk times: found before anything is returned
+        assert [key(m) for m in r.messages()] == brute(ref, None, None, None, "log_time", False)
     with polybag.open(bad) as r:
         got: list[Row] = []
         with pytest.raises(FormatError, match="read again"):

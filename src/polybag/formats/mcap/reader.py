@@ -16,6 +16,31 @@ runs once per message only to create the :class:`~polybag.model.Message`.
 
 Log-time order is a lazy merge of per-chunk sorted runs: chunks are loaded in order of
 their start time, and a heap is used only while chunks overlap.
+
+Trusting indexes.  Chunk times (in the Chunk Index and again in the Chunk record's header)
+and Message Index entries are claims that a damaged or badly written file may get wrong.
+``messages()`` in log-time order is always sorted (ties in file order) and holds exactly
+the file's matching messages as far as these checks reach:
+
+* Before anything is read, every Chunk Index is compared with its Chunk record's header
+  (no decompression), and for a log-time merge the Message Index times of the chunks to
+  be read are compared with their chunk's claimed range.
+* Every chunk that is read is checked against its claims: a message outside the claimed
+  range is a lie.  Message Index entries are checked against the records they point at
+  (log time with a time window, channel with a topic filter); an entry that disagrees,
+  repeats or misses a record makes the chunk be walked record by record instead.
+* On a lie, the reader warns (:class:`McapIndexWarning`) and from then on uses each
+  chunk's real log-time range, found by reading every chunk once (without Message
+  Indexes); the remaining merge goes on with those.  A lie found only after messages that
+  it put out of order were returned (the chunk's index, header and Message Index all agree
+  on wrong times) raises :class:`~polybag.errors.FormatError`; calling ``messages()``
+  again on the same reader is then correct.
+* Chunk times that pass these checks are trusted to *skip* chunks outside a start/end
+  window, and a Chunk Index's channel list to skip chunks without a wanted topic; a chunk
+  with no times (0, 0) is never skipped.  Message Indexes are trusted to list every
+  message of the channels they name when only some channels are read.
+* ``recover=True`` trusts no chunk time at all: every chunk's real range is found first
+  (each chunk is decompressed twice); the summary is ignored as before.
 """
 
 from __future__ import annotations
@@ -53,6 +78,7 @@ from polybag.reader import Reader, TopicSelector, check_order, topic_filter
 from polybag.source import MappedSource, Source, StreamSource
 
 _LOG_TIME = attrgetter("log_time")
+_MAX_TIME = (1 << 64) - 1
 _NEG_LOG_TIME: Callable[[Message], int] = lambda m: -m.log_time  # noqa: E731
 _OP_MESSAGE = int(Opcode.MESSAGE)
 _OP_SCHEMA = int(Opcode.SCHEMA)
@@ -1505,11 +1531,20 @@ class McapReader(Reader):
 
     # --- segments --------------------------------------------------------------------------------
     def _segments(
-        self, want: set[int] | None, start: int | None, end: int | None, sort: bool = False, arrays: bool = False
+        self,
+        want: set[int] | None,
+        start: int | None,
+        end: int | None,
+        sort: bool = False,
+        arrays: bool = False,
+        merge: bool = False,
     ) -> tuple[list[tuple[int, int, int, Callable[[], list[Message]]]], PolybagError | None]:
         """(start, end, rank, loader) for every chunk or run of loose messages that may match.
 
-        With ``arrays`` chunk loaders may return a :class:`_Batch` instead of a list.
+        Start and end are the claimed log-time range (unknown: 0 and 2**64 - 1).  With
+        ``arrays`` chunk loaders may return a :class:`_Batch` instead of a list.  With
+        ``merge`` (log-time order) the Message Index times of the wanted channels in the
+        chunks to read are checked against their chunk's claims first.
         """
         if not self._verify and self.has_summary and self.chunk_indexes:
             self._check_index()
@@ -1529,18 +1564,25 @@ class McapReader(Reader):
             order = np.argsort(arr["offset"], kind="stable")
             ranks = np.empty(len(arr), np.int64)
             ranks[order] = np.arange(len(arr))
+            unknown = (arr["start"] == 0) & (arr["end"] == 0)  # no times: read it wherever
+            if start is not None or end is not None:
+                sel |= unknown
             for i in np.nonzero(sel)[0].tolist():
                 ci = self.chunk_indexes[i]
                 mio = ci.message_index_offsets
                 if want is not None and mio and not (want & mio.keys()):
                     continue
-                out.append((ci.message_start_time, ci.message_end_time, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort, arrays)))
+                s, t = (0, _MAX_TIME) if unknown[i] else (ci.message_start_time, ci.message_end_time)
+                if merge and not self._index_times_fit(ci, want, s, t):
+                    return self._verified_segments(want, start, end, sort, arrays)
+                out.append((s, t, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort, arrays)))
             return out, None
         sr = self._scan()
         for (off, _ln, s, t), rank in zip(sr.chunks, sr.chunk_ranks):
-            if t < lo or s >= hi:
-                if not (s == 0 and t == 0):
-                    continue
+            if s == 0 and t == 0:
+                t = _MAX_TIME  # no times: read it wherever
+            elif t < lo or s >= hi:
+                continue
             out.append((s, t, rank, self._scan_loader(off, want, start, end, sort, arrays)))
         for rank, s, t, offs in sr.loose:
             if t < lo or s >= hi:
@@ -1548,6 +1590,20 @@ class McapReader(Reader):
             out.append((s, t, rank, self._loose_loader(offs, want, start, end, sort)))
         out.sort(key=lambda x: x[2])
         return out, sr.error
+
+    def _index_times_fit(self, ci: R.ChunkIndex, want: set[int] | None, s: int, t: int) -> bool:
+        """Whether the chunk's Message Index times (wanted channels) lie in its claimed range."""
+        parts = self._index_parts(ci, want)
+        for _cid, arr in parts or ():
+            if len(arr):
+                lts = arr["log_time"]
+                lo, hi = int(lts.min()), int(lts.max())
+                if lo < s or hi > t:
+                    self._distrust(
+                        f"the chunk at {ci.chunk_start_offset} claims log times {s}..{t}, its Message Index lists {lo}..{hi}"
+                    )
+                    return False
+        return True
 
     def _indexed_loader(
         self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False
@@ -1680,7 +1736,7 @@ class McapReader(Reader):
         want = self._want(topics)
         count = 0
         try:
-            segs, pending = self._segments(want, start, end, order == "log_time")
+            segs, pending = self._segments(want, start, end, order == "log_time", merge=order == "log_time")
             late: list[PolybagError] = []
 
             def guard(load: Callable[[], list[Message]]) -> Callable[[], list[Message]]:
