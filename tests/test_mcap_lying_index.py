@@ -426,3 +426,39 @@ def test_topic_payloads_with_lying_index(honest: bytes) -> None:
     want = brute(ref, [TOPICS[1]], None, None, "log_time", False)
     assert [int(t) for t in lt] == [w[1] for w in want]
     assert [bytes(blob[s : s + z]) for s, z in zip(starts, sizes)] == [w[4] for w in want]
+
+
+def test_file_order_window_switches_when_a_read_chunk_lies() -> None:
+    times = list(range(300))
+    data = make(times, chunk_size=200)
+    ref = reference(data)
+    cs = layout(data)
+    assert len(cs) > 4
+    buf = bytearray(data)
+    c = cs[1]
+    set_index_times(buf, c, c.start, c.start)  # too narrow, in both places
+    set_header_times(buf, c, c.start, c.start)
+    q: Query = (None, c.start, cs[3].end + 1, "file", False)
+    with polybag.open(bytes(buf)) as r, pytest.warns(McapIndexWarning, match="outside"):
+        assert [key(m) for m in r.messages(topics=q[0], start=q[1], end=q[2], order="file")] == brute(ref, *q)
+        assert r._verify
+
+
+def test_file_order_window_raises_for_a_chunk_skipped_by_lies() -> None:
+    times = [100 + i for i in range(20)] + list(range(40))
+    data = make(times, chunk_size=200)
+    ref = reference(data)
+    cs = layout(data)
+    buf = bytearray(data)
+    for c in cs:
+        if c.start >= 100:  # the first chunks claim to lie far outside the window
+            set_index_times(buf, c, 5000, 5000)
+            set_header_times(buf, c, 5000, 5000)
+        else:  # the later ones claim less than they hold
+            set_index_times(buf, c, c.start, c.start)
+            set_header_times(buf, c, c.start, c.start)
+    with polybag.open(bytes(buf)) as r:
+        with pytest.warns(McapIndexWarning), pytest.raises(FormatError, match="skipped it"):
+            list(r.messages(start=0, end=200, order="file"))
+        got = [key(m) for m in r.messages(start=0, end=200, order="file")]
+    assert got == brute(ref, None, 0, 200, "file", False)
