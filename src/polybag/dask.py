@@ -203,6 +203,43 @@ def _generic_chunks(summary: Any, sel: set[int] | None) -> list[tuple[int, int, 
     ]
 
 
+class _Density:
+    """Expected messages before a time: each chunk's count spread evenly over its range.
+
+    ``F(t) = sum(n * clip((t - s) / (e + 1 - s), 0, 1))`` is piecewise linear with corners
+    at the chunk starts and ends; it is built in O(chunks log chunks) from the slope changes.
+    """
+
+    def __init__(self, chunks: list[tuple[int, int, int]]) -> None:
+        s = np.array([c[0] for c in chunks], np.int64)
+        e = np.array([c[1] for c in chunks], np.int64) + 1
+        n = np.array([c[2] for c in chunks], np.float64)
+        w = n / (e - s).astype(np.float64)
+        pts, inv = np.unique(np.concatenate([s, e]), return_inverse=True)
+        slope = np.cumsum(np.bincount(inv, weights=np.concatenate([w, -w]), minlength=len(pts)))
+        self.u = pts
+        self.slope = slope  # on [u[k], u[k + 1])
+        self.f = np.concatenate([[0.0], np.cumsum(slope[:-1] * np.diff(pts).astype(np.float64))])
+        self.total = float(n.sum())
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t, np.int64)
+        k = np.searchsorted(self.u, t, side="right") - 1
+        before = k < 0
+        k = np.clip(k, 0, len(self.u) - 1)
+        out = self.f[k] + self.slope[k] * (t - self.u[k]).astype(np.float64)
+        out[before] = 0.0
+        return np.minimum(out, self.total)
+
+    def inverse(self, y: float) -> int:
+        """The first integer time where F reaches ``y``."""
+        k = int(np.searchsorted(self.f, y, side="right")) - 1
+        k = max(0, min(k, len(self.u) - 1))
+        if self.slope[k] <= 0:
+            return int(self.u[min(k + 1, len(self.u) - 1)])
+        return int(self.u[k]) + int(np.ceil((y - self.f[k]) / self.slope[k]))
+
+
 def _windows(
     path: str,
     fmt: str,
@@ -211,38 +248,55 @@ def _windows(
     end: int | None,
     per_part: int,
 ) -> list[Partition]:
-    """Cut the time axis at chunk start times into windows of about ``per_part`` messages.
+    """Cut ``[start, end)`` into windows of about ``per_part`` messages each.
 
-    The windows tile ``[start, end)`` (open ends stay open), so a message lies in exactly one
-    of them whatever the chunks' overlaps.  A chunk whose start is a cut goes (with
-    everything else at or after the cut) to the later window; a chunk overlapping a cut is
-    read by both windows, each keeping its side.
+    The windows tile the time axis (open ends stay open), so a message lies in exactly one
+    of them whatever the chunks' overlaps; a chunk overlapping a cut is read by both windows,
+    each keeping its side.  Cuts are placed where the expected count (each chunk's count
+    spread over its time range) reaches the next multiple of the target, then moved to a
+    nearby chunk start that lies inside no other chunk when that keeps the window within
+    half a target of it, so that chunks that do not overlap are never read twice.
     """
-    live = [c for c in chunks if (start is None or c[1] >= start) and (end is None or c[0] < end)]
+    live = [
+        c for c in chunks if c[2] > 0 and (start is None or c[1] >= start) and (end is None or c[0] < end)
+    ]
     if not live:
         return []
-    live.sort()
     lo = min(c[0] for c in live)
     hi = max(c[1] for c in live)
     if start is not None:
         lo = max(lo, int(start))
     if end is not None:
         hi = min(hi, int(end) - 1)
+    dens = _Density(live)
+    f_lo, f_hi = (float(x) for x in dens(np.array([lo, hi + 1])))
+    m = max(1, int(np.ceil((f_hi - f_lo) / per_part - 1e-9)))
+    # clean cut candidates: chunk starts inside no other chunk (a cut there splits no chunk)
+    s_all = np.sort(np.array([c[0] for c in live], np.int64))
+    e_all = np.sort(np.array([c[1] for c in live], np.int64))
+    starts = np.unique(s_all)
+    starts = starts[(starts > lo) & (starts <= hi)]
+    inside = np.searchsorted(s_all, starts, side="left") - np.searchsorted(e_all, starts, side="left")
+    starts = starts[inside == 0]
+    f_starts = dens(starts)
     cuts: list[int] = []
-    counts: list[int] = []
-    acc = 0
-    for s, _e, n in live:
-        if acc >= per_part and s > (cuts[-1] if cuts else lo) and s <= hi:
-            cuts.append(s)
-            counts.append(acc)
-            acc = 0
-        acc += n
-    counts.append(acc)
+    for j in range(1, m):
+        y = f_lo + j * (f_hi - f_lo) / m
+        t = dens.inverse(y)
+        if len(starts):
+            i = int(np.searchsorted(f_starts, y))
+            near = [x for x in (i - 1, i) if 0 <= x < len(starts)]
+            best = min(near, key=lambda x: abs(f_starts[x] - y))
+            if abs(f_starts[best] - y) <= per_part / 2:
+                t = int(starts[best])
+        if lo < t <= hi and (not cuts or t > cuts[-1]):
+            cuts.append(t)
     bounds = [start, *cuts, end]
-    los = [lo, *cuts]
-    his = [c - 1 for c in cuts] + [hi]
+    edges = [lo, *cuts, hi + 1]
+    fe = np.rint(dens(np.array(edges, np.int64))).astype(np.int64)
     return [
-        Partition(path, fmt, bounds[i], bounds[i + 1], counts[i], los[i], his[i]) for i in range(len(los))
+        Partition(path, fmt, bounds[i], bounds[i + 1], int(fe[i + 1] - fe[i]), edges[i], edges[i + 1] - 1)
+        for i in range(len(edges) - 1)
     ]
 
 
@@ -549,15 +603,20 @@ def _topic_partition(
     multi_id: int,
     file_column: bool,
     frame_meta: pd.DataFrame,
+    project: bool = False,
     columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """One partition of :func:`read_topic` (runs in a worker)."""
+    """One partition of :func:`read_topic` (runs in a worker).
+
+    ``columns`` is Dask's column projection; with ``project`` (the type's fields are known
+    from its schema) only those fields are decoded."""
     import pandas as pd
 
     want = None if columns is None else ([columns] if isinstance(columns, str) else list(columns))
-    data_cols = None if want is None else [c for c in want if c != "file"]
-    if decode and data_cols is not None and fields is None:
-        fields = data_cols  # column projection from the optimizer: decode only those
+    if project and decode and want is not None and fields is None:
+        data_cols = [c for c in want if c != "file"]
+        if set(data_cols) != set(frame_meta.columns) - {"file"}:
+            fields = data_cols  # decode only the projected columns
     frames = []
     for path, fmt in part.files:
         with _open(path, fmt, [topic]) as r:
@@ -594,9 +653,10 @@ def _meta_for(
     decode: bool,
     multi_id: int,
     files: list[str],
-) -> pd.DataFrame:
+) -> tuple[pd.DataFrame, bool]:
     """An empty frame with the columns and dtypes of the topic (from the schema when the
-    codec compiles it, else from the topic's first message)."""
+    codec compiles it, else from the topic's first message), and whether the columns come
+    from the schema (so that a projection can be decoded alone)."""
 
     from polybag.codecs import codec_for
     from polybag.codecs.columns import _is_compiled, payload_columns
@@ -604,7 +664,9 @@ def _meta_for(
     plan = next((pl for pl in plans if pl.channels), None)
     if plan is None:
         raise PolybagError(f"no topic {topic!r} in {len(files)} file(s): {', '.join(files[:3])}")
+    project = True
     if not decode:
+        project = False
         df = _frame(
             {
                 "log_time": np.zeros(0, np.int64),
@@ -623,12 +685,13 @@ def _meta_for(
                 {"log_time": np.zeros(0, np.int64), **payload_columns(codec, [], fields, topic=topic)}
             )
         else:
+            project = False  # keys may differ between messages: decode all, then select
             with _open(plan.path, plan.format, [topic]) as r:
                 first = next(iter(r.messages(topics=[topic], order="file")), None)
                 sample = [] if first is None else [bytes(first.data)]
             cols = payload_columns(codec, sample, fields, topic=topic)
             df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
-    return df.copy()
+    return df.copy(), project
 
 
 # --- public ------------------------------------------------------------------------------------
@@ -661,7 +724,7 @@ def read_topic(
     start, end = _check_window(start, end)
     files = expand_paths(paths)
     plans = _plan(files, [topic], start, end, partition_messages, lambda ps: not any(p.channels for p in ps))
-    meta = _meta_for(plans, topic, fields, decode, multi_id, files)
+    meta, project = _meta_for(plans, topic, fields, decode, multi_id, files)
     if file_column:
         if "file" in meta.columns:
             raise UsageError(f"topic {topic} has a field 'file': pass file_column=False")
@@ -685,6 +748,7 @@ def read_topic(
             multi_id=multi_id,
             file_column=file_column,
             frame_meta=meta,
+            project=project,
             meta=meta,
             divisions=divisions,
             label=f"polybag-{topic.strip('/').replace('/', '-') or 'topic'}",
