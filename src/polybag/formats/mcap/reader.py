@@ -27,8 +27,9 @@ the file's matching messages as far as these checks reach:
   be read are compared with their chunk's claimed range.
 * Every chunk that is read is checked against its claims: a message outside the claimed
   range is a lie.  Message Index entries are checked against the records they point at
-  (log time with a time window, channel with a topic filter); an entry that disagrees,
-  repeats or misses a record makes the chunk be walked record by record instead.
+  (log time with a time window, channel with a topic filter; when every message is read,
+  that the listed records tile the chunk); an entry that disagrees, repeats or (in a
+  full read) misses a record makes the chunk be walked record by record instead.
 * On a lie, the reader warns (:class:`McapIndexWarning`) and from then on uses each
   chunk's real log-time range, found by reading every chunk once (without Message
   Indexes); the remaining merge goes on with those.  A lie found only after messages that
