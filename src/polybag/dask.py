@@ -515,16 +515,30 @@ def _columns_window(
     if len({id(codec_for(c)) for c in channels}) > 1:
         raise UnsupportedError(f"topic {topic} has channels of different types; read them separately")
     codec = codec_for(channels[0])
-    times: list[int] = []
+    times_l: list[int] = []
     datas: list[Any] = []
-    for m in r.messages(topics=[topic], start=start, end=end):
-        times.append(m.log_time)
+    # file order (no merge of chunks per message), then a stable sort: log-time order with
+    # ties in file order, exactly the reader's order="log_time"
+    for m in r.messages(topics=[topic], start=start, end=end, order="file"):
+        times_l.append(m.log_time)
         datas.append(m.data)
+    times = np.array(times_l, dtype=np.int64)
+    o = _time_order(times)
+    if o is not None:
+        times = times[o]
+        datas = [datas[i] for i in o.tolist()]
     cols = payload_columns(codec, datas, fields, topic=topic)
     del datas
-    out = {"log_time": np.array(times, dtype=np.int64)}
+    out = {"log_time": times}
     out.update((k, _detach(v)) for k, v in cols.items())
     return out
+
+
+def _time_order(times: np.ndarray) -> np.ndarray | None:
+    """The stable permutation sorting ``times``, or ``None`` when they are sorted already."""
+    if len(times) < 2 or bool(np.all(times[1:] >= times[:-1])):
+        return None
+    return np.argsort(times, kind="stable")
 
 
 def _raw_window(r: Reader, topic: str, start: int | None, end: int | None) -> dict[str, np.ndarray]:
@@ -532,19 +546,21 @@ def _raw_window(r: Reader, topic: str, start: int | None, end: int | None) -> di
     pt: list[int] = []
     seq: list[int] = []
     data: list[bytes] = []
-    for m in r.messages(topics=[topic], start=start, end=end):
+    for m in r.messages(topics=[topic], start=start, end=end, order="file"):
         lt.append(m.log_time)
         pt.append(m.publish_time)
         seq.append(m.sequence)
         data.append(bytes(m.data))
     col = np.empty(len(data), dtype=object)
     col[:] = data
-    return {
+    out = {
         "log_time": np.array(lt, dtype=np.int64),
         "publish_time": np.array(pt, dtype=np.int64),
         "sequence": np.array(seq, dtype=np.int64),
         "data": col,
     }
+    o = _time_order(out["log_time"])
+    return out if o is None else {k: v[o] for k, v in out.items()}
 
 
 def _frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
