@@ -23,7 +23,8 @@ and Message Index entries are claims that a damaged or badly written file may ge
 the file's matching messages as far as these checks reach:
 
 * Before anything is read, every Chunk Index is compared with its Chunk record's header
-  (no decompression), and for a log-time merge the Message Index times of the chunks to
+  (no decompression; skipped when the summary's CRC is checked: the summary is then as
+  written, so a damaged index cannot pass), and for a log-time merge the Message Index times of the chunks to
   be read are compared with their chunk's claimed range.
 * Every chunk that is read is checked against its claims: a message outside the claimed
   range is a lie.  Message Index entries are checked against the records they point at
@@ -1414,10 +1415,15 @@ class McapReader(Reader):
         )
 
     def _check_index(self) -> None:
-        """Compare every Chunk Index with its Chunk record's header (no decompression)."""
+        """Compare every Chunk Index with its Chunk record's header (no decompression).
+
+        Not needed when the summary's CRC was checked: it was then written as it is.
+        """
         if self._index_checked:
             return
         self._index_checked = True
+        if self.footer is not None and self.footer.summary_crc and self.validate_crcs:
+            return
         arr = self._ci_array
         src = self.source
         assert arr is not None and isinstance(src, MappedSource)
