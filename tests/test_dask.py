@@ -167,6 +167,8 @@ def test_read_topic_equals_reader_with_overlapping_chunks(files: dict[str, Path]
     assert np.array_equal(got["x"].to_numpy(), want["x"].to_numpy())
     assert np.array_equal(got["y"].to_numpy(), want["y"].to_numpy())
     assert list(got["s"]) == list(want["s"])
+    # the very same frame: values, dtypes (strings as pandas makes them), index
+    assert got.equals(want) and got.dtypes.equals(want.dtypes)
     assert sorted(got["x"]) == [i for i in range(3000) if i % 4 != 3]
     # each partition holds exactly its division's range
     divs = df.divisions

@@ -696,17 +696,15 @@ def _meta_for(
             df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
     else:
         codec = codec_for(plan.channels[0])
-        if _is_compiled(codec):
-            df = _frame(
-                {"log_time": np.zeros(0, np.int64), **payload_columns(codec, [], fields, topic=topic)}
-            )
-        else:
+        # one message (the first chunk holding the topic) shows what pandas makes of each
+        # column (strings: pandas' string dtype; per-message arrays: object)
+        with _open(plan.path, plan.format, [topic]) as r:
+            first = next(iter(r.messages(topics=[topic], order="file")), None)
+            sample = [] if first is None else [bytes(first.data)]
+        if not _is_compiled(codec):
             project = False  # keys may differ between messages: decode all, then select
-            with _open(plan.path, plan.format, [topic]) as r:
-                first = next(iter(r.messages(topics=[topic], order="file")), None)
-                sample = [] if first is None else [bytes(first.data)]
-            cols = payload_columns(codec, sample, fields, topic=topic)
-            df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
+        cols = payload_columns(codec, sample, fields, topic=topic)
+        df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
     return df.copy(), project
 
 
