@@ -1130,9 +1130,10 @@ class McapReader(Reader):
         some channels are read: an entry pointing at another channel's record would hide
         a wanted one).  None to walk the chunk instead.
 
-        With a time window the index's times are checked against the records first (all
-        of them: an entry whose time lies could hide a wanted message), and any
-        disagreement walks the chunk.
+        With a time window the entries the index's times put outside it are checked
+        against their records (one whose time lies could hide a wanted message; those
+        inside are filtered again by their records' times), and any disagreement walks
+        the chunk.
         """
         n = len(buf)
         sel: list[np.ndarray] = []
@@ -1145,12 +1146,14 @@ class McapReader(Reader):
                 if int(pos.max()) + RECORD_MESSAGE_HEAD_LEN > n:
                     return None
                 lts = arr["log_time"]
-                if not np.array_equal(_u64_at(buf, pos.astype(np.int64) + 15), lts):
-                    return None
                 mask = np.ones(len(pos), bool) if start is None else lts >= np.uint64(start)
                 if end is not None:
                     mask &= lts < np.uint64(min(end, (1 << 64) - 1))
-                pos = pos[mask]
+                if not bool(mask.all()):
+                    out = ~mask
+                    if not np.array_equal(_u64_at(buf, pos[out].astype(np.int64) + 15), lts[out]):
+                        return None
+                    pos = pos[mask]
             sel.append(pos)
             if with_cids:
                 cids.append(np.full(len(pos), cid, np.uint16))
@@ -1622,7 +1625,10 @@ class McapReader(Reader):
             complete = want is None and start is None and end is None
             positions = cids = None
             if parts is not None:
-                got = self._index_positions(buf, parts, start, end, want is not None)
+                # a chunk claimed inside the window: its records' times alone filter it
+                inside = (start is None or ci.message_start_time >= start) and (end is None or ci.message_end_time < end)
+                lo, hi = (None, None) if inside else (start, end)
+                got = self._index_positions(buf, parts, lo, hi, want is not None)
                 if got is not None:
                     positions, cids = got
             return self._chunk_messages(
