@@ -349,6 +349,27 @@ def test_ulog_one_partition_per_file_equals_pyulog(tmp_path: Path) -> None:
     assert w["timestamp"].tolist() == list(range(1_100_000, 1_200_000, 1000))
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    chunks=st.lists(
+        st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.integers(0, 10_000)), max_size=40
+    )
+    | st.lists(st.tuples(st.integers(0, 100), st.integers(0, 100), st.integers(0, 50)), max_size=40),
+    per_part=st.integers(1, 5000),
+)
+def test_windows_tile_for_any_index(chunks: list[tuple[int, int, int]], per_part: int) -> None:
+    # any index (even one saying end < start, or u64 times): windows tile the time axis
+    parts = pbd._windows("f", "mcap", chunks, None, None, per_part)
+    if not any(n for _s, _e, n in chunks):
+        assert parts == []
+        return
+    assert parts[0].start is None and parts[-1].end is None
+    for a, b in zip(parts, parts[1:]):
+        assert a.end == b.start and a.end is not None and a.lo <= a.hi < b.lo
+    assert sum(p.estimate for p in parts) == sum(n for _s, _e, n in chunks)
+    assert all(p.estimate >= 0 for p in parts)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     times=st.lists(st.integers(0, 2000), min_size=0, max_size=300),

@@ -5,13 +5,17 @@ message data: MCAP chunk indexes (with per-chunk, per-channel counts from the Me
 Index record headers) and bag chunk info records (per-connection counts) are grouped
 into partitions of about ``partition_messages`` messages of the selected topics.
 
-A partition is a file plus a log-time window ``[start, end)`` whose bounds are chunk start
-times.  Windows of one file tile the time axis (the first is open below, the last open
-above), so every message falls into exactly one partition even when chunks overlap in
-time (written out of order); a partition's task reads only the chunks that overlap its
-window, through the file's own index.  Files without an index (a bag without its index,
-an MCAP file without summary) and ULog files (which have no index) are one partition per
-file.
+A partition is a file plus a log-time window ``[start, end)``.  Windows of one file tile
+the time axis (the first is open below, the last open above), so every message falls into
+exactly one partition even when chunks overlap in time (written out of order); a
+partition's task reads only the chunks that overlap its window, through the file's own
+index.  Cuts go where the expected count reaches each multiple of the target (each
+chunk's count spread over its time range), moved to a chunk start that splits no chunk
+when one is near.  Files that do not overlap in time are ordered by time and keep their
+own windows; indexed files that overlap share windows cut over all their chunks (a
+partition then reads each of them and merges by log time), so the Dask divisions are
+known either way.  Files without an index (a bag without its index, an MCAP file without
+summary) and ULog files (which have none) are one partition per file, divisions unknown.
 
 Partitions carry paths and windows only (never an open reader), so the graphs pickle and
 run on the threaded, process and distributed schedulers; every task opens its file,
@@ -105,7 +109,7 @@ class Partition:
     """One task's share of a file: messages with ``start <= log_time < end``.
 
     ``None`` bounds are open.  ``estimate`` is the number of messages of the selected
-    topics the index promises for the window (-1: unknown, the file has no index).
+    topics expected in the window from the index (-1: unknown, the file has no index).
     ``lo``/``hi`` are the inclusive log-time bounds the index gives for the window's data
     (``None``: unknown); they make the Dask divisions.  ``others`` lists more
     ``(path, format)`` files read for the same window (files overlapping in time are
@@ -217,6 +221,8 @@ class _Density:
         w = n / (e - s).astype(np.float64)
         pts, inv = np.unique(np.concatenate([s, e]), return_inverse=True)
         slope = np.cumsum(np.bincount(inv, weights=np.concatenate([w, -w]), minlength=len(pts)))
+        # float sums of very different slopes cancel inexactly: never let F decrease
+        slope = np.maximum(slope, 0.0)
         self.u = pts
         self.slope = slope  # on [u[k], u[k + 1])
         self.f = np.concatenate([[0.0], np.cumsum(slope[:-1] * np.diff(pts).astype(np.float64))])
@@ -229,6 +235,7 @@ class _Density:
         k = np.clip(k, 0, len(self.u) - 1)
         out = self.f[k] + self.slope[k] * (t - self.u[k]).astype(np.float64)
         out[before] = 0.0
+        out[t >= self.u[-1]] = self.total  # every chunk has ended: exactly all of them
         return np.minimum(out, self.total)
 
     def inverse(self, y: float) -> int:
@@ -257,8 +264,12 @@ def _windows(
     nearby chunk start that lies inside no other chunk when that keeps the window within
     half a target of it, so that chunks that do not overlap are never read twice.
     """
+    # an index may say end < start, and MCAP times are u64: keep them sane for int64 math
+    top = (1 << 63) - 2
     live = [
-        c for c in chunks if c[2] > 0 and (start is None or c[1] >= start) and (end is None or c[0] < end)
+        (min(s0, top), min(max(e0, s0), top), n)
+        for s0, e0, n in chunks
+        if n > 0 and (start is None or e0 >= start) and (end is None or s0 < end)
     ]
     if not live:
         return []
