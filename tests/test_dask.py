@@ -452,6 +452,43 @@ def test_corpus_bag_and_mcap(corpora: Path) -> None:
         assert got[c].tolist() == want[c].tolist()
 
 
+CORPUS_FILES = [
+    "rosbag/cruise-rosbag.js/example-unsorted-chunks.bag",
+    "rosbag/embag/test.bag",
+    "rosbag/embag/test_2.bag",
+    "rosbag/foxglove-rosbag/example-lz4.bag",
+    "mcap-samples/lichtblick/example.mcap",
+]
+
+
+def _same(a: list[object], b: list[object]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not np.array_equal(np.asarray(x), np.asarray(y)):
+                return False
+        elif repr(x) != repr(y):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("name", CORPUS_FILES)
+def test_corpus_every_topic_equals_reader(corpora: Path, name: str) -> None:
+    path = corpora / name
+    with polybag.open(path) as r:
+        counts = {t: n for t, n in r.summary.topic_message_counts().items() if n}
+    assert counts
+    for topic, n in counts.items():
+        want = reader_frame(path, topic)
+        df = pbd.read_topic(path, topic, partition_messages=max(1, n // 3), file_column=False)
+        got = df.compute(scheduler="sync")
+        assert np.array_equal(got.index.to_numpy(), want.index.to_numpy()), topic
+        assert list(got.columns) == list(want.columns)
+        for c in want.columns:
+            assert _same(got[c].tolist(), want[c].tolist()), (topic, c)
+
+
 def test_corpus_ulog(corpora: Path) -> None:
     import pyulog
 
