@@ -431,8 +431,8 @@ def _order(
     """All partitions, and Dask divisions when possible (the partitions then in time order).
 
     Files that do not overlap in time keep their own windows, ordered by time.  Indexed
-    files that overlap are partitioned together: windows cut at the chunk starts of all of
-    them, each partition reading every file with a chunk in its window (merged by log time).
+    files that overlap are partitioned together: windows over the chunks of all of them,
+    each partition reading every file with a chunk in its window (merged by log time).
     Otherwise (a file without an index) the divisions are unknown.
     """
     parts = [p for pl in plans for p in pl.parts]
@@ -456,10 +456,11 @@ def _merged_windows(
 ) -> list[Partition]:
     """Windows over the chunks of all ``plans``; each reads the files with chunks in it."""
     every = [c for pl in plans for c in (pl.chunks or ())]
+    top = (1 << 63) - 2  # as in _windows: u64 times clamped for int64 math
     spans = [
         (
-            np.array([c[0] for c in pl.chunks or ()], np.int64),
-            np.array([c[1] for c in pl.chunks or ()], np.int64),
+            np.array([min(c[0], top) for c in pl.chunks or ()], np.int64),
+            np.array([min(max(c[1], c[0]), top) for c in pl.chunks or ()], np.int64),
         )
         for pl in plans
     ]
