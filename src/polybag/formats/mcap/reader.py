@@ -669,6 +669,7 @@ class McapReader(Reader):
         self._index_checked = False
         self._true_ranges: dict[int, tuple[int, int] | None] = {}
         self._quiet = False  # finding real ranges: damage is reported by the real read
+        self._muted = 0
         if isinstance(source, MappedSource):
             self._open_mapped()
         else:
@@ -1177,7 +1178,9 @@ class McapReader(Reader):
     # --- linear scan of a mapped file -------------------------------------------------------------
     def _note(self, what: str, skipped: int) -> None:
         sr = self._scan_result
-        if sr is not None and not self._quiet:
+        if self._quiet:
+            self._muted += 1
+        elif sr is not None:
             sr.errors.append(what)
             sr.bytes_skipped += skipped
 
@@ -1475,14 +1478,15 @@ class McapReader(Reader):
     def _true_range(self, off: int) -> tuple[int, int] | None:
         """The smallest and largest log time really in the chunk at ``off`` (None: no messages).
 
-        Read once per reader.  A chunk that cannot be read gets the widest range, so it is
-        read (and its damage reported) first.
+        Read once per reader.  A chunk that cannot be read (or, recovering, has damage but
+        no messages) gets the widest range, so it is read (and its damage reported) first.
         """
         if off in self._true_ranges:
             return self._true_ranges[off]
         load = self._scan_loader(off, None, None, None, False, arrays=True)
         quiet = self._quiet
         self._quiet = True
+        muted = self._muted
         got: Any
         try:
             got = load()
@@ -1498,6 +1502,8 @@ class McapReader(Reader):
         else:
             lts = got.lt if isinstance(got, _Batch) else np.fromiter((m.log_time for m in got), np.uint64, len(got))
             rng = (int(lts.min()), int(lts.max())) if len(lts) else None
+            if rng is None and self._muted != muted:
+                rng = (0, (1 << 64) - 1)
         self._true_ranges[off] = rng
         return rng
 
