@@ -743,8 +743,10 @@ def read_topic(
 
     Partitions hold about ``partition_messages`` messages of the topic, cut at chunk
     boundaries from the files' indexes; within a partition rows are in log-time order.
-    Divisions are known (``df.known_divisions``) when every file is indexed and the files
-    do not overlap in time.  ``multi_id`` picks the instance of a ULog topic.
+    Divisions are known (``df.known_divisions``) when every file is indexed (files that
+    overlap in time then share partitions).  ``multi_id`` picks the instance of a ULog
+    topic.  Column names and dtypes come from the message type (for schemaless encodings
+    such as JSON: from the topic's first message; keys it lacks are left out).
     """
     dd = _require("dataframe")
     start, end = _check_window(start, end)
