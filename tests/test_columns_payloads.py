@@ -79,7 +79,9 @@ def via_file_order(r: Any, topic: str) -> Pairs:
 
 def via_payloads(r: Any, topic: str) -> Pairs:
     lt, blob, starts, sizes = r.topic_payloads(topic)
-    assert lt.dtype == np.int64 and starts.dtype == np.int64 and sizes.dtype == np.int64
+    # int64 times, or uint64 when one is 2**63 ns or more (MCAP times are u64: never wrapped)
+    assert lt.dtype == (np.uint64 if len(lt) and int(lt.max()) >= 1 << 63 else np.int64)
+    assert starts.dtype == np.int64 and sizes.dtype == np.int64
     assert blob.dtype == np.uint8 and len(lt) == len(starts) == len(sizes)
     b = blob.tobytes()
     assert all(0 <= s and s + z <= len(b) for s, z in zip(starts.tolist(), sizes.tolist()))

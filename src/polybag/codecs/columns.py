@@ -10,7 +10,7 @@ sequences are materialised per message (as Python objects in object arrays).
 Column names are flattened paths: ``header.stamp`` (times as int64 nanoseconds),
 ``pose.position.x``, ``covariance[0]`` for fixed arrays; variable-length arrays give one
 object column holding an array (or bytes, or a list) per message.  ``log_time`` is always
-present.  Other encodings (JSON, protobuf) are decoded per message and flattened the same way.
+present (int64 ns; uint64 when a time is 2**63 or more, which MCAP allows).  Other encodings (JSON, protobuf) are decoded per message and flattened the same way.
 
 Readers can skip the per-message iteration entirely by offering
 ``topic_payloads(topic) -> (log_times, blob, starts, sizes)`` (numpy arrays, log-time order;
@@ -63,6 +63,9 @@ def _check_fields(fields: Sequence[str] | None, cols: dict[str, np.ndarray], n: 
             raise PolybagError(f"no field {f!r}; fields: {', '.join(names) or '(none)'}")
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """One numpy array per leaf field of ``topic`` (log-time order), plus ``log_time``."""
     channels = [c for c in reader.summary.channels.values() if c.topic == topic]
@@ -82,7 +85,7 @@ def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = Non
             codec, np.asarray(blob, np.uint8), np.asarray(starts, np.int64), np.asarray(sizes, np.int64), _wanted(fields), topic
         )
         _check_fields(fields, cols, len(times_a))
-        return {"log_time": np.asarray(times_a, np.int64), **cols}
+        return {"log_time": log_times(times_a), **cols}
     times: list[int] = []
     datas: list[Any] = []
     for m in reader.messages(topics=[topic]):
@@ -90,9 +93,21 @@ def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = Non
         datas.append(m.data)
     cols = payload_columns(codec, datas, fields, topic=topic)
     _check_fields(fields, cols, len(datas))
-    out = {"log_time": np.array(times, dtype=np.int64)}
+    out = {"log_time": log_times(times)}
     out.update(cols)
     return out
+
+
+def log_times(times: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Log times (ns) as int64, or as uint64 when one is 2**63 or more (MCAP times are u64:
+    such a time is kept, not wrapped to a negative number)."""
+    if isinstance(times, np.ndarray):
+        if times.dtype == np.int64:
+            return times
+        big = times.dtype == np.uint64 and len(times) and int(times.max()) > _INT64_MAX
+        return times.astype(np.uint64 if big else np.int64)
+    big = bool(times) and max(times) > _INT64_MAX
+    return np.array(times, dtype=np.uint64 if big else np.int64)
 
 
 def _is_compiled(codec: Any) -> bool:

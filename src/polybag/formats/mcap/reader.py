@@ -81,6 +81,7 @@ from polybag.source import MappedSource, Source, StreamSource
 
 _LOG_TIME = attrgetter("log_time")
 _MAX_TIME = (1 << 64) - 1
+_INT64_MAX = (1 << 63) - 1
 _NEG_LOG_TIME: Callable[[Message], int] = lambda m: -m.log_time  # noqa: E731
 _OP_MESSAGE = int(Opcode.MESSAGE)
 _OP_SCHEMA = int(Opcode.SCHEMA)
@@ -1844,8 +1845,9 @@ class McapReader(Reader):
         The same messages as ``messages(topics=[topic])`` in log-time order (ties in file
         order), without a Python object per message: only chunks holding the topic's
         channels are read (from the chunk and message indexes, or found by a scan), each is
-        decompressed once and its message heads are parsed in bulk.  ``log_times`` (int64),
-        ``starts`` and ``sizes`` (int64) are in log-time order; ``blob`` (uint8) holds the
+        decompressed once and its message heads are parsed in bulk.  ``log_times`` (int64;
+        uint64 if a time is 2**63 ns or more, which MCAP allows), ``starts`` and ``sizes``
+        (int64) are in log-time order; ``blob`` (uint8) holds the
         payloads back to back (in file order).  Damage behaves as in :meth:`messages`:
         FormatError without ``recover``; with it the intact payloads and a recovery report.
         """
@@ -1891,7 +1893,9 @@ class McapReader(Reader):
             if len(lt) > 1 and not bool(np.all(lt[1:] >= lt[:-1])):
                 o = np.argsort(lt, kind="stable")
                 lt, starts, sizes = lt[o], starts[o], sizes[o]
-            result = (lt.astype(np.int64), blob, starts, sizes)
+            # MCAP times are u64: int64 unless a time does not fit (then uint64, not wrapped)
+            fits = not len(lt) or int(lt[-1]) <= _INT64_MAX
+            result = (lt.astype(np.int64) if fits else lt, blob, starts, sizes)
             count = len(result[0])
         finally:
             self._drop_want(want)
