@@ -133,6 +133,34 @@ def ulog_metadata_records(
     return {name: md for name, md in records.items() if md}
 
 
+def ulog_metadata_to(
+    writer: Any,
+    fmt: str,
+    info: dict[str, Any],
+    params: dict[str, Any],
+    default_params: dict[int, dict[str, Any]],
+    has_changes: bool,
+    result: Any,
+) -> int:
+    """A ULog's definitions for a target that is not a ULog: MCAP gets the metadata records
+    of :func:`ulog_metadata_records`; what a target cannot hold (a bag's info and
+    parameters, anyone's parameter changes and dropouts) is reported as a warning on
+    ``result``.  Returns the estimated size on disk of what was written."""
+    size = 0
+    if fmt == "mcap":
+        for name, md in ulog_metadata_records(info, params, default_params).items():
+            writer.add_metadata(name, md)
+            result.metadata += 1
+            size += 64 + len(name) + sum(len(k) + len(v) + 8 for k, v in md.items())
+    else:
+        lost = [n for n, d in (("info", info), ("parameters", params)) if d]
+        if lost:
+            result.warn(f"{fmt} files cannot hold the ULog's {' and '.join(lost)}; not copied")
+    if has_changes:
+        result.warn(f"{fmt} files have no place for ULog parameter changes and dropouts; not copied")
+    return size
+
+
 def ulog_extras(
     reader: Any, writer: Any, fmt: str, result: ConvertResult, messages: Iterator[Message]
 ) -> Iterator[Message]:
@@ -147,15 +175,8 @@ def ulog_extras(
     if fmt == "ulog":
         writer.copy_extras(u)
     else:
-        if fmt == "mcap":
-            records = ulog_metadata_records(u.info, u.params, getattr(u, "default_params", {}))
-            for name, md in records.items():
-                writer.add_metadata(name, md)
-                result.metadata += 1
-        else:
-            lost = [n for n, d in (("info", u.info), ("parameters", u.params)) if d]
-            if lost:
-                result.warn(f"{fmt} files cannot hold the ULog's {' and '.join(lost)}; not copied")
-        if u.changed_params or u.dropouts:
-            result.warn(f"{fmt} files have no place for ULog parameter changes and dropouts; not copied")
+        ulog_metadata_to(
+            writer, fmt, u.info, u.params, getattr(u, "default_params", {}),
+            bool(u.changed_params or u.dropouts), result,
+        )  # fmt: skip
     yield from messages

@@ -49,7 +49,7 @@ from polybag.ops._common import (
     summary_count,
     target_format,
 )
-from polybag.ops.convert import ulog_metadata_records
+from polybag.ops.convert import ulog_metadata_to
 from polybag.ops.split import UlogTimeline
 from polybag.reader import Reader
 from polybag.writer import Writer
@@ -282,13 +282,5 @@ def _definitions_to(
     if fmt == "ulog":
         defs.write_ulog(writer)
         return
-    if fmt == "mcap":
-        for name, md in ulog_metadata_records(defs.info, defs.params, defs.default_params).items():
-            writer.add_metadata(name, md)
-            result.metadata += 1
-    else:
-        lost = [n for n, d in (("info", defs.info), ("parameters", defs.params)) if d]
-        if lost:
-            result.warn(f"{fmt} files cannot hold the ULog's {' and '.join(lost)}; not copied")
-    if any(u.changed_params or u.dropouts for u in ulogs):
-        result.warn(f"{fmt} files have no place for ULog parameter changes and dropouts; not copied")
+    changes = any(u.changed_params or u.dropouts for u in ulogs)
+    ulog_metadata_to(writer, fmt, defs.info, defs.params, defs.default_params, changes, result)

@@ -60,7 +60,7 @@ from polybag.ops._common import (
     summary_count,
     target_format,
 )
-from polybag.ops.convert import ulog_metadata_records
+from polybag.ops.convert import ulog_metadata_to
 from polybag.writer import Writer
 
 # Upper bounds of the bytes a writer adds around the payloads (bag, MCAP and ULog writers):
@@ -229,19 +229,9 @@ def ulog_part_extras(
         if start_us is not None:
             writer.start_timestamp = start_us
         return ulog_definitions_size(u, params)
-    size = 0
-    if fmt == "mcap":
-        for name, md in ulog_metadata_records(u.info, params, u.default_params).items():
-            writer.add_metadata(name, md)
-            result.metadata += 1
-            size += 64 + len(name) + sum(len(k) + len(v) + 8 for k, v in md.items())
-    else:
-        lost = [n for n, d in (("info", u.info), ("parameters", u.params)) if d]
-        if lost:
-            result.warn(f"{fmt} files cannot hold the ULog's {' and '.join(lost)}; not copied")
-    if u.changed_params or u.dropouts:
-        result.warn(f"{fmt} files have no place for ULog parameter changes and dropouts; not copied")
-    return size
+    return ulog_metadata_to(
+        writer, fmt, u.info, params, u.default_params, bool(u.changed_params or u.dropouts), result
+    )
 
 
 def _time(value: int | str, base: int | None) -> int:
