@@ -1,9 +1,10 @@
 """Dask scale-out: many logs and huge logs as Dask DataFrames and Bags.
 
 Partitions come from the files' own indexes, read in the driver without reading any
-message data: MCAP chunk indexes (with per-chunk, per-channel counts from the Message
-Index record headers) and bag chunk info records (per-connection counts) are grouped
-into partitions of about ``partition_messages`` messages of the selected topics.
+message data: each reader's :meth:`~polybag.reader.Reader.chunk_message_counts` (MCAP
+chunk indexes with per-channel counts from the Message Index record headers, bag chunk
+info records with per-connection counts) gives the chunks, grouped into partitions of
+about ``partition_messages`` messages of the selected topics.
 
 A partition is a file plus a log-time window ``[start, end)``.  Windows of one file tile
 the time axis (the first is open below, the last open above), so every message falls into
@@ -33,7 +34,6 @@ from __future__ import annotations
 import glob as _glob
 import heapq
 import os
-import struct
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,8 +54,6 @@ __all__ = ["Partition", "file_summaries", "partitions", "read_messages", "read_t
 
 DEFAULT_PARTITION_MESSAGES = 500_000
 _PLAN_THREADS = 8
-_U16 = struct.Struct("<H")
-_U32 = struct.Struct("<I")
 
 
 def _require(what: str = "dataframe") -> Any:
@@ -139,72 +137,6 @@ class _FilePlan:
     channels: list[Channel]  # the selected channels the driver saw (for meta)
     indexed: bool
     chunks: list[tuple[int, int, int]] | None = None  # (start, end, count) of the topic's chunks
-
-
-def _mcap_chunks(r: Reader, sel: set[int] | None, summary: Any) -> list[tuple[int, int, int]] | None:
-    """``(start, end, count)`` of each MCAP chunk holding selected channels, from the index.
-
-    Counts come from the Message Index record headers the chunk index points at (array
-    length / 16); only their 15-byte headers are read.  ``None``: no usable chunk index.
-    """
-    if not getattr(r, "has_summary", False):
-        return None
-    cis = getattr(r, "chunk_indexes", None)
-    if not cis:
-        return None
-    view = getattr(r.source, "view", None)
-    size = getattr(r.source, "size", 0)
-    wanted_ids = set(summary.channels) if sel is None else sel
-    total = sum(summary.message_counts.get(c, 0) for c in wanted_ids)
-    all_unc = sum(max(ci.uncompressed_size, 1) for ci in cis) or 1
-    out: list[tuple[int, int, int]] = []
-    for ci in cis:
-        offs: dict[int, int] = ci.message_index_offsets
-        estimate = max(1, total * max(ci.uncompressed_size, 1) // all_unc)
-        if not offs or view is None:
-            out.append((ci.message_start_time, ci.message_end_time, estimate))
-            continue
-        n = 0
-        exact = True
-        for cid in wanted_ids & offs.keys():
-            off = offs[cid]
-            if off + 15 > size or view[off] != 0x07 or _U16.unpack_from(view, off + 9)[0] != cid:
-                exact = False
-                break
-            n += _U32.unpack_from(view, off + 11)[0] // 16
-        if not exact:
-            out.append((ci.message_start_time, ci.message_end_time, estimate))
-        elif n:
-            out.append((ci.message_start_time, ci.message_end_time, n))
-    return out
-
-
-def _bag_chunks(r: Reader, sel: set[int] | None) -> list[tuple[int, int, int]] | None:
-    """``(start, end, count)`` of each bag chunk holding selected connections (chunk infos)."""
-    if not getattr(r, "indexed", False):
-        return None
-    chunks = getattr(r, "chunks", None)
-    if not chunks or not all(hasattr(c, "counts") for c in chunks):
-        return None
-    out: list[tuple[int, int, int]] = []
-    for c in chunks:
-        n = sum(v for k, v in c.counts.items() if sel is None or k in sel)
-        if n:
-            out.append((int(c.start), int(c.end), int(n)))
-    return out
-
-
-def _generic_chunks(summary: Any, sel: set[int] | None) -> list[tuple[int, int, int]] | None:
-    """Any other indexed reader: its ChunkInfo list, counts shared out by the topic's share."""
-    if not summary.indexed or not summary.chunks:
-        return None
-    total = summary.message_count or 1
-    wanted = summary.message_count if sel is None else sum(summary.message_counts.get(c, 0) for c in sel)
-    return [
-        (c.start_time, c.end_time, max(1, c.message_count * wanted // total))
-        for c in summary.chunks
-        if wanted and c.message_count
-    ]
 
 
 class _Density:
@@ -333,15 +265,9 @@ def _plan_file(
         fmt = r.format
         summary = None
         chunks = None
-        if fmt == "mcap" and getattr(r, "has_summary", False):
+        if r.has_index:  # the summary is cheap: it comes from the index
             summary = r.summary
-            chunks = _mcap_chunks(r, _selection(topics, summary), summary)
-        elif fmt == "bag" and getattr(r, "indexed", False):
-            summary = r.summary
-            chunks = _bag_chunks(r, _selection(topics, summary))
-        elif fmt not in ("mcap", "bag"):
-            summary = r.summary
-            chunks = _generic_chunks(summary, _selection(topics, summary))
+            chunks = r.chunk_message_counts(_selection(topics, summary))
         if chunks is None:
             # unindexed: one partition for the whole file (its task scans it once)
             if need_channels and summary is None:

@@ -63,6 +63,39 @@ class Reader(ABC):
         """Format-specific facts for ``polybag info`` (JSON-ready)."""
         return {}
 
+    # --- index (for planners such as polybag.dask) ------------------------------------------
+    @property
+    def has_index(self) -> bool:
+        """Whether the file's own index (summary section, bag index) gives ``summary`` and
+        :meth:`chunk_message_counts` without reading the data.  ``False`` (the default) when
+        the reader cannot promise that: reading ``summary`` may then scan the whole file."""
+        return False
+
+    def chunk_message_counts(self, channel_ids: set[int] | None = None) -> list[tuple[int, int, int]] | None:
+        """``(start_time, end_time, message count of those channels)`` per chunk, from the
+        file's own index, without reading message data; ``None`` when the file has no usable
+        chunk index.  ``channel_ids=None`` counts every channel.
+
+        Chunks known to hold none of the channels are left out; the times are the index's
+        inclusive log-time bounds of the whole chunk.  A count may be an estimate when the
+        index gives no exact per-channel count (it is then at least 1).  This base version
+        uses ``summary.chunks`` of an indexed summary, each chunk's count shared out by the
+        channels' share of all messages (``[]`` when the summary knows no count for them);
+        formats with per-channel counts per chunk override it.
+        """
+        s = self.summary
+        if not s.indexed or not s.chunks:
+            return None
+        total = s.message_count or 1
+        wanted = (
+            s.message_count if channel_ids is None else sum(s.message_counts.get(c, 0) for c in channel_ids)
+        )
+        return [
+            (c.start_time, c.end_time, max(1, c.message_count * wanted // total))
+            for c in s.chunks
+            if wanted and c.message_count
+        ]
+
     # --- shared -------------------------------------------------------------------------
     @property
     def seekable(self) -> bool:

@@ -767,6 +767,23 @@ class BagV2Reader(BagInfoMixin, Reader):
             )
         return self._summary
 
+    @property
+    def has_index(self) -> bool:
+        """True when the bag's index (connections and chunk infos) was read at open."""
+        return self.indexed
+
+    def chunk_message_counts(self, channel_ids: set[int] | None = None) -> list[tuple[int, int, int]] | None:
+        """``(start, end, count of channel_ids)`` per chunk, from the chunk info records'
+        per-connection counts; ``None`` for an unindexed bag or one without chunks."""
+        if not self.indexed or not self.chunks:
+            return None
+        out: list[tuple[int, int, int]] = []
+        for c in self.chunks:
+            n = sum(v for k, v in c.counts.items() if channel_ids is None or k in channel_ids)
+            if n:
+                out.append((int(c.start), int(c.end), int(n)))
+        return out
+
     # --- messages -------------------------------------------------------------------------------
     def _load(self, ci: Chunk) -> bytes | memoryview:
         """Entries of ``ci`` (index data, or a record scan) and its uncompressed bytes."""

@@ -2214,6 +2214,54 @@ class McapReader(Reader):
                 self._summary = self._summary_from_scan()
         return self._summary
 
+    @property
+    def has_index(self) -> bool:
+        """True when the file has a summary section (read at open)."""
+        return self.has_summary
+
+    def chunk_message_counts(self, channel_ids: set[int] | None = None) -> list[tuple[int, int, int]] | None:
+        """Per chunk of the Chunk Indexes: ``(start, end, count of channel_ids)``.
+
+        Counts come from the Message Index records the Chunk Index points at (array length
+        / 16); only their 15-byte headers are read.  A chunk without Message Index offsets,
+        or whose headers do not check out, gets an estimate instead: the channels' total
+        count (from the summary) shared out by uncompressed size, at least 1.  ``None``
+        without a summary or Chunk Indexes.
+        """
+        if not self.has_summary or not self.chunk_indexes:
+            return None
+        cis = self.chunk_indexes
+        summary = self.summary
+        view = getattr(self.source, "view", None)
+        size = getattr(self.source, "size", 0)
+        wanted_ids = set(summary.channels) if channel_ids is None else channel_ids
+        total = sum(summary.message_counts.get(c, 0) for c in wanted_ids)
+        all_unc = sum(max(ci.uncompressed_size, 1) for ci in cis) or 1
+        out: list[tuple[int, int, int]] = []
+        for ci in cis:
+            offs = ci.message_index_offsets
+            estimate = max(1, total * max(ci.uncompressed_size, 1) // all_unc)
+            if not offs or view is None:
+                out.append((ci.message_start_time, ci.message_end_time, estimate))
+                continue
+            n = 0
+            exact = True
+            for cid in wanted_ids & offs.keys():
+                off = offs[cid]
+                if (
+                    off + 15 > size
+                    or view[off] != _OP_MESSAGE_INDEX
+                    or U16.unpack_from(view, off + 9)[0] != cid
+                ):
+                    exact = False
+                    break
+                n += U32.unpack_from(view, off + 11)[0] // 16
+            if not exact:
+                out.append((ci.message_start_time, ci.message_end_time, estimate))
+            elif n:
+                out.append((ci.message_start_time, ci.message_end_time, n))
+        return out
+
     def _summary_base(self, indexed: bool) -> Summary:
         src = self.source
         assert isinstance(src, MappedSource)
