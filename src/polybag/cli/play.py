@@ -1,0 +1,206 @@
+"""``polybag play FILE...``: publish logs to a live ROS 1 graph, like ``rosbag play``.
+
+Takes rosbag play's options (``-r``, ``-s``, ``-u``, ``-l``, ``--clock --hz``, ``--topics``,
+``--pause-topics``, ``--pause``, ``-d``, ``-i``, ``--skip-empty``, ``-q``, ``-k``,
+``--wait-for-subscribers``, ``-p``) and any input polybag reads (bags, MCAP ``ros1``
+channels, ULog as ``ulog_msgs/*``); several inputs are merged by log time.  When stdin is a
+terminal, space pauses and resumes and ``s`` steps one message while paused.
+
+Exit codes: 0 played, 2 usage, 3 an input cannot be read or the master cannot be reached,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+EXTENSIONS = (".bag", ".mcap", ".ulg", ".active")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "play",
+        help="publish logs to a ROS 1 master in real time (like rosbag play)",
+        description="Play FILE... (bag, MCAP, ULog; merged by log time) to the ROS master at "
+        "ROS_MASTER_URI. Space pauses/resumes and s steps when stdin is a terminal.",
+    )
+    p.add_argument("files", nargs="*", metavar="FILE", help="logs to play")
+    p.add_argument("--bags", nargs="+", default=[], metavar="FILE", help="more logs to play")
+    p.add_argument("-p", "--prefix", default="", help="prefix all output topics")
+    p.add_argument("-q", "--quiet", action="store_true", help="no console output")
+    p.add_argument("-i", "--immediate", action="store_true", help="play all messages without waiting")
+    p.add_argument("--pause", action="store_true", help="start paused")
+    p.add_argument("--queue", type=int, default=100, help="outgoing queue size (accepted for rosbag compatibility)")
+    p.add_argument("--clock", action="store_true", help="publish the bag time on /clock")
+    p.add_argument("--hz", type=float, default=100.0, help="/clock frequency (default 100)")
+    p.add_argument("-d", "--delay", type=float, default=0.2, help="sleep SEC after advertising (default 0.2)")
+    p.add_argument("-r", "--rate", type=float, default=1.0, help="multiply the publish rate by FACTOR")
+    p.add_argument("-s", "--start", type=float, default=0.0, help="start SEC seconds into the logs")
+    p.add_argument("-u", "--duration", type=float, default=None, help="play only SEC seconds")
+    p.add_argument("--skip-empty", type=float, default=None, metavar="SEC", help="skip gaps longer than SEC")
+    p.add_argument("-l", "--loop", action="store_true", help="loop playback")
+    p.add_argument("--loop-count", type=int, default=None, metavar="N", help="with -l: stop after N passes")
+    p.add_argument("-k", "--keep-alive", action="store_true", help="keep publishers alive after the end")
+    p.add_argument("--try-future-version", action="store_true", help="accepted for rosbag compatibility")
+    p.add_argument("--topics", nargs="+", default=None, metavar="TOPIC", help="topics to play")
+    p.add_argument("--pause-topics", nargs="+", default=[], metavar="TOPIC", help="pause after these topics")
+    p.add_argument("--wait-for-subscribers", action="store_true", help="wait for a subscriber on each topic")
+    p.add_argument("--node", default="/play", help="node name (default /play, made anonymous)")
+    p.set_defaults(func=run)
+
+
+def _split_inputs(args: argparse.Namespace) -> list[str]:
+    """Files, plus log files rosbag-style ``--topics a b x.bag`` swallowed into the topics."""
+    files = list(args.files) + list(args.bags)
+    if args.topics is not None:
+        topics = []
+        for t in args.topics:
+            if t.endswith(EXTENSIONS) and os.path.isfile(t):
+                files.append(t)
+            else:
+                topics.append(t)
+        args.topics = topics
+    kept = []
+    for t in args.pause_topics:
+        if t.endswith(EXTENSIONS) and os.path.isfile(t):
+            files.append(t)
+        else:
+            kept.append(t)
+    args.pause_topics = kept
+    return files
+
+
+@contextlib.contextmanager
+def _keyboard(player: Any) -> Iterator[None]:
+    """Space toggles pause, ``s`` steps, while stdin is a terminal (cbreak mode, restored)."""
+    try:
+        import select
+        import termios
+        import tty
+    except ImportError:
+        yield
+        return
+    stdin = sys.stdin
+    if stdin is None or not stdin.isatty():
+        yield
+        return
+    fd = stdin.fileno()
+    try:
+        saved = termios.tcgetattr(fd)
+        tty.setcbreak(fd)
+    except termios.error:
+        yield
+        return
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.is_set():
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if not ready:
+                continue
+            ch = os.read(fd, 1)
+            if ch == b" ":
+                player.toggle_pause()
+            elif ch in (b"s", b"S"):
+                player.step()
+            elif not ch:
+                return
+
+    t = threading.Thread(target=loop, name="polybag-play-keys", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join(1.0)
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _status(player: Any, out: Any, done: threading.Event) -> None:
+    """rosbag's status line, ten times a second (only on a terminal)."""
+    start = player.start_time
+    end = player.end_time
+    total = None if end is None else (end - start) / 1e9
+    while not done.wait(0.1):
+        t = player.time
+        state = "PAUSED " if player.paused else "RUNNING"
+        tail = f" / {total:.6f}" if total is not None else ""
+        out.write(f"\r [{state}]  Bag Time: {t / 1e9:17.6f}   Duration: {(t - start) / 1e9:.6f}{tail}   ")
+        out.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from polybag.errors import UsageError
+    from polybag.play import Player, PlayOptions, Ros1Sink
+
+    files = _split_inputs(args)
+    if not files:
+        raise UsageError("no input files")
+    if args.loop_count is not None and not args.loop:
+        args.loop = True
+    opts = PlayOptions(
+        rate=args.rate,
+        start=args.start,
+        duration=args.duration,
+        loop=args.loop,
+        loop_count=args.loop_count,
+        clock=args.clock,
+        hz=args.hz,
+        topics=args.topics,
+        pause_topics=args.pause_topics,
+        pause=args.pause,
+        delay=args.delay,
+        immediate=args.immediate,
+        skip_empty=args.skip_empty,
+        queue=args.queue,
+        quiet=args.quiet,
+        keep_alive=args.keep_alive,
+        wait_for_subscribers=args.wait_for_subscribers,
+        prefix=args.prefix,
+    )
+    opts.validate()
+    import polybag
+    from polybag.net.ros1.node import Node
+
+    out = sys.stdout
+    with contextlib.ExitStack() as stack:
+        # inputs first: an unreadable file fails before anything is advertised
+        readers = [stack.enter_context(polybag.open(f)) for f in files]
+        node = stack.enter_context(Node(args.node, anonymous=True))
+        sink = Ros1Sink(node, prefix=args.prefix)
+        with Player(readers, opts, sink) as player:
+            if not args.quiet:
+                for f in files:
+                    out.write(f"[ INFO] Opening {f}\n")
+                if opts.pause:
+                    out.write("Paused: space to resume, s to step.\n")
+                out.flush()
+            done = threading.Event()
+            status = None
+            if not args.quiet and out.isatty():
+                status = threading.Thread(target=_status, args=(player, out, done), daemon=True)
+                status.start()
+            try:
+                with _keyboard(player):
+                    stats = player.run()
+            except KeyboardInterrupt:
+                player.stop()
+                raise
+            finally:
+                done.set()
+                if status is not None:
+                    status.join(1.0)
+                    out.write("\n")
+            if not args.quiet:
+                out.write(f"Done: {stats.published} messages on {len(stats.per_topic)} topics")
+                out.write(f" ({stats.loops} passes)\n" if stats.loops > 1 else "\n")
+                if sink.skipped:
+                    out.write(f"Skipped (not ROS 1): {', '.join(sorted(set(sink.skipped)))}\n")
+                out.flush()
+    return 0

@@ -1,0 +1,187 @@
+"""Publish played messages to a live ROS 1 graph through :class:`polybag.net.ros1.Node`.
+
+Each topic is advertised with the type, md5sum, full message definition and latching of
+its channel (a bag connection header, or an MCAP ``ros1`` channel's metadata and
+``ros1msg`` schema; a missing md5sum is computed from the definition as ROS does) and
+the stored payload bytes are sent unchanged.  ULog channels are translated to
+``ulog_msgs/*`` ROS 1 messages with the mapping of :mod:`polybag.ops.ulog_ros1`.  Channels
+in other encodings (CDR, JSON, ...) cannot be sent to ROS 1: they are skipped and listed in
+``skipped``.
+
+With ``clock`` on, ``/clock`` (``rosgraph_msgs/Clock``) carries the bag time.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from polybag.model import Channel, Message
+from polybag.play.player import PlayOptions
+
+CLOCK_TOPIC = "/clock"
+CLOCK_TYPE = "rosgraph_msgs/Clock"
+CLOCK_MD5 = "a9c97c1d230cfc112e270351a944ee47"
+CLOCK_DEFINITION = (
+    "# roslib/Clock is used for publishing simulated time in ROS. \n"
+    "# This message simply communicates the current time.\n"
+    "# For more information, see http://www.ros.org/wiki/Clock\n"
+    "time clock\n"
+)
+_CLOCK = struct.Struct("<II")
+
+
+def clock_payload(time_ns: int) -> bytes:
+    """``rosgraph_msgs/Clock`` serialized: uint32 secs, uint32 nsecs (clamped to the range)."""
+    secs, nsecs = divmod(max(0, time_ns), 1_000_000_000)
+    return _CLOCK.pack(min(secs, 0xFFFFFFFF), nsecs)
+
+
+def _truthy(v: object) -> bool:
+    return str(v).strip().lower() in ("1", "true", "yes")
+
+
+class _Route:
+    __slots__ = ("publisher", "repack")
+
+    def __init__(self, publisher: Any, repack: Callable[[Any], bytes | None] | None) -> None:
+        self.publisher = publisher
+        self.repack = repack
+
+
+def ros1_connection(ch: Channel) -> tuple[str, str, str, str, bool, Callable[[Any], bytes | None] | None]:
+    """``(topic, type, md5sum, definition, latching, repack)`` to advertise ``ch`` on ROS 1.
+
+    Raises :class:`polybag.errors.UnsupportedError` for channels ROS 1 cannot carry.
+    """
+    from polybag.errors import UnsupportedError
+
+    md = ch.metadata
+    schema = ch.schema
+    latch = _truthy(md.get("latching", "0"))
+    if ch.message_encoding == "ros1":
+        tname = ch.type_name
+        definition = bytes(schema.data).decode("utf-8", "replace") if schema is not None else ""
+        md5 = str(md.get("md5sum", "") or "")
+        if not md5:
+            from polybag.codecs.ros1 import compute_md5  # type: ignore[attr-defined]
+
+            try:
+                md5 = str(compute_md5(tname, definition))
+            except Exception as e:  # noqa: BLE001 - report, do not crash the player
+                raise UnsupportedError(f"topic {ch.topic}: no md5sum and the definition cannot be parsed: {e}") from e
+        if not tname:
+            raise UnsupportedError(f"topic {ch.topic}: no message type")
+        return ch.topic, tname, md5, definition, latch, None
+    if schema is not None and schema.encoding == "ulog":
+        from polybag.ops.ulog_ros1 import ulog_channel_to_ros1
+
+        topic, rschema, rmd, repack = ulog_channel_to_ros1(ch)
+        return topic, rschema.name, rmd["md5sum"], bytes(rschema.data).decode(), False, repack
+    raise UnsupportedError(f"topic {ch.topic}: message encoding {ch.message_encoding!r} cannot be sent to ROS 1")
+
+
+class Ros1Sink:
+    """Advertises every played channel on ``node`` and publishes the payloads.
+
+    ``node`` is a :class:`polybag.net.ros1.Node` (or anything with its ``advertise``).
+    Publishers are closed by :meth:`close`; the node stays the caller's.
+    """
+
+    def __init__(self, node: Any, *, prefix: str = "", warn: Callable[[str], Any] | None = None) -> None:
+        self.node = node
+        self.prefix = prefix.rstrip("/")
+        self.warn = warn or (lambda text: print(f"polybag play: warning: {text}", file=sys.stderr))
+        self.publishers: dict[str, Any] = {}  # output topic -> publisher
+        self._types: dict[str, str] = {}  # output topic -> md5sum advertised
+        self._routes: dict[int, _Route | None] = {}  # id(channel) -> route (None: skipped)
+        self._channels: list[Channel] = []
+        self.skipped: list[str] = []
+        self.clock_publisher: Any = None
+        self.published = 0
+
+    def open(self, channels: Sequence[Channel], options: PlayOptions) -> None:
+        if options.prefix and not self.prefix:
+            self.prefix = options.prefix.rstrip("/")
+        for ch in channels:
+            self._route(ch)
+        if options.clock:
+            self.clock_publisher = self.node.advertise(CLOCK_TOPIC, CLOCK_TYPE, CLOCK_MD5, CLOCK_DEFINITION)
+
+    def _out_topic(self, topic: str) -> str:
+        if not self.prefix:
+            return topic
+        return self.prefix + (topic if topic.startswith("/") else "/" + topic)
+
+    def _route(self, ch: Channel) -> _Route | None:
+        key = id(ch)
+        if key in self._routes:
+            return self._routes[key]
+        self._channels.append(ch)  # keeps id(ch) unique while the route lives
+        from polybag.errors import PolybagError
+
+        route: _Route | None = None
+        try:
+            topic, tname, md5, definition, latch, repack = ros1_connection(ch)
+        except PolybagError as e:
+            self.skipped.append(ch.topic)
+            self.warn(str(e))
+        else:
+            out = self._out_topic(topic)
+            pub = self.publishers.get(out)
+            if pub is None:
+                pub = self.node.advertise(out, tname, md5, definition, latch=latch)
+                self.publishers[out] = pub
+                self._types[out] = md5
+                route = _Route(pub, repack)
+            elif self._types[out] != md5:
+                self.skipped.append(ch.topic)
+                self.warn(f"topic {out}: already advertised with md5sum {self._types[out]}, skipping {tname} ({md5})")
+            else:
+                route = _Route(pub, repack)
+        self._routes[key] = route
+        return route
+
+    def publish(self, message: Message) -> None:
+        route = self._routes.get(id(message.channel), False)
+        if route is False:
+            route = self._route(message.channel)
+        if route is None:
+            return
+        assert isinstance(route, _Route)
+        data: Any = message.data
+        if route.repack is not None:
+            data = route.repack(data)
+            if data is None:
+                return
+        route.publisher.publish(bytes(data))
+        self.published += 1
+
+    def clock(self, time_ns: int) -> None:
+        if self.clock_publisher is not None:
+            self.clock_publisher.publish(clock_payload(time_ns))
+
+    def wait_for_subscribers(self, stopped: Callable[[], bool]) -> bool:
+        """Until every advertised topic has a subscriber (rosbag's --wait-for-subscribers)."""
+        for pub in self.publishers.values():
+            while pub.num_subscribers < 1:
+                if stopped():
+                    return False
+                pub.wait_for_subscribers(1, timeout=0.1)
+        return not stopped()
+
+    def close(self) -> None:
+        for pub in self.publishers.values():
+            try:
+                pub.close()
+            except Exception:  # noqa: BLE001, S110 - closing is best effort
+                pass
+        self.publishers.clear()
+        if self.clock_publisher is not None:
+            try:
+                self.clock_publisher.close()
+            except Exception:  # noqa: BLE001, S110
+                pass
+            self.clock_publisher = None
