@@ -1,0 +1,241 @@
+"""``RecordOptions``: every ``rosbag record`` option, with rosbag's names and meanings.
+
+Names follow rosbag's long options (``--output-prefix`` -> ``output_prefix``).  Sizes are
+in rosbag's units: ``size`` and ``buffsize`` in MB (1 MB = 1048576 bytes, as rosbag
+counts), ``chunksize`` in KB, ``min_space`` as rosbag's text (``1G``, ``500M``, ``10k``) or
+bytes.  ``duration`` is seconds, or ``5m`` / ``2h`` like rosbag's ``--duration``.
+
+Bag naming is rosbag's: ``-O NAME`` writes ``NAME.bag``; ``-o PREFIX`` writes
+``PREFIX_YYYY-MM-DD-HH-MM-SS.bag``; neither writes ``YYYY-MM-DD-HH-MM-SS.bag``; with
+``--split`` the parts end ``_0``, ``_1``...  A name ending ``.mcap`` writes MCAP (``ros1``
+profile) instead of a bag.  While a file is written it is ``NAME.active``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from polybag.errors import UsageError
+
+MB = 1 << 20
+KB = 1 << 10
+
+_SPACE_UNITS = {"": 1, "K": KB, "M": MB, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_min_space(text: str | int) -> int:
+    """rosbag's ``--min-space`` text (``1G``, ``500M``, ``10k``, ``4096``) in bytes."""
+    if isinstance(text, int):
+        if text < 0:
+            raise UsageError(f"--min-space cannot be negative ({text})")
+        return text
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([kKmMgGtT]?)[bB]?\s*", str(text))
+    if not m:
+        raise UsageError(f"--min-space {text!r}: expected a number with an optional k, M or G multiplier")
+    return int(float(m.group(1)) * _SPACE_UNITS[m.group(2).upper()])
+
+
+def parse_duration(text: str | float | int | None) -> float | None:
+    """rosbag's ``--duration``: seconds, or minutes/hours with ``m``/``h`` appended."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([smh]?)\s*", text)
+        if not m:
+            raise UsageError(f"--duration {text!r}: expected seconds, or a number followed by s, m or h")
+        value = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    if value <= 0:
+        raise UsageError(f"--duration must be positive, got {text!r}")
+    return value
+
+
+def stamp(t: float | None = None) -> str:
+    """rosbag's date stamp (local time): ``YYYY-MM-DD-HH-MM-SS``."""
+    return time.strftime("%Y-%m-%d-%H-%M-%S", time.localtime(time.time() if t is None else t))
+
+
+@dataclass
+class RecordOptions:
+    """The options of ``rosbag record`` (``polybag record``); see the module docstring."""
+
+    topics: list[str] = field(default_factory=list)
+    all: bool = False  # -a: every published topic (the master is polled every second)
+    regex: bool = False  # -e: topics are regular expressions (full match, as boost::regex_match)
+    exclude: str | None = None  # -x: drop topics matching this regular expression
+    quiet: bool = False  # -q
+    publish: bool = False  # -p: publish std_msgs/Empty on begin_write when a bag starts
+    output_prefix: str | None = None  # -o PREFIX -> PREFIX_<date>.bag
+    output_name: str | None = None  # -O NAME -> NAME.bag (NAME.mcap writes MCAP)
+    split: bool = False  # --split: start a new file at --size/--duration (else stop there)
+    max_splits: int = 0  # --max-splits N: keep N finished parts (+ the one being written)
+    size: float = 0  # --size MB (0: no limit)
+    duration: str | float | None = None  # --duration 30 / 5m / 2h
+    buffsize: float = 256  # -b MB (0: infinite)
+    chunksize: int = 768  # --chunksize KB
+    limit: int = 0  # -l NUM messages per topic (0: no limit)
+    min_space: str | int = "1G"  # -L / --min-space
+    bz2: bool = False  # -j
+    lz4: bool = False  # --lz4
+    node: str | None = None  # --node: the topics that node subscribes to
+    tcpnodelay: bool = False  # --tcpnodelay
+    udp: bool = False  # --udp (refused: polybag speaks TCPROS only)
+    repeat_latched: bool = False  # --repeat-latched: latched messages again at the start of each part
+    snapshot: bool = False  # -s / --snapshot: keep the last buffsize MB; write them on a trigger
+    append_date: bool | None = None  # None: rosbag's rule (yes unless -O)
+    format: str | None = None  # "bag" or "mcap"; None: from the -O/-o extension, else bag
+    directory: str | None = None  # where relative names go (default: the current directory)
+    node_name: str = "/record"  # our node's name on the master (made anonymous)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.topics, str):
+            self.topics = [self.topics]
+        self.topics = list(self.topics)
+
+    # --- derived values ------------------------------------------------------------------------
+    @property
+    def buffer_bytes(self) -> int:
+        """-b in bytes (0: infinite)."""
+        return int(float(self.buffsize) * MB)
+
+    @property
+    def chunk_bytes(self) -> int:
+        return max(1, int(self.chunksize) * KB)
+
+    @property
+    def max_size_bytes(self) -> int:
+        return int(float(self.size) * MB)
+
+    @property
+    def max_duration_ns(self) -> int:
+        d = parse_duration(self.duration)
+        return 0 if d is None else int(d * 1_000_000_000)
+
+    @property
+    def min_space_bytes(self) -> int:
+        return parse_min_space(self.min_space)
+
+    @property
+    def compression(self) -> str:
+        if self.bz2:
+            return "bz2"
+        if self.lz4:
+            return "lz4"
+        return "none"
+
+    @property
+    def output_format(self) -> str:
+        if self.format:
+            return self.format
+        for name in (self.output_name, self.output_prefix):
+            if name and name.lower().endswith(".mcap"):
+                return "mcap"
+        return "bag"
+
+    @property
+    def extension(self) -> str:
+        return ".mcap" if self.output_format == "mcap" else ".bag"
+
+    def validate(self, *, live: bool = False) -> None:
+        """Raise ``UsageError`` for what rosbag refuses (or polybag cannot do)."""
+        if self.udp:
+            raise UsageError(
+                "--udp is not supported: polybag subscribes over TCPROS only (drop --udp; "
+                "--tcpnodelay gives low latency over TCP)"
+            )
+        if self.bz2 and self.lz4:
+            raise UsageError("can only use one type of compression (-j/--bz2 or --lz4)")
+        if self.output_format not in ("bag", "mcap"):
+            raise UsageError(f"cannot record to format {self.output_format!r} (bag or mcap)")
+        if self.output_format == "mcap" and self.bz2:
+            raise UsageError("MCAP chunks cannot be bz2 compressed (use --lz4, or the default zstd)")
+        if self.output_name and self.output_prefix:
+            raise UsageError("use -o/--output-prefix or -O/--output-name, not both")
+        for name, value in (
+            ("--size", self.size),
+            ("-b/--buffsize", self.buffsize),
+            ("-l/--limit", self.limit),
+            ("--max-splits", self.max_splits),
+        ):
+            if float(value) < 0:
+                raise UsageError(f"{name} cannot be negative ({value})")
+        if int(self.chunksize) <= 0:
+            raise UsageError(f"--chunksize must be positive ({self.chunksize})")
+        if self.max_splits and not self.split:
+            raise UsageError("--max-splits needs --split")
+        parse_duration(self.duration)
+        parse_min_space(self.min_space)
+        for pattern in ([*self.topics] if self.regex else []) + ([self.exclude] if self.exclude else []):
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise UsageError(f"bad regular expression {pattern!r}: {e}") from None
+        if live and not (self.topics or self.all or self.node):
+            raise UsageError("no topics given: name topics, or use -a/--all, -e/--regex or --node")
+
+    # --- topic selection -------------------------------------------------------------------------
+    def _compiled(self) -> tuple[list[re.Pattern[str]], re.Pattern[str] | None]:
+        cache: Any = self.__dict__.get("_regex_cache")
+        key = (tuple(self.topics), self.regex, self.exclude)
+        if cache is None or cache[0] != key:
+            pats = [re.compile(t) for t in self.topics] if self.regex else []
+            exc = re.compile(self.exclude) if self.exclude else None
+            cache = (key, pats, exc)
+            self.__dict__["_regex_cache"] = cache
+        return cache[1], cache[2]
+
+    def selects(self, topic: str, *, explicit_required: bool = False) -> bool:
+        """Whether ``topic`` is recorded: -a / -e regexes / named topics, minus -x.
+
+        With no topics, no -a and no --node (an in-process recorder) every topic is taken
+        unless ``explicit_required``.
+        """
+        pats, exc = self._compiled()
+        if exc is not None and exc.fullmatch(topic):
+            return False
+        if self.all or self.node:
+            return True
+        if self.regex:
+            return any(p.fullmatch(topic) for p in pats)
+        if self.topics:
+            names = {_global(t) for t in self.topics}
+            return topic in names or _global(topic) in names
+        return not explicit_required
+
+    # --- file names ------------------------------------------------------------------------------
+    def base_name(self, t: float | None = None) -> str:
+        """The file name without split number and extension (rosbag's updateFilenames)."""
+        parts: list[str] = []
+        prefix = self.output_name if self.output_name else (self.output_prefix or "")
+        for ext in (".bag", ".mcap"):
+            if prefix.lower().endswith(ext):
+                prefix = prefix[: -len(ext)]
+        if prefix:
+            parts.append(prefix)
+        append_date = self.append_date if self.append_date is not None else not self.output_name
+        if append_date:
+            parts.append(stamp(t))
+        if not parts:
+            raise UsageError("the bag name is empty (give -o/-O or keep the date)")
+        name = "_".join(parts)
+        if self.directory and not os.path.isabs(name):
+            name = os.path.join(self.directory, name)
+        return name
+
+    def file_name(self, split_index: int | None = None, t: float | None = None) -> str:
+        name = self.base_name(t)
+        if self.split and split_index is not None:
+            name += f"_{split_index}"
+        return name + self.extension
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _global(name: str) -> str:
+    return name if name.startswith("/") else "/" + name
