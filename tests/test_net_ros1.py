@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from polybag.errors import PolybagError
 from polybag.net.ros1 import (
+    BufferedSocket,
     MasterClient,
     Node,
     Ros1Message,
@@ -140,6 +141,29 @@ def test_frame_and_eof() -> None:
         assert read_message(b) is None
         with pytest.raises(TcprosError, match="before the connection header"):
             read_header(b)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=70_000), max_size=12), st.integers(min_value=1, max_value=100_000))
+def test_buffered_socket_reads_every_message(payloads: list[bytes], chunk: int) -> None:
+    wire = encode_header({"topic": "/t"}) + b"".join(frame(p) for p in payloads)
+    a, b = socket.socketpair()
+
+    def write() -> None:
+        for i in range(0, len(wire), chunk):
+            a.sendall(wire[i : i + chunk])
+        a.shutdown(socket.SHUT_WR)
+
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    with a, b:
+        reader = BufferedSocket(b)
+        assert read_header(reader) == {"topic": b"/t"}
+        got = []
+        while (msg := read_message(reader)) is not None:
+            got.append(msg)
+        t.join(30)
+    assert got == payloads
 
 
 def test_encode_header_rejects_bad_names() -> None:
@@ -535,3 +559,41 @@ def test_slave_shutdown_request_closes_node(graph: Graph) -> None:
     wait_until(lambda: node.name not in graph.publishers_of("/doomed_topic"), 15, "unregistration")
     node.close()
     assert node.closed
+
+
+@pytest.mark.live
+@pytest.mark.skipif(not HAVE_ROS, reason="Debian ROS 1 tools not installed")
+def test_slow_subscriber_never_blocks_publish(graph: Graph) -> None:
+    """A subscriber that stops reading fills its bounded queue: messages are dropped and counted."""
+    with graph.node("/fast") as a:
+        pub = a.advertise("/big", "std_msgs/String", STRING_MD5, STRING_DEF, queue_size=2)
+        s = socket.create_connection(("127.0.0.1", a.tcpros_port), timeout=10)
+        with s:
+            s.sendall(encode_header({"callerid": "/sleepy", "topic": "/big", "md5sum": "*", "type": "*"}))
+            assert read_header(s)["type"] == b"std_msgs/String"
+            assert pub.wait_for_subscribers(1, timeout=15)
+            payload = ser_string("x" * (1 << 20))
+            for _ in range(100):  # 100 MiB into a peer that reads nothing
+                pub.publish(payload)
+            assert pub.dropped >= 50
+            assert read_message(s, max_size=2 << 20) == payload  # what was sent is intact
+        wait_until(lambda: pub.num_subscribers == 0, 15, "sleepy subscriber gone")
+
+
+@pytest.mark.live
+@pytest.mark.skipif(not HAVE_ROS, reason="Debian ROS 1 tools not installed")
+def test_raising_callback_keeps_the_connection(graph: Graph) -> None:
+    got = Collector()
+
+    def callback(msg: Ros1Message) -> None:
+        got(msg)
+        raise ValueError("user bug")
+
+    with graph.node("/p") as a, graph.node("/s") as b:
+        pub = a.advertise("/boom", "std_msgs/String", STRING_MD5, STRING_DEF)
+        sub = b.subscribe("/boom", callback)
+        assert pub.wait_for_subscribers(1, timeout=15)
+        pub.publish(ser_string("1"))
+        pub.publish(ser_string("2"))
+        wait_until(lambda: len(got) == 2, 15, "two messages despite raising callback")
+        assert sub.connections == 1 and sub.errors == []

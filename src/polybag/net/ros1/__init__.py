@@ -37,6 +37,7 @@ from polybag.net.ros1.node import Node, Publisher, Ros1Message, Subscription  # 
 from polybag.net.ros1.tcpros import (  # noqa: E402
     DEFAULT_MAX_HEADER,
     DEFAULT_MAX_MESSAGE,
+    BufferedSocket,
     decode_header,
     encode_header,
     frame,
@@ -45,6 +46,7 @@ from polybag.net.ros1.tcpros import (  # noqa: E402
 )
 
 __all__ = [
+    "BufferedSocket",
     "DEFAULT_MAX_HEADER",
     "DEFAULT_MAX_MESSAGE",
     "MasterClient",

@@ -35,6 +35,7 @@ from polybag.net.ros1.master import DEFAULT_TIMEOUT, MasterClient, xmlrpc_call
 from polybag.net.ros1.tcpros import (
     DEFAULT_MAX_HEADER,
     DEFAULT_MAX_MESSAGE,
+    BufferedSocket,
     encode_header,
     frame,
     read_header,
@@ -48,6 +49,9 @@ log = logging.getLogger("polybag.net.ros1")
 HANDSHAKE_TIMEOUT = 10.0
 #: Seconds close() waits for each thread.
 JOIN_TIMEOUT = 5.0
+
+#: Small queued messages are joined into one send of up to this many bytes.
+_SEND_BATCH = 1 << 18
 
 _conn_ids = itertools.count(1)
 
@@ -125,6 +129,11 @@ class _SubscriberLink:
             self.queue.append(framed)
             self.cond.notify()
 
+    def _send(self, batch: list[bytes], size: int) -> None:
+        self.sock.sendall(batch[0] if len(batch) == 1 else b"".join(batch))
+        self.bytes_sent += size
+        self.messages_sent += len(batch)
+
     def _peer_gone(self) -> bool:
         try:
             readable, _, _ = select.select([self.sock], [], [], 0)
@@ -149,10 +158,16 @@ class _SubscriberLink:
                     if self._peer_gone():
                         return
                     continue
+                batch: list[bytes] = []
+                size = 0
                 for item in items:
-                    self.sock.sendall(item)
-                    self.bytes_sent += len(item)
-                    self.messages_sent += 1
+                    batch.append(item)
+                    size += len(item)
+                    if size >= _SEND_BATCH:
+                        self._send(batch, size)
+                        batch, size = [], 0
+                if batch:
+                    self._send(batch, size)
         except OSError as exc:
             if not self.closed:
                 log.info("subscriber %s of %s went away: %s", self.callerid, self.topic.name, exc)
@@ -340,6 +355,7 @@ class _PublisherLink:
         self.sub = sub
         self.uri = uri
         self.sock: socket.socket | None = None
+        self.reader: BufferedSocket | None = None
         self.header: dict[str, str] = {}
         self.connected = False
         self.closed = False
@@ -350,7 +366,7 @@ class _PublisherLink:
             target=self.run, name=f"polybag-ros1-sub{sub.topic}<-{uri}", daemon=True
         )
 
-    def _connect(self) -> socket.socket:
+    def _connect(self) -> BufferedSocket:
         sub = self.sub
         node = sub.node
         proto = xmlrpc_call(
@@ -398,7 +414,8 @@ class _PublisherLink:
             )
         except OSError as exc:
             raise TcprosError(f"sending the connection header failed: {exc}", f"{host}:{port}") from None
-        fields = text(read_header(sock, sub.max_header_size))
+        self.reader = BufferedSocket(sock)
+        fields = text(read_header(self.reader, sub.max_header_size))
         if "error" in fields:
             raise RosGraphError(f"publisher {self.uri} of {sub.topic} refused us: {fields['error']}")
         if sub.md5sum != "*" and fields.get("md5sum", "*") not in ("*", sub.md5sum):
@@ -407,19 +424,21 @@ class _PublisherLink:
             )
         self.header = fields
         sock.settimeout(None)
-        return sock
+        return self.reader
 
     def run(self) -> None:
         sub = self.sub
         try:
-            sock = self._connect()
+            if self.closed:
+                return
+            reader = self._connect()
             with self.lock:
                 if self.closed:
                     return
                 self.connected = True
             sub._link_changed()
             while not self.closed:
-                data = read_message(sock, sub.max_message_size)
+                data = read_message(reader, sub.max_message_size)
                 if data is None:
                     break
                 self.messages += 1
@@ -601,6 +620,11 @@ class _SlaveServer(xmlrpc.server.SimpleXMLRPCServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.requests: list[threading.Thread] = []
+        self.requests_lock = threading.Lock()
+
 
 class _ThreadingSlaveServer(_SlaveServer):
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -610,7 +634,16 @@ class _ThreadingSlaveServer(_SlaveServer):
             name="polybag-ros1-xmlrpc-req",
             daemon=True,
         )
+        with self.requests_lock:
+            self.requests = [x for x in self.requests if x.is_alive()]
+            self.requests.append(t)
         t.start()
+
+    def join_requests(self) -> None:
+        with self.requests_lock:
+            threads, self.requests = self.requests, []
+        for t in threads:
+            _join(t)
 
     def _process_thread(self, request: Any, client_address: Any) -> None:
         try:
@@ -658,6 +691,7 @@ class Node:
         self._pub_topics: dict[str, _PubTopic] = {}
         self._subs: dict[str, list[Subscription]] = {}
         self._closed = False
+        self._close_done = threading.Event()
         self.shutdown_requested = threading.Event()
         self.shutdown_reason = ""
         self._threads: list[threading.Thread] = []
@@ -786,13 +820,27 @@ class Node:
         return self.master.get_published_topics()
 
     def close(self) -> None:
-        """Unregister everything, stop the servers and join every thread."""
+        """Unregister everything, stop the servers and join every thread.
+
+        Idempotent; if another thread is closing the node (e.g. after a slave-API ``shutdown``),
+        waits for it to finish (except from the node's own threads, such as a callback).
+        """
         with self._lock:
-            if self._closed:
-                return
+            already = self._closed
             self._closed = True
-            subs = [s for lst in self._subs.values() for s in lst]
-            pubs = list(self._pub_topics.values())
+            if not already:
+                subs = [s for lst in self._subs.values() for s in lst]
+                pubs = list(self._pub_topics.values())
+        if already:
+            if not threading.current_thread().name.startswith("polybag-ros1"):
+                self._close_done.wait(JOIN_TIMEOUT * 4)
+            return
+        try:
+            self._close(subs, pubs)
+        finally:
+            self._close_done.set()
+
+    def _close(self, subs: list[Subscription], pubs: list[_PubTopic]) -> None:
         for sub in subs:
             sub.close()
         for pt in pubs:
@@ -807,6 +855,7 @@ class Node:
         self._xmlrpc.server_close()
         _join(self._xmlrpc_thread)
         _join(self._accept_thread)
+        self._xmlrpc.join_requests()
         with self._lock:
             threads = list(self._threads)
             self._threads.clear()

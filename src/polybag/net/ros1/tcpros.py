@@ -71,10 +71,40 @@ def frame(payload: bytes | bytearray | memoryview) -> bytes:
     n = len(payload) if not isinstance(payload, memoryview) else payload.nbytes
     if n > 0xFFFFFFFF:
         raise TcprosError(f"message of {n} bytes does not fit a 32-bit length")
-    return _LEN.pack(n) + bytes(payload)
+    return b"".join((_LEN.pack(n), payload))
 
 
-def _peer(sock: socket.socket) -> str | None:
+class BufferedSocket:
+    """A read side of a socket that fetches 64 KiB at a time (two small reads per message
+    otherwise); :func:`read_header` and :func:`read_message` accept it in place of the socket."""
+
+    __slots__ = ("sock", "_buf", "_pos")
+
+    STEP = 1 << 16
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buf = b""
+        self._pos = 0
+
+    def recv(self, n: int) -> bytes:
+        if self._pos < len(self._buf):
+            out = self._buf[self._pos : self._pos + n]
+            self._pos += len(out)
+            return out
+        if n >= self.STEP:
+            return self.sock.recv(n)
+        data = self.sock.recv(self.STEP)
+        if len(data) <= n:
+            return data
+        self._buf, self._pos = data, n
+        return data[:n]
+
+    def getpeername(self) -> object:
+        return self.sock.getpeername()
+
+
+def _peer(sock: socket.socket | BufferedSocket) -> str | None:
     try:
         host, port = sock.getpeername()[:2]
         return f"{host}:{port}"
@@ -82,11 +112,12 @@ def _peer(sock: socket.socket) -> str | None:
         return None
 
 
-def _recv_exact(sock: socket.socket, n: int, what: str, offset: int) -> bytes | None:
+def _recv_exact(sock: socket.socket | BufferedSocket, n: int, what: str, offset: int) -> bytes | None:
     """Exactly ``n`` bytes; None if EOF comes before the first byte; TcprosError on a partial read."""
     if n == 0:
         return b""
     buf = bytearray()
+    first = True
     while len(buf) < n:
         try:
             chunk = sock.recv(min(n - len(buf), _RECV_STEP))
@@ -102,11 +133,14 @@ def _recv_exact(sock: socket.socket, n: int, what: str, offset: int) -> bytes | 
             raise TcprosError(
                 f"connection closed {len(buf)} bytes into {what} of {n} bytes", _peer(sock), offset + len(buf)
             )
+        if first and len(chunk) == n:
+            return chunk
+        first = False
         buf += chunk
     return bytes(buf)
 
 
-def _read_length(sock: socket.socket, what: str, limit: int, offset: int) -> int | None:
+def _read_length(sock: socket.socket | BufferedSocket, what: str, limit: int, offset: int) -> int | None:
     raw = _recv_exact(sock, 4, f"{what} length", offset)
     if raw is None:
         return None
@@ -116,7 +150,7 @@ def _read_length(sock: socket.socket, what: str, limit: int, offset: int) -> int
     return n
 
 
-def read_header(sock: socket.socket, max_size: int = DEFAULT_MAX_HEADER) -> dict[str, bytes]:
+def read_header(sock: socket.socket | BufferedSocket, max_size: int = DEFAULT_MAX_HEADER) -> dict[str, bytes]:
     """Read one connection header from ``sock``.  EOF before it is a TcprosError too."""
     n = _read_length(sock, "connection header", max_size, 0)
     if n is None:
@@ -127,7 +161,7 @@ def read_header(sock: socket.socket, max_size: int = DEFAULT_MAX_HEADER) -> dict
     return decode_header(body, peer=_peer(sock))
 
 
-def read_message(sock: socket.socket, max_size: int = DEFAULT_MAX_MESSAGE) -> bytes | None:
+def read_message(sock: socket.socket | BufferedSocket, max_size: int = DEFAULT_MAX_MESSAGE) -> bytes | None:
     """One message payload, or None at a clean EOF (between messages)."""
     n = _read_length(sock, "message", max_size, 0)
     if n is None:
