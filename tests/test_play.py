@@ -402,7 +402,7 @@ class FakeNode:
     def __init__(self) -> None:
         self.pubs: dict[str, FakePublisher] = {}
 
-    def advertise(self, topic, type, md5sum, message_definition, *, latch=False, callerid=None):  # noqa: A002
+    def advertise(self, topic, type, md5sum, message_definition, *, latch=False, callerid=None, queue_size=100):  # noqa: A002
         assert topic not in self.pubs
         self.pubs[topic] = FakePublisher(topic, type, md5sum, message_definition, latch)
         return self.pubs[topic]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -186,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
             if not args.quiet and out.isatty():
                 status = threading.Thread(target=_status, args=(player, out, done), daemon=True)
                 status.start()
+            previous = None
+            if threading.current_thread() is threading.main_thread():
+                # SIGTERM ends playback cleanly: publishers flushed and unregistered
+                previous = signal.signal(signal.SIGTERM, lambda *_: player.stop())
             try:
                 with _keyboard(player):
                     stats = player.run()
@@ -193,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
                 player.stop()
                 raise
             finally:
+                if previous is not None:
+                    signal.signal(signal.SIGTERM, previous)
                 done.set()
                 if status is not None:
                     status.join(1.0)

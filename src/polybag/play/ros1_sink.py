@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -83,6 +84,27 @@ def ros1_connection(ch: Channel) -> tuple[str, str, str, str, bool, Callable[[An
     raise UnsupportedError(f"topic {ch.topic}: message encoding {ch.message_encoding!r} cannot be sent to ROS 1")
 
 
+def _drain(pub: Any, end: float) -> bool:
+    """For a Node publisher without ``flush``: until its subscriber queues are empty and
+    their sent counts have stopped moving (the last batch left the queue and the socket)."""
+    topic = getattr(pub, "_topic", None)
+    links = getattr(topic, "links", None)
+    if links is None:
+        return True
+    last: list[int] | None = None
+    while time.monotonic() < end:
+        current = list(links)
+        if all(not getattr(link, "queue", ()) for link in current):
+            sent = [int(getattr(link, "messages_sent", 0)) for link in current]
+            if sent == last:
+                return True
+            last = sent
+        else:
+            last = None
+        time.sleep(0.02)
+    return False
+
+
 class Ros1Sink:
     """Advertises every played channel on ``node`` and publishes the payloads.
 
@@ -101,13 +123,16 @@ class Ros1Sink:
         self.skipped: list[str] = []
         self.clock_publisher: Any = None
         self.published = 0
+        self.queue_size = 100
 
     def open(self, channels: Sequence[Channel], options: PlayOptions) -> None:
+        self.queue_size = max(1, options.queue)
         if options.prefix and not self.prefix:
             self.prefix = options.prefix.rstrip("/")
         for ch in channels:
             self._route(ch)
         if options.clock:
+            # /clock is never prefixed (as rosbag)
             self.clock_publisher = self.node.advertise(CLOCK_TOPIC, CLOCK_TYPE, CLOCK_MD5, CLOCK_DEFINITION)
 
     def _out_topic(self, topic: str) -> str:
@@ -132,7 +157,7 @@ class Ros1Sink:
             out = self._out_topic(topic)
             pub = self.publishers.get(out)
             if pub is None:
-                pub = self.node.advertise(out, tname, md5, definition, latch=latch)
+                pub = self.node.advertise(out, tname, md5, definition, latch=latch, queue_size=self.queue_size)
                 self.publishers[out] = pub
                 self._types[out] = md5
                 route = _Route(pub, repack)
@@ -172,7 +197,21 @@ class Ros1Sink:
                 pub.wait_for_subscribers(1, timeout=0.1)
         return not stopped()
 
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every subscriber has been sent what was published (bounded by ``timeout``)."""
+        pubs = [*self.publishers.values(), *([self.clock_publisher] if self.clock_publisher is not None else [])]
+        end = time.monotonic() + timeout
+        for pub in pubs:
+            flush = getattr(pub, "flush", None)
+            if callable(flush):
+                if not flush(max(0.0, end - time.monotonic())):
+                    return False
+            elif not _drain(pub, end):
+                return False
+        return True
+
     def close(self) -> None:
+        self.flush()
         for pub in self.publishers.values():
             try:
                 pub.close()

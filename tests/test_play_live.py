@@ -1,0 +1,204 @@
+"""`polybag play` against a live ROS 1 master: Debian's real recorder and `rostopic echo`
+receive exactly the bytes, types, md5sums, definitions and latching in the played logs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import xmlrpc.client
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import polybag
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_play import NS, STRING_MD5, T0, make_bag, make_mcap  # noqa: E402
+
+RECORD = "/usr/lib/rosbag/record"
+NEEDED = [shutil.which("rosmaster"), shutil.which("rostopic"), RECORD]
+POLYBAG = [sys.executable, "-m", "polybag"]
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.skipif(not all(n and os.path.exists(n) for n in NEEDED), reason="Debian ROS 1 tools not installed"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(pred: Callable[[], bool], timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if pred():
+                return
+        except (OSError, xmlrpc.client.Error):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Graph:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        port = _free_port()
+        self.uri = f"http://127.0.0.1:{port}"
+        self.env = dict(
+            os.environ,
+            ROS_MASTER_URI=self.uri,
+            ROS_HOSTNAME="127.0.0.1",
+            ROS_IP="127.0.0.1",
+            ROS_HOME=str(tmp),
+            ROS_LOG_DIR=str(tmp),
+            PYTHONUNBUFFERED="1",
+        )
+        self.procs: list[subprocess.Popen] = []
+        self.start(["rosmaster", "--core", "-p", str(port)])
+        self.master = xmlrpc.client.ServerProxy(self.uri)
+        _wait(lambda: self.master.getSystemState("/test")[0] == 1, 30, "rosmaster")
+
+    def start(self, cmd: list[str], **kw) -> subprocess.Popen:
+        kw.setdefault("stdout", subprocess.DEVNULL)
+        kw.setdefault("stderr", subprocess.DEVNULL)
+        p = subprocess.Popen(cmd, env=self.env, cwd=self.tmp, **kw)
+        self.procs.append(p)
+        return p
+
+    def subscribers(self, topic: str) -> list[str]:
+        state = self.master.getSystemState("/test")[2]
+        return next((nodes for t, nodes in state[1] if t == topic), [])
+
+    def publishers(self, topic: str) -> list[str]:
+        state = self.master.getSystemState("/test")[2]
+        return next((nodes for t, nodes in state[0] if t == topic), [])
+
+    def record(self, out: Path, topics: list[str]) -> subprocess.Popen:
+        rec = self.start([RECORD, "-O", str(out), *topics])
+        for t in topics:
+            _wait(lambda t=t: len(self.subscribers(t)) > 0, 30, f"the recorder subscribing {t}")
+        return rec
+
+    def stop(self, p: subprocess.Popen) -> None:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(10)
+
+
+@pytest.fixture
+def graph(tmp_path) -> Iterator[Graph]:
+    g = Graph(tmp_path)
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+def _play(graph: Graph, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    res = subprocess.run(
+        [*POLYBAG, "play", *args], env=graph.env, cwd=graph.tmp, capture_output=True, text=True, timeout=timeout
+    )
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def _by_topic(path: Path) -> dict[str, list[bytes]]:
+    out: dict[str, list[bytes]] = {}
+    with polybag.open(path) as r:
+        for m in r.messages():
+            out.setdefault(m.topic, []).append(bytes(m.data))
+    return out
+
+
+def test_recorder_receives_the_played_bytes(graph, tmp_path):
+    bag = make_bag(tmp_path / "in.bag", [("/a", T0 + i * NS // 50) for i in range(40)] + [("/l", T0 + 3)],
+                   latch_topic="/l")
+    mcap = make_mcap(tmp_path / "in2.mcap", [("/m", T0 + i * NS // 20) for i in range(10)])
+    out = tmp_path / "out.bag"
+    rec = graph.record(out, ["/a", "/l", "/m"])
+    _play(graph, "-q", "--wait-for-subscribers", "-r", "4", str(bag), str(mcap))
+    # the recorder got everything before we stop it (each message is counted once it is written)
+    graph.stop(rec)
+    got = _by_topic(out)
+    want = {**_by_topic(bag), **_by_topic(mcap)}
+    assert got == want
+    with polybag.open(out) as r:
+        conns = {c.topic: c for c in r.summary.channels.values()}
+    for topic in ("/a", "/l", "/m"):
+        c = conns[topic]
+        assert c.type_name == "std_msgs/String" and c.metadata["md5sum"] == STRING_MD5
+        assert bytes(c.schema.data) == b"string data\n"
+    assert conns["/l"].metadata.get("latching") == "1"
+    assert conns["/a"].metadata.get("latching", "0") == "0"
+
+
+def test_clock_published(graph, tmp_path):
+    bag = make_bag(tmp_path / "in.bag", [("/a", T0 + i * NS // 10) for i in range(11)])  # 1 s of bag time
+    out = tmp_path / "clock.bag"
+    rec = graph.record(out, ["/clock", "/a"])
+    _play(graph, "-q", "--clock", "--hz", "50", "--wait-for-subscribers", str(bag))
+    graph.stop(rec)
+    with polybag.open(out) as r:
+        conns = {c.topic: c for c in r.summary.channels.values()}
+        assert conns["/clock"].type_name == "rosgraph_msgs/Clock"
+        assert conns["/clock"].metadata["md5sum"] == "a9c97c1d230cfc112e270351a944ee47"
+        ticks = [struct.unpack("<II", bytes(m.data)) for m in r.messages(topics=["/clock"])]
+    times = [s * NS + n for s, n in ticks]
+    assert all(0 <= n < NS for _, n in ticks)
+    assert times == sorted(times)
+    assert T0 <= times[0] and times[-1] <= T0 + NS
+    assert len(times) >= 20  # 50 Hz over 1 s of playback (loose: a busy machine may skip ticks)
+    assert _by_topic(out)["/a"] == _by_topic(bag)["/a"]
+
+
+def test_rostopic_echo_learns_the_type_from_us(graph, tmp_path):
+    bag = make_bag(tmp_path / "in.bag", [("/chatter", T0 + i * NS // 10) for i in range(30)])
+    # rostopic learns the type from the master once the player advertises, and the player
+    # waits for it (--wait-for-subscribers) before publishing
+    play = graph.start([*POLYBAG, "play", "-q", "--wait-for-subscribers", "-d", "0", str(bag)])
+    _wait(lambda: len(graph.publishers("/chatter")) > 0, 60, "the player advertising")
+    echo = subprocess.run(["rostopic", "echo", "-n", "3", "/chatter"], env=graph.env, capture_output=True,
+                          text=True, timeout=120)
+    assert play.wait(120) == 0
+    text = echo.stdout
+    assert echo.returncode == 0, text + echo.stderr
+    lines = [ln for ln in text.splitlines() if ln.startswith("data: ")]
+    assert lines == [f'data: "in /chatter {T0 + i * NS // 10}"' for i in range(3)]
+
+
+def test_keep_alive_serves_latched_topics_then_sigterm(graph, tmp_path):
+    bag = make_bag(tmp_path / "in.bag", [("/l", T0)], latch_topic="/l")
+    play = graph.start([*POLYBAG, "play", "-q", "-k", "-d", "0", str(bag)], stderr=subprocess.PIPE)
+    _wait(lambda: len(graph.publishers("/l")) > 0, 60, "the player advertising /l")
+    res = subprocess.run(["rostopic", "echo", "-n", "1", "/l"], env=graph.env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and f"in /l {T0}" in res.stdout
+    assert play.poll() is None  # still alive after the end
+    play.send_signal(signal.SIGTERM)
+    assert play.wait(60) == 0
+    _wait(lambda: graph.publishers("/l") == [], 30, "the player unregistering")
