@@ -597,3 +597,27 @@ def test_raising_callback_keeps_the_connection(graph: Graph) -> None:
         pub.publish(ser_string("2"))
         wait_until(lambda: len(got) == 2, 15, "two messages despite raising callback")
         assert sub.connections == 1 and sub.errors == []
+
+
+@pytest.mark.live
+@pytest.mark.skipif(
+    not (HAVE_ROS and os.path.exists("/usr/lib/rosbag/record")), reason="Debian ROS 1 tools not installed"
+)
+def test_roscpp_recorder_records_our_publisher(graph: Graph, tmp_path) -> None:
+    """Interop with roscpp (rosbag's C++ recorder): latched message plus live ones, in order."""
+    import polybag
+
+    out = tmp_path / "ours.bag"
+    with graph.node("/cpp_talker") as a:
+        pub = a.advertise("/cpp", "std_msgs/String", STRING_MD5, STRING_DEF, latch=True)
+        pub.publish(ser_string("latched"))
+        rec = graph.start(["/usr/lib/rosbag/record", "-l", "6", "-O", str(out), "/cpp"])
+        assert pub.wait_for_subscribers(1, timeout=20)
+        for i in range(5):
+            pub.publish(ser_string(f"m{i}"))
+        assert rec.wait(20) == 0
+    with polybag.open(str(out)) as bag:
+        datas = [bytes(m.data) for m in bag.messages()]
+        (channel,) = bag.summary.channels.values()
+    assert datas == [ser_string("latched")] + [ser_string(f"m{i}") for i in range(5)]
+    assert channel.topic == "/cpp"

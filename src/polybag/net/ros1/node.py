@@ -562,8 +562,11 @@ class Subscription:
             self._finished = [t for t in self._finished if t.is_alive()]
             self._lock.notify_all()
 
-    def _update(self, uris: list[str]) -> None:
-        """Connect to publishers new in ``uris``; drop those no longer listed."""
+    def _update(self, uris: list[str], *, remove: bool = True) -> None:
+        """Connect to publishers new in ``uris``; drop those no longer listed (if ``remove``).
+
+        The answer to registerSubscriber only adds: a publisherUpdate the master sent meanwhile
+        may already list a newer publisher that answer lacks."""
         started: list[_PublisherLink] = []
         dropped: list[_PublisherLink] = []
         with self._lock:
@@ -571,7 +574,7 @@ class Subscription:
                 return
             wanted = set(uris)
             for uri, link in list(self._links.items()):
-                if uri not in wanted:
+                if remove and uri not in wanted:
                     dropped.append(link)
                     del self._links[uri]
             for uri in uris:
@@ -775,7 +778,7 @@ class Node:
                 if not self._subs[topic]:
                     del self._subs[topic]
             raise
-        sub._update(publishers)
+        sub._update(publishers, remove=False)
         return sub
 
     def advertise(
