@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import polybag
 from polybag.cli import main
@@ -107,6 +109,13 @@ def play(paths, fake: FakeClock | None = None, **kw) -> tuple[Recorder, Player]:
     with Player(paths, PlayOptions(**kw), rec.sink, clock=fake) as p:
         p.run()
     return rec, p
+
+
+def _until(pred, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < end, "condition never became true"
+        time.sleep(0.01)
 
 
 def rel(rec: Recorder, start_wall: int) -> list[int]:
@@ -471,3 +480,64 @@ def test_cli_usage_and_input_errors(tmp_path, capsys):
     junk = tmp_path / "junk.bag"
     junk.write_bytes(b"#ROSBAG V2.0\n" + b"\xff" * 10)
     assert main(["play", str(junk)]) == 3
+
+
+def test_rate_control_holds_until_the_topic_catches_up(tmp_path):
+    bag = make_bag(tmp_path / "x.bag", SECS)
+    clock = FakeClock()
+    rec = Recorder(clock)
+    holder: list[Player] = []
+
+    def fn(m: polybag.Message) -> None:
+        rec.on_message(m)
+        if m.log_time <= T0 + 2 * NS:  # the "processing node" acknowledges up to 2 s, then stalls
+            holder[0].rate_control(m.log_time)
+
+    opts = PlayOptions(delay=0, rate_control_topic="/ack", rate_control_max_delay=1.5)
+    player = Player(bag, opts, CallbackSink(fn), clock=clock)
+    holder.append(player)
+    th = threading.Thread(target=player.run)
+    th.start()
+    try:
+        assert clock.blocked.wait(60)
+        # 3 s is within 1.5 s of the last stamp (2 s), 4 s is not
+        assert [lt for _, _, lt, _ in rec.got] == [T0, T0 + NS, T0 + 2 * NS, T0 + 3 * NS]
+        assert player.held and player.time == T0 + 3 * NS  # bag time frozen while held
+        clock.t += 100 * NS
+        released = clock.t
+        player.rate_control(T0 + 3 * NS)  # lets 4 s through, not 5 s
+        rec.wait_count(5)
+        _until(lambda: player.held and player.time == T0 + 4 * NS)
+        assert len(rec.got) == 5
+        player.rate_control(T0 + 10 * NS)
+        th.join(60)
+        assert not th.is_alive()
+    finally:
+        player.stop()
+        th.join(60)
+        player.close()
+    assert [lt for _, _, lt, _ in rec.got] == [t for _, t in SECS]
+    assert rec.got[4][0] - released == NS  # spacing kept from the frozen bag time
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    gaps=st.lists(st.integers(0, 3 * NS), min_size=1, max_size=30),
+    rate=st.sampled_from([0.25, 0.5, 1.0, 1.7, 4.0, 100.0]),
+    late=st.integers(0, 50_000_000),
+    start=st.integers(0, 2),
+)
+def test_schedule_property(tmp_path, gaps, rate, late, start):
+    """Whatever the times, rate and lateness: order is the reader's and each message goes
+    out no earlier than its schedule and no later than one wake-up's lateness after it."""
+    times = [T0 + sum(gaps[: i + 1]) for i in range(len(gaps))]
+    bag = make_bag(tmp_path / f"p{len(gaps)}_{gaps[0]}.bag", [("/a", t) for t in times])
+    clock = FakeClock(late_ns=late)
+    t0 = clock.t
+    rec, p = play(bag, clock, rate=rate, start=float(start))
+    first = p.start_time
+    kept = [t for t in times if t >= first]
+    assert [lt for _, _, lt, _ in rec.got] == kept
+    for (wall, _, lt, _) in rec.got:
+        sched = int((lt - first) / rate)
+        assert sched <= wall - t0 <= sched + late

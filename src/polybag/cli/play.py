@@ -2,7 +2,7 @@
 
 Takes rosbag play's options (``-r``, ``-s``, ``-u``, ``-l``, ``--clock --hz``, ``--topics``,
 ``--pause-topics``, ``--pause``, ``-d``, ``-i``, ``--skip-empty``, ``-q``, ``-k``,
-``--wait-for-subscribers``, ``-p``) and any input polybag reads (bags, MCAP ``ros1``
+``--wait-for-subscribers``, ``-p``, ``--rate-control-topic``/``--rate-control-max-delay``) and any input polybag reads (bags, MCAP ``ros1``
 channels, ULog as ``ulog_msgs/*``); several inputs are merged by log time.  When stdin is a
 terminal, space pauses and resumes and ``s`` steps one message while paused.
 
@@ -52,6 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topics", nargs="+", default=None, metavar="TOPIC", help="topics to play")
     p.add_argument("--pause-topics", nargs="+", default=[], metavar="TOPIC", help="pause after these topics")
     p.add_argument("--wait-for-subscribers", action="store_true", help="wait for a subscriber on each topic")
+    p.add_argument("--rate-control-topic", default=None, metavar="TOPIC",
+                   help="hold playback while bag time is ahead of this topic's header stamps")
+    p.add_argument("--rate-control-max-delay", type=float, default=1.0, metavar="SEC",
+                   help="how far ahead of --rate-control-topic playback may run (default 1)")
     p.add_argument("--node", default="/play", help="node name (default /play, made anonymous)")
     p.set_defaults(func=run)
 
@@ -123,6 +127,21 @@ def _keyboard(player: Any) -> Iterator[None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
+def header_stamp(data: bytes) -> int | None:
+    """The ``std_msgs/Header`` stamp (ns) a message starts with (uint32 seq, uint32 secs, nsecs)."""
+    if len(data) < 12:
+        return None
+    secs = int.from_bytes(data[4:8], "little")
+    nsecs = int.from_bytes(data[8:12], "little")
+    return secs * 1_000_000_000 + nsecs
+
+
+def _rate_control(player: Any, data: bytes) -> None:
+    stamp = header_stamp(data)
+    if stamp is not None:
+        player.rate_control(stamp)
+
+
 def _status(player: Any, out: Any, done: threading.Event) -> None:
     """rosbag's status line, ten times a second (only on a terminal)."""
     start = player.start_time
@@ -130,7 +149,7 @@ def _status(player: Any, out: Any, done: threading.Event) -> None:
     total = None if end is None else (end - start) / 1e9
     while not done.wait(0.1):
         t = player.time
-        state = "PAUSED " if player.paused else "RUNNING"
+        state = "PAUSED " if player.paused else "DELAYED" if player.held else "RUNNING"
         tail = f" / {total:.6f}" if total is not None else ""
         out.write(f"\r [{state}]  Bag Time: {t / 1e9:17.6f}   Duration: {(t - start) / 1e9:.6f}{tail}   ")
         out.flush()
@@ -164,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         keep_alive=args.keep_alive,
         wait_for_subscribers=args.wait_for_subscribers,
         prefix=args.prefix,
+        rate_control_topic=args.rate_control_topic,
+        rate_control_max_delay=args.rate_control_max_delay,
     )
     opts.validate()
     import polybag
@@ -176,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
         node = stack.enter_context(Node(args.node, anonymous=True))
         sink = Ros1Sink(node, prefix=args.prefix)
         with Player(readers, opts, sink) as player:
+            if opts.rate_control_topic:
+                node.subscribe(opts.rate_control_topic, lambda m: _rate_control(player, m.data))
             if not args.quiet:
                 for f in files:
                     out.write(f"[ INFO] Opening {f}\n")

@@ -236,6 +236,8 @@ class Player:
         self._next_bag: int | None = None
         self._running = False
         self._finished = False
+        self._rc_stamp: int | None = None  # latest stamp seen on the rate-control topic
+        self._held = False  # waiting for the rate-control topic
 
     # --- setup ----------------------------------------------------------------------
     def _select(self, r: Reader) -> set[int] | None:
@@ -305,6 +307,23 @@ class Player:
                 self._steps += 1
                 self._cv.notify_all()
 
+    def rate_control(self, stamp_ns: int) -> None:
+        """A message stamped ``stamp_ns`` arrived on the rate-control topic (``--rate-control-topic``).
+
+        While the next message's bag time is more than ``rate_control_max_delay`` ahead of the
+        latest stamp, playback holds (bag time frozen, like a pause).  Nothing is held before
+        the first stamp arrives.
+        """
+        with self._cv:
+            if self._rc_stamp is None or stamp_ns > self._rc_stamp:
+                self._rc_stamp = stamp_ns
+            self._cv.notify_all()
+
+    @property
+    def held(self) -> bool:
+        """True while waiting for the rate-control topic to catch up."""
+        return self._held
+
     @property
     def paused(self) -> bool:
         return self._paused
@@ -325,8 +344,8 @@ class Player:
             return self._bag_now_locked()
 
     def _bag_now_locked(self) -> int:
-        if self._paused or not self._running:
-            return self._paused_bag if self._paused else self._last_bag
+        if self._paused or self._held or not self._running:
+            return self._paused_bag if (self._paused or self._held) else self._last_bag
         t = self._anchor_bag + int((self._clock.now_ns() - self._anchor_wall) * self.options.rate)
         if self._next_bag is not None:
             t = min(t, self._next_bag)
@@ -350,7 +369,7 @@ class Player:
             self._next_tick = self._clock.now_ns()
             while not self._stopped:
                 self.stats.loops += 1
-                if opts.immediate and not opts.clock and not self._pause_topics:
+                if opts.immediate and not opts.clock and not self._pause_topics and not opts.rate_control_topic:
                     self._play_immediate()
                 else:
                     self._play_timed()
@@ -446,9 +465,11 @@ class Player:
         """
         opts = self.options
         period = max(1, round(NS / opts.hz))
+        rc_delay = round(opts.rate_control_max_delay * NS)
         cv = self._cv
         while True:
             tick: int | None = None
+            wake: int | None
             with cv:
                 if self._stopped:
                     return False
@@ -458,8 +479,17 @@ class Player:
                         self._steps -= 1
                         self._paused_bag = t
                         return True
-                    wake: int | None = None
+                    wake = None
+                elif self._rc_stamp is not None and t - self._rc_stamp > rc_delay:
+                    if not self._held:  # freeze bag time until the topic catches up
+                        self._paused_bag = self._bag_now_locked()
+                        self._held = True
+                    wake = None
                 else:
+                    if self._held:
+                        self._held = False
+                        self._anchor_wall = now
+                        self._anchor_bag = self._paused_bag
                     if opts.immediate:
                         return True
                     wake = self._anchor_wall + int((t - self._anchor_bag) / opts.rate)
