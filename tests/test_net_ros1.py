@@ -417,8 +417,9 @@ def test_publisher_update_picks_up_late_publisher(graph: Graph) -> None:
 class FakePublisher:
     """A hand-made publisher (XML-RPC + TCPROS) that sends whatever bytes a test wants."""
 
-    def __init__(self, payload: bytes) -> None:
+    def __init__(self, payload: bytes, offer: list | None = None) -> None:
         self.payload = payload
+        self.offer = offer
         self.tcp = socket.create_server(("127.0.0.1", 0))
         self.tcp.settimeout(0.2)
         self.conns: list[socket.socket] = []
@@ -435,6 +436,8 @@ class FakePublisher:
             t.start()
 
     def request_topic(self, caller_id: str, topic: str, protocols: list) -> list:
+        if self.offer is not None:
+            return [1, "", self.offer]
         return [1, "", ["TCPROS", "127.0.0.1", self.tcp.getsockname()[1]]]
 
     def accept(self) -> None:
@@ -621,3 +624,41 @@ def test_roscpp_recorder_records_our_publisher(graph: Graph, tmp_path) -> None:
         (channel,) = bag.summary.channels.values()
     assert datas == [ser_string("latched")] + [ser_string(f"m{i}") for i in range(5)]
     assert channel.topic == "/cpp"
+
+
+@pytest.mark.live
+@pytest.mark.skipif(not HAVE_ROS, reason="Debian ROS 1 tools not installed")
+@pytest.mark.parametrize(
+    "offer",
+    [["TCPROS", "127.0.0.1", 70000], ["UDPROS"], ["TCPROS", "", 1], "nonsense", ["TCPROS", "a" * 300, 5]],
+)
+def test_bogus_publisher_offer_is_a_subscription_error(graph: Graph, offer: Any) -> None:
+    liar = FakePublisher(b"", offer=offer)
+    topic = f"/bogus{abs(hash(str(offer)))}"
+    try:
+        with graph.node("/trusting") as b:
+            sub = b.subscribe(topic, lambda m: None)
+            graph.master.register_publisher(topic, "std_msgs/String", liar.uri)
+            wait_until(lambda: sub.errors, 15, "error for a bogus offer")
+            assert sub.connections == 0
+            assert liar.uri in sub.errors[0]
+    finally:
+        graph.master.unregister_publisher(topic, liar.uri)
+        liar.close()
+
+
+@pytest.mark.live
+@pytest.mark.skipif(not HAVE_ROS, reason="Debian ROS 1 tools not installed")
+def test_close_flushes_queued_messages(graph: Graph) -> None:
+    got = Collector()
+    with graph.node("/sink") as b:
+        a = graph.node("/burst")
+        pub = a.advertise("/burst", "std_msgs/String", STRING_MD5, STRING_DEF, queue_size=1000)
+        b.subscribe("/burst", got)
+        assert pub.wait_for_subscribers(1, timeout=15)
+        payloads = [ser_string(f"{i:06d}" + "x" * 100_000) for i in range(300)]
+        for p in payloads:
+            pub.publish(p)
+        a.close()  # 30 MB still queued: sent before the connection goes
+        wait_until(lambda: len(got) == 300, 15, "every queued message")
+        assert got.datas() == payloads

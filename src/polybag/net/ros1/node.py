@@ -47,6 +47,8 @@ log = logging.getLogger("polybag.net.ros1")
 
 #: Seconds a peer has to complete the TCPROS handshake.
 HANDSHAKE_TIMEOUT = 10.0
+#: Seconds Publisher.close() / Node.close() give queued messages to reach their subscribers.
+FLUSH_TIMEOUT = 2.0
 #: Seconds close() waits for each thread.
 JOIN_TIMEOUT = 5.0
 
@@ -113,6 +115,7 @@ class _SubscriberLink:
         self.queue_size = max(1, queue_size)
         self.cond = threading.Condition()
         self.closed = False
+        self.draining = False
         self.dropped = 0
         self.bytes_sent = 0
         self.messages_sent = 0
@@ -147,13 +150,15 @@ class _SubscriberLink:
         try:
             while True:
                 with self.cond:
-                    while not self.queue and not self.closed:
+                    while not self.queue and not self.closed and not self.draining:
                         if not self.cond.wait(0.5):
                             break
                     if self.closed:
                         return
                     items = list(self.queue)
                     self.queue.clear()
+                    if not items and self.draining:
+                        return
                 if not items:
                     if self._peer_gone():
                         return
@@ -173,6 +178,12 @@ class _SubscriberLink:
                 log.info("subscriber %s of %s went away: %s", self.callerid, self.topic.name, exc)
         finally:
             self.close()
+
+    def drain(self) -> None:
+        """Send what is queued, then end (see _PubTopic.close)."""
+        with self.cond:
+            self.draining = True
+            self.cond.notify_all()
 
     def close(self) -> None:
         with self.cond:
@@ -255,15 +266,30 @@ class _PubTopic:
                 self.links.remove(link)
             self.cond.notify_all()
 
-    def close(self) -> None:
-        with self.cond:
-            self.closed = True
-            links = list(self.links)
-            self.cond.notify_all()
+    def close(self, flush_timeout: float = 0.0) -> None:
+        """Drop every subscriber, after up to ``flush_timeout`` s for their queues to be sent."""
+        _close_pub_topics([self], flush_timeout)
+
+
+def _close_pub_topics(topics: list[_PubTopic], flush_timeout: float) -> None:
+    links: list[_SubscriberLink] = []
+    for pt in topics:
+        with pt.cond:
+            pt.closed = True
+            links.extend(pt.links)
+            pt.cond.notify_all()
+    if flush_timeout > 0:
+        end = time.monotonic() + flush_timeout
         for link in links:
-            link.close()
+            link.drain()
         for link in links:
-            _join(link.thread)
+            t = link.thread
+            if t is not None and t is not threading.current_thread():
+                t.join(max(0.0, end - time.monotonic()))
+    for link in links:
+        link.close()
+    for link in links:
+        _join(link.thread)
 
 
 class Publisher:
@@ -327,12 +353,13 @@ class Publisher:
                 self._topic.cond.wait(min(left, 0.5))
             return True
 
-    def close(self) -> None:
-        """Stop publishing (the topic is unadvertised when its last handle closes)."""
+    def close(self, flush_timeout: float = FLUSH_TIMEOUT) -> None:
+        """Stop publishing (the topic is unadvertised when its last handle closes; what is
+        queued for its subscribers is sent first, for at most ``flush_timeout`` s)."""
         if self._closed:
             return
         self._closed = True
-        self._topic.node._release_publisher(self._topic)
+        self._topic.node._release_publisher(self._topic, flush_timeout)
 
     def __enter__(self) -> Publisher:
         return self
@@ -387,9 +414,11 @@ class _PublisherLink:
         ):
             raise RosGraphError(f"publisher {self.uri} of {sub.topic} offered {proto!r:.200}, not TCPROS")
         host, port = proto[1], proto[2]
+        if not 0 < port < 65536 or not host:
+            raise RosGraphError(f"publisher {self.uri} of {sub.topic} offered the address {host!r}:{port}")
         try:
             sock = socket.create_connection((host, port), timeout=HANDSHAKE_TIMEOUT)
-        except OSError as exc:
+        except (OSError, ValueError, OverflowError) as exc:
             raise RosGraphError(
                 f"cannot connect to publisher {self.uri} of {sub.topic} at {host}:{port}: {exc}"
             ) from None
@@ -457,6 +486,9 @@ class _PublisherLink:
         except OSError as exc:
             if not self.closed:
                 sub._error(f"{self.uri}: connection error: {exc}")
+        except Exception as exc:  # never let a peer kill the thread silently
+            log.exception("subscription %s: connection to %s failed", sub.topic, self.uri)
+            sub._error(f"{self.uri}: {type(exc).__name__}: {exc}")
         finally:
             with self.lock:
                 self.closed = True
@@ -822,8 +854,11 @@ class Node:
         """Published topics and their types, from the master."""
         return self.master.get_published_topics()
 
-    def close(self) -> None:
+    def close(self, flush_timeout: float = FLUSH_TIMEOUT) -> None:
         """Unregister everything, stop the servers and join every thread.
+
+        Messages already published but still queued for a subscriber are sent first, for at
+        most ``flush_timeout`` s in all.
 
         Idempotent; if another thread is closing the node (e.g. after a slave-API ``shutdown``),
         waits for it to finish (except from the node's own threads, such as a callback).
@@ -839,15 +874,16 @@ class Node:
                 self._close_done.wait(JOIN_TIMEOUT * 4)
             return
         try:
-            self._close(subs, pubs)
+            self._close(subs, pubs, flush_timeout)
         finally:
             self._close_done.set()
 
-    def _close(self, subs: list[Subscription], pubs: list[_PubTopic]) -> None:
+    def _close(self, subs: list[Subscription], pubs: list[_PubTopic], flush_timeout: float) -> None:
         for sub in subs:
             sub.close()
         for pt in pubs:
             self._unregister_publisher(pt)
+        _close_pub_topics(pubs, flush_timeout)
         _shutdown_socket(self._tcp)
         with self._lock:
             handshakes = list(self._handshakes)
@@ -893,7 +929,7 @@ class Node:
             except RosGraphError as exc:
                 log.info("unregistering subscriber of %s: %s", sub.topic, exc)
 
-    def _release_publisher(self, pt: _PubTopic) -> None:
+    def _release_publisher(self, pt: _PubTopic, flush_timeout: float = 0.0) -> None:
         with self._lock:
             pt.handles -= 1
             if pt.handles > 0:
@@ -901,13 +937,13 @@ class Node:
             if self._pub_topics.get(pt.name) is pt:
                 del self._pub_topics[pt.name]
         self._unregister_publisher(pt)
+        pt.close(flush_timeout)
 
     def _unregister_publisher(self, pt: _PubTopic) -> None:
         try:
             self.master.unregister_publisher(pt.name)
         except RosGraphError as exc:
             log.info("unregistering publisher of %s: %s", pt.name, exc)
-        pt.close()
 
     def _spawn(self, target: Callable[..., None], *args: Any, name: str) -> None:
         t = threading.Thread(target=target, args=args, name=name, daemon=True)
