@@ -202,3 +202,66 @@ def test_keep_alive_serves_latched_topics_then_sigterm(graph, tmp_path):
     play.send_signal(signal.SIGTERM)
     assert play.wait(60) == 0
     _wait(lambda: graph.publishers("/l") == [], 30, "the player unregistering")
+
+
+def test_rate_control_topic_holds_playback(graph, tmp_path):
+    bag = make_bag(tmp_path / "in.bag", [("/a", T0 + i * NS // 10) for i in range(30)])  # 3 s
+    out = tmp_path / "out.bag"
+    rec = graph.record(out, ["/a"])
+    secs = T0 // NS
+
+    def ack(stamp_secs: int, *extra: str) -> list[str]:
+        return ["rostopic", "pub", *extra, "/ack", "std_msgs/Header",
+                f"{{seq: 0, stamp: {{secs: {stamp_secs}, nsecs: 0}}, frame_id: x}}"]
+
+    graph.start(ack(secs + 1, "-l"))  # latched: the player gets it when it subscribes
+    _wait(lambda: len(graph.publishers("/ack")) > 0, 60, "the /ack publisher")
+    play = graph.start([*POLYBAG, "play", "-q", "-d", "2", "--wait-for-subscribers", "--rate-control-topic", "/ack",
+                        "--rate-control-max-delay", "0.5", str(bag)])
+    # held at 1.5 s of bag time: wait until it has published and is still running past the bag's length
+    _wait(lambda: len(graph.subscribers("/ack")) > 0, 60, "the player subscribing /ack")
+    time.sleep(5.0)
+    assert play.poll() is None, "playback was not held"
+    released = time.time_ns()
+    subprocess.run(ack(secs + 100, "-1"), env=graph.env, capture_output=True, timeout=120)
+    assert play.wait(120) == 0
+    graph.stop(rec)
+    with polybag.open(out) as r:
+        recv = [(m.log_time, bytes(m.data)) for m in r.messages()]
+    assert [d for _, d in recv] == _by_topic(bag)["/a"]
+    # messages up to 1.5 s went out before the release, the rest after it
+    assert all(t < released for t, _ in recv[:16])
+    assert all(t > released for t, _ in recv[16:])
+
+
+def test_keyboard_pause_step_on_a_terminal(graph, tmp_path):
+    import pty
+
+    from polybag.net.ros1 import Node
+
+    bag = make_bag(tmp_path / "in.bag", [("/a", T0 + i * NS // 10) for i in range(10)])
+    got: list[bytes] = []
+    with Node("/kbd_test", graph.uri, host="127.0.0.1", anonymous=True) as node:
+        node.subscribe("/a", lambda m: got.append(m.data))
+        master_fd, slave_fd = pty.openpty()
+        try:
+            play = graph.start([*POLYBAG, "play", "--pause", "--wait-for-subscribers", "-d", "0", str(bag)],
+                               stdin=slave_fd, stdout=subprocess.PIPE)
+            assert play.stdout is not None
+            lines = []
+            while "Paused." not in lines:  # printed once the keyboard is being read
+                line = play.stdout.readline().decode()
+                assert line, f"player output ended: {lines}"
+                lines.append(line.strip())
+            assert "Hit space to toggle paused, or 's' to step." in lines
+            os.write(master_fd, b"s")
+            _wait(lambda: len(got) >= 1, 60, "the stepped message")
+            time.sleep(0.5)
+            assert len(got) == 1  # still paused after the step
+            os.write(master_fd, b" ")
+            _wait(lambda: len(got) >= 10, 60, "the rest after resuming")
+            assert play.wait(60) == 0
+        finally:
+            os.close(master_fd)
+            os.close(slave_fd)
+    assert got == _by_topic(bag)["/a"]

@@ -82,25 +82,25 @@ def _split_inputs(args: argparse.Namespace) -> list[str]:
 
 
 @contextlib.contextmanager
-def _keyboard(player: Any) -> Iterator[None]:
+def _keyboard(player: Any) -> Iterator[bool]:
     """Space toggles pause, ``s`` steps, while stdin is a terminal (cbreak mode, restored)."""
     try:
         import select
         import termios
         import tty
     except ImportError:
-        yield
+        yield False
         return
     stdin = sys.stdin
     if stdin is None or not stdin.isatty():
-        yield
+        yield False
         return
     fd = stdin.fileno()
     try:
         saved = termios.tcgetattr(fd)
         tty.setcbreak(fd)
     except termios.error:
-        yield
+        yield False
         return
     done = threading.Event()
 
@@ -120,7 +120,7 @@ def _keyboard(player: Any) -> Iterator[None]:
     t = threading.Thread(target=loop, name="polybag-play-keys", daemon=True)
     t.start()
     try:
-        yield
+        yield True
     finally:
         done.set()
         t.join(1.0)
@@ -202,8 +202,6 @@ def run(args: argparse.Namespace) -> int:
             if not args.quiet:
                 for f in files:
                     out.write(f"[ INFO] Opening {f}\n")
-                if opts.pause:
-                    out.write("Paused: space to resume, s to step.\n")
                 out.flush()
             done = threading.Event()
             status = None
@@ -215,7 +213,13 @@ def run(args: argparse.Namespace) -> int:
                 # SIGTERM ends playback cleanly: publishers flushed and unregistered
                 previous = signal.signal(signal.SIGTERM, lambda *_: player.stop())
             try:
-                with _keyboard(player):
+                with _keyboard(player) as keys:
+                    if not args.quiet:
+                        if keys:
+                            out.write("Hit space to toggle paused, or 's' to step.\n")
+                        if opts.pause:
+                            out.write("Paused.\n")
+                        out.flush()
                     stats = player.run()
             except KeyboardInterrupt:
                 player.stop()
