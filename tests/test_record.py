@@ -7,6 +7,7 @@ import os
 import re
 import struct
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -517,3 +518,137 @@ def test_min_space_at_start(tmp_path):
     assert rep["files"] == [] and "space free" in rep["stop_reason"]
     assert rep["topics"]["/a"]["dropped_stopped"] == 1
     assert not list(tmp_path.iterdir())
+
+
+# --- the live source's logic, on a stand-in node ----------------------------------------------------
+class _Msg:
+    def __init__(self, topic: str, text: str, t: int, latching: str = "0") -> None:
+        self.topic = topic
+        self.data = ser_string(text)
+        self.receive_time = t
+        self.connection = {
+            "callerid": "/talker",
+            "type": "std_msgs/String",
+            "md5sum": STRING_MD5,
+            "message_definition": STRING_DEF,
+            "latching": latching,
+            "topic": topic,
+        }
+
+
+class _Sub:
+    def __init__(self, node: _FakeNode, topic: str, cb) -> None:
+        self.node, self.topic, self.cb = node, topic, cb
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        self.node.subs.pop(self.topic, None)
+        self.node.closed_topics.append(self.topic)
+
+
+class _FakeMaster:
+    def __init__(self, node: _FakeNode) -> None:
+        self.node = node
+
+    def get_system_state(self):
+        return [], [[t, ns] for t, ns in self.node.sub_state.items()], []
+
+
+class _FakeNode:
+    def __init__(self) -> None:
+        self.published: list[tuple[str, str]] = []
+        self.sub_state: dict[str, list[str]] = {}
+        self.subs: dict[str, _Sub] = {}
+        self.closed_topics: list[str] = []
+        self.advertised: list[tuple[str, str, bool]] = []
+        self.sent: list[bytes] = []
+        self.master = _FakeMaster(self)
+        self.lock = threading.Lock()
+
+    def topics(self):
+        with self.lock:
+            return list(self.published)
+
+    def subscribe(self, topic, callback, *, md5sum, type, tcp_nodelay=False, queue_size=None):  # noqa: A002
+        assert (md5sum, type) == ("*", "*")
+        s = self.subs[topic] = _Sub(self, topic, callback)
+        return s
+
+    def advertise(self, topic, type, md5sum, definition, *, latch=False, callerid=None):  # noqa: A002
+        self.advertised.append((topic, type, latch))
+        node = self
+
+        class _Pub:
+            def publish(self, data: bytes) -> None:
+                node.sent.append(data)
+
+            def close(self) -> None:
+                pass
+
+        return _Pub()
+
+    def close(self) -> None:
+        pass
+
+
+def test_live_source_discovery_limit_and_trigger(tmp_path):
+    from polybag.record.live import LiveSource
+
+    node = _FakeNode()
+    node.published = [("/cam/image", "x/Y"), ("/cam/info", "x/Y"), ("/odom", "x/Y")]
+    opts = quiet(
+        topics=["/cam/.*"],
+        regex=True,
+        exclude=".*info",
+        limit=2,
+        output_name=str(tmp_path / "l.bag"),
+        publish=True,
+    )
+    src = LiveSource(opts, node=node, poll=0.05)
+    rec = Recorder(opts, src).start()
+    assert set(node.subs) == {"/cam/image"}
+    assert node.advertised == [("/begin_write", "std_msgs/Empty", True)] and node.sent == [b""]
+    with node.lock:
+        node.published.append(("/cam/depth", "x/Y"))
+    wait = time.monotonic() + 60
+    while "/cam/depth" not in node.subs and time.monotonic() < wait:
+        time.sleep(0.02)
+    assert "/cam/depth" in node.subs  # found by polling the master
+    cb = node.subs["/cam/image"].cb
+    for i in range(4):
+        cb(_Msg("/cam/image", f"i{i}", T0 + i))
+    # -l reached: unsubscribed (from another thread than the connection's)
+    wait = time.monotonic() + 60
+    while "/cam/image" not in node.closed_topics and time.monotonic() < wait:
+        time.sleep(0.02)
+    assert "/cam/image" in node.closed_topics
+    time.sleep(0.3)  # several discovery polls
+    assert "/cam/image" not in node.subs  # not subscribed again
+    assert rep_written(rec.close(), "/cam/image") == 2
+    assert texts(tmp_path / "l.bag") == ["i0", "i1"]
+    r = polybag.open(str(tmp_path / "l.bag"))
+    (ch,) = r.summary.channels.values()
+    assert ch.metadata["callerid"] == "/talker" and ch.metadata["md5sum"] == STRING_MD5
+
+
+def rep_written(rep: dict, topic: str) -> int:
+    return int(rep["topics"][topic]["written"])
+
+
+def test_live_source_node_option_and_snapshot_trigger(tmp_path):
+    from polybag.record.live import LiveSource
+
+    node = _FakeNode()
+    node.sub_state = {"/seen": ["/listener", "/other"], "/unseen": ["/other"]}
+    opts = quiet(node="/listener", snapshot=True, output_prefix=str(tmp_path / "s"))
+    src = LiveSource(opts, node=node, poll=0.05)
+    rec = Recorder(opts, src).start()
+    assert set(node.subs) == {"/seen", "/snapshot_trigger"}
+    node.subs["/seen"].cb(_Msg("/seen", "a", T0, latching="1"))
+    node.subs["/snapshot_trigger"].cb(_Msg("/snapshot_trigger", "", T0 + 1))
+    assert rec.flush(60)
+    rep = rec.close()
+    (f,) = rep["files"]
+    assert texts(f) == ["a"]
+    assert next(iter(polybag.open(f).summary.channels.values())).metadata["latching"] == "1"

@@ -57,7 +57,7 @@ class LiveSource:
             self._node = Node(o.node_name, self.master_uri, anonymous=True)
         if o.publish:
             self._begin_pub = self._node.advertise(
-                "/begin_write", "std_msgs/Empty", EMPTY_MD5, "", latch=False
+                "/begin_write", "std_msgs/Empty", EMPTY_MD5, "", latch=True
             )
             recorder.on_open(lambda _path: self._begin_write())
             if recorder.current_file is not None:
