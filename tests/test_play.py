@@ -541,3 +541,46 @@ def test_schedule_property(tmp_path, gaps, rate, late, start):
     for (wall, _, lt, _) in rec.got:
         sched = int((lt - first) / rate)
         assert sched <= wall - t0 <= sched + late
+
+
+def test_ros1_sink_same_topic_other_type_is_skipped(tmp_path):
+    a = make_bag(tmp_path / "one.bag", [("/a", T0)])
+    b = tmp_path / "two.bag"
+    with BagWriter(b, compression="none") as w:
+        s = w.add_schema("std_msgs/UInt32", "ros1msg", b"uint32 data\n")
+        ch = w.add_channel("/a", "ros1", s, {"md5sum": "304a39449588c7f8ce2df6e8001c5fce"})
+        w.write(ch, struct.pack("<I", 7), T0 + 1)
+    node = FakeNode()
+    warnings: list[str] = []
+    sink = Ros1Sink(node, warn=warnings.append)
+    with Player([a, b], PlayOptions(immediate=True, delay=0), sink) as p:
+        p.run()
+    assert list(node.pubs) == ["/a"] and node.pubs["/a"].type == "std_msgs/String"
+    assert node.pubs["/a"].sent == [_string(f"one /a {T0}")]
+    assert sink.skipped == ["/a"] and "already advertised" in warnings[0]
+
+
+def test_cli_topics_swallowing_files_like_rosbag(tmp_path):
+    import argparse
+
+    from polybag.cli.play import _split_inputs, header_stamp
+
+    bag = make_bag(tmp_path / "x.bag", SECS)
+    ns = argparse.Namespace(files=[], bags=[], topics=["/a", str(bag)], pause_topics=["/p"])
+    assert _split_inputs(ns) == [str(bag)] and ns.topics == ["/a"] and ns.pause_topics == ["/p"]
+    assert header_stamp(struct.pack("<III", 9, 12, 34) + b"frame") == 12 * NS + 34
+    assert header_stamp(b"short") is None
+
+
+def test_cli_unreachable_master(tmp_path, monkeypatch, capsys):
+    bag = make_bag(tmp_path / "x.bag", SECS)
+    monkeypatch.setenv("ROS_MASTER_URI", "http://127.0.0.1:1")
+    monkeypatch.setenv("ROS_IP", "127.0.0.1")
+    assert main(["play", "-q", str(bag)]) == 3
+    assert "cannot reach" in capsys.readouterr().err
+
+
+def test_immediate_with_clock_ticks_each_message(tmp_path):
+    bag = make_bag(tmp_path / "x.bag", SECS)
+    rec, _ = play(bag, immediate=True, clock=True)
+    assert [t for _, t in rec.ticks] == [t for _, t in SECS] and len(rec.got) == 6

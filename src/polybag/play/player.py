@@ -450,6 +450,8 @@ class Player:
                     self._anchor_bag = t
             if not self._wait_due(t):
                 return
+            if opts.immediate and opts.clock:  # no waiting, so /clock follows the messages
+                self.sink.clock(t)
             self.sink.publish(m)
             with self._cv:
                 self._last_bag = t
