@@ -286,7 +286,9 @@ def test_node_option_and_publish(graph: Graph):
         stderr=subprocess.PIPE,
     )
     try:
-        wait_for(lambda: len(graph.subscribers("/watched")) == 2, 60, "recorder subscribed to the node's topic")
+        wait_for(
+            lambda: len(graph.subscribers("/watched")) == 2, 60, "recorder subscribed to the node's topic"
+        )
     except AssertionError:
         rec.send_signal(signal.SIGINT)
         raise AssertionError(f"node {node}: {rec.communicate(timeout=30)}") from None
