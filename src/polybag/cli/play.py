@@ -145,8 +145,11 @@ def _rate_control(player: Any, data: bytes) -> None:
 def _status(player: Any, out: Any, done: threading.Event) -> None:
     """rosbag's status line, ten times a second (only on a terminal)."""
     start = player.start_time
-    end = player.end_time
-    total = None if end is None else (end - start) / 1e9
+    ends = [r.summary.end_time for r in player.readers if r.summary.end_time is not None]
+    end = max(ends) if ends else None
+    if player.end_time is not None:
+        end = player.end_time if end is None else min(end, player.end_time)
+    total = None if end is None else max(0, end - start) / 1e9
     while not done.wait(0.1):
         t = player.time
         state = "PAUSED " if player.paused else "DELAYED" if player.held else "RUNNING"
