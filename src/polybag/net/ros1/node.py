@@ -881,9 +881,9 @@ class Node:
     def _close(self, subs: list[Subscription], pubs: list[_PubTopic], flush_timeout: float) -> None:
         for sub in subs:
             sub.close()
+        _close_pub_topics(pubs, flush_timeout)  # before unregistering (see _release_publisher)
         for pt in pubs:
             self._unregister_publisher(pt)
-        _close_pub_topics(pubs, flush_timeout)
         _shutdown_socket(self._tcp)
         with self._lock:
             handshakes = list(self._handshakes)
@@ -936,8 +936,9 @@ class Node:
                 return
             if self._pub_topics.get(pt.name) is pt:
                 del self._pub_topics[pt.name]
-        self._unregister_publisher(pt)
+        # flush before unregistering: the master's publisherUpdate makes subscribers drop us
         pt.close(flush_timeout)
+        self._unregister_publisher(pt)
 
     def _unregister_publisher(self, pt: _PubTopic) -> None:
         try:
