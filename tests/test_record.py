@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import polybag
 from polybag.cli import main
 from polybag.errors import UsageError, WriteError
-from polybag.record import Recorder, RecordOptions
+from polybag.record import Recorder, RecordOptions, TopicStats
 from polybag.record.options import parse_duration, parse_min_space
 
 STRING_MD5 = "992ce8a1687cec8c8bd883ec73ca41d1"
@@ -652,3 +652,113 @@ def test_live_source_node_option_and_snapshot_trigger(tmp_path):
     (f,) = rep["files"]
     assert texts(f) == ["a"]
     assert next(iter(polybag.open(f).summary.channels.values())).metadata["latching"] == "1"
+
+
+# --- CLI options and Debian's reader ----------------------------------------------------------------
+def test_cli_options_map_to_record_options():
+    from polybag.cli import build_parser
+    from polybag.cli.record import options_from_args, report_lines
+
+    args = build_parser().parse_args(
+        [
+            "record",
+            "-o",
+            "pre",
+            "--split",
+            "--size",
+            "10",
+            "--duration",
+            "5m",
+            "--max-splits",
+            "3",
+            "-b",
+            "0",
+            "--chunksize",
+            "64",
+            "-l",
+            "7",
+            "-L",
+            "2G",
+            "-j",
+            "--tcpnodelay",
+            "--repeat-latched",
+            "-e",
+            "-x",
+            "/no.*",
+            "-q",
+            "-p",
+            "/a.*",
+            "--topic",
+            "/b",
+        ]
+    )
+    o = options_from_args(args)
+    assert (o.output_prefix, o.split, o.size, o.max_duration_ns, o.max_splits) == (
+        "pre",
+        True,
+        10,
+        300 * S,
+        3,
+    )
+    assert (o.buffer_bytes, o.chunk_bytes, o.limit, o.min_space_bytes) == (0, 64 << 10, 7, 2 << 30)
+    assert (o.compression, o.tcpnodelay, o.repeat_latched, o.regex, o.exclude) == (
+        "bz2",
+        True,
+        True,
+        True,
+        "/no.*",
+    )
+    assert (o.quiet, o.publish, o.topics) == (True, True, ["/a.*", "/b"])
+    o2 = options_from_args(
+        build_parser().parse_args(["record", "--split=100", "-O", "x.mcap", "-a", "--lz4"])
+    )
+    assert (o2.split, o2.size, o2.output_format, o2.compression) == (True, 100, "mcap", "lz4")
+    lines = report_lines(
+        {
+            "topics": {"/a": TopicStats(type="t", received=5, written=3, dropped_buffer=2).to_dict()},
+            "totals": {"received": 5, "written": 3, "dropped": 2},
+            "files": ["x.bag"],
+            "deleted": [],
+            "stop_reason": "stopped",
+            "errors": [],
+        }
+    )
+    assert "2 buffer full" in lines[1] and lines[-1] == "wrote x.bag"
+
+
+DEBIAN_PY = "/usr/bin/python3"
+
+
+def _debian_rosbag() -> bool:
+    import subprocess
+
+    try:
+        return (
+            subprocess.run(
+                [DEBIAN_PY, "-c", "import rosbag, roslz4"], capture_output=True, timeout=60
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.skipif(not _debian_rosbag(), reason="Debian's python3-rosbag is not installed")
+@pytest.mark.parametrize("compression", ["lz4", "bz2"])
+def test_debian_rosbag_reads_compressed(tmp_path, compression):
+    import subprocess
+
+    out = tmp_path / "c.bag"
+    with Recorder(
+        quiet(output_name=str(out), lz4=compression == "lz4", bz2=compression == "bz2", chunksize=1)
+    ) as rec:
+        _fill(rec)
+    code = (
+        "import rosbag, sys\n"
+        "b = rosbag.Bag(sys.argv[1])\n"
+        "print(b.get_compression_info().compression, b.get_message_count(),"
+        " [m.data for _t, m, _ in b.read_messages(topics=['/chatter'])][-1])\n"
+    )
+    got = subprocess.run([DEBIAN_PY, "-c", code, str(out)], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == [compression, "101", "hello", "49"]

@@ -111,8 +111,8 @@ def graph(tmp_path: Path) -> Iterator[Graph]:
         g.close()
 
 
-def _stop(p: subprocess.Popen, timeout: float = 30) -> tuple[int, str, str]:
-    p.send_signal(signal.SIGINT)
+def _stop(p: subprocess.Popen, timeout: float = 30, sig: int = signal.SIGINT) -> tuple[int, str, str]:
+    p.send_signal(sig)
     out, err = p.communicate(timeout=timeout)
     return p.returncode, out.decode() if out else "", err.decode() if err else ""
 
@@ -220,10 +220,11 @@ def test_all_exclude_limit_and_mcap(graph: Graph):
     wait_for(lambda: graph.publishers("/skip/c"), 60, "publisher of /skip/c")
     time.sleep(2.5)  # (more than two discovery polls)
     assert graph.subscribers("/skip/c") == []
-    rc, out, err = _stop(rec)
+    rc, out, err = _stop(rec, sig=signal.SIGTERM)  # SIGTERM finishes the file too
     assert rc == 0, err
     report = json.loads(out)
     assert set(report["topics"]) == {"/keep/a", "/keep/b"}
+    assert not (tmp / "all.mcap.active").exists()
     r = polybag.open(str(tmp / "all.mcap"))
     assert r.summary.profile == "ros1"
     assert {c.topic for c in r.summary.channels.values()} == {"/keep/a", "/keep/b"}
