@@ -762,3 +762,18 @@ def test_debian_rosbag_reads_compressed(tmp_path, compression):
     got = subprocess.run([DEBIAN_PY, "-c", code, str(out)], capture_output=True, text=True, timeout=120)
     assert got.returncode == 0, got.stderr
     assert got.stdout.split() == [compression, "101", "hello", "49"]
+
+
+def test_failed_source_start_leaves_no_empty_bag(tmp_path):
+    from polybag.errors import PolybagError
+
+    class Broken:
+        def start(self, recorder: Recorder) -> None:
+            raise PolybagError("ROS master: cannot reach it")
+
+        def stop(self) -> None:
+            pass
+
+    with pytest.raises(PolybagError, match="cannot reach"):
+        Recorder(quiet(output_name=str(tmp_path / "x.bag"), topics=["/a"]), Broken()).start()
+    assert list(tmp_path.iterdir()) == []

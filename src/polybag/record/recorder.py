@@ -156,7 +156,13 @@ class Recorder:
             try:
                 self.source.start(self)
             except BaseException:
-                self.close(raise_errors=False)
+                rep = self.close(raise_errors=False)
+                if not rep["totals"]["written"]:  # (no empty bag left behind by a failed start)
+                    for f in rep["files"]:
+                        try:
+                            os.remove(f)
+                        except OSError:
+                            pass
                 raise
         return self
 
@@ -300,7 +306,9 @@ class Recorder:
         o = self.options
         if o.topics and not (o.all or o.regex or o.node):
             names = {t if t.startswith("/") else "/" + t for t in o.topics}
-            got = {t if t.startswith("/") else "/" + t for t, n in self._accepted.items() if n >= self._limit}
+            with self._cond:
+                full = [t for t, n in self._accepted.items() if n >= self._limit]
+            got = {t if t.startswith("/") else "/" + t for t in full}
             if names <= got:
                 with self._cond:  # (what is queued is still written)
                     if self.stop_reason is None:
