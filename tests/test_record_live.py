@@ -309,3 +309,16 @@ def test_node_option_and_publish(graph: Graph):
     rep = json.loads(out)
     assert set(rep["topics"]) == {"/watched"} and rep["topics"]["/watched"]["written"] > 5
     assert listener.poll() is None
+
+
+def test_min_space_stops_with_exit_1(graph: Graph):
+    tmp = graph.tmp
+    p = graph.start(
+        [*POLYBAG, "record", "-L", "100000000G", "-O", str(tmp / "full.bag"), "/chatter"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1
+    assert "less than 100000000G of space free" in err.decode()
+    assert not list(tmp.glob("full.bag*"))

@@ -191,13 +191,13 @@ def run(args: argparse.Namespace) -> int:
         for s, h in old.items():
             signal.signal(s, h)
     report["errors"] += [f"source: {e}" for e in source.errors[:5]]
-    if args.json:
-        print_json(report)
-    else:
-        for line in report_lines(report):
-            print(line, file=sys.stderr)
     reason = report["stop_reason"] or ""
     # (in snapshot mode the ring drops its oldest messages by design)
     lost = 0 if opts.snapshot else sum(t["dropped_buffer"] for t in report["topics"].values())
-    bad = report["errors"] or lost or reason.startswith(("less than", "write error"))
+    bad = bool(report["errors"] or lost or reason.startswith(("less than", "write error")))
+    if args.json:
+        print_json(report)
+    elif bad or not args.quiet:  # (-q: the report only when something went wrong)
+        for line in report_lines(report):
+            print(line, file=sys.stderr)
     return 1 if bad else 0
