@@ -417,9 +417,10 @@ def test_publisher_update_picks_up_late_publisher(graph: Graph) -> None:
 class FakePublisher:
     """A hand-made publisher (XML-RPC + TCPROS) that sends whatever bytes a test wants."""
 
-    def __init__(self, payload: bytes, offer: list | None = None) -> None:
+    def __init__(self, payload: bytes, offer: list | None = None, stream: bool = False) -> None:
         self.payload = payload
         self.offer = offer
+        self.stream = stream
         self.tcp = socket.create_server(("127.0.0.1", 0))
         self.tcp.settimeout(0.2)
         self.conns: list[socket.socket] = []
@@ -453,6 +454,12 @@ class FakePublisher:
                 encode_header({"callerid": "/fake", "md5sum": STRING_MD5, "type": "std_msgs/String"})
             )
             conn.sendall(self.payload)
+            while self.stream and not self.stop.is_set():
+                try:
+                    conn.sendall(frame(ser_string("more")))
+                except OSError:
+                    break
+                self.stop.wait(0.01)
 
     def close(self) -> None:
         self.stop.set()
@@ -650,11 +657,18 @@ def test_bogus_publisher_offer_is_a_subscription_error(graph: Graph, offer: Any)
 @pytest.mark.live
 @pytest.mark.skipif(not HAVE_ROS, reason="Debian ROS 1 tools not installed")
 def test_close_flushes_queued_messages(graph: Graph) -> None:
+    """Publisher.close/Node.close send what is queued before unregistering; the subscriber
+    keeps reading what is in flight when the master's publisherUpdate removes the publisher."""
     got = Collector()
+
+    def slow(msg: Ros1Message) -> None:  # a slow consumer: megabytes stay in the kernel buffers
+        got(msg)
+        time.sleep(0.001)
+
     with graph.node("/sink") as b:
         a = graph.node("/burst")
         pub = a.advertise("/burst", "std_msgs/String", STRING_MD5, STRING_DEF, queue_size=1000)
-        b.subscribe("/burst", got)
+        b.subscribe("/burst", slow)
         assert pub.wait_for_subscribers(1, timeout=15)
         payloads = [ser_string(f"{i:06d}" + "x" * 100_000) for i in range(300)]
         for p in payloads:
@@ -662,3 +676,22 @@ def test_close_flushes_queued_messages(graph: Graph) -> None:
         a.close()  # 30 MB still queued: sent before the connection goes
         wait_until(lambda: len(got) == 300, 15, "every queued message")
         assert got.datas() == payloads
+
+
+@pytest.mark.live
+@pytest.mark.skipif(not HAVE_ROS, reason="Debian ROS 1 tools not installed")
+def test_unlisted_publisher_still_streaming_is_dropped_after_grace(graph: Graph) -> None:
+    got = Collector()
+    chatty = FakePublisher(b"", stream=True)
+    try:
+        with graph.node("/watcher2") as b:
+            sub = b.subscribe("/chatty", got)
+            graph.master.register_publisher("/chatty", "std_msgs/String", chatty.uri)
+            wait_until(lambda: len(got) >= 3, 15, "streamed messages")
+            (link,) = sub._links.values()
+            graph.master.unregister_publisher("/chatty", chatty.uri)
+            wait_until(lambda: sub.connections == 0, 15, "removal")
+            wait_until(lambda: not link.thread.is_alive(), 15, "the removed connection to end")
+            assert sub.errors == []
+    finally:
+        chatty.close()

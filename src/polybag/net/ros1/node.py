@@ -49,6 +49,10 @@ log = logging.getLogger("polybag.net.ros1")
 HANDSHAKE_TIMEOUT = 10.0
 #: Seconds Publisher.close() / Node.close() give queued messages to reach their subscribers.
 FLUSH_TIMEOUT = 2.0
+#: Seconds a publisher the master no longer lists has to finish sending what it already sent.
+RETIRE_GRACE = 1.0
+_POLL = 0.5
+
 #: Seconds close() waits for each thread.
 JOIN_TIMEOUT = 5.0
 
@@ -386,6 +390,7 @@ class _PublisherLink:
         self.header: dict[str, str] = {}
         self.connected = False
         self.closed = False
+        self.retire_at: float | None = None
         self.lock = threading.Lock()
         self.messages = 0
         self.bytes = 0
@@ -443,7 +448,7 @@ class _PublisherLink:
             )
         except OSError as exc:
             raise TcprosError(f"sending the connection header failed: {exc}", f"{host}:{port}") from None
-        self.reader = BufferedSocket(sock)
+        self.reader = BufferedSocket(sock, self._keep_waiting)
         fields = text(read_header(self.reader, sub.max_header_size))
         if "error" in fields:
             raise RosGraphError(f"publisher {self.uri} of {sub.topic} refused us: {fields['error']}")
@@ -452,8 +457,25 @@ class _PublisherLink:
                 f"publisher {self.uri} of {sub.topic} sends md5sum {fields.get('md5sum')}, we want {sub.md5sum}"
             )
         self.header = fields
-        sock.settimeout(None)
+        sock.settimeout(_POLL)  # wakes the reader to check retire/close (partial reads are kept)
         return self.reader
+
+    def _keep_waiting(self) -> bool:
+        if self.closed:
+            return False
+        return self.retire_at is None or time.monotonic() < self.retire_at
+
+    def retire(self, grace: float) -> None:
+        """The master no longer lists this publisher: read what it already sent until EOF,
+        for at most ``grace`` s, then drop the connection."""
+        with self.lock:
+            self.retire_at = time.monotonic() + grace
+            if not self.connected:
+                self.closed = True
+                sock = self.sock
+            else:
+                sock = None
+        _shutdown_socket(sock)
 
     def run(self) -> None:
         sub = self.sub
@@ -470,6 +492,8 @@ class _PublisherLink:
                 data = read_message(reader, sub.max_message_size)
                 if data is None:
                     break
+                if self.retire_at is not None and time.monotonic() > self.retire_at:
+                    break  # removed by the master and still streaming: drop it now
                 self.messages += 1
                 self.bytes += len(data)
                 msg = Ros1Message(sub.topic, data, time.time_ns(), self.header)
@@ -481,10 +505,10 @@ class _PublisherLink:
         except _Closed:
             pass
         except PolybagError as exc:
-            if not self.closed:
+            if not self.closed and self.retire_at is None:
                 sub._error(f"{self.uri}: {exc}")
         except OSError as exc:
-            if not self.closed:
+            if not self.closed and self.retire_at is None:
                 sub._error(f"{self.uri}: connection error: {exc}")
         except Exception as exc:  # never let a peer kill the thread silently
             log.exception("subscription %s: connection to %s failed", sub.topic, self.uri)
@@ -535,6 +559,7 @@ class Subscription:
         self._lock = threading.Condition()
         self._links: dict[str, _PublisherLink] = {}
         self._finished: list[threading.Thread] = []
+        self._retiring: list[_PublisherLink] = []
         self._errors: list[str] = []
         self._closed = False
 
@@ -614,9 +639,9 @@ class Subscription:
                     link = _PublisherLink(self, uri)
                     self._links[uri] = link
                     started.append(link)
-            self._finished.extend(link.thread for link in dropped)
+            self._retiring = [lk for lk in self._retiring if lk.thread.is_alive()] + dropped
         for link in dropped:
-            link.close()
+            link.retire(RETIRE_GRACE)
         for link in started:
             link.thread.start()
 
@@ -626,8 +651,9 @@ class Subscription:
             if self._closed:
                 return
             self._closed = True
-            links = list(self._links.values())
+            links = list(self._links.values()) + self._retiring
             self._links.clear()
+            self._retiring = []
             threads = [link.thread for link in links] + self._finished
             self._finished = []
             self._lock.notify_all()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from polybag.net.ros1 import TcprosError
 
@@ -76,16 +76,28 @@ def frame(payload: bytes | bytearray | memoryview) -> bytes:
 
 class BufferedSocket:
     """A read side of a socket that fetches 64 KiB at a time (two small reads per message
-    otherwise); :func:`read_header` and :func:`read_message` accept it in place of the socket."""
+    otherwise); :func:`read_header` and :func:`read_message` accept it in place of the socket.
 
-    __slots__ = ("sock", "_buf", "_pos")
+    With ``keep_waiting``, a socket timeout is retried while ``keep_waiting()`` is true (so a
+    reader can poll a stop flag without losing a partly read message)."""
+
+    __slots__ = ("sock", "keep_waiting", "_buf", "_pos")
 
     STEP = 1 << 16
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, keep_waiting: Callable[[], bool] | None = None) -> None:
         self.sock = sock
+        self.keep_waiting = keep_waiting
         self._buf = b""
         self._pos = 0
+
+    def _recv(self, n: int) -> bytes:
+        while True:
+            try:
+                return self.sock.recv(n)
+            except TimeoutError:
+                if self.keep_waiting is None or not self.keep_waiting():
+                    raise
 
     def recv(self, n: int) -> bytes:
         if self._pos < len(self._buf):
@@ -93,8 +105,8 @@ class BufferedSocket:
             self._pos += len(out)
             return out
         if n >= self.STEP:
-            return self.sock.recv(n)
-        data = self.sock.recv(self.STEP)
+            return self._recv(n)
+        data = self._recv(self.STEP)
         if len(data) <= n:
             return data
         self._buf, self._pos = data, n
