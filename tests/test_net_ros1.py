@@ -671,7 +671,11 @@ def test_close_flushes_queued_messages(graph: Graph) -> None:
         b.subscribe("/burst", slow)
         assert pub.wait_for_subscribers(1, timeout=15)
         payloads = [ser_string(f"{i:06d}" + "x" * 100_000) for i in range(300)]
-        for p in payloads:
+        for p in payloads[:150]:
+            pub.publish(p)
+        assert pub.flush(timeout=30)
+        assert pub._topic.links[0].messages_sent == 150
+        for p in payloads[150:]:
             pub.publish(p)
         a.close()  # 30 MB still queued: sent before the connection goes
         wait_until(lambda: len(got) == 300, 15, "every queued message")

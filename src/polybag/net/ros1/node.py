@@ -120,6 +120,7 @@ class _SubscriberLink:
         self.cond = threading.Condition()
         self.closed = False
         self.draining = False
+        self.in_flight = 0
         self.dropped = 0
         self.bytes_sent = 0
         self.messages_sent = 0
@@ -161,6 +162,7 @@ class _SubscriberLink:
                         return
                     items = list(self.queue)
                     self.queue.clear()
+                    self.in_flight = len(items)
                     if not items and self.draining:
                         return
                 if not items:
@@ -177,11 +179,24 @@ class _SubscriberLink:
                         batch, size = [], 0
                 if batch:
                     self._send(batch, size)
+                with self.cond:
+                    self.in_flight = 0
+                    self.cond.notify_all()
         except OSError as exc:
             if not self.closed:
                 log.info("subscriber %s of %s went away: %s", self.callerid, self.topic.name, exc)
         finally:
             self.close()
+
+    def wait_idle(self, end: float) -> bool:
+        """Until everything queued was handed to the kernel (or the link closed); False at ``end``."""
+        with self.cond:
+            while (self.queue or self.in_flight) and not self.closed:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 0.5))
+            return True
 
     def drain(self) -> None:
         """Send what is queued, then end (see _PubTopic.close)."""
@@ -345,6 +360,14 @@ class Publisher:
     def errors(self) -> list[str]:
         """Refused or failed subscriber handshakes (wrong md5sum, malformed header...)."""
         return list(self._topic.errors)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Block until every message published so far was written to each connected
+        subscriber's socket (handed to the kernel); False if ``timeout`` s passed first."""
+        end = time.monotonic() + timeout
+        with self._topic.cond:
+            links = list(self._topic.links)
+        return all([link.wait_idle(end) for link in links])
 
     def wait_for_subscribers(self, n: int = 1, timeout: float = 5.0) -> bool:
         """Block until at least ``n`` subscribers are connected; False on timeout."""
