@@ -699,3 +699,34 @@ def test_unlisted_publisher_still_streaming_is_dropped_after_grace(graph: Graph)
             assert sub.errors == []
     finally:
         chatty.close()
+
+
+@pytest.mark.live
+@pytest.mark.skipif(not HAVE_ROS, reason="Debian ROS 1 tools not installed")
+def test_close_racing_subscribe_and_advertise_leaves_nothing(graph: Graph) -> None:
+    node = graph.node("/racy")
+    errors: list[BaseException] = []
+    done = [0]
+
+    def churn(k: int) -> None:
+        try:
+            for i in range(1000):
+                if i % 2:
+                    node.subscribe(f"/race{k}_{i}", lambda m: None)
+                else:
+                    node.advertise(f"/race{k}_{i}", "std_msgs/String", STRING_MD5, STRING_DEF)
+                done[0] += 1
+        except BaseException as exc:  # noqa: BLE001 - collected and checked below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=churn, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: done[0] >= 20, 15, "some registrations")
+    node.close()
+    for t in threads:
+        t.join(30)
+    assert len(errors) == 3 and all(isinstance(e, RosGraphError) for e in errors), errors
+    pubs, subs, _ = graph.master.get_system_state()
+    assert not any(node.name in nodes for _, nodes in pubs + subs)
+    assert not [t for t in threading.enumerate() if t.name.startswith("polybag-ros1") and node.name in t.name]

@@ -850,15 +850,22 @@ class Node:
             self.max_header_size,
         )
         with self._lock:
+            self._check_open()
             self._subs.setdefault(topic, []).append(sub)
         try:
             publishers = self.master.register_subscriber(topic, type or "*")
         except RosGraphError:
             with self._lock:
-                self._subs[topic].remove(sub)
-                if not self._subs[topic]:
-                    del self._subs[topic]
+                lst = self._subs.get(topic, [])
+                if sub in lst:
+                    lst.remove(sub)
+                if not lst:
+                    self._subs.pop(topic, None)
             raise
+        if self._closed:  # close() ran meanwhile (another thread): leave no registration behind
+            self._unregister_quietly("unregisterSubscriber", topic)
+            sub.close()
+            raise RosGraphError(f"node {self.name} was closed while subscribing to {topic}")
         sub._update(publishers, remove=False)
         return sub
 
@@ -875,8 +882,8 @@ class Node:
     ) -> Publisher:
         """Advertise ``topic``.  Advertising a topic again (same md5sum) shares the connections."""
         topic = _resolve_name(topic)
-        self._check_open()
         with self._lock:
+            self._check_open()
             existing = self._pub_topics.get(topic)
             if existing is not None:
                 if existing.md5sum != md5sum and "*" not in (md5sum, existing.md5sum):
@@ -895,9 +902,19 @@ class Node:
             self.master.register_publisher(topic, type)
         except RosGraphError:
             with self._lock:
-                self._pub_topics.pop(topic, None)
+                if self._pub_topics.get(topic) is pt:
+                    del self._pub_topics[topic]
             raise
+        if self._closed:  # close() ran meanwhile (another thread): leave no registration behind
+            self._unregister_quietly("unregisterPublisher", topic)
+            raise RosGraphError(f"node {self.name} was closed while advertising {topic}")
         return Publisher(pt)
+
+    def _unregister_quietly(self, method: str, topic: str) -> None:
+        try:
+            self.master.call(method, topic, self.uri)
+        except RosGraphError as exc:
+            log.info("%s %s: %s", method, topic, exc)
 
     def topics(self) -> list[tuple[str, str]]:
         """Published topics and their types, from the master."""
