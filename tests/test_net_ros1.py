@@ -195,6 +195,22 @@ def test_node_without_master_closes_cleanly() -> None:
     assert proxy.getPid("/t") == [1, "", os.getpid()]
     assert proxy.getSubscriptions("/t") == [1, "subscriptions", []]
     assert proxy.requestTopic("/t", "/nope", [["TCPROS"]])[0] == -1
+    # garbage from a peer gets an error answer, and the server keeps serving
+    assert proxy.publisherUpdate("/t", "/x", "not a list")[0] == -1
+    assert proxy.publisherUpdate("/t", "/x", [1, 2])[0] == -1
+    assert proxy.requestTopic("/t")[0] == -1
+    assert proxy.requestTopic("/t", 5, {"a": 1})[0] == -1
+    with pytest.raises(xmlrpc.client.Fault):
+        proxy.noSuchMethod("/t")
+    with socket.create_connection(
+        ("127.0.0.1", int(node.uri.rsplit(":", 1)[1].strip("/"))), timeout=10
+    ) as raw:
+        raw.sendall(b"POST / HTTP/1.0\r\nContent-Length: 5\r\n\r\n<<<<<")
+        answer = b""
+        while chunk := raw.recv(4096):
+            answer += chunk
+        assert b"<fault>" in answer
+    assert proxy.getMasterUri("/t") == [1, "", "http://127.0.0.1:9"]
     node.close()
     node.close()  # idempotent
     assert threading.active_count() <= before

@@ -742,6 +742,8 @@ class _ThreadingSlaveServer(_SlaveServer):
 
 
 class _Quiet(xmlrpc.server.SimpleXMLRPCRequestHandler):
+    timeout = HANDSHAKE_TIMEOUT  # a peer that connects and stays silent does not hold a thread
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
