@@ -6,15 +6,20 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import time
 import xmlrpc.client
+from pathlib import Path
 
 import pytest
 
 import polybag
 from polybag.cli import main
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ros1_graph import free_port as _free_port  # noqa: E402
+from ros1_graph import wait_for as _wait  # noqa: E402
 
 ROSBAG = shutil.which("rosbag")
 NEEDED = [ROSBAG, shutil.which("rosmaster"), shutil.which("rostopic"), "/usr/lib/rosbag/record"]
@@ -23,24 +28,6 @@ pytestmark = [
     pytest.mark.live,
     pytest.mark.skipif(not all(n and os.path.exists(n) for n in NEEDED), reason="Debian ROS 1 tools not installed"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(pred, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            if pred():
-                return
-        except (OSError, xmlrpc.client.Error):
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.parametrize("compression", ["none", "lz4"])

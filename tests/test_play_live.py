@@ -6,13 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import time
-import xmlrpc.client
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,8 @@ import pytest
 import polybag
 
 sys.path.insert(0, str(Path(__file__).parent))
+from ros1_graph import Graph as _Graph  # noqa: E402
+from ros1_graph import wait_for as _wait  # noqa: E402
 from test_play import NS, STRING_MD5, T0, make_bag, make_mcap  # noqa: E402
 
 RECORD = "/usr/lib/rosbag/record"
@@ -32,82 +32,15 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(pred: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            if pred():
-                return
-        except (OSError, xmlrpc.client.Error):
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Graph:
+class Graph(_Graph):
     def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        port = _free_port()
-        self.uri = f"http://127.0.0.1:{port}"
-        self.env = dict(
-            os.environ,
-            ROS_MASTER_URI=self.uri,
-            ROS_HOSTNAME="127.0.0.1",
-            ROS_IP="127.0.0.1",
-            ROS_HOME=str(tmp),
-            ROS_LOG_DIR=str(tmp),
-            PYTHONUNBUFFERED="1",
-        )
-        self.procs: list[subprocess.Popen] = []
-        self.start(["rosmaster", "--core", "-p", str(port)])
-        self.master = xmlrpc.client.ServerProxy(self.uri)
-        _wait(lambda: self.master.getSystemState("/test")[0] == 1, 30, "rosmaster")
-
-    def start(self, cmd: list[str], **kw) -> subprocess.Popen:
-        kw.setdefault("stdout", subprocess.DEVNULL)
-        kw.setdefault("stderr", subprocess.DEVNULL)
-        p = subprocess.Popen(cmd, env=self.env, cwd=self.tmp, **kw)
-        self.procs.append(p)
-        return p
-
-    def subscribers(self, topic: str) -> list[str]:
-        state = self.master.getSystemState("/test")[2]
-        return next((nodes for t, nodes in state[1] if t == topic), [])
-
-    def publishers(self, topic: str) -> list[str]:
-        state = self.master.getSystemState("/test")[2]
-        return next((nodes for t, nodes in state[0] if t == topic), [])
+        super().__init__(tmp, PYTHONUNBUFFERED="1")
 
     def record(self, out: Path, topics: list[str]) -> subprocess.Popen:
         rec = self.start([RECORD, "-O", str(out), *topics])
         for t in topics:
             _wait(lambda t=t: len(self.subscribers(t)) > 0, 30, f"the recorder subscribing {t}")
         return rec
-
-    def stop(self, p: subprocess.Popen) -> None:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
-
-    def close(self) -> None:
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(10)
 
 
 @pytest.fixture

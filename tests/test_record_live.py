@@ -6,18 +6,19 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import time
-import xmlrpc.client
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import polybag
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ros1_graph import Graph, wait_for  # noqa: E402
 
 NEEDED = [
     shutil.which("rosbag"),
@@ -34,72 +35,6 @@ pytestmark = [
 ]
 
 POLYBAG = [sys.executable, "-m", "polybag"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(pred: Callable[[], object], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            if pred():
-                return
-        except (OSError, xmlrpc.client.Error):
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Graph:
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        port = _free_port()
-        self.uri = f"http://127.0.0.1:{port}"
-        self.env = dict(
-            os.environ,
-            ROS_MASTER_URI=self.uri,
-            ROS_HOSTNAME="127.0.0.1",
-            ROS_IP="127.0.0.1",
-            ROS_HOME=str(tmp),
-            ROS_LOG_DIR=str(tmp),
-        )
-        self.procs: list[subprocess.Popen] = []
-        self.start(["rosmaster", "--core", "-p", str(port)])
-        self.master = xmlrpc.client.ServerProxy(self.uri)
-        wait_for(lambda: self.master.getSystemState("/test")[0] == 1, 30, "rosmaster")
-
-    def start(self, cmd: list[str], **kw: object) -> subprocess.Popen:
-        kw.setdefault("stdout", subprocess.DEVNULL)
-        kw.setdefault("stderr", subprocess.DEVNULL)
-        p = subprocess.Popen(cmd, env=self.env, cwd=self.tmp, **kw)  # type: ignore[call-overload]
-        self.procs.append(p)
-        return p
-
-    def subscribers(self, topic: str) -> list[str]:
-        _pubs, subs, _srv = self.master.getSystemState("/test")[2]
-        for t, nodes in subs:
-            if t == topic:
-                return list(nodes)
-        return []
-
-    def publishers(self, topic: str) -> list[str]:
-        pubs = self.master.getSystemState("/test")[2][0]
-        return next((list(n) for t, n in pubs if t == topic), [])
-
-    def close(self) -> None:
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in reversed(self.procs):
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 @pytest.fixture
