@@ -612,7 +612,13 @@ class UlogReader(Reader):
             for a, b in zip(bounds[:-1], bounds[1:])
         ]
         if workers > 1:
-            found = list(_threads.pool().map(lambda job: self._scan_part(*job), jobs))
+            # the first part here, the others in the pool: no thread waits idle
+            futs = [_threads.pool().submit(self._scan_part, *job) for job in jobs[1:]]
+            try:
+                first = self._scan_part(*jobs[0])
+            finally:
+                rest = [f.result() for f in futs]
+            found = [first, *rest]
         else:
             found = [self._scan_part(*jobs[0])]
         del jobs
