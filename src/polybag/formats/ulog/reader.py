@@ -101,6 +101,15 @@ _SCAN_CHUNK = 1 << 20  # bytes compared for the D type byte at once (cache-sized
 _SCAN_PART = 16  # chunks at least per scanning thread
 
 
+def _unsound(types: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Which headers of non-``D`` messages are structurally impossible: a known type
+    shorter than its fixed part, or an unknown type that is no letter or has a size of 0
+    or over the bound for skipped messages."""
+    nn = sizes.astype(np.int64)
+    mins = _MIN_TABLE[types]
+    return np.where(mins < 0, (nn == 0) | (nn > _MAX_UNKNOWN) | ~_LETTER[types], nn < mins)
+
+
 def _scan_workers(nchunks: int) -> int:
     """Threads for the candidate scan of ``nchunks`` chunks: one per core, up to 4, and
     only for logs large enough to gain from it."""
@@ -871,10 +880,7 @@ class UlogReader(Reader):
                     return False
                 ctrl = bad[~isd]
             tt = t[ctrl]
-            nn = size[ctrl].astype(np.int64)
-            mins = _MIN_TABLE[tt]
-            unsound = np.where(mins < 0, (nn == 0) | (nn > _MAX_UNKNOWN) | ~_LETTER[tt], nn < mins)
-            if unsound.any() or (tt == rec.ADD_LOGGED).any():
+            if _unsound(tt, size[ctrl]).any() or (tt == rec.ADD_LOGGED).any():
                 return False
         cand = (g >> np.uint64(40)).astype(np.int32)
         del g
@@ -904,10 +910,7 @@ class UlogReader(Reader):
         is_d = t == rec.DATA
         other = np.flatnonzero(~is_d)
         tt = t[other]
-        nn = size_all[other].astype(np.int64)
-        mins = _MIN_TABLE[tt]
-        structural = np.where(mins < 0, (nn == 0) | (nn > _MAX_UNKNOWN) | ~_LETTER[tt], nn < mins)
-        hits = np.flatnonzero(structural)
+        hits = np.flatnonzero(_unsound(tt, size_all[other]))
         k = int(other[hits[0]]) if len(hits) else n_p
         ctrl = other[other < k]
         if len(other) == 0:  # the common case: data messages only
