@@ -25,6 +25,11 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def workers() -> int:
+    """How many threads are worth using at once: one per core, at most the pool's size."""
+    return max(1, min(cores(), MAX_WORKERS))
+
+
 def pool() -> ThreadPoolExecutor:
     """The shared pool (made on first use)."""
     global _POOL

@@ -147,8 +147,8 @@ class BagWriter(Writer):
         self._prefix: dict[int, bytes] = {}
         self._chunk_infos: list[tuple[int, int, int, dict[int, int]]] = []  # pos, start, end, counts
         self._inflight: deque[tuple[Future[bytes], int, dict[int, list[tuple[int, int]]]]] = deque()
-        self._depth = max(1, min(_threads.cores(), 4))
-        self._pipeline = _threads.cores() > 1
+        self._depth = _threads.workers()
+        self._pipeline = self._depth > 1
         self._new_chunk()
 
     # --- chunk buffer ---------------------------------------------------------------------

@@ -140,8 +140,8 @@ class McapWriter(Writer):
         self._inflight: deque[tuple[Future[tuple[int, bytes | None]], bytearray, int, int, int, Any, bool]]
         self._inflight = deque()
         self._spares: list[bytearray] = []
-        self._depth = max(1, min(_threads.cores(), 4))
-        self._pipeline = use_chunking and _threads.cores() > 1
+        self._depth = _threads.workers()
+        self._pipeline = use_chunking and self._depth > 1
         self._local = threading.local()
 
         self._emit(MAGIC)

@@ -113,7 +113,7 @@ def _unsound(types: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def _scan_workers(nchunks: int) -> int:
     """Threads for the candidate scan of ``nchunks`` chunks: one per core, up to 4, and
     only for logs large enough to gain from it."""
-    return max(1, min(_threads.cores(), _threads.MAX_WORKERS, nchunks // _SCAN_PART))
+    return max(1, min(_threads.workers(), nchunks // _SCAN_PART))
 
 
 def _part_capacity(nbytes: int) -> int:
