@@ -40,9 +40,17 @@ def open(  # noqa: A001 - the public name the issue asks for
     ``target`` is a path, a bytes-like buffer, or a binary stream (seekable files are
     mapped; pipes such as ``sys.stdin.buffer`` are read forward only).  ``options`` go to
     the format's reader (for example ``validate_crcs=False`` for MCAP).
+
+    Every reader takes ``max_chunk_bytes``: what any single chunk may decompress to (bytes,
+    or a size such as ``"1G"``; default 512 MiB, or the process-wide value of
+    :func:`polybag.compression.set_max_chunk_bytes`).  A chunk over it is a
+    :class:`FormatError` naming the file, the offset and the option, never an allocation.
     """
+    from polybag.compression import max_chunk_bytes
     from polybag.formats.sniff import READERS, SNIFF_BYTES, sniff
 
+    if options.get("max_chunk_bytes") is not None:
+        options["max_chunk_bytes"] = max_chunk_bytes(options["max_chunk_bytes"])  # UsageError if not a size
     source = open_source(target)
     path = source.path
     if isinstance(source, MappedSource):

@@ -7,6 +7,10 @@ are found automatically, so adding a command touches no shared file.
 Exit codes: 0 success; 1 the operation found a problem or lost data (``check``,
 ``recover``); 2 usage error; 3 the input could not be read (a polybag error); 130
 interrupted.
+
+Every command takes ``--max-chunk SIZE`` (``512M``, ``1G``, ``1048576``...): what any single
+chunk of an input may decompress to (default 512 MiB).  It is set process-wide for the
+duration of the command, so readers opened anywhere in it honour it.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from polybag import __version__
+from polybag import __version__, compression
 from polybag.errors import PolybagError, UsageError
 
 EXIT_OK = 0
@@ -41,7 +46,33 @@ def build_parser() -> argparse.ArgumentParser:
         register = getattr(mod, "register", None)
         if register is not None:
             register(sub)
+    _add_max_chunk(parser)
     return parser
+
+
+def _size(text: str) -> int:
+    try:
+        return compression.parse_size(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _add_max_chunk(parser: argparse.ArgumentParser) -> None:
+    """``--max-chunk SIZE`` on ``parser`` and every (sub)command under it (SUPPRESS: a level
+    that does not give it leaves the value another level gave)."""
+    if not any("--max-chunk" in a.option_strings for a in parser._actions):
+        parser.add_argument(
+            "--max-chunk",
+            dest="max_chunk",
+            metavar="SIZE",
+            type=_size,
+            default=argparse.SUPPRESS,
+            help="the most any single chunk may decompress to, e.g. 512M, 1G (default 512M)",
+        )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                _add_max_chunk(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,6 +82,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return EXIT_USAGE
+    max_chunk = getattr(args, "max_chunk", None)
+    previous = compression.set_max_chunk_bytes(max_chunk) if max_chunk is not None else None
+    try:
+        return _run(parser, args, func)
+    finally:
+        if previous is not None:
+            compression.set_max_chunk_bytes(previous)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -> int:
     try:
         return int(func(args) or 0)
     except UsageError as e:

@@ -65,6 +65,7 @@ def check_bag(path: str) -> dict[str, Any]:
                 n += 1
         except PolybagError as e:
             problems.append(str(e))
+        _m = None  # the last message holds its chunk: release it before the checks below decompress again
         s = r.summary
         for e in s.extras.get("errors", []):
             if e not in problems:

@@ -6,6 +6,10 @@ blocks, so each block can go straight to ``lz4.block.decompress`` with the remai
 declared size as its bound.  Checksums are not verified here (``polybag check`` verifies
 them through the strict decoder); frames with linked blocks or anything unexpected fall
 back to :func:`polybag.compression.decompress`.
+
+Memory: a declared size over the cap (``max_chunk_bytes``) is refused before anything is
+decoded, no block may decode past the declared size, and the output grows in one buffer
+(:class:`~polybag.compression.OutputBuffer`), so a chunk costs its size plus one block.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import struct
 
 import lz4.block
 
+from polybag.compression import OutputBuffer, check_declared, max_chunk_bytes
 from polybag.compression import decompress as strict_decompress
 from polybag.errors import FormatError
 
@@ -25,18 +30,29 @@ class _Fallback(Exception):
     pass
 
 
-def decompress_lz4(data: bytes | memoryview, size: int, *, path: str | None = None, offset: int | None = None) -> bytes:
-    """The ``size`` bytes an LZ4 frame (or frames) decompress to."""
+def decompress_lz4(
+    data: bytes | memoryview,
+    size: int,
+    *,
+    path: str | None = None,
+    offset: int | None = None,
+    max_bytes: int | None = None,
+) -> bytes | memoryview:
+    """The ``size`` bytes an LZ4 frame (or frames) decompress to (``bytes``, or a read-only
+    ``memoryview`` when they took more than one block).
+
+    ``max_bytes`` is the cap (None: the process-wide one, see
+    :func:`polybag.compression.max_chunk_bytes`)."""
+    cap = max_chunk_bytes(max_bytes)
+    check_declared(size, cap, path, offset)
     try:
         return _fast(memoryview(data), size, path, offset)
     except _Fallback:
-        out = strict_decompress("lz4", data, size, path=path, offset=offset)
-        return bytes(out)
+        return strict_decompress("lz4", data, size, path=path, offset=offset, max_bytes=cap)
 
 
-def _fast(mv: memoryview, size: int, path: str | None, offset: int | None) -> bytes:
-    parts: list[bytes] = []
-    have = 0
+def _fast(mv: memoryview, size: int, path: str | None, offset: int | None) -> bytes | memoryview:
+    sink = OutputBuffer()
     pos = 0
     n = len(mv)
     while pos < n:
@@ -67,7 +83,7 @@ def _fast(mv: memoryview, size: int, path: str | None, offset: int | None) -> by
             bs &= 0x7FFFFFFF
             if bs > n - pos or bs > block_max:
                 raise FormatError(f"lz4 block of {bs} bytes runs past the data", path, offset)
-            room = size - have
+            room = size - sink.size
             if raw:
                 if bs > room:
                     raise FormatError(f"lz4 data decompresses to more than the declared {size} bytes", path, offset)
@@ -79,16 +95,15 @@ def _fast(mv: memoryview, size: int, path: str | None, offset: int | None) -> by
                     piece = lz4.block.decompress(mv[pos : pos + bs], uncompressed_size=min(block_max, room))
                 except lz4.block.LZ4BlockError as e:
                     raise FormatError(f"lz4 block does not decompress: {e}", path, offset) from None
-            parts.append(piece)
-            have += len(piece)
+            sink.add(piece)
             pos += bs + block_ck
         if flg & 0x04:
             pos += 4
         if pos > n:
             raise FormatError("lz4 frame ends inside its checksum", path, offset)
-    if have != size:
-        raise FormatError(f"lz4 data decompresses to {have} bytes, header says {size}", path, offset)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    if sink.size != size:
+        raise FormatError(f"lz4 data decompresses to {sink.size} bytes, header says {size}", path, offset)
+    return sink.view()
 
 
 def _partial_block(src: memoryview, limit: int) -> bytes:
@@ -140,14 +155,14 @@ def _partial_block(src: memoryview, limit: int) -> bytes:
     return bytes(out[:limit])
 
 
-def partial_lz4(data: bytes | memoryview, limit: int) -> bytes:
-    """As much as a cut or damaged LZ4 frame decompresses to (at most ``limit`` bytes)."""
+def partial_lz4(data: bytes | memoryview, limit: int) -> bytes | memoryview:
+    """As much as a cut or damaged LZ4 frame decompresses to (at most ``limit`` bytes; the
+    caller bounds ``limit`` by the cap)."""
     mv = memoryview(data)
     n = len(mv)
-    parts: list[bytes] = []
-    have = 0
+    sink = OutputBuffer()
     pos = 0
-    while pos + 7 <= n and have < limit:
+    while pos + 7 <= n and sink.size < limit:
         if _u32(mv, pos)[0] != _MAGIC:
             break
         flg, bd = mv[pos + 4], mv[pos + 5]
@@ -156,7 +171,7 @@ def partial_lz4(data: bytes | memoryview, limit: int) -> bytes:
         pos += 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1
         block_ck = 4 if flg & 0x10 else 0
         ended = False
-        while pos + 4 <= n and have < limit:
+        while pos + 4 <= n and sink.size < limit:
             (bs,) = _u32(mv, pos)
             pos += 4
             if bs == 0:
@@ -165,23 +180,23 @@ def partial_lz4(data: bytes | memoryview, limit: int) -> bytes:
             raw = bs & 0x80000000
             bs &= 0x7FFFFFFF
             body = mv[pos : pos + min(bs, n - pos)]
+            room = limit - sink.size
             if raw:
-                piece = bytes(body)
+                piece = bytes(body[:room])
             elif len(body) == bs and not linked:
                 try:
-                    piece = lz4.block.decompress(body, uncompressed_size=min(block_max, limit - have))
+                    piece = lz4.block.decompress(body, uncompressed_size=min(block_max, room))
                 except lz4.block.LZ4BlockError:
-                    piece = _partial_block(body, min(block_max, limit - have))
-            elif linked and parts:
-                return b"".join(parts)[:limit]  # linked blocks need the previous window
+                    piece = _partial_block(body, min(block_max, room))
+            elif linked and sink.size:
+                return sink.view()  # linked blocks need the previous window
             else:
-                piece = _partial_block(body, min(block_max, limit - have))
-            parts.append(piece)
-            have += len(piece)
+                piece = _partial_block(body, min(block_max, room))
+            sink.add(piece[:room])
             if len(body) < bs:
-                return b"".join(parts)[:limit]
+                return sink.view()
             pos += bs + block_ck
         if not ended:
             break
         pos += 4 if flg & 0x04 else 0
-    return b"".join(parts)[:limit]
+    return sink.view()

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from polybag.compression import decompress, normalize
+from polybag.compression import ChunkLimitError, OutputBuffer, decompress, max_chunk_bytes, normalize
 from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
 from polybag.model import Channel, ChunkInfo, Message, Schema, Summary
 from polybag.reader import Reader, TopicSelector, check_order, topic_filter
@@ -227,12 +227,15 @@ def parse_chunk_records(
     return times, cids, offs, dst, dls, err, pos
 
 
-def partial_decompress(name: str, data: bytes | memoryview, limit: int) -> bytes:
-    """As much of a cut or damaged compressed stream as decompresses (at most ``limit`` bytes)."""
+def partial_decompress(
+    name: str, data: bytes | memoryview, limit: int, max_bytes: int | None = None
+) -> bytes | memoryview:
+    """As much of a cut or damaged compressed stream as decompresses: at most ``limit``
+    bytes, and never more than the cap ``max_bytes`` (None: the process-wide one, see
+    :func:`~polybag.compression.max_chunk_bytes`)."""
     import bz2
 
-    import lz4.frame
-
+    limit = min(limit, max_chunk_bytes(max_bytes))
     n = normalize(name)
     if n == "none":
         return bytes(data[:limit])
@@ -240,21 +243,32 @@ def partial_decompress(name: str, data: bytes | memoryview, limit: int) -> bytes
         from .lz4fast import partial_lz4
 
         return partial_lz4(data, limit)
-    dec: Any = lz4.frame.LZ4FrameDecompressor() if n == "lz4" else bz2.BZ2Decompressor()
-    out: list[bytes] = []
-    have = 0
+    if n != "bz2":
+        # zstd is not a bag compression: decompress strictly (bounded), salvage nothing on error
+        try:
+            return decompress(n, data, None, max_bytes=limit)
+        except PolybagError:
+            return b""
+    dec = bz2.BZ2Decompressor()
+    sink = OutputBuffer()
     step = 1 << 16
     mv = memoryview(data)
     try:
         for i in range(0, len(mv), step):
-            piece = dec.decompress(mv[i : i + step], max_length=max(0, limit - have + 1))
-            have += len(piece)
-            out.append(piece)
-            if have > limit or dec.eof:
+            chunk: bytes | memoryview = mv[i : i + step]
+            while sink.size < limit and not dec.eof:
+                # max_length bounds each call's output; what the step holds beyond it stays
+                # buffered in the decompressor and comes out on the next call
+                piece = dec.decompress(chunk, max_length=min(1 << 22, limit - sink.size))
+                chunk = b""
+                sink.add(piece)
+                if not piece or dec.needs_input:
+                    break
+            if sink.size >= limit or dec.eof:
                 break
     except (OSError, RuntimeError, ValueError, EOFError):
         pass
-    return b"".join(out)[:limit]
+    return sink.view()
 
 
 class BagV2Reader(BagInfoMixin, Reader):
@@ -265,6 +279,8 @@ class BagV2Reader(BagInfoMixin, Reader):
         self.recover = recover
         # lz4 content checksums are skipped on the fast path; `polybag check` turns this on
         self.verify_checksums = bool(options.get("verify_checksums", False))
+        # what one chunk may decompress to (a chunk declaring more is an error, not an allocation)
+        self.max_chunk_bytes = max_chunk_bytes(options.get("max_chunk_bytes"))
         self.view = source.view
         self.size = source.size
         self.version = "2.0"
@@ -474,8 +490,8 @@ class BagV2Reader(BagInfoMixin, Reader):
         if comp == "lz4" and not self.verify_checksums:
             from .lz4fast import decompress_lz4
 
-            return decompress_lz4(raw, size, path=self.path, offset=pos)
-        return decompress(comp, raw, size, path=self.path, offset=pos)
+            return decompress_lz4(raw, size, path=self.path, offset=pos, max_bytes=self.max_chunk_bytes)
+        return decompress(comp, raw, size, path=self.path, offset=pos, max_bytes=self.max_chunk_bytes)
 
     # --- scanning ------------------------------------------------------------------------------
     def _scan(self) -> None:
@@ -559,6 +575,8 @@ class BagV2Reader(BagInfoMixin, Reader):
                     try:
                         buf = self._decompress(comp, view[ds : ds + dl], usize, pos)
                     except FormatError as e:
+                        if isinstance(e, ChunkLimitError) and not self.recover:
+                            raise  # not damage: the reader's limit, which the user can raise
                         self._recover_chunk(ci, cut=False, reason=str(e))
                         if ci.times is not None and len(ci.times):
                             chunks.append(ci)
@@ -601,6 +619,8 @@ class BagV2Reader(BagInfoMixin, Reader):
                     close_loose()
                 pos = ds + dl
             except FormatError as e:
+                if isinstance(e, ChunkLimitError) and not self.recover:
+                    raise
                 close_loose()
                 if (
                     isinstance(e, TruncatedError)
@@ -644,11 +664,13 @@ class BagV2Reader(BagInfoMixin, Reader):
     def _recover_chunk(self, ci: Chunk, *, cut: bool, reason: str) -> None:
         """Intact records of a cut or undecompressable chunk."""
         raw = self.view[ci.data_start : ci.data_start + ci.data_len]
-        limit = ci.size if ci.size > 0 else 1 << 31
+        limit = min(ci.size if ci.size > 0 else 1 << 31, self.max_chunk_bytes)
         if ci.compression == "none":
             buf: bytes | memoryview = raw
         else:
-            buf = partial_decompress(ci.compression, raw, min(limit, max(len(raw) * 255, 1 << 20)))
+            buf = partial_decompress(
+                ci.compression, raw, min(limit, max(len(raw) * 255, 1 << 20)), self.max_chunk_bytes
+            )
         t, c, o, d, dl, _err, vend = parse_chunk_records(buf, ci.data_start, self.path, self.conns)
         ci.buffer = buf
         ci.valid_end = vend

@@ -638,9 +638,19 @@ class McapReader(Reader):
 
     format = "mcap"
 
-    def __init__(self, source: Source, path: str | None = None, *, validate_crcs: bool = True, recover: bool = False) -> None:
+    def __init__(
+        self,
+        source: Source,
+        path: str | None = None,
+        *,
+        validate_crcs: bool = True,
+        recover: bool = False,
+        max_chunk_bytes: int | None = None,
+    ) -> None:
         super().__init__(source, path)
         self.validate_crcs = validate_crcs
+        # what one chunk may decompress to (None: the process-wide cap, 512 MiB by default)
+        self.max_chunk_bytes = compression.max_chunk_bytes(max_chunk_bytes)
         self.recover = recover
         self.recovery_report: dict[str, Any] | None = None
         self._header_errors: list[str] = []  # recover: a damaged Header record, reported with the rest
@@ -988,7 +998,7 @@ class McapReader(Reader):
             raise self._err(FormatError, f"Chunk records declare {rlen} bytes, record has {end - p} left", offset)
         data = buf[p : p + rlen]
         try:
-            out = compression.decompress(comp, data, usize, path=self.path, offset=offset)
+            out = compression.decompress(comp, data, usize, path=self.path, offset=offset, max_bytes=self.max_chunk_bytes)
         except UnsupportedError as e:
             raise self._err(FormatError, f"Chunk uses unknown compression {comp!r}: {e}", offset) from None
         if ucrc and self.validate_crcs:
@@ -2504,7 +2514,13 @@ def _u16_at(view: memoryview, pos: int) -> int:
 
 
 def open_mcap(
-    source: Source, path: str | None = None, *, validate_crcs: bool = True, recover: bool = False, **_options: Any
+    source: Source,
+    path: str | None = None,
+    *,
+    validate_crcs: bool = True,
+    recover: bool = False,
+    max_chunk_bytes: int | None = None,
+    **_options: Any,
 ) -> McapReader:
     """The opener registered in :mod:`polybag.formats.sniff`."""
-    return McapReader(source, path, validate_crcs=validate_crcs, recover=recover)
+    return McapReader(source, path, validate_crcs=validate_crcs, recover=recover, max_chunk_bytes=max_chunk_bytes)
