@@ -84,11 +84,17 @@ class WriteError(PolybagError):
     """A writer was used wrongly (unknown channel, closed writer, unsupported feature)."""
 
 
+class PolybagWarning(UserWarning):
+    """Something a reader noticed and worked around (an unknown ULog message type, a lying
+    MCAP index); the CLI prints it as one ``polybag CMD: warning: ...`` line."""
+
+
 __all__ = [
     "ChecksumError",
     "DecodeError",
     "FormatError",
     "PolybagError",
+    "PolybagWarning",
     "TruncatedError",
     "UnknownFormatError",
     "UnsupportedError",

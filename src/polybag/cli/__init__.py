@@ -19,11 +19,13 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import Any
 from typing import Any
 
 from polybag import __version__, compression
-from polybag.errors import PolybagError, UsageError
+from polybag.errors import PolybagError, PolybagWarning, UsageError
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -93,7 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -> int:
     try:
-        return int(func(args) or 0)
+        with warnings.catch_warnings():
+            _show_polybag_warnings(str(args.command))
+            return int(func(args) or 0)
     except UsageError as e:
         _command_parser(parser, args.command).print_usage(sys.stderr)
         print(f"polybag {args.command}: error: {e}", file=sys.stderr)
@@ -114,6 +118,20 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -
         # a file that cannot be opened, read or written: one line, no traceback
         print(f"polybag {args.command}: error: {_os_error_text(e)}", file=sys.stderr)
         return EXIT_INPUT
+
+
+def _show_polybag_warnings(command: str) -> None:
+    """Print each :class:`PolybagWarning` as one ``polybag CMD: warning: ...`` line (not the
+    ``warnings`` module's ``path:line: UserWarning: ...`` form); others as usual."""
+    base = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if isinstance(category, type) and issubclass(category, PolybagWarning):
+            print(f"polybag {command}: warning: {message}", file=file or sys.stderr)
+        else:
+            base(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

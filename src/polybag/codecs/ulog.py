@@ -10,6 +10,14 @@ types map to the same numpy types pyulog uses (``bool`` and ``char`` as ``int8``
 whose name starts with ``_padding`` are alignment filler: a trailing padding field may be
 missing from the logged data, and :meth:`UlogType.column_names` hides padding by default.
 
+A name repeated within one format (two ``_padding0`` in a PX4 format with several padding
+gaps, or a real name twice) is addressed as ``name``, ``name_1``, ``name_2``... in order
+(a suffix that is another field's name is skipped), in the nested values and in the
+flattened names alike (see :attr:`FormatDef.names`).  A format that cannot be laid out
+(one that contains itself, nests more than :data:`MAX_DEPTH` deep, has more than
+:data:`MAX_FIELDS` fields and nested items, or needs more bytes than a ULog message holds)
+is refused with a ``ValueError`` before anything is allocated for it.
+
 Logged strings (``L``/``C``) travel on a channel whose schema is :data:`LOGGED_STRING_SCHEMA`;
 their payload is ``uint8 log_level, uint8 tagged, uint16 tag, uint64 timestamp, text``.
 """
@@ -52,6 +60,9 @@ _LOG_HEAD = struct.Struct("<BBHQ")
 
 MAX_ARRAY = 0xFFFF  # like pyulog: bigger arrays are corruption, not a reason to allocate
 MAX_FLAT_FIELDS = 1 << 16
+MAX_FIELDS = 1 << 17  # flattened fields plus nested items of one message type
+MAX_DEPTH = 32  # levels of nested formats (PX4 uses three or four)
+MAX_PAYLOAD = 0xFFFF - 2  # the most a data message holds after its msg_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +79,37 @@ class FieldDef:
         return f"{self.type}[{self.array}] {self.name}" if self.array else f"{self.type} {self.name}"
 
 
+def unique_names(names: Sequence[str]) -> tuple[str, ...]:
+    """The name each field is addressed by: its own for the first use of a name, then
+    ``name_1``, ``name_2``... for repeats (skipping suffixes that are another field's name)."""
+    taken = set(names)
+    if len(taken) == len(names):
+        return tuple(names)
+    seen: set[str] = set()
+    nxt: dict[str, int] = {}
+    out = []
+    for n in names:
+        if n in seen:
+            k = nxt.get(n, 1)
+            while f"{n}_{k}" in taken:
+                k += 1
+            nxt[n] = k + 1
+            n = f"{n}_{k}"
+            taken.add(n)
+        seen.add(n)
+        out.append(n)
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class FormatDef:
     name: str
     fields: tuple[FieldDef, ...]
+    # the name each field is addressed by (repeated names made distinct, see unique_names)
+    names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", unique_names([f.name for f in self.fields]))
 
     def text(self) -> str:
         return self.name + ":" + "".join(f.text() + ";" for f in self.fields)
@@ -162,16 +200,17 @@ class UlogType:
     def _build_plan(self, type_name: str, counter: list[int]) -> list[Any]:
         """A tree that maps the flat tuple back into nested values."""
         plan: list[Any] = []
-        for f in self.formats[type_name].fields:
+        fmt = self.formats[type_name]
+        for f, name in zip(fmt.fields, fmt.names):
             n = f.array or 1
             if f.type in BASE_TYPES:
                 start = counter[0]
                 counter[0] += n
                 kind = "str" if f.type == "char" and f.array else ("bool" if f.type == "bool" else "")
-                plan.append((f.name, f.array, start, kind, None))
+                plan.append((name, f.array, start, kind, None))
             else:
                 subs = [self._build_plan(f.type, counter) for _ in range(n)]
-                plan.append((f.name, f.array, -1, "nested", subs))
+                plan.append((name, f.array, -1, "nested", subs))
         return plan
 
     def unpack(self, data: bytes | memoryview, topic: str | None = None) -> tuple[Any, ...]:
@@ -297,61 +336,106 @@ def _to_namespace(v: Any) -> Any:
     return v
 
 
-def compile_type(name: str, formats: Mapping[str, FormatDef]) -> UlogType:
-    """Flatten ``name`` the way pyulog does; ValueError for unknown types or cycles."""
-    t = UlogType(name, dict(formats))
+def _measure(root: str, formats: Mapping[str, FormatDef]) -> dict[str, int]:
+    """Size in bytes of ``root`` and of every format it uses, walked without recursion;
+    ValueError for an unknown type, a format that contains itself, nesting deeper than
+    :data:`MAX_DEPTH` or more than :data:`MAX_FIELDS` fields and nested items."""
     sizes: dict[str, int] = {}
+    items: dict[str, int] = {}  # flattened fields + nested items of each format
+    path: list[str] = []
+    at: list[int] = []  # per level of ``path``: the next field to look at
 
-    def size_of(tname: str, stack: tuple[str, ...]) -> int:
-        if tname in BASE_TYPES:
-            return BASE_TYPES[tname][1]
-        if tname in sizes:
-            return sizes[tname]
-        if tname in stack:
+    def enter(tname: str) -> None:
+        if tname in path:
             raise ValueError(f"format {tname} contains itself")
-        fmt = formats.get(tname)
-        if fmt is None:
+        if tname not in formats:
             raise ValueError(f"no format for type {tname!r}")
-        total = sum(size_of(f.type, (*stack, tname)) * (f.array or 1) for f in fmt.fields)
-        sizes[tname] = total
-        return total
+        if len(path) >= MAX_DEPTH:
+            raise ValueError(f"format {root} nests formats more than {MAX_DEPTH} deep")
+        path.append(tname)
+        at.append(0)
 
-    t.size = size_of(name, ())
+    enter(root)
+    while path:
+        fields = formats[path[-1]].fields
+        i = at[-1]
+        while i < len(fields) and (fields[i].type in BASE_TYPES or fields[i].type in sizes):
+            i += 1
+        at[-1] = i
+        if i < len(fields):
+            enter(fields[i].type)
+            continue
+        size = count = 0
+        for f in fields:
+            n = f.array or 1
+            if f.type in BASE_TYPES:
+                size += BASE_TYPES[f.type][1] * n
+                count += n
+            else:
+                size += sizes[f.type] * n
+                count += (items[f.type] + 1) * n
+        if count > MAX_FIELDS:
+            raise ValueError(f"format {root} has more than {MAX_FIELDS} fields and nested items")
+        tname = path.pop()
+        at.pop()
+        sizes[tname] = size
+        items[tname] = count
+    return sizes
+
+
+def _unique_flat(flat: list[FlatField]) -> None:
+    """Make flattened names distinct in place: they collide only when a field's own name
+    holds ``[i]`` or ``.x`` (a later one becomes ``name_1``, like a repeated field name)."""
+    names = [f.name for f in flat]
+    if len(set(names)) != len(names):
+        for f, n in zip(flat, unique_names(names)):
+            f.name = n
+
+
+def compile_type(name: str, formats: Mapping[str, FormatDef]) -> UlogType:
+    """Flatten ``name`` the way pyulog does (repeated names made distinct, see
+    :func:`unique_names`); ValueError for a format that cannot be laid out (unknown types,
+    cycles, too deep, too many fields, larger than a ULog message)."""
+    sizes = _measure(name, formats)
+    t = UlogType(name, {f.name: f for f in nested_formats(name, formats)})
+    t.size = sizes[name]
     flat = t.flat
 
     def walk(tname: str, prefix: str, offset: int, pad: bool) -> int:
-        for f in formats[tname].fields:
+        fmt = formats[tname]
+        for f, fname in zip(fmt.fields, fmt.names):
             fpad = pad or f.is_padding
             if f.type in BASE_TYPES:
                 sz = BASE_TYPES[f.type][1]
                 if f.array:
-                    if len(flat) + f.array > MAX_FLAT_FIELDS:
-                        raise ValueError(f"format {name} has too many fields")
                     for i in range(f.array):
-                        flat.append(FlatField(f"{prefix}{f.name}[{i}]", f.type, offset, fpad))
+                        flat.append(FlatField(f"{prefix}{fname}[{i}]", f.type, offset, fpad))
                         offset += sz
                 else:
-                    flat.append(FlatField(prefix + f.name, f.type, offset, fpad))
+                    flat.append(FlatField(prefix + fname, f.type, offset, fpad))
                     offset += sz
+            elif f.array:
+                for i in range(f.array):
+                    offset = walk(f.type, f"{prefix}{fname}[{i}].", offset, fpad)
             else:
-                if f.array:
-                    for i in range(f.array):
-                        offset = walk(f.type, f"{prefix}{f.name}[{i}].", offset, fpad)
-                else:
-                    offset = walk(f.type, f"{prefix}{f.name}.", offset, fpad)
-                if len(flat) > MAX_FLAT_FIELDS:
-                    raise ValueError(f"format {name} has too many fields")
+                offset = walk(f.type, f"{prefix}{fname}.", offset, fpad)
         return offset
 
-    walk(name, "", 0, False)
-    if len({f.name for f in flat}) != len(flat):
-        raise ValueError(f"format {name} has two fields with the same name")
+    walk(name, "", 0, False)  # recursion as deep as the nesting: at most MAX_DEPTH
+    _unique_flat(flat)
     # A trailing padding field may be missing from the data (pyulog drops it too).
     while flat and flat[-1].name.startswith("_padding"):
         flat.pop()
     t.min_size = (flat[-1].offset + BASE_TYPES[flat[-1].type][1]) if flat else 0
-    for f in formats[name].fields:
-        if f.name == "timestamp" and f.type in TIMESTAMP_TYPES and not f.array:
+    if t.min_size > MAX_PAYLOAD:
+        raise ValueError(
+            f"format {name} needs {t.min_size} bytes, more than a ULog data message holds ({MAX_PAYLOAD})"
+        )
+    if len(flat) > MAX_FLAT_FIELDS:
+        raise ValueError(f"format {name} has more than {MAX_FLAT_FIELDS} fields")
+    top = formats[name]
+    for f, fname in zip(top.fields, top.names):
+        if fname == "timestamp" and f.type in TIMESTAMP_TYPES and not f.array:
             for ff in flat:
                 if ff.name == "timestamp":
                     t.timestamp_offset = ff.offset
@@ -361,19 +445,18 @@ def compile_type(name: str, formats: Mapping[str, FormatDef]) -> UlogType:
 
 
 def nested_formats(name: str, formats: Mapping[str, FormatDef]) -> list[FormatDef]:
-    """``name``'s format followed by every format it uses (depth first, each once)."""
+    """``name``'s format followed by every format it uses (depth first, each once; walked
+    without recursion, so any chain of formats is safe)."""
     out: list[FormatDef] = []
     seen: set[str] = set()
-
-    def visit(n: str) -> None:
+    stack = [name]
+    while stack:
+        n = stack.pop()
         if n in seen or n in BASE_TYPES or n not in formats:
-            return
+            continue
         seen.add(n)
         out.append(formats[n])
-        for f in formats[n].fields:
-            visit(f.type)
-
-    visit(name)
+        stack.extend(reversed([f.type for f in formats[n].fields]))
     return out
 
 
@@ -477,6 +560,7 @@ def unpack_logged_string(data: bytes | memoryview) -> tuple[int, int | None, int
 
 
 _type_cache: dict[tuple[str, bytes], UlogType] = {}
+_TYPE_CACHE_SIZE = 512
 
 
 def type_for_schema(schema: Schema) -> UlogType:
@@ -488,6 +572,8 @@ def type_for_schema(schema: Schema) -> UlogType:
             t = compile_type(schema.name, formats)
         except ValueError as e:
             raise FormatError(f"ULog schema {schema.name}: {e}") from None
+        if len(_type_cache) >= _TYPE_CACHE_SIZE:
+            _type_cache.clear()
         _type_cache[key] = t
     return t
 

@@ -17,8 +17,10 @@ ULog targets (the reverse of :mod:`polybag.ops.ulog_ros1`).
   log time in microseconds.  Nested types are formats named after the ROS type
   (``geometry_msgs/Vector3`` -> ``geometry_msgs__Vector3``).  The payload is the timestamp
   followed by the ROS 1 payload.
-* Types ULog cannot hold (``string``, variable-length arrays) raise :class:`UnsupportedError`
-  naming the field; the caller drops the channel with a warning.
+* Types ULog cannot hold (``string``, variable-length arrays, arrays over 65535 items,
+  nesting deeper than the ULog reader accepts, more bytes than a ULog data message holds)
+  raise :class:`UnsupportedError` naming the field; the caller drops the channel with a
+  warning.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from polybag.codecs.ulog import MAX_ARRAY, MAX_DEPTH, MAX_PAYLOAD
 from polybag.errors import UnsupportedError
 from polybag.model import Channel
 
@@ -99,6 +102,8 @@ def parse_definition(root: str, text: str) -> dict[str, list[RosField]]:
             if m is None:
                 raise UnsupportedError(f"type {name}: cannot read the field {line!r}")
             t, arr, fname = m.group(1), m.group(2), m.group(3)
+            if arr and (len(arr) > 9 or int(arr) > MAX_ARRAY):
+                raise UnsupportedError(f"type {name}: array {line!r} is longer than a ULog array ({MAX_ARRAY})")
             if t not in PRIMITIVES and t not in ("string", "time", "duration"):
                 if t == "Header":
                     t = "std_msgs/Header"
@@ -132,6 +137,8 @@ class _Builder:
             raise UnsupportedError(f"{where}.{f.name}: variable-length array {f.type}[] (ULog holds fixed layouts only)")
         if f.type == "string":
             raise UnsupportedError(f"{where}.{f.name}: string field (ULog holds fixed layouts only)")
+        if (f.array or 0) > MAX_ARRAY:
+            raise UnsupportedError(f"{where}.{f.name}: array of {f.array} items (ULog holds at most {MAX_ARRAY})")
         count = f.array or 1
         if f.type in PRIMITIVES:
             t, size = PRIMITIVES[f.type]
@@ -152,6 +159,8 @@ class _Builder:
             return name, self.sizes[name]
         if type_name in stack:
             raise UnsupportedError(f"type {type_name} contains itself")
+        if len(stack) >= MAX_DEPTH:
+            raise UnsupportedError(f"type {stack[0]} nests types more than {MAX_DEPTH} deep (ULog's limit)")
         fields = self.types.get(type_name)
         if fields is None:
             raise UnsupportedError(f"type {type_name}: no definition in the schema")
@@ -167,6 +176,10 @@ class _Builder:
             text, n = self.field_text(f, where, stack)
             parts.append(text + ";")
             size += n
+            if size > MAX_PAYLOAD:
+                raise UnsupportedError(
+                    f"{where}: more than {MAX_PAYLOAD} bytes, more than a ULog data message holds"
+                )
         return "".join(parts), size
 
 

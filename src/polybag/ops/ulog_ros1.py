@@ -4,7 +4,9 @@ The mapping (documented here, relied on by users of converted files):
 
 * A ULog format ``name:type field;...`` becomes the ROS 1 type ``ulog_msgs/<name>``.  Every
   field keeps its name and order; ``_padding*`` fields are left out (also inside nested
-  types).  Types translate as ``int8_t..uint64_t -> int8..uint64``, ``float -> float32``,
+  types).  A name used twice in one format becomes ``name``, ``name_1``... (as the ULog
+  reader addresses it), and a name that is no ROS 1 identifier has each other character
+  replaced by ``_`` (and ``f`` put in front when it does not start with a letter).  Types translate as ``int8_t..uint64_t -> int8..uint64``, ``float -> float32``,
   ``double -> float64``, ``bool -> bool``, ``char -> char`` (so ``char[N]`` is a fixed
   ``char[N]`` array, i.e. N bytes), fixed arrays stay fixed arrays ``T[N]``, and a nested
   ULog type ``B`` becomes ``ulog_msgs/B`` with its definition appended as a ``MSG:``
@@ -31,6 +33,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from polybag.codecs.ulog import MAX_DEPTH, FormatDef, compile_type, parse_schema_text, unique_names
 from polybag.errors import FormatError, UnsupportedError
 from polybag.model import Channel, Schema
 
@@ -52,42 +55,55 @@ BASIC: dict[str, tuple[str, int]] = {
     "char": ("char", 1),
 }
 
-_FIELD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[\s*(\d+)\s*\])?\s+([A-Za-z_][A-Za-z0-9_]*)\s*$")
 _NAME = re.compile(r"[^A-Za-z0-9_]")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
 class Field:
     type: str
     array: int | None
-    name: str
+    name: str  # the ROS 1 field name (see ros_field_names)
+    ulog_name: str = ""  # the name the ULog reader addresses it by, when not ``name``
 
     @property
     def padding(self) -> bool:
-        return self.name.startswith("_padding")
+        return (self.ulog_name or self.name).startswith("_padding")
+
+
+def _identifier(name: str) -> str:
+    if _IDENTIFIER.fullmatch(name):
+        return name
+    out = _NAME.sub("_", name)
+    return out if out[:1].isalpha() else "f" + out
+
+
+def ros_field_names(fmt: FormatDef) -> list[str]:
+    """The ROS 1 name of each field of ``fmt``: the name the ULog reader gives it (a repeated
+    name is ``name_1``...) as a valid identifier, distinct from the others (padding fields,
+    left out of the definition, keep their ULog names)."""
+    real = [i for i, f in enumerate(fmt.fields) if not f.is_padding]
+    ros = dict(zip(real, unique_names([_identifier(fmt.names[i]) for i in real])))
+    return [ros.get(i, fmt.names[i]) for i in range(len(fmt.fields))]
+
+
+def _parse(text: str) -> tuple[dict[str, FormatDef], dict[str, list[Field]]]:
+    try:
+        defs = parse_schema_text(text.replace("\x00", ""))
+    except ValueError as e:
+        raise FormatError(f"ULog format: {e}") from None
+    formats: dict[str, list[Field]] = {}
+    for name, fmt in defs.items():
+        formats[name] = [
+            Field(f.type, f.array or None, ros, uname if uname != ros else "")
+            for f, uname, ros in zip(fmt.fields, fmt.names, ros_field_names(fmt))
+        ]
+    return defs, formats
 
 
 def parse_formats(text: str) -> dict[str, list[Field]]:
-    """``name:type f;type[n] g;`` lines (one format per line, or ``;``-joined) -> fields."""
-    formats: dict[str, list[Field]] = {}
-    # a format is `name:fields`; several may be separated by newlines
-    for line in text.replace("\x00", "").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        name, sep, body = line.partition(":")
-        if not sep:
-            raise FormatError(f"ULog format without ':': {line[:60]!r}")
-        fields = []
-        for part in body.split(";"):
-            if not part.strip():
-                continue
-            m = _FIELD.match(part)
-            if m is None:
-                raise FormatError(f"ULog format {name}: bad field {part!r}")
-            fields.append(Field(m.group(1), int(m.group(2)) if m.group(2) else None, m.group(3)))
-        formats[name.strip()] = fields
-    return formats
+    """``name:type f;type[n] g;`` lines (one format per line) -> fields with their ROS 1 names."""
+    return _parse(text)[1]
 
 
 class _Layout:
@@ -102,6 +118,8 @@ class _Layout:
             return self.sizes[type_name]
         if type_name in stack:
             raise FormatError(f"ULog format {type_name} contains itself")
+        if len(stack) >= MAX_DEPTH:
+            raise FormatError(f"ULog format {stack[0]} nests formats more than {MAX_DEPTH} deep")
         fields = self.formats.get(type_name)
         if fields is None:
             raise FormatError(f"ULog type {type_name!r} has no format definition")
@@ -260,11 +278,14 @@ def ulog_channel_to_ros1(ch: Channel) -> tuple[str, Schema, dict[str, str], Call
         schema = Schema(0, LOGGED_TYPE, "ros1msg", LOGGED_DEFINITION.encode())
         return LOGGED_TOPIC, schema, {"md5sum": md5, "type": LOGGED_TYPE}, _logged_string
     text = bytes(ch.schema.data).decode("utf-8", "replace")
-    formats = parse_formats(text)
+    defs, formats = _parse(text)
     if not formats:
         raise FormatError(f"topic {ch.topic}: empty ULog format")
     root = _root_name(ch.schema, formats)
-    _Layout(formats).size(root)  # checks every nested type is defined
+    try:  # every nested type defined, no cycle, depth and size within what a ULog holds
+        compile_type(root, defs)
+    except ValueError as e:
+        raise FormatError(f"topic {ch.topic}: {e}") from None
     definition = ros1_definition(formats, root)
     md5 = ros1_md5(formats, root)
     _, repack = make_repacker(formats, root)

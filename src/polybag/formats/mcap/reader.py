@@ -60,7 +60,14 @@ from typing import Any
 import numpy as np
 
 from polybag import compression
-from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError, UnsupportedError
+from polybag.errors import (
+    ChecksumError,
+    FormatError,
+    PolybagError,
+    PolybagWarning,
+    TruncatedError,
+    UnsupportedError,
+)
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.records import (
     CHUNK_HEAD,
@@ -116,7 +123,7 @@ _AR31 = np.arange(RECORD_MESSAGE_HEAD_LEN, dtype=np.int64)
 _COPY_BELOW = 4096  # average payloads smaller than this are copied (cheaper than views)
 
 
-class McapIndexWarning(UserWarning):
+class McapIndexWarning(PolybagWarning):
     """An MCAP file's chunk times (Chunk Index or Chunk header) disagree with its messages."""
 
 

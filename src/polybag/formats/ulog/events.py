@@ -6,6 +6,11 @@ PX4 stores its event definitions (libevents JSON, xz-compressed) in the multi-in
 bits 4..7).  Only events of the ``default`` group are shown, like PX4's tools; logs without
 embedded definitions give no decoded events (polybag never fetches anything from the
 network).
+
+The definitions and the logged events are data from the file: the decompressed JSON is
+bounded (:data:`MAX_DEFINITIONS_BYTES`), definitions of an unexpected shape give no decoded
+events, an event that cannot be shown is an unknown event, and a shown value's precision is
+capped, so nothing here allocates what a file declares or raises.
 """
 
 from __future__ import annotations
@@ -41,6 +46,19 @@ EVENT_LEVELS = {
 }
 _TAG = re.compile(r'<([a-z]+)(?: ([a-z]+)="([^"]*)")?>', re.DOTALL)
 _ARG = re.compile(r"^(\d+)(?::(?:\.(\d+))?)?(m|m_v|m/s|m\^2|C)?$")
+MAX_DEFINITIONS_BYTES = 16 << 20  # PX4's are about 160 KB decompressed
+_MAX_PRECISION = 17
+
+
+def _decompress(raw: bytes, limit: int) -> bytes | None:
+    """An xz stream's content, or None when it is damaged or over ``limit`` bytes (checked
+    while decompressing: a small stream may declare gigabytes)."""
+    d = lzma.LZMADecompressor()
+    try:
+        out = d.decompress(raw, max_length=limit)
+    except lzma.LZMAError:
+        return None
+    return out if d.eof else None
 
 
 class EventDefinitions:
@@ -64,17 +82,27 @@ class EventDefinitions:
         if not chunks or "metadata_events_sha256" not in ulog.info:
             return None
         try:
-            raw = b"".join(bytes(c) for c in chunks[0])
-            data = json.loads(lzma.decompress(raw))
-        except (lzma.LZMAError, ValueError, TypeError, MemoryError):
-            return None
-        if not isinstance(data, dict) or data.get("version", 0) < 1:
-            return None
-        return cls(data)
+            raw = b"".join(bytes(c) if isinstance(c, (bytes, bytearray)) else str(c).encode() for c in chunks[0])
+            text = _decompress(raw, MAX_DEFINITIONS_BYTES)
+            if text is None:
+                return None
+            data = json.loads(text)
+            if not isinstance(data, dict) or not isinstance(data.get("version", 0), int) or data.get("version", 0) < 1:
+                return None
+            return cls(data)
+        except (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError):
+            return None  # JSON of another shape than libevents': no decoded events
 
     # --- one event --------------------------------------------------------------------
     def message(self, event_id: int, args: bytes) -> tuple[str, str] | None:
-        """(group, message text) of an event, or None when the id is unknown."""
+        """(group, message text) of an event, or None when the id is unknown (or its
+        definition cannot be used)."""
+        try:
+            return self._message(event_id, args)
+        except (ValueError, TypeError, AttributeError, KeyError, IndexError, OverflowError, RecursionError):
+            return None
+
+    def _message(self, event_id: int, args: bytes) -> tuple[str, str] | None:
         found = self.events.get(event_id)
         if found is None:
             return None
@@ -143,13 +171,15 @@ class EventDefinitions:
             if c == "{":
                 close = msg.find("}", i)
                 m2 = _ARG.match(msg[i + 1 : close]) if close > 0 else None
-                if m2 is None or not 0 < int(m2.group(1)) <= len(values):
+                if m2 is None or len(m2.group(1)) > 9 or not 0 < int(m2.group(1)) <= len(values):
                     out.append(c)
                     i += 1
                     continue
                 value, enum = values[int(m2.group(1)) - 1]
                 shown = self._display(value, enum)
-                text = f"{shown:.{m2.group(2)}f}" if m2.group(2) is not None and enum is None else f"{shown}"
+                prec = m2.group(2)
+                digits = None if prec is None else min(int(prec), _MAX_PRECISION) if len(prec) <= 3 else _MAX_PRECISION
+                text = f"{shown:.{digits}f}" if digits is not None and enum is None else f"{shown}"
                 unit = m2.group(3)
                 if unit:
                     text += " " + ("m" if unit == "m_v" else unit)
@@ -172,7 +202,7 @@ def logged_events(reader: Any) -> list[tuple[int, str, str]] | None:
     except KeyError:
         return []
     ids = cols.get("id")
-    if ids is None:
+    if ids is None or "timestamp" not in cols:
         return []
     arg_names = []
     i = 0

@@ -25,7 +25,11 @@ Damage: a log that ends inside a message keeps every complete message.  A data m
 with no subscription or the wrong size is dropped where it is when the next message is
 good (pyulog does the same); an impossible header means the size chain is lost, and
 reading resumes at the next sync message or the next offset where three valid headers
-follow each other.  ``reader.ulog.corruptions`` lists each with the bytes skipped.  Without
+follow each other.  A subscription whose format cannot be laid out (see
+:func:`~polybag.codecs.ulog.compile_type`) is one damage report at its ``A`` message
+that counts its data messages, which are skipped; the other topics read as usual.
+``reader.ulog.corruptions`` lists each with the bytes skipped (``recovery_report["errors"]``
+has one line per kind of dropped data message and subscription, with the count).  Without
 ``recover=True``, :meth:`UlogReader.messages` raises a :class:`~polybag.errors.FormatError`
 (or :class:`~polybag.errors.TruncatedError`) after the last intact message before the
 first damage; columns and extras always hold everything that could be read (like pyulog).
@@ -54,6 +58,7 @@ from polybag.codecs.ulog import (
     BASE_TYPES,
     LOGGED_STRING_SCHEMA,
     LOGGED_STRING_TEXT,
+    MAX_PAYLOAD,
     FormatDef,
     UlogType,
     compile_type,
@@ -61,7 +66,7 @@ from polybag.codecs.ulog import (
     parse_format,
     schema_text,
 )
-from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
+from polybag.errors import FormatError, PolybagError, PolybagWarning, TruncatedError, UnsupportedError
 from polybag.formats.ulog import records as rec
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import Reader, TopicSelector, check_order, topic_filter
@@ -260,6 +265,19 @@ class UlogData:
 
 
 @dataclass
+class _DeadSub:
+    """A subscription whose format cannot be compiled: its data messages are counted and
+    skipped."""
+
+    sub: rec.Subscription
+    offset: int  # of its A message
+    reason: str
+    index: int  # position in the reader's list of them
+    count: int = 0
+    nbytes: int = 0
+
+
+@dataclass
 class _Sub:
     """A subscription as the reader tracks it."""
 
@@ -323,6 +341,13 @@ class UlogReader(Reader):
         self._subs: list[_Sub] = []
         self._by_msg_id: dict[int, _Sub] = {}
         self._types: dict[str, UlogType | None] = {}
+        self._type_errors: dict[str, str] = {}  # why a format did not compile
+        self._dead: dict[int, int] = {}  # msg_id -> index in _dead_subs (format unusable)
+        self._dead_subs: list[_DeadSub] = []
+        # (offset, text) of each damage line of recovery_report["errors"] (sorted at the end)
+        self._errors: list[tuple[int, str]] = []
+        # dropped data messages of one kind: key -> [index in _errors, first text, count, bytes]
+        self._drop_groups: dict[tuple[int, int], list[Any]] = {}
         self._damage: tuple[int, str, bool] | None = None  # (offset, message, truncated)
         # (file offset, level, timestamp us, tag, text) of each logged string
         self._log_entries: list[tuple[int, int, int, int | None, bytes]] = []
@@ -351,7 +376,7 @@ class UlogReader(Reader):
     def _note(self, text: str) -> None:
         self.ulog.warnings.append(text)
         if self._warn:
-            warnings.warn(f"{self.path or '<buffer>'}: {text}", stacklevel=4)
+            warnings.warn(PolybagWarning(f"{self.path or '<buffer>'}: {text}"), stacklevel=4)
 
     def _unknown_type(self, t: int, n: int, pos: int) -> None:
         """Unknown message types are skipped (the spec asks parsers to); one warning each."""
@@ -360,15 +385,42 @@ class UlogReader(Reader):
         if not count:
             self._note(f"offset {pos}: skipping unknown message type {chr(t)!r} ({n} bytes)")
 
-    def _damaged(self, offset: int, message: str, skipped: int = 0, truncated: bool = False) -> None:
+    def _damaged(
+        self, offset: int, message: str, skipped: int = 0, truncated: bool = False, grouped: bool = False
+    ) -> None:
+        """One piece of damage; ``grouped``: a dropped data message whose line in
+        ``recovery_report["errors"]`` is its group's (see :meth:`_drop_group`)."""
         self.recovery_report["bytes_skipped"] += skipped
         if len(self.ulog.corruptions) < _MAX_REPORTS:
             self.ulog.corruptions.append({"offset": offset, "bytes_skipped": skipped, "error": message})
-            self.recovery_report["errors"].append(f"offset {offset}: {message}")
+            if not grouped:
+                self._errors.append((offset, message))
         else:
             self.ulog.unreported_damage += 1
         if self._damage is None or offset < self._damage[0]:
             self._damage = (offset, message, truncated)
+
+    def _drop_group(self, key: tuple[int, int], offset: int, text: str, n: int, nbytes: int) -> None:
+        """Count ``n`` dropped data messages of one kind (``key``: no room for the msg_id, no
+        subscription for a msg_id, a wrong size for a subscription): the first is the
+        group's line in ``recovery_report["errors"]``, which gets the total at the end."""
+        g = self._drop_groups.get(key)
+        if g is None:
+            self._drop_groups[key] = [len(self._errors), text, n, nbytes]
+            self._errors.append((offset, text))
+        else:
+            g[2] += n
+            g[3] += nbytes
+
+    def _count_dead(self, cand: np.ndarray, nbytes: np.ndarray) -> None:
+        """Data messages of subscriptions without a usable format (``cand``: -2 - index)."""
+        k = -2 - cand.astype(np.int64)
+        counts = np.bincount(k)
+        sums = np.bincount(k, weights=nbytes.astype(np.float64))
+        for i in np.flatnonzero(counts).tolist():
+            d = self._dead_subs[i]
+            d.count += int(counts[i])
+            d.nbytes += int(sums[i])
 
     def _scan(self) -> None:
         view, size = self._view, self._size
@@ -549,10 +601,15 @@ class UlogReader(Reader):
             return self._types[name]
         try:
             t: UlogType | None = compile_type(name, self.ulog.formats)
-        except (ValueError, KeyError, RecursionError):
+        except (ValueError, KeyError, RecursionError) as e:
             t = None
+            self._type_errors[name] = str(e) if isinstance(e, ValueError) else f"format {name} is too deep"
         self._types[name] = t
         return t
+
+    def _table_key(self) -> tuple[int, int, int]:
+        """Changes whenever a subscription is added (the msg_id tables are made again)."""
+        return (len(self._subs), len(self._by_msg_id), len(self._dead_subs))
 
     def _words(self, q: np.ndarray) -> np.ndarray:
         """The 8 bytes at each (ascending) offset of ``q`` as a little-endian uint64 (zero past the end):
@@ -783,7 +840,10 @@ class UlogReader(Reader):
         if t == rec.DATA:
             if q + 5 > self._size:
                 return True
-            entry = self._by_msg_id.get(int(self._u16[q + 3]))
+            mid = int(self._u16[q + 3])
+            if mid in self._dead:
+                return True
+            entry = self._by_msg_id.get(mid)
             return (
                 entry is not None
                 and entry.type is not None
@@ -852,9 +912,10 @@ class UlogReader(Reader):
         :meth:`_process_chunk` then handles it).  Data offsets are stored with their
         subscription index, other messages' offsets with -1 (no copy of the offsets)."""
         tables = self._tables
-        if tables is None or tables[0] != (len(self._subs), len(self._by_msg_id)) or self._pending_damage:
+        if tables is None or tables[0] != self._table_key() or self._pending_damage:
             return False
-        _key, _sub_of, _head_m, lo_m, hi_m, ranged, head_s = tables
+        _key, sub_of, _head_m, lo_m, hi_m, ranged, head_s = tables
+        dead = None
         n_p = len(p)
         t = np.ndarray(buffer=words, dtype=np.uint8, shape=(n_p,), strides=(8,), offset=2)
         size = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=0)
@@ -879,6 +940,8 @@ class UlogReader(Reader):
                 if not ((hi_m[rm] >= 0) & (rs >= lo_m[rm]) & (rs <= hi_m[rm])).all():
                     return False
                 ctrl = bad[~isd]
+                if self._dead:
+                    dead = dbad[sub_of[rm] <= -2]
             tt = t[ctrl]
             if _unsound(tt, size[ctrl]).any() or (tt == rec.ADD_LOGGED).any():
                 return False
@@ -886,6 +949,8 @@ class UlogReader(Reader):
         del g
         cand -= 1
         cand[ctrl] = -1
+        if dead is not None and len(dead):
+            self._count_dead(sub_of[mid[dead]], size[dead].astype(np.int64) + 3)
         for ci in ctrl.tolist():
             q = int(p[ci])
             self._control(int(t[ci]), q, int(self._u16[q]))
@@ -942,6 +1007,9 @@ class UlogReader(Reader):
         # Subscriptions (A) in this chunk, parsed up front: a D belongs to the latest A for
         # its msg_id before it.
         new_subs: list[tuple[int, _Sub]] = []
+        # subscriptions whose format does not compile: their data is counted and skipped
+        # (cand -2 - index), one damage report for each at the end
+        new_dead: list[tuple[int, _DeadSub]] = []
         for i in ctrl[t[ctrl] == rec.ADD_LOGGED].tolist():
             q = int(p[i])
             sz = int(u16[q])
@@ -952,24 +1020,26 @@ class UlogReader(Reader):
                 continue
             utype = self._type(sub.name)
             if utype is None:
-                self._pending_damage.append(
-                    (q, f"subscription {sub.name!r} (msg_id {sub.msg_id}) has no usable format")
-                )
+                why = self._type_errors.get(sub.name, f"no format for type {sub.name!r}")
+                new_dead.append((i, _DeadSub(sub, q, why, len(self._dead_subs) + len(new_dead))))
                 continue
             new_subs.append((i, _Sub(sub, utype, len(self._subs) + len(new_subs))))
         all_entries = self._subs + [e for _, e in new_subs]
         lo = np.array([e.type.min_size if e.type else 1 << 30 for e in all_entries] + [1 << 30], np.int64)
         hi = np.array([e.type.size if e.type else -1 for e in all_entries] + [-1], np.int64)
-        new_ids = [e.sub.msg_id for _, e in new_subs]
-        if len(set(new_ids)) == len(new_ids) and not (set(new_ids) & set(self._by_msg_id)):
+        new_ids = [e.sub.msg_id for _, e in new_subs] + [d.sub.msg_id for _, d in new_dead]
+        known_ids = set(self._by_msg_id) | set(self._dead)
+        if len(set(new_ids)) == len(new_ids) and not (set(new_ids) & known_ids):
             # common case: each msg_id subscribed once -> lookup tables by msg_id
             # a data header without trailing padding (size, "D", msg_id: PX4 leaves the
             # padding out) is one 40-bit value: a single table lookup and compare checks
             # it; the others of types with trailing padding are checked against the range
             entries = [(mid, e, -1) for mid, e in self._by_msg_id.items()]
             entries += [(e.sub.msg_id, e, i) for i, e in new_subs]
-            key = (len(self._subs), len(self._by_msg_id))
-            if new_subs or self._tables is None or self._tables[0] != key:
+            dead_entries = [(mid, self._dead_subs[k], -1) for mid, k in self._dead.items()]
+            dead_entries += [(d.sub.msg_id, d, i) for i, d in new_dead]
+            key = self._table_key()
+            if new_subs or new_dead or self._tables is None or self._tables[0] != key:
                 sub_of = np.full(65536, -1, dtype=np.int32)
                 head_m = np.zeros(65536, dtype=np.uint64)
                 lo_m = np.full(65536, 1 << 30, dtype=np.int32)
@@ -983,11 +1053,16 @@ class UlogReader(Reader):
                         if entry.type.min_size < entry.type.size or entry.type.min_size + 2 > 0xFFFF:
                             lo_m[mid], hi_m[mid] = entry.type.min_size, entry.type.size
                             ranged = True
+                for mid, dead, _ in dead_entries:  # any size: counted, then skipped
+                    sub_of[mid] = -2 - dead.index
+                    lo_m[mid], hi_m[mid] = 0, MAX_PAYLOAD
+                    ranged = True
                 # expected header (low 40 bits) and subscription index + 1 (high bits) in
                 # one word: the fast path checks and assigns a data message with one lookup
-                head_s = head_m | ((sub_of.astype(np.int64) + 1).astype(np.uint64) << np.uint64(40))
+                live = np.maximum(sub_of, -1).astype(np.int64) + 1
+                head_s = head_m | (live.astype(np.uint64) << np.uint64(40))
                 tables = (key, sub_of, head_m, lo_m, hi_m, ranged, head_s)
-                if not new_subs:  # the same tables serve the next chunks
+                if not new_subs and not new_dead:  # the same tables serve the next chunks
                     self._tables = tables
             else:
                 tables = self._tables
@@ -1006,9 +1081,11 @@ class UlogReader(Reader):
                     rs = (dwords[rest] & np.uint64(0xFFFF)).astype(np.int32) - 2
                     rm = msg_id[rest]
                     ok[rest] = (rs >= lo_m[rm]) & (rs <= hi_m[rm])
-            if new_subs:  # data before its subscription in this chunk has none yet
+            if new_subs or new_dead:  # data before its subscription in this chunk has none yet
                 a_at = np.full(65536, -1, dtype=np.int64)
                 for mid, _entry, i in entries:
+                    a_at[mid] = i
+                for mid, _dead, i in dead_entries:
                     a_at[mid] = i
                 early = a_at[msg_id] >= d_idx
                 cand = np.where(early, -1, cand)
@@ -1020,6 +1097,8 @@ class UlogReader(Reader):
                 e.sub.msg_id * nmax + i + 1 for i, e in new_subs
             ]
             subs_ = [e.index for e in self._by_msg_id.values()] + [e.index for _, e in new_subs]
+            keys += [mid * nmax for mid in self._dead] + [d.sub.msg_id * nmax + i + 1 for i, d in new_dead]
+            subs_ += [-2 - k for k in self._dead.values()] + [-2 - d.index for _, d in new_dead]
             order = np.argsort(np.asarray(keys, dtype=np.int64), kind="stable")
             ekey = np.asarray(keys, dtype=np.int64)[order]
             esub = np.asarray(subs_, dtype=np.int64)[order]
@@ -1029,7 +1108,8 @@ class UlogReader(Reader):
                 locc = np.maximum(loc, 0)
                 found = (loc >= 0) & ((ekey[locc] // nmax) == mid64)
                 cand = np.where(found, esub[locc], -1)
-            ok = (cand >= 0) & (sizes() >= lo[cand]) & (sizes() <= hi[cand])
+            live = np.maximum(cand, -1)
+            ok = ((cand >= 0) & (sizes() >= lo[live]) & (sizes() <= hi[live])) | ((cand <= -2) & (sizes() >= 0))
         badd = np.flatnonzero(~ok)
         b = k
 
@@ -1061,15 +1141,35 @@ class UlogReader(Reader):
             dropped = badd[d_idx[badd] < b]
             for w in dropped[:_MAX_REPORTS].tolist():
                 q = int(dpos[w])
-                self._damaged(q, reason(w) + " (dropped)", int(sizes()[w]) + 5)
+                self._damaged(q, reason(w) + " (dropped)", int(sizes()[w]) + 5, grouped=True)
             if len(dropped) > _MAX_REPORTS:
                 extra = dropped[_MAX_REPORTS:]
                 self.recovery_report["bytes_skipped"] += int((sizes()[extra] + 5).sum())
                 self.ulog.unreported_damage += len(extra)
+            if len(dropped):
+                # one line of recovery_report["errors"] per kind: no room for the msg_id (0),
+                # no subscription for a msg_id (1), a wrong size for a subscription (2)
+                ds = sizes()[dropped]
+                dc = np.asarray(cand)[dropped].astype(np.int64)
+                kind = np.where(ds < 0, 0, np.where(dc < 0, 1, 2))
+                what = np.where(kind == 1, msg_id[dropped].astype(np.int64), np.where(kind == 2, dc, 0))
+                gkey = kind * (1 << 20) + what
+                uk, first, inv = np.unique(gkey, return_index=True, return_inverse=True)
+                counts = np.bincount(inv)
+                nbytes = np.bincount(inv, weights=(ds + 5).astype(np.float64))
+                for j, w in enumerate(dropped[first].tolist()):
+                    self._drop_group(
+                        (int(uk[j]) >> 20, int(uk[j]) & 0xFFFFF),
+                        int(dpos[w]),
+                        reason(w) + " (dropped)",
+                        int(counts[j]),
+                        int(nbytes[j]),
+                    )
         if b == k and k < len(p):
             self._bad_reason = f"invalid message header (type {int(t[k])}, size {int(u16[p[k]])})"
         # Everything before b, in file order: control messages one by one, D in bulk.
         new_by_i = dict(new_subs)
+        dead_by_i = dict(new_dead)
         for q, msg in self._pending_damage:
             if q < (int(p[b]) if b < len(p) else end):
                 self._damaged(q, msg)
@@ -1080,26 +1180,43 @@ class UlogReader(Reader):
             sz = int(u16[q])
             if tc == rec.ADD_LOGGED:
                 entry = new_by_i.get(ci)
+                dead = dead_by_i.get(ci)
+                mid = entry.sub.msg_id if entry is not None else dead.sub.msg_id if dead is not None else -1
+                if mid >= 0 and (mid in self._by_msg_id or mid in self._dead):
+                    name = entry.sub.name if entry is not None else dead.sub.name if dead is not None else ""
+                    self._note(f"offset {q}: msg_id {mid} subscribed again ({name})")
                 if entry is not None:
                     self._subs.append(entry)
                     self.ulog.subscriptions.append(entry.sub)
-                    if entry.sub.msg_id in self._by_msg_id:
-                        self._note(
-                            f"offset {q}: msg_id {entry.sub.msg_id} subscribed again ({entry.sub.name})"
-                        )
-                    self._by_msg_id[entry.sub.msg_id] = entry
+                    self._dead.pop(mid, None)
+                    self._by_msg_id[mid] = entry
+                elif dead is not None:
+                    self._dead_subs.append(dead)
+                    self._by_msg_id.pop(mid, None)
+                    self._dead[mid] = dead.index
                 continue
             self._control(tc, q, sz)
         nd = int(np.searchsorted(d_idx, b))
         if nd:
+            cnd = cand[:nd].astype(np.int32)  # a copy
+            keep = None
             if len(dropped):
                 keep = np.ones(nd, dtype=bool)
                 keep[dropped] = False
+            if self._dead:
+                dead_at = cnd <= -2
+                if keep is not None:
+                    dead_at &= keep
+                dd = np.flatnonzero(dead_at)
+                if len(dd):
+                    self._count_dead(cnd[dd], sizes()[dd].astype(np.int64) + 5)
+                    cnd[dd] = -1  # kept like a control message's offset: dropped in _finish
+            if keep is not None:
                 self._d_pos_chunks.append(dpos[:nd][keep])
-                self._d_sub_chunks.append(cand[:nd][keep].astype(np.int32))
+                self._d_sub_chunks.append(cnd[keep])
             else:
                 self._d_pos_chunks.append(dpos[:nd])
-                self._d_sub_chunks.append(cand[:nd].astype(np.int32))
+                self._d_sub_chunks.append(cnd)
         return b if b < len(p) else None
 
     def _resync(self, bad: int, end: int) -> tuple[int, str]:
@@ -1113,6 +1230,8 @@ class UlogReader(Reader):
             if entry.type is not None:
                 lo[mid] = entry.type.min_size + 2
                 hi[mid] = entry.type.size + 2
+        for mid in self._dead:
+            lo[mid], hi[mid] = 2, MAX_PAYLOAD + 2
         pos = bad + 1
         view = self._view
         window = 4096  # grows: damage is usually short
@@ -1163,7 +1282,31 @@ class UlogReader(Reader):
         ok &= ~isd | dok
         return ok, np.where(ok, nxt, end + 1)
 
+    def _report_damage(self) -> None:
+        """The damage reports that need the whole scan: one per subscription without a
+        usable format (with its data message count) and the totals of each group of
+        dropped data messages; then ``recovery_report["errors"]`` in file order."""
+        for d in self._dead_subs:
+            s = d.sub
+            self._damaged(
+                d.offset,
+                f"subscription {s.name!r} (msg_id {s.msg_id}, multi_id {s.multi_id}) has no usable format "
+                f"({d.reason}): its {d.count} data message(s) ({d.nbytes} bytes) are skipped",
+                d.nbytes,
+            )
+        for at, text, n, nbytes in self._drop_groups.values():
+            if n > 1:
+                self._errors[at] = (
+                    self._errors[at][0],
+                    f"{text}, and {n - 1} more data message(s) like it ({n} in all, {nbytes} bytes)",
+                )
+        self._errors.sort(key=lambda e: e[0])
+        self.recovery_report["errors"] = [f"offset {o}: {m}" for o, m in self._errors]
+        if self._dead_subs:
+            self.ulog.corruptions.sort(key=lambda c: c["offset"])
+
     def _finish(self) -> None:
+        self._report_damage()
         subs = self._subs
         pos_chunks, sub_chunks = self._d_pos_chunks, self._d_sub_chunks
         self._d_pos_chunks = []
@@ -1719,10 +1862,6 @@ def open_ulog(
     **opts: Any,
 ) -> UlogReader:
     """Opener registered in :data:`polybag.formats.sniff.READERS`."""
-    from polybag.compression import max_chunk_bytes
-
-    # ULog has no compression: the chunk cap is accepted (checked) and has nothing to bound
-    max_chunk_bytes(opts.pop("max_chunk_bytes", None))
     unknown = set(opts) - {"warn"}
     if unknown:
         raise TypeError(f"unknown ULog reader options: {', '.join(sorted(unknown))}")

@@ -88,7 +88,10 @@ class UlogWriter(Writer):
     def add_format(self, text: str | FormatDef) -> FormatDef:
         """Register a message format (``name:type field;...``)."""
         check_open(self.closed)
-        fmt = parse_format(text) if isinstance(text, str) else text
+        try:
+            fmt = parse_format(text) if isinstance(text, str) else text
+        except ValueError as e:
+            raise WriteError(str(e)) from None
         old = self.formats.get(fmt.name)
         if old is not None and old != fmt:
             raise WriteError(f"format {fmt.name} is already defined differently")
@@ -173,7 +176,11 @@ class UlogWriter(Writer):
         if encoding != "ulog":
             raise UnsupportedError(f"ULog files hold ULog formats, not {encoding!r} schemas ({name})")
         if name != LOGGED_STRING_SCHEMA:
-            for fmt in parse_schema_text(data).values():
+            try:
+                fmts = parse_schema_text(data)
+            except ValueError as e:
+                raise WriteError(f"schema {name}: {e}") from None
+            for fmt in fmts.values():
                 self.add_format(fmt)
             if name not in self.formats:
                 raise WriteError(f"schema {name} does not define format {name}")
@@ -201,7 +208,11 @@ class UlogWriter(Writer):
             return ch
         if topic != schema.name:
             raise WriteError(f"a ULog subscription's topic is its format name: {topic!r} != {schema.name!r}")
-        return self.add_subscription(topic, int(metadata.get("multi_id", 0)), schema=schema)
+        try:
+            multi_id = int(metadata.get("multi_id", 0))
+        except (TypeError, ValueError):
+            raise WriteError(f"topic {topic}: multi_id {metadata.get('multi_id')!r} is not a number") from None
+        return self.add_subscription(topic, multi_id, schema=schema)
 
     def add_subscription(self, name: str, multi_id: int = 0, *, schema: Schema | None = None) -> Channel:
         """Subscribe message ``name`` (its format must be known) as instance ``multi_id``."""
