@@ -7,10 +7,11 @@ schema.encoding)`` and cached per schema, so each type is compiled once.
 
 from __future__ import annotations
 
+import copy
 import importlib
 from typing import Any, Protocol
 
-from polybag.errors import UnsupportedError
+from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Schema
 
 
@@ -35,6 +36,14 @@ CODECS: dict[tuple[str, str], str] = {
 }
 
 _cache: dict[tuple[str, str, str, bytes, str], Codec] = {}
+# schemas whose codec could not be made: the error, raised again (a copy) for every message
+# instead of parsing the definition again each time
+_failed: dict[tuple[str, str, str, bytes, str], PolybagError] = {}
+
+
+def forget_failures() -> None:
+    """Try schemas that failed again (after new message definitions were made known)."""
+    _failed.clear()
 
 
 _by_channel: dict[Channel, Codec] = {}
@@ -62,6 +71,9 @@ def _codec_for(channel: Channel) -> Codec:
     )
     codec = _cache.get(key)
     if codec is None:
+        failed = _failed.get(key)
+        if failed is not None:
+            raise copy.copy(failed)
         spec = CODECS.get((channel.message_encoding, schema.encoding))
         if spec is None:
             raise UnsupportedError(
@@ -70,7 +82,11 @@ def _codec_for(channel: Channel) -> Codec:
             )
         mod, _, name = spec.partition(":")
         factory = getattr(importlib.import_module(mod), name)
-        codec = _cache[key] = factory(schema, channel)
+        try:
+            codec = _cache[key] = factory(schema, channel)
+        except PolybagError as e:
+            _failed[key] = copy.copy(e).with_traceback(None)
+            raise
     return codec
 
 

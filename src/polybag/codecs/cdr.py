@@ -13,6 +13,8 @@ import re
 from typing import Any
 
 from polybag.codecs.ros1.msgdef import (
+    MAX_ARRAY,
+    MAX_DEPTH,
     Constant,
     Field,
     FieldType,
@@ -20,6 +22,7 @@ from polybag.codecs.ros1.msgdef import (
     MsgDefError,
     TypeSet,
     canonical,
+    check_field_names,
     parse_full,
     parse_msg,
 )
@@ -124,6 +127,9 @@ _IDL_PRIMS = {
 }
 
 
+_IDL_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
 def _tokens(text: str) -> list[str]:
     text = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("#"))
     out: list[str] = []
@@ -171,7 +177,11 @@ class _IdlParser:
                         break
 
     def parse(self) -> list[MsgDef]:
-        self.definitions([])
+        try:
+            self.definitions([])
+        except (ValueError, KeyError, IndexError) as e:  # a number or keyword that is not one
+            tok = self.t[self.i - 1] if 0 < self.i <= len(self.t) else ""
+            raise MsgDefError(f"IDL: cannot parse near {tok!r}: {e}") from None
         out = []
         for name, d in self.structs.items():
             owner = name + "_Constants"
@@ -188,6 +198,8 @@ class _IdlParser:
             if tok == "module":
                 self.take()
                 name = self.take()
+                if len(scope) >= MAX_DEPTH:
+                    raise MsgDefError(f"IDL: modules nested more than {MAX_DEPTH} levels deep")
                 self.take("{")
                 self.definitions([*scope, name])
                 self.take("}")
@@ -200,8 +212,10 @@ class _IdlParser:
                 name = self.take()
                 while self.peek() == "[":
                     self.take()
-                    n = int(self.take(), 0)
+                    n = self.size()
                     self.take("]")
+                    if t.array is not None:
+                        raise MsgDefError(f"IDL: typedef {name}: arrays of arrays or sequences are not supported")
                     t = FieldType(t.base, n, None, t.string_bound, "")
                 self.take(";")
                 self.typedefs["/".join([*scope, name])] = t
@@ -251,22 +265,32 @@ class _IdlParser:
             return "/".join([*scope, name])
         return "/".join(parts)
 
+    def size(self) -> int:
+        """An array size or bound: a non-negative integer token."""
+        tok = self.take()
+        n = int(tok, 0)
+        if not 0 <= n <= MAX_ARRAY:
+            raise MsgDefError(f"IDL: array size or bound {tok} out of range")
+        return n
+
     def type_spec(self, scope: list[str]) -> FieldType:
         tok = self.take()
         if tok == "sequence":
             self.take("<")
-            inner = self.type_spec(scope)
+            inner = self.type_spec(scope)  # recursion stops here: a nested sequence is refused
+            if inner.array is not None:
+                raise MsgDefError("IDL: sequences of sequences or arrays are not supported")
             bound = None
             if self.peek() == ",":
                 self.take()
-                bound = int(self.take(), 0)
+                bound = self.size()
             self.take(">")
             return FieldType(inner.base, -1, bound, inner.string_bound, "")
         if tok in ("string", "wstring"):
             sb = None
             if self.peek() == "<":
                 self.take()
-                sb = int(self.take(), 0)
+                sb = self.size()
                 self.take(">")
             return FieldType(tok, None, None, sb, "")
         if tok == "unsigned":
@@ -298,10 +322,12 @@ class _IdlParser:
             t = self.type_spec(scope)
             while True:
                 fname = self.take()
+                if not _IDL_NAME.fullmatch(fname):
+                    raise MsgDefError(f"IDL: expected a member name, found {fname!r}", type_name=full)
                 ft = t
                 if self.peek() == "[":
                     self.take()
-                    n = int(self.take(), 0)
+                    n = self.size()
                     self.take("]")
                     if ft.array is not None:
                         raise MsgDefError("IDL: arrays of sequences are not supported", type_name=full)
@@ -314,6 +340,7 @@ class _IdlParser:
             self.take(";")
         self.take("}")
         self.take(";")
+        check_field_names(d)
         self.structs[full] = d
 
 

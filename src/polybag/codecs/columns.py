@@ -330,7 +330,7 @@ def _plan(compiler: Any, type_name: str, prefix: str, off: int, first: bytes, le
             if t.array > 0:
                 leaves.append(("array", name, off, base, t.array))
                 off += PRIMITIVE_FORMATS[base][1] * t.array
-        else:
+        elif base in _TIME_TYPES or base in ("string", "wstring") or compiler.fixed_size(base) != 0:
             for i in range(t.array):
                 off = _plan_scalar(compiler, base, f"{name}[{i}]", off, first, leaves, depth)
         if off > len(first):
@@ -353,6 +353,8 @@ def _plan_scalar(compiler: Any, base: str, name: str, off: int, first: bytes, le
         return off + 4 + k
     if base == "wstring":
         raise _NotFixed
+    if compiler.fixed_size(base) == 0:
+        return off  # an empty message (or only empty ones): no bytes, no columns
     return _plan(compiler, base, name + ".", off, first, leaves, depth + 1)
 
 
@@ -509,6 +511,8 @@ class _Walker:
                 else:
                     self.check(pos, size * n, name)
                 return pos + size * n
+            if self.empty(base):
+                return pos
             for i in range(n):
                 pos = self.scalar(base, f"{name}[{i}]", pos)
             return pos
@@ -542,14 +546,16 @@ class _Walker:
         newpos = pos.copy()
         if base in ("string", "wstring"):
             elem = None
+            least = 4
         else:
             elem = self.compiler.decoder(base, "dictnp")
+            least = self.compiler.min_size(base)
         for i in range(self.n):
             o, e = int(self.origin[i]), int(self.ends[i])
             body = mv[o:e]
             p = int(pos[i]) - o
             c = int(count[i])
-            if c > e - o - p:
+            if c * least > e - o - p or (not least and c > self.compiler.zero_limit(base)):
                 raise self.fail("sequence length exceeds the payload", name, np.arange(self.n) == i, pos)
             items = []
             for _ in range(c):
@@ -631,7 +637,15 @@ class _Walker:
                         col[i] = s
                 self.store(name, col, fresh=True)
             return pos + n * width
+        if self.empty(base):
+            return pos
         return self.message(base, name + ".", pos)
+
+    def empty(self, base: str) -> bool:
+        """A ROS 1 message type without bytes (empty, or only empty messages): no columns."""
+        if self.cdr or base in _TIME_TYPES or base in ("string", "wstring"):
+            return False
+        return bool(self.compiler.fixed_size(base) == 0)
 
 
 def _reason(e: DecodeError, reason: str) -> DecodeError:

@@ -81,6 +81,9 @@ def add_msg_folder(folder: str | Path, package: str | None = None) -> list[str]:
     ts = known_types()
     added = add_folder(ts, str(folder), package)
     _md5_index.clear()
+    from polybag.codecs import forget_failures
+
+    forget_failures()
     return added
 
 

@@ -74,6 +74,20 @@ _SEPARATOR = re.compile(r"^\s*={3,}\s*$", re.MULTILINE)
 _ARRAY = re.compile(r"^(?P<base>[^\[\]]+?)\s*\[(?P<inner>[^\]]*)\]$")
 _CONSTANT = re.compile(r"^[A-Za-z_]\w*\s*=")
 
+#: message types nested deeper than this are refused (real types nest about 10 levels); every
+#: recursive walk over a type (decoders, columns, ``to_dict`` of objects) stays well inside
+#: Python's recursion limit at this depth
+MAX_DEPTH = 100
+#: fields of a type fully expanded (nested messages and fixed-size arrays of messages counted
+#: element by element, primitive arrays and sequences as one): a type over this is refused, so a few lines of
+#: definition cannot unfold into billions of fields (``A a; A b`` repeated level after level)
+MAX_FIELDS = 1 << 18
+#: largest fixed array length accepted
+MAX_ARRAY = (1 << 31) - 1
+_BUILTIN_BASES = frozenset({*PRIMITIVE_FORMATS, "string", "wstring", "time", "duration"})
+# characters a field name cannot hold: they build column paths (``a.b``, ``c[0]``)
+_PATH_CHARS = frozenset(".[]")
+
 
 class MsgDefError(DecodeError):
     """A message definition that cannot be parsed or resolved."""
@@ -101,6 +115,11 @@ class FieldType:
     @property
     def is_message(self) -> bool:
         return "/" in self.base
+
+    @property
+    def is_nested(self) -> bool:
+        """A message type (anything that is not a primitive, a string or a ROS 1 time)."""
+        return self.base not in _BUILTIN_BASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +180,8 @@ class TypeSet:
         self.types: dict[str, MsgDef] = {}
         self.fallback = fallback
         self._md5: dict[str, str] = {}
+        self._shape: dict[str, tuple[int, int]] = {}  # checked type -> (depth, expanded fields)
+        self._short: dict[str, list[str]] | None = None
 
     def __contains__(self, name: str) -> bool:
         return self.lookup(name) is not None
@@ -181,6 +202,8 @@ class TypeSet:
     def add(self, d: MsgDef) -> None:
         self.types[d.name] = d
         self._md5.clear()
+        self._shape.clear()
+        self._short = None
 
     def resolve(self, base: str, package: str) -> str:
         """The canonical name of type ``base`` used inside ``package``."""
@@ -196,14 +219,22 @@ class TypeSet:
             if self.lookup(cand) is not None:
                 return cand
         # not in its own package: take a unique type of that name from anywhere in the text
-        matches = [n for n in self.types if n.rsplit("/", 1)[-1] == base]
+        matches = self._by_short().get(base, [])
         if len(matches) == 1:
             return matches[0]
         if self.fallback is not None:
-            fm = [n for n in self.fallback.types if n.rsplit("/", 1)[-1] == base]
+            fm = self.fallback._by_short().get(base, [])
             if len(fm) == 1:
                 return fm[0]
         return f"{package}/{base}" if package else base
+
+    def _by_short(self) -> dict[str, list[str]]:
+        """Type names by their last part (one pass, kept until a type is added)."""
+        if self._short is None:
+            self._short = {}
+            for n in self.types:
+                self._short.setdefault(n.rsplit("/", 1)[-1], []).append(n)
+        return self._short
 
     def finalize(self) -> None:
         """Resolve package-relative names of every field (after all sections are added)."""
@@ -222,25 +253,90 @@ class TypeSet:
             if changed:
                 d.fields = new
         self._md5.clear()
+        self._shape.clear()
 
     def check(self, name: str) -> None:
-        """Raise :class:`MsgDefError` if ``name`` or a dependency is undefined or recursive."""
-        seen: set[str] = set()
+        """Raise :class:`MsgDefError` if ``name`` or a dependency is undefined or recursive, or
+        the type nests deeper than :data:`MAX_DEPTH` or expands to more than :data:`MAX_FIELDS`.
 
-        def walk(n: str, stack: tuple[str, ...]) -> None:
-            if n in stack:
-                raise MsgDefError(f"recursive message definition through {n}", type_name=name)
-            if n in seen:
-                return
+        The walk is iterative (no Python recursion, whatever the definition) and stops as soon
+        as the chain it follows is too deep; results are kept per type.
+        """
+        key = canonical(name)
+        if key in self._shape:
+            return
+        shape = self._shape
+        path: list[str] = []
+        on_path: set[str] = set()
+        todo: list[Iterator[Field]] = []
+
+        def enter(n: str) -> None:
             d = self.lookup(n)
             if d is None:
-                raise MsgDefError(f"definition of {n} is missing", type_name=name)
-            for f in d.fields:
-                if f.type.is_message:
-                    walk(f.type.base, (*stack, n))
-            seen.add(n)
+                raise MsgDefError(f"definition of {n} is missing", type_name=key)
+            if len(path) >= MAX_DEPTH:
+                raise MsgDefError(
+                    f"message types nested more than {MAX_DEPTH} levels deep ({_chain([*path, n])})", type_name=key
+                )
+            path.append(n)
+            on_path.add(n)
+            todo.append(iter(d.fields))
 
-        walk(canonical(name), ())
+        enter(key)
+        while path:
+            n = path[-1]
+            for f in todo[-1]:
+                b = f.type.base
+                if b in _BUILTIN_BASES or b in shape:
+                    continue
+                if b in on_path:
+                    loop = path[path.index(b) :] + [b]
+                    raise MsgDefError(f"recursive message definition: {_chain(loop)}", type_name=key)
+                enter(b)
+                break
+            else:
+                shape[n] = self._measure(n, key)
+                path.pop()
+                on_path.discard(n)
+                todo.pop()
+
+    def _measure(self, n: str, top: str) -> tuple[int, int]:
+        """(depth, expanded fields) of ``n`` from its (already measured) nested types."""
+        depth, size = 1, 1
+        for f in self.get(n).fields:
+            t = f.type
+            if t.base in _BUILTIN_BASES:
+                size += 1
+                continue
+            sub_depth, sub_size = self._shape[t.base]
+            depth = max(depth, sub_depth + 1)
+            if t.array is None:
+                size += sub_size
+            elif t.array >= 0:
+                size += 1 + t.array * sub_size
+            else:  # a sequence: its elements are paid for by payload bytes (or bounded when empty)
+                size += 1
+            if size > MAX_FIELDS:
+                raise MsgDefError(
+                    f"{n} expands to more than {MAX_FIELDS} fields (nested messages and fixed-size arrays "
+                    "of messages counted field by field)",
+                    type_name=top,
+                )
+        if depth > MAX_DEPTH:
+            raise MsgDefError(f"message types nested more than {MAX_DEPTH} levels deep (in {n})", type_name=top)
+        return depth, size
+
+    def depth(self, name: str) -> int:
+        """Message nesting levels of a type (1: only primitive fields); checks it first."""
+        key = canonical(name)
+        self.check(key)
+        return self._shape[key][0]
+
+    def size(self, name: str) -> int:
+        """Fields of a type fully expanded (see :data:`MAX_FIELDS`); checks it first."""
+        key = canonical(name)
+        self.check(key)
+        return self._shape[key][1]
 
     # --- md5 ----------------------------------------------------------------------------
     def md5_text(self, name: str) -> str:
@@ -270,16 +366,28 @@ class TypeSet:
         return "\n".join(out)
 
     def dependencies(self, name: str) -> list[str]:
+        """Every message type ``name`` uses (depth first, each once), walked without recursion."""
         out: list[str] = []
-
-        def walk(n: str) -> None:
-            for f in self.get(n).fields:
-                if f.type.is_message and f.type.base not in out:
-                    out.append(f.type.base)
-                    walk(f.type.base)
-
-        walk(name)
+        seen: set[str] = set()
+        todo: list[Iterator[Field]] = [iter(self.get(name).fields)]
+        while todo:
+            for f in todo[-1]:
+                b = f.type.base
+                if f.type.is_nested and b not in seen:
+                    seen.add(b)
+                    out.append(b)
+                    todo.append(iter(self.get(b).fields))
+                    break
+            else:
+                todo.pop()
         return out
+
+
+def _chain(names: list[str], keep: int = 6) -> str:
+    """``a -> b -> c``, the middle of a long chain elided."""
+    if len(names) > 2 * keep:
+        names = [*names[:keep], f"... ({len(names) - 2 * keep} more)", *names[-keep:]]
+    return " -> ".join(names)
 
 
 def render_msg(d: MsgDef) -> str:
@@ -315,6 +423,8 @@ def parse_type(text: str, dialect: str) -> FieldType:
             array = int(inner)
             if array < 0:
                 raise ValueError(f"negative array size in {raw!r}")
+            if array > MAX_ARRAY:
+                raise ValueError(f"array size over {MAX_ARRAY} in {raw!r}")
     string_bound = None
     if "<=" in t:
         t, _, sb = t.partition("<=")
@@ -349,7 +459,7 @@ def parse_msg(name: str, text: str, dialect: str = "ros1") -> MsgDef:
                 if ctype in ("string", "wstring"):
                     # string constants: everything right of '=', verbatim (comments included)
                     idx = orig.find("=")
-                    cname_ = orig[orig.find(" ") + 1 : idx] if dialect == "ros1" else orig[:idx].split()[-1]
+                    cname_ = rest.partition("=")[0]
                     val = orig[idx + 1 :]
                     if dialect == "ros2":
                         val = val.strip()
@@ -385,7 +495,35 @@ def parse_msg(name: str, text: str, dialect: str = "ros1") -> MsgDef:
                 d.md5_fields.append(("", ft.base, fname))
         except (ValueError, IndexError) as e:
             raise MsgDefError(f"line {lineno}: cannot parse {orig.strip()!r}: {e}", type_name=name) from None
+    check_field_names(d)
     return d
+
+
+def field_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a field name, or None.
+
+    Any other text is accepted and kept as written (dict keys, column names and object
+    attributes use it unchanged; generated code never contains it).
+    """
+    if not name:
+        return "an empty field name"
+    if not name.isprintable() or any(ch.isspace() for ch in name):
+        return f"field name {name!r} holds a control or space character"
+    if _PATH_CHARS.intersection(name):
+        return f"field name {name!r} holds '.', '[' or ']' (reserved for column paths)"
+    return None
+
+
+def check_field_names(d: MsgDef) -> None:
+    """Raise :class:`MsgDefError` naming the type and the field for an unusable or repeated name."""
+    seen: set[str] = set()
+    for f in d.fields:
+        why = field_name_problem(f.name)
+        if why is None and f.name in seen:
+            why = f"field {f.name!r} is defined twice (like genmsg and rosidl, polybag refuses a repeated name)"
+        if why is not None:
+            raise MsgDefError(why, type_name=d.full_name or d.name, field=f.name)
+        seen.add(f.name)
 
 
 def split_sections(text: str) -> Iterator[tuple[str | None, str]]:

@@ -27,6 +27,7 @@ from polybag.codecs.ros1.msgdef import (
     Field,
     FieldType,
     MsgDef,
+    MsgDefError,
     TypeSet,
 )
 from polybag.errors import DecodeError
@@ -36,6 +37,8 @@ _ZERO_LIMIT = 1 << 16  # max elements of a zero-sized type in one sequence
 _UNROLL = 8
 _LOCAL_RUN = 64  # runs of at most this many values are unpacked into local variables
 _CACHED_STRING = 64  # string fields remember their last value up to this many bytes
+_INLINE_DEPTH = 16  # nested messages inlined into one generated function at most this deep
+_INLINE_FIELDS = 4096  # ... and a function inlines about this many fields; then it calls out
 _RUN_SLICE = re.compile(r"\b_t(\d+)\[(\d+):(\d+)\]")
 _RUN_ITEM = re.compile(r"\b_t(\d+)\[(\d+)\]")
 
@@ -76,12 +79,42 @@ class _MessageType(type):
     constructed the usual way.
     """
 
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+    def __call__(cls, /, *args: Any, **kwargs: Any) -> Any:
         if cls.__init__ is not object.__init__:  # type: ignore[misc]
             return super().__call__(*args, **kwargs)
         obj = type.__call__(cls)
         cls._pb_fill(obj, *args, **kwargs)  # type: ignore[attr-defined]
         return obj
+
+
+#: a field name that is an attribute slot of its class and may appear in generated code as
+#: ``obj.name`` / a keyword parameter: ASCII letters, digits and ``_`` (no leading ``_``, so no
+#: dunder or internal name), not a keyword, not a method of the message classes
+_PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_NOT_PLAIN = frozenset({"self", "to_dict", "to_sec", "to_nsec"})
+
+
+def plain_name(name: str) -> bool:
+    """Whether a field is stored in a slot and written as ``obj.name`` by generated code.
+
+    Other names (``__msgtype__``, ``_pb_fill``, ``class``, ``to_dict``, ``a-b``, non-ASCII
+    names...) are kept as written too: their values live in the instance ``__dict__`` under the
+    original name (``getattr(msg, name)`` reads them; ``vars(msg)[name]`` for the two names
+    ``object`` owns, ``__class__`` and ``__dict__``), and generated code reaches them through
+    constants, never by pasting the name into source.
+    """
+    return _PLAIN_NAME.fullmatch(name) is not None and not keyword.iskeyword(name) and name not in _NOT_PLAIN
+
+
+def _field_values(o: Any) -> list[Any]:
+    """The field values of a generated message object, in definition order."""
+    cls = type(o)
+    plain: tuple[bool, ...] = cls._pb_plain
+    names: tuple[str, ...] = cls.__fieldnames__
+    if all(plain):
+        return [getattr(o, n) for n in names]
+    d = o.__dict__
+    return [getattr(o, n) if p else d[n] for n, p in zip(names, plain)]
 
 
 class RosMessage(metaclass=_MessageType):
@@ -90,12 +123,12 @@ class RosMessage(metaclass=_MessageType):
     __slots__ = ()
     __msgtype__ = ""
     __fieldnames__: tuple[str, ...] = ()
+    _pb_plain: tuple[bool, ...] = ()
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        for n in self.__fieldnames__:
-            a, b = getattr(self, n), getattr(other, n)
+        for a, b in zip(_field_values(self), _field_values(other)):
             if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
                 if not np.array_equal(a, b):
                     return False
@@ -106,16 +139,24 @@ class RosMessage(metaclass=_MessageType):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__fieldnames__)
-        return f"{self.__msgtype__}({inner})"
+        cls = type(self)
+        inner = ", ".join(
+            f"{n}={v!r}" if p else f"{n!r}={v!r}"
+            for n, p, v in zip(cls.__fieldnames__, cls._pb_plain, _field_values(self))
+        )
+        return f"{cls.__msgtype__}({inner})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {n: _plain(getattr(self, n)) for n in self.__fieldnames__}
+        return _message_dict(self)
+
+
+def _message_dict(o: Any) -> dict[str, Any]:
+    return {n: _plain(v) for n, v in zip(type(o).__fieldnames__, _field_values(o))}
 
 
 def _plain(v: Any) -> Any:
     if isinstance(v, RosMessage):
-        return v.to_dict()
+        return _message_dict(v)
     if isinstance(v, list):
         return [_plain(x) for x in v]
     if isinstance(v, np.ndarray):
@@ -164,44 +205,95 @@ def _time_methods(nsec: str) -> dict[str, Any]:
     return {"to_nsec": to_nsec, "to_sec": to_sec}
 
 
+def _make_fill(names: tuple[str, ...], plain: tuple[bool, ...], factories: list[Callable[[], Any]]) -> Any:
+    """``_pb_fill(self, *values, **fields)``: the given fields, defaults for the others.
+
+    When every name is plain (:func:`plain_name`: an ASCII identifier that cannot clash with
+    ``self``, ``_D``, ``_N``, ``_d`` or ``_a<i>``) the generated function takes the fields as
+    keyword parameters.  Otherwise it takes ``_a<i>`` parameters, reaches the other fields through
+    the ``_N`` tuple of names (no field name is ever source text), and a wrapper maps keywords.
+    """
+    simple = all(plain)
+    params = list(names) if simple else [f"_a{i}" for i in range(len(names))]
+    lines = ["def _pb_fill(self" + "".join(f", {p}=None" for p in params) + "):"]
+    if not simple:
+        lines.append("    _d = self.__dict__")
+    for i, (n, p, ok) in enumerate(zip(names, params, plain)):
+        value = f"{p} if {p} is not None else _D[{i}]()"
+        lines.append(f"    self.{n} = {value}" if ok else f"    _d[_N[{i}]] = {value}")
+    lines.append("    pass")
+    ns: dict[str, Any] = {"_N": names, "_D": factories}
+    exec(compile("\n".join(lines) + "\n", "<polybag message fill>", "exec"), ns)  # noqa: S102
+    positional = ns["_pb_fill"]
+    if simple:
+        return positional
+    index = {n: i for i, n in enumerate(names)}
+    count = len(names)
+
+    def _pb_fill(self: Any, /, *args: Any, **kwargs: Any) -> None:
+        if len(args) > count:
+            raise TypeError(f"{type(self).__msgtype__} has {count} fields, {len(args)} values given")
+        if kwargs:
+            vals = [*args, *([None] * (count - len(args)))]
+            for k, v in kwargs.items():
+                i = index.get(k)
+                if i is None:
+                    raise TypeError(f"{type(self).__msgtype__} has no field {k!r}")
+                if i < len(args):
+                    raise TypeError(f"{type(self).__msgtype__}: field {k!r} given twice")
+                vals[i] = v
+            args = tuple(vals)
+        positional(self, *args)
+
+    return _pb_fill
+
+
 def make_class(
     d: MsgDef, full_name: str | None = None, resolve: Callable[[str], type] | None = None
 ) -> type:
-    """A ``__slots__`` class for message type ``d`` (cached by name and field names)."""
+    """A ``__slots__`` class for message type ``d`` (cached by name and fields).
+
+    Plain field names (:func:`plain_name`) are slots; the others are kept, under their
+    original names, in the instance ``__dict__`` (the class then has a ``__dict__`` slot).
+    """
     names = tuple(f.name for f in d.fields)
+    plain = tuple(plain_name(n) for n in names)
     consts = tuple((c.name, repr(c.value)) for c in d.constants)
-    key = (full_name or d.full_name or d.name, names, consts)
+    msgtype = full_name or d.full_name or d.name
+    # the classes of the nested types are part of the key: a type of the same name and fields
+    # may nest differently defined types (another file, CDR's placeholder field in empty types)
+    subs: dict[str, type] = {}
+    if resolve is not None:
+        for f in d.fields:
+            if f.type.base not in PRIMITIVE_FORMATS and f.type.base not in ("string", "wstring"):
+                subs.setdefault(f.type.base, resolve(f.type.base))
+    key = (msgtype, tuple((f.name, f.type) for f in d.fields), consts, tuple(subs.values()))
     cls = _CLASS_CACHE.get(key)
     if cls is not None:
         return cls
-    params = [
-        n if n.isidentifier() and not keyword.iskeyword(n) and n not in ("self", "_D") else f"_a{i}"
-        for i, n in enumerate(names)
-    ]
-    body = []
-    for i, (n, p) in enumerate(zip(names, params)):
-        val = f"{p} if {p} is not None else _D[{i}]()"
-        if n.isidentifier() and not keyword.iskeyword(n):
-            body.append(f"    self.{n} = {val}")
-        else:
-            body.append(f"    setattr(self, {n!r}, {val})")
-    defaults = ", ".join(f"{p}=None" for p in params)
-    src = f"def _pb_fill(self{', ' if params else ''}{defaults}):\n" + ("\n".join(body) or "    pass")
-    factories: list[Callable[[], Any]] = [_default_factory(f.type, resolve) for f in d.fields]
-    ns: dict[str, Any] = {"_D": factories}
-    exec(compile(src, f"<polybag msg {key[0]}>", "exec"), ns)  # noqa: S102
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise MsgDefError(f"field {dup!r} is defined twice", type_name=msgtype, field=dup)
+    sub = subs.__getitem__ if resolve is not None else None
+    factories: list[Callable[[], Any]] = [_default_factory(f.type, sub) for f in d.fields]
+    fill = _make_fill(names, plain, factories)
+    slots = tuple(n for n, p in zip(names, plain) if p)
     attrs: dict[str, Any] = {
-        "__slots__": names,
-        "_pb_fill": ns["_pb_fill"],
-        "__msgtype__": key[0],
+        "__slots__": slots if all(plain) else (*slots, "__dict__"),
+        "_pb_fill": fill,
+        "__msgtype__": msgtype,
         "__fieldnames__": names,
+        "_pb_plain": plain,
     }
+    taken = set(names)
     for c in d.constants:
-        if c.name not in names and c.name.isidentifier():
+        # constants are class attributes when that cannot shadow anything (``Cls.FOO``)
+        if plain_name(c.name) and c.name not in taken and c.name not in attrs:
             attrs[c.name] = c.value
     if names in (("sec", "nsec"), ("sec", "nanosec")) and d.name in _TIME_NAMES:
         attrs.update(_time_methods(names[1]))
-    cls = _MessageType(key[0].rsplit("/", 1)[-1] or "Msg", (RosMessage,), attrs)
+    short = msgtype.rsplit("/", 1)[-1]
+    cls = _MessageType(short if short.isidentifier() and short.isascii() else "Msg", (RosMessage,), attrs)
     _CLASS_CACHE[key] = cls
     return cls
 
@@ -214,12 +306,25 @@ def allocator(cls: type) -> Callable[[], Any]:
 def positional_maker(cls: type) -> Callable[..., Any]:
     """``make(v0, v1, ...)``: an instance with every field given in order (for decoders)."""
     names: tuple[str, ...] = cls.__fieldnames__  # type: ignore[attr-defined]
+    plain: tuple[bool, ...] = cls._pb_plain  # type: ignore[attr-defined]
     params = [f"_a{i}" for i in range(len(names))]
-    body = [f"    _o.{n} = {p}" if n.isidentifier() and not keyword.iskeyword(n) else f"    setattr(_o, {n!r}, {p})" for n, p in zip(names, params)]
-    src = f"def make({', '.join(params)}):\n    _o = _alloc()\n" + "\n".join(body) + "\n    return _o\n"
-    ns: dict[str, Any] = {"_alloc": allocator(cls)}
-    exec(compile(src, f"<polybag make {cls.__name__}>", "exec"), ns)  # noqa: S102
+    body = ["    _o = _alloc()"]
+    if not all(plain):
+        body.append("    _d = _o.__dict__")
+    for i, (n, p, ok) in enumerate(zip(names, params, plain)):
+        body.append(f"    _o.{n} = {p}" if ok else f"    _d[_N[{i}]] = {p}")
+    src = f"def make({', '.join(params)}):\n" + "\n".join(body) + "\n    return _o\n"
+    ns: dict[str, Any] = {"_alloc": allocator(cls), "_N": names}
+    exec(compile(src, "<polybag message maker>", "exec"), ns)  # noqa: S102
     return ns["make"]  # type: ignore[no-any-return]
+
+
+def get_field(o: Any, name: str) -> Any:
+    """The value of field ``name`` (not a plain name) of a message object."""
+    d = getattr(o, "__dict__", None)
+    if type(d) is dict and name in d:
+        return d[name]
+    return getattr(o, name)
 
 
 # ROS 1 time and duration behave as two-field messages
@@ -250,14 +355,11 @@ def _dict_default(t: FieldType) -> str:
     return f"[{_dict_default(FieldType(base))} for _ in range({n})]"
 
 
-def _attr(o: str, name: str, mode: str, t: FieldType | None = None) -> str:
-    if mode != "obj":
-        if t is None:
-            return f"{o}[{name!r}]"
-        return f"{o}.get({name!r}, {_dict_default(t)})"
-    if name.isidentifier() and not keyword.iskeyword(name):
-        return f"{o}.{name}"
-    return f"getattr({o}, {name!r})"
+def _key(name: str) -> str:
+    """A field name as a dict key in generated source: a string literal (``repr`` escapes it)."""
+    lit = repr(name)
+    assert lit[0] in "'\"" and lit[-1] == lit[0]
+    return lit
 
 
 class Compiler:
@@ -284,6 +386,10 @@ class Compiler:
         self._structs: dict[str, str] = {}
         self._funcs: dict[tuple[str, str], str] = {}
         self._count = 0
+        self._type_ids: dict[str, int] = {}  # type name -> number in generated identifiers
+        self._consts: dict[str, str] = {}  # string -> namespace variable holding it
+        self._pending: list[tuple[tuple[str, str], _Gen]] | None = None  # functions still to generate
+        self._min: dict[str, int] = {}
         self.classes: dict[str, type] = {}
         self._sizes: dict[str, int] = {}
         self._errinfo: dict[str, list[Any]] = {}
@@ -317,7 +423,40 @@ class Compiler:
         return c
 
     def _ident(self, prefix: str, name: str) -> str:
-        return f"_{prefix}_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+        """The namespace variable of type ``name`` (``_C3``): numbered, never built from the name."""
+        i = self._type_ids.setdefault(name, len(self._type_ids))
+        return f"_{prefix}{i}"
+
+    def const(self, value: str) -> str:
+        """A namespace variable holding ``value`` (a field name that is not plain)."""
+        var = self._consts.get(value)
+        if var is None:
+            var = self._consts[value] = f"_K{len(self._consts)}"
+            self.ns[var] = value
+        return var
+
+    def attr(self, o: str, name: str, mode: str, t: FieldType | None = None) -> str:
+        """Source reading field ``name`` of ``o`` (an object, or a dict in dict modes)."""
+        if mode != "obj":
+            if t is None:
+                return f"{o}[{_key(name)}]"
+            return f"{o}.get({_key(name)}, {_dict_default(t)})"
+        if plain_name(name):
+            return f"{o}.{name}"
+        self.ns.setdefault("_get_field", get_field)
+        return f"_get_field({o}, {self.const(name)})"
+
+    def zero_limit(self, name: str) -> int:
+        """Most elements of a sequence of a zero-sized type (so bounded objects from no bytes)."""
+        return max(1, _ZERO_LIMIT // self.size(name))
+
+    def depth(self, name: str) -> int:
+        """Message nesting levels of a type (times count as one)."""
+        return 1 if name in ("time", "duration") else self.ts.depth(name)
+
+    def size(self, name: str) -> int:
+        """Fields of a type fully expanded (:meth:`TypeSet.size`)."""
+        return 3 if name in ("time", "duration") else self.ts.size(name) + (1 if self.cdr else 0)
 
     def struct(self, fmt: str) -> str:
         var = self._structs.get(fmt)
@@ -379,7 +518,11 @@ class Compiler:
             s = self._sizes[name] = total
         return s
 
-    def min_size(self, name: str, stack: tuple[str, ...] = ()) -> int:
+    def min_size(self, name: str) -> int:
+        """The fewest bytes a value of the type takes (memoized: types are checked acyclic)."""
+        s = self._min.get(name)
+        if s is not None:
+            return s
         total = 0
         for f in self.msgdef(name).fields:
             t = f.type
@@ -391,8 +534,9 @@ class Compiler:
                 total += PRIMITIVE_FORMATS[t.base][1] * n
             elif t.base in ("string", "wstring"):
                 total += 4 * n
-            elif t.base not in stack:
-                total += self.min_size(t.base, (*stack, name)) * n
+            else:
+                total += self.min_size(t.base) * n
+        self._min[name] = total
         return total
 
     # --- public -------------------------------------------------------------------------
@@ -410,22 +554,49 @@ class Compiler:
         return self.ns[self._func("e", name, mode)]
 
     def _func(self, kind: str, name: str, mode: str) -> str:
+        """The name of the generated function for (kind, mode, type), generating it if needed.
+
+        A function needed while another is being generated (a nested type called out of
+        line) is only named here and generated after it, in a loop: generating never recurses
+        from one function into the next, however deep the types nest.  If any function of a
+        batch fails, the whole batch is forgotten (no name points at a missing function).
+        """
         key = (f"{kind}{mode}", name)
         fn = self._funcs.get(key)
-        if fn is None:
-            if name not in ("time", "duration"):
-                self.ts.check(name)
-            fn = self._funcs[key] = f"_{kind}{mode}{self._count}"
-            self._count += 1
-            gen = (_DecGen if kind in ("d", "t") else _EncGen)(self, mode, name, fn)
-            gen.top = kind == "t"
-            src = gen.source()
-            try:
-                code = compile(src, f"<polybag {kind} {name}>", "exec")
-            except SyntaxError as e:  # pragma: no cover - a generator bug
-                raise DecodeError(f"internal: cannot compile codec: {e}\n{src}", type_name=name) from e
-            exec(code, self.ns)  # noqa: S102
+        if fn is not None:
+            return fn
+        if name not in ("time", "duration"):
+            self.ts.check(name)
+        fn = self._funcs[key] = f"_{kind}{mode}{self._count}"
+        self._count += 1
+        gen = (_DecGen if kind in ("d", "t") else _EncGen)(self, mode, name, fn)
+        gen.top = kind == "t"
+        if self._pending is not None:
+            self._pending.append((key, gen))
+            return fn
+        self._pending = pending = [(key, gen)]
+        done = 0
+        try:
+            while done < len(pending):
+                _, g = pending[done]
+                done += 1
+                src = g.source()
+                code = compile(src, f"<polybag {g.fname} {g.name!r}>", "exec")
+                exec(code, self.ns)  # noqa: S102
+        except DecodeError:
+            self._forget(pending)
+            raise
+        except (SyntaxError, RecursionError, MemoryError, ValueError, OverflowError, struct.error) as e:
+            self._forget(pending)
+            raise MsgDefError(f"cannot build a decoder for this type: {type(e).__name__}: {e}", type_name=name) from None
+        finally:
+            self._pending = None
         return fn
+
+    def _forget(self, batch: list[tuple[tuple[str, str], _Gen]]) -> None:
+        for key, g in batch:
+            self._funcs.pop(key, None)
+            self.ns.pop(g.fname, None)
 
 
 def _enc_str(v: Any) -> bytes:
@@ -475,6 +646,20 @@ class _Gen:
         self.run_nvals = 0  # decoder: number of unpacked values
         self.run_id = 0
         self.run_fields: list[tuple[int, int, str]] = []  # (offset in run, size, path)
+        self.depth = 0  # nested messages inlined around the current field
+        self.inlined = 0  # fields inlined into this function so far
+        self.force_inline = False  # an expression-only generator (fixed-size array elements)
+
+    def inline(self, base: str) -> bool:
+        """Whether nested type ``base`` is generated in place (else: a call to its function).
+
+        Inlining is bounded in depth (Python's parser and compiler limit nesting) and in the
+        fields of one function (``A a; A b`` level after level doubles at every level); real
+        types are far inside both bounds and are generated exactly as before.
+        """
+        if self.force_inline or base in ("time", "duration"):
+            return True
+        return self.depth < _INLINE_DEPTH and self.inlined + self.c.size(base) <= _INLINE_FIELDS
 
     def reset_align(self, unknown: bool) -> None:
         # position modulo self.m is self.r (relative to the CDR origin)
@@ -657,6 +842,7 @@ class _DecGen(_Gen):
 
     def message(self, name: str, d: MsgDef, path: str) -> str:
         parts = []
+        self.inlined += len(d.fields)
         for f in d.fields:
             p = f"{path}.{f.name}" if path else f.name
             parts.append((f.name, self.value(f.type, p)))
@@ -668,12 +854,22 @@ class _DecGen(_Gen):
             var = self.new("_o")
             self.post.append(f"{var} = {self.c._ident('A', name)}()")
             for n, v in parts:
-                if n.isidentifier() and not keyword.iskeyword(n):
+                if plain_name(n):
                     self.post.append(f"{var}.{n} = {v}")
-                else:
-                    self.post.append(f"setattr({var}, {n!r}, {v})")
+                else:  # kept under its own name in the instance dict, named through a constant
+                    self.post.append(f"{var}.__dict__[{self.c.const(n)}] = {v}")
             return var
-        return "{" + ", ".join(f"{n!r}: {v}" for n, v in parts) + "}"
+        return "{" + ", ".join(f"{_key(n)}: {v}" for n, v in parts) + "}"
+
+    def call(self, base: str, path: str) -> str:
+        """A nested message decoded by its own function (not inlined)."""
+        self.flush()
+        self.mark(path)
+        fn = self.c._func("d", base, self.mode)
+        v = self.new()
+        self.emit(f"{v}, pos = {fn}(buf, pos, end)")
+        self.reset_align(unknown=True)
+        return v
 
     def count(self, path: str) -> str:
         var, idx = self.prim("I", 4, 1, 4, path + " (length)")
@@ -737,14 +933,21 @@ class _DecGen(_Gen):
             ms = c.min_size(base)
             if ms:
                 self.emit(f"if {n} * {ms} > end - pos: raise _Short({n})")
-            else:
-                self.emit(f"if {n} > {_ZERO_LIMIT}: raise _Short({n})")
+            else:  # zero-sized elements: a bounded number of objects from no bytes
+                self.emit(f"if {n} > {c.zero_limit(base)}: raise _Short({n})")
         lst = self.new("_l")
-        if base not in ("string", "wstring") and c.fixed_size(base) > 0 and not c.cdr:
+        if (
+            base not in ("string", "wstring")
+            and not c.cdr
+            and c.fixed_size(base) > 0
+            and c.depth(base) <= _INLINE_DEPTH
+            and c.size(base) <= _INLINE_FIELDS
+        ):
             # fixed-size elements: one iter_unpack over the whole array
             size = c.fixed_size(base)
             sub = _DecGen(c, self.mode, base, self.fname + "_t")
             sub.ctor_mode, sub.np_arrays, sub.stmt, sub.post = self.ctor_mode, self.np_arrays, False, []
+            sub.force_inline = True
             sub.run_id = 0
             expr = sub.message(base, c.msgdef(base), "").replace("_t0[", "t[")
             fmt = "".join(sub.run_fmt)
@@ -817,7 +1020,13 @@ class _DecGen(_Gen):
             fmt = "I" if base == "time" else "i"
             var, idx = self.prim(fmt, 4, 2, 4, path)
             return f"{{'sec': {var}[{idx}], 'nsec': {var}[{idx + 1}]}}"
-        return self.message(base, d, path)
+        if not self.inline(base):
+            return self.call(base, path)
+        self.depth += 1
+        try:
+            return self.message(base, d, path)
+        finally:
+            self.depth -= 1
 
 
 def _fail_factory(errinfo: dict[str, list[Any]]) -> Callable[..., DecodeError]:
@@ -900,9 +1109,10 @@ class _EncGen(_Gen):
     def message(self, name: str, d: MsgDef, o: str, path: str) -> None:
         if len(d.fields) > 1 and o != "o":
             o = self.bind(o)
+        self.inlined += len(d.fields)
         for f in d.fields:
             p = f"{path}.{f.name}" if path else f.name
-            self.value(f.type, _attr(o, f.name, self.acc, f.type), p)
+            self.value(f.type, self.c.attr(o, f.name, self.acc, f.type), p)
 
     def count(self, n: str, path: str) -> None:
         self.prim("I", 4, 1, 4, path + " (length)", n)
@@ -1012,7 +1222,17 @@ class _EncGen(_Gen):
             self.prim(fmt, 4, 1, 4, path + ".sec", f"{o}.get('sec', 0)")
             self.prim(fmt, 4, 1, 4, path + ".nsec", f"{o}.get('nsec', 0)")
             return
-        self.message(base, self.c.msgdef(base), v, path)
+        if not self.inline(base):  # a nested message encoded by its own function
+            self.flush()
+            self.mark(path)
+            self.emit(f"{self.c._func('e', base, self.mode)}(out, {v})")
+            self.reset_align(unknown=True)
+            return
+        self.depth += 1
+        try:
+            self.message(base, self.c.msgdef(base), v, path)
+        finally:
+            self.depth -= 1
 
 
 def _efail_factory(errinfo: dict[str, list[Any]]) -> Callable[..., DecodeError]:
