@@ -438,8 +438,15 @@ class BagV2Reader(BagInfoMixin, Reader):
                     raise FormatError(f"index data holds {dl} bytes, count {count} needs {count * 12}", p, pos)
                 # (sec, nsec, offset) u32 triples, kept as plain rows: concatenating and
                 # splitting plain arrays is cheaper than structured field access
+                conn = f.u32("conn")
+                if conn not in ci.counts:
+                    raise FormatError(
+                        f"index data names connection {conn}, which the chunk info does not list for this chunk",
+                        p,
+                        pos,
+                    )
                 parts.append(np.frombuffer(self.view[ds : ds + dl], "<u4").reshape(count, 3))
-                conn_parts.append(np.full(count, f.u32("conn"), np.uint32))
+                conn_parts.append(np.full(count, conn, np.uint32))
                 pos = nxt
             total = sum(len(a) for a in parts)
             if total != sum(ci.counts.values()):

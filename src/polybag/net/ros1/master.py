@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import http.client
 import os
+import reprlib
 import xmlrpc.client
+import zlib
 from typing import Any
 
 from polybag.net.ros1 import RosGraphError
@@ -12,6 +14,37 @@ from polybag.net.ros1 import RosGraphError
 DEFAULT_MASTER_URI = "http://localhost:11311"
 #: Seconds an XML-RPC call (to the master or a peer) may take.
 DEFAULT_TIMEOUT = 10.0
+#: Largest XML-RPC answer read (after gzip decoding); a peer's Content-Length or chunk size is
+#: never used to size a buffer (Python's http.client allocates what the peer declares).
+MAX_ANSWER = 64 * 1024 * 1024
+
+_show = reprlib.Repr()
+_show.maxlevel = 4
+_show.maxstring = 120
+_show.maxother = 120
+
+
+def _brief(value: Any) -> str:
+    """A short repr of a peer's value (bounded depth: answers may nest thousands deep)."""
+    try:
+        return _show.repr(value)[:200]
+    except Exception:  # noqa: BLE001 - only for an error message
+        return f"<{type(value).__name__}>"
+
+
+class _AnswerTooBig(xmlrpc.client.Error):
+    pass
+
+
+def _read_bounded(response: http.client.HTTPResponse, limit: int) -> bytes:
+    out = bytearray()
+    while True:
+        piece = response.read(1 << 16)
+        if not piece:
+            return bytes(out)
+        out += piece
+        if len(out) > limit:
+            raise _AnswerTooBig(f"answer larger than {limit} bytes")
 
 
 class _TimeoutTransport(xmlrpc.client.Transport):
@@ -23,6 +56,35 @@ class _TimeoutTransport(xmlrpc.client.Transport):
         conn = super().make_connection(host)
         conn.timeout = self._timeout
         return conn
+
+    def single_request(self, host: Any, handler: str, request_body: bytes, verbose: bool = False) -> Any:
+        # as xmlrpc.client.Transport.single_request, without reading an error answer's body
+        # (its declared length would be allocated at once)
+        try:
+            conn = self.send_request(host, handler, request_body, verbose)
+            resp = conn.getresponse()
+            if resp.status == 200:
+                self.verbose = verbose
+                return self.parse_response(resp)
+        except xmlrpc.client.Fault:
+            raise
+        except Exception:
+            self.close()
+            raise
+        self.close()
+        raise xmlrpc.client.ProtocolError(host + handler, resp.status, resp.reason, {})
+
+    def parse_response(self, response: Any) -> Any:
+        data = _read_bounded(response, MAX_ANSWER)
+        if response.getheader("Content-Encoding", "") == "gzip":
+            d = zlib.decompressobj(wbits=31)
+            data = d.decompress(data, MAX_ANSWER)
+            if d.unconsumed_tail:
+                raise _AnswerTooBig(f"gzip answer expands past {MAX_ANSWER} bytes")
+        p, u = self.getparser()
+        p.feed(data)
+        p.close()
+        return u.close()
 
 
 def xmlrpc_call(uri: str, method: str, *args: Any, timeout: float = DEFAULT_TIMEOUT, what: str = "") -> Any:
@@ -39,32 +101,46 @@ def xmlrpc_call(uri: str, method: str, *args: Any, timeout: float = DEFAULT_TIME
     except (TimeoutError, OSError) as exc:
         raise RosGraphError(f"{label}: cannot reach {uri} ({method}): {exc}") from None
     except xmlrpc.client.Fault as exc:
-        raise RosGraphError(f"{label}: {method} failed at {uri}: {exc.faultString}") from None
-    except (xmlrpc.client.Error, http.client.HTTPException, ValueError) as exc:
-        raise RosGraphError(f"{label}: bad XML-RPC answer from {uri} ({method}): {exc}") from None
+        raise RosGraphError(f"{label}: {method} failed at {uri}: {_brief(exc.faultString)}") from None
+    except RecursionError:
+        raise RosGraphError(f"{label}: {method} at {uri}: the answer nests too deep") from None
+    except MemoryError:
+        raise RosGraphError(f"{label}: {method} at {uri}: the answer does not fit in memory") from None
+    except Exception as exc:  # noqa: BLE001 - whatever a peer's bytes make the XML/HTTP parsers raise
+        # (ExpatError, http.client errors, zlib.error, EOFError, TypeError from a fault
+        # without its members, ValueError from a bad number...)
+        raise RosGraphError(
+            f"{label}: bad XML-RPC answer from {uri} ({method}): {type(exc).__name__}: {_brief(str(exc))}"
+        ) from None
     if not isinstance(answer, (list, tuple)) or len(answer) != 3 or not isinstance(answer[0], int):
-        raise RosGraphError(f"{label}: {method} at {uri} answered {answer!r:.200}, not [code, status, value]")
+        raise RosGraphError(f"{label}: {method} at {uri} answered {_brief(answer)}, not [code, status, value]")
     code, status, value = answer
     if code != 1:
-        raise RosGraphError(f"{label}: {method} failed at {uri} (code {code}): {status}")
+        raise RosGraphError(f"{label}: {method} failed at {uri} (code {code}): {_brief(status)}")
     return value
 
 
 def _str_list(value: Any, what: str) -> list[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise RosGraphError(f"master answered {value!r:.200} for {what}, expected a list of strings")
+        raise RosGraphError(f"master answered {_brief(value)} for {what}, expected a list of strings")
     return list(value)
 
 
 def _pairs(value: Any, what: str) -> list[tuple[str, str]]:
     out = []
     if not isinstance(value, (list, tuple)):
-        raise RosGraphError(f"master answered {value!r:.200} for {what}, expected a list of pairs")
+        raise RosGraphError(f"master answered {_brief(value)} for {what}, expected a list of pairs")
     for item in value:
         if not isinstance(item, (list, tuple)) or len(item) != 2 or not all(isinstance(v, str) for v in item):
-            raise RosGraphError(f"master answered {item!r:.200} in {what}, expected [name, type]")
+            raise RosGraphError(f"master answered {_brief(item)} in {what}, expected [name, type]")
         out.append((item[0], item[1]))
     return out
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RosGraphError(f"master answered {_brief(value)} for {what}, expected an integer")
+    return value
 
 
 class MasterClient:
@@ -103,14 +179,14 @@ class MasterClient:
         return _str_list(self.call("registerSubscriber", topic, type, self._api(caller_api)), "publishers")
 
     def unregister_subscriber(self, topic: str, caller_api: str | None = None) -> int:
-        return int(self.call("unregisterSubscriber", topic, self._api(caller_api)))
+        return _int(self.call("unregisterSubscriber", topic, self._api(caller_api)), "unregisterSubscriber")
 
     def register_publisher(self, topic: str, type: str, caller_api: str | None = None) -> list[str]:
         """Register a publication; the XML-RPC URIs of the topic's current subscribers."""
         return _str_list(self.call("registerPublisher", topic, type, self._api(caller_api)), "subscribers")
 
     def unregister_publisher(self, topic: str, caller_api: str | None = None) -> int:
-        return int(self.call("unregisterPublisher", topic, self._api(caller_api)))
+        return _int(self.call("unregisterPublisher", topic, self._api(caller_api)), "unregisterPublisher")
 
     # graph state
     def get_published_topics(self, subgraph: str = "") -> list[tuple[str, str]]:
@@ -127,17 +203,20 @@ class MasterClient:
             or len(value) != 3
             or not all(isinstance(v, list) for v in value)
         ):
-            raise RosGraphError(f"master answered {value!r:.200} for the system state")
+            raise RosGraphError(f"master answered {_brief(value)} for the system state")
         return value[0], value[1], value[2]
 
     def lookup_node(self, name: str) -> str:
         value = self.call("lookupNode", name)
         if not isinstance(value, str):
-            raise RosGraphError(f"master answered {value!r:.200} for node {name}")
+            raise RosGraphError(f"master answered {_brief(value)} for node {name}")
         return value
 
     def get_uri(self) -> str:
-        return str(self.call("getUri"))
+        value = self.call("getUri")
+        if not isinstance(value, str):
+            raise RosGraphError(f"master answered {_brief(value)} for its URI")
+        return value
 
     # parameters
     def get_param(self, key: str) -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 
 from polybag.errors import PolybagError
 from polybag.net.ros1 import RosGraphError, TcprosError
-from polybag.net.ros1.master import DEFAULT_TIMEOUT, MasterClient, xmlrpc_call
+from polybag.net.ros1.master import DEFAULT_TIMEOUT, MasterClient, _brief, xmlrpc_call
 from polybag.net.ros1.tcpros import (
     DEFAULT_MAX_HEADER,
     DEFAULT_MAX_MESSAGE,
@@ -440,7 +440,7 @@ class _PublisherLink:
             or not isinstance(proto[1], str)
             or not isinstance(proto[2], int)
         ):
-            raise RosGraphError(f"publisher {self.uri} of {sub.topic} offered {proto!r:.200}, not TCPROS")
+            raise RosGraphError(f"publisher {self.uri} of {sub.topic} offered {_brief(proto)}, not TCPROS")
         host, port = proto[1], proto[2]
         if not 0 < port < 65536 or not host:
             raise RosGraphError(f"publisher {self.uri} of {sub.topic} offered the address {host!r}:{port}")
