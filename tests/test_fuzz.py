@@ -120,3 +120,73 @@ def test_known_escape_reproducers_exist() -> None:
     for path in KNOWN.values():
         assert (ROOT / path).is_file(), path
     assert os.path.isdir(ROOT / "fuzz" / "repros")
+
+
+# --- escapes the fuzzer found in the parsers this harness owns, as plain regression tests -------
+def _answer(body: bytes, head: bytes = b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\n") -> bytes:
+    return head + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+
+
+def _dumps(value: object) -> bytes:
+    import xmlrpc.client
+
+    return xmlrpc.client.dumps((value,), methodresponse=True).encode()
+
+
+@pytest.mark.parametrize(
+    "response,call",
+    [
+        # a Content-Length of 1 TiB (Python's http.client allocates what the peer declares)
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1099511627776\r\n\r\n<methodResponse>", "get_uri"),
+        (b"HTTP/1.1 500 Oops\r\nContent-Length: 1099511627776\r\n\r\nx", "get_uri"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffff\r\n<methodResponse>", "get_uri"),
+        (_answer(b"<methodResponse><params><param><value><i4>1</i4></para"), "get_uri"),  # ExpatError
+        (_answer(_dumps([1, "ok", ["x"]])), "unregister_publisher"),  # int() of a list
+        (_answer(_dumps([1, "ok", ["x"]])), "get_uri"),
+        (_answer(b"<methodResponse><params><param><value>" + b"<array><data><value>" * 5000
+                 + b"</value></data></array>" * 5000 + b"</value></param></params></methodResponse>"), "get_uri"),
+        (_answer(b"<methodResponse><fault><value><struct></struct></value></fault></methodResponse>"), "get_uri"),
+    ],
+)
+def test_master_client_answers_are_graph_errors(response: bytes, call: str) -> None:
+    from fuzz.net import _FakeHttpServer
+
+    from polybag.net.ros1 import MasterClient, RosGraphError
+
+    server = _FakeHttpServer()
+    try:
+        server.response = response
+        client = MasterClient(f"http://127.0.0.1:{server.port}/", "/t", caller_api="http://127.0.0.1:1/")
+        with pytest.raises(RosGraphError) as info:
+            getattr(client, call)(*(("/t",) if call.startswith("unregister") else ()))
+        assert len(str(info.value)) < 1000
+    finally:
+        server.close()
+
+
+def test_bag_index_data_naming_an_unknown_connection_is_not_a_key_error() -> None:
+    """Index data records that name a connection the chunk info does not list: the chunk's
+    own records are read instead (all messages, on their real connections)."""
+    import io
+    import struct
+
+    from fuzz.formats import bag_records
+
+    import polybag
+    from polybag.formats.bag.writer import BagWriter
+
+    out = io.BytesIO()
+    w = BagWriter(out, compression="none")
+    ch = w.add_channel("/n", "ros1", w.add_schema("std_msgs/Int32", "ros1msg", b"int32 data\n"))
+    for i in range(5):
+        w.write(ch, struct.pack("<i", i), 10**9 + i)
+    w.close()
+    data = bytearray(out.getvalue())
+    for r in bag_records(bytes(data), 13, len(data)):
+        fields = {n: (v, ln) for n, _s, v, ln in r.fields}
+        if data[fields["op"][0]] == 0x04:
+            v, _ln = fields["conn"]
+            data[v : v + 4] = struct.pack("<I", 256)
+    with polybag.open(bytes(data)) as r:
+        got = [(m.topic, bytes(m.data)) for m in r.messages()]
+    assert got == [("/n", struct.pack("<i", i)) for i in range(5)]
