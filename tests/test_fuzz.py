@@ -190,3 +190,60 @@ def test_bag_index_data_naming_an_unknown_connection_is_not_a_key_error() -> Non
     with polybag.open(bytes(data)) as r:
         got = [(m.topic, bytes(m.data)) for m in r.messages()]
     assert got == [("/n", struct.pack("<i", i)) for i in range(5)]
+
+
+def _bag_with_unknown_conn_in_chunk() -> bytes:
+    """A bag whose chunk holds a message of connection 7, which no connection record defines,
+    with its index data damaged so the chunk's records are read."""
+    import io
+    import struct
+
+    from polybag.formats.bag.writer import BagWriter
+
+    out = io.BytesIO()
+    w = BagWriter(out, compression="none")
+    ch = w.add_channel("/n", "ros1", w.add_schema("std_msgs/Int32", "ros1msg", b"int32 data\n"))
+    for i in range(3):
+        w.write(ch, struct.pack("<i", i), 10**9 + i)
+    w.close()
+    data = bytearray(out.getvalue())
+    # the second message's conn field (records are "op=\x02", "conn=<u32>", "time=<8>")
+    head = b"conn=\x00\x00\x00\x00\x0d\x00\x00\x00time="
+    first = data.find(head)
+    second = data.find(head, first + 1)
+    assert 0 < first < second
+    data[second + 5 : second + 9] = struct.pack("<I", 7)
+    i = data.find(b"ver=\x01\x00\x00\x00", second)  # the index data's version: now damaged
+    assert i > second
+    data[i + 4] = 9
+    return bytes(data)
+
+
+def test_bag_chunk_message_of_an_undefined_connection() -> None:
+    import polybag
+    from polybag.errors import FormatError
+
+    data = _bag_with_unknown_conn_in_chunk()
+    with polybag.open(data) as r, pytest.raises(FormatError, match="connection 7"):
+        list(r.messages())
+    with polybag.open(data, recover=True) as r:
+        assert [bytes(m.data)[0] for m in r.messages()] == [0, 2]
+
+
+def test_bag_v12_message_data_without_a_type_field() -> None:
+    """A 1.2 message data record that lacks its 'type' field: an error, and the frequencies
+    of `info` (message_times) still work on what was read."""
+    from fuzz.seeds import _bag_v12
+
+    import polybag
+    from polybag.errors import FormatError
+
+    data = bytearray(_bag_v12(indexed=False))
+    i = data.rfind(b"type=std_msgs/Int32")  # in the last message data record
+    data[i : i + 4] = b"tipe"
+    for recover in (False, True):
+        with polybag.open(bytes(data), recover=recover) as r:
+            times = r.message_times()  # (was an IndexError: one more time than connections)
+            assert sum(len(v) for v in times.values()) == len(r.times)
+    with polybag.open(bytes(data)) as r, pytest.raises(FormatError):
+        list(r.messages())

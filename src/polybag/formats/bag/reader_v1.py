@@ -457,8 +457,9 @@ class BagV12Reader(_FlatReader):
                         t = f.time("time")
                     else:
                         t = f.u32("sec") * 1_000_000_000 + f.u32("nsec")
+                    cid = self._channel(topic, md5, f.str("type"))  # (may raise: before appending)
                     self._t.append(t)
-                    self._c.append(self._channel(topic, md5, f.str("type")))
+                    self._c.append(cid)
                     self._d.append(ds)
                     self._n.append(dl)
                 elif op == OP_FILE_HEADER:

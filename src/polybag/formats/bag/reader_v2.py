@@ -476,6 +476,14 @@ class BagV2Reader(BagInfoMixin, Reader):
         t, c, o, d, dl, err, _end = parse_chunk_records(buf, ci.data_start, self.path, self.conns)
         if err is not None:
             raise err
+        unknown = [cid for cid in c if cid not in self.conns]
+        if unknown:
+            msg = f"{len(unknown)} messages of connection {unknown[0]}, which has no connection record"
+            if not self.recover:
+                raise FormatError(msg, self.path, ci.pos)
+            self.scan_errors.append(f"{self.path}: offset {ci.pos}: {msg}")
+            keep = [i for i, cid in enumerate(c) if cid in self.conns]
+            t, c, o, d, dl = ([a[i] for i in keep] for a in (t, c, o, d, dl))
         self._set_entries(ci, t, c, o, d, dl)
 
     @staticmethod
