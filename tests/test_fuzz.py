@@ -39,6 +39,7 @@ CASES = {
 # fuzz/repros/ (kind:type@file, line-independent).  Remove an entry when its fix lands.
 KNOWN: dict[str, str] = {
     "escape:_Bad@formats/mcap/reader.py": "fuzz/repros/mcap_indexed-_Bad-walk_defs.bin",
+    "escape:ValueError@formats/ulog/reader.py": "fuzz/repros/ulog-ValueError-count_subs.bin",
 }
 
 
