@@ -183,8 +183,8 @@ def worker_main(args: dict[str, Any]) -> int:
         if now - last > 0.5 or failure is not None:
             send(event="progress", next=i, done=done, pool=len(pool))
             last = now
-        if failure is not None and failure[0] in ("timeout", "memory", "masked"):
-            exit_code = 3  # state may be damaged: start a fresh worker
+        if failure is not None and (failure[0] in ("timeout", "memory", "masked") or isinstance(failure[1], MemoryError)):
+            exit_code = 3  # state may be damaged (or the peak RSS is spent): start a fresh worker
             break
         if done >= RESTART_EVERY:
             exit_code = 3
