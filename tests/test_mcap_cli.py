@@ -125,7 +125,7 @@ def test_get_attachment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     out_path = tmp_path / "calib.yaml"
     code, _, _ = run(capsys, "get", "attachment", str(DEMO), "calibration.yaml", "-o", str(out_path))
     assert code == 0 and out_path.read_bytes() == b"camera: {fx: 500.0, fy: 500.0}\n"
-    code, _, err = run(capsys, "get", "attachment", str(DEMO), "nope", "-o", str(out_path))
+    code, _, err = run(capsys, "get", "attachment", str(DEMO), "nope", "-o", str(tmp_path / "nope.yaml"))
     assert code == 1 and "nope" in err
 
 

@@ -107,7 +107,7 @@ def test_bag_cut_at_many_offsets(tmp_path: Path) -> None:
         cutf = tmp_path / "cut.bag"
         cutf.write_bytes(data[:cut])
         out = tmp_path / "fixed.bag"
-        res = ops.recover(cutf, out)
+        res = ops.recover(cutf, out, overwrite=True)
         want = bag_intact(data[:cut])
         got = rows(out)
         assert got == want, f"cut at {cut}"
@@ -128,7 +128,7 @@ def test_bag_compressed_cut(tmp_path: Path, compression: str) -> None:
     for cut in range(len(BAG_MAGIC) + 4096, len(data), 997):
         cutf = tmp_path / "cut.bag"
         cutf.write_bytes(data[:cut])
-        res = ops.recover(cutf, tmp_path / "fixed.bag")
+        res = ops.recover(cutf, tmp_path / "fixed.bag", overwrite=True)
         got = rows(tmp_path / "fixed.bag")
         # a prefix of the original, in order, and everything of the chunks before the cut
         assert got == everything[: len(got)], f"cut at {cut}"
@@ -197,7 +197,7 @@ def test_mcap_cut_at_many_offsets(tmp_path: Path) -> None:
     for cut in sorted(set(range(len(MCAP_MAGIC) + 1, len(data), 61)) | {len(data)}):
         cutf = tmp_path / "cut.mcap"
         cutf.write_bytes(data[:cut])
-        res = ops.recover(cutf, tmp_path / "fixed.mcap")
+        res = ops.recover(cutf, tmp_path / "fixed.mcap", overwrite=True)
         want = mcap_intact(data[:cut])
         assert rows(tmp_path / "fixed.mcap") == want, f"cut at {cut}"
         assert res.verified and res.messages == len(want)
@@ -215,7 +215,7 @@ def test_mcap_chunked_cut(tmp_path: Path) -> None:
     for cut in range(len(data) // 10, len(data), len(data) // 7):
         cutf = tmp_path / "cut.mcap"
         cutf.write_bytes(data[:cut])
-        res = ops.recover(cutf, tmp_path / "fixed.mcap")
+        res = ops.recover(cutf, tmp_path / "fixed.mcap", overwrite=True)
         got = rows(tmp_path / "fixed.mcap")
         assert got == everything[: len(got)]
         if len(got) < len(everything):
@@ -266,7 +266,7 @@ def test_ulog_cut_at_many_offsets(tmp_path: Path) -> None:
     for cut in cuts:
         cutf = tmp_path / "cut.ulg"
         cutf.write_bytes(data[:cut])
-        res = ops.recover(cutf, tmp_path / "fixed.ulg")
+        res = ops.recover(cutf, tmp_path / "fixed.ulg", overwrite=True)
         want, inside = ulog_intact(data[:cut])
         assert _ulog_rows(tmp_path / "fixed.ulg") == sorted(want), f"cut at {cut}"
         assert res.verified

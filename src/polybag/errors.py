@@ -48,6 +48,11 @@ class UsageError(PolybagError, ValueError):
     """A bad argument from the caller (an invalid topic regex, a time that is not a time)."""
 
 
+class OutputExistsError(UsageError):
+    """An output file exists and overwriting was not asked for (``overwrite=True``,
+    ``--force``), or the output would be one of the inputs (never allowed)."""
+
+
 class UnsupportedError(PolybagError):
     """Valid input that polybag cannot handle (an unknown compression, a future version...)."""
 
@@ -93,6 +98,7 @@ __all__ = [
     "ChecksumError",
     "DecodeError",
     "FormatError",
+    "OutputExistsError",
     "PolybagError",
     "PolybagWarning",
     "TruncatedError",

@@ -5,6 +5,10 @@ file and hands out ``memoryview`` slices; a forward-only source (:class:`StreamS
 wraps a pipe or ``sys.stdin.buffer``.  Both check every request against what the file can
 hold, so a lying length field becomes a :class:`~polybag.errors.TruncatedError`, never a
 huge allocation.
+
+A path is looked at before it is opened: a regular file is mapped, a named pipe (FIFO) is
+read forward only like stdin, and anything else (a directory, ``/dev/zero`` or another
+device, a socket) is a clear error, never "an empty file", a hang or an endless read.
 """
 
 from __future__ import annotations
@@ -12,9 +16,57 @@ from __future__ import annotations
 import io
 import mmap
 import os
+import stat
 from typing import BinaryIO
 
 from polybag.errors import PolybagError, TruncatedError
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def file_kind(mode: int) -> str | None:
+    """What a non-regular file is (``"a directory"``, ``"a character device"``...); None for
+    a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _stat(path: str) -> os.stat_result:
+    try:
+        return os.stat(path)
+    except OSError as e:
+        raise PolybagError(f"{path}: cannot open: {e.strerror or e}") from e
+
+
+def _not_a_log(path: str, kind: str, mapped: bool = True) -> PolybagError:
+    if kind == "a directory":
+        return PolybagError(f"{path}: is a directory, not a log file")
+    if kind == "a named pipe (FIFO)" and mapped:
+        return PolybagError(
+            f"{path}: is a named pipe (FIFO); this needs a regular file (info, cat, convert... read pipes)"
+        )
+    return PolybagError(f"{path}: is {kind}, not a log file (polybag reads regular files, pipes and stdin)")
+
+
+def require_regular_file(path: str | os.PathLike[str]) -> os.stat_result:
+    """``os.stat(path)`` of a regular file; a clear :class:`PolybagError` for anything else
+    (a missing file, a directory, a pipe, a device)."""
+    p = os.fspath(path)
+    st = _stat(p)
+    kind = file_kind(st.st_mode)
+    if kind is not None:
+        raise _not_a_log(p, kind)
+    return st
 
 
 class MappedSource:
@@ -32,11 +84,17 @@ class MappedSource:
 
     @classmethod
     def from_path(cls, path: str | os.PathLike[str]) -> MappedSource:
+        """Map the regular file ``path`` (anything else is a :class:`PolybagError`; see
+        :func:`open_source` for pipes)."""
         p = os.fspath(path)
+        require_regular_file(p)  # before open(): opening a FIFO would wait for a writer
         try:
             with open(p, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size == 0:
+                st = os.fstat(f.fileno())
+                kind = file_kind(st.st_mode)
+                if kind is not None:  # replaced since the stat
+                    raise _not_a_log(p, kind)
+                if st.st_size == 0:
                     return cls(p, b"")
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError as e:
@@ -84,8 +142,9 @@ class StreamSource:
 
     seekable = False
 
-    def __init__(self, stream: BinaryIO, path: str | None = None, prefix: bytes = b"") -> None:
+    def __init__(self, stream: BinaryIO, path: str | None = None, prefix: bytes = b"", *, own: bool = False) -> None:
         self.stream = stream
+        self._own = own  # close the stream with the source (a FIFO opened by path)
         self.path = path or getattr(stream, "name", None) or "<stream>"
         if not isinstance(self.path, str):
             self.path = "<stream>"
@@ -135,10 +194,34 @@ class StreamSource:
         return out
 
     def close(self) -> None:
-        pass
+        if self._own:
+            try:
+                self.stream.close()
+            except OSError:
+                pass
 
 
 Source = MappedSource | StreamSource
+
+
+def _check_stream(target: BinaryIO, name: str | None) -> None:
+    """A stream on a terminal, a device or a directory is an error (reading ``/dev/zero``
+    would never end, a terminal would wait for typing)."""
+    try:
+        st = os.fstat(target.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return  # not a file descriptor (BytesIO, a socket wrapper...): read it
+    kind = file_kind(st.st_mode)
+    if kind is None or kind in ("a named pipe (FIFO)", "a socket"):
+        return
+    label = name if isinstance(name, str) else "<stream>"
+    try:
+        tty = target.isatty()
+    except (AttributeError, OSError, ValueError):
+        tty = False
+    if tty:
+        raise PolybagError(f"{label}: is a terminal; pipe a log into it (polybag cat - < x.mcap) or name a file")
+    raise _not_a_log(label, kind, mapped=False)
 
 
 def open_source(target: str | os.PathLike[str] | BinaryIO | bytes | bytearray | memoryview) -> Source:
@@ -146,9 +229,17 @@ def open_source(target: str | os.PathLike[str] | BinaryIO | bytes | bytearray | 
     if isinstance(target, (bytes, bytearray, memoryview)):
         return MappedSource(None, target)
     if isinstance(target, (str, os.PathLike)):
-        return MappedSource.from_path(target)
+        p = os.fspath(target)
+        if stat.S_ISFIFO(_stat(p).st_mode):  # a named pipe: read forward only, like stdin
+            try:
+                f = open(p, "rb")  # noqa: SIM115 - closed by the source
+            except OSError as e:
+                raise PolybagError(f"{p}: cannot open: {e.strerror or e}") from e
+            return StreamSource(f, p, own=True)
+        return MappedSource.from_path(p)
     # A file object: map it when it is a seekable regular file, stream it otherwise.
     name = getattr(target, "name", None)
+    _check_stream(target, name)
     try:
         seekable = target.seekable()
     except (AttributeError, ValueError, OSError):

@@ -5,8 +5,12 @@ Each command is one small module in this package that defines ``register(subpars
 are found automatically, so adding a command touches no shared file.
 
 Exit codes: 0 success; 1 the operation found a problem or lost data (``check``,
-``recover``); 2 usage error; 3 the input could not be read (a polybag error); 130
-interrupted.
+``recover``, ``info`` of a damaged file, messages a target cannot hold); 2 usage error, or
+an output that exists (commands that write refuse to replace a file unless ``--force``, and
+never replace an input); 3 the input could not be read or the output not written (a polybag
+error, a full disk; the message names the file); 130 interrupted.  Every error is one line
+``polybag CMD: error: ...``, never a traceback (``POLYBAG_DEBUG=1`` shows the traceback of
+an unexpected one).
 
 Every command takes ``--max-chunk SIZE`` (``512M``, ``1G``, ``1048576``...): what any single
 chunk of an input may decompress to (default 512 MiB).  It is set process-wide for the
@@ -17,15 +21,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import signal
 import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
-from typing import Any
 
 from polybag import __version__, compression
-from polybag.errors import PolybagError, PolybagWarning, UsageError
+from polybag.errors import OutputExistsError, PolybagError, PolybagWarning, UsageError
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -94,12 +99,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -> int:
+    _no_sigxfsz()
     try:
         with warnings.catch_warnings():
             _show_polybag_warnings(str(args.command))
             return int(func(args) or 0)
     except UsageError as e:
-        _command_parser(parser, args.command).print_usage(sys.stderr)
+        if not isinstance(e, OutputExistsError):  # (an existing output is no syntax problem)
+            _command_parser(parser, args.command).print_usage(sys.stderr)
         print(f"polybag {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except PolybagError as e:
@@ -118,6 +125,31 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -
         # a file that cannot be opened, read or written: one line, no traceback
         print(f"polybag {args.command}: error: {_os_error_text(e)}", file=sys.stderr)
         return EXIT_INPUT
+    except Exception as e:  # noqa: BLE001 - a bug or an unforeseen input: still one line
+        if os.environ.get("POLYBAG_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        text = str(e).splitlines()[0] if str(e) else ""
+        print(
+            f"polybag {args.command}: error: unexpected {type(e).__name__}"
+            + (f": {text}" if text else "")
+            + " (please report it; POLYBAG_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
+        return EXIT_INPUT
+
+
+def _no_sigxfsz() -> None:
+    """Past ``ulimit -f`` a write fails with EFBIG (an error naming the output, whose
+    unfinished ``.active`` is removed) instead of SIGXFSZ killing the process."""
+    sig = getattr(signal, "SIGXFSZ", None)
+    if sig is None:
+        return
+    try:
+        signal.signal(sig, signal.SIG_IGN)
+    except (ValueError, OSError):  # not the main thread
+        pass
 
 
 def _show_polybag_warnings(command: str) -> None:

@@ -22,6 +22,17 @@ def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
         p.add_argument(
             "--chunk-size", type=parse_size, metavar="N", help="chunk size in bytes (K/M/G suffixes)"
         )
+    add_force(p)
+
+
+def add_force(p: argparse.ArgumentParser, what: str = "the output") -> None:
+    """``--force``: replace existing output; without it an existing output is refused (exit 2).
+    An input is never overwritten, nor a ``NAME.active`` (a recording in progress?)."""
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"overwrite {what} if it exists (refused otherwise, exit 2; an input is never overwritten)",
+    )
 
 
 def add_json(p: argparse.ArgumentParser) -> None:

@@ -2,7 +2,9 @@
 
 The logic is :func:`polybag.ops.compress`.  Like ``rosbag compress``: the original is kept as ``NAME.orig.EXT`` (unless
 ``--no-backup``), the new file is written as ``NAME.EXT.active`` and renamed over the
-original only when complete, so an interruption never loses a file.
+original only when complete, so an interruption never loses a file.  An existing backup
+(the file is skipped, exit 1) or an existing file in ``--output-dir`` (exit 2) is replaced
+only with ``-f``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
         progress=None if not args.quiet else False,
     )
     for w in res.warnings:
-        print(w, file=sys.stderr)
+        kind = "error" if res.skipped else "warning"
+        print(f"polybag {args.command}: {kind}: {w}", file=sys.stderr)
     if res.skipped:
         return EXIT_PROBLEM
     if not args.quiet:
@@ -59,7 +62,12 @@ def run_many(args: argparse.Namespace, comp: str) -> int:
 def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--output-dir", metavar="DIR", help="write here instead of in place (no backup)")
-    p.add_argument("-f", "--force", action="store_true", help="overwrite an existing .orig backup")
+    p.add_argument(
+        "-f",
+        "--force",
+        action="store_true",
+        help="overwrite an existing .orig backup, or an existing file in --output-dir (never an input)",
+    )
     p.add_argument("--no-backup", action="store_true", help="do not keep NAME.orig.EXT")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_json, add_output_options, emit
+from polybag.cli._ops import add_json, add_output_options, emit, warn
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         compression=args.compression,
         chunk_size=args.chunk_size,
         progress=None,
+        overwrite=args.force,
     )
     lines = [
         f"{r.input} ({r.input_format}) -> {r.output} ({r.output_format}"
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "-":  # stdout carries the log: the summary goes to stderr
         for line in lines:
             print(line, file=sys.stderr)
+        warn("convert", r)
         return 1 if r.dropped_messages else 0
     emit("convert", args, r, lines)
     return 1 if r.dropped_messages else 0

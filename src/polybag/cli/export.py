@@ -18,6 +18,7 @@ import argparse
 import sys
 
 from polybag.cli._common import format_size, print_json
+from polybag.cli._ops import add_force
 from polybag.errors import PolybagError
 from polybag.ops.export import Table, plan_tables, table_name
 
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--start", default=None, help="start time (ns, or seconds with '.'/'s'; +T from the log start)")
     p.add_argument("--end", default=None, help="end time, exclusive")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_force(p, "existing tables")
     p.set_defaults(func=run)
 
 
@@ -51,10 +53,11 @@ def run(args: argparse.Namespace) -> int:
             start=args.start,
             end=args.end,
             progress=None,
+            overwrite=args.force,
         )
     except PolybagError as e:
         if str(e).startswith("no topic matches"):
-            print(f"polybag export: {e}", file=sys.stderr)
+            print(f"polybag export: error: {e}", file=sys.stderr)
             return 1
         raise
     if args.json:
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     for t in res.tables:
         label = t.topic if t.table == table_name(t.topic) else f"{t.topic} [{t.table[len(table_name(t.topic)) + 1:]}]"
         if t.error is not None:
-            print(f"polybag export: {label}: {t.error}", file=sys.stderr)
+            print(f"polybag export: error: {label}: {t.error}", file=sys.stderr)
         elif not args.json:
             print(f"{label} -> {t.path} ({t.rows} rows, {format_size(t.bytes)})")
     for w in res.warnings:

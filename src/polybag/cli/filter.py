@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
         compression=args.compression,
         chunk_size=args.chunk_size,
         progress=None,
+        overwrite=args.force,
     )
     emit(
         "filter", args, r, [f"{r.output}: {r.messages} of {r.read} messages read, on {len(r.topics)} topics"]
     )
-    return 0
+    return 1 if r.dropped_messages else 0

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from polybag.cli._ops import add_force
 from polybag.cli.info import open_input
 
 
@@ -16,16 +17,21 @@ def register(subparsers: Any) -> None:
     p.add_argument("name", help="attachment name")
     p.add_argument("-o", "--output", required=True, help="output file, or - for stdout")
     p.add_argument("--index", type=int, default=0, help="which of several attachments with this name (0 = first)")
+    add_force(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from polybag.ops._common import check_output, placed
+
+    if args.output != "-":
+        check_output(args.output, [] if args.file == "-" else [args.file], args.force)
     with open_input(args.file) as reader:
         found = [a for a in reader.attachments() if a.name == args.name]
         if len(found) <= args.index:
             have = len(found)
             print(
-                f"polybag get: {args.file}: no attachment named {args.name!r}"
+                f"polybag get: error: {args.file}: no attachment named {args.name!r}"
                 + (f" with index {args.index} ({have} found)" if have else ""),
                 file=sys.stderr,
             )
@@ -35,6 +41,6 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         else:
-            with open(args.output, "wb") as f:
+            with placed(args.output, args.force) as tmp, open(tmp, "wb") as f:
                 f.write(data)
     return 0

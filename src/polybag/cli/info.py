@@ -4,6 +4,10 @@ Generic over every reader: format, profile/library, duration, start/end, message
 and frequency per channel, schemas, chunks and their compression, attachments, metadata,
 and the format's own extras (``reader.info_extras()``).  On an MCAP file with a summary
 section this reads only the summary, never the data section.
+
+A damaged file (the summary lists errors: a cut or corrupt chunk, a summary that does not
+parse, ULog corruption) is still described, with ``error:`` lines, and the exit status is 1
+with one ``polybag info: error: ...`` line on stderr; an unreadable one exits 3.
 """
 
 from __future__ import annotations
@@ -251,21 +255,60 @@ def to_yaml(d: dict[str, Any]) -> str:
     return "\n".join(_yaml_lines(plain, 0)) + "\n" if plain else "{}\n"
 
 
+def damage(reader: Reader) -> list[str]:
+    """The errors a reader noted while summarizing a damaged file (empty when it is sound):
+    the ``error``/``summary_error``/``errors`` of the summary's extras, and ULog corruption."""
+    out: list[str] = []
+    extras = reader.summary.extras or {}
+    for key in ("error", "summary_error"):
+        if extras.get(key):
+            out.append(str(extras[key]))
+    errors = extras.get("errors")
+    if isinstance(errors, (list, tuple)):
+        out.extend(str(e) for e in errors)
+    elif errors:
+        out.append(str(errors))
+    ulog = getattr(reader, "ulog", None)
+    for c in getattr(ulog, "corruptions", None) or []:
+        where = c.get("offset") if isinstance(c, dict) else None
+        text = c.get("error", c) if isinstance(c, dict) else c
+        out.append(f"offset {where}: {text}" if where is not None else str(text))
+    return out
+
+
+def _describe(reader: Reader, args: argparse.Namespace) -> None:
+    if getattr(args, "yaml", False):
+        info_yaml = getattr(reader, "info_yaml", None)
+        text = info_yaml() if callable(info_yaml) else None
+        sys.stdout.write(text if isinstance(text, str) else to_yaml(info_dict(reader)))
+        return
+    if args.json:
+        print_json(info_dict(reader))
+        return
+    info_text = getattr(reader, "info_text", None)
+    if callable(info_text):
+        text = info_text()
+        if isinstance(text, str):
+            print(text)
+            return
+    print(render(info_dict(reader)))
+
+
 def run(args: argparse.Namespace) -> int:
     with open_input(args.file, getattr(args, "input_format", None)) as reader:
-        if getattr(args, "yaml", False):
-            info_yaml = getattr(reader, "info_yaml", None)
-            text = info_yaml() if callable(info_yaml) else None
-            sys.stdout.write(text if isinstance(text, str) else to_yaml(info_dict(reader)))
-            return 0
-        if args.json:
-            print_json(info_dict(reader))
-            return 0
-        info_text = getattr(reader, "info_text", None)
-        if callable(info_text):
-            text = info_text()
-            if isinstance(text, str):
-                print(text)
-                return 0
-        print(render(info_dict(reader)))
+        _describe(reader, args)
+        problems = damage(reader)
+        if problems:
+            sys.stdout.flush()
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            first = problems[0]
+            name = str(reader.path or args.file)
+            if not first.startswith(name):
+                first = f"{name}: {first}"
+            print(
+                f"polybag info: error: the file is damaged: {first}{more}; "
+                "`polybag check` lists every problem, `polybag recover` keeps the intact messages",
+                file=sys.stderr,
+            )
+            return 1
     return 0

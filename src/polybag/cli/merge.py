@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from polybag.cli._ops import add_json, add_output_options, emit
+from polybag.errors import OutputExistsError, UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,17 +31,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         output, inputs = args.paths[0], list(args.paths[1:])
     if not inputs:
-        print("polybag merge: no input (OUT IN... or IN... -o OUT)", file=sys.stderr)
-        return 2
-    r = merge(
-        output,
-        inputs,
-        format=args.out_format,
-        compression=args.compression,
-        chunk_size=args.chunk_size,
-        topics=args.topics,
-        progress=None,
-    )
+        raise UsageError("no input (OUT IN... or IN... -o OUT)")
+    try:
+        r = merge(
+            output,
+            inputs,
+            format=args.out_format,
+            compression=args.compression,
+            chunk_size=args.chunk_size,
+            topics=args.topics,
+            progress=None,
+            overwrite=args.force,
+        )
+    except OutputExistsError as e:
+        if args.output is not None:
+            raise
+        raise OutputExistsError(f"{e}; note: the first PATH is the output (merge OUT IN..., or IN... -o OUT)") from None
     lines = [f"{r.output}: {r.messages} messages on {r.channels} channels from {len(r.inputs)} inputs"]
     lines += [f"  {name}: {n} messages" for name, n in zip(r.inputs, r.input_messages)]
     emit("merge", args, r, lines)

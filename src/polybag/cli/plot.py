@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_json, emit
+from polybag.cli._ops import add_force, add_json, emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", "-o", required=True, metavar="FILE", help="FILE.png (or .html with --html)")
     p.add_argument("--html", action="store_true", help="an interactive page (needs plotly)")
     p.add_argument("--title")
+    add_force(p)
     add_json(p)
     p.set_defaults(func=run)
 
@@ -26,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from polybag.ops import plot
 
-    r = plot(args.input, args.fields, args.output, html=args.html, title=args.title, progress=None)
+    r = plot(
+        args.input, args.fields, args.output, html=args.html, title=args.title, progress=None, overwrite=args.force
+    )
     lines = [f"{r.output}: {len(r.series)} series"] + [
         f"  {s.topic}.{s.field}: {s.points} points" for s in r.series
     ]

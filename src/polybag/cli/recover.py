@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
         compression=args.compression,
         chunk_size=args.chunk_size,
         progress=None,
+        overwrite=args.force,
     )
     lines = [
         f"{r.output}: kept {r.messages} messages"

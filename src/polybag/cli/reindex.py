@@ -17,7 +17,7 @@ from typing import Any
 
 from polybag.cli._common import Progress
 from polybag.cli.compress import rewrite_file
-from polybag.errors import PolybagError
+from polybag.errors import PolybagError, UsageError
 
 
 def _one(path: str, args: argparse.Namespace) -> int:
@@ -31,6 +31,7 @@ def _one(path: str, args: argparse.Namespace) -> int:
             output_dir=args.output_dir,
             backup=True,
             force=args.force,
+            on_skip=lambda text: print(f"polybag reindex: error: {text}", file=sys.stderr),
         )
     if got is None:
         return 1
@@ -49,6 +50,9 @@ def _run(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             worst = max(worst, _one(path, args))
+        except UsageError as e:  # an existing output in --output-dir, the input as output
+            print(f"polybag reindex: error: {e}", file=sys.stderr)
+            worst = max(worst, 2)
         except PolybagError as e:
             print(f"polybag reindex: error: {e}", file=sys.stderr)
             worst = max(worst, 3)
@@ -64,6 +68,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--output-dir", metavar="DIR", help="write reindexed bags here instead of in place")
-    p.add_argument("-f", "--force", action="store_true", help="overwrite an existing backup")
+    p.add_argument(
+        "-f",
+        "--force",
+        action="store_true",
+        help="overwrite an existing backup, or an existing file in --output-dir (never an input)",
+    )
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=_run)

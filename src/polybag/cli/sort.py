@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
         compression=args.compression,
         chunk_size=args.chunk_size,
         progress=None,
+        overwrite=args.force,
     )
     emit("sort", args, r, [f"{r.output}: {r.messages} messages in log-time order"])
     return 1 if r.dropped_messages else 0

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         compression=args.compression,
         chunk_size=args.chunk_size,
         progress=None,
+        overwrite=args.force,
     )
     lines = [f"{r.input}: {r.messages} messages in {len(r.parts)} parts"]
     for part in r.parts:

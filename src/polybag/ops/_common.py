@@ -11,15 +11,24 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, BinaryIO
 
 import polybag
-from polybag.errors import PolybagError, UnsupportedError
+from polybag.errors import OutputExistsError, PolybagError, UnsupportedError
 from polybag.model import Attachment, Channel, Message, Metadata, Schema
 from polybag.reader import Reader
-from polybag.writer import EXTENSIONS, WRITERS, Writer, format_for_path
+from polybag.writer import (
+    EXTENSIONS,
+    WRITERS,
+    Writer,
+    format_for_path,
+    named_os_error,
+    place_file,
+    refuse_existing,
+)
 
 PathLike = str | os.PathLike[str]
 Input = PathLike | Reader | BinaryIO
@@ -94,12 +103,21 @@ def input_name(target: Input) -> str:
 
 
 def same_file(a: Input, b: PathLike) -> bool:
+    """Whether input ``a`` (a path, a reader, an open file such as stdin) is the file ``b``
+    (also through a symlink or a hard link)."""
     if isinstance(a, Reader):
         if a.path is None:
             return False
         a = a.path
-    if not (_is_path(a) and _is_path(b)):
+    if not _is_path(b):
         return False
+    if not _is_path(a):
+        try:  # an open file (stdin redirected from the output file)
+            st = os.fstat(a.fileno())  # type: ignore[union-attr]
+            st2 = os.stat(os.fspath(b))
+        except (AttributeError, OSError, ValueError):
+            return False
+        return (st.st_dev, st.st_ino) == (st2.st_dev, st2.st_ino)
     try:
         return os.path.samefile(os.fspath(a), os.fspath(b))
     except OSError:
@@ -107,8 +125,36 @@ def same_file(a: Input, b: PathLike) -> bool:
 
 
 def check_distinct(src: Input, dst: PathLike) -> None:
-    if same_file(src, dst):
-        raise PolybagError(f"{os.fspath(dst)}: output is the input; the input is never modified")
+    """OutputExistsError if writing ``dst`` would touch the input ``src`` (the output itself, or
+    the ``dst.active`` it is written as, is the input): never allowed, even with overwrite."""
+    if not _is_path(dst):
+        return
+    p = os.fspath(dst)
+    for q in (p, p + ".active"):
+        if same_file(src, q):
+            raise OutputExistsError(
+                f"{p}: output is the input {input_name(src)}"
+                + ("" if q == p else f" (the output is written as {q})")
+                + "; the input is never modified"
+            )
+
+
+def check_output(dst: Output, inputs: Sequence[Input], overwrite: bool) -> None:
+    """Before any work starts: the output is none of the inputs (never allowed), does not
+    exist unless ``overwrite``, and has no ``NAME.active`` (a recording in progress, or an
+    interrupted write, is never overwritten)."""
+    if not _is_path(dst):
+        return
+    for src in inputs:
+        check_distinct(src, dst)  # type: ignore[arg-type]
+    p = os.fspath(dst)
+    if not overwrite:
+        refuse_existing(p)
+    if os.path.lexists(p + ".active"):
+        raise OutputExistsError(
+            f"{p}.active exists (a recording in progress, or an interrupted write?); not overwritten: "
+            "move it away, or rebuild it with `polybag reindex`/`polybag recover`"
+        )
 
 
 # --- writers -------------------------------------------------------------------------------
@@ -145,9 +191,12 @@ def make_writer(
     compression: str | None = None,
     chunk_size: int | None = None,
     profile: str | None = None,
+    overwrite: bool = False,
     **extra: Any,
 ) -> Writer:
-    kwargs: dict[str, Any] = {}
+    """A writer for ``path`` (its directory is created); ``overwrite=False``: never replaces an
+    existing file (see :class:`polybag.writer.AtomicFile`)."""
+    kwargs: dict[str, Any] = {"overwrite": overwrite}
     if compression is not None:
         kwargs["compression"] = "none" if compression in ("", "none") else compression
     if chunk_size is not None:
@@ -163,24 +212,35 @@ def make_writer(
     return Writer(os.fspath(path), format=fmt, **kwargs)
 
 
-def abort_writer(w: Writer, path: PathLike) -> None:
-    """After a failure: stop the writer and leave no half-written output behind."""
-    if not _is_path(path):
-        return
-    p = os.fspath(path)
-    abort = getattr(w, "abort", None)
+def abort_writer(w: Writer, path: Output | None = None) -> None:
+    """After a failure or an interrupt: stop the writer and leave no half-written output
+    (its ``NAME.active``) behind.  Never raises: the original error is what matters."""
     try:
-        if callable(abort):
-            abort()
-        else:
-            w.close()
-            os.remove(p)
-    except Exception:  # noqa: BLE001 - already failing; the original error matters
+        w.abort(discard=True)
+    except BaseException:  # noqa: BLE001 - already failing
         pass
+
+
+@contextmanager
+def placed(output: PathLike, overwrite: bool) -> Iterator[str]:
+    """For a file another library writes (a plot): yields ``NAME.active`` to write, renamed
+    to ``NAME`` when the block ends (see :func:`polybag.writer.place_file`), removed if it
+    fails.  A failed write names ``NAME``."""
+    p = os.fspath(output)
+    tmp = p + ".active"
+    if os.path.lexists(tmp):
+        raise OutputExistsError(f"{tmp} exists (an interrupted write?); not overwritten: move it away")
     try:
-        os.remove(p + ".active")
-    except OSError:
-        pass
+        yield tmp
+        place_file(tmp, p, overwrite)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError) and e.filename is None:
+            raise named_os_error(e, p) from e
+        raise
 
 
 def ext_for(fmt: str) -> str:
@@ -322,6 +382,23 @@ class ChannelMap:
                 desc = ", ".join(f"{t or '?'} ({m or 'no md5'})" for t, m in sorted(types))
                 out.append(f"topic {topic}: conflicting types: {desc}")
         return out
+
+
+def report_dropped(result: OpResult, dropped: Mapping[str, int], fmt: str) -> None:
+    """One warning that names every topic whose messages were not written (and how many),
+    so the reason lines above it need no ``--json`` to be matched with their topics."""
+    total = sum(dropped.values())
+    if not total:
+        return
+    items = sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
+    most = 20
+    names = ", ".join(f"{t} ({n})" for t, n in items[:most])
+    if len(items) > most:
+        names += f", and {len(items) - most} more topics (--json lists them all under dropped_topics)"
+    result.warn(
+        f"{total} message(s) on {len(items)} topic(s) not written ({fmt} files cannot hold them; "
+        f"the warnings above say why): {names}"
+    )
 
 
 RELEASE_EVERY = 64 << 20  # payload bytes between releases of the input's mapped pages

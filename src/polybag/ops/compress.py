@@ -3,7 +3,9 @@
 Like ``rosbag compress``: in place, the original is kept as ``NAME.orig.EXT`` (unless
 ``backup=False``) and the new file is written as ``NAME.EXT.active`` and renamed over the
 original only when complete, so an interruption never loses a file.  With ``output_dir``
-the result goes there and the input is untouched (no backup)::
+the result goes there and the input is untouched (no backup); an existing file there is
+replaced only with ``force`` (which also replaces an existing backup), and never when it is
+the input.  An existing ``NAME.EXT.active`` (a recording in progress?) is never touched::
 
     from polybag import ops
     ops.compress("run.bag", "lz4")
@@ -19,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from polybag.errors import PolybagError
-from polybag.ops._common import OpResult, make_progress
+from polybag.errors import OutputExistsError, PolybagError
+from polybag.ops._common import OpResult, abort_writer, check_distinct, make_progress
+from polybag.writer import refuse_existing
 
 PathLike = str | os.PathLike[str]
 
@@ -43,7 +46,9 @@ def backup_path(path: str) -> str:
 
 def sniff_format(path: str) -> str:
     from polybag.formats.sniff import SNIFF_BYTES, sniff
+    from polybag.source import require_regular_file
 
+    require_regular_file(path)
     try:
         with open(path, "rb") as f:
             head = f.read(SNIFF_BYTES)
@@ -73,6 +78,9 @@ def rewrite_file(
     ``(output path, report)`` or None when skipped because the backup exists (``on_skip``
     gets the reason; default: printed to stderr).
     """
+    from polybag.source import require_regular_file
+
+    require_regular_file(path)
     if output_dir:
         os.makedirs(output_dir, exist_ok=True)
         name = os.path.basename(path)
@@ -80,10 +88,19 @@ def rewrite_file(
             name = name[: -len(".active")]
         out = os.path.join(output_dir, name)
         if os.path.abspath(out) == os.path.abspath(path):
-            raise PolybagError(f"{path}: --output-dir would overwrite the input")
+            raise OutputExistsError(f"{path}: --output-dir would overwrite the input")
+        check_distinct(path, out)  # the same file through a symlinked directory or a hard link
+        if os.path.lexists(out + ".active"):
+            raise OutputExistsError(
+                f"{out}.active exists (a recording in progress, or an interrupted write?); not overwritten"
+            )
+        if not force:
+            refuse_existing(out)
         return out, produce(out)
-    if os.path.exists(path + ".active"):
-        raise PolybagError(f"{path}: {path}.active exists (a recording or an interrupted run?); move it away first")
+    if os.path.lexists(path + ".active"):
+        raise OutputExistsError(
+            f"{path}: {path}.active exists (a recording or an interrupted run?); move it away first"
+        )
     if backup:
         bk = backup_path(path)
         if os.path.exists(bk):
@@ -126,14 +143,12 @@ def recompress_mcap(src: str, dst: str, comp: str, progress: Callable[[int], Non
                 w.write_attachment(a)
             for md in r.metadata():
                 w.write_metadata(md)
+            w.close()
         except BaseException:
             # the writer's unfinished NAME.active is ours (rewrite_file refuses to start
             # when one exists): drop it, the input is untouched
-            active = dst + ".active"
-            if os.path.exists(active):
-                os.unlink(active)
+            abort_writer(w)
             raise
-        w.close()
     progress(os.path.getsize(src))
     return {"messages": n, "compression": comp}
 

@@ -31,7 +31,7 @@ from polybag.ops._common import (
     OpResult,
     Output,
     abort_writer,
-    check_distinct,
+    check_output,
     copy_attachments_and_metadata,
     copy_messages,
     input_name,
@@ -39,6 +39,7 @@ from polybag.ops._common import (
     make_writer,
     opened,
     profile_for,
+    report_dropped,
     summary_count,
     target_format,
 )
@@ -70,6 +71,7 @@ def convert(
     profile: str | None = None,
     topics: Any = None,
     progress: bool | None = False,
+    overwrite: bool = False,
     **reader_options: Any,
 ) -> ConvertResult:
     """Copy every message (and attachment/metadata the target can hold) of ``src`` to ``dst``.
@@ -77,9 +79,13 @@ def convert(
     ``format`` defaults to ``dst``'s extension; ``compression``/``chunk_size`` go to the
     writer (its defaults otherwise); ``profile`` overrides the MCAP profile, which is
     ``ros1`` when every channel is ROS 1 (bags, ULog).
+
+    An existing ``dst`` is an :class:`~polybag.errors.OutputExistsError` unless
+    ``overwrite``; ``dst`` is never the input.  On any failure (a full disk, an interrupt) no
+    output and no ``dst.active`` is left behind.
     """
     fmt = target_format(dst, format)
-    check_distinct(src, dst)
+    check_output(dst, [src], overwrite)
     result = ConvertResult(input=input_name(src), output=input_name(dst), output_format=fmt)
     with opened(src, **reader_options) as reader:
         result.input_format = reader.format
@@ -87,7 +93,7 @@ def convert(
         if profile is None and fmt == "mcap":
             profile = profile_for(summary.channels.values(), reader)
         result.profile = profile or ""
-        writer = make_writer(dst, fmt, compression, chunk_size, profile)
+        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
         try:
             messages = reader.messages(topics=topics, order="file")
             if reader.format == "ulog" and getattr(reader, "ulog", None) is not None:
@@ -106,12 +112,11 @@ def convert(
                 copy_attachments_and_metadata(reader, writer, fmt, result)
             )
             result.channels = len(cmap._by_key)
+            writer.close()
         except BaseException:
             abort_writer(writer, dst)
             raise
-        writer.close()
-    if result.dropped_messages:
-        result.warn(f"{result.dropped_messages} message(s) not written (see dropped_topics)")
+    report_dropped(result, result.dropped_topics, fmt)
     return result
 
 

@@ -36,9 +36,18 @@ from typing import Any
 
 import numpy as np
 
-from polybag.errors import FormatError, PolybagError, UnsupportedError
+from polybag.errors import FormatError, OutputExistsError, PolybagError, UnsupportedError
 from polybag.model import Channel
-from polybag.ops._common import Input, OpResult, _page_releaser, input_name, make_progress, opened
+from polybag.ops._common import (
+    Input,
+    OpResult,
+    _page_releaser,
+    check_distinct,
+    input_name,
+    make_progress,
+    opened,
+)
+from polybag.writer import named_os_error, place_file
 
 FORMATS = ("csv", "parquet", "jsonl")
 BATCH_BYTES = 8 << 20
@@ -392,6 +401,25 @@ def _time(value: int | str | None, base: int | None) -> int | None:
     return parse_time(str(value), base)
 
 
+def _check_tables(src: Input, paths: Sequence[Path], overwrite: bool) -> None:
+    """Before anything is written: no table is the input (never allowed) and none exists
+    unless ``overwrite``."""
+    existing = []
+    for path in paths:
+        check_distinct(src, path)
+        active = path.with_name(path.name + ".active")
+        if os.path.lexists(active):
+            raise OutputExistsError(f"{active} exists (an interrupted export?); not overwritten: move it away")
+        if os.path.lexists(path):
+            existing.append(str(path))
+    if existing and not overwrite:
+        more = f" and {len(existing) - 3} more" if len(existing) > 3 else ""
+        raise OutputExistsError(
+            f"{existing[0]}: output exists ({', '.join(existing[:3])}{more}); not overwritten "
+            "(--force replaces them; in Python overwrite=True; or choose another output directory)"
+        )
+
+
 def export(
     src: Input,
     output_dir: str | os.PathLike[str],
@@ -404,12 +432,18 @@ def export(
     batch_bytes: int = BATCH_BYTES,
     batch_messages: int = BATCH_MESSAGES,
     progress: bool | None = False,
+    overwrite: bool = False,
 ) -> ExportResult:
     """Write one table per topic (or channel group) of ``src`` into ``output_dir``.
 
     ``topics``: a regular expression matched against whole topic names, or a list of
     names (default: all).  A table that fails (undecodable data) is removed, counted in
     ``failed`` and named in ``warnings``; the others are still written.
+
+    Each table is written as ``NAME.EXT.active`` and renamed when complete.  Existing tables
+    are an :class:`~polybag.errors.OutputExistsError` before anything is written, unless
+    ``overwrite`` (a table is never the input).  On a failure that stops the export (a full
+    disk, an interrupt) every table written by this call is removed.
     """
     if format not in FORMATS:
         raise PolybagError(f"export format must be one of {', '.join(FORMATS)}, not {format!r}")
@@ -428,25 +462,31 @@ def export(
             names = [t for t in names if t in wanted]
         if not names:
             raise PolybagError(f"no topic matches {topics!r}")
-        out.mkdir(parents=True, exist_ok=True)
         by_topic: dict[str, list[Channel]] = {}
         for ch in summary.channels.values():
             by_topic.setdefault(ch.topic, []).append(ch)
+        plan = [(topic, table) for topic in names for table in plan_tables(topic, by_topic.get(topic, []))]
+        _check_tables(src, [out / f"{table.name}.{format}" for _, table in plan], overwrite)
+        made_dir = not out.exists()
+        out.mkdir(parents=True, exist_ok=True)
         counts = summary.message_counts or {}
         total = sum(int(counts.get(c.id, 0)) for t in names for c in by_topic.get(t, []))
         is_ulog = getattr(r, "format", "") == "ulog"
         release = _page_releaser(r.source)  # drop the input's mapped pages already exported
-        with make_progress(total, f"export {os.path.basename(result.input)}", progress) as bar:
-            for topic in names:
-                for table in plan_tables(topic, by_topic.get(topic, [])):
+        written: list[Path] = []  # the tables of this call, removed if it stops half-way
+        tmp: Path | None = None
+        try:
+            with make_progress(total, f"export {os.path.basename(result.input)}", progress) as bar:
+                for topic, table in plan:
                     path = out / f"{table.name}.{format}"
+                    tmp = path.with_name(path.name + ".active")
                     tr = TableResult(topic=topic, table=table.name, path=str(path))
                     result.tables.append(tr)
                     try:
                         if format == "jsonl":
-                            tr.rows = _jsonl(r, table, path, t_start, t_end, bar, release)
+                            tr.rows = _jsonl(r, table, tmp, t_start, t_end, bar, release)
                         else:
-                            sink: Any = _CsvSink(path) if format == "csv" else _ParquetSink(path)
+                            sink: Any = _CsvSink(tmp) if format == "csv" else _ParquetSink(tmp)
                             try:
                                 if is_ulog and table.multi_id is not None:
                                     blocks = _ulog_blocks(
@@ -473,8 +513,27 @@ def export(
                         label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
                         tr.error = str(e)
                         result.warn(f"{label}: {e}")
-                        path.unlink(missing_ok=True)
+                        tmp.unlink(missing_ok=True)
+                        tmp = None
                         continue
+                    place_file(tmp, path, overwrite)
+                    tmp = None
+                    written.append(path)
                     tr.bytes = path.stat().st_size
                     result.messages += tr.rows
+        except BaseException as e:
+            failed_table = tmp
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            for p in written:
+                p.unlink(missing_ok=True)
+            if made_dir:
+                try:
+                    out.rmdir()  # only if empty
+                except OSError:
+                    pass
+            if isinstance(e, OSError) and e.filename is None and failed_table is not None:
+                # a full disk: name the table being written
+                raise named_os_error(e, str(failed_table)[: -len(".active")]) from e
+            raise
     return result

@@ -24,7 +24,7 @@ from polybag.ops._common import (
     OpResult,
     PathLike,
     abort_writer,
-    check_distinct,
+    check_output,
     copy_attachments_and_metadata,
     copy_messages,
     input_name,
@@ -32,6 +32,7 @@ from polybag.ops._common import (
     make_writer,
     opened,
     profile_for,
+    report_dropped,
     target_format,
 )
 
@@ -62,6 +63,8 @@ class FilterResult(OpResult):
     start: int | None = None
     end: int | None = None
     read: int = 0
+    dropped_messages: int = 0
+    dropped_topics: dict[str, int] = field(default_factory=dict)
     attachments: int = 0
     metadata: int = 0
 
@@ -148,15 +151,17 @@ def filter(  # noqa: A001 - the command's name
     compression: str | None = None,
     chunk_size: int | None = None,
     progress: bool | None = False,
+    overwrite: bool = False,
 ) -> FilterResult:
     """Write the selected messages of ``src`` to ``dst`` (file order kept).
 
     ``start``/``end`` are ns ints or ``parse_time`` strings (``"+2.5"`` relative to the
     log's start); ``expression`` is a Python expression string or a callable
-    ``(topic, m, t) -> bool``.
+    ``(topic, m, t) -> bool``.  An existing ``dst`` only with ``overwrite``; never the input;
+    nothing is left behind on failure.
     """
     fmt = target_format(dst, format)
-    check_distinct(src, dst)
+    check_output(dst, [src], overwrite)
     result = FilterResult(input=input_name(src), output=str(dst))
     with opened(src) as reader:
         summary = reader.summary
@@ -181,7 +186,7 @@ def filter(  # noqa: A001 - the command's name
                 return bool(fn(msg.channel.topic, decoded, Time(msg.log_time)))
 
         profile = profile_for(kept_channels, reader) if fmt == "mcap" else None
-        writer = make_writer(dst, fmt, compression, chunk_size, profile)
+        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
         try:
             cmap = ChannelMap(writer, fmt, result)
             for ch in kept_channels:
@@ -201,7 +206,7 @@ def filter(  # noqa: A001 - the command's name
                         bar.update(1)
 
             with bar:
-                written, _dropped = (
+                written, dropped = (
                     copy_messages(
                         _with_ulog_extras(reader, writer, fmt, result, selected()),
                         cmap,
@@ -213,11 +218,14 @@ def filter(  # noqa: A001 - the command's name
                 )
             result.messages = written
             result.read = read
+            result.dropped_messages = dropped
+            result.dropped_topics = dict(cmap.dropped)
             result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(
                 reader, writer, fmt, result
             )
+            writer.close()
         except BaseException:
             abort_writer(writer, dst)
             raise
-        writer.close()
+    report_dropped(result, result.dropped_topics, fmt)
     return result

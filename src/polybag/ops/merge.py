@@ -38,7 +38,7 @@ from polybag.ops._common import (
     OpResult,
     PathLike,
     abort_writer,
-    check_distinct,
+    check_output,
     copy_attachments_and_metadata,
     copy_messages,
     input_name,
@@ -46,6 +46,7 @@ from polybag.ops._common import (
     make_writer,
     opened,
     profile_for,
+    report_dropped,
     summary_count,
     target_format,
 )
@@ -63,6 +64,7 @@ class MergeResult(OpResult):
     channels: int = 0
     conflicts: list[str] = field(default_factory=list)
     dropped_messages: int = 0
+    dropped_topics: dict[str, int] = field(default_factory=dict)
     attachments: int = 0
     metadata: int = 0
     parameter_changes: int = 0
@@ -209,21 +211,22 @@ def merge(
     chunk_size: int | None = None,
     topics: str | Sequence[str] | None = None,
     progress: bool | None = False,
+    overwrite: bool = False,
 ) -> MergeResult:
-    """Merge ``inputs`` into ``dst`` in log-time order."""
+    """Merge ``inputs`` into ``dst`` in log-time order (an existing ``dst`` only with
+    ``overwrite``; never one of the inputs; nothing is left behind on failure)."""
     if not inputs:
         from polybag.errors import PolybagError
 
         raise PolybagError("merge needs at least one input")
     fmt = target_format(dst, format)
-    for src in inputs:
-        check_distinct(src, dst)
+    check_output(dst, inputs, overwrite)
     result = MergeResult(output=str(dst), inputs=[input_name(s) for s in inputs])
     with ExitStack() as stack:
         readers = [stack.enter_context(opened(s)) for s in inputs]
         all_channels = [c for r in readers for c in r.summary.channels.values()]
         profile = profile_for(all_channels, *readers) if fmt == "mcap" else None
-        writer = make_writer(dst, fmt, compression, chunk_size, profile)
+        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
         try:
             ulogs = [
                 (result.inputs[i], r.ulog)  # type: ignore[attr-defined]
@@ -254,6 +257,7 @@ def merge(
                 written, dropped = copy_messages(merged, cmap, bar, source=_AllSources(readers))
             result.messages = written
             result.dropped_messages = dropped
+            result.dropped_topics = dict(cmap.dropped)
             result.input_messages = counts
             for r in readers:
                 a, _, md, _ = copy_attachments_and_metadata(r, writer, fmt, result)
@@ -269,10 +273,11 @@ def merge(
             result.conflicts = cmap.conflicts()
             for c in result.conflicts:
                 result.warn(c)
+            writer.close()
         except BaseException:
             abort_writer(writer, dst)
             raise
-        writer.close()
+    report_dropped(result, result.dropped_topics, fmt)
     return result
 
 

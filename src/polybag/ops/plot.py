@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.errors import PolybagError, UnsupportedError
-from polybag.ops._common import Input, OpResult, input_name, make_progress, opened
+from polybag.errors import PolybagError, UnsupportedError, UsageError
+from polybag.ops._common import Input, OpResult, check_output, input_name, make_progress, opened, placed
 from polybag.reader import Reader
 
 _PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -144,10 +144,16 @@ def plot(
     html: bool = False,
     title: str | None = None,
     progress: bool | None = False,
+    overwrite: bool = False,
 ) -> PlotResult:
-    """Plot ``fields`` (``TOPIC.FIELD``) of ``src`` to ``output`` (PNG, or HTML with ``html``)."""
+    """Plot ``fields`` (``TOPIC.FIELD``) of ``src`` to ``output`` (PNG, or HTML with ``html``).
+
+    An existing ``output`` is replaced only with ``overwrite`` (never the input); the image
+    is written as ``output.active`` and renamed when complete.
+    """
     if not fields:
         raise PolybagError("plot needs at least one TOPIC.FIELD")
+    check_output(output, [src], overwrite)
     result = PlotResult(input=input_name(src), output=os.fspath(output))
     with opened(src) as reader:
         summary = reader.summary
@@ -167,7 +173,8 @@ def plot(
         for topic, fld, t, v in series:
             fig.add_trace(go.Scatter(x=t, y=v, mode="lines", name=f"{topic}.{fld}"))
         fig.update_layout(title=title, xaxis_title="time [s]")
-        fig.write_html(os.fspath(output))
+        with placed(output, overwrite) as tmp:
+            fig.write_html(tmp)
     else:
         try:
             import matplotlib
@@ -185,8 +192,14 @@ def plot(
         if series:
             ax.legend(loc="best", fontsize="small")
         fig.tight_layout()
-        fig.savefig(os.fspath(output))
-        plt.close(fig)
+        ext = os.path.splitext(os.fspath(output))[1].lstrip(".").lower() or "png"
+        try:
+            with placed(output, overwrite) as tmp:
+                fig.savefig(tmp, format=ext)
+        except ValueError as e:  # matplotlib: an extension it cannot write
+            raise UsageError(f"{os.fspath(output)}: {e}") from None
+        finally:
+            plt.close(fig)
     for topic, fld, _t, v in series:
         result.series.append(Series(topic, fld, len(v)))
         result.messages = max(result.messages, len(v))

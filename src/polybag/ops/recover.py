@@ -24,13 +24,14 @@ from polybag.ops._common import (
     OpResult,
     PathLike,
     abort_writer,
-    check_distinct,
+    check_output,
     copy_attachments_and_metadata,
     copy_messages,
     input_name,
     make_progress,
     make_writer,
     profile_for,
+    report_dropped,
     target_format,
 )
 from polybag.reader import Reader
@@ -47,6 +48,8 @@ class RecoverResult(OpResult):
     bytes_kept: int = 0
     bytes_lost: int = 0
     errors: list[str] = field(default_factory=list)
+    dropped_messages: int = 0
+    dropped_topics: dict[str, int] = field(default_factory=dict)
     attachments: int = 0
     metadata: int = 0
     verified: bool = False
@@ -103,9 +106,11 @@ def recover(
     compression: str | None = None,
     chunk_size: int | None = None,
     progress: bool | None = False,
+    overwrite: bool = False,
 ) -> RecoverResult:
-    """Copy every intact message of ``src`` into a fresh ``dst`` and verify it."""
-    check_distinct(src, dst)
+    """Copy every intact message of ``src`` into a fresh ``dst`` and verify it (an existing
+    ``dst`` only with ``overwrite``; never the input; nothing is left behind on failure)."""
+    check_output(dst, [src], overwrite)
     result = RecoverResult(input=input_name(src), output=str(dst))
     result.messages_expected = _declared_count(src)
     own = not isinstance(src, Reader)
@@ -120,7 +125,7 @@ def recover(
             result.errors.append(f"summary: {e}")
             channels = []
         profile = profile_for(channels, reader) if fmt == "mcap" else None
-        writer = make_writer(dst, fmt, compression, chunk_size, profile)
+        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
         crc = 0
         plain = True
         try:
@@ -155,12 +160,13 @@ def recover(
                 )
             except PolybagError as e:
                 result.errors.append(f"attachments/metadata: {e}")
-            if dropped:
-                result.warn(f"{dropped} message(s) could not be written to {fmt}")
+            result.dropped_messages = dropped
+            result.dropped_topics = dict(cmap.dropped)
+            report_dropped(result, result.dropped_topics, fmt)
+            writer.close()
         except BaseException:
             abort_writer(writer, dst)
             raise
-        writer.close()
         report = getattr(reader, "recovery_report", None) or {}
         result.bytes_lost = int(report.get("bytes_skipped", 0) or 0)
         result.errors.extend(str(e) for e in report.get("errors", []) or [])

@@ -6,7 +6,7 @@ chunks that overlap in time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from polybag.ops._common import (
     ChannelMap,
@@ -14,7 +14,7 @@ from polybag.ops._common import (
     OpResult,
     PathLike,
     abort_writer,
-    check_distinct,
+    check_output,
     copy_attachments_and_metadata,
     copy_messages,
     input_name,
@@ -22,6 +22,7 @@ from polybag.ops._common import (
     make_writer,
     opened,
     profile_for,
+    report_dropped,
     summary_count,
     target_format,
 )
@@ -34,6 +35,7 @@ class SortResult(OpResult):
     output: str = ""
     was_sorted: bool = True
     dropped_messages: int = 0
+    dropped_topics: dict[str, int] = field(default_factory=dict)
     attachments: int = 0
     metadata: int = 0
 
@@ -46,15 +48,17 @@ def sort(
     compression: str | None = None,
     chunk_size: int | None = None,
     progress: bool | None = False,
+    overwrite: bool = False,
 ) -> SortResult:
-    """Write ``src``'s messages to ``dst`` in log-time order."""
+    """Write ``src``'s messages to ``dst`` in log-time order (an existing ``dst`` only with
+    ``overwrite``; never the input; nothing is left behind on failure)."""
     fmt = target_format(dst, format)
-    check_distinct(src, dst)
+    check_output(dst, [src], overwrite)
     result = SortResult(input=input_name(src), output=str(dst))
     with opened(src) as reader:
         summary = reader.summary
         profile = profile_for(summary.channels.values(), reader) if fmt == "mcap" else None
-        writer = make_writer(dst, fmt, compression, chunk_size, profile)
+        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
         try:
             cmap = ChannelMap(writer, fmt, result)
             for ch in summary.channels.values():
@@ -75,11 +79,13 @@ def sort(
                 )
             result.messages = written
             result.dropped_messages = dropped
+            result.dropped_topics = dict(cmap.dropped)
             result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(
                 reader, writer, fmt, result
             )
+            writer.close()
         except BaseException:
             abort_writer(writer, dst)
             raise
-        writer.close()
+    report_dropped(result, result.dropped_topics, fmt)
     return result

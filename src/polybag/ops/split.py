@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.errors import PolybagError
+from polybag.errors import OutputExistsError, PolybagError
 from polybag.model import Message
 from polybag.ops._common import (
     RELEASE_EVERY,
@@ -50,6 +51,7 @@ from polybag.ops._common import (
     _page_releaser,
     abort_writer,
     apply_transform,
+    check_distinct,
     copy_attachments_and_metadata,
     ext_for,
     input_name,
@@ -57,6 +59,7 @@ from polybag.ops._common import (
     make_writer,
     opened,
     profile_for,
+    report_dropped,
     summary_count,
     target_format,
 )
@@ -128,6 +131,7 @@ class SplitResult(OpResult):
     input: str = ""
     parts: list[Part] = field(default_factory=list)
     dropped_messages: int = 0
+    dropped_topics: dict[str, int] = field(default_factory=dict)
     metadata: int = 0
 
 
@@ -250,6 +254,37 @@ def _duration(value: int | str) -> int:
     return parse_time(str(value).lstrip("+"))
 
 
+def existing_parts(out_dir: str, base_name: str, ext: str) -> list[str]:
+    """The files in ``out_dir`` named like parts ``<base_name>_<NNN><ext>`` (or their
+    ``.active``), sorted."""
+    rx = re.compile(re.escape(base_name) + r"_\d{3,}" + re.escape(ext) + r"(\.active)?")
+    try:
+        names = os.listdir(out_dir)
+    except OSError:  # no such directory yet: nothing to overwrite
+        return []
+    return sorted(os.path.join(out_dir, n) for n in names if rx.fullmatch(n))
+
+
+def _check_parts(src: Input, out_dir: str, base_name: str, ext: str, overwrite: bool) -> list[str]:
+    """Before any work: existing part names are refused unless ``overwrite`` (an input or a
+    ``.active`` always); returns the existing parts."""
+    found = existing_parts(out_dir, base_name, ext)
+    for p in found:
+        check_distinct(src, p)
+        if p.endswith(".active"):
+            raise OutputExistsError(
+                f"{p} exists (a recording in progress, or an interrupted write?); not overwritten: "
+                "move it away, or rebuild it with `polybag reindex`/`polybag recover`"
+            )
+    if found and not overwrite:
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        raise OutputExistsError(
+            f"{found[0]}: output exists ({', '.join(found[:3])}{more}); not overwritten "
+            "(--force replaces them; in Python overwrite=True; or choose another --output-dir or --prefix)"
+        )
+    return found
+
+
 def split(
     src: Input,
     *,
@@ -262,8 +297,15 @@ def split(
     compression: str | None = None,
     chunk_size: int | None = None,
     progress: bool | None = False,
+    overwrite: bool = False,
 ) -> SplitResult:
-    """Split ``src`` into parts; exactly one of ``size``, ``duration``, ``at``."""
+    """Split ``src`` into parts; exactly one of ``size``, ``duration``, ``at``.
+
+    Files already named like the parts (``<stem>_<NNN><ext>`` in ``output_dir``) are an
+    :class:`~polybag.errors.OutputExistsError` before anything is read, unless ``overwrite``
+    (a part is never the input).  On any failure (a full disk, an interrupt) the parts
+    written so far are removed: a split is complete or not there.
+    """
     modes = [x is not None for x in (size, duration, at)]
     if sum(modes) != 1:
         raise PolybagError("split needs exactly one of size, duration or at")
@@ -273,10 +315,11 @@ def split(
     stem, ext = os.path.splitext(os.path.basename(name))
     out_dir = os.fspath(output_dir) if output_dir is not None else (os.path.dirname(name) or ".")
     result = SplitResult(input=name)
+    fmt = target_format("x" + (ext or ".mcap"), format) if format or ext else "mcap"
+    out_ext = ext_for(fmt) if format else (ext or ext_for(fmt))
+    base_name = prefix if prefix is not None else stem
+    stale = _check_parts(src, out_dir, base_name, out_ext, overwrite)
     with opened(src) as reader:
-        fmt = target_format("x" + (ext or ".mcap"), format) if format or ext else "mcap"
-        out_ext = ext_for(fmt) if format else (ext or ext_for(fmt))
-        base_name = prefix if prefix is not None else stem
         summary = reader.summary
         start = summary.start_time
         dur = None
@@ -309,9 +352,8 @@ def split(
             budget_est = SizeBudget(fmt, chunk_size)
             idx = len(result.parts)
             path = os.path.join(out_dir, f"{base_name}_{idx:03d}{out_ext}")
-            if os.path.exists(name) and os.path.exists(path) and os.path.samefile(path, name):
-                raise PolybagError(f"{path}: part would overwrite the input")
-            writer = make_writer(path, fmt, compression, chunk_size, profile)
+            check_distinct(src, path)
+            writer = make_writer(path, fmt, compression, chunk_size, profile, overwrite=overwrite)
             cmap = ChannelMap(writer, fmt, result)
             cache = {}
             part = Part(path=path)
@@ -322,11 +364,15 @@ def split(
                 start_us = None if idx == 0 else first_ns // 1000
                 budget_est.base += ulog_part_extras(writer, fmt, ulog, timeline.params, result, start_us)
 
+        finished: list[str] = []  # the parts closed (renamed into place) so far
+
         def close_part() -> None:
             nonlocal writer
             if writer is not None:
                 writer.close()
                 writer = None
+                assert part is not None
+                finished.append(part.path)
 
         bar = make_progress(summary_count(reader), f"split {name}", progress)
         release = _page_releaser(reader.source)
@@ -359,6 +405,7 @@ def split(
                         ent = cache[id(m.channel)] = (m.channel, out, tf)
                     if ent[1] is None:
                         result.dropped_messages += 1
+                        result.dropped_topics[m.channel.topic] = result.dropped_topics.get(m.channel.topic, 0) + 1
                         continue
                     if t >= next_ns and timeline is not None:
                         if (
@@ -375,6 +422,7 @@ def split(
                     data = m.data if ent[2] is None else apply_transform(ent[2], m.data, t)
                     if data is None:
                         result.dropped_messages += 1
+                        result.dropped_topics[m.channel.topic] = result.dropped_topics.get(m.channel.topic, 0) + 1
                         continue
                     writer.write(ent[1], data, t, m.publish_time, m.sequence)
                     part.messages += 1
@@ -395,9 +443,20 @@ def split(
                             budget = RELEASE_EVERY
             if timeline is not None and part is not None:
                 timeline.flush(writer if ulog_writer else None, None, part)
+            close_part()
         except BaseException:
-            if writer is not None and part is not None:
-                abort_writer(writer, part.path)
+            if writer is not None:
+                abort_writer(writer)
+            for path in finished:  # a split is complete or not there
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
             raise
-        close_part()
+    written = {p.path for p in result.parts}
+    old = [p for p in stale if p not in written]
+    if old:
+        more = f" and {len(old) - 3} more" if len(old) > 3 else ""
+        result.warn(f"older parts not from this split are still there: {', '.join(old[:3])}{more}")
+    report_dropped(result, result.dropped_topics, fmt)
     return result

@@ -105,6 +105,7 @@ class BagWriter(Writer):
         compression: str | None = "none",
         chunk_size: int = 768 * 1024,
         compression_level: int | None = None,
+        overwrite: bool = True,
         **options: Any,
     ) -> None:
         if format not in (None, "bag"):
@@ -120,7 +121,7 @@ class BagWriter(Writer):
         self._seekable = True
         self._final: BinaryIO | None = None
         if isinstance(path_or_stream, (str, os.PathLike)):
-            self._atomic: AtomicFile | None = AtomicFile(path_or_stream)
+            self._atomic: AtomicFile | None = AtomicFile(path_or_stream, overwrite=overwrite)
             self._f: BinaryIO = self._atomic.file
         else:
             self._atomic = None
@@ -408,6 +409,13 @@ class BagWriter(Writer):
         """Stop without finishing: the ``.active`` file stays as a killed writer leaves it
         (or is removed with ``discard``)."""
         self.closed = True
+        if discard:
+            for fut, _, _ in self._inflight:  # nothing more is written: drop what is in flight
+                fut.cancel()
+            self._inflight.clear()
+            if self._atomic is not None:
+                self._atomic.discard()
+            return
         try:
             self._drain()  # the chunks already compressed are kept, as a killed writer's are
         except Exception:  # noqa: BLE001 - aborting: what cannot be written is given up
@@ -417,10 +425,8 @@ class BagWriter(Writer):
         except (OSError, ValueError):
             pass
         if self._atomic is not None:
-            self._atomic.file.close()
+            try:
+                self._atomic.file.close()
+            except (OSError, ValueError):
+                pass
             self._atomic.closed = True
-            if discard and self._atomic.active_path:
-                try:
-                    os.unlink(self._atomic.active_path)
-                except OSError:
-                    pass

@@ -76,6 +76,7 @@ class McapWriter(Writer):
         repeat_schemas: bool = True,
         repeat_channels: bool = True,
         use_crcs: bool = True,
+        overwrite: bool = True,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -104,7 +105,7 @@ class McapWriter(Writer):
         self.repeat_channels = repeat_channels
         self.use_crcs = use_crcs
 
-        self._out = AtomicFile(path_or_stream)
+        self._out = AtomicFile(path_or_stream, overwrite=overwrite)
         self._file = self._out.file
         self._pos = 0
         self._crc = 0
@@ -498,6 +499,24 @@ class McapWriter(Writer):
         self._file.write(head + R.U32.pack(scrc if self.use_crcs else 0) + MAGIC)
         self._pos += len(head) + 4 + 8
         self._out.commit()
+
+    def abort(self, *, discard: bool = False) -> None:
+        """Stop without finishing: the ``.active`` file stays as a killed writer leaves it (the
+        chunks written so far; ``recover`` rebuilds it), or is removed with ``discard``."""
+        if self._out.committed:
+            return
+        self.closed = True
+        for item in self._inflight:  # nothing more is written: drop what is in flight
+            item[0].cancel()
+        self._inflight.clear()
+        if discard:
+            self._out.discard()
+            return
+        try:
+            self._out.file.close()
+        except (OSError, ValueError):
+            pass
+        self._out.closed = True
 
     @property
     def bytes_written(self) -> int:

@@ -58,10 +58,11 @@ class UlogWriter(Writer):
         compat_flags: Sequence[int] | None = None,
         sync_interval: int = 0,
         spool_size: int = 64 << 20,
+        overwrite: bool = True,
     ) -> None:
         if format not in (None, "ulog"):
             raise UnsupportedError(f"UlogWriter writes ULog, not {format!r}")
-        self._out = AtomicFile(path_or_stream)
+        self._out = AtomicFile(path_or_stream, overwrite=overwrite)
         self._data: BinaryIO = tempfile.SpooledTemporaryFile(max_size=spool_size)  # noqa: SIM115
         self.start_timestamp = start_timestamp
         self.version = version
@@ -439,6 +440,19 @@ class UlogWriter(Writer):
             self._out.commit()
         finally:
             self.closed = True
+
+    def abort(self, *, discard: bool = False) -> None:
+        """Stop without finishing.  The data waits in a spool until :meth:`close` writes the
+        definitions before it, so an unfinished ULog holds nothing readable: ``NAME.active``
+        is removed either way."""
+        if self._out.committed:
+            return
+        self.closed = True
+        try:
+            self._data.close()
+        except (OSError, ValueError):
+            pass
+        self._out.discard()
 
 
 def write_ulog(
