@@ -39,8 +39,6 @@ CASES = {
 # fuzz/repros/: target -> {kind:type@file (line-independent): reproducer}.  Remove an entry
 # when its fix lands.
 KNOWN: dict[str, dict[str, str]] = {
-    "mcap_indexed": {"escape:_Bad@formats/mcap/reader.py": "fuzz/repros/mcap_indexed-_Bad-walk_defs.bin"},
-    "mcap_stream": {"escape:_Bad@formats/mcap/reader.py": "fuzz/repros/mcap_indexed-_Bad-short_record_head.bin"},
     "ulog": {"escape:ValueError@formats/ulog/reader.py": "fuzz/repros/ulog-ValueError-count_subs.bin"},
     "ulog_decoder": {
         "escape:TypeError@codecs/ulog.py": "fuzz/repros/ulog_decoder-TypeError-08e5178fe4.bin",

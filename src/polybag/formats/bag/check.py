@@ -161,6 +161,9 @@ def check_any(path: str) -> dict[str, Any]:
                 problems.append(str(e))
             if s.indexed and s.message_count and s.message_count != n:
                 problems.append(f"{path}: summary counts {s.message_count} messages, reading found {n}")
+            # MCAP: a Schema/Channel id defined twice with different content (read as written,
+            # but the spec forbids it and other readers give every message one of the two)
+            problems.extend(getattr(r, "definition_problems", ()))
             problems.extend(md5_problems(path, s.channels.values()))
             fmt = s.format
     except PolybagError as e:

@@ -83,8 +83,11 @@ def indexed(data: bytes, path: str | None = None) -> dict[str, Any]:
         record_json(R.SchemaRecord(s.id, s.name, s.encoding, s.data)) for _, s in sorted(summary.schemas.items())
     ]
     channels = []
-    for cid, _ch in sorted(summary.channels.items()):
-        rec = reader._channel_records[cid]
+    for cid, ch in sorted(summary.channels.items()):
+        rec = reader._channel_records.get(cid)
+        if rec is None:  # a later version of a redefined id: as the model has it
+            sid = ch.schema.id if ch.schema is not None else 0
+            rec = R.ChannelRecord(cid, sid, ch.topic, ch.message_encoding, dict(ch.metadata))
         channels.append(record_json(rec))
     messages = [
         record_json(R.MessageRecord(m.channel.id, m.sequence, m.log_time, m.publish_time, bytes(m.data)))

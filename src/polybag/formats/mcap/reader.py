@@ -43,10 +43,23 @@ the file's matching messages as far as these checks reach:
   message of the channels they name when only some channels are read.
 * ``recover=True`` trusts no chunk time at all: every chunk's real range is found first
   (each chunk is decompressed twice); the summary is ignored as before.
+
+Redefined ids.  A Schema/Channel id defined again with different content (the spec forbids
+it) is read as written: each message gets the channel in force where it lies, and each later
+version is a model channel of its own (see :class:`_Census`); ``definition_problems`` lists
+them for ``check``.  Streams follow the definitions as they come.  A mapped file builds the
+timeline of every definition (one pass over the chunks) as soon as one is known: from a
+summary that holds two versions or counts more Channel records than ids, from the top-level
+records a scan meets, from the chunks a read opens (every chunk without a summary, read in
+file order of definitions; the chunks of a complete read or a time window with one), or for a
+topic filter that matches none of the summary's channels.  A summary that names one version
+per id is otherwise believed by topic-filtered reads and by the summary (which never
+decompresses a chunk), as the mcap library's indexed reader does.
 """
 
 from __future__ import annotations
 
+import bisect
 import gc
 import heapq
 import struct
@@ -401,6 +414,123 @@ class _UnknownChannel(Exception):
         self.pos = pos
 
 
+# --- redefined ids -------------------------------------------------------------------------
+# The spec wants every Schema/Channel id defined once per file (repeats identical).  A file
+# that redefines one anyway (a recorder restarted into the same file, a naive concatenation)
+# is read as written: each message gets the channel in force where it lies, i.e. the last
+# Channel record with its id before it in file order (bound to the last Schema record of
+# its schema id before it).  Each later version of an id becomes a channel (or schema) of its
+# own in the model: id ``file id + 65536 * k`` for the k-th redefinition; the first keeps the
+# file id, so files without redefinitions read exactly as before.
+_VERSION_STEP = 1 << 16
+_FILE_ID = _VERSION_STEP - 1  # mask: internal id -> the id in the file
+
+Where = tuple[int, int]  # (top-level record offset, offset inside its chunk or -1)
+
+
+class _Redefined(Exception):
+    """A definition changed an id while reading out of file order: build the timeline first."""
+
+
+@dataclass
+class _Census:
+    """Every definition of the data section in file order (built once a redefinition is known).
+
+    ``versions``: file channel id -> [(where it takes effect, channel)], the first version at
+    (-1, -1); ids defined once are not listed.  ``inside``: chunk offset -> [(record offset,
+    file channel id, channel)] for versions taking effect inside that chunk.
+    """
+
+    versions: dict[int, list[tuple[Where, Channel]]]
+    keys: dict[int, list[Where]]
+    inside: dict[int, list[tuple[int, int, Channel]]]
+    channels: list[Channel]  # every version of every channel
+    schemas: dict[int, Schema]  # every version of every schema, by internal id
+
+    def at(self, cid: int, where: Where) -> Channel:
+        """The version of ``cid`` (which has several) in force just before ``where``."""
+        i = bisect.bisect_left(self.keys[cid], where) - 1
+        return self.versions[cid][max(i, 0)][1]
+
+    def map_at(self, chunk: int, base: dict[int, Channel]) -> dict[int, Channel]:
+        """``base`` (first versions) with the versions in force at the start of the chunk at ``chunk``."""
+        m = dict(base)
+        for cid in self.versions:
+            m[cid] = self.at(cid, (chunk, -1))
+        return m
+
+
+def _same_record(a: R.ChannelRecord, b: R.ChannelRecord) -> bool:
+    """Whether two Channel records define the same channel (a repeat, allowed by the spec)."""
+    return (
+        a.schema_id == b.schema_id
+        and a.topic == b.topic
+        and a.message_encoding == b.message_encoding
+        and a.metadata == b.metadata
+    )
+
+
+def _same_meaning(a: Channel, b: Channel) -> bool:
+    """Whether two versions of a channel read alike (everything but the internal id)."""
+    sa, sb = a.schema, b.schema
+    return (
+        a.topic == b.topic
+        and a.message_encoding == b.message_encoding
+        and dict(a.metadata) == dict(b.metadata)
+        and (sa is None) == (sb is None)
+        and (sa is None or sb is None or (sa.name, sa.encoding, bytes(sa.data)) == (sb.name, sb.encoding, bytes(sb.data)))
+    )
+
+
+def _walk_versions(
+    buf: bytes | memoryview,
+    chans: dict[int, Channel],
+    changes: list[tuple[int, int, Channel]],
+    out: list[Message],
+    want: set[int] | None,
+    start: int | None,
+    end: int | None,
+) -> None:
+    """Record by record, each message with the channel in force at it (chunks that redefine
+    an id): ``chans`` at the chunk's start, then each ``(record offset, file channel id,
+    channel)`` of ``changes`` from its record on.  ``want`` holds internal channel ids."""
+    chans = dict(chans)
+    view = memoryview(buf)
+    n = len(buf)
+    head = RECORD_HEAD.unpack_from
+    mhead = R.MESSAGE_HEAD.unpack_from
+    lo = -1 if start is None else start
+    hi = 1 << 64 if end is None else end
+    pos = j = 0
+    nc = len(changes)
+    while pos < n:
+        while j < nc and changes[j][0] <= pos:
+            chans[changes[j][1]] = changes[j][2]
+            j += 1
+        if pos + 9 > n:
+            raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left")
+        op, ln = head(buf, pos)
+        e = pos + 9 + ln
+        if e > n:
+            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+        if op == 5:
+            data: bytes | memoryview
+            if ln >= MESSAGE_HEAD_LEN:
+                cid, seq, lt, pt = mhead(buf, pos + 9)
+                data = view[pos + 31 : e]
+            else:
+                rec = R.parse_record(5, buf, pos + 9, e)
+                assert isinstance(rec, R.MessageRecord)
+                cid, seq, lt, pt, data = rec.channel_id, rec.sequence, rec.log_time, rec.publish_time, b""
+            if lo <= lt < hi:
+                ch = chans.get(cid)
+                if ch is None:
+                    raise _UnknownChannel(cid, pos)
+                if want is None or ch.id in want:
+                    out.append(Message(ch, lt, pt, seq, data))
+        pos = e
+
+
 # --- chunk walking: the hot loops ----------------------------------------------------------
 def _walk_filtered(
     buf: bytes,
@@ -461,6 +591,14 @@ def _walk_defs(buf: bytes, defs: Callable[[int, int, int], None], pos: int = 0, 
         if op == 3 or op == 4:
             defs(op, pos, e)
         pos = e
+
+
+def _walk_defs_quiet(buf: bytes, defs: Callable[[int, int, int], None]) -> None:
+    """:func:`_walk_defs` up to any damage (reading the chunk reports it)."""
+    try:
+        _walk_defs(buf, defs)
+    except _Bad:
+        pass
 
 
 def _count_chunk(buf: bytes, counts: dict[int, int], defs: Callable[[int, int, int], None]) -> tuple[int, int, int]:
@@ -566,6 +704,7 @@ def _merge(
     runs: list[Run],
     key: Callable[[Message], int],
     replan: Callable[[set[int], int], list[Run]] | None = None,
+    redefined: Callable[[set[int], bool], list[Run]] | None = None,
 ) -> Iterator[Message]:
     """Merge runs sorted by ``key``; ``runs`` come sorted by (claimed smallest key, rank).
 
@@ -575,7 +714,9 @@ def _merge(
     them.  When one lies, ``replan`` (given the ranks loaded so far and the liar's) returns the runs still
     to load with true claims, and merging goes on with those; a run holding a message
     that sorts before one already yielded raises :class:`_OutOfOrder` (that output can no
-    longer be put right).
+    longer be put right).  When a load meets a redefined id (:class:`_Redefined`),
+    ``redefined`` (given the ranks loaded so far and whether nothing was yielded yet) returns
+    the runs to load instead; with nothing yielded the merge starts over.
     """
     heap: list[tuple[int, int, int, list[Message]]] = []
     push = heapq.heappush
@@ -587,7 +728,19 @@ def _merge(
         while i < n and (not heap or runs[i][0] <= heap[0][0]):
             c0, c1, r, load = runs[i]
             i += 1
-            msgs = load()
+            try:
+                msgs = load()
+            except _Redefined:
+                if redefined is None:
+                    raise
+                fresh = last_k == -(1 << 70)
+                runs = redefined(done, fresh)
+                if fresh:
+                    heap.clear()
+                    done.clear()
+                i = 0
+                n = len(runs)
+                continue
             done.add(r)
             if not msgs:
                 continue
@@ -688,6 +841,22 @@ class McapReader(Reader):
         self._true_ranges: dict[int, tuple[int, int] | None] = {}
         self._quiet = False  # finding real ranges: damage is reported by the real read
         self._muted = 0
+        # redefined ids (see _Census): problems found, versions applied in file order
+        # (streams, the census walk), and the timeline once one is known
+        self.definition_problems: list[str] = []
+        self._census: _Census | None = None
+        self._need_census = False  # a redefinition (or a hint of one) was seen: build the census
+        self._noting = 0  # > 0: a conflict only sets _need_census (summary, scan)
+        self._census_walk = False
+        self._changes: list[tuple[Where, int, Channel, Channel]] = []  # (where, file id, old, new)
+        self._schema_changes: list[tuple[Where, int, Schema, Schema]] = []
+        self._nversions: dict[tuple[int, int], int] = {}
+        self._def_where: dict[tuple[int, int], Where | None] = {}  # (opcode, id) -> where in force
+        self._seq_where: Where = (-1, -1)  # sequential reading: the last definition applied
+        self._summary_records: list[R.SchemaRecord | R.ChannelRecord] = []
+        self._first_records: dict[int, R.ChannelRecord] = {}  # of redefined channels
+        # what one read loaded: (first, last offset, whether its definitions were all registered)
+        self._loaded: list[tuple[int, int, bool]] = []
         if isinstance(source, MappedSource):
             self._open_mapped()
         else:
@@ -861,7 +1030,7 @@ class McapReader(Reader):
             if e > end:
                 raise self._err(FormatError, f"summary record (opcode 0x{op:02x}) declares {ln} bytes, section has {end - pos - 9} left", pos)
             if op == _OP_SCHEMA or op == _OP_CHANNEL:
-                self._define(view, op, pos, e, 0)
+                self._define(view, op, pos, e, 0, summary=True)
             elif op == Opcode.CHUNK_INDEX:
                 rec = _fast_chunk_index(view, pos + 9, e)
                 if rec is None:  # short or padded: the general parser applies the rules
@@ -913,17 +1082,46 @@ class McapReader(Reader):
             arr["uncompressed_size"] = [c.uncompressed_size for c in cis]
         self._ci_array = arr
         self.has_summary = True
+        st = self.statistics
+        if st is not None and self._channel_records and (
+            st.channel_count > len(self._channel_records) or (self.schemas and st.schema_count > len(self.schemas))
+        ):
+            # more Channel (Schema) records were written than the summary has ids: some id
+            # was defined twice, or the summary is incomplete; the data section decides
+            self._need_census = True
 
     # --- definitions ---------------------------------------------------------------------------
-    def _define(self, buf: memoryview | bytes, op: int, pos: int, e: int, base: int) -> None:
+    def _define(
+        self, buf: memoryview | bytes, op: int, pos: int, e: int, base: int, chunk: int | None = None, summary: bool = False
+    ) -> None:
+        """Register the Schema/Channel record at ``buf[pos:e]`` (file offset ``base + pos``, or
+        record offset ``pos`` inside the Chunk at ``chunk``; ``summary``: a summary copy)."""
         rec = R.parse_record(op, buf, pos + 9, e, self.path, base)
+        where: Where | None = None if summary else ((base + pos, -1) if chunk is None else (chunk, pos))
+        if where is not None and (self._census_walk or isinstance(self.source, StreamSource)):
+            if where <= self._seq_where:
+                return  # reading in file order: this record was registered already
+            self._seq_where = where
         if isinstance(rec, R.SchemaRecord):
             if rec.id == 0:  # invalid per spec; ignored
                 return
-            if rec.id not in self.schemas:
+            if summary:
+                self._summary_records.append(rec)
+            old = self.schemas.get(rec.id)
+            if old is None:
                 self.schemas[rec.id] = Schema(rec.id, rec.name, rec.encoding, rec.data)
+                self._def_where[(3, rec.id)] = where
+            elif (old.name, old.encoding, old.data) != (rec.name, rec.encoding, rec.data):
+                self._conflict(rec, where)
         elif isinstance(rec, R.ChannelRecord):
-            if rec.id in self._channel_records:
+            if summary:
+                self._summary_records.append(rec)
+            if rec.schema_id and rec.schema_id not in self.schemas and chunk is not None:
+                self._resolve_schema(rec.schema_id)  # read out of file order: its schema comes earlier
+            old_rec = self._channel_records.get(rec.id)
+            if old_rec is not None:
+                if not _same_record(old_rec, rec):
+                    self._conflict(rec, where)
                 return
             schema = None
             if rec.schema_id:
@@ -934,24 +1132,263 @@ class McapReader(Reader):
                             FormatError, f"channel {rec.id} ({rec.topic}) refers to schema {rec.schema_id}, not defined before it", base + pos
                         )
             self._channel_records[rec.id] = rec
+            self._def_where[(4, rec.id)] = where
             ch = Channel(rec.id, rec.topic, rec.message_encoding, schema, rec.metadata)
             self._channels[rec.id] = ch
             for sel, live in self._live_wants:
                 if topic_filter(sel, [ch]):
                     live.add(rec.id)
 
-    def _defs_for(self, buf: bytes | memoryview, base: int) -> Callable[[int, int, int], None]:
+    def _conflict(self, rec: R.SchemaRecord | R.ChannelRecord, where: Where | None) -> None:
+        """A definition that differs from the one in force for its id."""
+        if self._census is not None:
+            return  # the census has the whole timeline already
+        kind = "Schema" if isinstance(rec, R.SchemaRecord) else "Channel"
+        if where is None:  # the summary section disagrees with itself
+            self.definition_problems.append(
+                f"{self.path}: the summary section holds two different {kind} records for id {rec.id} "
+                f"({self._describe(rec)}): it cannot describe the file, whose data section is read instead"
+            )
+            self._need_census = True
+            return
+        if self._census_walk or isinstance(self.source, StreamSource):
+            self._apply(rec, where)
+            return
+        self._need_census = True
+        if not self._noting:
+            raise _Redefined
+
+    def _describe(self, rec: R.SchemaRecord | R.ChannelRecord) -> str:
+        """How the definition in force for ``rec``'s id differs from ``rec``."""
+        if isinstance(rec, R.SchemaRecord):
+            old = self.schemas[rec.id]
+            diffs = [f"{k} {a!r} -> {b!r}" for k, a, b in (("name", old.name, rec.name), ("encoding", old.encoding, rec.encoding)) if a != b]
+            if old.data != rec.data:
+                diffs.append(f"data of {len(old.data)} -> {len(rec.data)} bytes, different")
+            return ", ".join(diffs)
+        o = self._channel_records[rec.id]
+        pairs = (
+            ("topic", o.topic, rec.topic),
+            ("message_encoding", o.message_encoding, rec.message_encoding),
+            ("schema id", o.schema_id, rec.schema_id),
+            ("metadata", o.metadata, rec.metadata),
+        )
+        return ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in pairs if a != b)
+
+    @staticmethod
+    def _where_text(where: Where | None) -> str:
+        if where is None:
+            return "the summary section"
+        if where[1] < 0:
+            return f"offset {where[0]}"
+        return f"offset {where[0]} (the Chunk there, record offset {where[1]})"
+
+    def _apply(self, rec: R.SchemaRecord | R.ChannelRecord, where: Where) -> None:
+        """Reading in file order met a redefinition: from ``where`` on, ``rec`` is in force."""
+        kind = "Schema" if isinstance(rec, R.SchemaRecord) else "Channel"
+        op = 3 if kind == "Schema" else 4
+        self.definition_problems.append(
+            f"{self.path}: {self._where_text(where)}: {kind} record redefines {kind.lower()} id {rec.id} "
+            f"({self._describe(rec)}), defined at {self._where_text(self._def_where.get((op, rec.id)))}; "
+            f"ids must be unique in an MCAP file: each message is read with the definition in force where it lies"
+        )
+        self._def_where[(op, rec.id)] = where
+        if isinstance(rec, R.SchemaRecord):
+            sid = rec.id
+            k = self._nversions[(3, sid)] = self._nversions.get((3, sid), 0) + 1
+            old_s = self.schemas[sid]
+            new_s = Schema(sid + k * _VERSION_STEP, rec.name, rec.encoding, rec.data)
+            self.schemas[sid] = new_s
+            self._schema_changes.append((where, sid, old_s, new_s))
+            for cid, crec in list(self._channel_records.items()):
+                if crec.schema_id == sid:  # its channels read with the new schema from here on
+                    self._version(cid, crec, where)
+        else:
+            self._first_records.setdefault(rec.id, self._channel_records[rec.id])
+            self._channel_records[rec.id] = rec
+            self._version(rec.id, rec, where)
+
+    def _version(self, cid: int, rec: R.ChannelRecord, where: Where) -> None:
+        """A new version of channel ``cid`` (a model channel of its own), in force from ``where``."""
+        k = self._nversions[(4, cid)] = self._nversions.get((4, cid), 0) + 1
+        schema = self.schemas.get(rec.schema_id) if rec.schema_id else None
+        if rec.schema_id and schema is None and not self.recover:
+            raise self._err(
+                FormatError, f"channel {cid} ({rec.topic}) refers to schema {rec.schema_id}, not defined before it", where[0]
+            )
+        ch = Channel(cid + k * _VERSION_STEP, rec.topic, rec.message_encoding, schema, rec.metadata)
+        self._changes.append((where, cid, self._channels[cid], ch))
+        self._channels[cid] = ch
+        for sel, live in self._live_wants:
+            if topic_filter(sel, [ch]):
+                live.add(ch.id)
+
+    def _run_census(self) -> None:
+        """Build the definition timeline (:class:`_Census`) from every definition of the data
+        section in file order: top-level records and every chunk's (each chunk is
+        decompressed once).  The summary's copies only fill in ids the data never defines."""
+        if self._census is not None:
+            return
+        src = self.source
+        assert isinstance(src, MappedSource)
+        saved_schemas, saved_channels, saved_records = self.schemas, self._channels, self._channel_records
+        self.schemas, self._channels, self._channel_records, self._def_where = {}, {}, {}, {}
+        self._changes, self._schema_changes, self._nversions, self._first_records = [], [], {}, {}
+        self.definition_problems = [p for p in self.definition_problems if "summary section holds" in p]
+        self._seq_where = (-1, -1)
+        self._census_walk = True
+        view, size = src.view, src.size
+        pos = self._header_end or 8
+        try:
+            while pos + 9 <= size:
+                op, ln = RECORD_HEAD.unpack_from(view, pos)
+                e = pos + 9 + ln
+                if op == 0 or e > size or op == _OP_DATA_END or op == _OP_FOOTER:
+                    break
+                try:
+                    if op == _OP_SCHEMA or op == _OP_CHANNEL:
+                        self._define(view, op, pos, e, 0)
+                    elif op == _OP_CHUNK:
+                        buf = self._chunk_data(pos)
+                        _walk_defs(buf, self._defs_for(buf, 0, pos))
+                except (PolybagError, _Bad):
+                    pass  # damage: reading the chunk reports it
+                pos = e
+        finally:
+            self._census_walk = False
+        for sid, s in saved_schemas.items():  # defined only in the summary
+            self.schemas.setdefault(sid, s)
+        for cid, ch in saved_channels.items():
+            if cid not in self._channels and cid < _VERSION_STEP:
+                self._channels[cid] = ch
+                self._channel_records[cid] = saved_records[cid]
+        versions: dict[int, list[tuple[Where, Channel]]] = {}
+        inside: dict[int, list[tuple[int, int, Channel]]] = {}
+        for where, cid, old, new in self._changes:
+            versions.setdefault(cid, [((-1, -1), old)]).append((where, new))
+            if where[1] >= 0:
+                inside.setdefault(where[0], []).append((where[1], cid, new))
+        schemas_all: dict[int, Schema] = {}
+        for _w, sid, old_s, new_s in self._schema_changes:
+            if sid not in schemas_all:
+                schemas_all[sid] = self.schemas[sid] = old_s  # the first version keeps the file id
+            schemas_all[new_s.id] = new_s
+        for cid, lst in versions.items():
+            self._channels[cid] = lst[0][1]
+            self._channel_records[cid] = self._first_records.get(cid, self._channel_records[cid])
+        for sid, s in self.schemas.items():
+            schemas_all.setdefault(sid, s)
+        channels_all = list(self._channels.values()) + [new for _w, _c, _o, new in self._changes]
+        self._census = _Census(
+            versions, {cid: [w for w, _ in lst] for cid, lst in versions.items()}, inside, channels_all, schemas_all
+        )
+        self._need_census = False
+        self._summary = None
+        for sel, live in self._live_wants:
+            live.clear()
+            live.update(topic_filter(sel, channels_all) or ())
+        for rec in self._summary_records:  # the summary's copies against the data section
+            if isinstance(rec, R.ChannelRecord):
+                vs = [v for _w, v in versions.get(rec.id, ())] or [c for c in [self._channels.get(rec.id)] if c is not None]
+                if vs and not any(
+                    (v.topic, v.message_encoding, dict(v.metadata)) == (rec.topic, rec.message_encoding, rec.metadata) for v in vs
+                ):
+                    self.definition_problems.append(
+                        f"{self.path}: the summary section's Channel record for id {rec.id} (topic {rec.topic!r}) "
+                        f"matches no Channel record of that id in the data section"
+                    )
+
+    def _census_mid_read(self, returned: bool) -> None:
+        """A read met a definition that changes a channel: build the census.  What it
+        loaded before (and, if ``returned``, handed out) used the definitions known then; if
+        the census gives any of it another channel, FormatError (read again)."""
+        before = dict(self._channels)
+        loaded = self._loaded[:-1]  # the last one is the load that met the definition
+        self._run_census()
+        cen = self._census
+        assert cen is not None
+        if not returned:
+            return
+        for a, b, seen in loaded:
+            for cid, keys in cen.keys.items():
+                old = before.get(cid)
+                j = bisect.bisect_left(keys, (a, -1))
+                changed = old is not None and not _same_meaning(cen.at(cid, (a, -1)), old)
+                inner = j < len(keys) and keys[j] <= (b, 1 << 62)
+                if a == b and (seen or not inner):
+                    # a chunk whose definitions were all registered without a conflict read as
+                    # the census says from its first one on: only messages before it can differ
+                    changed = changed and self._message_before(a, cid, keys[j][1] if inner else 1 << 62)
+                elif inner:
+                    changed = True
+                if changed:
+                    raise self._err(
+                        FormatError,
+                        f"offset {a}: messages were returned with channel {cid} as the summary or an earlier "
+                        f"record defined it, but the data section redefines it; read again (this reader now "
+                        f"follows every definition)",
+                        a,
+                    )
+
+    def _message_before(self, chunk: int, cid: int, end: int) -> bool:
+        """Whether the chunk at ``chunk`` holds a message on ``cid`` before record offset ``end``."""
+        try:
+            buf = self._chunk_data(chunk)
+        except PolybagError:
+            return True
+        pos = 0
+        head = RECORD_HEAD.unpack_from
+        while pos < end and pos + 11 <= len(buf):
+            op, ln = head(buf, pos)
+            if op == 5 and U16.unpack_from(buf, pos + 9)[0] == cid:
+                return True
+            pos += 9 + ln
+        return False
+
+    def _defs_ready(self) -> None:
+        """Before reading a mapped file: a redefinition already seen (summary, top-level
+        records) builds the census first."""
+        if self._census is not None or not isinstance(self.source, MappedSource):
+            return
+        if not (self.has_summary and self.chunk_indexes):
+            self._scan()  # what reading scans anyway: its top-level definitions
+        if self._need_census:
+            self._run_census()
+
+    def _defs_for(self, buf: bytes | memoryview, base: int, chunk: int | None = None) -> Callable[[int, int, int], None]:
         def defs(op: int, pos: int, e: int) -> None:
             if op != _OP_MESSAGE:
                 if not self.recover:
-                    self._define(buf, op, pos, e, base)
+                    self._define(buf, op, pos, e, base, chunk)
                     return
                 try:
-                    self._define(buf, op, pos, e, base)
+                    self._define(buf, op, pos, e, base, chunk)
                 except PolybagError as err:  # recovering: a damaged definition is skipped
                     self._note(str(err), e - pos)
 
         return defs
+
+    def _walk_chunk_defs(self, off: int) -> None:
+        """Register the definitions of the chunk at ``off`` (resolving a forward reference)."""
+        try:
+            buf = self._chunk_data(off)
+            _walk_defs(buf, self._defs_for(buf, 0, off))
+        except _Bad as b:
+            if not self.recover:
+                raise self._err(FormatError, f"inside Chunk at {off}: {b.what} (at record offset {b.pos})", off) from None
+        except PolybagError:
+            if not self.recover:
+                raise
+
+    def _resolve_schema(self, sid: int) -> None:
+        """A channel refers to a schema not yet seen (a chunk read out of file order): scan
+        chunks' definitions for it."""
+        if isinstance(self.source, MappedSource) and not self._census_walk:
+            chunks = self._chunk_list()
+            while sid not in self.schemas and self._defs_scanned < len(chunks):
+                off = chunks[self._defs_scanned][0]
+                self._defs_scanned += 1
+                self._walk_chunk_defs(off)
 
     def _resolve_channel(self, cid: int) -> Channel | None:
         """A message refers to a channel not yet seen: scan chunks' definitions for it."""
@@ -960,12 +1397,7 @@ class McapReader(Reader):
             while cid not in self._channel_records and self._defs_scanned < len(chunks):
                 off = chunks[self._defs_scanned][0]
                 self._defs_scanned += 1
-                try:
-                    buf = self._chunk_data(off)
-                    _walk_defs(buf, self._defs_for(buf, 0))
-                except (PolybagError, _Bad):
-                    if not self.recover:
-                        raise
+                self._walk_chunk_defs(off)
         return self._channels.get(cid)
 
     def _chunk_list(self) -> list[tuple[int, int, int, int]]:
@@ -1034,7 +1466,9 @@ class McapReader(Reader):
         ``arrays`` the bulk path returns a :class:`_Batch` of payloads instead of messages
         (the record-by-record fallback still returns a list of messages).
         """
-        defs = self._defs_for(buf, 0)
+        defs = self._defs_for(buf, 0, offset)
+        mark = len(self._changes)
+        self._loaded.append((offset, offset, positions is None or gap_defs))
         offs: np.ndarray | None = None
         try:
             if positions is not None and gap_defs:
@@ -1062,13 +1496,19 @@ class McapReader(Reader):
             bad: _Bad | None = b
         else:
             bad = None
+        chans = self._channels
+        if self._census is not None or self._changes:  # a file that redefines ids
+            got = self._versioned_chunk(buf, offset, want, start, end, sort, mark)
+            if isinstance(got, list):
+                return got
+            chans, want = got
         while offs is not None:
             try:
                 ecid = expect_cid if positions is not None else None
                 if arrays:
-                    rec, sel = _bulk_heads(buf, offs, self._channels, want, start, end, sort, ecid)
+                    rec, sel = _bulk_heads(buf, offs, chans, want, start, end, sort, ecid)
                     return _batch_from_heads(buf, rec, sel)
-                return _bulk_messages(buf, offs, self._channels, want, start, end, sort, ecid)
+                return _bulk_messages(buf, offs, chans, want, start, end, sort, ecid)
             except _UnknownChannel as u:
                 if positions is not None:
                     try:
@@ -1077,6 +1517,7 @@ class McapReader(Reader):
                         pass
                 if not self._unknown_channel(u.cid, offset):
                     return []
+                chans.setdefault(u.cid, self._channels[u.cid])
             except _NeedSlowPath:
                 break
             except _Bad as b:
@@ -1089,13 +1530,14 @@ class McapReader(Reader):
             while True:
                 out: list[Message] = []
                 try:
-                    _walk_filtered(buf, self._channels, out, defs, want, start, end)
+                    _walk_filtered(buf, chans, out, defs, want, start, end)
                     if sort:
                         out.sort(key=_LOG_TIME)
                     return out
                 except _UnknownChannel as u:
                     if not self._unknown_channel(u.cid, offset):
                         return out
+                    chans.setdefault(u.cid, self._channels[u.cid])
                 except _Bad as b:
                     err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
                     self._note(str(err), 0)
@@ -1106,6 +1548,52 @@ class McapReader(Reader):
                     return out
         err = self._err(FormatError, f"inside Chunk at {offset}: {bad.what} (at record offset {bad.pos})", offset)
         raise err from None
+
+    def _versioned_chunk(
+        self, buf: bytes | memoryview, offset: int, want: set[int] | None, start: int | None, end: int | None, sort: bool, mark: int
+    ) -> tuple[dict[int, Channel], set[int] | None] | list[Message]:
+        """For a chunk of a file that redefines ids: the channels in force at its start and the
+        wanted ids in the file's terms; or, when a definition inside it changes a channel, its
+        messages, walked record by record (``mark``: where this chunk's changes begin in
+        ``_changes`` when reading in file order)."""
+        cen = self._census
+        chans = self._channels
+        inside: list[tuple[int, int, Channel]] | None = None
+        if cen is not None:
+            if cen.versions:
+                chans = cen.map_at(offset, chans)
+            inside = cen.inside.get(offset)
+        elif len(self._changes) > mark:  # reading in file order: this chunk's definitions changed some
+            new = self._changes[mark:]
+            chans = dict(chans)
+            for _w, cid, old, _n in reversed(new):
+                chans[cid] = old
+            inside = [(w[1], cid, ch) for w, cid, _o, ch in new]
+        if not inside:
+            if want is not None:
+                want = {i & _FILE_ID for i in want if (c := chans.get(i & _FILE_ID)) is not None and c.id == i}
+            return chans, want
+        chans = dict(chans)
+        while True:
+            out: list[Message] = []
+            try:
+                _walk_versions(buf, chans, inside, out, want, start, end)
+                break
+            except _UnknownChannel as u:
+                if not self._unknown_channel(u.cid, offset):
+                    break
+                chans.setdefault(u.cid, self._channels[u.cid])
+            except _Bad as b:
+                err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
+                self._note(str(err), 0)
+                if sort:
+                    out.sort(key=_LOG_TIME)
+                if not self.recover:
+                    raise _Partial(out, err) from None
+                return out
+        if sort:
+            out.sort(key=_LOG_TIME)
+        return out
 
     def _unknown_channel(self, cid: int, offset: int) -> bool:
         """Find a channel a message refers to; False (recover) or FormatError if there is none."""
@@ -1206,6 +1694,13 @@ class McapReader(Reader):
         """One pass over the top-level records (chunks are not decompressed)."""
         if self._scan_result is not None:
             return self._scan_result
+        self._noting += 1  # a redefinition found here only asks for the census
+        try:
+            return self._scan_records()
+        finally:
+            self._noting -= 1
+
+    def _scan_records(self) -> _ScanResult:
         src = self.source
         assert isinstance(src, MappedSource)
         sr = self._scan_result = _ScanResult()
@@ -1587,6 +2082,8 @@ class McapReader(Reader):
         out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
         lo = -1 if start is None else start
         hi = 1 << 64 if end is None else end
+        # the ids in the file's terms (a redefined channel's versions share one)
+        wfile = want if want is None or self._census is None else {i & _FILE_ID for i in want}
         if self.has_summary and self.chunk_indexes:
             arr = self._ci_array
             assert arr is not None
@@ -1604,10 +2101,10 @@ class McapReader(Reader):
             for i in np.nonzero(sel)[0].tolist():
                 ci = self.chunk_indexes[i]
                 mio = ci.message_index_offsets
-                if want is not None and mio and not (want & mio.keys()):
+                if wfile is not None and mio and not (wfile & mio.keys()):
                     continue
                 s, t = (0, _MAX_TIME) if unknown[i] else (ci.message_start_time, ci.message_end_time)
-                if merge and not self._index_times_fit(ci, want, s, t):
+                if merge and not self._index_times_fit(ci, wfile, s, t):
                     return self._verified_segments(want, start, end, sort, arrays)
                 out.append((s, t, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort, arrays)))
             return out, None
@@ -1644,7 +2141,11 @@ class McapReader(Reader):
     ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
             buf = self._chunk_data(ci.chunk_start_offset)
-            parts = self._index_parts(ci, want)
+            cen = self._census
+            if cen is not None and cen.inside.get(ci.chunk_start_offset):
+                parts = None  # the chunk redefines a channel: walked record by record
+            else:
+                parts = self._index_parts(ci, want if want is None or cen is None else {i & _FILE_ID for i in want})
             # every message listed: check the index against the chunk and find definitions
             complete = want is None and start is None and end is None
             positions = cids = None
@@ -1655,16 +2156,65 @@ class McapReader(Reader):
                 got = self._index_positions(buf, parts, lo, hi, want is not None)
                 if got is not None:
                     positions, cids = got
+                    if want is None and not complete and cen is None:
+                        # a time window reads few chunks: find a redefinition in them (this
+                        # costs a gather over all their messages, too much for topic reads)
+                        self._index_defs(buf, ci)
             return self._chunk_messages(
                 buf, ci.chunk_start_offset, want, start, end, positions, sort, gap_defs=complete, arrays=arrays, expect_cid=cids
             )  # type: ignore[no-any-return]
 
         return load
 
+    def _index_defs(self, buf: bytes, ci: R.ChunkIndex) -> None:
+        """Register the Schema/Channel records of a chunk read for some of its messages (so
+        one that redefines an id is noticed): when its Message Indexes list every message,
+        only a chunk whose message records do not fill it holds any."""
+        parts = self._index_parts(ci, None)
+        defs = self._defs_for(buf, 0, ci.chunk_start_offset)
+        n = len(buf)
+        if parts:
+            pos = np.concatenate([p["offset"] for _c, p in parts]).astype(np.int64)
+            if not len(pos):
+                return _walk_defs_quiet(buf, defs)
+            if int(pos.min()) >= 0 and int(pos.max()) + RECORD_MESSAGE_HEAD_LEN <= n:
+                lens = _u64_at(buf, pos + 1)
+                with np.errstate(over="ignore"):
+                    filled = int(lens.sum(dtype=np.uint64)) + 9 * len(pos)
+                if filled == n and bool((lens <= np.uint64(n)).all()):
+                    return None  # messages only
+                pos.sort()
+                try:
+                    if _defs_between_messages(buf, pos, defs):
+                        return None
+                except _Bad:
+                    pass
+        return _walk_defs_quiet(buf, defs)
+
+    def _defs_upto(self, off: int) -> None:
+        """Without a summary: register the definitions of every chunk before ``off`` in file
+        order before reading the one there (reading out of file order, a redefinition in an
+        earlier chunk is then found before a message it changes is returned).  Chunks read in
+        file order cost nothing extra: each advances the frontier as it is read."""
+        if self._census is not None or (self.has_summary and self.chunk_indexes):
+            return
+        chunks = self._scan().chunks
+        while self._defs_scanned < len(chunks) and chunks[self._defs_scanned][0] < off:
+            o = chunks[self._defs_scanned][0]
+            self._defs_scanned += 1
+            if o + 1 == off:
+                continue  # the chunk just read
+            try:
+                buf = self._chunk_data(o)
+                _walk_defs(buf, self._defs_for(buf, 0, o))
+            except (PolybagError, _Bad):
+                pass  # reading that chunk reports the damage
+
     def _scan_loader(
         self, off: int, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False
     ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
+            self._defs_upto(off)
             try:
                 buf = self._chunk_data(off)
             except PolybagError as err:
@@ -1684,7 +2234,9 @@ class McapReader(Reader):
                 else:
                     self._note(str(err), 0)
                     return []
-            return self._chunk_messages(buf, off, want, start, end, None, sort, arrays=arrays)  # type: ignore[no-any-return]
+            got = self._chunk_messages(buf, off, want, start, end, None, sort, arrays=arrays)
+            self._defs_upto(off + 1)  # its own definitions were registered reading it
+            return got  # type: ignore[no-any-return]
 
         return load
 
@@ -1699,6 +2251,10 @@ class McapReader(Reader):
             unpack = R.MESSAGE_HEAD.unpack_from
             lo = -1 if start is None else start
             hi = 1 << 64 if end is None else end
+            cen = self._census
+            if offs:
+                self._defs_upto(offs[0])
+                self._loaded.append((offs[0], offs[-1], False))
             for pos in offs:
                 ln = U64.unpack_from(view, pos + 1)[0]
                 e = pos + 9 + ln
@@ -1711,8 +2267,11 @@ class McapReader(Reader):
                     cid, seq, lt, pt, data = rec.channel_id, rec.sequence, rec.log_time, rec.publish_time, b""
                 if not (lo <= lt < hi):
                     continue
-                ch = self._channels.get(cid) or self._resolve_channel(cid)
-                if want is not None and cid not in want and ch is not None:
+                if cen is not None and cid in cen.versions:
+                    ch: Channel | None = cen.at(cid, (pos, -1))
+                else:
+                    ch = self._channels.get(cid) or self._resolve_channel(cid)
+                if want is not None and ch is not None and ch.id not in want:
                     continue
                 if ch is None:
                     err = self._err(FormatError, f"message on channel {cid}, which no Channel record defines", pos)
@@ -1760,9 +2319,19 @@ class McapReader(Reader):
         """Channel ids matching ``topics``; grows as later Channel records are found."""
         if topics is None:
             return None
-        live = topic_filter(topics, list(self._channels.values())) or set()
+        known = self._census.channels if self._census is not None else list(self._channels.values())
+        live = topic_filter(topics, known) or set()
         self._live_wants.append((topics, live))
         return live
+
+    def _want_checked(self, topics: TopicSelector) -> set[int] | None:
+        """:meth:`_want`; a filter that matches none of the channels a summary names may be
+        after a version of a redefined id that the summary (one record per id) leaves out:
+        then every definition is read first (one pass over the chunks)."""
+        want = self._want(topics)
+        if want is not None and not want and self._census is None and self.has_summary and self.chunk_indexes:
+            self._run_census()  # refreshes ``want`` in place
+        return want
 
     def _drop_want(self, want: set[int] | None) -> None:
         self._live_wants = [w for w in self._live_wants if w[1] is not want]
@@ -1770,10 +2339,16 @@ class McapReader(Reader):
     def _mapped_messages(
         self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[Message]:
-        want = self._want(topics)
+        self._defs_ready()
+        want = self._want_checked(topics)
         count = 0
         try:
-            segs, pending = self._segments(want, start, end, order == "log_time", merge=order == "log_time")
+            self._loaded = []
+            try:
+                segs, pending = self._segments(want, start, end, order == "log_time", merge=order == "log_time")
+            except _Redefined:  # met while planning: nothing was returned yet
+                self._run_census()
+                segs, pending = self._segments(want, start, end, order == "log_time", merge=order == "log_time")
             late: list[PolybagError] = []
 
             def guard(load: Callable[[], list[Message]]) -> Callable[[], list[Message]]:
@@ -1796,7 +2371,23 @@ class McapReader(Reader):
                 while i < len(seq):
                     s, t, r, load = seq[i]
                     i += 1
-                    msgs = load()
+                    try:
+                        msgs = load()
+                    except _Redefined:
+                        # a definition in this chunk changes a channel: read on with the census
+                        self._census_mid_read(count > 0)
+                        vs, _err = self._segments(want, start, end, False)
+                        vs = [(a, b, c, guard(ld)) for a, b, c, ld in vs if count == 0 or c not in done]
+                        if count:
+                            for v in vs:
+                                if (v[2] < r) != reverse and v[2] != r and v[3]():
+                                    raise self._out_of_order(v[2], v[0], "messages() skipped it") from None
+                            vs = [v for v in vs if (v[2] >= r) != reverse or v[2] == r]
+                        else:
+                            done.clear()
+                        seq = sorted(vs, key=lambda x: x[2], reverse=reverse)
+                        i = 0
+                        continue
                     done.add(r)
                     if check and msgs:
                         lts = [m.log_time for m in msgs]
@@ -1835,7 +2426,16 @@ class McapReader(Reader):
                         new = [(s, t, r, guard(ld)) for s, t, r, ld in vs if r not in done]
                     return sorted(new, key=lambda x: (x[0], x[2]))
 
-                it = _merge(runs, key, None if self._verify else replan)
+                def redefined(done: set[int], fresh: bool) -> list[Run]:
+                    self._census_mid_read(not fresh)
+                    vs, _err = self._segments(want, start, end, True, merge=True)
+                    if reverse:
+                        new = [(-t, -s, -r, _reversed_loader(guard(ld))) for s, t, r, ld in vs if fresh or -r not in done]
+                    else:
+                        new = [(s, t, r, guard(ld)) for s, t, r, ld in vs if fresh or r not in done]
+                    return sorted(new, key=lambda x: (x[0], x[2]))
+
+                it = _merge(runs, key, None if self._verify else replan, redefined)
                 try:
                     if self.recover:
                         for m in it:
@@ -1848,6 +2448,14 @@ class McapReader(Reader):
                     raise self._out_of_order(r, -o.key if reverse else o.key, "later messages were already returned") from None
                 if late:
                     raise late[0]
+        except _Redefined:  # met while re-planning for another reason: the census makes a new read right
+            self._run_census()
+            raise self._err(
+                FormatError,
+                "a Schema or Channel record redefines an id after messages that depend on it were returned; "
+                "read again (this reader now follows every definition)",
+                None,
+            ) from None
         finally:
             self._drop_want(want)
             self._finish_report(count)
@@ -1870,7 +2478,8 @@ class McapReader(Reader):
         """
         if isinstance(self.source, StreamSource):
             self._materialize()
-        want = self._want([topic])
+        self._defs_ready()
+        want = self._want_checked([topic])
         count = 0
         try:
             segs, pending = self._segments(want, None, None, sort=True, arrays=True)
@@ -1914,6 +2523,12 @@ class McapReader(Reader):
             fits = not len(lt) or int(lt[-1]) <= _INT64_MAX
             result = (lt.astype(np.int64) if fits else lt, blob, starts, sizes)
             count = len(result[0])
+        except _Redefined:  # nothing was returned yet: read again with the census
+            self._run_census()
+            self._drop_want(want)
+            result = self.topic_payloads(topic)
+            count = len(result[0])
+            return result
         finally:
             self._drop_want(want)
             self._finish_report(count)
@@ -2051,7 +2666,7 @@ class McapReader(Reader):
                             raise self._err(
                                 FormatError, f"message on channel {rec.channel_id}, which no earlier Channel record defines", pos
                             )
-                        if want is not None and rec.channel_id not in want:
+                        if want is not None and ch.id not in want:
                             continue
                         data = memoryview(body)[MESSAGE_HEAD_LEN:] if len(body) >= MESSAGE_HEAD_LEN else b""
                         yield rec.log_time, rank, _const([Message(ch, rec.log_time, rec.publish_time, rec.sequence, data)])
@@ -2220,15 +2835,21 @@ class McapReader(Reader):
             self._materialize()
             if self._summary_crc_error is not None:
                 raise self._summary_crc_error
+            self._defs_ready()
             was = gc.isenabled()
             gc.disable()
             try:
-                self._summary = self._summary_from_index() if self.has_summary else None
+                # a file that redefines ids: the summary's per-id counts cannot tell versions apart
+                self._summary = self._summary_from_index() if self.has_summary and self._census is None else None
             finally:
                 if was:
                     gc.enable()
             if self._summary is None:
-                self._summary = self._summary_from_scan()
+                try:
+                    self._summary = self._summary_from_scan()
+                except _Redefined:
+                    self._run_census()
+                    self._summary = self._summary_from_scan()
         return self._summary
 
     @property
@@ -2263,7 +2884,7 @@ class McapReader(Reader):
                 continue
             n = 0
             exact = True
-            for cid in wanted_ids & offs.keys():
+            for cid in {c & _FILE_ID for c in wanted_ids} & offs.keys():
                 off = offs[cid]
                 if (
                     off + 15 > size
@@ -2417,7 +3038,10 @@ class McapReader(Reader):
         for off, ln, _cs, _ce in sr.chunks:
             try:
                 buf = self._chunk_data(off)
-                n, clo, chi = _count_chunk(buf, counts, self._defs_for(buf, 0))
+                if self._census is not None and self._census.versions:
+                    n, clo, chi = self._count_versions(buf, off, counts)
+                else:
+                    n, clo, chi = _count_chunk(buf, counts, self._defs_for(buf, 0, off))
             except (PolybagError, _Bad) as err:
                 if isinstance(err, _Bad):
                     err = self._err(FormatError, f"inside Chunk at {off}: {err.what}", off)
@@ -2431,13 +3055,20 @@ class McapReader(Reader):
             chunks.append(ChunkInfo(off, ln, clo if n else 0, chi if n else 0, comp, csize, usize, n))
         self._defs_scanned = len(sr.chunks)
         view = src.view
+        cen = self._census
         for _rank, t0, t1, offs in sr.loose:
             for p in offs:
                 cid = R.U16.unpack_from(view, p + 9)[0] if U64.unpack_from(view, p + 1)[0] >= 2 else 0
+                if cen is not None and cid in cen.versions:
+                    cid = cen.at(cid, (p, -1)).id
                 counts[cid] = counts.get(cid, 0) + 1
             lo, hi = min(lo, t0), max(hi, t1)
-        s.schemas = dict(self.schemas)
-        s.channels = dict(self._channels)
+        if cen is not None:  # every version of a redefined id is a channel (schema) of its own
+            s.schemas = dict(cen.schemas)
+            s.channels = {c.id: c for c in cen.channels}
+        else:
+            s.schemas = dict(self.schemas)
+            s.channels = dict(self._channels)
         s.message_counts = {cid: counts.get(cid, 0) for cid in s.channels}
         for cid, n in counts.items():
             s.message_counts.setdefault(cid, n)
@@ -2451,7 +3082,45 @@ class McapReader(Reader):
             s.extras["error"] = str(sr.error)
         if self.summary_error:
             s.extras["summary_error"] = self.summary_error
+        if self.definition_problems:
+            s.extras["redefinitions"] = list(self.definition_problems)
         return s
+
+    def _count_versions(self, buf: bytes, off: int, counts: dict[int, int]) -> tuple[int, int, int]:
+        """Like :func:`_count_chunk` for a file that redefines ids: counts by channel version."""
+        cen = self._census
+        assert cen is not None
+        chans = cen.map_at(off, self._channels)
+        inside = cen.inside.get(off) or []
+        n = len(buf)
+        head = RECORD_HEAD.unpack_from
+        mhead = R.MESSAGE_HEAD.unpack_from
+        pos = j = total = 0
+        lo, hi = 1 << 64, -1
+        while pos < n:
+            while j < len(inside) and inside[j][0] <= pos:
+                chans[inside[j][1]] = inside[j][2]
+                j += 1
+            if pos + 9 > n:
+                raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left")
+            op, ln = head(buf, pos)
+            e = pos + 9 + ln
+            if e > n:
+                raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+            if op == 5:
+                if ln >= MESSAGE_HEAD_LEN:
+                    cid, _seq, lt, _pt = mhead(buf, pos + 9)
+                else:
+                    rec = R.parse_record(5, buf, pos + 9, e)
+                    assert isinstance(rec, R.MessageRecord)
+                    cid, lt = rec.channel_id, rec.log_time
+                ch = chans.get(cid)
+                iid = cid if ch is None else ch.id
+                counts[iid] = counts.get(iid, 0) + 1
+                total += 1
+                lo, hi = min(lo, lt), max(hi, lt)
+            pos = e
+        return total, lo, hi
 
     def _chunk_header_info(self, off: int) -> tuple[str, int, int]:
         src = self.source
