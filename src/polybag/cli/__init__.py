@@ -92,18 +92,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     max_chunk = getattr(args, "max_chunk", None)
     previous = compression.set_max_chunk_bytes(max_chunk) if max_chunk is not None else None
     try:
-        return _run(parser, args, func)
+        with warnings.catch_warnings():
+            _show_polybag_warnings(str(args.command))
+            return _run(parser, args, func)
     finally:
         if previous is not None:
             compression.set_max_chunk_bytes(previous)
 
 
+def _show_polybag_warnings(command: str) -> None:
+    """Print each :class:`PolybagWarning` as one ``polybag CMD: warning: ...`` line (not the
+    ``warnings`` module's ``path:line: UserWarning: ...`` form); others as usual."""
+    base = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if isinstance(category, type) and issubclass(category, PolybagWarning):
+            print(f"polybag {command}: warning: {message}", file=file or sys.stderr)
+        else:
+            base(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -> int:
     _no_sigxfsz()
     try:
-        with warnings.catch_warnings():
-            _show_polybag_warnings(str(args.command))
-            return int(func(args) or 0)
+        return int(func(args) or 0)
     except UsageError as e:
         if not isinstance(e, OutputExistsError):  # (an existing output is no syntax problem)
             _command_parser(parser, args.command).print_usage(sys.stderr)
@@ -150,20 +164,6 @@ def _no_sigxfsz() -> None:
         signal.signal(sig, signal.SIG_IGN)
     except (ValueError, OSError):  # not the main thread
         pass
-
-
-def _show_polybag_warnings(command: str) -> None:
-    """Print each :class:`PolybagWarning` as one ``polybag CMD: warning: ...`` line (not the
-    ``warnings`` module's ``path:line: UserWarning: ...`` form); others as usual."""
-    base = warnings.showwarning
-
-    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-        if isinstance(category, type) and issubclass(category, PolybagWarning):
-            print(f"polybag {command}: warning: {message}", file=file or sys.stderr)
-        else:
-            base(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show
 
 
 def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

@@ -1862,6 +1862,10 @@ def open_ulog(
     **opts: Any,
 ) -> UlogReader:
     """Opener registered in :data:`polybag.formats.sniff.READERS`."""
+    from polybag.compression import max_chunk_bytes
+
+    # ULog has no compression: the chunk cap is accepted (checked) and has nothing to bound
+    max_chunk_bytes(opts.pop("max_chunk_bytes", None))
     unknown = set(opts) - {"warn"}
     if unknown:
         raise TypeError(f"unknown ULog reader options: {', '.join(sorted(unknown))}")
