@@ -82,6 +82,21 @@ def _save(crashes: Path, kind: str, etype: str, where: str, data: bytes, text: s
 
 
 # ================================================================================== worker
+def _peak_rss_kb() -> int:
+    """This process's peak resident memory in KiB: VmHWM of its own address space.  Not
+    ``ru_maxrss``: that survives ``exec`` and starts from the parent's peak at ``fork``, so
+    a worker started from a big process (a pytest worker that ran memory-heavy tests) would
+    fail every case."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def worker_main(args: dict[str, Any]) -> int:
     """Run cases ``[start, end)``; report on ``args['out_fd']`` as JSON lines."""
     out = os.fdopen(args["out_fd"], "w", buffering=1)
@@ -149,7 +164,7 @@ def worker_main(args: dict[str, Any]) -> int:
             current["i"] = -1
         T.reset_caches()
         done += 1
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rss = _peak_rss_kb()
         if failure is None and rss > rss_limit:
             failure = ("memory", MemoryError(f"peak RSS {rss // 1024} MiB > {rss_limit // 1024} MiB"))
         if failure is not None:
@@ -191,7 +206,7 @@ def worker_main(args: dict[str, Any]) -> int:
             break
     send(event="progress", next=i, done=done, pool=len(pool))
     target.teardown()
-    send(event="exit", next=i, maxrss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    send(event="exit", next=i, maxrss_kb=_peak_rss_kb())
     out.flush()
     return exit_code
 

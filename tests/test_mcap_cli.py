@@ -86,13 +86,15 @@ def test_cat_json_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cat_without_codec_prints_raw_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "raw.mcap"
     p.write_bytes(to_bytes([("/d", 5, 5, 1, b"\x00\x01binary"), ("/b/c", 6, 6, 2, b"\x01")]))
-    code, out, _ = run(capsys, "cat", str(p), "--json")
+    code, out, err = run(capsys, "cat", str(p), "--json")
     lines = [json.loads(x) for x in out.splitlines()]
-    assert code == 0 and lines[0]["topic"] == "/d" and base64.b64decode(lines[0]["data"]) == b"\x00\x01binary"
-    # /b/c claims ros1 `int32 x` but holds 1 byte: a decode error falls back to raw data
+    assert lines[0]["topic"] == "/d" and base64.b64decode(lines[0]["data"]) == b"\x00\x01binary"
+    # /b/c claims ros1 `int32 x` but holds 1 byte: a decode error falls back to raw data, is
+    # reported once and makes the exit status 1 (/d has no codec: not a problem)
     assert base64.b64decode(lines[1]["data"]) == b"\x01"
+    assert code == 1 and "warning: /b/c: cannot decode" in err and "/d" not in err
     code, out, _ = run(capsys, "cat", str(p))
-    assert code == 0 and "00 01 62" in out
+    assert code == 1 and "00 01 62" in out
 
 
 def test_list_commands(capsys: pytest.CaptureFixture[str]) -> None:

@@ -324,9 +324,12 @@ def lz4_256mib(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_256mib_lz4_chunk_costs_at_most_twice_its_size(lz4_256mib: dict[str, Path], fmt: str, cmd: str) -> None:
     path = lz4_256mib[fmt]
     rc, peak, out, err = _run(cmd, path)
-    assert rc == 0, (out, err)
+    # the bag's payload (zeros) does not match its definition (uint8[] data): cat prints its
+    # bytes, warns once and exits 1; the MCAP channel has no codec, printed the same way, exit 0
+    assert rc == (1 if cmd == "cat" and fmt == "bag" else 0), (out, err)
     if cmd == "cat":
         assert "/bomb" in out and "bytes] 00 00" in out
+        assert ("cannot decode" in err) == (fmt == "bag")
     if cmd == "check":
         assert "OK, 1 messages read" in out
     assert peak < 2 * 256 * MiB, f"{cmd}: peak RSS {peak / MiB:.0f} MiB"
@@ -423,7 +426,8 @@ def test_cli_max_chunk_is_on_every_command_and_restored_after_it(tmp_path: Path,
     assert main(["cat", "--max-chunk", "100K", str(p)]) == 3
     assert "over the 102400-byte limit" in capsys.readouterr().err
     assert compression.max_chunk_bytes() == before == compression.DEFAULT_MAX_CHUNK_BYTES
-    assert main(["cat", "--max-chunk", "1M", str(p)]) == 0
+    assert main(["cat", "--max-chunk", "1M", str(p)]) in (0, 1)  # 1: payloads that do not decode
+    assert "over the" not in capsys.readouterr().err
     assert compression.max_chunk_bytes() == before
 
 

@@ -109,9 +109,11 @@ def assert_definition_error(kind: str, type_name: str, definition: str, tmp_path
         with pytest.raises(PolybagError):
             r.to_pandas("/t")
     rc, out, err = cli(["cat", "--json", str(path)], capsys)
-    # cat shows undecodable messages as their bytes (base64), one line each, and succeeds
+    # cat shows undecodable messages as their bytes (base64), one line each, warns once for
+    # the topic and exits 1
     lines = [json.loads(x) for x in out.splitlines()]
-    assert rc == 0 and len(lines) == 2 and all("data" in x and "message" not in x for x in lines)
+    assert rc == 1 and len(lines) == 2 and all("data" in x and "message" not in x for x in lines)
+    assert err.count("polybag cat: warning: /t: cannot decode") == 1, err
     for fmt in ("csv", "parquet"):
         rc, out, err = cli(["export", str(path), "--format", fmt, "-o", str(tmp_path / fmt)], capsys)
         assert rc != 0

@@ -17,6 +17,7 @@ import io
 import mmap
 import os
 import stat
+import tempfile
 from typing import BinaryIO
 
 from polybag.errors import PolybagError, TruncatedError
@@ -81,6 +82,7 @@ class MappedSource:
         if self.view.ndim != 1 or self.view.itemsize != 1:
             self.view = self.view.cast("B")
         self.size = len(self.view)
+        self._spool: BinaryIO | None = None  # the temporary file behind a spooled stream
 
     @classmethod
     def from_path(cls, path: str | os.PathLike[str]) -> MappedSource:
@@ -135,6 +137,17 @@ class MappedSource:
                 self._buffer.close()
             except BufferError:  # a caller still holds a slice; the OS unmaps at exit
                 pass
+        spool = self._spool
+        if spool is not None:
+            try:
+                spool.close()  # an anonymous temporary file: the space is freed with it
+            except OSError:
+                pass
+
+
+#: A stream longer than this is spooled to a temporary file by :meth:`StreamSource.spool`.
+SPOOL_MEMORY_LIMIT = 8 << 20
+_SPOOL_BLOCK = 1 << 20
 
 
 class StreamSource:
@@ -187,11 +200,71 @@ class StreamSource:
         return out
 
     def read_all(self) -> bytes:
+        """The rest of the stream in memory (unbounded: readers use :meth:`spool`)."""
         rest = self.stream.read()
         out = self._pending + (rest or b"")
         self._pending = b""
         self.position += len(out)
         return out
+
+    def spool(self, head: bytes = b"") -> MappedSource:
+        """``head`` + the rest of the stream as a :class:`MappedSource`, with bounded memory.
+
+        A stream of up to :data:`SPOOL_MEMORY_LIMIT` bytes stays in memory; a longer one is
+        copied to an anonymous temporary file (``tempfile.TemporaryFile`` in the system
+        temporary directory, gone when closed or at exit) and mapped, so the reader sees the
+        same random-access view as for a regular file while the resident memory stays that
+        of the pages it touches.  A full disk (or any other write error) is a
+        :class:`PolybagError` naming the stream and the temporary directory.
+        """
+        label = self.path
+        parts = [head, self._pending] if head else [self._pending]
+        have = sum(len(p) for p in parts)
+        self._pending = b""
+        ended = False
+        while have <= SPOOL_MEMORY_LIMIT:
+            more = self.stream.read(_SPOOL_BLOCK)
+            if not more:
+                ended = True
+                break
+            parts.append(more)
+            have += len(more)
+        if ended:
+            data = b"".join(parts)
+            self.position += len(data) - len(head)
+            return MappedSource(label, data)
+        tmpdir = tempfile.gettempdir()
+        try:
+            spool = tempfile.TemporaryFile(prefix="polybag-stream-")  # noqa: SIM115 - owned by the source
+        except OSError as e:
+            raise PolybagError(
+                f"{self.path}: cannot create a temporary file in {tmpdir} to hold the stream: "
+                f"{e.strerror or e}"
+            ) from e
+        try:
+            total = 0
+            for part in parts:
+                spool.write(part)
+                total += len(part)
+            parts.clear()
+            while True:
+                more = self.stream.read(_SPOOL_BLOCK)
+                if not more:
+                    break
+                spool.write(more)
+                total += len(more)
+            spool.flush()
+            mm = mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as e:
+            spool.close()
+            raise PolybagError(
+                f"{self.path}: cannot copy the stream to a temporary file in {tmpdir} "
+                f"(after {total} bytes): {e.strerror or e}"
+            ) from e
+        self.position += total - len(head)
+        src = MappedSource(label, mm)
+        src._spool = spool
+        return src
 
     def close(self) -> None:
         if self._own:

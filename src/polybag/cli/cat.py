@@ -5,6 +5,12 @@ version-0 bag read from stdin: ``polybag cat --format bag - < old.bag``).
 
 ``--json`` prints one JSON object per line: topic, log_time, publish_time, sequence and
 the decoded ``message`` when a codec exists for the channel, else ``data`` (base64).
+
+A message whose definition cannot be used (a repeated field name, a missing type) or whose
+payload does not match it is still printed (``data`` in base64, or a hex preview), with one
+``polybag cat: warning: TOPIC: cannot decode (REASON); ...`` line per topic on stderr, and
+the command exits 1 at the end.  A channel whose encoding has no codec at all is printed
+the same way without a warning.
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ from typing import Any
 
 from polybag.cli._common import format_ns, parse_time
 from polybag.cli.info import add_format_option, open_input
-from polybag.errors import PolybagError
+from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Message
+from polybag.ops._common import _page_releaser
+
+_RELEASE_EVERY = 16 << 20  # payload bytes printed between releases of the input's mapped pages
 
 
 def register(subparsers: Any) -> None:
@@ -36,10 +45,17 @@ def register(subparsers: Any) -> None:
 
 
 class _Decoder:
-    """Per-channel decoding with fallback to raw bytes when no codec is available."""
+    """Per-channel decoding with fallback to raw bytes when no codec is available.
 
-    def __init__(self) -> None:
+    A message that cannot be decoded although a codec exists (an unusable definition, a
+    payload that does not match it) is reported once per topic on stderr and counted in
+    ``problems``."""
+
+    def __init__(self, fallback: str) -> None:
         self._broken: set[int] = set()
+        self._warned: set[str] = set()
+        self._fallback = fallback
+        self.problems = 0
 
     def to_dict(self, m: Message) -> tuple[bool, Any]:
         key = id(m.channel)
@@ -48,9 +64,21 @@ class _Decoder:
         try:
             return True, m.to_dict()
         except (PolybagError, ImportError, NotImplementedError) as e:
+            no_codec = isinstance(e, (UnsupportedError, ImportError, NotImplementedError))
             if not _is_decode_error(e):
                 self._broken.add(key)
+            if not no_codec:
+                self.problems += 1
+                self._warn(m.channel.topic, e)
             return False, None
+
+    def _warn(self, topic: str, e: Exception) -> None:
+        if topic in self._warned:
+            return
+        self._warned.add(topic)
+        reason = str(e).replace("\n", " ")
+        sys.stderr.write(f"polybag cat: warning: {topic}: cannot decode ({reason}); payload printed as {self._fallback}\n")
+        sys.stderr.flush()
 
 
 def _is_decode_error(e: Exception) -> bool:
@@ -89,9 +117,10 @@ def _preview(data: bytes | memoryview, n: int = 16) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    dec = _Decoder()
+    dec = _Decoder("base64" if args.json else "a hex preview")
     out = sys.stdout
     with open_input(args.file, getattr(args, "input_format", None)) as reader:
+        since_release = 0  # payload bytes since the input's mapped pages were last released
         start = _time_arg(args.start, reader)
         end = _time_arg(args.end, reader)
         it = reader.messages(
@@ -106,6 +135,15 @@ def run(args: argparse.Namespace) -> int:
             if args.limit is not None and count >= args.limit:
                 break
             count += 1
+            since_release += len(m.data)
+            if since_release >= _RELEASE_EVERY:
+                # keeps the resident memory of a long pass bounded; looked up each time, as a
+                # stream's reader maps its spooled copy only once reading starts
+                since_release = 0
+                release = _page_releaser(reader.source)
+                if release is not None:
+                    out.flush()
+                    release()
             ch: Channel = m.channel
             if args.json:
                 obj: dict[str, Any] = {
@@ -124,4 +162,4 @@ def run(args: argparse.Namespace) -> int:
                 ok, msg = dec.to_dict(m)
                 body = json.dumps(msg, default=_jsonable) if ok else f"[{len(m.data)} bytes] {_preview(m.data)}"
                 out.write(f"{format_ns(m.log_time)} {ch.topic} [{ch.type_name or ch.message_encoding}] {body}\n")
-    return 0
+    return 1 if dec.problems else 0

@@ -71,4 +71,4 @@ def run(args: argparse.Namespace) -> int:
     for w in res.warnings:
         if not any(t.error is not None and w.endswith(t.error) for t in res.tables):
             print(f"polybag export: warning: {w}", file=sys.stderr)
-    return 1 if res.failed else 0
+    return 1 if res.failed or res.damaged else 0

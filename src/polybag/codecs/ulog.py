@@ -63,6 +63,8 @@ MAX_FLAT_FIELDS = 1 << 16
 MAX_FIELDS = 1 << 17  # flattened fields plus nested items of one message type
 MAX_DEPTH = 32  # levels of nested formats (PX4 uses three or four)
 MAX_PAYLOAD = 0xFFFF - 2  # the most a data message holds after its msg_id
+MAX_NAME = 255  # longest format or field name (PX4's are a few dozen characters)
+MAX_FLAT_NAME_CHARS = 1 << 24  # characters of all flattened field names of one message type
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,8 @@ def parse_format(text: str) -> FormatDef:
     name, sep, rest = text.partition(":")
     if not sep or not name:
         raise ValueError(f"format {text[:60]!r} has no 'name:'")
+    if len(name) > MAX_NAME:
+        raise ValueError(f"format name {name[:60]!r}... is {len(name)} characters long (at most {MAX_NAME})")
     fields: list[FieldDef] = []
     for part in rest.split(";"):
         if not part:
@@ -127,7 +131,11 @@ def parse_format(text: str) -> FormatDef:
         typ, _, fname = part.strip().partition(" ")
         fname = fname.strip()
         if not typ or not fname:
-            raise ValueError(f"format {name}: field {part!r} is not 'type name'")
+            raise ValueError(f"format {name}: field {part[:80]!r} is not 'type name'")
+        if len(fname) > MAX_NAME or len(typ) > MAX_NAME + 8:
+            raise ValueError(
+                f"format {name}: field {part[:60]!r}... has a name or type longer than {MAX_NAME} characters"
+            )
         array = 0
         lb = typ.find("[")
         if lb >= 0:
@@ -260,7 +268,18 @@ class UlogType:
         else:
             flat_values = []
             assert self._builder is not None
-            _flatten(self._builder, obj, flat_values)
+            try:
+                _flatten(self._builder, obj, flat_values)
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as e:
+                raise DecodeError(f"cannot encode: {e}", type_name=self.name) from None
+        try:
+            out = self._struct.pack(*self._pack_values(flat_values))
+        except (struct.error, TypeError, ValueError, OverflowError, UnicodeError) as e:
+            raise DecodeError(f"cannot encode: {e}", type_name=self.name) from None
+        return out[: self.min_size] if self.min_size < len(out) else out
+
+    def _pack_values(self, flat_values: list[Any]) -> list[Any]:
+        """Values of the flattened fields as struct.pack takes them."""
         packed = []
         for f, v in zip(self.flat, flat_values):
             if f.type == "char":
@@ -273,11 +292,7 @@ class UlogType:
             elif isinstance(v, np.generic):
                 v = v.item()
             packed.append(v)
-        try:
-            out = self._struct.pack(*packed)
-        except struct.error as e:
-            raise DecodeError(f"cannot encode: {e}", type_name=self.name) from None
-        return out[: self.min_size] if self.min_size < len(out) else out
+        return packed
 
 
 def _build(plan: list[Any], values: tuple[Any, ...]) -> dict[str, Any]:
@@ -303,25 +318,48 @@ def _build(plan: list[Any], values: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def _get(obj: Any, name: str, default: Any = 0) -> Any:
+    """Field ``name`` of a mapping or an object.  An object's own attributes come first, so
+    that a field named like a Python attribute (``__class__``, ``__dict__``) is the field,
+    never the object's class or namespace."""
     if isinstance(obj, Mapping):
         return obj.get(name, default)
+    own = getattr(obj, "__dict__", None)
+    if isinstance(own, dict):
+        return own.get(name, default)
+    if name.startswith("__"):
+        return default
     return getattr(obj, name, default)
+
+
+def _items(value: Any) -> list[Any] | None:
+    """The items of an array field's value (None: not given)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"expected a sequence, got {type(value).__name__}")
+    return list(value)
 
 
 def _flatten(plan: list[Any], obj: Any, out: list[Any]) -> None:
     for name, array, _start, kind, subs in plan:
         value = None if name.startswith("_padding") else _get(obj, name, None)
         if kind == "nested":
-            items = value if array else [value]
+            items = _items(value) if array else [value]
             for i, s in enumerate(subs):
                 item = items[i] if items is not None and i < len(items) else {}
                 _flatten(s, item if item is not None else {}, out)
         elif kind == "str":
-            raw = (value or "").encode("utf-8") if isinstance(value, str) else bytes(value or b"")
+            if isinstance(value, str):
+                raw = value.encode("utf-8", "surrogatepass")
+            elif value is None or isinstance(value, (bytes, bytearray, memoryview)):
+                raw = bytes(value or b"")
+            else:
+                raw = bytes(int(v) & 0xFF if not isinstance(v, (str, bytes)) else ord(v[:1] or "\0")
+                            for v in _items(value) or [])
             raw = raw[:array].ljust(array, b"\0")
             out.extend(raw[i : i + 1] for i in range(array))
         elif array:
-            vals = list(value) if value is not None else []
+            vals = _items(value) or []
             vals = vals[:array] + [0] * (array - len(vals))
             out.extend(vals)
         else:
@@ -342,6 +380,8 @@ def _measure(root: str, formats: Mapping[str, FormatDef]) -> dict[str, int]:
     :data:`MAX_DEPTH` or more than :data:`MAX_FIELDS` fields and nested items."""
     sizes: dict[str, int] = {}
     items: dict[str, int] = {}  # flattened fields + nested items of each format
+    nflat: dict[str, int] = {}  # flattened (base type) fields of each format
+    chars: dict[str, int] = {}  # characters of the flattened names of each format
     path: list[str] = []
     at: list[int] = []  # per level of ``path``: the next field to look at
 
@@ -365,22 +405,45 @@ def _measure(root: str, formats: Mapping[str, FormatDef]) -> dict[str, int]:
         if i < len(fields):
             enter(fields[i].type)
             continue
-        size = count = 0
+        size = count = flat = nchars = 0
         for f in fields:
             n = f.array or 1
+            # the names of one field: ``name`` or ``name[0]`` ... ``name[n-1]`` (+1 for a
+            # repeated name made distinct, ``name_1``)
+            own = n * (len(f.name) + 4) + _index_chars(f.array)
             if f.type in BASE_TYPES:
                 size += BASE_TYPES[f.type][1] * n
                 count += n
+                flat += n
+                nchars += own
             else:
                 size += sizes[f.type] * n
                 count += (items[f.type] + 1) * n
+                flat += nflat[f.type] * n
+                nchars += chars[f.type] * n + nflat[f.type] * own  # ``name[i].`` before each
         if count > MAX_FIELDS:
             raise ValueError(f"format {root} has more than {MAX_FIELDS} fields and nested items")
+        if nchars > MAX_FLAT_NAME_CHARS:
+            raise ValueError(
+                f"format {root} has {nchars} characters of flattened field names (at most {MAX_FLAT_NAME_CHARS})"
+            )
         tname = path.pop()
         at.pop()
         sizes[tname] = size
         items[tname] = count
+        nflat[tname] = flat
+        chars[tname] = nchars
     return sizes
+
+
+def _index_chars(n: int) -> int:
+    """Digits of the indexes 0 .. n-1 together."""
+    total, lo, width = 0, 0, 1
+    while lo < n:
+        hi = min(n, 10**width)
+        total += (hi - lo) * width
+        lo, width = hi, width + 1
+    return total
 
 
 def _unique_flat(flat: list[FlatField]) -> None:

@@ -62,6 +62,7 @@ class TableResult:
     rows: int = 0
     bytes: int = 0
     error: str | None = None
+    damage: str | None = None  # the input's damage that ended this table early
 
 
 @dataclass
@@ -71,6 +72,7 @@ class ExportResult(OpResult):
     format: str = "csv"
     tables: list[TableResult] = field(default_factory=list)
     failed: int = 0
+    damaged: int = 0  # tables cut short by damage in the input (their intact rows are written)
 
 
 def table_name(topic: str) -> str:
@@ -277,6 +279,7 @@ def _ulog_blocks(
     end: int | None,
     batch_bytes: int,
     batch_messages: int,
+    damage: list[str],
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
     """One ULog instance in batches: its data messages in file order (the reader's public
     ``messages``), each batch decoded at once to a structured array of pyulog's fields."""
@@ -296,7 +299,7 @@ def _ulog_blocks(
             cols["log_time"] = np.array(times, dtype=np.int64)
         return cols
 
-    messages = _intact(r.messages(topics=[t.topic], start=start, end=end, order="file"))
+    messages = _intact(r.messages(topics=[t.topic], start=start, end=end, order="file"), damage)
     yield from _batched(messages, {ch.id}, flush, batch_bytes, batch_messages)
 
 
@@ -327,17 +330,18 @@ def _batched(
         yield flush(times, datas), len(datas)
 
 
-def _intact(messages: Iterator[Any]) -> Iterator[Any]:
-    """The messages before damage: a damaged ULog's reader yields every intact message and
-    then raises; an instance table keeps those rows (as the whole-instance export did, the
-    damage being reported by the ``log_message`` table and by ``check``)."""
+def _intact(messages: Iterator[Any], damage: list[str]) -> Iterator[Any]:
+    """The messages before damage: a damaged file's reader yields every intact message and
+    then raises a :class:`FormatError`; the table keeps those rows and the error is appended
+    to ``damage`` (the export reports it and exits non-zero)."""
     it = iter(messages)
     while True:
         try:
             m = next(it)
         except StopIteration:
             return
-        except FormatError:
+        except FormatError as e:
+            damage.append(str(e))
             return
         yield m
 
@@ -350,6 +354,7 @@ def _message_blocks(
     end: int | None,
     batch_bytes: int,
     batch_messages: int,
+    damage: list[str],
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
     from polybag.codecs import codec_for
     from polybag.codecs.columns import payload_columns
@@ -369,15 +374,18 @@ def _message_blocks(
             seen_fields = True
         return {"log_time": np.array(times, dtype=np.int64), **cols}
 
-    yield from _batched(r.messages(topics=[t.topic], start=start, end=end), ids, flush, batch_bytes, batch_messages)
+    messages = _intact(r.messages(topics=[t.topic], start=start, end=end), damage)
+    yield from _batched(messages, ids, flush, batch_bytes, batch_messages)
 
 
-def _jsonl(r: Any, t: Table, path: Path, start: int | None, end: int | None, bar: Any, release: Any) -> int:
+def _jsonl(
+    r: Any, t: Table, path: Path, start: int | None, end: int | None, bar: Any, release: Any, damage: list[str]
+) -> int:
     ids = {c.id for c in t.channels}
     rows = 0
     budget = BATCH_BYTES
     with path.open("w", encoding="utf-8") as fh:
-        for m in r.messages(topics=[t.topic], start=start, end=end):
+        for m in _intact(r.messages(topics=[t.topic], start=start, end=end), damage):
             if m.channel.id not in ids:
                 continue
             rec = {"log_time": m.log_time, "publish_time": m.publish_time, "message": m.to_dict()}
@@ -482,19 +490,20 @@ def export(
                     tmp = path.with_name(path.name + ".active")
                     tr = TableResult(topic=topic, table=table.name, path=str(path))
                     result.tables.append(tr)
+                    damage: list[str] = []
                     try:
                         if format == "jsonl":
-                            tr.rows = _jsonl(r, table, tmp, t_start, t_end, bar, release)
+                            tr.rows = _jsonl(r, table, tmp, t_start, t_end, bar, release, damage)
                         else:
                             sink: Any = _CsvSink(tmp) if format == "csv" else _ParquetSink(tmp)
                             try:
                                 if is_ulog and table.multi_id is not None:
                                     blocks = _ulog_blocks(
-                                        r, table, fields, t_start, t_end, batch_bytes, batch_messages
+                                        r, table, fields, t_start, t_end, batch_bytes, batch_messages, damage
                                     )
                                 else:
                                     blocks = _message_blocks(
-                                        r, table, fields, t_start, t_end, batch_bytes, batch_messages
+                                        r, table, fields, t_start, t_end, batch_bytes, batch_messages, damage
                                     )
                                 for cols, n in blocks:
                                     sink.write(cols, n)
@@ -516,6 +525,13 @@ def export(
                         tmp.unlink(missing_ok=True)
                         tmp = None
                         continue
+                    if damage:
+                        # the rows before the damage are kept; the table is reported as short
+                        result.damaged += 1
+                        tr.damage = damage[0]
+                        label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
+                        result.warn(f"the input is damaged; tables end at the damage: {damage[0]}")
+                        result.warn(f"{label}: cut short by the damage ({tr.rows} rows before it written)")
                     place_file(tmp, path, overwrite)
                     tmp = None
                     written.append(path)

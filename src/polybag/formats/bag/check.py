@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -138,6 +139,9 @@ def _check_v2(r: BagV2Reader, problems: list[str], notes: list[str]) -> None:
         notes.append(f"{p}: offset {prev_end}: {r.index_pos - prev_end} bytes between the last chunk and the index")
 
 
+_OFFSET_RE = re.compile(r"\boffset (\d+)")
+
+
 def check_any(path: str) -> dict[str, Any]:
     """Any format polybag reads: iterate everything, report what fails."""
     import polybag
@@ -169,4 +173,32 @@ def check_any(path: str) -> dict[str, Any]:
     except PolybagError as e:
         problems.append(str(e))
         fmt = "?"
-    return {"problems": problems, "notes": [], "messages": n, "format": fmt}
+    notes: list[str] = []
+    if problems and fmt != "?":
+        _all_damage(path, problems, notes)
+    return {"problems": problems, "notes": notes, "messages": n, "format": fmt}
+
+
+def _all_damage(path: str, problems: list[str | dict[str, Any]], notes: list[str]) -> None:
+    """A strict read stops at the first damage; a second pass in recovery mode lists every
+    damaged place (the reader's ``recovery_report``) in place of that first one."""
+    import warnings
+
+    import polybag
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with polybag.open(path, recover=True) as r:
+                m = sum(1 for _ in r.messages(order="file"))
+                report = getattr(r, "recovery_report", None) or {}
+    except PolybagError:
+        return  # nothing more to learn than the strict read's error
+    errors = [str(e) for e in report.get("errors", ())]
+    if len(errors) > 1:
+        first = str(problems[0])
+        where = _OFFSET_RE.search(first)
+        # the strict read's error is one of the damaged places: keep its wording, add the rest
+        rest = [e for e in errors if where is None or f"offset {where.group(1)}:" not in e]
+        problems[1:1] = [f"{path}: {e}" for e in rest]
+    notes.append(f"recovery mode reads {m} messages past the damage ({report.get('bytes_skipped', 0)} bytes skipped)")

@@ -11,7 +11,7 @@ from typing import Any
 
 from polybag.errors import UnknownFormatError, UnsupportedError
 from polybag.reader import Reader
-from polybag.source import MappedSource, Source, StreamSource
+from polybag.source import Source, StreamSource
 
 from .records import MAGIC_V20
 
@@ -19,8 +19,8 @@ from .records import MAGIC_V20
 def open_bag(source: Source, path: str | None = None, *, recover: bool = False, **options: Any) -> Reader:
     """The reader for a bag of any version (the ``READERS["bag"]`` opener)."""
     if isinstance(source, StreamSource):
-        data = source.read_all()
-        source = MappedSource(path if path and path != "<stream>" else None, data)
+        source = source.spool()  # bounded memory: a long stream goes to a temporary file
+        source.path = path if path and path != "<stream>" else None
     view = source.view
     if source.size == 0:
         raise UnknownFormatError("empty file: not a bag (no version line)", path, 0)

@@ -983,8 +983,8 @@ class McapReader(Reader):
         if self._stream_used:
             raise PolybagError(f"{self.path}: the stream was already read; open it again")
         self._stream_used = True
-        data = MAGIC + getattr(self, "_stream_head", b"") + src.read_all()
-        self.source = MappedSource(self.path, data)
+        self.source = src.spool(MAGIC + getattr(self, "_stream_head", b""))  # long: a temporary file
+        self.source.path = self.path
         if not self.recover:
             self._read_summary_or_scan()
 

@@ -102,6 +102,7 @@ _WALK_LIMIT = 1 << 16  # messages handled at once (bounds the index arrays)
 _LINK_LOOKAHEAD = 6  # a candidate is kept when its end is one of the next this many
 _LOW16 = np.uint64(0xFFFF)
 _SHIFT24 = np.uint64(24)
+_GATHER_SPAN = 16 << 20  # file bytes between releases of mapped pages in a sparse gather
 _SCAN_CHUNK = 1 << 20  # bytes compared for the D type byte at once (cache-sized)
 _SCAN_PART = 16  # chunks at least per scanning thread
 
@@ -142,7 +143,7 @@ def _count_subs(sub_chunks: list[np.ndarray], n: int) -> np.ndarray:
     offset of a control message, kept by the fast path)."""
     counts = np.zeros(n, np.int64)
     for sc in sub_chunks:
-        counts += np.bincount(sc + 1, minlength=n + 1)[1 : n + 1]
+        counts += np.bincount(np.maximum(sc, -1) + 1, minlength=n + 1)[1 : n + 1]  # < -1: dropped too
     return counts
 
 
@@ -328,7 +329,7 @@ class UlogReader(Reader):
         warn: bool = True,
     ) -> None:
         if isinstance(source, StreamSource):
-            source = MappedSource(source.path, source.read_all())
+            source = source.spool()  # bounded memory: a long stream goes to a temporary file
         super().__init__(source, path)
         assert isinstance(self.source, MappedSource)
         self.recover = recover
@@ -721,6 +722,9 @@ class UlogReader(Reader):
         buf = np.empty(chunk, dtype=bool)
         n = 0
         for a in range(a0, a1, chunk):
+            if (a - a0) % (chunk * 4) == 0 and a > a0:
+                # the pages of the last four chunks, done with for now (also after a dense one)
+                self._release(a - chunk * 4, a - 8)
             seg = u8[a + 2 : min(a + 2 + chunk, a1 + 2, size - 2)]
             hits = np.flatnonzero(np.equal(seg, rec.DATA, out=buf[: len(seg)]))
             if len(hits) > len(seg) // 8:  # denser is not a log; walk it one by one
@@ -761,8 +765,6 @@ class UlogReader(Reader):
             cbuf[n : n + k] = hits[keep]
             wbuf[n : n + k] = w[keep]
             n += k
-            if (a - a0) % (chunk * 4) == chunk * 3:
-                self._release(a - chunk * 3, a + chunk + 8)
         return cbuf[:n], wbuf[:n]
 
     def _walk_fast(self, pos: int, end: int, limit: int | None = None) -> tuple[np.ndarray, int]:
@@ -1203,8 +1205,11 @@ class UlogReader(Reader):
             if len(dropped):
                 keep = np.ones(nd, dtype=bool)
                 keep[dropped] = False
-            if self._dead:
-                dead_at = cnd <= -2
+            # a data message of a subscription without a usable format (-2 - index) is counted
+            # and dropped; such candidates may exist although self._dead is empty again (the
+            # msg_id was subscribed again later in this batch)
+            dead_at = cnd <= -2
+            if dead_at.any():
                 if keep is not None:
                     dead_at &= keep
                 dd = np.flatnonzero(dead_at)
@@ -1345,6 +1350,26 @@ class UlogReader(Reader):
         u._resolve = self._resolve_times
         self._build_channels()
 
+    def _gather_sparse(self, starts: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """:func:`_gather` of a few bytes per message, with the mapped pages released every
+        ``_GATHER_SPAN`` bytes of file: the kernel maps the pages around each fault too, so
+        a topic of big messages would otherwise leave the whole file resident."""
+        if (
+            len(starts) == 0
+            or int(starts[-1]) - int(starts[0]) <= _GATHER_SPAN
+            or not bool(np.all(starts[1:] >= starts[:-1]))  # out of file order: one gather
+        ):
+            return _gather(self._view, self._size, starts, dtype)
+        out = np.empty(len(starts), dtype)
+        i = 0
+        while i < len(starts):
+            j = int(np.searchsorted(starts, int(starts[i]) + _GATHER_SPAN, side="right"))
+            j = max(j, i + 1)
+            out[i:j] = _gather(self._view, self._size, starts[i:j], dtype)
+            self._release(int(starts[i]), int(starts[j - 1]) + dtype.itemsize)
+            i = j
+        return out
+
     def _sub_times(self, s: _Sub) -> np.ndarray:
         """Timestamps (us, unwrapped) of one subscription's data messages."""
         if s.ts_us is not None:
@@ -1360,7 +1385,7 @@ class UlogReader(Reader):
             assert s.ts_us is not None
             return s.ts_us
         width = BASE_TYPES[t.timestamp_type][1]
-        raw = _gather(self._view, self._size, pos + 5 + t.timestamp_offset, np.dtype(f"<u{width}"))
+        raw = self._gather_sparse(pos + 5 + t.timestamp_offset, np.dtype(f"<u{width}"))
         if width == 8:
             us = np.minimum(raw, np.uint64(_MAX_US)).astype(np.int64)  # log times fit int64 ns
         else:
@@ -1710,7 +1735,7 @@ class UlogReader(Reader):
         log_ch = self._log_channel
         log_by_pos = {e[0]: e for e in self._log_entries} if log_ch is not None else {}
         # payload ends and per-channel sequence numbers (in file order) in bulk
-        ends = (pos + 3 + self._u16[pos]).tolist() if len(pos) else []
+        ends = (pos + 3 + self._gather_sparse(pos, np.dtype("<u2"))).tolist() if len(pos) else []
         forder = np.lexsort((pos, cid))
         seqs = np.empty(len(pos), dtype=np.int64)
         if len(pos):
