@@ -1,0 +1,401 @@
+"""Publications: serving the subscribers that connect to our TCPROS port.
+
+A :class:`_PubTopic` is one topic this node advertises (shared by every :class:`Publisher`
+handle on it; it keeps the latched message); each connected subscriber gets a
+:class:`_SubscriberLink`, a bounded send queue drained by its own thread, so a slow
+subscriber drops its oldest messages (counted) and never blocks ``publish``.
+:class:`_IncomingSubscriber` is the handshake on an accepted connection.
+"""
+
+from __future__ import annotations
+
+import collections
+import select
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from polybag.errors import PolybagError
+from polybag.net.ros1 import RosGraphError
+from polybag.net.ros1._common import (
+    _SEND_BATCH,
+    FLUSH_TIMEOUT,
+    HANDSHAKE_TIMEOUT,
+    _conn_ids,
+    _join,
+    _shutdown_socket,
+    log,
+)
+from polybag.net.ros1.tcpros import encode_header, frame, read_header, text
+
+if TYPE_CHECKING:
+    from polybag.net.ros1.node import Node
+
+
+class _SubscriberLink:
+    """One subscriber connected to one of our topics: a bounded send queue and its thread."""
+
+    def __init__(self, topic: _PubTopic, sock: socket.socket, callerid: str, queue_size: int) -> None:
+        self.id = next(_conn_ids)
+        self.topic = topic
+        self.sock = sock
+        self.callerid = callerid
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.queue_size = max(1, queue_size)
+        self.cond = threading.Condition()
+        self.closed = False
+        self.draining = False
+        self.in_flight = 0
+        self.dropped = 0
+        self.bytes_sent = 0
+        self.messages_sent = 0
+        self.thread: threading.Thread | None = None
+
+    def put(self, framed: bytes) -> None:
+        with self.cond:
+            if self.closed:
+                return
+            if len(self.queue) >= self.queue_size:
+                self.queue.popleft()
+                self.dropped += 1
+                self.topic.dropped += 1
+            self.queue.append(framed)
+            self.cond.notify()
+
+    def _send(self, batch: list[bytes], size: int) -> None:
+        self.sock.sendall(batch[0] if len(batch) == 1 else b"".join(batch))
+        self.bytes_sent += size
+        self.messages_sent += len(batch)
+
+    def _peer_gone(self) -> bool:
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+            if not readable:
+                return False
+            return self.sock.recv(4096, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def run(self) -> None:
+        try:
+            while True:
+                with self.cond:
+                    while not self.queue and not self.closed and not self.draining:
+                        if not self.cond.wait(0.5):
+                            break
+                    if self.closed:
+                        return
+                    items = list(self.queue)
+                    self.queue.clear()
+                    self.in_flight = len(items)
+                    if not items and self.draining:
+                        return
+                if not items:
+                    if self._peer_gone():
+                        return
+                    continue
+                batch: list[bytes] = []
+                size = 0
+                for item in items:
+                    batch.append(item)
+                    size += len(item)
+                    if size >= _SEND_BATCH:
+                        self._send(batch, size)
+                        batch, size = [], 0
+                if batch:
+                    self._send(batch, size)
+                with self.cond:
+                    self.in_flight = 0
+                    self.cond.notify_all()
+        except OSError as exc:
+            if not self.closed:
+                log.info("subscriber %s of %s went away: %s", self.callerid, self.topic.name, exc)
+        finally:
+            self.close()
+
+    def wait_idle(self, end: float) -> bool:
+        """Until everything queued was handed to the kernel (or the link closed); False at ``end``."""
+        with self.cond:
+            while (self.queue or self.in_flight) and not self.closed:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 0.5))
+            return True
+
+    def drain(self) -> None:
+        """Send what is queued, then end (see _PubTopic.close)."""
+        with self.cond:
+            self.draining = True
+            self.cond.notify_all()
+
+    def close(self) -> None:
+        with self.cond:
+            already = self.closed
+            self.closed = True
+            self.cond.notify_all()
+        if not already:
+            _shutdown_socket(self.sock)
+            self.topic.remove_link(self)
+
+
+class _PubTopic:
+    """A topic this node publishes: shared by every Publisher handle on it."""
+
+    def __init__(
+        self,
+        node: Node,
+        name: str,
+        type: str,
+        md5sum: str,
+        definition: str,
+        latch: bool,
+        callerid: str,
+        queue_size: int,
+    ) -> None:
+        self.node = node
+        self.name = name
+        self.type = type
+        self.md5sum = md5sum
+        self.definition = definition
+        self.latch = latch
+        self.callerid = callerid
+        self.queue_size = queue_size
+        self.links: list[_SubscriberLink] = []
+        self.latched: bytes | None = None
+        self.cond = threading.Condition()
+        self.handles = 0
+        self.dropped = 0
+        self.published = 0
+        self.errors: list[str] = []
+        self.closed = False
+
+    def response_header(self) -> bytes:
+        return encode_header(
+            {
+                "callerid": self.callerid,
+                "latching": "1" if self.latch else "0",
+                "md5sum": self.md5sum,
+                "message_definition": self.definition,
+                "topic": self.name,
+                "type": self.type,
+            }
+        )
+
+    def publish(self, data: bytes | bytearray | memoryview) -> None:
+        framed = frame(data)
+        with self.cond:
+            if self.closed:
+                raise RosGraphError(f"publisher of {self.name} is closed")
+            if self.latch:
+                self.latched = framed
+            self.published += 1
+            links = list(self.links)
+        for link in links:
+            link.put(framed)
+
+    def add_link(self, link: _SubscriberLink) -> bool:
+        with self.cond:
+            if self.closed:
+                return False
+            self.links.append(link)
+            if self.latch and self.latched is not None:
+                link.put(self.latched)
+            self.cond.notify_all()
+            return True
+
+    def remove_link(self, link: _SubscriberLink) -> None:
+        with self.cond:
+            if link in self.links:
+                self.links.remove(link)
+            self.cond.notify_all()
+
+    def close(self, flush_timeout: float = 0.0) -> None:
+        """Drop every subscriber, after up to ``flush_timeout`` s for their queues to be sent."""
+        _close_pub_topics([self], flush_timeout)
+
+
+def _close_pub_topics(topics: list[_PubTopic], flush_timeout: float) -> None:
+    links: list[_SubscriberLink] = []
+    for pt in topics:
+        with pt.cond:
+            pt.closed = True
+            links.extend(pt.links)
+            pt.cond.notify_all()
+    if flush_timeout > 0:
+        end = time.monotonic() + flush_timeout
+        for link in links:
+            link.drain()
+        for link in links:
+            t = link.thread
+            if t is not None and t is not threading.current_thread():
+                t.join(max(0.0, end - time.monotonic()))
+    for link in links:
+        link.close()
+    for link in links:
+        _join(link.thread)
+
+
+class Publisher:
+    """A handle on a topic this node advertises (see :meth:`Node.advertise`)."""
+
+    def __init__(self, topic: _PubTopic) -> None:
+        self._topic = topic
+        self._closed = False
+
+    @property
+    def topic(self) -> str:
+        return self._topic.name
+
+    @property
+    def type(self) -> str:
+        return self._topic.type
+
+    @property
+    def md5sum(self) -> str:
+        return self._topic.md5sum
+
+    @property
+    def latch(self) -> bool:
+        return self._topic.latch
+
+    def publish(self, data: bytes | bytearray | memoryview) -> None:
+        """Send one serialized message to every connected subscriber (never blocks on them)."""
+        if self._closed:
+            raise RosGraphError(f"publisher of {self.topic} is closed")
+        self._topic.publish(data)
+
+    @property
+    def num_subscribers(self) -> int:
+        with self._topic.cond:
+            return len(self._topic.links)
+
+    @property
+    def subscribers(self) -> list[str]:
+        """Caller ids of the connected subscribers."""
+        with self._topic.cond:
+            return [link.callerid for link in self._topic.links]
+
+    @property
+    def dropped(self) -> int:
+        """Messages dropped because a subscriber's send queue was full."""
+        return self._topic.dropped
+
+    @property
+    def errors(self) -> list[str]:
+        """Refused or failed subscriber handshakes (wrong md5sum, malformed header...)."""
+        return list(self._topic.errors)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Block until every message published so far was written to each connected
+        subscriber's socket (handed to the kernel); False if ``timeout`` s passed first."""
+        end = time.monotonic() + timeout
+        with self._topic.cond:
+            links = list(self._topic.links)
+        return all([link.wait_idle(end) for link in links])
+
+    def wait_for_subscribers(self, n: int = 1, timeout: float = 5.0) -> bool:
+        """Block until at least ``n`` subscribers are connected; False on timeout."""
+        end = time.monotonic() + timeout
+        with self._topic.cond:
+            while len(self._topic.links) < n:
+                left = end - time.monotonic()
+                if left <= 0 or self._topic.closed:
+                    return False
+                self._topic.cond.wait(min(left, 0.5))
+            return True
+
+    def close(self, flush_timeout: float = FLUSH_TIMEOUT) -> None:
+        """Stop publishing (the topic is unadvertised when its last handle closes; what is
+        queued for its subscribers is sent first, for at most ``flush_timeout`` s)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._topic.node._release_publisher(self._topic, flush_timeout)
+
+    def __enter__(self) -> Publisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Publisher {self.topic} [{self.type}] subscribers={self.num_subscribers}>"
+
+
+class _IncomingSubscriber:
+    """A subscriber that connected to our TCPROS port: the handshake, then its link's send loop.
+
+    ``serve`` runs in the connection's own thread (started by the node's accept loop).
+    """
+
+    def __init__(self, node: Node, conn: socket.socket, addr: Any) -> None:
+        self.node = node
+        self.conn = conn
+        self.peer = f"{addr[0]}:{addr[1]}"
+        self.pt: _PubTopic | None = None
+        self.link: _SubscriberLink | None = None
+
+    def serve(self) -> None:
+        """Handshake with the subscriber; then send its queue until it or we close."""
+        node, conn, peer = self.node, self.conn, self.peer
+        try:
+            self._handshake_and_send()
+        except PolybagError as exc:
+            log.info("TCPROS handshake from %s failed: %s", peer, exc)
+            if self.pt is not None:
+                self.pt.errors.append(f"{peer}: {exc}")
+        except OSError as exc:
+            log.info("TCPROS connection from %s failed: %s", peer, exc)
+        finally:
+            with node._lock:
+                node._handshakes.discard(conn)
+            if self.link is not None:
+                self.link.close()
+            else:
+                _shutdown_socket(conn)
+
+    def _handshake_and_send(self) -> None:
+        node, conn = self.node, self.conn
+        conn.settimeout(HANDSHAKE_TIMEOUT)
+        fields = text(read_header(conn, node.max_header_size))
+        pt = self._choose_topic(fields)
+        if pt is None:
+            return
+        conn.sendall(pt.response_header())
+        if fields.get("probe") == "1":
+            return
+        if fields.get("tcp_nodelay") == "1":
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.settimeout(None)
+        link = self.link = _SubscriberLink(pt, conn, fields.get("callerid", self.peer), pt.queue_size)
+        link.thread = threading.current_thread()
+        with node._lock:
+            node._handshakes.discard(conn)
+        if not pt.add_link(link):
+            return
+        link.run()
+
+    def _choose_topic(self, fields: dict[str, str]) -> _PubTopic | None:
+        """The topic the subscriber asks for; None once it was sent the reason we refuse it."""
+        node, conn = self.node, self.conn
+        if "service" in fields:
+            conn.sendall(encode_header({"error": "polybag nodes provide no services"}))
+            return None
+        topic = fields.get("topic", "")
+        with node._lock:
+            pt = self.pt = node._pub_topics.get(topic)
+        if pt is None:
+            conn.sendall(encode_header({"error": f"{node.name} does not publish {topic!r}"}))
+            return None
+        want = fields.get("md5sum", "")
+        if want != "*" and pt.md5sum != "*" and want != pt.md5sum:
+            message = (
+                f"Client [{fields.get('callerid', '?')}] wants topic {topic} to have datatype/md5sum "
+                f"[{fields.get('type', '?')}/{want}], but our version has [{pt.type}/{pt.md5sum}]. Dropping connection."
+            )
+            pt.errors.append(message)
+            conn.sendall(encode_header({"error": message}))
+            return None
+        return pt
