@@ -12,6 +12,7 @@ import importlib
 import os
 from typing import Any, BinaryIO
 
+from polybag._version import __version__
 from polybag.errors import (
     ChecksumError,
     DecodeError,
@@ -27,8 +28,6 @@ from polybag.model import Attachment, Channel, ChunkInfo, Message, Metadata, Sch
 from polybag.reader import Reader
 from polybag.source import MappedSource, open_source
 from polybag.writer import Writer
-
-__version__ = "0.1.0"
 
 
 def open(  # noqa: A001 - the public name the issue asks for

@@ -2,16 +2,31 @@
 
 Bytes -> format reader -> model -> codec -> user, and back.  Nothing here knows about
 any file format.  Times are integer nanoseconds.
+
+The model is the bottom layer: it imports nothing of polybag but :mod:`polybag.errors`.
+:meth:`Message.decode` needs a codec, so the model declares what a codec is
+(:class:`Codec`) and holds the lookup that :mod:`polybag.codecs` installs when it is
+imported (:func:`install_codec_lookup`); ``import polybag`` always imports the codecs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from polybag.codecs import Codec
+from polybag.errors import UnsupportedError
+
+
+class Codec(Protocol):
+    """What is inside a message: payload bytes to objects and dicts, and back
+    (made per schema by :mod:`polybag.codecs`)."""
+
+    def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any: ...
+
+    def to_dict(self, data: bytes | memoryview, topic: str | None = None) -> Any: ...
+
+    def encode(self, obj: Any) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +67,21 @@ class Channel:
         return str(self.metadata.get("type", ""))
 
 
+def _no_codecs(channel: Channel) -> Codec:
+    raise UnsupportedError(f"topic {channel.topic}: no codecs loaded (import polybag.codecs)")
+
+
+# the codec of a channel: polybag.codecs.codec_for, installed by polybag.codecs on import
+_codec_for: Callable[[Channel], Codec] = _no_codecs
+
+
+def install_codec_lookup(lookup: Callable[[Channel], Codec]) -> None:
+    """Make :meth:`Message.codec`, :meth:`Message.decode` and :meth:`Message.to_dict` use
+    ``lookup`` (channel -> codec).  Called by :mod:`polybag.codecs` when it is imported."""
+    global _codec_for
+    _codec_for = lookup
+
+
 class Message:
     """One message: raw bytes plus times.  Decoding is lazy (:meth:`decode`).
 
@@ -86,21 +116,16 @@ class Message:
         return self.channel.topic
 
     def codec(self) -> Codec:
-        from polybag.codecs import codec_for
-
-        return codec_for(self.channel)
+        """The codec of this message's channel."""
+        return _codec_for(self.channel)
 
     def decode(self) -> Any:
         """The message as an object with attribute access."""
-        from polybag.codecs import decode_message
-
-        return decode_message(self.channel, self.data)
+        return _codec_for(self.channel).decode(self.data, topic=self.channel.topic)
 
     def to_dict(self) -> Any:
         """The message as plain nested dicts and lists."""
-        from polybag.codecs import message_to_dict
-
-        return message_to_dict(self.channel, self.data)
+        return _codec_for(self.channel).to_dict(self.data, topic=self.channel.topic)
 
     def __repr__(self) -> str:
         return (

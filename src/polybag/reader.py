@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from polybag.codecs import codec_for
 from polybag.errors import UsageError
 from polybag.model import Attachment, Channel, Message, Metadata, Summary
 from polybag.source import MappedSource, Source
@@ -113,23 +114,23 @@ class Reader(ABC):
         order: str = "log_time",
     ) -> Iterator[tuple[Message, Any]]:
         """``(message, decoded object)`` pairs, the codec chosen per channel."""
-        from polybag.codecs import codec_for
-
         for m in self.messages(topics=topics, start=start, end=end, reverse=reverse, order=order):
             yield m, codec_for(m.channel).decode(m.data, topic=m.channel.topic)
 
     def topic_columns(self, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """One numpy array per leaf field of ``topic``, plus ``log_time``."""
-        from polybag.codecs.columns import topic_columns
+        from polybag.codecs.columns import topic_columns  # imported when used: it loads numpy
 
         return topic_columns(self, topic, fields)
 
     def to_arrow(self, topic: str, fields: Sequence[str] | None = None) -> Any:
+        """The columns of ``topic`` as a ``pyarrow.Table``."""
         from polybag.codecs.columns import columns_to_arrow
 
         return columns_to_arrow(self.topic_columns(topic, fields))
 
     def to_pandas(self, topic: str, fields: Sequence[str] | None = None) -> Any:
+        """The columns of ``topic`` as a ``pandas.DataFrame``."""
         from polybag.codecs.columns import columns_to_pandas
 
         return columns_to_pandas(self.topic_columns(topic, fields))
@@ -153,8 +154,6 @@ ORDERS = ("log_time", "file")
 def check_order(order: str) -> None:
     """Reject an ``order=`` that no reader knows (a :class:`UsageError`)."""
     if order not in ORDERS:
-        from polybag.errors import UsageError
-
         raise UsageError(f"order must be 'log_time' or 'file', not {order!r}")
 
 

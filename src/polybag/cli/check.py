@@ -18,7 +18,8 @@ from polybag.cli._common import print_json
 def _run(args: argparse.Namespace) -> int:
     from polybag.cli.compress import sniff_format
     from polybag.errors import PolybagError
-    from polybag.formats.bag.check import check_any, check_bag
+    from polybag.formats.bag.check import check_bag
+    from polybag.ops.check import check_any
 
     worst = 0
     results = []

@@ -9,19 +9,11 @@ from __future__ import annotations
 
 import copy
 import importlib
-from typing import Any, Protocol
+from typing import Any
 
+from polybag import model
 from polybag.errors import PolybagError, UnsupportedError
-from polybag.model import Channel, Schema
-
-
-class Codec(Protocol):
-    def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any: ...
-
-    def to_dict(self, data: bytes | memoryview, topic: str | None = None) -> Any: ...
-
-    def encode(self, obj: Any) -> bytes: ...
-
+from polybag.model import Channel, Codec, Schema
 
 # (message_encoding, schema_encoding) -> "module:factory"; factory(schema) -> Codec
 CODECS: dict[tuple[str, str], str] = {
@@ -50,6 +42,8 @@ _by_channel: dict[Channel, Codec] = {}
 
 
 def codec_for(channel: Channel) -> Codec:
+    """The codec of ``channel`` (made once per schema; an :class:`UnsupportedError` when no
+    codec reads its encodings)."""
     # fast path: the same Channel object for every message of a file (identity hit, no key copy)
     codec = _by_channel.get(channel)
     if codec is not None:
@@ -91,8 +85,14 @@ def _codec_for(channel: Channel) -> Codec:
 
 
 def decode_message(channel: Channel, data: bytes | memoryview) -> Any:
+    """``data`` of ``channel`` as an object with attribute access."""
     return codec_for(channel).decode(data, topic=channel.topic)
 
 
 def message_to_dict(channel: Channel, data: bytes | memoryview) -> Any:
+    """``data`` of ``channel`` as plain nested dicts and lists."""
     return codec_for(channel).to_dict(data, topic=channel.topic)
+
+
+# the model's messages decode through this package (the model does not import it)
+model.install_codec_lookup(codec_for)

@@ -21,17 +21,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from polybag.codecs import codec_for
 from polybag.codecs.ros1.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, FieldType
 from polybag.errors import DecodeError, PolybagError, UnsupportedError
+from polybag.model import Message, Summary
 
-if TYPE_CHECKING:
-    from polybag.reader import Reader
+__all__ = ["MessageSource", "columns_to_arrow", "columns_to_pandas", "payload_columns", "topic_columns"]
 
-__all__ = ["columns_to_arrow", "columns_to_pandas", "payload_columns", "topic_columns"]
+
+class MessageSource(Protocol):
+    """What :func:`topic_columns` reads from: every :class:`polybag.reader.Reader` is one
+    (declared here because the codecs do not import the readers)."""
+
+    @property
+    def path(self) -> Any: ...
+
+    @property
+    def summary(self) -> Summary: ...
+
+    def messages(self, topics: Sequence[str] | None = None) -> Iterator[Message]: ...
+
 
 _FIXED_SPLIT = 64  # fixed arrays up to this length become one column per element
 _TIME_TYPES = {"time", "duration", "builtin_interfaces/Time", "builtin_interfaces/Duration"}
@@ -66,13 +79,11 @@ def _check_fields(fields: Sequence[str] | None, cols: dict[str, np.ndarray], n: 
 _INT64_MAX = (1 << 63) - 1
 
 
-def topic_columns(reader: Reader, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+def topic_columns(reader: MessageSource, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """One numpy array per leaf field of ``topic`` (log-time order), plus ``log_time``."""
     channels = [c for c in reader.summary.channels.values() if c.topic == topic]
     if not channels:
         raise PolybagError(f"{reader.path}: no topic {topic!r}")
-    from polybag.codecs import codec_for
-
     codecs = {id(codec_for(c)) for c in channels}
     if len(codecs) > 1:
         raise UnsupportedError(f"topic {topic} has channels of different types; read them separately")

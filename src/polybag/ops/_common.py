@@ -548,8 +548,8 @@ def profile_for(channels: Iterable[Channel], *readers: Reader) -> str | None:
 
 
 def make_progress(total: int, label: str, enabled: bool | None) -> Any:
-    """A :class:`polybag.cli._common.Progress` (``enabled=None``: only on a terminal)."""
-    from polybag.cli._common import Progress
+    """A :class:`polybag._progress.Progress` (``enabled=None``: only on a terminal)."""
+    from polybag._progress import Progress
 
     if enabled is None:
         enabled = sys.stderr.isatty()

@@ -404,7 +404,7 @@ def _jsonl(
 def _time(value: int | str | None, base: int | None) -> int | None:
     if value is None or isinstance(value, int):
         return value
-    from polybag.cli._common import parse_time
+    from polybag.timefmt import parse_time
 
     return parse_time(str(value), base)
 

@@ -241,7 +241,7 @@ def ulog_part_extras(
 def _time(value: int | str, base: int | None) -> int:
     if isinstance(value, int):
         return value
-    from polybag.cli._common import parse_time
+    from polybag.timefmt import parse_time
 
     return parse_time(str(value), base)
 
@@ -249,7 +249,7 @@ def _time(value: int | str, base: int | None) -> int:
 def _duration(value: int | str) -> int:
     if isinstance(value, int):
         return value
-    from polybag.cli._common import parse_time
+    from polybag.timefmt import parse_time
 
     return parse_time(str(value).lstrip("+"))
 

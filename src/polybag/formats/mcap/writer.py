@@ -41,7 +41,7 @@ _CHUNK_RECORD_HEAD = struct.Struct("<BQQQQII")
 
 
 def _default_library() -> str:
-    from polybag import __version__
+    from polybag._version import __version__
 
     return f"polybag {__version__}"
 
