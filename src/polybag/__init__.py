@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from typing import Any, BinaryIO
 
@@ -38,8 +37,10 @@ def open(  # noqa: A001 - the public name the issue asks for
     """Open a log for reading; the format comes from its magic bytes (or ``format=``).
 
     ``target`` is a path, a bytes-like buffer, or a binary stream (seekable files are
-    mapped; pipes such as ``sys.stdin.buffer`` are read forward only).  ``options`` go to
-    the format's reader (for example ``validate_crcs=False`` for MCAP).
+    mapped; pipes such as ``sys.stdin.buffer`` are read forward only).  A path may also be a
+    directory (or a file inside one) of a format registered with a path probe
+    (:mod:`polybag.formats.registry`).  ``options`` go to the format's reader (for example
+    ``validate_crcs=False`` for MCAP).
 
     Every reader takes ``max_chunk_bytes``: what any single chunk may decompress to (bytes,
     or a size such as ``"1G"``; default 512 MiB, or the process-wide value of
@@ -47,33 +48,37 @@ def open(  # noqa: A001 - the public name the issue asks for
     :class:`FormatError` naming the file, the offset and the option, never an allocation.
     """
     from polybag.compression import max_chunk_bytes
-    from polybag.formats.sniff import READERS, SNIFF_BYTES, sniff
+    from polybag.formats import registry
 
     if options.get("max_chunk_bytes") is not None:
         options["max_chunk_bytes"] = max_chunk_bytes(options["max_chunk_bytes"])  # UsageError if not a size
+    if isinstance(target, (str, os.PathLike)):
+        by_path = registry.probe_path(target)  # a directory (or multi-file) format
+        if by_path is not None and (format is None or registry.lookup(format) is by_path):
+            return by_path.open_by_path(os.fspath(target), **options)
     source = open_source(target)
     path = source.path
     if isinstance(source, MappedSource):
-        head = bytes(source.view[:SNIFF_BYTES])
+        head = bytes(source.view[: registry.SNIFF_BYTES])
     else:
-        head = source.peek(SNIFF_BYTES)
-    fmt = format or sniff(head)
-    if fmt is None and path and os.fspath(path).lower().endswith((".bag", ".bag.active")) and head:
-        fmt = "bag"  # ROSLOG version 0 has no header line
+        head = source.peek(registry.SNIFF_BYTES)
+    fmt = format or registry.sniff(head)
+    if fmt is None and path and head:
+        fmt = registry.by_extension(path, headless=True)  # ROSLOG version 0 has no header line
     if fmt is None:
         source.close()
         if not head:
             raise UnknownFormatError("empty file: no magic bytes", path, 0)
         raise UnknownFormatError(
-            f"not a log polybag can read: first bytes {head[:8]!r} match no MCAP, bag or ULog magic",
+            f"not a log polybag can read: first bytes {head[:8]!r} match no {registry.magic_names()} magic",
             path,
             0,
         )
-    if fmt not in READERS:
+    spec = registry.lookup(fmt)
+    if spec is None:
         source.close()
-        raise UnsupportedError(f"unknown format {fmt!r} (known: {', '.join(READERS)})")
-    mod, _, name = READERS[fmt].partition(":")
-    opener = getattr(importlib.import_module(mod), name)
+        raise UnsupportedError(f"unknown format {fmt!r} (known: {', '.join(registry.names())})")
+    opener = spec.load_opener()
     try:
         reader: Reader = opener(source, path, **options)
     except BaseException:

@@ -293,13 +293,9 @@ def _plan_file(
 
 
 def _sniff_path(path: str) -> str | None:
-    from polybag.formats.sniff import SNIFF_BYTES, sniff
+    from polybag.formats import registry
 
-    try:
-        with open(path, "rb") as f:
-            return sniff(f.read(SNIFF_BYTES))
-    except OSError as e:
-        raise PolybagError(f"{path}: cannot open: {e.strerror or e}") from None
+    return registry.sniff_path(path)
 
 
 def _selection(topics: TopicSelector, summary: Any) -> set[int] | None:

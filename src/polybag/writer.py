@@ -15,29 +15,13 @@ from typing import Any, BinaryIO
 from polybag.errors import OutputExistsError, UnsupportedError, WriteError
 from polybag.model import Attachment, Channel, Message, Metadata, Schema
 
-EXTENSIONS = {".mcap": "mcap", ".bag": "bag", ".ulg": "ulog", ".ulog": "ulog"}
-WRITERS = {
-    "mcap": "polybag.formats.mcap.writer:McapWriter",
-    "bag": "polybag.formats.bag.writer:BagWriter",
-    "ulog": "polybag.formats.ulog.writer:UlogWriter",
-}
-
 
 def format_for_path(path: str | os.PathLike[str]) -> str:
-    p = os.fspath(path)
-    if p.endswith(".active"):
-        p = p[: -len(".active")]
-    ext = os.path.splitext(p)[1].lower()
-    if ext not in EXTENSIONS:
-        raise UnsupportedError(f"{p}: cannot tell the format from the extension {ext!r}; pass format=")
-    return EXTENSIONS[ext]
+    """The writable format an output path's extension asks for (see
+    :func:`polybag.formats.registry.format_for_path`)."""
+    from polybag.formats import registry
 
-
-def _load(spec: str) -> Any:
-    import importlib
-
-    mod, _, name = spec.partition(":")
-    return getattr(importlib.import_module(mod), name)
+    return registry.format_for_path(path)
 
 
 class Writer:
@@ -60,10 +44,10 @@ class Writer:
 
     def __new__(cls, path: Any = None, *args: Any, format: str | None = None, **kwargs: Any) -> Writer:
         if cls is Writer:
-            fmt = format or format_for_path(path)
-            if fmt not in WRITERS:
-                raise UnsupportedError(f"no writer for format {fmt!r} (known: {', '.join(WRITERS)})")
-            sub = _load(WRITERS[fmt])
+            from polybag.formats import registry
+
+            spec = registry.writer_spec(format) if format else registry.get(format_for_path(path))
+            sub = spec.load_writer()
             return super().__new__(sub)
         return super().__new__(cls)
 

@@ -10,14 +10,23 @@ from polybag.cli._common import print_json
 
 
 def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
+    """``--format``, ``--compression``, ``--chunk-size`` and ``--force`` of a command that
+    writes a log (the formats and compressions are the registry's)."""
+    from polybag.formats import registry
+
     p.add_argument(
         "--format",
         "-f",
         dest="out_format",
         metavar="F",
-        help="output format: mcap, bag, ulog (default: from the extension)",
+        help=f"output format: {', '.join(registry.writable())} (default: from the extension)",
     )
-    p.add_argument("--compression", metavar="C", help="chunk compression: zstd, lz4, bz2 (bag), none")
+    per_format = "; ".join(
+        f"{s.name}: {', '.join(s.compressions)} (default {s.default_compression})"
+        for s in registry.formats()
+        if s.writer is not None and len(s.compressions) > 1
+    )
+    p.add_argument("--compression", metavar="C", help=f"chunk compression ({per_format})")
     if chunk:
         p.add_argument(
             "--chunk-size", type=parse_size, metavar="N", help="chunk size in bytes (K/M/G suffixes)"

@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from polybag.cli._common import _json_default, format_duration, format_ns, format_size, print_json
+from polybag.formats import registry
 from polybag.reader import Reader
 
 
@@ -35,7 +36,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-FORMAT_CHOICES = ("mcap", "bag", "ulog")
+FORMAT_CHOICES = tuple(registry.names())
 
 
 def add_format_option(p: Any) -> None:

@@ -21,7 +21,13 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-EXTENSIONS = (".bag", ".mcap", ".ulg", ".active")
+
+def _is_log_file(arg: str) -> bool:
+    """Whether a positional argument names a log file (an extension of a registered format)
+    rather than a topic."""
+    from polybag.formats import registry
+
+    return arg.endswith(registry.file_extensions()) and os.path.isfile(arg)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,14 +72,14 @@ def _split_inputs(args: argparse.Namespace) -> list[str]:
     if args.topics is not None:
         topics = []
         for t in args.topics:
-            if t.endswith(EXTENSIONS) and os.path.isfile(t):
+            if _is_log_file(t):
                 files.append(t)
             else:
                 topics.append(t)
         args.topics = topics
     kept = []
     for t in args.pause_topics:
-        if t.endswith(EXTENSIONS) and os.path.isfile(t):
+        if _is_log_file(t):
             files.append(t)
         else:
             kept.append(t)

@@ -6,7 +6,6 @@ Operations are compositions of the public pieces only: :func:`polybag.open`, a
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 import re
@@ -18,11 +17,10 @@ from typing import Any, BinaryIO
 
 import polybag
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError
+from polybag.formats import registry
 from polybag.model import Attachment, Channel, Message, Metadata, Schema
 from polybag.reader import Reader
 from polybag.writer import (
-    EXTENSIONS,
-    WRITERS,
     Writer,
     format_for_path,
     named_os_error,
@@ -159,23 +157,20 @@ def check_output(dst: Output, inputs: Sequence[Input], overwrite: bool) -> None:
 
 # --- writers -------------------------------------------------------------------------------
 def target_format(path: PathLike, format: str | None) -> str:  # noqa: A002
+    """The writable format for an output: ``format`` (a name or alias) or the path's extension."""
     if format:
-        fmt = format.lower()
-        aliases = {"ulg": "ulog", "rosbag": "bag", "bag1": "bag"}
-        fmt = aliases.get(fmt, fmt)
-        if fmt not in WRITERS:
-            raise UnsupportedError(f"no writer for format {format!r} (known: {', '.join(WRITERS)})")
-        return fmt
+        return registry.writer_spec(format).name
     if not _is_path(path):
-        raise UnsupportedError("writing to a stream needs an explicit format (--format mcap|bag|ulog)")
+        raise UnsupportedError(
+            f"writing to a stream needs an explicit format (--format {'|'.join(registry.writable())})"
+        )
     return format_for_path(path)
 
 
 def writer_accepts(fmt: str, name: str) -> bool:
     """Whether the writer class of ``fmt`` takes keyword ``name`` (or ``**kwargs``)."""
-    mod, _, cls_name = WRITERS[fmt].partition(":")
     try:
-        cls = getattr(importlib.import_module(mod), cls_name)
+        cls = registry.get(fmt).load_writer()
         sig = inspect.signature(cls.__init__)
     except (ImportError, AttributeError, ValueError, TypeError):
         return False
@@ -244,10 +239,9 @@ def placed(output: PathLike, overwrite: bool) -> Iterator[str]:
 
 
 def ext_for(fmt: str) -> str:
-    for ext, f in EXTENSIONS.items():
-        if f == fmt:
-            return ext
-    return "." + fmt
+    """The preferred file extension of a format (``.mcap``)."""
+    spec = registry.lookup(fmt)
+    return spec.extension if spec is not None else "." + fmt
 
 
 # --- channels ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polybag.errors import OutputExistsError, PolybagError
+from polybag.formats import registry
 from polybag.ops._common import OpResult, abort_writer, check_distinct, make_progress
 from polybag.writer import refuse_existing
 
@@ -45,16 +46,17 @@ def backup_path(path: str) -> str:
 
 
 def sniff_format(path: str) -> str:
-    from polybag.formats.sniff import SNIFF_BYTES, sniff
+    """The format of the regular file ``path`` from its magic bytes (the registry's list)."""
+    from polybag.formats import registry
     from polybag.source import require_regular_file
 
     require_regular_file(path)
     try:
         with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
+            head = f.read(registry.SNIFF_BYTES)
     except OSError as e:
         raise PolybagError(f"{path}: cannot open: {e.strerror or e}") from e
-    fmt = sniff(head)
+    fmt = registry.sniff(head)
     if fmt is None:
         from polybag.errors import UnknownFormatError
 
@@ -129,12 +131,14 @@ def rewrite_file(
     return path, report
 
 
-def recompress_mcap(src: str, dst: str, comp: str, progress: Callable[[int], None]) -> dict[str, Any]:
+def recompress_copy(src: str, dst: str, comp: str, progress: Callable[[int], None]) -> dict[str, Any]:
+    """Copy every message, attachment and metadata record of ``src`` into ``dst`` (same
+    format) with ``comp`` chunks: ``compress`` for formats without a rewrite of their own."""
     import polybag
 
     n = 0
     with polybag.open(src) as r:
-        w = polybag.Writer(dst, format="mcap", compression=comp)
+        w = polybag.Writer(dst, format=r.format, compression=comp)
         try:
             for m in r.messages(order="file"):
                 w.write_message(m)
@@ -169,26 +173,22 @@ def compress(
     fmt = sniff_format(p)
     result = CompressResult(input=p, format=fmt)
     size = os.path.getsize(p)
+    spec = registry.get(fmt)
+    if spec.writer is None or len(spec.compressions) < 2:
+        raise PolybagError(f"{p}: {fmt} files have no chunk compression to change")
+    try:
+        chosen = spec.chunk_compression(comp)
+    except PolybagError as e:
+        raise PolybagError(f"{p}: {e}") from None
+    # the format's own rewrite (a bag keeps every record as it is), else a copy of the
+    # messages through the format's writer
+    rewrite = registry._load(spec.recompress) if spec.recompress else recompress_copy
     with make_progress(size, os.path.basename(p), progress) as prog:
-        if fmt == "bag":
-            from polybag.formats.bag.records import MAGIC_V20
-            from polybag.formats.bag.reindex import recompress_bag
 
-            with open(p, "rb") as f:
-                if f.read(len(MAGIC_V20)) != MAGIC_V20:
-                    raise PolybagError(f"{p}: only 2.0 bags can be recompressed; use `polybag convert` first")
-            if comp not in ("none", "bz2", "lz4"):
-                raise PolybagError(f"{p}: bag chunks can be none, bz2 or lz4, not {comp}")
+        def produce(target: str) -> dict[str, Any]:
+            report: dict[str, Any] = rewrite(p, target, chosen, prog.update)
+            return report
 
-            def produce(target: str) -> dict[str, Any]:
-                return recompress_bag(p, target, comp, progress=prog.update)
-        elif fmt == "mcap":
-            mcomp = {"bz2": "zstd"}.get(comp, comp)
-
-            def produce(target: str) -> dict[str, Any]:
-                return recompress_mcap(p, target, mcomp, prog.update)
-        else:
-            raise PolybagError(f"{p}: {fmt} files have no chunk compression to change")
         out_dir = os.fspath(output_dir) if output_dir is not None else None
         got = rewrite_file(p, produce, output_dir=out_dir, backup=backup, force=force, on_skip=result.warn)
     if got is None:
@@ -213,3 +213,6 @@ def decompress(
 ) -> CompressResult:
     """Rewrite ``path`` with uncompressed chunks (see :func:`compress`)."""
     return compress(path, "none", output_dir=output_dir, backup=backup, force=force, progress=progress)
+
+
+recompress_mcap = recompress_copy  # the name this had when only MCAP used it

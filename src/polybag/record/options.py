@@ -212,8 +212,10 @@ class RecordOptions:
         """The file name without split number and extension (rosbag's updateFilenames)."""
         parts: list[str] = []
         prefix = self.output_name if self.output_name else (self.output_prefix or "")
-        for ext in (".bag", ".mcap"):
-            if prefix.lower().endswith(ext):
+        from polybag.formats import registry
+
+        for ext in registry.file_extensions():  # a name given with its extension (run.bag)
+            if ext != ".active" and prefix.lower().endswith(ext):
                 prefix = prefix[: -len(ext)]
         if prefix:
             parts.append(prefix)

@@ -141,6 +141,12 @@ def reindex_bag(
         r.close()
 
 
+def recompress_bag_file(src: str, dst: str, compression: str, progress: Callable[[int], None]) -> dict[str, Any]:
+    """The bag's ``recompress`` entry in :mod:`polybag.formats.registry` (``polybag compress``):
+    :func:`recompress_bag` with the registry's calling convention."""
+    return recompress_bag(src, dst, compression, progress=progress)
+
+
 def recompress_bag(
     src: str,
     dst: str | os.PathLike[str] | BinaryIO,

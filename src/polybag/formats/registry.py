@@ -1,0 +1,277 @@
+"""The one list of formats polybag reads and writes.
+
+Each format is one :class:`FormatSpec`: its name, the magic bytes that start its files, the
+file extensions it is written with, how to open it (an opener taking a byte source) and how
+to write it (a writer class), the chunk compressions its writer knows, and for formats that
+are a directory or several files, a probe that recognises such a path and an opener that
+takes the path.  Everything that needs the list asks here: :func:`polybag.open`,
+:class:`polybag.Writer`, the command line's ``--format`` choices, ``play``'s file
+arguments, ``compress``, ``dask`` and the operations.  Openers and writers are named as
+``"module:attribute"`` strings, so looking a format up imports nothing until it is used.
+
+Adding a format: write its package under ``polybag/formats/NAME/`` (a reader implementing
+:class:`polybag.reader.Reader` with an opener ``open_NAME(source, path, **options)``, and a
+:class:`polybag.writer.Writer` subclass if it can be written), then add one
+``register(FormatSpec(...))`` call below.  A directory format (a ROS 2 bag) gives
+``probe`` (does this directory or file belong to the format?) and ``open_path`` (open it
+by path); ``polybag.open("run_0/")`` then finds it without any other change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from polybag.errors import UnsupportedError
+
+#: bytes read from the start of a file to tell its format
+SNIFF_BYTES = 16
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """Everything polybag knows about one format, in one place."""
+
+    name: str
+    #: what files of this format start with (any of them)
+    magics: tuple[bytes, ...]
+    #: extensions the format is written with, the preferred one first (lower case, with the dot)
+    extensions: tuple[str, ...]
+    #: ``"module:function"``: ``function(source, path, **options) -> Reader`` for a byte source
+    opener: str
+    #: ``"module:Class"``: the :class:`~polybag.writer.Writer` subclass, or None (read only)
+    writer: str | None = None
+    #: chunk compressions the writer takes (:data:`polybag.compression.NAMES` spelling)
+    compressions: tuple[str, ...] = ()
+    #: the default chunk compression of the writer
+    default_compression: str = "none"
+    #: compression names that mean another one for this format (MCAP has no bz2: zstd)
+    compression_aliases: tuple[tuple[str, str], ...] = ()
+    #: ``"module:function"``: ``function(src, dst, compression, progress) -> report`` that
+    #: rewrites a file with other chunk compression keeping every record as it is (bags);
+    #: None: ``compress`` copies the messages through the writer
+    recompress: str | None = None
+    #: other names accepted for ``format=`` / ``--format`` (``ulg`` for ``ulog``)
+    aliases: tuple[str, ...] = ()
+    #: extensions whose files are this format even without magic bytes (ROSLOG version 0 bags)
+    headless_extensions: tuple[str, ...] = ()
+    #: for directory or multi-file formats: ``probe(path) -> bool``
+    probe: Callable[[str], bool] | None = None
+    #: ``"module:function"``: ``function(path, **options) -> Reader`` for a path ``probe`` accepts
+    open_path: str | None = None
+    #: free text for ``--help`` and error messages
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def load_opener(self) -> Callable[..., Any]:
+        """The opener function (imported on first use)."""
+        return _load(self.opener)
+
+    def load_writer(self) -> type:
+        """The writer class (imported on first use); :class:`UnsupportedError` if read only."""
+        if self.writer is None:
+            raise UnsupportedError(f"polybag cannot write {self.name} files")
+        cls: type = _load(self.writer)
+        return cls
+
+    def chunk_compression(self, name: str) -> str:
+        """``name`` as this format's chunk compression (aliases applied); a
+        :class:`UnsupportedError` naming the ones it has."""
+        name = dict(self.compression_aliases).get(name.lower(), name.lower())
+        if name not in self.compressions:
+            raise UnsupportedError(f"{self.name} chunks can be {', '.join(self.compressions)}, not {name}")
+        return name
+
+    def open_by_path(self, path: str, **options: Any) -> Any:
+        """Open a directory or multi-file log of this format by its path (``open_path``)."""
+        if self.open_path is None:
+            raise UnsupportedError(f"{self.name} logs are opened from a byte source, not by path")
+        return _load(self.open_path)(path, **options)
+
+    @property
+    def extension(self) -> str:
+        """The preferred extension (``.mcap``)."""
+        return self.extensions[0] if self.extensions else "." + self.name
+
+
+_FORMATS: dict[str, FormatSpec] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register(spec: FormatSpec) -> FormatSpec:
+    """Add (or replace) a format."""
+    _FORMATS[spec.name] = spec
+    for a in (spec.name, *spec.aliases):
+        _ALIASES[a.lower()] = spec.name
+    return spec
+
+
+def formats() -> Iterator[FormatSpec]:
+    """Every registered format, in registration order."""
+    return iter(list(_FORMATS.values()))
+
+
+def names() -> list[str]:
+    """The registered format names (``mcap``, ``bag``, ``ulog``...)."""
+    return list(_FORMATS)
+
+
+def writable() -> list[str]:
+    """The names of the formats polybag can write."""
+    return [s.name for s in _FORMATS.values() if s.writer is not None]
+
+
+def lookup(name: str) -> FormatSpec | None:
+    """The format called ``name`` (or one of its aliases, any case), or None."""
+    key = _ALIASES.get(name.lower())
+    return _FORMATS[key] if key is not None else None
+
+
+def get(name: str) -> FormatSpec:
+    """The format called ``name``; :class:`UnsupportedError` naming the known ones."""
+    spec = lookup(name)
+    if spec is None:
+        raise UnsupportedError(f"unknown format {name!r} (known: {', '.join(_FORMATS)})")
+    return spec
+
+
+def writer_spec(name: str) -> FormatSpec:
+    """The writable format called ``name``; :class:`UnsupportedError` otherwise."""
+    spec = lookup(name)
+    if spec is None or spec.writer is None:
+        raise UnsupportedError(f"no writer for format {name!r} (known: {', '.join(writable())})")
+    return spec
+
+
+def sniff(head: bytes) -> str | None:
+    """The format whose magic bytes ``head`` starts with, or None."""
+    for spec in _FORMATS.values():
+        if any(head.startswith(m) for m in spec.magics):
+            return spec.name
+    return None
+
+
+def by_extension(path: str | os.PathLike[str], *, headless: bool = False) -> str | None:
+    """The format a file name's extension says (``x.bag.active`` counts as ``x.bag``), or
+    None.  ``headless``: only formats whose files may lack magic bytes (ROSLOG version 0)."""
+    p = os.fspath(path).lower()
+    if p.endswith(".active"):
+        p = p[: -len(".active")]
+    for spec in _FORMATS.values():
+        exts = spec.headless_extensions if headless else spec.extensions
+        if p.endswith(tuple(exts)):
+            return spec.name
+    return None
+
+
+def format_for_path(path: str | os.PathLike[str]) -> str:
+    """The writable format an output path's extension asks for; :class:`UnsupportedError`
+    with a hint to pass ``format=`` when the extension says nothing."""
+    p = os.fspath(path)
+    if p.endswith(".active"):
+        p = p[: -len(".active")]
+    ext = os.path.splitext(p)[1].lower()
+    for spec in _FORMATS.values():
+        if ext in spec.extensions and spec.writer is not None:
+            return spec.name
+    raise UnsupportedError(f"{p}: cannot tell the format from the extension {ext!r}; pass format=")
+
+
+def probe_path(path: str | os.PathLike[str]) -> FormatSpec | None:
+    """The directory or multi-file format ``path`` belongs to, or None."""
+    p = os.fspath(path)
+    for spec in _FORMATS.values():
+        if spec.probe is not None and spec.open_path is not None:
+            try:
+                if spec.probe(p):
+                    return spec
+            except OSError:
+                continue
+    return None
+
+
+def sniff_path(path: str | os.PathLike[str]) -> str | None:
+    """The format of the file or directory at ``path``: a directory format's probe, then the
+    magic bytes, then (for files without a header line) the extension; None when unknown.
+    An unreadable path is a :class:`~polybag.errors.PolybagError`."""
+    from polybag.errors import PolybagError
+
+    spec = probe_path(path)
+    if spec is not None:
+        return spec.name
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError as e:
+        raise PolybagError(f"{p}: cannot open: {e.strerror or e}") from None
+    return sniff(head) or (by_extension(p, headless=True) if head else None)
+
+
+def file_extensions() -> tuple[str, ...]:
+    """Every extension of every format, and ``.active`` (what a log file argument ends with)."""
+    out: list[str] = []
+    for spec in _FORMATS.values():
+        out.extend(e for e in spec.extensions if e not in out)
+    return (*out, ".active")
+
+
+def magic_names() -> str:
+    """``"MCAP, bag or ULog"``: the formats told by magic bytes, for error messages."""
+    labels = [s.description or s.name for s in _FORMATS.values() if s.magics]
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " or " + labels[-1]
+
+
+def _load(spec: str) -> Any:
+    mod, _, name = spec.partition(":")
+    return getattr(importlib.import_module(mod), name)
+
+
+# --- the formats ------------------------------------------------------------------------------
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+ULOG_MAGIC = b"ULog\x01\x12\x35"
+BAG_MAGICS = (b"#ROSBAG V", b"#ROSRECORD V", b"#ROSLOG V")
+
+register(
+    FormatSpec(
+        name="mcap",
+        magics=(MCAP_MAGIC,),
+        extensions=(".mcap",),
+        opener="polybag.formats.mcap.reader:open_mcap",
+        writer="polybag.formats.mcap.writer:McapWriter",
+        compressions=("none", "zstd", "lz4"),
+        default_compression="zstd",
+        compression_aliases=(("bz2", "zstd"),),
+        description="MCAP",
+    )
+)
+register(
+    FormatSpec(
+        name="bag",
+        magics=BAG_MAGICS,
+        extensions=(".bag",),
+        opener="polybag.formats.bag.reader:open_bag",
+        writer="polybag.formats.bag.writer:BagWriter",
+        compressions=("none", "bz2", "lz4"),
+        default_compression="none",
+        recompress="polybag.formats.bag.reindex:recompress_bag_file",
+        aliases=("rosbag", "bag1"),
+        headless_extensions=(".bag",),  # ROSLOG version 0 has no header line
+        description="bag",
+    )
+)
+register(
+    FormatSpec(
+        name="ulog",
+        magics=(ULOG_MAGIC,),
+        extensions=(".ulg", ".ulog"),
+        opener="polybag.formats.ulog.reader:open_ulog",
+        writer="polybag.formats.ulog.writer:UlogWriter",
+        compressions=("none",),
+        aliases=("ulg",),
+        description="ULog",
+    )
+)
