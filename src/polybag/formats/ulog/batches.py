@@ -1,0 +1,512 @@
+"""The ULog data section read in batches of walked messages.
+
+:meth:`_Batches._read_data` walks a segment of the data section (see
+:mod:`polybag.formats.ulog.scan`) a batch of up to ``walk_limit`` messages at a time.  Each
+batch is checked and sorted in bulk: every data message is matched to the subscription in
+force for its ``msg_id`` and its size checked against that subscription's format, control
+messages are handled one by one in file order, and the data offsets are kept with their
+subscription index.  The common batch (the subscriptions stay as they are, every message
+is sound) takes :meth:`_Batches._fast_chunk`: one table lookup per data message checks
+and assigns it.  Any other goes through the steps of :meth:`_Batches._process_chunk`: the
+new subscriptions parsed, data matched (by ``msg_id`` tables, or by sorted keys when a
+``msg_id`` is subscribed twice), bad data messages dropped or the first damage found,
+control messages handled, data offsets stored.  After damage, reading resumes where
+:meth:`~polybag.formats.ulog.scan._Scan._resync` says.
+
+:class:`_Batches` is a part of :class:`~polybag.formats.ulog.reader.UlogReader` and works on
+its state.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from polybag.codecs.ulog import MAX_PAYLOAD
+from polybag.formats.ulog import records as rec
+from polybag.formats.ulog.damage import _MAX_REPORTS
+from polybag.formats.ulog.definitions import UlogData, _DeadSub, _Sub
+from polybag.formats.ulog.scan import _LOW16, _MIN_TABLE, _SHIFT24, _unsound
+
+
+@dataclass
+class _Batch:
+    """One batch of walked messages on the general path of
+    :meth:`_Batches._process_chunk`: what is known of its data messages (those before the
+    first unsound control message) as the steps go."""
+
+    p: np.ndarray  # offsets of the messages
+    t: np.ndarray  # their type bytes (a view into the header words)
+    k: int  # index of the first unsound control message (len(p): none)
+    ctrl: np.ndarray  # indexes of the control messages before k
+    d_idx: np.ndarray  # indexes of the data messages before k
+    dpos: np.ndarray  # their offsets
+    dwords: np.ndarray  # their header words
+    msg_id: np.ndarray  # their msg_id
+    dsize: np.ndarray | None  # their body sizes without the msg_id (see sizes())
+    # subscriptions (A) of this batch, by message index
+    new_subs: list[tuple[int, _Sub]] = field(default_factory=list)
+    # those whose format does not compile (their data is counted and skipped)
+    new_dead: list[tuple[int, _DeadSub]] = field(default_factory=list)
+    entries: list[_Sub] = field(default_factory=list)  # every subscription, by index
+    # per data message: subscription index, -1 for none, -2 - index of a _DeadSub
+    cand: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    ok: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # valid for cand
+
+    def sizes(self) -> np.ndarray:
+        """Body sizes of the data messages without the msg_id (made on first need)."""
+        if self.dsize is None:
+            self.dsize = (self.dwords & np.uint64(0xFFFF)).astype(np.int32) - 2
+        return self.dsize
+
+    def reason(self, w: int) -> str:
+        """Why data message ``w`` is bad."""
+        dsize = self.sizes()
+        if dsize[w] < 0:
+            return f"data message of {int(dsize[w]) + 2} bytes cannot hold its msg_id"
+        if self.cand[w] < 0:
+            return f"data message for msg_id {int(self.msg_id[w])} that has no subscription"
+        e = self.entries[int(self.cand[w])]
+        assert e.type is not None
+        return (
+            f"data message for {e.sub.name} has {int(dsize[w])} bytes, expected "
+            f"{e.type.min_size}..{e.type.size}"
+        )
+
+
+def _split_batch(p: np.ndarray, words: np.ndarray) -> _Batch:
+    """The messages at ``p`` (``words``: their header words) sorted into control messages
+    and data messages, up to the first unsound control message."""
+    n_p = len(p)
+    # size, type and msg_id are strided views into the header words (no copies)
+    t = np.ndarray(buffer=words, dtype=np.uint8, shape=(n_p,), strides=(8,), offset=2)
+    size_all = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=0)
+    mid_all = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=3)
+    is_d = t == rec.DATA
+    other = np.flatnonzero(~is_d)
+    tt = t[other]
+    hits = np.flatnonzero(_unsound(tt, size_all[other]))
+    k = int(other[hits[0]]) if len(hits) else n_p
+    ctrl = other[other < k]
+    if len(other) == 0:  # the common case: data messages only
+        d_idx = np.arange(n_p)
+        dpos = p
+        dwords = words
+        msg_id = mid_all
+    else:
+        dmask = is_d[:k]
+        d_idx = np.flatnonzero(dmask)
+        dpos = p[:k][dmask]
+        dwords = words[:k][dmask]
+        msg_id = (  # bytes 3-4 of each header word (a view, no copy)
+            np.ndarray(buffer=dwords, dtype="<u2", shape=(len(dwords),), strides=(8,), offset=3)
+            if len(dwords)
+            else np.zeros(0, "<u2")
+        )
+    # body sizes without the msg_id: only needed where a size is checked one by one
+    dsize = (dwords & np.uint64(0xFFFF)).astype(np.int32) - 2 if len(dwords) < 4096 else None
+    # (a D too short to hold its msg_id reads other bytes and fails the size check)
+    return _Batch(p, t, k, ctrl, d_idx, dpos, dwords, msg_id, dsize)
+
+
+def _msg_id_tables(
+    entries: list[tuple[int, _Sub, int]],
+    dead_entries: list[tuple[int, _DeadSub, int]],
+    key: tuple[int, int, int],
+) -> tuple[Any, ...]:
+    """The lookup tables by msg_id of the data check: ``(key, sub_of, head_m, lo_m, hi_m,
+    ranged, head_s)``: subscription index (-2 - index: no usable format), expected header
+    word, size range (for types with trailing padding), whether any range is used, and the
+    expected header with the subscription index + 1 in its high bits (the fast path)."""
+    sub_of = np.full(65536, -1, dtype=np.int32)
+    head_m = np.zeros(65536, dtype=np.uint64)
+    lo_m = np.full(65536, 1 << 30, dtype=np.int32)
+    hi_m = np.full(65536, -1, dtype=np.int32)
+    ranged = False
+    for mid, entry, _ in entries:
+        if entry.type is not None:
+            sub_of[mid] = entry.index
+            if entry.type.min_size + 2 <= 0xFFFF:
+                head_m[mid] = (entry.type.min_size + 2) | (rec.DATA << 16) | (mid << 24)
+            if entry.type.min_size < entry.type.size or entry.type.min_size + 2 > 0xFFFF:
+                lo_m[mid], hi_m[mid] = entry.type.min_size, entry.type.size
+                ranged = True
+    for mid, dead, _ in dead_entries:  # any size: counted, then skipped
+        sub_of[mid] = -2 - dead.index
+        lo_m[mid], hi_m[mid] = 0, MAX_PAYLOAD
+        ranged = True
+    # expected header (low 40 bits) and subscription index + 1 (high bits) in
+    # one word: the fast path checks and assigns a data message with one lookup
+    live = np.maximum(sub_of, -1).astype(np.int64) + 1
+    head_s = head_m | (live.astype(np.uint64) << np.uint64(40))
+    return (key, sub_of, head_m, lo_m, hi_m, ranged, head_s)
+
+
+class _Batches:
+    """The data section in batches (a part of the ULog reader)."""
+
+    ulog: UlogData
+    recovery_report: dict[str, Any]
+    _subs: list[_Sub]
+    _by_msg_id: dict[int, _Sub]
+    _dead: dict[int, int]
+    _dead_subs: list[_DeadSub]
+    _tables: tuple[Any, ...] | None
+    _pending_damage: list[tuple[int, str]]
+    _d_pos_chunks: list[np.ndarray]
+    _d_sub_chunks: list[np.ndarray]
+
+    def _read_data(self, start: int, end: int, last: bool) -> None:
+        """Read the data section from ``start`` to ``end`` (``last``: the log ends there; else
+        an appended part begins there) in batches, resuming after damage."""
+        u8 = self._u8
+        pos = start
+        walk_limit = limit = self._tuning().walk_limit
+        while pos < end:
+            p, words, stop = self._walk_words(pos, end, limit)
+            more = len(p) >= limit and stop + 3 <= end and stop + 3 + int(self._u16[stop]) <= end
+            bad = self._process_chunk(p, end, words)
+            if len(p):
+                self._release(pos, int(p[-1]))
+            if bad is not None:
+                bad_pos = int(p[bad])
+                nxt, why = self._resync(bad_pos, end)
+                self._damaged(bad_pos, why, nxt - bad_pos)
+                pos = nxt
+                limit = 4096  # after damage, small steps first so that more damage stays cheap
+                continue
+            limit = min(limit * 8, walk_limit)
+            if more:
+                pos = stop
+                continue
+            if stop < end and stop + 3 <= end and not self._plausible_header(stop):
+                # not a cut-off message but a damaged header: skip to the next good one
+                self._bad_reason = (
+                    f"invalid message header (type {int(u8[stop + 2])}, size {int(self._u16[stop])})"
+                )
+                nxt, why = self._resync(stop, end)
+                self._damaged(stop, why, nxt - stop)
+                pos = nxt
+                limit = 4096
+                continue
+            if stop < end:
+                if last:
+                    n = int(u8[stop]) | (int(u8[stop + 1]) << 8) if stop + 2 <= end else -1
+                    what = f"{n} bytes of message" if n >= 0 else "a 3-byte message header"
+                    self._damaged(
+                        stop,
+                        f"log ends inside a message: expected {what}, file has {end - stop} bytes left",
+                        truncated=True,
+                    )
+                # else: the partial message before an appended offset is discarded (spec)
+            break
+
+    def _control(self, tc: int, q: int, sz: int) -> None:
+        """One control (not ``D``, not ``A``) message of type ``tc`` at ``q``."""
+        if _MIN_TABLE[tc] < 0:
+            self._unknown_type(tc, sz, q)
+            return
+        try:
+            self._handle_control(tc, self._view[q + 3 : q + 3 + sz], q)
+        except (ValueError, struct.error, IndexError, KeyError, UnicodeDecodeError) as e:
+            self._damaged(q, f"bad {chr(tc)} message: {e}")
+
+    def _table_key(self) -> tuple[int, int, int]:
+        """Changes whenever a subscription is added (the msg_id tables are made again)."""
+        return (len(self._subs), len(self._by_msg_id), len(self._dead_subs))
+
+    def _fast_chunk(self, p: np.ndarray, words: np.ndarray) -> bool:
+        """The common batch, handled in bulk: the subscriptions stay as they are (their
+        lookup tables are made), every data message is valid for its subscription, and the
+        other messages are sound control messages (no ``A``).  Returns False, having
+        changed nothing, for any other batch (the general path of
+        :meth:`_process_chunk` then handles it).  Data offsets are stored with their
+        subscription index, other messages' offsets with -1 (no copy of the offsets)."""
+        tables = self._tables
+        if tables is None or tables[0] != self._table_key() or self._pending_damage:
+            return False
+        _key, sub_of, _head_m, lo_m, hi_m, ranged, head_s = tables
+        dead = None
+        n_p = len(p)
+        t = np.ndarray(buffer=words, dtype=np.uint8, shape=(n_p,), strides=(8,), offset=2)
+        size = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=0)
+        mid = np.ndarray(buffer=words, dtype="<u2", shape=(n_p,), strides=(8,), offset=3)
+        idx = np.right_shift(words, _SHIFT24)
+        idx &= _LOW16
+        g = head_s[idx.view(np.int64)]
+        del idx
+        x = g ^ words
+        x <<= np.uint64(24)
+        bad = np.flatnonzero(x != 0)
+        del x
+        ctrl = bad
+        if len(bad):
+            isd = t[bad] == rec.DATA
+            if isd.any():
+                if not ranged:
+                    return False
+                dbad = bad[isd]
+                rm = mid[dbad]
+                rs = size[dbad].astype(np.int64) - 2
+                if not ((hi_m[rm] >= 0) & (rs >= lo_m[rm]) & (rs <= hi_m[rm])).all():
+                    return False
+                ctrl = bad[~isd]
+                if self._dead:
+                    dead = dbad[sub_of[rm] <= -2]
+            tt = t[ctrl]
+            if _unsound(tt, size[ctrl]).any() or (tt == rec.ADD_LOGGED).any():
+                return False
+        cand = (g >> np.uint64(40)).astype(np.int32)
+        del g
+        cand -= 1
+        cand[ctrl] = -1
+        if dead is not None and len(dead):
+            self._count_dead(sub_of[mid[dead]], size[dead].astype(np.int64) + 3)
+        for ci in ctrl.tolist():
+            q = int(p[ci])
+            self._control(int(t[ci]), q, int(self._u16[q]))
+        self._d_pos_chunks.append(p)
+        self._d_sub_chunks.append(cand)
+        return True
+
+    def _process_chunk(self, p: np.ndarray, end: int, words: np.ndarray | None = None) -> int | None:
+        """Handle complete messages at offsets ``p`` (``words``: their header words, see
+        :meth:`_words`); index of the first damaged one, or None."""
+        if len(p) == 0:
+            return None
+        words = np.ascontiguousarray(self._words(p) if words is None else words, dtype="<u8")
+        if self._fast_chunk(p, words):
+            return None
+        bt = _split_batch(p, words)
+        self._parse_subscriptions(bt)
+        new_ids = [e.sub.msg_id for _, e in bt.new_subs] + [d.sub.msg_id for _, d in bt.new_dead]
+        known_ids = set(self._by_msg_id) | set(self._dead)
+        if len(set(new_ids)) == len(new_ids) and not (set(new_ids) & known_ids):
+            self._match_by_table(bt)  # common case: each msg_id subscribed once
+        else:
+            self._match_by_keys(bt)
+        b, dropped = self._drop_bad_data(bt)
+        k = bt.k
+        if b == k and k < len(p):
+            self._bad_reason = f"invalid message header (type {int(bt.t[k])}, size {int(self._u16[p[k]])})"
+        # Everything before b, in file order: control messages one by one, D in bulk.
+        for q, msg in self._pending_damage:
+            if q < (int(p[b]) if b < len(p) else end):
+                self._damaged(q, msg)
+        self._pending_damage = []
+        self._apply_controls(bt, b)
+        self._store_data(bt, b, dropped)
+        return b if b < len(p) else None
+
+    def _parse_subscriptions(self, bt: _Batch) -> None:
+        """The subscriptions (A) of the batch, parsed up front (a D belongs to the latest A
+        for its msg_id before it); those whose format does not compile are counted and
+        skipped (cand -2 - index), one damage report for each at the end."""
+        view = self._view
+        u16 = self._u16
+        new_subs, new_dead = bt.new_subs, bt.new_dead
+        for i in bt.ctrl[bt.t[bt.ctrl] == rec.ADD_LOGGED].tolist():
+            q = int(bt.p[i])
+            sz = int(u16[q])
+            try:
+                sub = rec.Subscription.unpack(view[q + 3 : q + 3 + sz], q)
+            except (ValueError, struct.error) as e:
+                self._pending_damage.append((q, f"bad subscription message: {e}"))
+                continue
+            utype = self._type(sub.name)
+            if utype is None:
+                why = self._type_errors.get(sub.name, f"no format for type {sub.name!r}")
+                new_dead.append((i, _DeadSub(sub, q, why, len(self._dead_subs) + len(new_dead))))
+                continue
+            new_subs.append((i, _Sub(sub, utype, len(self._subs) + len(new_subs))))
+        bt.entries = self._subs + [e for _, e in new_subs]
+
+    def _match_by_table(self, bt: _Batch) -> None:
+        """``cand`` and ``ok`` of the batch's data messages by lookup tables by msg_id
+        (each msg_id subscribed once).  A data header without trailing padding (size, "D",
+        msg_id: PX4 leaves the padding out) is one 40-bit value: a single table lookup and
+        compare checks it; the others of types with trailing padding are checked against
+        the range."""
+        msg_id, dwords = bt.msg_id, bt.dwords
+        new_subs, new_dead = bt.new_subs, bt.new_dead
+        entries = [(mid, e, -1) for mid, e in self._by_msg_id.items()]
+        entries += [(e.sub.msg_id, e, i) for i, e in new_subs]
+        dead_entries = [(mid, self._dead_subs[k], -1) for mid, k in self._dead.items()]
+        dead_entries += [(d.sub.msg_id, d, i) for i, d in new_dead]
+        key = self._table_key()
+        if new_subs or new_dead or self._tables is None or self._tables[0] != key:
+            tables = _msg_id_tables(entries, dead_entries, key)
+            if not new_subs and not new_dead:  # the same tables serve the next chunks
+                self._tables = tables
+        else:
+            tables = self._tables
+        _key, sub_of, head_m, lo_m, hi_m, ranged, _hs = tables
+        cand = sub_of[msg_id]
+        # the low 40 bits equal the expected header (in place: large temporaries are slow)
+        head = head_m[msg_id]
+        head ^= dwords
+        head <<= np.uint64(24)
+        ok = head == 0
+        del head
+        if ranged:
+            rest = np.flatnonzero(~ok)
+            rest = rest[hi_m[msg_id[rest]] >= 0]
+            if len(rest):
+                rs = (dwords[rest] & np.uint64(0xFFFF)).astype(np.int32) - 2
+                rm = msg_id[rest]
+                ok[rest] = (rs >= lo_m[rm]) & (rs <= hi_m[rm])
+        if new_subs or new_dead:  # data before its subscription in this chunk has none yet
+            a_at = np.full(65536, -1, dtype=np.int64)
+            for mid, _entry, i in entries:
+                a_at[mid] = i
+            for mid, _dead, i in dead_entries:
+                a_at[mid] = i
+            early = a_at[msg_id] >= bt.d_idx
+            cand = np.where(early, -1, cand)
+            ok &= ~early
+        bt.cand, bt.ok = cand, ok
+
+    def _match_by_keys(self, bt: _Batch) -> None:
+        """``cand`` and ``ok`` of the batch's data messages by sorted (msg_id, position)
+        keys: a msg_id subscribed more than once in the batch, or again."""
+        new_subs, new_dead, d_idx = bt.new_subs, bt.new_dead, bt.d_idx
+        nmax = len(bt.p) + 1
+        mid64 = bt.msg_id.astype(np.int64)
+        keys = [mid * nmax for mid in self._by_msg_id] + [e.sub.msg_id * nmax + i + 1 for i, e in new_subs]
+        subs_ = [e.index for e in self._by_msg_id.values()] + [e.index for _, e in new_subs]
+        keys += [mid * nmax for mid in self._dead] + [d.sub.msg_id * nmax + i + 1 for i, d in new_dead]
+        subs_ += [-2 - k for k in self._dead.values()] + [-2 - d.index for _, d in new_dead]
+        order = np.argsort(np.asarray(keys, dtype=np.int64), kind="stable")
+        ekey = np.asarray(keys, dtype=np.int64)[order]
+        esub = np.asarray(subs_, dtype=np.int64)[order]
+        cand = np.full(len(d_idx), -1, dtype=np.int64)
+        if len(ekey):
+            loc = np.searchsorted(ekey, mid64 * nmax + d_idx + 1, side="left") - 1
+            locc = np.maximum(loc, 0)
+            found = (loc >= 0) & ((ekey[locc] // nmax) == mid64)
+            cand = np.where(found, esub[locc], -1)
+        live = np.maximum(cand, -1)
+        all_entries = bt.entries
+        lo = np.array([e.type.min_size if e.type else 1 << 30 for e in all_entries] + [1 << 30], np.int64)
+        hi = np.array([e.type.size if e.type else -1 for e in all_entries] + [-1], np.int64)
+        sizes = bt.sizes()
+        bt.cand = cand
+        bt.ok = ((cand >= 0) & (sizes >= lo[live]) & (sizes <= hi[live])) | ((cand <= -2) & (sizes >= 0))
+
+    def _drop_bad_data(self, bt: _Batch) -> tuple[int, np.ndarray]:
+        """Where the batch's good part ends (``b``: the first damage) and the bad data
+        messages before it, which are dropped.  A bad data message followed by a good
+        message is dropped where it is (like pyulog); one followed by garbage means the size
+        chain is lost: resynchronise."""
+        d_idx, k, n_p = bt.d_idx, bt.k, len(bt.p)
+        badd = np.flatnonzero(~bt.ok)
+        b = k
+        dropped = np.zeros(0, dtype=np.int64)
+        if len(badd):
+            good = np.ones(n_p + 1, dtype=bool)
+            good[k:] = False
+            good[d_idx[badd]] = False
+            nxt_good = good[d_idx[badd] + 1] | (d_idx[badd] + 1 == n_p)
+            cut = np.flatnonzero(~nxt_good)
+            if len(cut) and int(d_idx[badd[cut[0]]]) < k:
+                b = int(d_idx[badd[cut[0]]])
+                self._bad_reason = bt.reason(int(badd[cut[0]]))
+            dropped = badd[d_idx[badd] < b]
+            self._report_dropped(bt, dropped)
+        return b, dropped
+
+    def _report_dropped(self, bt: _Batch, dropped: np.ndarray) -> None:
+        """The damage reports of the dropped data messages (indexes among the batch's data
+        messages): one each (the first ``_MAX_REPORTS``) and one line of
+        ``recovery_report["errors"]`` per kind: no room for the msg_id (0), no subscription
+        for a msg_id (1), a wrong size for a subscription (2)."""
+        dpos, sizes = bt.dpos, bt.sizes
+        for w in dropped[:_MAX_REPORTS].tolist():
+            q = int(dpos[w])
+            self._damaged(q, bt.reason(w) + " (dropped)", int(sizes()[w]) + 5, grouped=True)
+        if len(dropped) > _MAX_REPORTS:
+            extra = dropped[_MAX_REPORTS:]
+            self.recovery_report["bytes_skipped"] += int((sizes()[extra] + 5).sum())
+            self.ulog.unreported_damage += len(extra)
+        if not len(dropped):
+            return
+        ds = sizes()[dropped]
+        dc = np.asarray(bt.cand)[dropped].astype(np.int64)
+        kind = np.where(ds < 0, 0, np.where(dc < 0, 1, 2))
+        what = np.where(kind == 1, bt.msg_id[dropped].astype(np.int64), np.where(kind == 2, dc, 0))
+        gkey = kind * (1 << 20) + what
+        uk, first, inv = np.unique(gkey, return_index=True, return_inverse=True)
+        counts = np.bincount(inv)
+        nbytes = np.bincount(inv, weights=(ds + 5).astype(np.float64))
+        for j, w in enumerate(dropped[first].tolist()):
+            self._drop_group(
+                (int(uk[j]) >> 20, int(uk[j]) & 0xFFFFF),
+                int(dpos[w]),
+                bt.reason(w) + " (dropped)",
+                int(counts[j]),
+                int(nbytes[j]),
+            )
+
+    def _apply_controls(self, bt: _Batch, b: int) -> None:
+        """The control messages of the batch before ``b``, one by one in file order."""
+        t, p, u16 = bt.t, bt.p, self._u16
+        new_by_i = dict(bt.new_subs)
+        dead_by_i = dict(bt.new_dead)
+        for ci in bt.ctrl[bt.ctrl < b].tolist():
+            tc = int(t[ci])
+            q = int(p[ci])
+            sz = int(u16[q])
+            if tc == rec.ADD_LOGGED:
+                self._add_subscription(q, new_by_i.get(ci), dead_by_i.get(ci))
+                continue
+            self._control(tc, q, sz)
+
+    def _add_subscription(self, q: int, entry: _Sub | None, dead: _DeadSub | None) -> None:
+        """The subscription (A) at ``q`` takes effect (``dead``: one without a usable
+        format; neither: its message could not be parsed)."""
+        mid = entry.sub.msg_id if entry is not None else dead.sub.msg_id if dead is not None else -1
+        if mid >= 0 and (mid in self._by_msg_id or mid in self._dead):
+            name = entry.sub.name if entry is not None else dead.sub.name if dead is not None else ""
+            self._note(f"offset {q}: msg_id {mid} subscribed again ({name})")
+        if entry is not None:
+            self._subs.append(entry)
+            self.ulog.subscriptions.append(entry.sub)
+            self._dead.pop(mid, None)
+            self._by_msg_id[mid] = entry
+        elif dead is not None:
+            self._dead_subs.append(dead)
+            self._by_msg_id.pop(mid, None)
+            self._dead[mid] = dead.index
+
+    def _store_data(self, bt: _Batch, b: int, dropped: np.ndarray) -> None:
+        """The offsets and subscription indexes of the batch's data messages before ``b``,
+        without the ``dropped`` ones."""
+        nd = int(np.searchsorted(bt.d_idx, b))
+        if not nd:
+            return
+        dpos = bt.dpos
+        cnd = bt.cand[:nd].astype(np.int32)  # a copy
+        keep = None
+        if len(dropped):
+            keep = np.ones(nd, dtype=bool)
+            keep[dropped] = False
+        # a data message of a subscription without a usable format (-2 - index) is counted
+        # and dropped; such candidates may exist although self._dead is empty again (the
+        # msg_id was subscribed again later in this batch)
+        dead_at = cnd <= -2
+        if dead_at.any():
+            if keep is not None:
+                dead_at &= keep
+            dd = np.flatnonzero(dead_at)
+            if len(dd):
+                self._count_dead(cnd[dd], bt.sizes()[dd].astype(np.int64) + 5)
+                cnd[dd] = -1  # kept like a control message's offset: dropped in _finish
+        if keep is not None:
+            self._d_pos_chunks.append(dpos[:nd][keep])
+            self._d_sub_chunks.append(cnd[keep])
+        else:
+            self._d_pos_chunks.append(dpos[:nd])
+            self._d_sub_chunks.append(cnd)

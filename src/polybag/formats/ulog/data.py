@@ -1,0 +1,365 @@
+"""Data messages of a ULog after the scan: positions, timestamps, records and columns.
+
+The scan leaves, per subscription, the file offsets of its data messages
+(:meth:`_Data._group_positions`).  A topic's records are then one fancy-indexing gather of
+its payloads into a numpy structured array (:func:`_gather`, no Python object per message),
+its columns are views of the fields of that array (named like pyulog's ``data`` dict), and
+its timestamps are gathered the same way and unwrapped (``uint8`` timestamps are
+milliseconds).  The facts that need every timestamp (last timestamp, when parameters
+changed, dropouts, syncs) are worked out on first use (:meth:`_Data._resolve_times`).
+
+:class:`_Data` is a part of :class:`~polybag.formats.ulog.reader.UlogReader` and works on its
+state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from polybag.codecs.ulog import BASE_TYPES
+from polybag.errors import PolybagError
+from polybag.formats.ulog import records as rec
+from polybag.formats.ulog.definitions import _Sub
+from polybag.model import Channel
+from polybag.reader import topic_filter
+
+LOG_TOPIC = "log_message"
+
+_MAX_US = (2**63 - 1) // 1000  # larger (damaged) timestamps are clamped for log times
+_GATHER_SPAN = 16 << 20  # file bytes between releases of mapped pages in a sparse gather
+
+
+class TopicNotFoundError(PolybagError, KeyError):
+    """No such topic (or instance, or field) in the log."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _gather(buf: Any, size: int, starts: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """One ``dtype`` item at each byte offset of ``starts`` (any alignment), in one fancy index.
+
+    The file is viewed as overlapping items (stride 1 byte), so numpy copies each record
+    with a single indexing operation and no index array per byte."""
+    width = dtype.itemsize
+    if len(starts) == 0 or width == 0 or size < width:
+        return np.zeros(len(starts), dtype=dtype)
+    items = np.ndarray(buffer=buf, dtype=dtype, shape=(size - width + 1,), strides=(1,))
+    return items[starts]
+
+
+def _multi_id(value: object) -> int:
+    """A multi_id given as an int or as its decimal string (channel metadata holds strings)."""
+    if value is None:
+        return 0
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise TopicNotFoundError(f"multi_id must be an int or a decimal string, not {value!r}")
+
+
+def _count_subs(sub_chunks: list[np.ndarray], n: int) -> np.ndarray:
+    """Data messages per subscription index in chunks of subscription indexes (-1: the
+    offset of a control message, kept by the fast path)."""
+    counts = np.zeros(n, np.int64)
+    for sc in sub_chunks:
+        counts += np.bincount(np.maximum(sc, -1) + 1, minlength=n + 1)[1 : n + 1]  # < -1: dropped too
+    return counts
+
+
+class _Data:
+    """Positions, timestamps, records and columns of the data messages (a part of the
+    ULog reader)."""
+
+    _subs: list[_Sub]
+
+    def _group_positions(self) -> None:
+        """The offsets of each subscription's data messages (``positions``, in file order)
+        and their counts, from the scan's chunks of (offset, subscription index)."""
+        subs = self._subs
+        pos_chunks, sub_chunks = self._d_pos_chunks, self._d_sub_chunks
+        self._d_pos_chunks = []
+        self._d_sub_chunks = []
+        picked = topic_filter(self._topics, [Channel(s.index, s.sub.name, "ulog", None) for s in subs])
+        if picked is not None and len(picked) <= 8:
+            # a few topics selected up front: only their offsets are pulled out now (chunk
+            # by chunk); the others' offsets, and their counts, wait in the chunks until
+            # asked for (see _ensure_counts)
+            for s in subs:
+                if s.index in picked:
+                    found = [pc[sc == s.index] for pc, sc in zip(pos_chunks, sub_chunks)]
+                    s.positions = np.concatenate(found) if found else np.zeros(0, np.int64)
+                    s.count = len(s.positions)
+            self._d_chunks = (pos_chunks, sub_chunks)
+            self._counts_pending = True
+        else:
+            counts = _count_subs(sub_chunks, len(subs))
+            for s in subs:
+                s.count = int(counts[s.index])
+            d_pos = np.concatenate(pos_chunks) if pos_chunks else np.zeros(0, np.int64)
+            d_sub = np.concatenate(sub_chunks) if sub_chunks else np.zeros(0, np.int32)
+            del pos_chunks, sub_chunks
+            if len(d_sub) and int(d_sub.min()) < 0:
+                is_data = d_sub >= 0
+                d_pos, d_sub = d_pos[is_data], d_sub[is_data]
+            # group data messages by subscription (stable: file order within each; radix sort)
+            key = d_sub.astype(np.int16) if len(subs) < (1 << 15) else d_sub
+            order = np.argsort(key, kind="stable")
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            for s in subs:
+                s.positions = d_pos[order[bounds[s.index] : bounds[s.index + 1]]]
+
+    def _ensure_counts(self) -> None:
+        """The data message count of every subscription (those of topics not selected up
+        front are counted on first need)."""
+        if not self._counts_pending or self._d_chunks is None:
+            return
+        self._counts_pending = False
+        counts = _count_subs(self._d_chunks[1], len(self._subs))
+        for s in self._subs:
+            if s.positions is None:
+                s.count = int(counts[s.index])
+
+    def _subscription(self, name: str, multi_id: int = 0) -> _Sub:
+        """The subscription of a topic instance (the first with data when a name and
+        multi_id are subscribed more than once), with its positions."""
+        if self._by_key is None:
+            self._by_key = {}
+            for x in self._subs:
+                self._by_key.setdefault((x.sub.name, x.sub.multi_id), []).append(x)
+        found = self._by_key.get((name, multi_id), [])
+        if not found:
+            known = sorted({f"{s.sub.name}/{s.sub.multi_id}" for s in self._subs})
+            raise TopicNotFoundError(
+                f"no topic {name!r} with multi_id {multi_id} (topics: {', '.join(known)})"
+            )
+        self._ensure_counts()
+        with_data = [s for s in found if s.count]
+        s = (with_data or found)[0]
+        if s.positions is None and self._d_chunks is not None:  # not selected up front
+            pos_chunks, sub_chunks = self._d_chunks
+            found = [pc[sc == s.index] for pc, sc in zip(pos_chunks, sub_chunks)]
+            s.positions = np.concatenate(found) if found else np.zeros(0, np.int64)
+        return s
+
+    def _gather_sparse(self, starts: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """:func:`_gather` of a few bytes per message, with the mapped pages released every
+        ``_GATHER_SPAN`` bytes of file: the kernel maps the pages around each fault too, so
+        a topic of big messages would otherwise leave the whole file resident."""
+        if (
+            len(starts) == 0
+            or int(starts[-1]) - int(starts[0]) <= _GATHER_SPAN
+            or not bool(np.all(starts[1:] >= starts[:-1]))  # out of file order: one gather
+        ):
+            return _gather(self._view, self._size, starts, dtype)
+        out = np.empty(len(starts), dtype)
+        i = 0
+        while i < len(starts):
+            j = int(np.searchsorted(starts, int(starts[i]) + _GATHER_SPAN, side="right"))
+            j = max(j, i + 1)
+            out[i:j] = _gather(self._view, self._size, starts[i:j], dtype)
+            self._release(int(starts[i]), int(starts[j - 1]) + dtype.itemsize)
+            i = j
+        return out
+
+    def _sub_times(self, s: _Sub) -> np.ndarray:
+        """Timestamps (us, unwrapped) of one subscription's data messages."""
+        if s.ts_us is not None:
+            return s.ts_us
+        t = s.type
+        pos = s.positions if s.positions is not None else np.zeros(0, np.int64)
+        assert t is not None
+        if t.timestamp_offset < 0 or len(pos) == 0:
+            s.ts_us = np.full(len(pos), -1, dtype=np.int64)  # filled in by _resolve_times
+            if len(pos) == 0:
+                return s.ts_us
+            self._resolve_times()
+            assert s.ts_us is not None
+            return s.ts_us
+        width = BASE_TYPES[t.timestamp_type][1]
+        raw = self._gather_sparse(pos + 5 + t.timestamp_offset, np.dtype(f"<u{width}"))
+        if width == 8:
+            us = np.minimum(raw, np.uint64(_MAX_US)).astype(np.int64)  # log times fit int64 ns
+        else:
+            iv = raw.astype(np.int64)
+            wraps = np.concatenate([[0], np.cumsum(np.diff(iv) < 0)])
+            us = (iv + wraps * (1 << (8 * width))) * (1000 if width == 1 else 1)
+        s.ts_us = us
+        return us
+
+    def _resolve_times(self) -> None:
+        """Fill the facts that need every data timestamp: the last timestamp, when parameter
+        changes and dropouts happened (pyulog: the largest data timestamp before them), and
+        times of subscriptions without a timestamp field."""
+        u = self.ulog
+        if self._times_done:
+            return
+        self._times_done = True
+        start = u.start_timestamp
+        timed = [s for s in self._subs if s.type is not None and s.type.timestamp_offset >= 0]
+        per = []
+        for s in timed:
+            ts = self._sub_times(s)
+            if len(ts):
+                assert s.positions is not None
+                per.append((s.positions, np.maximum.accumulate(ts)))
+        last = max([start] + [int(m[-1]) for _, m in per])
+
+        def last_before(q: int) -> int:
+            best = start
+            for pos, runmax in per:
+                i = int(np.searchsorted(pos, q))
+                if i:
+                    best = max(best, int(runmax[i - 1]))
+            return best
+
+        u._last_timestamp = last
+        u._changed_params = []
+        u._dropouts = []
+        u._syncs = []
+        for kind, q, payload in self._pending_ts:
+            if kind == "S":
+                u._syncs.append(last_before(q))
+            elif kind == "P":
+                u._changed_params.append((last_before(q), payload[0], payload[1]))
+            else:
+                u._dropouts.append(rec.Dropout(last_before(q), payload))
+        for s in self._subs:
+            if s.type is not None and s.type.timestamp_offset < 0 and s.positions is not None:
+                s.ts_us = np.array([last_before(int(q)) for q in s.positions], dtype=np.int64)
+
+    def all_records(self) -> dict[tuple[str, int], np.ndarray]:
+        """Every selected subscription's data as structured arrays, keyed ``(name, multi_id)``,
+        gathered in one pass over the file in order (the full parse ``pyulog.ULog`` does)."""
+        todo = [s for s in self._subs if s.selected and s._records is None and s.type is not None]
+        outs: dict[int, np.ndarray] = {}
+        for s in todo:
+            assert s.type is not None
+            n = 0 if s.positions is None else len(s.positions)
+            outs[s.index] = np.empty(n, dtype=s.type.dtype)
+        step = 1 << 22
+        for a in range(self._data_start, self._size, step):
+            b = a + step
+            for s in todo:
+                pos = s.positions
+                assert s.type is not None
+                width = s.type.dtype.itemsize
+                if pos is None or not len(pos) or width == 0:
+                    continue
+                i0, i1 = np.searchsorted(pos, [a, b])
+                if i1 > i0:
+                    got = _gather(self._view, self._size, pos[i0:i1] + 5, np.dtype(f"V{width}"))
+                    outs[s.index][i0:i1] = got.view(s.type.dtype)
+            self._release(a, b)
+        for s in todo:
+            if s.type is not None and s.type.dtype.itemsize == 0:
+                outs[s.index] = np.zeros(len(outs[s.index]), dtype=s.type.dtype)
+            s._records = outs[s.index]
+        out: dict[tuple[str, int], np.ndarray] = {}
+        for s in self._subs:
+            key = (s.sub.name, s.sub.multi_id)
+            if s.selected and key not in out:
+                out[key] = self.records(*key)
+        return out
+
+    def all_topic_columns(self, *, padding: bool = False) -> dict[tuple[str, int], dict[str, np.ndarray]]:
+        """Columns of every selected topic instance (see :meth:`topic_columns`), built in
+        one ordered pass: ``{(name, multi_id): {"timestamp": ..., "accel[0]": ...}}``."""
+        self.all_records()
+        out: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+        for s in self._subs:
+            key = (s.sub.name, s.sub.multi_id)
+            if s.selected and key not in out:
+                out[key] = self.topic_columns(s.sub.name, s.sub.multi_id, padding=padding)
+        return out
+
+    def records(self, name: str, multi_id: int | str = 0) -> np.ndarray:
+        """All data of one subscription as a numpy structured array (pyulog's flat fields);
+        ``multi_id`` as an int or its decimal string."""
+        s = self._subscription(name, _multi_id(multi_id))
+        if s._records is None:
+            assert s.type is not None
+            dt = s.type.dtype
+            pos = s.positions if s.positions is not None else np.zeros(0, np.int64)
+            if dt.itemsize == 0 or len(pos) == 0:
+                s._records = np.zeros(len(pos), dtype=dt)
+            else:
+                s._records = _gather(self._view, self._size, pos + 5, np.dtype(f"V{dt.itemsize}")).view(dt)
+        return s._records
+
+    def topic_columns(  # type: ignore[override]
+        self,
+        topic: str,
+        multi_id: int | str | Sequence[str] | None = 0,
+        fields: Sequence[str] | None = None,
+        *,
+        padding: bool = False,
+        log_time: bool = False,
+    ) -> dict[str, np.ndarray]:
+        """One numpy array per flattened field (``timestamp``, ``accel[0]``, ``nested.x``),
+        keyed exactly like pyulog's ``data`` dict.  ``_padding`` fields are left out unless
+        ``padding=True``; ``log_time=True`` adds the log time in ns (``timestamp * 1000``).
+
+        ``multi_id`` is the instance as an int or as the string found in
+        ``channel.metadata["multi_id"]`` (``1`` and ``"1"`` are the same instance); a
+        sequence of names in its place is taken as ``fields``."""
+        if isinstance(multi_id, (list, tuple)):
+            fields, multi_id = multi_id, 0
+        mid = _multi_id(multi_id)
+        if topic == LOG_TOPIC and not any(x.sub.name == LOG_TOPIC for x in self._subs):
+            cols = self._log_columns()
+            names = list(cols)
+            if log_time:
+                cols["log_time"] = np.minimum(cols["timestamp"], np.uint64(_MAX_US)).astype(np.int64) * 1000
+        else:
+            arr = self.records(topic, mid)
+            s = self._subscription(topic, mid)
+            assert s.type is not None
+            names = s.type.column_names(padding=padding)
+            cols = {n: arr[n] for n in (arr.dtype.names or ())}
+            if log_time:
+                cols["log_time"] = self._sub_times(s) * 1000
+        if fields is not None:
+            # a field selects itself and, as a prefix, its elements (``accel`` -> ``accel[0]``)
+            chosen: list[str] = []
+            for f in fields:
+                hit = [n for n in cols if n == f or n.startswith(f + "[") or n.startswith(f + ".")]
+                if not hit:
+                    raise TopicNotFoundError(f"topic {topic}: no field {f!r}")
+                chosen.extend(h for h in hit if h not in chosen and h != "log_time")
+            names = chosen
+        if log_time:
+            names.append("log_time")
+        return {n: cols[n] for n in names}
+
+    def _log_columns(self) -> dict[str, np.ndarray]:
+        """The logged strings as columns (the ``log_message`` channel)."""
+        e = self._log_entries
+        return {
+            "timestamp": np.array([x[2] for x in e], dtype=np.uint64),
+            "log_level": np.array([x[1] for x in e], dtype=np.uint8),
+            "tag": np.array([-1 if x[3] is None else x[3] for x in e], dtype=np.int32),
+            "message": np.array([rec.parse_string(x[4]) for x in e], dtype=object),
+        }
+
+    def to_pandas(  # type: ignore[override]
+        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+    ) -> Any:
+        """A ``pandas.DataFrame`` of one subscription indexed by ``log_time`` (int64 ns,
+        ``timestamp * 1000``), like every other format's ``to_pandas``."""
+        from polybag.codecs.columns import columns_to_pandas
+
+        return columns_to_pandas(self.topic_columns(topic, multi_id, fields, log_time=True))
+
+    def to_arrow(  # type: ignore[override]
+        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+    ) -> Any:
+        """A ``pyarrow.Table`` of one subscription with a ``log_time`` column (int64 ns), like
+        every other format's ``to_arrow``."""
+        from polybag.codecs.columns import columns_to_arrow
+
+        return columns_to_arrow(self.topic_columns(topic, multi_id, fields, log_time=True))
