@@ -570,7 +570,7 @@ def _topic_partition(
     frames = []
     for path, fmt in part.files:
         with _open(path, fmt, [topic]) as r:
-            if r.format == "ulog":
+            if r.ulog is not None:  # a ULog instance's table, from its own records
                 df = (
                     _ulog_frame(r, topic, fields, multi_id, part.start, part.end)
                     if decode
@@ -625,20 +625,20 @@ def _meta_for(
                 "data": np.zeros(0, dtype=object),
             }
         )
-    elif plan.format == "ulog":
-        with _open(plan.path, "ulog", [topic]) as r:
-            df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
     else:
-        codec = codec_for(plan.channels[0])
-        # one message (the first chunk holding the topic) shows what pandas makes of each
-        # column (strings: pandas' string dtype; per-message arrays: object)
         with _open(plan.path, plan.format, [topic]) as r:
-            first = next(iter(r.messages(topics=[topic], order="file")), None)
-            sample = [] if first is None else [bytes(first.data)]
-        if not _is_compiled(codec):
-            project = False  # keys may differ between messages: decode all, then select
-        cols = payload_columns(codec, sample, fields, topic=topic)
-        df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
+            if r.ulog is not None:  # a ULog instance's table, from its own records
+                df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
+            else:
+                # one message (the first chunk holding the topic) shows what pandas makes of
+                # each column (strings: pandas' string dtype; per-message arrays: object)
+                codec = codec_for(plan.channels[0])
+                first = next(iter(r.messages(topics=[topic], order="file")), None)
+                sample = [] if first is None else [bytes(first.data)]
+                if not _is_compiled(codec):
+                    project = False  # keys may differ between messages: decode all, then select
+                cols = payload_columns(codec, sample, fields, topic=topic)
+                df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
     return df.copy(), project
 
 

@@ -3,6 +3,26 @@
 A format's reader subclasses :class:`Reader` and implements ``summary``, ``messages``,
 ``attachments`` and ``metadata``.  Decoding, columns and tables come from here, composed
 from the codecs, so every format gets them the same way.
+
+:class:`ReaderProtocol` names every member the operations, the command line, ``polybag.dask``
+and the columns use.  A capability only some formats have is a member every reader has,
+with a defined "not here" answer in :class:`Reader`:
+
+=========================  ====================================================  ===========
+member                     what it is                                            not here
+=========================  ====================================================  ===========
+``recovery_report``        damage met by a recovering read (after it)            ``None``
+``definition_problems``    definitions given twice with different content        ``()``
+``ulog``                   a ULog's info, parameters, logged strings, damage     ``None``
+``topic_payloads(topic)``  a topic's payloads in bulk, for columns               ``None``
+``native_profile``         the MCAP profile every channel of the file has        ``None``
+``info_text()``            the format's own text for ``polybag info``            ``None``
+``info_yaml()``            the format's own YAML for ``polybag info --yaml``     ``None``
+``source_size``            bytes of the file behind the reader                   ``0``
+``release_pages()``        drop the mapped file's pages from memory              no-op
+=========================  ====================================================  ===========
+
+So callers ask ``reader.ulog is not None``, never ``getattr`` or ``reader.format == ...``.
 """
 
 from __future__ import annotations
@@ -10,7 +30,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from polybag.codecs import codec_for
 from polybag.errors import UsageError
@@ -25,9 +45,26 @@ TopicSelector = str | Sequence[str] | None
 
 
 class Reader(ABC):
-    """Base of all format readers.  Use as a context manager."""
+    """Base of all format readers.  Use as a context manager.
 
+    Implements :class:`ReaderProtocol`: the optional capabilities have their "not here"
+    answer here, and a format that has one overrides (or assigns) the member.
+    """
+
+    #: the format's registry name (``mcap``, ``bag``, ``ulog``)
     format: str = ""
+    #: the MCAP profile every channel of this format has (``ros1`` for bags and ULogs, whose
+    #: channels are, or become, ROS 1); None when it depends on the file
+    native_profile: str | None = None
+    #: what a recovering read met (``{"messages", "bytes_skipped", "errors"}``), set by the
+    #: formats that recover; None: no report (not recovering, or nothing to report yet)
+    recovery_report: dict[str, Any] | None = None
+    #: definitions (schemas, channels) given twice with different content (MCAP); read as
+    #: written, but worth a ``check`` problem each
+    definition_problems: Sequence[str] = ()
+    #: a PX4 ULog's own data (info, parameters, logged strings, dropouts, corruptions: a
+    #: :class:`polybag.formats.ulog.definitions.UlogData`); None for every other format
+    ulog: Any = None
 
     def __init__(self, source: Source, path: str | None = None) -> None:
         self.source = source
@@ -63,6 +100,23 @@ class Reader(ABC):
     def info_extras(self) -> dict[str, Any]:
         """Format-specific facts for ``polybag info`` (JSON-ready)."""
         return {}
+
+    def info_text(self) -> str | None:
+        """The format's own text for ``polybag info`` (``rosbag info``'s layout for bags,
+        ``ulog_info``'s for ULogs); None: the command prints its generic table."""
+        return None
+
+    def info_yaml(self) -> str | None:
+        """The format's own YAML for ``polybag info --yaml``; None: the generic YAML."""
+        return None
+
+    # --- optional capabilities ("not here" answers) -------------------------------------
+    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(log_times, blob, starts, sizes)`` of every message on ``topic`` at once (numpy
+        arrays, log-time order; ``blob`` a uint8 array, ``starts``/``sizes`` the payloads in
+        it), for columns without iterating messages.  None: not offered by this format
+        (:func:`polybag.codecs.columns.topic_columns` then iterates ``messages``)."""
+        return None
 
     # --- index (for planners such as polybag.dask) ------------------------------------------
     @property
@@ -101,6 +155,18 @@ class Reader(ABC):
     @property
     def seekable(self) -> bool:
         return isinstance(self.source, MappedSource)
+
+    @property
+    def source_size(self) -> int:
+        """Bytes of the file behind the reader when known (a mapped file); 0 for a pipe."""
+        return self.source.size if isinstance(self.source, MappedSource) else 0
+
+    def release_pages(self) -> None:
+        """Drop the mapped file's pages from this process's resident set (see
+        :meth:`polybag.source.MappedSource.release_pages`); nothing for a stream.  Long
+        passes call it now and then so that their memory stays bounded."""
+        if isinstance(self.source, MappedSource):
+            self.source.release_pages()
 
     def channels(self) -> dict[int, Channel]:
         return self.summary.channels
@@ -146,6 +212,85 @@ class Reader(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path!r}>"
+
+
+@runtime_checkable
+class ReaderProtocol(Protocol):
+    """Every member the operations, the command line, ``polybag.dask`` and the columns use
+    from a reader.  :class:`Reader` implements it; the optional capabilities answer "not
+    here" (``None``, empty, ``0``) as :class:`Reader` documents.
+
+    ``isinstance(r, ReaderProtocol)`` checks that each member exists (on Python before
+    3.12 that reads the properties, ``summary`` included).
+    """
+
+    format: str
+    path: str | None
+    source: Source
+    native_profile: str | None
+    recovery_report: dict[str, Any] | None
+    definition_problems: Sequence[str]
+    ulog: Any
+
+    @property
+    def summary(self) -> Summary: ...
+
+    def messages(
+        self,
+        topics: TopicSelector = None,
+        start: int | None = None,
+        end: int | None = None,
+        reverse: bool = False,
+        order: str = "log_time",
+    ) -> Iterator[Message]: ...
+
+    def attachments(self) -> Iterator[Attachment]: ...
+
+    def metadata(self) -> Iterator[Metadata]: ...
+
+    def info_extras(self) -> dict[str, Any]: ...
+
+    def info_text(self) -> str | None: ...
+
+    def info_yaml(self) -> str | None: ...
+
+    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None: ...
+
+    @property
+    def has_index(self) -> bool: ...
+
+    def chunk_message_counts(self, channel_ids: set[int] | None = None) -> list[tuple[int, int, int]] | None: ...
+
+    @property
+    def seekable(self) -> bool: ...
+
+    @property
+    def source_size(self) -> int: ...
+
+    def release_pages(self) -> None: ...
+
+    def channels(self) -> dict[int, Channel]: ...
+
+    def decoded_messages(
+        self,
+        topics: TopicSelector = None,
+        start: int | None = None,
+        end: int | None = None,
+        reverse: bool = False,
+        order: str = "log_time",
+    ) -> Iterator[tuple[Message, Any]]: ...
+
+    def topic_columns(self, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]: ...
+
+    def to_arrow(self, topic: str, fields: Sequence[str] | None = None) -> Any: ...
+
+    def to_pandas(self, topic: str, fields: Sequence[str] | None = None) -> Any: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 ORDERS = ("log_time", "file")

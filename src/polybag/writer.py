@@ -83,6 +83,18 @@ class Writer:
     def add_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
         raise UnsupportedError(f"{self.format} files cannot hold metadata")
 
+    def add_format_extras(self, name: str, metadata: Mapping[str, str]) -> bool:
+        """Take a metadata record that carries this format's own data back into the
+        format's own records; True when taken.
+
+        A ULog converted to MCAP keeps its info and parameters as the metadata records
+        ``ulog_info``, ``ulog_params`` and ``ulog_default_params_<bit>``; the ULog writer
+        turns them back into info and parameter messages.  Every other writer answers
+        False (not here): the caller writes the record with :meth:`add_metadata` (or
+        drops it when the format has no metadata).
+        """
+        return False
+
     def close(self) -> None:
         raise NotImplementedError
 

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 # keeps the resident memory of a long pass bounded; looked up each time, as a
                 # stream's reader maps its spooled copy only once reading starts
                 since_release = 0
-                release = _page_releaser(reader.source)
+                release = _page_releaser(reader)
                 if release is not None:
                     out.flush()
                     release()

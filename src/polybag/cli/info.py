@@ -269,8 +269,7 @@ def damage(reader: Reader) -> list[str]:
         out.extend(str(e) for e in errors)
     elif errors:
         out.append(str(errors))
-    ulog = getattr(reader, "ulog", None)
-    for c in getattr(ulog, "corruptions", None) or []:
+    for c in reader.ulog.corruptions if reader.ulog is not None else ():
         where = c.get("offset") if isinstance(c, dict) else None
         text = c.get("error", c) if isinstance(c, dict) else c
         out.append(f"offset {where}: {text}" if where is not None else str(text))
@@ -278,21 +277,16 @@ def damage(reader: Reader) -> list[str]:
 
 
 def _describe(reader: Reader, args: argparse.Namespace) -> None:
+    # a format's own text (rosbag info's layout, ulog_info's) or, when it has none, ours
     if getattr(args, "yaml", False):
-        info_yaml = getattr(reader, "info_yaml", None)
-        text = info_yaml() if callable(info_yaml) else None
-        sys.stdout.write(text if isinstance(text, str) else to_yaml(info_dict(reader)))
+        text = reader.info_yaml()
+        sys.stdout.write(text if text is not None else to_yaml(info_dict(reader)))
         return
     if args.json:
         print_json(info_dict(reader))
         return
-    info_text = getattr(reader, "info_text", None)
-    if callable(info_text):
-        text = info_text()
-        if isinstance(text, str):
-            print(text)
-            return
-    print(render(info_dict(reader)))
+    text = reader.info_text()
+    print(text if text is not None else render(info_dict(reader)))
 
 
 def run(args: argparse.Namespace) -> int:

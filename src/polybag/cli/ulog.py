@@ -61,7 +61,7 @@ def _open(path: str, topics: list[str] | None = None) -> Any:
     from polybag.errors import UnsupportedError
 
     r = polybag.open(path, format="ulog", recover=True, warn=False, topics=topics)
-    if getattr(r, "ulog", None) is None:
+    if r.ulog is None:
         raise UnsupportedError(f"{path}: not a ULog file")
     return r
 

@@ -12,9 +12,10 @@ Column names are flattened paths: ``header.stamp`` (times as int64 nanoseconds),
 object column holding an array (or bytes, or a list) per message.  ``log_time`` is always
 present (int64 ns; uint64 when a time is 2**63 or more, which MCAP allows).  Other encodings (JSON, protobuf) are decoded per message and flattened the same way.
 
-Readers can skip the per-message iteration entirely by offering
-``topic_payloads(topic) -> (log_times, blob, starts, sizes)`` (numpy arrays, log-time order;
-``blob`` a uint8 array such as the decompressed chunk, ``starts``/``sizes`` the payloads in it).
+Readers can skip the per-message iteration entirely: ``topic_payloads(topic)`` returns
+``(log_times, blob, starts, sizes)`` (numpy arrays, log-time order; ``blob`` a uint8 array
+such as the decompressed chunk, ``starts``/``sizes`` the payloads in it), or None when the
+format does not offer it (then the messages are iterated).
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ class MessageSource(Protocol):
     def summary(self) -> Summary: ...
 
     def messages(self, topics: Sequence[str] | None = None) -> Iterator[Message]: ...
+
+    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The topic's payloads in bulk, or None: not offered (see the module's doc)."""
 
 
 _FIXED_SPLIT = 64  # fixed arrays up to this length become one column per element
@@ -88,10 +92,10 @@ def topic_columns(reader: MessageSource, topic: str, fields: Sequence[str] | Non
     if len(codecs) > 1:
         raise UnsupportedError(f"topic {topic} has channels of different types; read them separately")
     codec = codec_for(channels[0])
-    bulk = getattr(reader, "topic_payloads", None)
-    if callable(bulk) and _is_compiled(codec):
-        # optional reader fast path: (log_times, blob, starts, sizes) as numpy arrays, log-time order
-        times_a, blob, starts, sizes = bulk(topic)
+    # optional reader fast path: (log_times, blob, starts, sizes) as numpy arrays, log-time order
+    bulk = reader.topic_payloads(topic) if _is_compiled(codec) else None
+    if bulk is not None:
+        times_a, blob, starts, sizes = bulk
         cols = _walk_chunked(
             codec, np.asarray(blob, np.uint8), np.asarray(starts, np.int64), np.asarray(sizes, np.int64), _wanted(fields), topic
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -398,9 +397,20 @@ def report_dropped(result: OpResult, dropped: Mapping[str, int], fmt: str) -> No
 RELEASE_EVERY = 64 << 20  # payload bytes between releases of the input's mapped pages
 
 
-def _page_releaser(source: Any) -> Callable[[], None] | None:
-    fn = getattr(source, "release_pages", None)
-    return fn if callable(fn) else None
+def _page_releaser(*readers: Reader) -> Callable[[], None] | None:
+    """A call that drops the mapped pages of ``readers`` (:meth:`Reader.release_pages`), or
+    None when none of them reads a mapped file (a stream)."""
+    mapped = [r for r in readers if r.seekable]
+    if not mapped:
+        return None
+    if len(mapped) == 1:
+        return mapped[0].release_pages
+
+    def release() -> None:
+        for r in mapped:
+            r.release_pages()
+
+    return release
 
 
 def copy_messages(
@@ -408,16 +418,16 @@ def copy_messages(
     cmap: ChannelMap,
     progress: Any | None = None,
     on_message: Callable[[Message], None] | None = None,
-    source: Any = None,
+    readers: Sequence[Reader] = (),
 ) -> tuple[int, int]:
     """Write ``messages`` through ``cmap``; returns (written, dropped).
 
-    With ``source`` (the reader's byte source), the input's mapped pages are released every
-    64 MB of payload so resident memory stays bounded on huge files.
+    With ``readers`` (those the messages come from), the inputs' mapped pages are released
+    every 64 MB of payload so resident memory stays bounded on huge files.
     """
     write = cmap.writer.write
     get = cmap.get
-    release = _page_releaser(source)
+    release = _page_releaser(*readers)
     budget = RELEASE_EVERY
     # (channel, target channel, transform) by id(channel); the channel is kept so ids stay unique
     cache: dict[int, tuple[Channel, Channel | None, Transform | None]] = {}
@@ -474,7 +484,7 @@ def copy_attachments_and_metadata(
             drop_a += 1
     metas: Iterator[Metadata] = reader.metadata()
     for md in metas:
-        if fmt == "ulog" and _ulog_metadata(writer, md):
+        if writer.add_format_extras(md.name, md.metadata):  # a ULog's info/params back home
             kept_m += 1
             continue
         try:
@@ -489,49 +499,15 @@ def copy_attachments_and_metadata(
     return kept_a, drop_a, kept_m, drop_m
 
 
-def _number(text: str) -> int | float | None:
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _ulog_metadata(writer: Writer, md: Metadata) -> bool:
-    """The ``ulog_info`` / ``ulog_params`` / ``ulog_default_params_<bit>`` records a ULog
-    converted to MCAP/bag carries, back into a ULog writer (integers stay integers)."""
-    name = md.name
-    if name == "ulog_info" and hasattr(writer, "add_info"):
-        for k, v in md.metadata.items():
-            num = _number(v) if re.fullmatch(r"-?\d+", v or "") else None
-            writer.add_info(k, num if num is not None else v)
-        return True
-    if name == "ulog_params" and hasattr(writer, "add_param"):
-        for k, v in md.metadata.items():
-            num = _number(v)
-            if num is not None:
-                writer.add_param(k, num)
-        return True
-    m = re.fullmatch(r"ulog_default_params_(\d+)", name)
-    if m is not None and hasattr(writer, "add_default_param"):
-        for k, v in md.metadata.items():
-            num = _number(v)
-            if num is not None:
-                writer.add_default_param(k, num, int(m.group(1)))
-        return True
-    return False
-
-
 def profile_for(channels: Iterable[Channel], *readers: Reader) -> str | None:
     """``ros1`` when every channel is (or becomes) ROS 1, ``ros2`` for all-CDR, else None.
 
-    Bags and ULogs always give ROS 1 channels, so they give ``ros1`` even when empty.
+    Readers of a format whose channels always have one profile (``native_profile``: bags
+    and ULogs give ROS 1 channels) give it even when empty.
     """
-    if readers and all(getattr(r, "format", "") in ("bag", "ulog") for r in readers):
-        return "ros1"
+    natives = {r.native_profile for r in readers}
+    if len(natives) == 1 and None not in natives:
+        return natives.pop()
     encs = {c.message_encoding for c in channels}
     encs = {"ros1" if e == "ulog" else e for e in encs}
     if encs == {"ros1"}:

@@ -47,7 +47,7 @@ def check_any(path: str) -> dict[str, Any]:
                 problems.append(f"{path}: summary counts {s.message_count} messages, reading found {n}")
             # MCAP: a Schema/Channel id defined twice with different content (read as written,
             # but the spec forbids it and other readers give every message one of the two)
-            problems.extend(getattr(r, "definition_problems", ()))
+            problems.extend(r.definition_problems)
             problems.extend(md5_problems(path, s.channels.values()))
             fmt = s.format
     except PolybagError as e:
@@ -67,7 +67,7 @@ def _all_damage(path: str, problems: list[str | dict[str, Any]], notes: list[str
             warnings.simplefilter("ignore")
             with polybag.open(path, recover=True) as r:
                 m = sum(1 for _ in r.messages(order="file"))
-                report = getattr(r, "recovery_report", None) or {}
+                report = r.recovery_report or {}
     except PolybagError:
         return  # nothing more to learn than the strict read's error
     errors = [str(e) for e in report.get("errors", ())]

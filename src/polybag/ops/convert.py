@@ -96,7 +96,7 @@ def convert(
         writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
         try:
             messages = reader.messages(topics=topics, order="file")
-            if reader.format == "ulog" and getattr(reader, "ulog", None) is not None:
+            if reader.ulog is not None:
                 messages = ulog_extras(reader, writer, fmt, result, messages)
             cmap = ChannelMap(writer, fmt, result)
             # channels first, in the source's order, so empty channels survive too
@@ -104,7 +104,7 @@ def convert(
                 cmap.get(ch)
             bar = make_progress(summary_count(reader), f"convert {result.input}", progress)
             with bar:
-                written, dropped = copy_messages(messages, cmap, bar, source=reader.source)
+                written, dropped = copy_messages(messages, cmap, bar, readers=[reader])
             result.messages += written
             result.dropped_messages = dropped
             result.dropped_topics = dict(cmap.dropped)
@@ -181,7 +181,7 @@ def ulog_extras(
         writer.copy_extras(u)
     else:
         ulog_metadata_to(
-            writer, fmt, u.info, u.params, getattr(u, "default_params", {}),
+            writer, fmt, u.info, u.params, u.default_params,
             bool(u.changed_params or u.dropouts), result,
         )  # fmt: skip
     yield from messages

@@ -37,7 +37,7 @@ def du(src: Input, *, progress: bool | None = False) -> DuResult:
     with opened(src) as reader:
         result.format = reader.format
         summary = reader.summary
-        result.file_size = int(summary.file_size or getattr(reader.source, "size", 0) or 0)
+        result.file_size = int(summary.file_size or reader.source_size)
         per_ch: dict[int, list[Any]] = {}
         bar = make_progress(summary_count(reader), f"du {result.input}", progress)
         with bar:

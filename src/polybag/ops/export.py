@@ -479,8 +479,8 @@ def export(
         out.mkdir(parents=True, exist_ok=True)
         counts = summary.message_counts or {}
         total = sum(int(counts.get(c.id, 0)) for t in names for c in by_topic.get(t, []))
-        is_ulog = getattr(r, "format", "") == "ulog"
-        release = _page_releaser(r.source)  # drop the input's mapped pages already exported
+        is_ulog = r.ulog is not None  # ULog instances: tables from its own records
+        release = _page_releaser(r)  # drop the input's mapped pages already exported
         written: list[Path] = []  # the tables of this call, removed if it stops half-way
         tmp: Path | None = None
         try:

@@ -131,7 +131,7 @@ def compile_expression(expression: str) -> tuple[Callable[[Message], bool], bool
 
 def _with_ulog_extras(reader: Any, writer: Any, fmt: str, result: Any, messages: Any) -> Any:
     """ULog inputs keep their info/parameters (see :func:`polybag.ops.convert.ulog_extras`)."""
-    if reader.format == "ulog" and getattr(reader, "ulog", None) is not None:
+    if reader.ulog is not None:
         from polybag.ops.convert import ulog_extras
 
         return ulog_extras(reader, writer, fmt, result, messages)
@@ -211,7 +211,7 @@ def filter(  # noqa: A001 - the command's name
                         _with_ulog_extras(reader, writer, fmt, result, selected()),
                         cmap,
                         bar,
-                        source=reader.source,
+                        readers=[reader],
                     )
                     if topics
                     else (0, 0)

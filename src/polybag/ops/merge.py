@@ -52,7 +52,6 @@ from polybag.ops._common import (
 )
 from polybag.ops.convert import ulog_metadata_to
 from polybag.ops.split import UlogTimeline
-from polybag.reader import Reader
 from polybag.writer import Writer
 
 
@@ -70,19 +69,6 @@ class MergeResult(OpResult):
     parameter_changes: int = 0
     dropouts: int = 0
     param_conflicts: list[str] = field(default_factory=list)
-
-
-class _AllSources:
-    """Releases the mapped pages of every input (see ``copy_messages``)."""
-
-    def __init__(self, readers: Sequence[Reader]) -> None:
-        self.readers = readers
-
-    def release_pages(self) -> None:
-        for r in self.readers:
-            fn = getattr(r.source, "release_pages", None)
-            if callable(fn):
-                fn()
 
 
 class _MergeChannels(ChannelMap):
@@ -228,11 +214,7 @@ def merge(
         profile = profile_for(all_channels, *readers) if fmt == "mcap" else None
         writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
         try:
-            ulogs = [
-                (result.inputs[i], r.ulog)  # type: ignore[attr-defined]
-                for i, r in enumerate(readers)
-                if r.format == "ulog" and getattr(r, "ulog", None) is not None
-            ]
+            ulogs = [(result.inputs[i], r.ulog) for i, r in enumerate(readers) if r.ulog is not None]
             defs = UlogDefinitions(ulogs, result) if ulogs else None
             timeline = UlogTimeline.of([u for _, u in ulogs]) if ulogs else None
             if defs is not None:
@@ -254,7 +236,7 @@ def merge(
             if timeline is not None:
                 merged = _with_timeline(merged, timeline, writer if fmt == "ulog" else None)
             with bar:
-                written, dropped = copy_messages(merged, cmap, bar, source=_AllSources(readers))
+                written, dropped = copy_messages(merged, cmap, bar, readers=readers)
             result.messages = written
             result.dropped_messages = dropped
             result.dropped_topics = dict(cmap.dropped)

@@ -97,14 +97,15 @@ def collect(reader: Reader, specs: Sequence[str], bar: Any = None) -> list[tuple
             bar.update(sum(int(counts.get(c.id, 0)) for c in summary.channels.values() if c.topic == topic))
         cols = _columns(reader, topic)
         times = None
+        ulog = reader.ulog is not None  # a ULog's columns: its own "timestamp" in us
         if cols is not None:
             if "log_time" in cols:
                 times = np.asarray(cols["log_time"], dtype=np.int64)
-            elif reader.format == "ulog" and "timestamp" in cols:  # ULog columns: timestamp in us
+            elif ulog and "timestamp" in cols:
                 times = np.asarray(cols["timestamp"], dtype=np.int64) * 1000
         if cols is not None and times is not None:
             t = (times - t0) / 1e9
-            skip = {"log_time", "timestamp"} if reader.format == "ulog" else {"log_time"}
+            skip = {"log_time", "timestamp"} if ulog else {"log_time"}
             for fld in fields:
                 names = [fld] if fld else [k for k in cols if k not in skip and _numeric(cols[k])]
                 for name in names:

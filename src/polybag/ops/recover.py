@@ -118,7 +118,7 @@ def recover(
     try:
         result.format = reader.format
         fmt = target_format(dst, format)
-        result.bytes_total = int(getattr(reader.source, "size", 0) or 0)
+        result.bytes_total = reader.source_size
         try:
             channels = list(reader.summary.channels.values())
         except PolybagError as e:
@@ -145,14 +145,14 @@ def recover(
                     result.errors.append(str(e))
 
             msgs: Any = reader.messages(order="file")
-            if reader.format == "ulog" and getattr(reader, "ulog", None) is not None:
+            if reader.ulog is not None:
                 from polybag.ops.convert import ulog_extras
 
                 msgs = ulog_extras(reader, writer, fmt, result, msgs)  # type: ignore[arg-type]
             bar = make_progress(result.messages_expected or 0, f"recover {result.input}", progress)
             with bar:
                 written, dropped = copy_messages(
-                    safe(msgs), cmap, bar, on_message=digest, source=reader.source
+                    safe(msgs), cmap, bar, on_message=digest, readers=[reader]
                 )
             try:
                 result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(
@@ -167,7 +167,7 @@ def recover(
         except BaseException:
             abort_writer(writer, dst)
             raise
-        report = getattr(reader, "recovery_report", None) or {}
+        report = reader.recovery_report or {}
         result.bytes_lost = int(report.get("bytes_skipped", 0) or 0)
         result.errors.extend(str(e) for e in report.get("errors", []) or [])
     finally:

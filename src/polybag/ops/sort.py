@@ -75,7 +75,7 @@ def sort(
                     _with_ulog_extras(reader, writer, fmt, result, reader.messages(order="log_time")),
                     cmap,
                     bar,
-                    source=reader.source,
+                    readers=[reader],
                 )
             result.messages = written
             result.dropped_messages = dropped

@@ -168,7 +168,7 @@ class UlogTimeline:
             for d in u.dropouts:
                 events.append((int(d.timestamp), len(events), "O", int(d.duration), None))
             if syncs:
-                for ts in getattr(u, "syncs", []):
+                for ts in u.syncs:
                     events.append((int(ts), len(events), "S", None, None))
         return cls(events, ulogs[0].params if ulogs else {})
 
@@ -332,7 +332,7 @@ def split(
             points = sorted(_time(t, start) for t in at)
         channels = list(summary.channels.values())
         profile = profile_for(channels, reader) if fmt == "mcap" else None
-        ulog = getattr(reader, "ulog", None) if reader.format == "ulog" else None
+        ulog = reader.ulog
         timeline = UlogTimeline.of([ulog], syncs=True) if ulog is not None else None
         ulog_writer = fmt == "ulog"
         next_ns = timeline.next_ns if timeline is not None else _NEVER
@@ -375,7 +375,7 @@ def split(
                 finished.append(part.path)
 
         bar = make_progress(summary_count(reader), f"split {name}", progress)
-        release = _page_releaser(reader.source)
+        release = _page_releaser(reader)
         budget = RELEASE_EVERY
         try:
             with bar:

@@ -189,7 +189,11 @@ def info_yaml(info: dict[str, Any]) -> str:
 
 
 class BagInfoMixin:
-    """``info_extras``/``info_text``/``info_yaml`` for every bag reader version."""
+    """``info_extras``/``info_text``/``info_yaml`` for every bag reader version, and the
+    :class:`~polybag.reader.ReaderProtocol` members every bag answers the same way."""
+
+    #: every bag channel is ROS 1 (an MCAP written from a bag gets the ``ros1`` profile)
+    native_profile = "ros1"
 
     def info_extras(self) -> dict[str, Any]:
         return bag_info(self)  # type: ignore[arg-type]

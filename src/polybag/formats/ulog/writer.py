@@ -17,6 +17,7 @@ topic's order), after ``w.copy_extras(reader.ulog)`` for info, parameters and dr
 from __future__ import annotations
 
 import heapq
+import re
 import shutil
 import struct
 import tempfile
@@ -127,6 +128,32 @@ class UlogWriter(Writer):
             return
         self.default_params[name] = (default_types, value)
         self.compat_flags[0] |= rec.COMPAT_DEFAULT_PARAMETERS
+
+    def add_format_extras(self, name: str, metadata: Mapping[str, str]) -> bool:
+        """The ``ulog_info`` / ``ulog_params`` / ``ulog_default_params_<bit>`` metadata
+        records of a ULog converted to MCAP, back into info, parameter and default
+        parameter messages (integers stay integers; values that are no number are left
+        out of the parameters); True when ``name`` is one of them (see
+        :meth:`polybag.writer.Writer.add_format_extras`)."""
+        if name == "ulog_info":
+            for k, v in metadata.items():
+                num = _number(v) if re.fullmatch(r"-?\d+", v or "") else None
+                self.add_info(k, num if num is not None else v)
+            return True
+        if name == "ulog_params":
+            for k, v in metadata.items():
+                num = _number(v)
+                if num is not None:
+                    self.add_param(k, num)
+            return True
+        m = re.fullmatch(r"ulog_default_params_(\d+)", name)
+        if m is not None:
+            for k, v in metadata.items():
+                num = _number(v)
+                if num is not None:
+                    self.add_default_param(k, num, int(m.group(1)))
+            return True
+        return False
 
     def copy_extras(
         self,
@@ -453,6 +480,18 @@ class UlogWriter(Writer):
         except (OSError, ValueError):
             pass
         self._out.discard()
+
+
+def _number(text: str) -> int | float | None:
+    """``text`` as an int, else as a float, else None."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def write_ulog(
