@@ -1,0 +1,284 @@
+"""Bulk parsing of a decompressed chunk with numpy: the fast path for message records.
+
+The record offsets of a chunk (from its Message Index records, or one pass over the record
+heads) select the fixed 31-byte heads of all its messages at once into a structured array;
+filtering by channel and time and sorting by log time happen there, and Python runs once
+per message only to create the :class:`~polybag.model.Message` (:func:`_bulk_messages`),
+or not at all when only payloads are wanted (:class:`_Batch`, :func:`_pack`, for
+``topic_payloads``).  Anything unusual raises ``_NeedSlowPath`` (the record-by-record walk
+of :mod:`polybag.formats.mcap.walk` takes over).  Also: the Schema/Channel records lying
+between the listed messages, and message offsets from Message Index record bodies.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from polybag.formats.mcap import records as R
+from polybag.formats.mcap.base import _Bad, _NeedSlowPath, _UnknownChannel
+from polybag.formats.mcap.records import RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U32
+from polybag.formats.mcap.walk import _walk_defs
+from polybag.model import Channel, Message
+
+_MI_DTYPE = np.dtype(R.MESSAGE_INDEX_DTYPE)
+
+# one message record head as a packed numpy record (31 bytes), for bulk parsing
+_REC_DTYPE = np.dtype(
+    [("op", "u1"), ("len", "<u8"), ("cid", "<u2"), ("seq", "<u4"), ("lt", "<u8"), ("pt", "<u8")]
+)
+_AR31 = np.arange(RECORD_MESSAGE_HEAD_LEN, dtype=np.int64)
+_COPY_BELOW = 4096  # average payloads smaller than this are copied (cheaper than views)
+
+
+def _bulk_heads(
+    buf: bytes | memoryview,
+    offs: np.ndarray,
+    channels: dict[int, Channel],
+    want: set[int] | None,
+    start: int | None,
+    end: int | None,
+    sort: bool,
+    expect_cid: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The wanted message record heads at ``offs`` (int64, file order), parsed in bulk.
+
+    Returns (heads as a ``_REC_DTYPE`` array, their record offsets), filtered by channel
+    and time, in log-time order (stable) if ``sort``.  ``expect_cid`` are the channel ids
+    a Message Index gave for ``offs``: a record on another channel means the index lies
+    (:class:`_NeedSlowPath`: the chunk is walked instead).
+    """
+    n = len(buf)
+    if not len(offs):
+        return np.zeros(0, _REC_DTYPE), offs
+    if int(offs.max()) + RECORD_MESSAGE_HEAD_LEN > n or int(offs.min()) < 0:
+        raise _NeedSlowPath
+    a = np.frombuffer(buf, np.uint8)
+    k = len(offs)
+    step = int(offs[1] - offs[0]) if k > 1 else 0
+    if step >= RECORD_MESSAGE_HEAD_LEN and bool((np.diff(offs) == step).all()):
+        # records at a constant stride (one channel, equal sizes): rows of a strided view
+        o0 = int(offs[0])
+        heads = np.lib.stride_tricks.as_strided(a[o0:], (k, RECORD_MESSAGE_HEAD_LEN), (step, 1), writeable=False)
+        rec = np.ascontiguousarray(heads).view(_REC_DTYPE)[:, 0]
+    else:
+        rec = a[offs[:, None] + _AR31].view(_REC_DTYPE)[:, 0]
+    ln = rec["len"]
+    if not bool(np.all(rec["op"] == 5)) or not bool(np.all(ln >= 22)):
+        raise _NeedSlowPath
+    if expect_cid is not None and not np.array_equal(rec["cid"], expect_cid):
+        raise _NeedSlowPath
+    room = (n - 9 - offs).astype(np.uint64)
+    over = ln > room
+    if bool(over.any()):
+        i = int(np.argmax(over))
+        raise _Bad(int(offs[i]), f"message declares {int(ln[i])} bytes, chunk has {int(room[i])} left")
+    mask = _heads_mask(rec, channels, want, start, end)
+    if mask is not None:
+        rec = rec[mask]
+        offs = offs[mask]
+    if sort and len(rec) > 1:
+        lt = rec["lt"]
+        if not bool(np.all(lt[1:] >= lt[:-1])):
+            o = np.argsort(lt, kind="stable")
+            rec = rec[o]
+            offs = offs[o]
+    return rec, offs
+
+
+def _heads_mask(
+    rec: np.ndarray, channels: dict[int, Channel], want: set[int] | None, start: int | None, end: int | None
+) -> np.ndarray | None:
+    """Which of the message heads ``rec`` are wanted (channel and time); None: all of them."""
+    mask = None
+    if start is not None:
+        mask = rec["lt"] >= np.uint64(max(start, 0))
+    if end is not None:
+        m2 = rec["lt"] < np.uint64(min(max(end, 0), (1 << 64) - 1))
+        mask = m2 if mask is None else mask & m2
+    if want is not None:
+        # a channel not defined yet must be found before it can be matched by topic
+        for c in np.unique(rec["cid"]).tolist():
+            if c not in channels:
+                raise _UnknownChannel(c, 0)
+        if len(want) == 1:
+            m3 = rec["cid"] == np.uint16(next(iter(want)))
+        else:
+            m3 = np.isin(rec["cid"], np.fromiter(want, np.uint16, len(want)))
+        mask = m3 if mask is None else mask & m3
+    return mask
+
+
+def _bulk_messages(
+    buf: bytes | memoryview,
+    offs: np.ndarray,
+    channels: dict[int, Channel],
+    want: set[int] | None,
+    start: int | None,
+    end: int | None,
+    sort: bool,
+    expect_cid: np.ndarray | None = None,
+) -> list[Message]:
+    """Messages whose records start at ``offs`` (int64, file order), parsed in bulk with numpy."""
+    rec, offs = _bulk_heads(buf, offs, channels, want, start, end, sort, expect_cid)
+    if not len(offs):
+        return []
+    lens = rec["len"].astype(np.int64)
+    starts = (offs + RECORD_MESSAGE_HEAD_LEN).tolist()
+    ends = (offs + 9 + lens).tolist()
+    cids = rec["cid"].tolist()
+    try:
+        chans = list(map(channels.__getitem__, cids))
+    except KeyError as e:
+        raise _UnknownChannel(e.args[0], 0) from None
+    src = buf if isinstance(buf, memoryview) or int(lens.sum()) < _COPY_BELOW * len(lens) else memoryview(buf)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        data = list(map(src.__getitem__, map(slice, starts, ends)))
+        return list(map(Message, chans, rec["lt"].tolist(), rec["pt"].tolist(), rec["seq"].tolist(), data))
+    finally:
+        if was:
+            gc.enable()
+
+
+@dataclass
+class _Batch:
+    """The wanted payloads of one segment (for :meth:`McapReader.topic_payloads`).
+
+    ``lt``, ``starts`` and ``sizes`` are in log-time order (stable); the payloads lie in
+    ``buf`` (the decompressed chunk) at ``starts``.
+    """
+
+    lt: np.ndarray  # uint64
+    buf: np.ndarray  # uint8
+    starts: np.ndarray  # int64
+    sizes: np.ndarray  # int64
+
+
+def _pack(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Copy the payloads ``a[starts[i]:starts[i] + sizes[i]]`` back to back: (blob, new starts).
+
+    The blob holds them in the order of ``starts`` (file order); the new starts are in the
+    order given.  Payloads must not overlap.  Equal sizes at a constant stride (one
+    channel's records) are copied as the rows of a strided view; otherwise a byte mask
+    selects them.  ``out`` (uint8, ``sizes.sum()`` long) receives the blob if given.
+    """
+    n = len(starts)
+    if out is None:
+        out = np.empty(int(sizes.sum()) if n else 0, np.uint8)
+    if n == 0:
+        return out, np.zeros(0, np.int64)
+    if n > 1 and not bool(np.all(starts[1:] >= starts[:-1])):
+        o = np.argsort(starts, kind="stable")
+        blob, packed = _pack(a, starts[o], sizes[o], out)
+        back = np.empty_like(packed)
+        back[o] = packed
+        return blob, back
+    new = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=new[1:])
+    s0 = int(starts[0])
+    size0 = int(sizes[0])
+    if bool((sizes == size0).all()):
+        step = int(starts[1] - starts[0]) if n > 1 else size0
+        if n == 1 or bool((np.diff(starts) == step).all()):
+            rows = np.lib.stride_tricks.as_strided(a[s0:], shape=(n, size0), strides=(step, 1), writeable=False)
+            out.reshape(n, size0)[...] = rows
+            return out, new
+    d = np.zeros(len(a) + 1, np.int8)
+    nz = sizes > 0  # the others add nothing (and may share a start with the next payload)
+    d[starts[nz]] += 1
+    d[(starts + sizes)[nz]] -= 1
+    mask = np.cumsum(d[:-1], dtype=np.int8).view(np.bool_)
+    np.compress(mask, a, out=out)
+    return out, new
+
+
+def _batch_from_heads(buf: bytes | memoryview, rec: np.ndarray, offs: np.ndarray) -> _Batch:
+    """A batch from the record heads (and offsets) :func:`_bulk_heads` selected."""
+    starts = offs + RECORD_MESSAGE_HEAD_LEN
+    sizes = rec["len"].astype(np.int64) - (RECORD_MESSAGE_HEAD_LEN - 9)
+    return _Batch(rec["lt"].astype(np.uint64), np.frombuffer(buf, np.uint8), starts, sizes)
+
+
+def _batch_from_messages(msgs: list[Message]) -> _Batch:
+    """A batch from messages the record-by-record walk produced (unusual or damaged chunks)."""
+    n = len(msgs)
+    sizes = np.fromiter((len(m.data) for m in msgs), np.int64, n)
+    starts = np.zeros(n, np.int64)
+    if n:
+        np.cumsum(sizes[:-1], out=starts[1:])
+    buf = np.frombuffer(b"".join(bytes(m.data) for m in msgs), np.uint8)
+    return _Batch(np.fromiter((m.log_time for m in msgs), np.uint64, n), buf, starts, sizes)
+
+
+_AR_LEN = np.arange(1, 9, dtype=np.int64)
+
+
+def _defs_between_messages(buf: bytes | memoryview, offs: np.ndarray, defs: Callable[[int, int, int], None]) -> bool:
+    """Register the Schema/Channel records lying between the message records at ``offs``.
+
+    False when the offsets do not tile the chunk consistently (then walk it whole).
+    """
+    n = len(buf)
+    if not len(offs):
+        _walk_defs(buf, defs)
+        return True
+    if int(offs[0]) < 0 or int(offs[-1]) + 9 > n:
+        return False
+    a = np.frombuffer(buf, np.uint8)
+    lens = a[offs[:, None] + _AR_LEN].view("<u8")[:, 0]
+    if bool((lens > np.uint64(n)).any()):
+        return False
+    ends = offs + 9 + lens.astype(np.int64)
+    starts = np.concatenate(([0], ends))
+    stops = np.concatenate((offs, [n]))
+    if bool((starts > stops).any()):
+        return False
+    head = RECORD_HEAD.unpack_from
+    for g0, g1 in zip(starts[starts < stops].tolist(), stops[starts < stops].tolist()):
+        pos = g0
+        while pos < g1:
+            if pos + 9 > g1:
+                return False
+            op, ln = head(buf, pos)
+            e = pos + 9 + ln
+            if e > g1 or op == 5:
+                return False  # a message the index does not list: the index is incomplete
+            if op == 3 or op == 4:
+                defs(op, pos, e)
+            pos = e
+    return True
+
+
+def _u64_at(buf: bytes | memoryview, pos: np.ndarray) -> np.ndarray:
+    """The little-endian u64 at each (int64) byte offset ``pos`` of ``buf`` (``pos + 16 <= len(buf)``
+    rounded down to whole words must hold): two aligned words shifted together."""
+    words = np.frombuffer(buf, "<u8", count=len(buf) // 8)
+    q = pos >> 3
+    r = (pos & 7).astype(np.uint64) * np.uint64(8)
+    lo = words[q]
+    hi = words[np.minimum(q + 1, len(words) - 1)]
+    with np.errstate(over="ignore"):
+        return np.where(r == 0, lo, (lo >> r) | (hi << (np.uint64(64) - r)))
+
+
+def _positions_from_index_records(bodies: list[bytes], n: int) -> np.ndarray | None:
+    """Message offsets (sorted) from Message Index record bodies that followed a chunk."""
+    parts = []
+    for body in bodies:
+        if len(body) < 6:
+            return None
+        rlen = U32.unpack_from(body, 2)[0]
+        if rlen % 16 or 6 + rlen > len(body):
+            return None
+        parts.append(np.frombuffer(body, _MI_DTYPE, count=rlen // 16, offset=6)["offset"])
+    if not parts:
+        return None
+    pos = np.sort(np.concatenate(parts)) if len(parts) > 1 else np.sort(parts[0])
+    if len(pos) and (int(pos[-1]) >= n or (len(pos) > 1 and not bool(np.all(pos[1:] > pos[:-1])))):
+        return None
+    return pos.astype(np.int64)

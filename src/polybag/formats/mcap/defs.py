@@ -1,0 +1,483 @@
+"""Schema and Channel definitions: registering them, and files that redefine an id.
+
+:class:`DefinitionsMixin` registers each Schema/Channel record a read meets (summary
+copies, top-level records, records inside chunks), resolves forward references (a channel
+whose schema, or a message whose channel, lies in a chunk not read yet), and handles ids
+that the file defines again with different content: reading in file order applies each
+new version where it lies; reading out of file order builds :class:`_Census`, the timeline
+of every definition, with one pass over the chunks.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from polybag.errors import FormatError, PolybagError
+from polybag.formats.mcap import records as R
+from polybag.formats.mcap.base import (
+    _OP_CHANNEL,
+    _OP_CHUNK,
+    _OP_DATA_END,
+    _OP_FOOTER,
+    _OP_MESSAGE,
+    _OP_SCHEMA,
+    _VERSION_STEP,
+    McapState,
+    Where,
+    _Bad,
+    _Redefined,
+)
+from polybag.formats.mcap.bulk import _defs_between_messages, _u64_at
+from polybag.formats.mcap.records import RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U16
+from polybag.formats.mcap.walk import _walk_defs, _walk_defs_quiet
+from polybag.model import Channel, Schema
+from polybag.reader import TopicSelector, topic_filter
+from polybag.source import MappedSource, StreamSource
+
+
+@dataclass
+class _Census:
+    """Every definition of the data section in file order (built once a redefinition is known).
+
+    ``versions``: file channel id -> [(where it takes effect, channel)], the first version at
+    (-1, -1); ids defined once are not listed.  ``inside``: chunk offset -> [(record offset,
+    file channel id, channel)] for versions taking effect inside that chunk.
+    """
+
+    versions: dict[int, list[tuple[Where, Channel]]]
+    keys: dict[int, list[Where]]
+    inside: dict[int, list[tuple[int, int, Channel]]]
+    channels: list[Channel]  # every version of every channel
+    schemas: dict[int, Schema]  # every version of every schema, by internal id
+
+    def at(self, cid: int, where: Where) -> Channel:
+        """The version of ``cid`` (which has several) in force just before ``where``."""
+        i = bisect.bisect_left(self.keys[cid], where) - 1
+        return self.versions[cid][max(i, 0)][1]
+
+    def map_at(self, chunk: int, base: dict[int, Channel]) -> dict[int, Channel]:
+        """``base`` (first versions) with the versions in force at the start of the chunk at ``chunk``."""
+        m = dict(base)
+        for cid in self.versions:
+            m[cid] = self.at(cid, (chunk, -1))
+        return m
+
+
+def _same_record(a: R.ChannelRecord, b: R.ChannelRecord) -> bool:
+    """Whether two Channel records define the same channel (a repeat, allowed by the spec)."""
+    return (
+        a.schema_id == b.schema_id
+        and a.topic == b.topic
+        and a.message_encoding == b.message_encoding
+        and a.metadata == b.metadata
+    )
+
+
+def _same_meaning(a: Channel, b: Channel) -> bool:
+    """Whether two versions of a channel read alike (everything but the internal id)."""
+    sa, sb = a.schema, b.schema
+    return (
+        a.topic == b.topic
+        and a.message_encoding == b.message_encoding
+        and dict(a.metadata) == dict(b.metadata)
+        and (sa is None) == (sb is None)
+        and (sa is None or sb is None or (sa.name, sa.encoding, bytes(sa.data)) == (sb.name, sb.encoding, bytes(sb.data)))
+    )
+
+
+class DefinitionsMixin(McapState):
+    """Registering Schema/Channel records; the timeline of redefined ids (:class:`_Census`)."""
+
+    def _define(
+        self, buf: memoryview | bytes, op: int, pos: int, e: int, base: int, chunk: int | None = None, summary: bool = False
+    ) -> None:
+        """Register the Schema/Channel record at ``buf[pos:e]`` (file offset ``base + pos``, or
+        record offset ``pos`` inside the Chunk at ``chunk``; ``summary``: a summary copy)."""
+        rec = R.parse_record(op, buf, pos + 9, e, self.path, base)
+        where: Where | None = None if summary else ((base + pos, -1) if chunk is None else (chunk, pos))
+        if where is not None and (self._census_walk or isinstance(self.source, StreamSource)):
+            if where <= self._seq_where:
+                return  # reading in file order: this record was registered already
+            self._seq_where = where
+        if isinstance(rec, R.SchemaRecord):
+            if rec.id == 0:  # invalid per spec; ignored
+                return
+            if summary:
+                self._summary_records.append(rec)
+            old = self.schemas.get(rec.id)
+            if old is None:
+                self.schemas[rec.id] = Schema(rec.id, rec.name, rec.encoding, rec.data)
+                self._def_where[(3, rec.id)] = where
+            elif (old.name, old.encoding, old.data) != (rec.name, rec.encoding, rec.data):
+                self._conflict(rec, where)
+        elif isinstance(rec, R.ChannelRecord):
+            if summary:
+                self._summary_records.append(rec)
+            if rec.schema_id and rec.schema_id not in self.schemas and chunk is not None:
+                self._resolve_schema(rec.schema_id)  # read out of file order: its schema comes earlier
+            old_rec = self._channel_records.get(rec.id)
+            if old_rec is not None:
+                if not _same_record(old_rec, rec):
+                    self._conflict(rec, where)
+                return
+            schema = None
+            if rec.schema_id:
+                schema = self.schemas.get(rec.schema_id)
+                if schema is None:
+                    if not self.recover:
+                        raise self._err(
+                            FormatError, f"channel {rec.id} ({rec.topic}) refers to schema {rec.schema_id}, not defined before it", base + pos
+                        )
+            self._channel_records[rec.id] = rec
+            self._def_where[(4, rec.id)] = where
+            ch = Channel(rec.id, rec.topic, rec.message_encoding, schema, rec.metadata)
+            self._channels[rec.id] = ch
+            for sel, live in self._live_wants:
+                if topic_filter(sel, [ch]):
+                    live.add(rec.id)
+
+    def _conflict(self, rec: R.SchemaRecord | R.ChannelRecord, where: Where | None) -> None:
+        """A definition that differs from the one in force for its id."""
+        if self._census is not None:
+            return  # the census has the whole timeline already
+        kind = "Schema" if isinstance(rec, R.SchemaRecord) else "Channel"
+        if where is None:  # the summary section disagrees with itself
+            self.definition_problems.append(
+                f"{self.path}: the summary section holds two different {kind} records for id {rec.id} "
+                f"({self._describe(rec)}): it cannot describe the file, whose data section is read instead"
+            )
+            self._need_census = True
+            return
+        if self._census_walk or isinstance(self.source, StreamSource):
+            self._apply(rec, where)
+            return
+        self._need_census = True
+        if not self._noting:
+            raise _Redefined
+
+    def _describe(self, rec: R.SchemaRecord | R.ChannelRecord) -> str:
+        """How the definition in force for ``rec``'s id differs from ``rec``."""
+        if isinstance(rec, R.SchemaRecord):
+            old = self.schemas[rec.id]
+            diffs = [f"{k} {a!r} -> {b!r}" for k, a, b in (("name", old.name, rec.name), ("encoding", old.encoding, rec.encoding)) if a != b]
+            if old.data != rec.data:
+                diffs.append(f"data of {len(old.data)} -> {len(rec.data)} bytes, different")
+            return ", ".join(diffs)
+        o = self._channel_records[rec.id]
+        pairs = (
+            ("topic", o.topic, rec.topic),
+            ("message_encoding", o.message_encoding, rec.message_encoding),
+            ("schema id", o.schema_id, rec.schema_id),
+            ("metadata", o.metadata, rec.metadata),
+        )
+        return ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in pairs if a != b)
+
+    @staticmethod
+    def _where_text(where: Where | None) -> str:
+        if where is None:
+            return "the summary section"
+        if where[1] < 0:
+            return f"offset {where[0]}"
+        return f"offset {where[0]} (the Chunk there, record offset {where[1]})"
+
+    def _apply(self, rec: R.SchemaRecord | R.ChannelRecord, where: Where) -> None:
+        """Reading in file order met a redefinition: from ``where`` on, ``rec`` is in force."""
+        kind = "Schema" if isinstance(rec, R.SchemaRecord) else "Channel"
+        op = 3 if kind == "Schema" else 4
+        self.definition_problems.append(
+            f"{self.path}: {self._where_text(where)}: {kind} record redefines {kind.lower()} id {rec.id} "
+            f"({self._describe(rec)}), defined at {self._where_text(self._def_where.get((op, rec.id)))}; "
+            f"ids must be unique in an MCAP file: each message is read with the definition in force where it lies"
+        )
+        self._def_where[(op, rec.id)] = where
+        if isinstance(rec, R.SchemaRecord):
+            sid = rec.id
+            k = self._nversions[(3, sid)] = self._nversions.get((3, sid), 0) + 1
+            old_s = self.schemas[sid]
+            new_s = Schema(sid + k * _VERSION_STEP, rec.name, rec.encoding, rec.data)
+            self.schemas[sid] = new_s
+            self._schema_changes.append((where, sid, old_s, new_s))
+            for cid, crec in list(self._channel_records.items()):
+                if crec.schema_id == sid:  # its channels read with the new schema from here on
+                    self._version(cid, crec, where)
+        else:
+            self._first_records.setdefault(rec.id, self._channel_records[rec.id])
+            self._channel_records[rec.id] = rec
+            self._version(rec.id, rec, where)
+
+    def _version(self, cid: int, rec: R.ChannelRecord, where: Where) -> None:
+        """A new version of channel ``cid`` (a model channel of its own), in force from ``where``."""
+        k = self._nversions[(4, cid)] = self._nversions.get((4, cid), 0) + 1
+        schema = self.schemas.get(rec.schema_id) if rec.schema_id else None
+        if rec.schema_id and schema is None and not self.recover:
+            raise self._err(
+                FormatError, f"channel {cid} ({rec.topic}) refers to schema {rec.schema_id}, not defined before it", where[0]
+            )
+        ch = Channel(cid + k * _VERSION_STEP, rec.topic, rec.message_encoding, schema, rec.metadata)
+        self._changes.append((where, cid, self._channels[cid], ch))
+        self._channels[cid] = ch
+        for sel, live in self._live_wants:
+            if topic_filter(sel, [ch]):
+                live.add(ch.id)
+
+    def _want(self, topics: TopicSelector) -> set[int] | None:
+        """Channel ids matching ``topics``; grows as later Channel records are found."""
+        if topics is None:
+            return None
+        known = self._census.channels if self._census is not None else list(self._channels.values())
+        live = topic_filter(topics, known) or set()
+        self._live_wants.append((topics, live))
+        return live
+
+    def _want_checked(self, topics: TopicSelector) -> set[int] | None:
+        """:meth:`_want`; a filter that matches none of the channels a summary names may be
+        after a version of a redefined id that the summary (one record per id) leaves out:
+        then every definition is read first (one pass over the chunks)."""
+        want = self._want(topics)
+        if want is not None and not want and self._census is None and self.has_summary and self.chunk_indexes:
+            self._run_census()  # refreshes ``want`` in place
+        return want
+
+    def _drop_want(self, want: set[int] | None) -> None:
+        """The read that used ``want`` is over: it no longer grows."""
+        self._live_wants = [w for w in self._live_wants if w[1] is not want]
+
+    def _run_census(self) -> None:
+        """Build the definition timeline (:class:`_Census`) from every definition of the data
+        section in file order: top-level records and every chunk's (each chunk is
+        decompressed once).  The summary's copies only fill in ids the data never defines."""
+        if self._census is not None:
+            return
+        src = self.source
+        assert isinstance(src, MappedSource)
+        saved_schemas, saved_channels, saved_records = self.schemas, self._channels, self._channel_records
+        self.schemas, self._channels, self._channel_records, self._def_where = {}, {}, {}, {}
+        self._changes, self._schema_changes, self._nversions, self._first_records = [], [], {}, {}
+        self.definition_problems = [p for p in self.definition_problems if "summary section holds" in p]
+        self._seq_where = (-1, -1)
+        self._census_walk = True
+        try:
+            self._walk_all_definitions(src)
+        finally:
+            self._census_walk = False
+        for sid, s in saved_schemas.items():  # defined only in the summary
+            self.schemas.setdefault(sid, s)
+        for cid, ch in saved_channels.items():
+            if cid not in self._channels and cid < _VERSION_STEP:
+                self._channels[cid] = ch
+                self._channel_records[cid] = saved_records[cid]
+        cen = self._census = self._census_from_changes()
+        self._need_census = False
+        self._summary = None
+        for sel, live in self._live_wants:
+            live.clear()
+            live.update(topic_filter(sel, cen.channels) or ())
+        self._check_summary_copies(cen.versions)
+
+    def _walk_all_definitions(self, src: MappedSource) -> None:
+        """The census walk: register every definition of the data section in file order
+        (top-level records, and each chunk's, decompressed once); damage is skipped."""
+        view, size = src.view, src.size
+        pos = self._header_end or 8
+        while pos + 9 <= size:
+            op, ln = RECORD_HEAD.unpack_from(view, pos)
+            e = pos + 9 + ln
+            if op == 0 or e > size or op == _OP_DATA_END or op == _OP_FOOTER:
+                break
+            try:
+                if op == _OP_SCHEMA or op == _OP_CHANNEL:
+                    self._define(view, op, pos, e, 0)
+                elif op == _OP_CHUNK:
+                    buf = self._chunk_data(pos)
+                    _walk_defs(buf, self._defs_for(buf, 0, pos))
+            except (PolybagError, _Bad):
+                pass  # damage: reading the chunk reports it
+            pos = e
+
+    def _census_from_changes(self) -> _Census:
+        """The timeline from the versions the census walk applied; the first version of each
+        redefined id is put back in force under the file's id."""
+        versions: dict[int, list[tuple[Where, Channel]]] = {}
+        inside: dict[int, list[tuple[int, int, Channel]]] = {}
+        for where, cid, old, new in self._changes:
+            versions.setdefault(cid, [((-1, -1), old)]).append((where, new))
+            if where[1] >= 0:
+                inside.setdefault(where[0], []).append((where[1], cid, new))
+        schemas_all: dict[int, Schema] = {}
+        for _w, sid, old_s, new_s in self._schema_changes:
+            if sid not in schemas_all:
+                schemas_all[sid] = self.schemas[sid] = old_s  # the first version keeps the file id
+            schemas_all[new_s.id] = new_s
+        for cid, lst in versions.items():
+            self._channels[cid] = lst[0][1]
+            self._channel_records[cid] = self._first_records.get(cid, self._channel_records[cid])
+        for sid, s in self.schemas.items():
+            schemas_all.setdefault(sid, s)
+        channels_all = list(self._channels.values()) + [new for _w, _c, _o, new in self._changes]
+        return _Census(
+            versions, {cid: [w for w, _ in lst] for cid, lst in versions.items()}, inside, channels_all, schemas_all
+        )
+
+    def _check_summary_copies(self, versions: dict[int, list[tuple[Where, Channel]]]) -> None:
+        """Report each of the summary's Channel copies that matches no Channel record of its
+        id in the data section."""
+        for rec in self._summary_records:  # the summary's copies against the data section
+            if isinstance(rec, R.ChannelRecord):
+                vs = [v for _w, v in versions.get(rec.id, ())] or [c for c in [self._channels.get(rec.id)] if c is not None]
+                if vs and not any(
+                    (v.topic, v.message_encoding, dict(v.metadata)) == (rec.topic, rec.message_encoding, rec.metadata) for v in vs
+                ):
+                    self.definition_problems.append(
+                        f"{self.path}: the summary section's Channel record for id {rec.id} (topic {rec.topic!r}) "
+                        f"matches no Channel record of that id in the data section"
+                    )
+
+    def _census_mid_read(self, returned: bool) -> None:
+        """A read met a definition that changes a channel: build the census.  What it
+        loaded before (and, if ``returned``, handed out) used the definitions known then; if
+        the census gives any of it another channel, FormatError (read again)."""
+        before = dict(self._channels)
+        loaded = self._loaded[:-1]  # the last one is the load that met the definition
+        self._run_census()
+        cen = self._census
+        assert cen is not None
+        if not returned:
+            return
+        for a, b, seen in loaded:
+            for cid, keys in cen.keys.items():
+                old = before.get(cid)
+                j = bisect.bisect_left(keys, (a, -1))
+                changed = old is not None and not _same_meaning(cen.at(cid, (a, -1)), old)
+                inner = j < len(keys) and keys[j] <= (b, 1 << 62)
+                if a == b and (seen or not inner):
+                    # a chunk whose definitions were all registered without a conflict read as
+                    # the census says from its first one on: only messages before it can differ
+                    changed = changed and self._message_before(a, cid, keys[j][1] if inner else 1 << 62)
+                elif inner:
+                    changed = True
+                if changed:
+                    raise self._err(
+                        FormatError,
+                        f"offset {a}: messages were returned with channel {cid} as the summary or an earlier "
+                        f"record defined it, but the data section redefines it; read again (this reader now "
+                        f"follows every definition)",
+                        a,
+                    )
+
+    def _message_before(self, chunk: int, cid: int, end: int) -> bool:
+        """Whether the chunk at ``chunk`` holds a message on ``cid`` before record offset ``end``."""
+        try:
+            buf = self._chunk_data(chunk)
+        except PolybagError:
+            return True
+        pos = 0
+        head = RECORD_HEAD.unpack_from
+        while pos < end and pos + 11 <= len(buf):
+            op, ln = head(buf, pos)
+            if op == 5 and U16.unpack_from(buf, pos + 9)[0] == cid:
+                return True
+            pos += 9 + ln
+        return False
+
+    def _defs_ready(self) -> None:
+        """Before reading a mapped file: a redefinition already seen (summary, top-level
+        records) builds the census first."""
+        if self._census is not None or not isinstance(self.source, MappedSource):
+            return
+        if not (self.has_summary and self.chunk_indexes):
+            self._scan()  # what reading scans anyway: its top-level definitions
+        if self._need_census:
+            self._run_census()
+
+    def _defs_for(self, buf: bytes | memoryview, base: int, chunk: int | None = None) -> Callable[[int, int, int], None]:
+        def defs(op: int, pos: int, e: int) -> None:
+            if op != _OP_MESSAGE:
+                if not self.recover:
+                    self._define(buf, op, pos, e, base, chunk)
+                    return
+                try:
+                    self._define(buf, op, pos, e, base, chunk)
+                except PolybagError as err:  # recovering: a damaged definition is skipped
+                    self._note(str(err), e - pos)
+
+        return defs
+
+    def _walk_chunk_defs(self, off: int) -> None:
+        """Register the definitions of the chunk at ``off`` (resolving a forward reference)."""
+        try:
+            buf = self._chunk_data(off)
+            _walk_defs(buf, self._defs_for(buf, 0, off))
+        except _Bad as b:
+            if not self.recover:
+                raise self._err(FormatError, f"inside Chunk at {off}: {b.what} (at record offset {b.pos})", off) from None
+        except PolybagError:
+            if not self.recover:
+                raise
+
+    def _resolve_schema(self, sid: int) -> None:
+        """A channel refers to a schema not yet seen (a chunk read out of file order): scan
+        chunks' definitions for it."""
+        if isinstance(self.source, MappedSource) and not self._census_walk:
+            chunks = self._chunk_list()
+            while sid not in self.schemas and self._defs_scanned < len(chunks):
+                off = chunks[self._defs_scanned][0]
+                self._defs_scanned += 1
+                self._walk_chunk_defs(off)
+
+    def _resolve_channel(self, cid: int) -> Channel | None:
+        """A message refers to a channel not yet seen: scan chunks' definitions for it."""
+        if isinstance(self.source, MappedSource):
+            chunks = self._chunk_list()
+            while cid not in self._channel_records and self._defs_scanned < len(chunks):
+                off = chunks[self._defs_scanned][0]
+                self._defs_scanned += 1
+                self._walk_chunk_defs(off)
+        return self._channels.get(cid)
+
+    def _index_defs(self, buf: bytes, ci: R.ChunkIndex) -> None:
+        """Register the Schema/Channel records of a chunk read for some of its messages (so
+        one that redefines an id is noticed): when its Message Indexes list every message,
+        only a chunk whose message records do not fill it holds any."""
+        parts = self._index_parts(ci, None)
+        defs = self._defs_for(buf, 0, ci.chunk_start_offset)
+        n = len(buf)
+        if parts:
+            pos = np.concatenate([p["offset"] for _c, p in parts]).astype(np.int64)
+            if not len(pos):
+                return _walk_defs_quiet(buf, defs)
+            if int(pos.min()) >= 0 and int(pos.max()) + RECORD_MESSAGE_HEAD_LEN <= n:
+                lens = _u64_at(buf, pos + 1)
+                with np.errstate(over="ignore"):
+                    filled = int(lens.sum(dtype=np.uint64)) + 9 * len(pos)
+                if filled == n and bool((lens <= np.uint64(n)).all()):
+                    return None  # messages only
+                pos.sort()
+                try:
+                    if _defs_between_messages(buf, pos, defs):
+                        return None
+                except _Bad:
+                    pass
+        return _walk_defs_quiet(buf, defs)
+
+    def _defs_upto(self, off: int) -> None:
+        """Without a summary: register the definitions of every chunk before ``off`` in file
+        order before reading the one there (reading out of file order, a redefinition in an
+        earlier chunk is then found before a message it changes is returned).  Chunks read in
+        file order cost nothing extra: each advances the frontier as it is read."""
+        if self._census is not None or (self.has_summary and self.chunk_indexes):
+            return
+        chunks = self._scan().chunks
+        while self._defs_scanned < len(chunks) and chunks[self._defs_scanned][0] < off:
+            o = chunks[self._defs_scanned][0]
+            self._defs_scanned += 1
+            if o + 1 == off:
+                continue  # the chunk just read
+            try:
+                buf = self._chunk_data(o)
+                _walk_defs(buf, self._defs_for(buf, 0, o))
+            except (PolybagError, _Bad):
+                pass  # reading that chunk reports the damage

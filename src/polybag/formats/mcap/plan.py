@@ -1,0 +1,362 @@
+"""Planning a read of a mapped file: which chunks to load, in what order, and whether
+to trust their claimed times.
+
+:class:`PlanMixin` lists the segments a read needs (each chunk or stretch of loose messages
+that may hold a wanted message, with its claimed log-time range, its rank in file order and
+a loader), from the chunk indexes or a scan.  Chunk times are claims: the Chunk Indexes are
+compared with the Chunk headers first, and once a claim is caught lying
+(:class:`~polybag.formats.mcap.base.McapIndexWarning`) every chunk's real range is found by
+reading it, and the segments are planned again from those.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from polybag.errors import ChecksumError, FormatError, PolybagError
+from polybag.formats.mcap import records as R
+from polybag.formats.mcap.base import (
+    _FILE_ID,
+    _LOG_TIME,
+    _MAX_TIME,
+    _OP_CHUNK,
+    McapIndexWarning,
+    McapState,
+    _Partial,
+)
+from polybag.formats.mcap.bulk import _Batch
+from polybag.formats.mcap.records import MESSAGE_HEAD_LEN, U64
+from polybag.model import Channel, Message
+from polybag.source import MappedSource
+
+_AR16 = np.arange(16, dtype=np.int64)  # the 16 bytes of a Chunk record's start and end times
+
+
+class PlanMixin(McapState):
+    """The segments of a read, their loaders, and trusting chunk times."""
+
+    def _distrust(self, what: str) -> None:
+        """Chunk times were caught lying: from now on every chunk's real range is used."""
+        if self._verify:
+            return
+        self._verify = True
+        warnings.warn(
+            f"{self.path or 'MCAP data'}: {what}; the chunk times are not trusted, every chunk is read to find its real log times",
+            McapIndexWarning,
+            stacklevel=4,
+        )
+
+    def _check_index(self) -> None:
+        """Compare every Chunk Index with its Chunk record's header (no decompression).
+
+        Not needed when the summary's CRC was checked: it was then written as it is.
+        """
+        if self._index_checked:
+            return
+        self._index_checked = True
+        if self.footer is not None and self.footer.summary_crc and self.validate_crcs:
+            return
+        arr = self._ci_array
+        src = self.source
+        assert arr is not None and isinstance(src, MappedSource)
+        offs = arr["offset"].astype(np.int64)
+        if len(np.unique(offs)) != len(offs):
+            self._distrust("two Chunk Index records point at one chunk")
+            return
+        bad = arr["start"] > arr["end"]
+        if bool(bad.any()):
+            i = int(np.argmax(bad))
+            self._distrust(f"the Chunk Index of the chunk at {int(offs[i])} claims log times {int(arr['start'][i])}..{int(arr['end'][i])}")
+            return
+        room = offs + 9 + 16 <= src.size
+        offs = offs[room]
+        if not len(offs):
+            return
+        a = np.frombuffer(src.view, np.uint8)
+        ops = a[offs]
+        heads = a[(offs + 9)[:, None] + _AR16].view("<u8")
+        mism = (ops == _OP_CHUNK) & ((heads[:, 0] != arr["start"][room]) | (heads[:, 1] != arr["end"][room]))
+        if bool(mism.any()):
+            i = int(np.argmax(mism))
+            s, e = int(arr["start"][room][i]), int(arr["end"][room][i])
+            self._distrust(
+                f"the Chunk Index of the chunk at {int(offs[i])} claims log times {s}..{e}, "
+                f"the Chunk record {int(heads[i, 0])}..{int(heads[i, 1])}"
+            )
+
+    def _chunk_ranks(self) -> list[tuple[int, int]]:
+        """(offset, rank in file order) of every chunk, from the chunk indexes or a scan."""
+        if self.has_summary and self.chunk_indexes:
+            offs = [ci.chunk_start_offset for ci in self.chunk_indexes]
+            ranks = [0] * len(offs)
+            for k, i in enumerate(sorted(range(len(offs)), key=offs.__getitem__)):
+                ranks[i] = k
+            return list(zip(offs, ranks))
+        sr = self._scan()
+        return [(c[0], r) for c, r in zip(sr.chunks, sr.chunk_ranks)]
+
+    def _rank_offset(self, rank: int) -> int | None:
+        for off, r in self._chunk_ranks():
+            if r == rank:
+                return off
+        return None
+
+    def _true_range(self, off: int) -> tuple[int, int] | None:
+        """The smallest and largest log time really in the chunk at ``off`` (None: no messages).
+
+        Read once per reader.  A chunk that cannot be read (or, recovering, has damage but
+        no messages) gets the widest range, so it is read (and its damage reported) first.
+        """
+        if off in self._true_ranges:
+            return self._true_ranges[off]
+        load = self._scan_loader(off, None, None, None, False, arrays=True)
+        quiet = self._quiet
+        self._quiet = True
+        muted = self._muted
+        got: Any
+        try:
+            got = load()
+        except _Partial as p:
+            got = p.msgs
+        except PolybagError:
+            got = None
+        finally:
+            self._quiet = quiet
+        rng: tuple[int, int] | None
+        if got is None:
+            rng = (0, (1 << 64) - 1)
+        else:
+            lts = got.lt if isinstance(got, _Batch) else np.fromiter((m.log_time for m in got), np.uint64, len(got))
+            rng = (int(lts.min()), int(lts.max())) if len(lts) else None
+            if rng is None and self._muted != muted:
+                rng = (0, (1 << 64) - 1)
+        self._true_ranges[off] = rng
+        return rng
+
+    def _verified_segments(
+        self, want: set[int] | None, start: int | None, end: int | None, sort: bool = False, arrays: bool = False
+    ) -> tuple[list[tuple[int, int, int, Callable[[], list[Message]]]], PolybagError | None]:
+        """Like :meth:`_segments`, with every chunk's real log-time range (chunks are read
+        once to find it; Message Indexes are not used)."""
+        out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
+        lo = -1 if start is None else start
+        hi = 1 << 64 if end is None else end
+        seen: set[int] = set()
+        for off, rank in self._chunk_ranks():
+            if off in seen:
+                continue  # two indexes of one chunk: read it once
+            seen.add(off)
+            rng = self._true_range(off)
+            if rng is None or rng[1] < lo or rng[0] >= hi:
+                continue
+            out.append((rng[0], rng[1], rank, self._scan_loader(off, want, start, end, sort, arrays)))
+        err = None
+        if not (self.has_summary and self.chunk_indexes):
+            sr = self._scan()
+            err = sr.error
+            for rank, s, t, offs in sr.loose:
+                if t < lo or s >= hi:
+                    continue
+                out.append((s, t, rank, self._loose_loader(offs, want, start, end, sort)))
+        out.sort(key=lambda x: x[2])
+        return out, err
+
+    def _out_of_order(self, rank: int, t: int, returned: str) -> FormatError:
+        self._verify = True
+        off = self._rank_offset(rank)
+        return self._err(
+            FormatError,
+            f"the chunk at {off} holds a message at log time {t}, but its chunk times claimed otherwise and "
+            f"{returned}; read again (this reader now checks every chunk) or open with recover=True",
+            off,
+        )
+
+    # --- segments --------------------------------------------------------------------------------
+    def _segments(
+        self,
+        want: set[int] | None,
+        start: int | None,
+        end: int | None,
+        sort: bool = False,
+        arrays: bool = False,
+        merge: bool = False,
+    ) -> tuple[list[tuple[int, int, int, Callable[[], list[Message]]]], PolybagError | None]:
+        """(start, end, rank, loader) for every chunk or run of loose messages that may match.
+
+        Start and end are the claimed log-time range (unknown: 0 and 2**64 - 1).  With
+        ``arrays`` chunk loaders may return a :class:`_Batch` instead of a list.  With
+        ``merge`` (log-time order) the Message Index times of the wanted channels in the
+        chunks to read are checked against their chunk's claims first.
+        """
+        if not self._verify and self.has_summary and self.chunk_indexes:
+            self._check_index()
+        if self._verify:
+            return self._verified_segments(want, start, end, sort, arrays)
+        out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
+        lo = -1 if start is None else start
+        hi = 1 << 64 if end is None else end
+        # the ids in the file's terms (a redefined channel's versions share one)
+        wfile = want if want is None or self._census is None else {i & _FILE_ID for i in want}
+        if self.has_summary and self.chunk_indexes:
+            arr = self._ci_array
+            assert arr is not None
+            sel = np.ones(len(arr), bool)
+            if start is not None:
+                sel &= arr["end"] >= np.uint64(start)
+            if end is not None:
+                sel &= arr["start"] < np.uint64(min(end, (1 << 64) - 1))
+            order = np.argsort(arr["offset"], kind="stable")
+            ranks = np.empty(len(arr), np.int64)
+            ranks[order] = np.arange(len(arr))
+            unknown = (arr["start"] == 0) & (arr["end"] == 0)  # no times: read it wherever
+            if start is not None or end is not None:
+                sel |= unknown
+            for i in np.nonzero(sel)[0].tolist():
+                ci = self.chunk_indexes[i]
+                mio = ci.message_index_offsets
+                if wfile is not None and mio and not (wfile & mio.keys()):
+                    continue
+                s, t = (0, _MAX_TIME) if unknown[i] else (ci.message_start_time, ci.message_end_time)
+                if merge and not self._index_times_fit(ci, wfile, s, t):
+                    return self._verified_segments(want, start, end, sort, arrays)
+                out.append((s, t, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort, arrays)))
+            return out, None
+        sr = self._scan()
+        for (off, _ln, s, t), rank in zip(sr.chunks, sr.chunk_ranks):
+            if s == 0 and t == 0:
+                t = _MAX_TIME  # no times: read it wherever
+            elif t < lo or s >= hi:
+                continue
+            out.append((s, t, rank, self._scan_loader(off, want, start, end, sort, arrays)))
+        for rank, s, t, offs in sr.loose:
+            if t < lo or s >= hi:
+                continue
+            out.append((s, t, rank, self._loose_loader(offs, want, start, end, sort)))
+        out.sort(key=lambda x: x[2])
+        return out, sr.error
+
+    def _index_times_fit(self, ci: R.ChunkIndex, want: set[int] | None, s: int, t: int) -> bool:
+        """Whether the chunk's Message Index times (wanted channels) lie in its claimed range."""
+        parts = self._index_parts(ci, want)
+        for _cid, arr in parts or ():
+            if len(arr):
+                lts = arr["log_time"]
+                lo, hi = int(lts.min()), int(lts.max())
+                if lo < s or hi > t:
+                    self._distrust(
+                        f"the chunk at {ci.chunk_start_offset} claims log times {s}..{t}, its Message Index lists {lo}..{hi}"
+                    )
+                    return False
+        return True
+
+    def _indexed_loader(
+        self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False
+    ) -> Callable[[], list[Message]]:
+        def load() -> list[Message]:
+            buf = self._chunk_data(ci.chunk_start_offset)
+            cen = self._census
+            if cen is not None and cen.inside.get(ci.chunk_start_offset):
+                parts = None  # the chunk redefines a channel: walked record by record
+            else:
+                parts = self._index_parts(ci, want if want is None or cen is None else {i & _FILE_ID for i in want})
+            # every message listed: check the index against the chunk and find definitions
+            complete = want is None and start is None and end is None
+            positions = cids = None
+            if parts is not None:
+                # a chunk claimed inside the window: its records' times alone filter it
+                inside = (start is None or ci.message_start_time >= start) and (end is None or ci.message_end_time < end)
+                lo, hi = (None, None) if inside else (start, end)
+                got = self._index_positions(buf, parts, lo, hi, want is not None)
+                if got is not None:
+                    positions, cids = got
+                    if want is None and not complete and cen is None:
+                        # a time window reads few chunks: find a redefinition in them (this
+                        # costs a gather over all their messages, too much for topic reads)
+                        self._index_defs(buf, ci)
+            return self._chunk_messages(
+                buf, ci.chunk_start_offset, want, start, end, positions, sort, gap_defs=complete, arrays=arrays, expect_cid=cids
+            )  # type: ignore[no-any-return]
+
+        return load
+
+    def _scan_loader(
+        self, off: int, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False
+    ) -> Callable[[], list[Message]]:
+        def load() -> list[Message]:
+            self._defs_upto(off)
+            try:
+                buf = self._chunk_data(off)
+            except PolybagError as err:
+                if not self.recover:
+                    raise
+                if isinstance(err, ChecksumError):
+                    self._note(str(err), 0)
+                    saved = self.validate_crcs
+                    self.validate_crcs = False
+                    try:
+                        buf = self._chunk_data(off)
+                    except PolybagError as err2:
+                        self._note(str(err2), 0)
+                        return []
+                    finally:
+                        self.validate_crcs = saved
+                else:
+                    self._note(str(err), 0)
+                    return []
+            got = self._chunk_messages(buf, off, want, start, end, None, sort, arrays=arrays)
+            self._defs_upto(off + 1)  # its own definitions were registered reading it
+            return got  # type: ignore[no-any-return]
+
+        return load
+
+    def _loose_loader(
+        self, offs: list[int], want: set[int] | None, start: int | None, end: int | None, sort: bool
+    ) -> Callable[[], list[Message]]:
+        def load() -> list[Message]:
+            src = self.source
+            assert isinstance(src, MappedSource)
+            view = src.view
+            out: list[Message] = []
+            unpack = R.MESSAGE_HEAD.unpack_from
+            lo = -1 if start is None else start
+            hi = 1 << 64 if end is None else end
+            cen = self._census
+            if offs:
+                self._defs_upto(offs[0])
+                self._loaded.append((offs[0], offs[-1], False))
+            for pos in offs:
+                ln = U64.unpack_from(view, pos + 1)[0]
+                e = pos + 9 + ln
+                if ln >= MESSAGE_HEAD_LEN:
+                    cid, seq, lt, pt = unpack(view, pos + 9)
+                    data: bytes | memoryview = view[pos + 31 : e]
+                else:
+                    rec = R.parse_record(5, view, pos + 9, e, self.path, 0)
+                    assert isinstance(rec, R.MessageRecord)
+                    cid, seq, lt, pt, data = rec.channel_id, rec.sequence, rec.log_time, rec.publish_time, b""
+                if not (lo <= lt < hi):
+                    continue
+                if cen is not None and cid in cen.versions:
+                    ch: Channel | None = cen.at(cid, (pos, -1))
+                else:
+                    ch = self._channels.get(cid) or self._resolve_channel(cid)
+                if want is not None and ch is not None and ch.id not in want:
+                    continue
+                if ch is None:
+                    err = self._err(FormatError, f"message on channel {cid}, which no Channel record defines", pos)
+                    if self.recover:
+                        self._note(str(err), e - pos)
+                        continue
+                    if sort:
+                        out.sort(key=_LOG_TIME)
+                    raise _Partial(out, err)
+                out.append(Message(ch, lt, pt, seq, data))
+            if sort:
+                out.sort(key=_LOG_TIME)
+            return out
+
+        return load

@@ -1,0 +1,335 @@
+"""The linear scan of a mapped file's top-level records (no summary, or ``recover=True``).
+
+:class:`ScanMixin` walks the data section once without decompressing chunks: where the
+chunks, loose messages, attachments and metadata are, the top-level definitions, the data
+section CRC at DataEnd, and the first error.  Recovering, it skips damage by searching for
+the next plausible record (:meth:`ScanMixin._resync`) and goes on from there.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
+from polybag.formats.mcap import records as R
+from polybag.formats.mcap.base import (
+    _OP_ATTACHMENT,
+    _OP_CHANNEL,
+    _OP_CHUNK,
+    _OP_DATA_END,
+    _OP_FOOTER,
+    _OP_MESSAGE,
+    _OP_MESSAGE_INDEX,
+    _OP_METADATA,
+    _OP_SCHEMA,
+    McapState,
+)
+from polybag.formats.mcap.records import CHUNK_HEAD, MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U32, U64, Opcode
+from polybag.source import MappedSource
+
+
+@dataclass
+class _ScanResult:
+    """What a linear scan of the top-level records of a mapped file found."""
+
+    chunks: list[tuple[int, int, int, int]] = field(default_factory=list)  # (offset, length, start, end)
+    chunk_ranks: list[int] = field(default_factory=list)
+    loose: list[tuple[int, int, int, list[int]]] = field(default_factory=list)  # (rank, start, end, offsets)
+    attachments: list[int] = field(default_factory=list)
+    metadata: list[int] = field(default_factory=list)
+    data_end: int | None = None
+    footer: int | None = None
+    error: PolybagError | None = None
+    bytes_skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+    statistics: R.Statistics | None = None
+
+
+class ScanMixin(McapState):
+    """One pass over the top-level records of a mapped file; resynchronising after damage."""
+
+    def _note(self, what: str, skipped: int) -> None:
+        sr = self._scan_result
+        if self._quiet:
+            self._muted += 1
+        elif sr is not None:
+            sr.errors.append(what)
+            sr.bytes_skipped += skipped
+
+    def _finish_report(self, count: int) -> None:
+        """Recovering: the ``recovery_report`` of a read that returned ``count`` messages."""
+        if self.recover:
+            sr = self._scan_result or _ScanResult()
+            self.recovery_report = {
+                "messages": count,
+                "bytes_skipped": sr.bytes_skipped,
+                "errors": self._header_errors + list(sr.errors),
+            }
+
+    def _scan(self) -> _ScanResult:
+        """One pass over the top-level records (chunks are not decompressed)."""
+        if self._scan_result is not None:
+            return self._scan_result
+        self._noting += 1  # a redefinition found here only asks for the census
+        try:
+            return self._scan_records()
+        finally:
+            self._noting -= 1
+
+    def _scan_records(self) -> _ScanResult:
+        """The pass itself (:meth:`_scan` runs it once per reader)."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        sr = self._scan_result = _ScanResult()
+        view = src.view
+        size = src.size
+        head = RECORD_HEAD.unpack_from
+        pos = self._header_end if self._header_end else 8  # no header (recover): from the magic on
+        rank = 0
+        loose: list[int] | None = None
+        lo = hi = 0
+        ended = False
+        try:
+            while True:
+                if pos + 9 > size:
+                    if pos < size or sr.footer is None:
+                        raise self._err(
+                            TruncatedError, f"expected a record header (9 bytes), file has {size - pos} left", pos
+                        )
+                    break
+                op, ln = head(view, pos)
+                e = pos + 9 + ln
+                if ended and op != _OP_FOOTER and e <= size and op != 0:
+                    pos = e
+                    continue
+                if e > size or op == 0:
+                    if op == 0:
+                        raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
+                    raise self._err(TruncatedError, f"record (opcode 0x{op:02x}) declares {ln} bytes, file has {size - pos - 9} left", pos)
+                if op == _OP_MESSAGE:
+                    if ln >= MESSAGE_HEAD_LEN:
+                        lt = U64.unpack_from(view, pos + 15)[0]
+                    else:
+                        rec = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                        assert isinstance(rec, R.MessageRecord)
+                        lt = rec.log_time
+                    if loose is None:
+                        loose = []
+                        lo = hi = lt
+                        sr.loose.append((rank, 0, 0, loose))
+                        rank += 1
+                    loose.append(pos)
+                    lo = min(lo, lt)
+                    hi = max(hi, lt)
+                    sr.loose[-1] = (sr.loose[-1][0], lo, hi, loose)
+                else:
+                    if op != _OP_MESSAGE_INDEX:
+                        loose = None
+                    if op == _OP_DATA_END:
+                        if sr.data_end is None:
+                            self._check_data_end(sr, pos, ln)
+                        ended = True  # the summary section only repeats the data section
+                    elif op == _OP_FOOTER:
+                        sr.footer = pos
+                        pos = self._after_footer(e)
+                        break
+                    elif op != _OP_MESSAGE_INDEX:
+                        rank = self._scan_record(sr, op, pos, e, ln, rank)
+                pos = e
+        except PolybagError as err:
+            self._scan_failed(sr, err, pos, rank)
+        return sr
+
+    def _scan_record(self, sr: _ScanResult, op: int, pos: int, e: int, ln: int, rank: int) -> int:
+        """Note a top-level record other than a message, Message Index, DataEnd or Footer in
+        ``sr`` (Chunks, definitions, attachments, metadata, statistics); returns the next rank."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        if op == _OP_CHUNK:
+            if ln < CHUNK_HEAD.size:
+                raise self._err(FormatError, f"Chunk record of {ln} bytes is shorter than its fixed fields", pos)
+            s, t = R.struct.unpack_from("<QQ", view, pos + 9)
+            sr.chunks.append((pos, e - pos, s, t))
+            sr.chunk_ranks.append(rank)
+            rank += 1
+        elif op == _OP_SCHEMA or op == _OP_CHANNEL:
+            self._define(view, op, pos, e, 0)
+        elif op == _OP_ATTACHMENT:
+            sr.attachments.append(pos)
+        elif op == _OP_METADATA:
+            sr.metadata.append(pos)
+        elif op == Opcode.STATISTICS:
+            st = R.parse_record(op, view, pos + 9, e, self.path, 0)
+            assert isinstance(st, R.Statistics)
+            sr.statistics = st
+        return rank
+
+    def _check_data_end(self, sr: _ScanResult, pos: int, ln: int) -> None:
+        """The first DataEnd record, at ``pos``: check the data section CRC it holds."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        sr.data_end = pos
+        if self.validate_crcs and ln >= 4:
+            want_crc = U32.unpack_from(view, pos + 9)[0]
+            if want_crc:
+                got = zlib.crc32(view[:pos])
+                if got != want_crc:
+                    err = self._err(
+                        ChecksumError,
+                        f"data section CRC is {got:#010x}, the DataEnd record holds {want_crc:#010x}",
+                        pos,
+                    )
+                    if self.recover:
+                        sr.errors.append(str(err))
+                    else:
+                        sr.error = err
+
+    def _after_footer(self, e: int) -> int:
+        """The offset after the closing magic that must follow the Footer ending at ``e``."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        size = src.size
+        if e + 8 > size or bytes(view[e : e + 8]) != MAGIC:
+            raise self._err(TruncatedError, "expected the closing MCAP magic after the Footer", e)
+        pos = e + 8
+        if pos != size and not self.recover:
+            raise self._err(FormatError, f"{size - pos} bytes follow the closing magic", pos)
+        return pos
+
+    def _scan_failed(self, sr: _ScanResult, err: PolybagError, pos: int, rank: int) -> None:
+        """The scan met ``err`` at ``pos``: recovering, note it and go on after the damage;
+        otherwise keep the first error (raised once the messages before it are read)."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        size = src.size
+        if self.recover:
+            sr.errors.append(str(err))
+            new = self._resync(pos + 1)
+            if new is not None:
+                sr.bytes_skipped += new - pos
+                # continue scanning from the resync point
+                sub_start = new
+                self._scan_from(sr, sub_start, rank)
+            else:
+                sr.bytes_skipped += size - pos
+        elif sr.error is None:
+            sr.error = err
+
+    def _scan_from(self, sr: _ScanResult, pos: int, rank: int) -> None:
+        """Continue a recovering scan after damage (chunks, definitions and loose messages)."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        size = src.size
+        while pos + 9 <= size:
+            op, ln = RECORD_HEAD.unpack_from(view, pos)
+            e = pos + 9 + ln
+            if op == 0 or e > size or not self._plausible(pos):
+                new = self._resync(pos + 1)
+                sr.errors.append(str(self._err(FormatError, f"damaged record; skipped to {new if new is not None else size}", pos)))
+                if new is None:
+                    sr.bytes_skipped += size - pos
+                    return
+                sr.bytes_skipped += new - pos
+                pos = new
+                continue
+            if op == _OP_CHUNK:
+                s, t = R.struct.unpack_from("<QQ", view, pos + 9)
+                sr.chunks.append((pos, e - pos, s, t))
+                sr.chunk_ranks.append(rank)
+                rank += 1
+            elif op == _OP_MESSAGE and ln >= MESSAGE_HEAD_LEN:
+                lt = U64.unpack_from(view, pos + 15)[0]
+                sr.loose.append((rank, lt, lt, [pos]))
+                rank += 1
+            elif op == _OP_SCHEMA or op == _OP_CHANNEL:
+                try:
+                    self._define(view, op, pos, e, 0)
+                except PolybagError as err:
+                    sr.errors.append(str(err))
+            elif op == _OP_ATTACHMENT:
+                sr.attachments.append(pos)
+            elif op == _OP_METADATA:
+                sr.metadata.append(pos)
+            elif op == _OP_FOOTER:
+                return
+            pos = e
+
+    _KNOWN_TOP = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+
+    def _plausible(self, pos: int) -> bool:
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        size = src.size
+        if pos + 9 > size:
+            return False
+        op, ln = RECORD_HEAD.unpack_from(view, pos)
+        if op not in self._KNOWN_TOP or pos + 9 + ln > size:
+            return False
+        if op == _OP_CHUNK:
+            if ln < CHUNK_HEAD.size + 12:
+                return False
+            s, t, usize, _crc = CHUNK_HEAD.unpack_from(view, pos + 9)
+            clen = U32.unpack_from(view, pos + 9 + CHUNK_HEAD.size)[0]
+            if clen > 16 or s > t:
+                return False
+            comp = bytes(view[pos + 9 + CHUNK_HEAD.size + 4 : pos + 9 + CHUNK_HEAD.size + 4 + clen])
+            if comp not in (b"", b"zstd", b"lz4", b"none"):
+                return False
+            p = pos + 9 + CHUNK_HEAD.size + 4 + clen
+            if p + 8 > pos + 9 + ln:
+                return False
+            rlen = U64.unpack_from(view, p)[0]
+            return p + 8 + rlen <= pos + 9 + ln
+        if op == _OP_MESSAGE:
+            return ln >= MESSAGE_HEAD_LEN and _u16_at(view, pos + 9) in self._channel_records
+        if op in (_OP_SCHEMA, _OP_CHANNEL, _OP_ATTACHMENT, _OP_METADATA, _OP_MESSAGE_INDEX):
+            try:
+                R.parse_record(op, view, pos + 9, pos + 9 + ln, self.path, 0)
+            except PolybagError:
+                return False
+            return True
+        return ln < (1 << 20)
+
+    _RESYNC_OPS = (_OP_CHUNK, _OP_MESSAGE, _OP_CHANNEL, _OP_SCHEMA, _OP_ATTACHMENT, _OP_METADATA, _OP_DATA_END)
+    _RESYNC_WINDOW = 1 << 22
+
+    def _resync(self, pos: int) -> int | None:
+        """The next offset at or after ``pos`` where a plausible record starts.
+
+        Searches window by window for bytes that are record opcodes, so a damaged region
+        costs one C-level scan, not one Python step per byte.
+        """
+        src = self.source
+        assert isinstance(src, MappedSource)
+        data = src.view
+        size = src.size
+        while pos < size - 9:
+            wend = min(size, pos + self._RESYNC_WINDOW)
+            window = bytes(data[pos:wend])
+            starts = {w: window.find(bytes([w])) for w in self._RESYNC_OPS}
+            while True:
+                live = [(v, k) for k, v in starts.items() if v >= 0]
+                if not live:
+                    break
+                rel, op = min(live)
+                cand = pos + rel
+                if cand >= size - 9:
+                    return None
+                if op != _OP_DATA_END and self._plausible(cand):
+                    return cand
+                starts[op] = window.find(bytes([op]), rel + 1)
+            if wend >= size:
+                return None
+            pos = wend
+        return None
+
+
+def _u16_at(view: memoryview, pos: int) -> int:
+    v: int = R.U16.unpack_from(view, pos)[0]
+    return v

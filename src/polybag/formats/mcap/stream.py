@@ -1,0 +1,176 @@
+"""Reading a non-seekable stream strictly forward, in file order.
+
+:class:`StreamMixin` reads the top-level records as they come (checking the data section
+CRC at DataEnd and the summary CRC at the Footer), applies each definition where it lies,
+and decodes a chunk once the Message Index records after it have been seen (their
+offsets select its messages).  Log-time order and reverse need the whole file: the
+reader then spools the stream first (:meth:`McapReader._materialize`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+
+from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
+from polybag.formats.mcap import records as R
+from polybag.formats.mcap.base import (
+    _OP_CHANNEL,
+    _OP_CHUNK,
+    _OP_DATA_END,
+    _OP_FOOTER,
+    _OP_MESSAGE,
+    _OP_MESSAGE_INDEX,
+    _OP_SCHEMA,
+    McapState,
+    _Partial,
+)
+from polybag.formats.mcap.bulk import _positions_from_index_records
+from polybag.formats.mcap.merge import Segment, _const
+from polybag.formats.mcap.records import MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U32
+from polybag.model import Message
+from polybag.reader import TopicSelector
+from polybag.source import StreamSource
+
+
+class StreamMixin(McapState):
+    """``messages(order="file")`` from a stream, and its top-level records."""
+
+    def _stream_records(self) -> Iterator[tuple[int, bytes, int]]:
+        """(opcode, content, file offset) of each top-level record of a stream, after the Header.
+
+        Checks the data section CRC at DataEnd and the closing magic after the Footer.
+        """
+        src = self.source
+        assert isinstance(src, StreamSource)
+        if self._stream_used:
+            raise PolybagError(f"{self.path}: the stream was already read; open it again")
+        self._stream_used = True
+        crc = zlib.crc32(MAGIC + getattr(self, "_stream_head", b""))
+        check = self.validate_crcs and not self.recover
+        ended = False
+        scrc = 0
+        while True:
+            pos = src.position
+            head = src.read(9)
+            if len(head) < 9:
+                raise self._err(TruncatedError, f"expected a record header (9 bytes), stream has {len(head)} left", pos)
+            op, ln = RECORD_HEAD.unpack_from(head, 0)
+            if op == 0:
+                raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
+            body = src.read_exact(ln, f"record (opcode 0x{op:02x})")
+            if op == _OP_DATA_END and not ended:
+                if check and ln >= 4:
+                    want_crc = U32.unpack_from(body, 0)[0]
+                    if want_crc and want_crc != crc:
+                        raise self._err(
+                            ChecksumError, f"data section CRC is {crc:#010x}, the DataEnd record holds {want_crc:#010x}", pos
+                        )
+                check = False
+                ended = True
+            elif check:
+                crc = zlib.crc32(body, zlib.crc32(head, crc))
+            elif ended and op != _OP_FOOTER:
+                scrc = zlib.crc32(body, zlib.crc32(head, scrc))
+            if op == _OP_FOOTER and ln >= 20 and self.validate_crcs and not self.recover:
+                want_crc = U32.unpack_from(body, 16)[0]
+                got = zlib.crc32(body[:16], zlib.crc32(head, scrc))
+                if want_crc and got != want_crc:
+                    raise self._err(ChecksumError, f"summary section CRC is {got:#010x}, the Footer records {want_crc:#010x}", pos)
+            yield op, body, pos
+            if op == _OP_FOOTER:
+                tail = src.read(8)
+                if tail != MAGIC:
+                    raise self._err(TruncatedError, "expected the closing MCAP magic after the Footer", src.position - len(tail))
+                extra = src.read(1)
+                if extra:
+                    raise self._err(FormatError, "bytes follow the closing magic", src.position - 1)
+                return
+
+    def _stream_messages(self, topics: TopicSelector, start: int | None, end: int | None, order: str) -> Iterator[Message]:
+        want = self._want(topics)
+
+        def inner() -> Iterator[Message]:
+            try:
+                for _s, _r, load in self._stream_segments(want, start, end):
+                    yield from load()
+            finally:
+                self._drop_want(want)
+
+        return inner()
+
+    def _stream_segments(self, want: set[int] | None, start: int | None, end: int | None) -> Iterator[Segment]:
+        """The stream's wanted messages as segments in file order: one per chunk (decoded once
+        the Message Index records after it have been seen) and one per loose message."""
+        lo = -1 if start is None else start
+        hi = 1 << 64 if end is None else end
+        rank = 0
+        ended = False
+        pending: tuple[bytes, int] | None = None
+        index_bodies: list[bytes] = []
+        try:
+            for op, body, pos in self._stream_records():
+                if pending is not None:
+                    if op == _OP_MESSAGE_INDEX:
+                        index_bodies.append(body)
+                        continue
+                    chunk, pending = pending, None
+                    seg, late = self._stream_chunk(chunk, index_bodies, rank, want, start, end)
+                    rank += 1
+                    yield seg
+                    if late is not None:
+                        raise late
+                if ended:
+                    continue  # summary records: read (and CRC-checked), nothing new in them
+                if op == _OP_SCHEMA or op == _OP_CHANNEL:
+                    self._define(body, op, -9, len(body), pos + 9)
+                elif op == _OP_CHUNK:
+                    # decoded once the Message Index records after it have been seen
+                    pending = (body, pos)
+                    index_bodies = []
+                elif op == _OP_MESSAGE:
+                    rec = R.parse_record(op, body, 0, len(body), self.path, pos + 9)
+                    assert isinstance(rec, R.MessageRecord)
+                    if not (lo <= rec.log_time < hi):
+                        continue
+                    ch = self._channels.get(rec.channel_id)
+                    if ch is None:
+                        raise self._err(
+                            FormatError, f"message on channel {rec.channel_id}, which no earlier Channel record defines", pos
+                        )
+                    if want is not None and ch.id not in want:
+                        continue
+                    data = memoryview(body)[MESSAGE_HEAD_LEN:] if len(body) >= MESSAGE_HEAD_LEN else b""
+                    yield rec.log_time, rank, _const([Message(ch, rec.log_time, rec.publish_time, rec.sequence, data)])
+                    rank += 1
+                elif op == _OP_DATA_END:
+                    ended = True
+        except PolybagError:
+            if pending is not None:  # a complete chunk right before the damage
+                chunk, pending = pending, None
+                # its indexes may be cut short: walk it
+                seg, _late = self._stream_chunk(chunk, [], rank, want, start, end)
+                yield seg
+            raise
+
+    def _stream_chunk(
+        self,
+        chunk: tuple[bytes, int],
+        index_bodies: list[bytes],
+        rank: int,
+        want: set[int] | None,
+        start: int | None,
+        end: int | None,
+    ) -> tuple[Segment, PolybagError | None]:
+        """The segment of a chunk read from the stream (``chunk``: its record body and offset;
+        ``index_bodies``: the Message Index records that followed it), and the damage met
+        after the messages it holds, if any."""
+        body, pos = chunk
+        buf = self._decode_chunk(body, 0, len(body), pos)
+        positions = _positions_from_index_records(index_bodies, len(buf)) if index_bodies else None
+        late: PolybagError | None = None
+        try:
+            out = self._chunk_messages(buf, pos, want, start, end, positions, False, gap_defs=True)
+        except _Partial as p:
+            out, late = p.msgs, p.err
+        return (0, rank, _const(out)), late

@@ -1,0 +1,170 @@
+"""Top-level records one by one: ``records()`` (the conformance runner's view),
+attachments and metadata.
+
+:class:`RecordsMixin` walks the records of a mapped file or a stream in file order
+(checking the data and summary section CRCs), and reads Attachment and Metadata records
+at the offsets the summary's indexes give (or a scan found).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
+from polybag.formats.mcap import records as R
+from polybag.formats.mcap.base import (
+    _OP_ATTACHMENT,
+    _OP_CHUNK,
+    _OP_DATA_END,
+    _OP_FOOTER,
+    _OP_MESSAGE_INDEX,
+    _OP_METADATA,
+    McapState,
+)
+from polybag.formats.mcap.records import MAGIC, RECORD_HEAD, U32, Opcode
+from polybag.model import Attachment, Metadata
+from polybag.source import MappedSource, StreamSource
+
+
+class RecordsMixin(McapState):
+    """``records()``, ``attachments()`` and ``metadata()``."""
+
+    def records(self, expand_chunks: bool = True) -> Iterator[R.Record]:
+        """Every record from the Header to the Footer in file order.
+
+        With ``expand_chunks`` a Chunk is replaced by the records inside it and Message
+        Index records are dropped (the conformance suite's streamed view).
+        """
+        yield self.header
+        if isinstance(self.source, StreamSource):
+            it: Iterator[tuple[int, bytes | memoryview, int]] = self._stream_records()
+        else:
+            it = self._mapped_records()
+        for op, body, pos in it:
+            if op == _OP_CHUNK and expand_chunks:
+                buf = self._decode_chunk(body, 0, len(body), pos)
+                p = 0
+                n = len(buf)
+                while p < n:
+                    if p + 9 > n:
+                        raise self._err(FormatError, f"inside Chunk at {pos}: record header needs 9 bytes, {n - p} left", pos)
+                    iop, iln = RECORD_HEAD.unpack_from(buf, p)
+                    if p + 9 + iln > n:
+                        raise self._err(FormatError, f"inside Chunk at {pos}: record declares {iln} bytes, {n - p - 9} left", pos)
+                    yield R.parse_record(iop, buf, p + 9, p + 9 + iln, self.path, 0)
+                    p += 9 + iln
+                continue
+            if op == _OP_MESSAGE_INDEX and expand_chunks:
+                continue
+            rec = R.parse_record(op, body, 0, len(body), self.path, pos + 9)
+            if isinstance(rec, R.AttachmentRecord) and rec.crc and self.validate_crcs:
+                got = zlib.crc32(memoryview(body)[: rec.crc_end])
+                if got != rec.crc:
+                    raise self._err(ChecksumError, f"Attachment {rec.name!r} CRC is {got:#010x}, the record holds {rec.crc:#010x}", pos)
+            yield rec
+
+    def _mapped_records(self) -> Iterator[tuple[int, memoryview, int]]:
+        src = self.source
+        assert isinstance(src, MappedSource)
+        view = src.view
+        size = src.size
+        pos = self._header_end
+        if not pos:
+            raise self._err(TruncatedError, "no complete Header record", 8)
+        checked = not self.validate_crcs
+        while True:
+            if pos + 9 > size:
+                raise self._err(TruncatedError, f"expected a record header (9 bytes), file has {size - pos} left", pos)
+            op, ln = RECORD_HEAD.unpack_from(view, pos)
+            if op == 0:
+                raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
+            e = pos + 9 + ln
+            if e > size:
+                raise self._err(TruncatedError, f"record (opcode 0x{op:02x}) declares {ln} bytes, file has {size - pos - 9} left", pos)
+            if op == _OP_DATA_END and not checked:
+                checked = True
+                if ln >= 4:
+                    want_crc = U32.unpack_from(view, pos + 9)[0]
+                    got = zlib.crc32(view[:pos])
+                    if want_crc and got != want_crc:
+                        raise self._err(ChecksumError, f"data section CRC is {got:#010x}, the DataEnd record holds {want_crc:#010x}", pos)
+            if op == _OP_FOOTER and self.validate_crcs and ln >= 20:
+                ss, _sos, scrc = R.FOOTER_BODY.unpack_from(view, pos + 9)
+                if scrc and ss:
+                    got = zlib.crc32(view[ss : pos + 25]) if ss <= pos else -1
+                    if got != scrc:
+                        raise self._err(ChecksumError, f"summary section CRC is {got:#010x}, the Footer records {scrc:#010x}", pos)
+            yield op, view[pos + 9 : e], pos
+            if op == _OP_FOOTER:
+                if e + 8 > size or bytes(view[e : e + 8]) != MAGIC:
+                    raise self._err(TruncatedError, "expected the closing MCAP magic after the Footer", e)
+                if e + 8 != size:
+                    raise self._err(FormatError, f"{size - e - 8} bytes follow the closing magic", e + 8)
+                return
+            pos = e
+
+    # --- attachments and metadata -------------------------------------------------------------
+    def _record_at(self, offset: int, op_expected: int, what: str) -> tuple[R.Record, memoryview]:
+        src = self.source
+        assert isinstance(src, MappedSource)
+        if offset + 9 > src.size:
+            raise self._err(TruncatedError, f"expected a {what} record header", offset)
+        op, ln = RECORD_HEAD.unpack_from(src.view, offset)
+        if op != op_expected:
+            raise self._err(FormatError, f"expected a {what} record (opcode 0x{op_expected:02x}), found opcode 0x{op:02x}", offset)
+        if ln > src.size - offset - 9:
+            raise self._err(TruncatedError, f"{what} declares {ln} bytes, file has {src.size - offset - 9} left", offset)
+        body = src.view[offset + 9 : offset + 9 + ln]
+        return R.parse_record(op, body, 0, ln, self.path, offset + 9), body
+
+    def _attachment(self, offset: int) -> Attachment:
+        rec, body = self._record_at(offset, _OP_ATTACHMENT, "Attachment")
+        assert isinstance(rec, R.AttachmentRecord)
+        if rec.crc and self.validate_crcs:
+            got = zlib.crc32(body[: rec.crc_end])
+            if got != rec.crc:
+                raise self._err(ChecksumError, f"Attachment {rec.name!r} CRC is {got:#010x}, the record holds {rec.crc:#010x}", offset)
+        return Attachment(rec.name, rec.media_type, rec.data, rec.log_time, rec.create_time)
+
+    def attachments(self) -> Iterator[Attachment]:
+        for off in self._record_offsets(Opcode.ATTACHMENT_INDEX, self.attachment_indexes, "attachments"):
+            try:
+                yield self._attachment(off)
+            except PolybagError as err:
+                if not self.recover:
+                    raise
+                self._note(str(err), 0)
+
+    def metadata(self) -> Iterator[Metadata]:
+        for off in self._record_offsets(Opcode.METADATA_INDEX, self.metadata_indexes, "metadata"):
+            try:
+                rec, _body = self._record_at(off, _OP_METADATA, "Metadata")
+            except PolybagError as err:
+                if not self.recover:
+                    raise
+                self._note(str(err), 0)
+                continue
+            assert isinstance(rec, R.MetadataRecord)
+            yield Metadata(rec.name, rec.metadata)
+
+    def _record_offsets(self, index_op: int, indexes: list[Any], scanned: str) -> list[int]:
+        """Offsets of the attachment or metadata records: from the summary's index records
+        when it has that group (or says there are none), from a scan otherwise."""
+        self._materialize()
+        if self.has_summary and (indexes or self._summary_has_group(index_op)):
+            return [i.offset for i in indexes]
+        if self.has_summary and self._summary_complete():
+            return []
+        return list(getattr(self._scan(), scanned))
+
+    def _summary_has_group(self, op: int) -> bool:
+        return any(s.group_opcode == op for s in self.summary_offsets)
+
+    def _summary_complete(self) -> bool:
+        """Whether the summary says how many attachments and metadata records there are."""
+        st = self.statistics
+        if st is None:
+            return False
+        return st.attachment_count == len(self.attachment_indexes) and st.metadata_count == len(self.metadata_indexes)
