@@ -9,6 +9,7 @@ import pytest
 
 import polybag
 from conftest import CORPORA
+from polybag.cli import render
 from polybag.errors import PolybagError, UnknownFormatError
 
 ROOT = CORPORA / "rosbag"
@@ -323,8 +324,8 @@ def test_info_without_chunk_data(monkeypatch):
     monkeypatch.setattr(rv2, "decompress", boom)
     with polybag.open(ROOT / "foxglove-rosbag/example-lz4.bag") as r:
         info = r.info_extras()
-        text = r.info_text()
-        yml = r.info_yaml()
+        text = render.info_text(r)
+        yml = render.info_yaml(r)
     assert info["messages"] == 8647
     assert info["compression"]["lz4"]["chunks"] == 1
     assert 0 < info["compression_ratio"] < 1

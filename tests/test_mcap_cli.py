@@ -13,7 +13,7 @@ import pytest
 
 import polybag
 from mcap_helpers import Pipe, to_bytes
-from polybag.cli import main
+from polybag.cli import main, render
 from polybag.model import Channel, Message, Summary
 from polybag.reader import Reader
 
@@ -149,8 +149,8 @@ class _FakeReader(Reader):
         ch = Channel(7, "/x", "raw", None, {})
         self._summary = Summary(format="fake", channels={7: ch}, message_counts={7: 2}, start_time=0, end_time=10**9)
         self._msgs = [Message(ch, 0, 0, 0, b"ab"), Message(ch, 10**9, 10**9, 1, b"cd")]
-        if text:
-            self.info_text = lambda: "custom fake summary"  # type: ignore[method-assign]
+        if text:  # a layout of its own, drawn by the renderer the test registers for it
+            self.info_style = "fake"
 
     @property
     def summary(self) -> Summary:
@@ -175,9 +175,16 @@ def test_generic_over_any_reader(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     assert d["format"] == "fake" and d["extras"] == {"fake_fact": 42} and d["channels"][0]["frequency_hz"] == 2.0
     code, out, _ = run(capsys, "cat", "whatever", "--json")
     assert [json.loads(x)["data"] for x in out.splitlines()] == [base64.b64encode(b"ab").decode(), base64.b64encode(b"cd").decode()]
+    code, out, _ = run(capsys, "info", "whatever", "--yaml")
+    generic_yaml = out
+    assert code == 0 and "fake_fact: 42" in out
     monkeypatch.setattr(polybag, "open", lambda *_a, **_k: _FakeReader(text=True))
+    monkeypatch.setitem(render.STYLES, "fake", (lambda _r, _verbose: "custom fake summary", None))
     code, out, _ = run(capsys, "info", "whatever")
     assert out.strip() == "custom fake summary"
+    # a style without a YAML layout: the generic YAML
+    code, out, _ = run(capsys, "info", "whatever", "--yaml")
+    assert code == 0 and out == generic_yaml
 
 
 def test_main_module_runs(tmp_path: Path) -> None:

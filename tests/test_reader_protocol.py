@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import polybag
+from polybag.cli import render
 from polybag.formats import registry
 from polybag.model import Channel, Message, Summary
 from polybag.reader import Reader, ReaderProtocol
@@ -101,7 +102,8 @@ def test_optional_members_answer_with_the_declared_types(reader: Reader) -> None
     problems = reader.definition_problems
     assert isinstance(problems, Sequence) and not isinstance(problems, str)
     assert all(isinstance(p, str) for p in problems)
-    for text in (reader.info_text(), reader.info_yaml()):
+    assert reader.info_style is None or reader.info_style in render.STYLES
+    for text in (render.info_text(reader), render.info_yaml(reader)):
         assert text is None or isinstance(text, str)
     assert isinstance(reader.source_size, int) and reader.source_size >= 0
     if reader.seekable:
@@ -128,18 +130,25 @@ def test_topic_payloads_are_the_messages_or_not_offered(reader: Reader) -> None:
 
 
 @pytest.mark.parametrize(
-    ("sample", "profile", "has_ulog"),
-    [("mcap", None, False), ("bag-2.0", "ros1", False), ("bag-1.2", "ros1", False), ("ulog", "ros1", True)],
+    ("sample", "profile", "has_ulog", "style"),
+    [
+        ("mcap", None, False, None),
+        ("bag-2.0", "ros1", False, "rosbag"),
+        ("bag-1.2", "ros1", False, "rosbag"),
+        ("ulog", "ros1", True, "ulog"),
+    ],
 )
-def test_what_each_format_offers(sample: str, profile: str | None, has_ulog: bool, tmp_path: Path) -> None:
+def test_what_each_format_offers(sample: str, profile: str | None, has_ulog: bool, style: str | None, tmp_path: Path) -> None:
     """The capabilities the operations rely on: bags and ULogs are ROS 1 whatever they hold,
-    only a ULog has ULog data, bags and ULogs have their own ``info`` text."""
+    only a ULog has ULog data, bags and ULogs have their own ``info`` layout (``rosbag
+    info``, with its YAML; ``ulog_info``), drawn by :mod:`polybag.cli.render`."""
     _, make = SAMPLES[sample]
     with polybag.open(make(tmp_path)) as r:
         assert r.native_profile == profile
         assert (r.ulog is not None) is has_ulog
-        assert (r.info_text() is not None) is (r.format != "mcap")
-        assert (r.info_yaml() is not None) is (r.format == "bag")
+        assert r.info_style == style
+        assert (render.info_text(r) is not None) is (style is not None)
+        assert (render.info_yaml(r) is not None) is (style == "rosbag")
         assert (r.topic_payloads(next(iter(r.summary.channels.values())).topic) is not None) is (r.format != "ulog")
 
 
@@ -166,7 +175,7 @@ def test_the_base_answers_not_here() -> None:
     assert r.native_profile is None and r.recovery_report is None and r.ulog is None
     assert tuple(r.definition_problems) == ()
     assert r.topic_payloads("/x") is None
-    assert r.info_text() is None and r.info_yaml() is None
+    assert r.info_style is None and render.info_text(r) is None and render.info_yaml(r) is None
     assert r.source_size == 0 and r.release_pages() is None
     assert list(r.attachments()) == [] and list(r.metadata()) == [] and r.info_extras() == {}
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polybag
+from polybag.cli import render
 from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
 from ulog_helpers import (
     INNER_FMT,
@@ -170,7 +171,7 @@ def test_random_damage(offset: int, junk: bytes) -> None:
     rr = _open(b, recover=True)
     got = _msgs(rr)
     rr.summary  # noqa: B018 - must not raise
-    rr.info_text()
+    render.info_text(rr)
     # every message wholly before the damage is kept (if the definitions survived)
     if offset >= DATA_START:
         before = _expected_before(offset)
@@ -203,7 +204,7 @@ def test_random_damage_of_corpus_files(path: Path, seed: int, mode: int, recover
     try:
         r = _open(bytes(b), recover=recover)
         r.summary  # noqa: B018
-        r.info_text()
+        render.info_text(r)
         r.info_extras()
         for s in r.ulog.subscriptions:
             try:
@@ -590,7 +591,7 @@ def test_random_message_streams(
         try:
             r = _open(b, recover=recover)
             r.summary  # noqa: B018
-            r.info_text()
+            render.info_text(r)
             for s in r.ulog.subscriptions:
                 r.topic_columns(s.name, s.multi_id, log_time=True)
             r.all_topic_columns()

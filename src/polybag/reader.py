@@ -16,13 +16,14 @@ member                     what it is                                           
 ``ulog``                   a ULog's info, parameters, logged strings, damage     ``None``
 ``topic_payloads(topic)``  a topic's payloads in bulk, for columns               ``None``
 ``native_profile``         the MCAP profile every channel of the file has        ``None``
-``info_text()``            the format's own text for ``polybag info``            ``None``
-``info_yaml()``            the format's own YAML for ``polybag info --yaml``     ``None``
+``info_style``             the layout ``polybag info`` gives the format          ``None``
 ``source_size``            bytes of the file behind the reader                   ``0``
 ``release_pages()``        drop the mapped file's pages from memory              no-op
 =========================  ====================================================  ===========
 
 So callers ask ``reader.ulog is not None``, never ``getattr`` or ``reader.format == ...``.
+A reader gives data only: ``info_style`` names a layout people know the format by
+(``rosbag``, ``ulog``) and :mod:`polybag.cli.render` draws it.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ class Reader(ABC):
     #: a PX4 ULog's own data (info, parameters, logged strings, dropouts, corruptions: a
     #: :class:`polybag.formats.ulog.definitions.UlogData`); None for every other format
     ulog: Any = None
+    #: the layout ``polybag info`` gives this format instead of its generic one (``rosbag``:
+    #: ``rosbag info`` and ``rosbag info --yaml``; ``ulog``: pyulog's ``ulog_info``), drawn
+    #: by :mod:`polybag.cli.render` from ``info_extras()`` (and ``ulog``); None: generic
+    info_style: str | None = None
 
     def __init__(self, source: Source, path: str | None = None) -> None:
         self.source = source
@@ -100,15 +105,6 @@ class Reader(ABC):
     def info_extras(self) -> dict[str, Any]:
         """Format-specific facts for ``polybag info`` (JSON-ready)."""
         return {}
-
-    def info_text(self) -> str | None:
-        """The format's own text for ``polybag info`` (``rosbag info``'s layout for bags,
-        ``ulog_info``'s for ULogs); None: the command prints its generic table."""
-        return None
-
-    def info_yaml(self) -> str | None:
-        """The format's own YAML for ``polybag info --yaml``; None: the generic YAML."""
-        return None
 
     # --- optional capabilities ("not here" answers) -------------------------------------
     def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -231,6 +227,7 @@ class ReaderProtocol(Protocol):
     recovery_report: dict[str, Any] | None
     definition_problems: Sequence[str]
     ulog: Any
+    info_style: str | None
 
     @property
     def summary(self) -> Summary: ...
@@ -249,10 +246,6 @@ class ReaderProtocol(Protocol):
     def metadata(self) -> Iterator[Metadata]: ...
 
     def info_extras(self) -> dict[str, Any]: ...
-
-    def info_text(self) -> str | None: ...
-
-    def info_yaml(self) -> str | None: ...
 
     def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None: ...
 

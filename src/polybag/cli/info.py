@@ -20,6 +20,8 @@ import sys
 from typing import Any
 
 from polybag.cli._common import _json_default, format_duration, format_ns, format_size, print_json
+from polybag.cli.render import info_text as format_text
+from polybag.cli.render import info_yaml as format_yaml
 from polybag.formats import registry
 from polybag.reader import Reader
 
@@ -277,15 +279,15 @@ def damage(reader: Reader) -> list[str]:
 
 
 def _describe(reader: Reader, args: argparse.Namespace) -> None:
-    # a format's own text (rosbag info's layout, ulog_info's) or, when it has none, ours
+    # the layout of the reader's info_style (rosbag info's, ulog_info's) or, when it has none, ours
     if getattr(args, "yaml", False):
-        text = reader.info_yaml()
+        text = format_yaml(reader)
         sys.stdout.write(text if text is not None else to_yaml(info_dict(reader)))
         return
     if args.json:
         print_json(info_dict(reader))
         return
-    text = reader.info_text()
+    text = format_text(reader)
     print(text if text is not None else render(info_dict(reader)))
 
 

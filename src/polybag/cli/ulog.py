@@ -15,7 +15,9 @@ import argparse
 import sys
 from typing import Any
 
+from polybag.cli import render
 from polybag.cli._common import print_json
+from polybag.cli.render import hms
 
 
 def register(subparsers: Any) -> None:
@@ -64,12 +66,6 @@ def _open(path: str, topics: list[str] | None = None) -> Any:
     if r.ulog is None:
         raise UnsupportedError(f"{path}: not a ULog file")
     return r
-
-
-def hms(us: int) -> str:
-    m, s = divmod(int(us / 1e6), 60)
-    h, m = divmod(m, 60)
-    return f"{h:d}:{m:02d}:{s:02d}"
 
 
 def logged_lines(reader: Any, events: bool = True) -> list[tuple[int, str, str]]:
@@ -150,5 +146,5 @@ def cmd_info(args: argparse.Namespace) -> int:
         if args.json:
             print_json(r.info_extras())
         else:
-            sys.stdout.write(r.info_text(verbose=not args.brief) + "\n")
+            sys.stdout.write(f"{render.info_text(r, verbose=not args.brief)}\n")
         return 1 if r.ulog.corruptions else 0

@@ -1,5 +1,5 @@
-"""What ``polybag info`` shows of a ULog: the extras of its summary and the text
-``ulog_info -v`` prints.
+"""What ``polybag info`` shows of a ULog: the extras of its summary.  Its ``ulog_info``
+layout is :mod:`polybag.cli.render`'s (from ``reader.ulog`` and these extras).
 
 :class:`_Info` is a part of :class:`~polybag.formats.ulog.reader.UlogReader` and works on its
 state.
@@ -13,11 +13,13 @@ from polybag.formats.ulog.definitions import UlogData, _Sub
 
 
 class _Info:
-    """Info extras and text (a part of the ULog reader)."""
+    """Info extras (a part of the ULog reader)."""
 
     #: ULog channels become ROS 1 in other formats (an MCAP written from a ULog gets the
     #: ``ros1`` profile)
     native_profile = "ros1"
+    #: ``polybag info`` lays a ULog out as pyulog's ``ulog_info`` does: :mod:`polybag.cli.render`
+    info_style = "ulog"
     ulog: UlogData
     _subs: list[_Sub]
 
@@ -59,60 +61,3 @@ class _Info:
             "subscriptions": subs,
             "corruptions": list(u.corruptions),
         }
-
-    def info_text(self, verbose: bool = True) -> str:
-        """What ``ulog_info -v`` prints: start, duration, dropouts, info, subscriptions."""
-        u = self.ulog
-        lines = []
-        if u.file_corruption:
-            lines.append("Warning: file has data corruption(s)")
-
-        def hms(us: int) -> str:
-            m, s = divmod(int(us / 1e6), 60)
-            h, m = divmod(m, 60)
-            return f"{h:d}:{m:02d}:{s:02d}"
-
-        lines.append(
-            f"Logging start time: {hms(u.start_timestamp)}, duration: {hms(u.last_timestamp - u.start_timestamp)}"
-        )
-        durs = [d.duration for d in u.dropouts]
-        if not durs:
-            lines.append("No Dropouts")
-        else:
-            lines.append(
-                f"Dropouts: count: {len(durs)}, total duration: {sum(durs) / 1000.0:.1f} s, "
-                f"max: {max(durs)} ms, mean: {int(sum(durs) / len(durs))} ms"
-            )
-        ver = u.version_info_str()
-        if ver is not None:
-            lines.append(f"SW Version: {ver}")
-        lines.append("Info Messages:")
-        for k in sorted(u.info):
-            if verbose or not k.startswith("perf_"):
-                lines.append(f" {k}: {u.info[k]}")
-        if u.info_multiple:
-            if verbose:
-                lines.append("Info Multiple Messages:")
-                for k in sorted(u.info_multiple):
-                    lines.append(f" {k}: {u.info_multiple[k]}")
-            else:
-                lines.append(
-                    "Info Multiple Messages: "
-                    + ", ".join(f"[{k}: {len(u.info_multiple[k])}]" for k in sorted(u.info_multiple))
-                )
-        lines.append("")
-        lines.append(
-            "{:<41} {:7}, {:10}".format(
-                "Name (multi id, message size in bytes)", "number of data points", "total bytes"
-            )
-        )
-        self._ensure_counts()
-        rows = [s for s in self._subs if s.count]
-        rows.sort(key=lambda s: s.sub.name + str(s.sub.multi_id))
-        for s in rows:
-            assert s.type is not None
-            size = s.type.min_size
-            cnt = s.count
-            name_id = f"{s.sub.name} ({s.sub.multi_id}, {size})"
-            lines.append(f" {name_id:<40} {cnt:7d} {size * cnt:10d}")
-        return "\n".join(lines)
