@@ -43,6 +43,7 @@ import numpy as np
 
 from polybag.errors import PolybagError, UnsupportedError, UsageError
 from polybag.reader import TopicSelector, topic_filter
+from polybag.timefmt import TimeWindow
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,13 +93,6 @@ def expand_paths(paths: PathsLike) -> list[str]:
     if not out:
         raise UsageError("no input files")
     return out
-
-
-def _check_window(start: int | None, end: int | None) -> tuple[int | None, int | None]:
-    for name, v in (("start", start), ("end", end)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
-            raise UsageError(f"{name} must be integer nanoseconds, not {type(v).__name__}")
-    return (None if start is None else int(start), None if end is None else int(end))
 
 
 # --- planning --------------------------------------------------------------------------------
@@ -198,19 +192,11 @@ def _windows(
     """
     # an index may say end < start, and MCAP times are u64: keep them sane for int64 math
     top = (1 << 63) - 2
-    live = [
-        (min(s0, top), min(max(e0, s0), top), n)
-        for s0, e0, n in chunks
-        if n > 0 and (start is None or e0 >= start) and (end is None or s0 < end)
-    ]
+    window = TimeWindow(start, end)
+    live = [(min(s0, top), min(max(e0, s0), top), n) for s0, e0, n in chunks if n > 0 and window.overlaps(s0, e0)]
     if not live:
         return []
-    lo = min(c[0] for c in live)
-    hi = max(c[1] for c in live)
-    if start is not None:
-        lo = max(lo, int(start))
-    if end is not None:
-        hi = min(hi, int(end) - 1)
+    lo, hi = window.clamp(min(c[0] for c in live), max(c[1] for c in live))
     dens = _Density(live)
     f_lo, f_hi = (float(x) for x in dens(np.array([lo, hi + 1])))
     m = max(1, int(np.ceil((f_hi - f_lo) / per_part - 1e-9)))
@@ -275,11 +261,7 @@ def _plan_file(
             chans = [] if summary is None else _selected_channels(topics, summary)
             lo = hi = None
             if summary is not None and summary.indexed and summary.start_time is not None:
-                lo, hi = summary.start_time, summary.end_time
-                if start is not None:
-                    lo = max(lo, start)
-                if end is not None:
-                    hi = min(hi, end - 1)
+                lo, hi = TimeWindow(start, end).clamp(summary.start_time, summary.end_time)
             return _FilePlan(path, fmt, [Partition(path, fmt, start, end, -1, lo, hi)], chans, False)
         assert summary is not None
         return _FilePlan(
@@ -391,7 +373,7 @@ def _merged_windows(
         members = [
             (pl.path, pl.format)
             for pl, (s0, e0) in zip(plans, spans)
-            if bool(np.any((w.start is None or e0 >= w.start) & (w.end is None or s0 < w.end)))
+            if bool(np.any(TimeWindow(w.start, w.end).overlaps(s0, e0)))
         ]
         if not members:
             continue
@@ -409,7 +391,7 @@ def partitions(
     partition_messages: int = DEFAULT_PARTITION_MESSAGES,
 ) -> list[Partition]:
     """The partitions :func:`read_topic` / :func:`read_messages` would make (from the indexes)."""
-    start, end = _check_window(start, end)
+    start, end = TimeWindow.of_ns(start, end)
     files = expand_paths(paths)
     plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
     return _order(plans, start, end, partition_messages)[0]
@@ -513,13 +495,7 @@ def _ulog_frame(
         return _frame({})  # this file does not log the topic (or instance): no rows
     df = r.to_pandas(topic, multi_id, fields)  # type: ignore[call-arg]
     if start is not None or end is not None:
-        t = df.index.to_numpy()
-        keep = np.ones(len(t), dtype=bool)
-        if start is not None:
-            keep &= t >= start
-        if end is not None:
-            keep &= t < end
-        df = df[keep]
+        df = df[TimeWindow(start, end).contains(df.index.to_numpy())]
     return df.copy()
 
 
@@ -671,7 +647,7 @@ def read_topic(
     such as JSON: from the topic's first message; keys it lacks are left out).
     """
     dd = _require("dataframe")
-    start, end = _check_window(start, end)
+    start, end = TimeWindow.of_ns(start, end)
     files = expand_paths(paths)
     plans = _plan(files, [topic], start, end, partition_messages, lambda ps: not any(p.channels for p in ps))
     meta, project = _meta_for(plans, topic, fields, decode, multi_id, files)
@@ -765,7 +741,7 @@ def read_messages(
     Partitioned like :func:`read_topic`; items are in log-time order within a partition.
     """
     db = _require("bag")
-    start, end = _check_window(start, end)
+    start, end = TimeWindow.of_ns(start, end)
     files = expand_paths(paths)
     plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
     parts, _div = _order(plans, start, end, partition_messages)

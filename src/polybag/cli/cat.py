@@ -21,11 +21,12 @@ import json
 import sys
 from typing import Any
 
-from polybag.cli._common import format_ns, parse_time
+from polybag.cli._common import format_ns
 from polybag.cli.info import add_format_option, open_input
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Message
 from polybag.ops._common import _page_releaser
+from polybag.timefmt import TimeWindow
 
 _RELEASE_EVERY = 16 << 20  # payload bytes printed between releases of the input's mapped pages
 
@@ -101,15 +102,6 @@ def _jsonable(o: Any) -> Any:
     return str(o)
 
 
-def _time_arg(text: str | None, reader: Any) -> int | None:
-    if text is None:
-        return None
-    base = None
-    if text.strip().startswith("+"):
-        base = reader.summary.start_time or 0
-    return parse_time(text, base)
-
-
 def _preview(data: bytes | memoryview, n: int = 16) -> str:
     b = bytes(data[:n])
     more = "..." if len(data) > n else ""
@@ -121,8 +113,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     with open_input(args.file, getattr(args, "input_format", None)) as reader:
         since_release = 0  # payload bytes since the input's mapped pages were last released
-        start = _time_arg(args.start, reader)
-        end = _time_arg(args.end, reader)
+        start, end = TimeWindow.parse(args.start, args.end, lambda: reader.summary.start_time or 0)
         it = reader.messages(
             topics=args.topics,
             start=start,

@@ -21,43 +21,22 @@ writer buffers one), so memory stays bounded by a few chunks whatever the file s
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from polybag.model import Message
-from polybag.ops._common import (
-    ChannelMap,
-    Input,
-    OpResult,
-    Output,
-    abort_writer,
-    check_output,
-    copy_attachments_and_metadata,
-    copy_messages,
-    input_name,
-    make_progress,
-    make_writer,
-    opened,
-    profile_for,
-    report_dropped,
-    summary_count,
-    target_format,
-)
+from polybag.ops._common import Input, Output, input_name, opened, summary_count
+from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 
 
 @dataclass
-class ConvertResult(OpResult):
+class ConvertResult(CopyResult):
     input: str = ""
-    output: str = ""
     input_format: str = ""
     output_format: str = ""
     profile: str = ""
     channels: int = 0
-    dropped_messages: int = 0
-    dropped_topics: dict[str, int] = field(default_factory=dict)
-    attachments: int = 0
     attachments_dropped: int = 0
-    metadata: int = 0
     metadata_dropped: int = 0
 
 
@@ -84,39 +63,22 @@ def convert(
     ``overwrite``; ``dst`` is never the input.  On any failure (a full disk, an interrupt) no
     output and no ``dst.active`` is left behind.
     """
-    fmt = target_format(dst, format)
-    check_output(dst, [src], overwrite)
+    fmt = prepare_output(dst, format, [src], overwrite)
     result = ConvertResult(input=input_name(src), output=input_name(dst), output_format=fmt)
     with opened(src, **reader_options) as reader:
         result.input_format = reader.format
         summary = reader.summary
-        if profile is None and fmt == "mcap":
-            profile = profile_for(summary.channels.values(), reader)
-        result.profile = profile or ""
-        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
-        try:
-            messages = reader.messages(topics=topics, order="file")
-            if reader.ulog is not None:
-                messages = ulog_extras(reader, writer, fmt, result, messages)
-            cmap = ChannelMap(writer, fmt, result)
-            # channels first, in the source's order, so empty channels survive too
-            for ch in summary.channels.values():
-                cmap.get(ch)
-            bar = make_progress(summary_count(reader), f"convert {result.input}", progress)
-            with bar:
-                written, dropped = copy_messages(messages, cmap, bar, readers=[reader])
-            result.messages += written
-            result.dropped_messages = dropped
-            result.dropped_topics = dict(cmap.dropped)
+        channels = summary.channels.values()
+        job = CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite, profile=profile)
+        with job:
+            result.profile = job.profile or ""
+            messages = job.with_ulog_extras(reader, reader.messages(topics=topics, order="file"))
+            job.add_channels(channels)
+            result.messages += job.copy(messages, summary_count(reader), f"convert {result.input}", progress)
             (result.attachments, result.attachments_dropped, result.metadata, result.metadata_dropped) = (
-                copy_attachments_and_metadata(reader, writer, fmt, result)
+                job.copy_extras(reader)
             )
-            result.channels = len(cmap._by_key)
-            writer.close()
-        except BaseException:
-            abort_writer(writer, dst)
-            raise
-    report_dropped(result, result.dropped_topics, fmt)
+            result.channels = job.channels
     return result
 
 

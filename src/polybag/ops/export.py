@@ -47,6 +47,7 @@ from polybag.ops._common import (
     make_progress,
     opened,
 )
+from polybag.timefmt import TimeWindow
 from polybag.writer import named_os_error, place_file
 
 FORMATS = ("csv", "parquet", "jsonl")
@@ -401,14 +402,6 @@ def _jsonl(
     return rows
 
 
-def _time(value: int | str | None, base: int | None) -> int | None:
-    if value is None or isinstance(value, int):
-        return value
-    from polybag.timefmt import parse_time
-
-    return parse_time(str(value), base)
-
-
 def _check_tables(src: Input, paths: Sequence[Path], overwrite: bool) -> None:
     """Before anything is written: no table is the input (never allowed) and none exists
     unless ``overwrite``."""
@@ -459,8 +452,7 @@ def export(
     result = ExportResult(input=input_name(src), output_dir=str(out), format=format)
     with opened(src) as r:
         summary = r.summary
-        t_start = _time(start, summary.start_time)
-        t_end = _time(end, summary.start_time)
+        t_start, t_end = TimeWindow.parse(start, end, summary.start_time)
         names = sorted(summary.topics())
         if isinstance(topics, str):
             rx = re.compile(topics)

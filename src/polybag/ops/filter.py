@@ -18,23 +18,9 @@ from typing import Any
 
 from polybag.errors import PolybagError
 from polybag.model import Channel, Message
-from polybag.ops._common import (
-    ChannelMap,
-    Input,
-    OpResult,
-    PathLike,
-    abort_writer,
-    check_output,
-    copy_attachments_and_metadata,
-    copy_messages,
-    input_name,
-    make_progress,
-    make_writer,
-    opened,
-    profile_for,
-    report_dropped,
-    target_format,
-)
+from polybag.ops._common import Input, PathLike, input_name, opened
+from polybag.ops._copy import CopyJob, CopyResult, prepare_output
+from polybag.timefmt import TimeWindow
 
 
 class Time(int):
@@ -56,25 +42,12 @@ class Time(int):
 
 
 @dataclass
-class FilterResult(OpResult):
+class FilterResult(CopyResult):
     input: str = ""
-    output: str = ""
     topics: list[str] = field(default_factory=list)
     start: int | None = None
     end: int | None = None
     read: int = 0
-    dropped_messages: int = 0
-    dropped_topics: dict[str, int] = field(default_factory=dict)
-    attachments: int = 0
-    metadata: int = 0
-
-
-def _time(value: int | str | None, base: int | None) -> int | None:
-    if value is None or isinstance(value, int):
-        return value
-    from polybag.timefmt import parse_time
-
-    return parse_time(str(value), base)
 
 
 def select_topics(
@@ -129,15 +102,6 @@ def compile_expression(expression: str) -> tuple[Callable[[Message], bool], bool
     return pred, uses_m
 
 
-def _with_ulog_extras(reader: Any, writer: Any, fmt: str, result: Any, messages: Any) -> Any:
-    """ULog inputs keep their info/parameters (see :func:`polybag.ops.convert.ulog_extras`)."""
-    if reader.ulog is not None:
-        from polybag.ops.convert import ulog_extras
-
-        return ulog_extras(reader, writer, fmt, result, messages)
-    return messages
-
-
 def filter(  # noqa: A001 - the command's name
     src: Input,
     dst: PathLike,
@@ -160,14 +124,11 @@ def filter(  # noqa: A001 - the command's name
     ``(topic, m, t) -> bool``.  An existing ``dst`` only with ``overwrite``; never the input;
     nothing is left behind on failure.
     """
-    fmt = target_format(dst, format)
-    check_output(dst, [src], overwrite)
+    fmt = prepare_output(dst, format, [src], overwrite)
     result = FilterResult(input=input_name(src), output=str(dst))
     with opened(src) as reader:
         summary = reader.summary
-        base = summary.start_time
-        t0 = _time(start, base)
-        t1 = _time(end, base)
+        t0, t1 = TimeWindow.parse(start, end, summary.start_time)
         result.start, result.end = t0, t1
         channels = list(summary.channels.values())
         topics = select_topics(channels, include_topics, exclude_topics)
@@ -185,15 +146,10 @@ def filter(  # noqa: A001 - the command's name
                 decoded = codec_for(msg.channel).decode(msg.data, topic=msg.channel.topic)
                 return bool(fn(msg.channel.topic, decoded, Time(msg.log_time)))
 
-        profile = profile_for(kept_channels, reader) if fmt == "mcap" else None
-        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
-        try:
-            cmap = ChannelMap(writer, fmt, result)
-            for ch in kept_channels:
-                cmap.get(ch)
+        with CopyJob(dst, fmt, result, [reader], kept_channels, compression, chunk_size, overwrite) as job:
+            job.add_channels(kept_channels)
             counts = summary.message_counts
             total = sum(counts.get(c.id, 0) for c in kept_channels)
-            bar = make_progress(total, f"filter {result.input}", progress)
             read = 0
 
             def selected() -> Any:
@@ -202,30 +158,11 @@ def filter(  # noqa: A001 - the command's name
                     read += 1
                     if pred is None or pred(m):
                         yield m
-                    elif bar is not None:
-                        bar.update(1)
+                    else:
+                        job.bar.update(1)
 
-            with bar:
-                written, dropped = (
-                    copy_messages(
-                        _with_ulog_extras(reader, writer, fmt, result, selected()),
-                        cmap,
-                        bar,
-                        readers=[reader],
-                    )
-                    if topics
-                    else (0, 0)
-                )
-            result.messages = written
+            messages = job.with_ulog_extras(reader, selected()) if topics else ()
+            result.messages = job.copy(messages, total, f"filter {result.input}", progress)
             result.read = read
-            result.dropped_messages = dropped
-            result.dropped_topics = dict(cmap.dropped)
-            result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(
-                reader, writer, fmt, result
-            )
-            writer.close()
-        except BaseException:
-            abort_writer(writer, dst)
-            raise
-    report_dropped(result, result.dropped_topics, fmt)
+            result.attachments, _, result.metadata, _ = job.copy_extras(reader)
     return result

@@ -32,40 +32,19 @@ from typing import Any
 
 from polybag.errors import WriteError
 from polybag.model import Channel, Message
-from polybag.ops._common import (
-    ChannelMap,
-    Input,
-    OpResult,
-    PathLike,
-    abort_writer,
-    check_output,
-    copy_attachments_and_metadata,
-    copy_messages,
-    input_name,
-    make_progress,
-    make_writer,
-    opened,
-    profile_for,
-    report_dropped,
-    summary_count,
-    target_format,
-)
+from polybag.ops._common import ChannelMap, Input, PathLike, input_name, opened, summary_count
+from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 from polybag.ops.convert import ulog_metadata_to
 from polybag.ops.split import UlogTimeline
 from polybag.writer import Writer
 
 
 @dataclass
-class MergeResult(OpResult):
-    output: str = ""
+class MergeResult(CopyResult):
     inputs: list[str] = field(default_factory=list)
     input_messages: list[int] = field(default_factory=list)
     channels: int = 0
     conflicts: list[str] = field(default_factory=list)
-    dropped_messages: int = 0
-    dropped_topics: dict[str, int] = field(default_factory=dict)
-    attachments: int = 0
-    metadata: int = 0
     parameter_changes: int = 0
     dropouts: int = 0
     param_conflicts: list[str] = field(default_factory=list)
@@ -205,23 +184,21 @@ def merge(
         from polybag.errors import PolybagError
 
         raise PolybagError("merge needs at least one input")
-    fmt = target_format(dst, format)
-    check_output(dst, inputs, overwrite)
+    fmt = prepare_output(dst, format, inputs, overwrite)
     result = MergeResult(output=str(dst), inputs=[input_name(s) for s in inputs])
     with ExitStack() as stack:
         readers = [stack.enter_context(opened(s)) for s in inputs]
         all_channels = [c for r in readers for c in r.summary.channels.values()]
-        profile = profile_for(all_channels, *readers) if fmt == "mcap" else None
-        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
-        try:
+        job = CopyJob(
+            dst, fmt, result, readers, all_channels, compression, chunk_size, overwrite, channel_map=_MergeChannels
+        )
+        with job:
             ulogs = [(result.inputs[i], r.ulog) for i, r in enumerate(readers) if r.ulog is not None]
             defs = UlogDefinitions(ulogs, result) if ulogs else None
             timeline = UlogTimeline.of([u for _, u in ulogs]) if ulogs else None
             if defs is not None:
-                _definitions_to(writer, fmt, defs, [u for _, u in ulogs], result)
-            cmap = _MergeChannels(writer, fmt, result)
-            for c in all_channels:
-                cmap.get(c)
+                _definitions_to(job.writer, fmt, defs, [u for _, u in ulogs], result)
+            job.add_channels(all_channels)
             counts = [0] * len(readers)
 
             def counted(i: int):  # type: ignore[no-untyped-def]
@@ -230,36 +207,26 @@ def merge(
                     yield m
 
             streams = [counted(i) for i in range(len(readers))]
-            total = sum(summary_count(r) for r in readers)
-            bar = make_progress(total, f"merge -> {dst}", progress)
             merged: Iterable[Message] = heapq.merge(*streams, key=attrgetter("log_time"))
             if timeline is not None:
-                merged = _with_timeline(merged, timeline, writer if fmt == "ulog" else None)
-            with bar:
-                written, dropped = copy_messages(merged, cmap, bar, readers=readers)
-            result.messages = written
-            result.dropped_messages = dropped
-            result.dropped_topics = dict(cmap.dropped)
+                merged = _with_timeline(merged, timeline, job.writer if fmt == "ulog" else None)
+            total = sum(summary_count(r) for r in readers)
+            result.messages = job.copy(merged, total, f"merge -> {dst}", progress)
             result.input_messages = counts
             for r in readers:
-                a, _, md, _ = copy_attachments_and_metadata(r, writer, fmt, result)
+                a, _, md, _ = job.copy_extras(r)
                 result.attachments += a
                 result.metadata += md
             if defs is not None and fmt == "ulog":
-                defs.restore(writer)
+                defs.restore(job.writer)
             if timeline is not None:
                 kinds = [e[2] for e in timeline.events]
                 result.parameter_changes = kinds.count("P")
                 result.dropouts = kinds.count("O")
-            result.channels = len(cmap._by_key)
-            result.conflicts = cmap.conflicts()
+            result.channels = job.channels
+            result.conflicts = job.cmap.conflicts()
             for c in result.conflicts:
                 result.warn(c)
-            writer.close()
-        except BaseException:
-            abort_writer(writer, dst)
-            raise
-    report_dropped(result, result.dropped_topics, fmt)
     return result
 
 

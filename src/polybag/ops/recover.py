@@ -18,29 +18,14 @@ from typing import Any
 import polybag
 from polybag.errors import PolybagError, UnknownFormatError
 from polybag.model import Message
-from polybag.ops._common import (
-    ChannelMap,
-    Input,
-    OpResult,
-    PathLike,
-    abort_writer,
-    check_output,
-    copy_attachments_and_metadata,
-    copy_messages,
-    input_name,
-    make_progress,
-    make_writer,
-    profile_for,
-    report_dropped,
-    target_format,
-)
+from polybag.ops._common import Input, PathLike, check_output, input_name, target_format
+from polybag.ops._copy import CopyJob, CopyResult
 from polybag.reader import Reader
 
 
 @dataclass
-class RecoverResult(OpResult):
+class RecoverResult(CopyResult):
     input: str = ""
-    output: str = ""
     format: str = ""
     messages_expected: int | None = None
     messages_lost: int | None = None
@@ -48,10 +33,6 @@ class RecoverResult(OpResult):
     bytes_kept: int = 0
     bytes_lost: int = 0
     errors: list[str] = field(default_factory=list)
-    dropped_messages: int = 0
-    dropped_topics: dict[str, int] = field(default_factory=dict)
-    attachments: int = 0
-    metadata: int = 0
     verified: bool = False
 
     @property
@@ -124,16 +105,13 @@ def recover(
         except PolybagError as e:
             result.errors.append(f"summary: {e}")
             channels = []
-        profile = profile_for(channels, reader) if fmt == "mcap" else None
-        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
         crc = 0
         plain = True
-        try:
-            cmap = ChannelMap(writer, fmt, result)
+        with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite) as job:
 
             def digest(m: Message) -> None:
                 nonlocal crc, plain
-                ent = cmap._by_obj.get(id(m.channel))
+                ent = job.cmap._by_obj.get(id(m.channel))
                 if ent is not None and ent[2] is not None:
                     plain = False
                 crc = _digest(crc, m, m.data)
@@ -144,29 +122,13 @@ def recover(
                 except PolybagError as e:  # a reader that still raised: keep what came before
                     result.errors.append(str(e))
 
-            msgs: Any = reader.messages(order="file")
-            if reader.ulog is not None:
-                from polybag.ops.convert import ulog_extras
-
-                msgs = ulog_extras(reader, writer, fmt, result, msgs)  # type: ignore[arg-type]
-            bar = make_progress(result.messages_expected or 0, f"recover {result.input}", progress)
-            with bar:
-                written, dropped = copy_messages(
-                    safe(msgs), cmap, bar, on_message=digest, readers=[reader]
-                )
+            msgs = job.with_ulog_extras(reader, reader.messages(order="file"))
+            total = result.messages_expected or 0
+            written = job.copy(safe(msgs), total, f"recover {result.input}", progress, on_message=digest)
             try:
-                result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(
-                    reader, writer, fmt, result
-                )
+                result.attachments, _, result.metadata, _ = job.copy_extras(reader)
             except PolybagError as e:
                 result.errors.append(f"attachments/metadata: {e}")
-            result.dropped_messages = dropped
-            result.dropped_topics = dict(cmap.dropped)
-            report_dropped(result, result.dropped_topics, fmt)
-            writer.close()
-        except BaseException:
-            abort_writer(writer, dst)
-            raise
         report = reader.recovery_report or {}
         result.bytes_lost = int(report.get("bytes_skipped", 0) or 0)
         result.errors.extend(str(e) for e in report.get("errors", []) or [])

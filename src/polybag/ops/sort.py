@@ -6,38 +6,16 @@ chunks that overlap in time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from polybag.ops._common import (
-    ChannelMap,
-    Input,
-    OpResult,
-    PathLike,
-    abort_writer,
-    check_output,
-    copy_attachments_and_metadata,
-    copy_messages,
-    input_name,
-    make_progress,
-    make_writer,
-    opened,
-    profile_for,
-    report_dropped,
-    summary_count,
-    target_format,
-)
-from polybag.ops.filter import _with_ulog_extras
+from polybag.ops._common import Input, PathLike, input_name, opened, summary_count
+from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 
 
 @dataclass
-class SortResult(OpResult):
+class SortResult(CopyResult):
     input: str = ""
-    output: str = ""
     was_sorted: bool = True
-    dropped_messages: int = 0
-    dropped_topics: dict[str, int] = field(default_factory=dict)
-    attachments: int = 0
-    metadata: int = 0
 
 
 def sort(
@@ -52,40 +30,20 @@ def sort(
 ) -> SortResult:
     """Write ``src``'s messages to ``dst`` in log-time order (an existing ``dst`` only with
     ``overwrite``; never the input; nothing is left behind on failure)."""
-    fmt = target_format(dst, format)
-    check_output(dst, [src], overwrite)
+    fmt = prepare_output(dst, format, [src], overwrite)
     result = SortResult(input=input_name(src), output=str(dst))
     with opened(src) as reader:
         summary = reader.summary
-        profile = profile_for(summary.channels.values(), reader) if fmt == "mcap" else None
-        writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
-        try:
-            cmap = ChannelMap(writer, fmt, result)
-            for ch in summary.channels.values():
-                cmap.get(ch)
+        channels = summary.channels.values()
+        with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite) as job:
+            job.add_channels(channels)
             # was_sorted: chunks whose time ranges overlap out of order
             chunks = summary.chunks
             for a, b in zip(chunks, chunks[1:]):
                 if b.start_time < a.end_time:
                     result.was_sorted = False
                     break
-            bar = make_progress(summary_count(reader), f"sort {result.input}", progress)
-            with bar:
-                written, dropped = copy_messages(
-                    _with_ulog_extras(reader, writer, fmt, result, reader.messages(order="log_time")),
-                    cmap,
-                    bar,
-                    readers=[reader],
-                )
-            result.messages = written
-            result.dropped_messages = dropped
-            result.dropped_topics = dict(cmap.dropped)
-            result.attachments, _, result.metadata, _ = copy_attachments_and_metadata(
-                reader, writer, fmt, result
-            )
-            writer.close()
-        except BaseException:
-            abort_writer(writer, dst)
-            raise
-    report_dropped(result, result.dropped_topics, fmt)
+            messages = job.with_ulog_extras(reader, reader.messages(order="log_time"))
+            result.messages = job.copy(messages, summary_count(reader), f"sort {result.input}", progress)
+            result.attachments, _, result.metadata, _ = job.copy_extras(reader)
     return result

@@ -64,6 +64,7 @@ from polybag.ops._common import (
     target_format,
 )
 from polybag.ops.convert import ulog_metadata_to
+from polybag.timefmt import duration_ns, time_ns
 from polybag.writer import Writer
 
 # Upper bounds of the bytes a writer adds around the payloads (bag, MCAP and ULog writers):
@@ -238,22 +239,6 @@ def ulog_part_extras(
     )
 
 
-def _time(value: int | str, base: int | None) -> int:
-    if isinstance(value, int):
-        return value
-    from polybag.timefmt import parse_time
-
-    return parse_time(str(value), base)
-
-
-def _duration(value: int | str) -> int:
-    if isinstance(value, int):
-        return value
-    from polybag.timefmt import parse_time
-
-    return parse_time(str(value).lstrip("+"))
-
-
 def existing_parts(out_dir: str, base_name: str, ext: str) -> list[str]:
     """The files in ``out_dir`` named like parts ``<base_name>_<NNN><ext>`` (or their
     ``.active``), sorted."""
@@ -325,11 +310,11 @@ def split(
         dur = None
         points: list[int] = []
         if duration is not None:
-            dur = _duration(duration)
+            dur = duration_ns(duration)
             if dur <= 0:
                 raise PolybagError("split duration must be positive")
         if at is not None:
-            points = sorted(_time(t, start) for t in at)
+            points = sorted(time_ns(t, start) for t in at)
         channels = list(summary.channels.values())
         profile = profile_for(channels, reader) if fmt == "mcap" else None
         ulog = reader.ulog

@@ -1,0 +1,142 @@
+"""The copying operations' common skeleton (convert, filter, sort, merge, recover): check
+the output, make the writer, map the channels, copy the messages with a progress bar, the
+attachments and metadata, report what the output cannot hold, and leave nothing behind
+on failure.  Each operation gives its own message stream and fills its own result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from polybag.model import Channel, Message
+from polybag.ops._common import (
+    ChannelMap,
+    Input,
+    OpResult,
+    Output,
+    abort_writer,
+    check_output,
+    copy_attachments_and_metadata,
+    copy_messages,
+    make_progress,
+    make_writer,
+    profile_for,
+    report_dropped,
+    target_format,
+)
+from polybag.reader import Reader
+
+
+@dataclass
+class CopyResult(OpResult):
+    """What an operation that copies messages into a new log did: its output, and what the
+    output could not hold (messages per topic), attachments and metadata records copied."""
+
+    output: str = ""
+    dropped_messages: int = 0
+    dropped_topics: dict[str, int] = field(default_factory=dict)
+    attachments: int = 0
+    metadata: int = 0
+
+
+def prepare_output(dst: Output, format: str | None, inputs: Sequence[Input], overwrite: bool) -> str:  # noqa: A002
+    """Before any work starts: the output's format (:func:`target_format`), once the output
+    is known to be writable (:func:`check_output`)."""
+    fmt = target_format(dst, format)
+    check_output(dst, inputs, overwrite)
+    return fmt
+
+
+class CopyJob:
+    """One output log written from open readers: the writer, its :class:`ChannelMap`, and
+    the steps the copying operations (convert, filter, sort, merge, recover) share.
+
+    ``with CopyJob(dst, fmt, result, readers, channels, compression, chunk_size,
+    overwrite) as job:`` (the writer options as the operation got them): when the block
+    ends the writer is closed and the messages not written are reported on the result
+    (:func:`report_dropped`); on any failure (a full disk, an interrupt) the writer is
+    aborted and no output is left behind.  ``profile`` is the MCAP profile; ``None`` for
+    an MCAP output means the one ``channels`` call for (:func:`profile_for`).
+    """
+
+    def __init__(
+        self,
+        dst: Output,
+        fmt: str,
+        result: CopyResult,
+        readers: Sequence[Reader],
+        channels: Iterable[Channel] = (),
+        compression: str | None = None,
+        chunk_size: int | None = None,
+        overwrite: bool = False,
+        *,
+        profile: str | None = None,
+        channel_map: type[ChannelMap] = ChannelMap,
+    ) -> None:
+        if profile is None and fmt == "mcap":
+            profile = profile_for(channels, *readers)
+        self.dst = dst
+        self.fmt = fmt
+        self.result = result
+        self.readers = list(readers)
+        self.profile = profile
+        self.writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
+        self.cmap = channel_map(self.writer, fmt, result)
+        self.bar: Any = None  # the progress bar of :meth:`copy`, while it runs
+
+    def __enter__(self) -> CopyJob:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        if exc_type is not None:
+            abort_writer(self.writer, self.dst)
+            return
+        try:
+            self.writer.close()
+        except BaseException:
+            abort_writer(self.writer, self.dst)
+            raise
+        report_dropped(self.result, self.result.dropped_topics, self.fmt)
+
+    @property
+    def channels(self) -> int:
+        """The channels written so far (identical source channels share one)."""
+        return len(self.cmap._by_key)
+
+    def add_channels(self, channels: Iterable[Channel]) -> None:
+        """Write the channels up front, in this order, so that empty channels survive too."""
+        for ch in channels:
+            self.cmap.get(ch)
+
+    def with_ulog_extras(self, reader: Reader, messages: Iterable[Message]) -> Iterable[Message]:
+        """``messages``; a ULog input keeps its info and parameters (written when the first
+        message is asked for, see :func:`polybag.ops.convert.ulog_extras`)."""
+        if reader.ulog is None:
+            return messages
+        from polybag.ops.convert import ulog_extras
+
+        return ulog_extras(reader, self.writer, self.fmt, self.result, messages)  # type: ignore[arg-type]
+
+    def copy(
+        self,
+        messages: Iterable[Message],
+        total: int,
+        label: str,
+        progress: bool | None,
+        on_message: Callable[[Message], None] | None = None,
+    ) -> int:
+        """Write ``messages`` (see :func:`copy_messages`) with a progress bar of ``total``
+        messages (``self.bar`` while it runs); the messages not written are counted on the
+        result.  Returns the messages written."""
+        self.bar = make_progress(total, label, progress)
+        with self.bar:
+            written, dropped = copy_messages(messages, self.cmap, self.bar, on_message, self.readers)
+        self.result.dropped_messages = dropped
+        self.result.dropped_topics = dict(self.cmap.dropped)
+        return written
+
+    def copy_extras(self, reader: Reader) -> tuple[int, int, int, int]:
+        """:func:`copy_attachments_and_metadata` of ``reader`` into the output."""
+        return copy_attachments_and_metadata(reader, self.writer, self.fmt, self.result)
