@@ -21,7 +21,6 @@ arrays; messages are zero-copy slices of the mapped file.
 
 from __future__ import annotations
 
-import gc
 import struct
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -34,6 +33,7 @@ from polybag.reader import Reader, TopicSelector, check_order, topic_filter
 from polybag.source import MappedSource
 
 from .info import BagInfoMixin
+from .passes import BagDamage, gc_paused
 from .records import (
     INDEX_V0_DTYPE,
     OP_FILE_HEADER,
@@ -102,7 +102,7 @@ def _definition_map(definitions: Any) -> dict[str, bytes]:
     return out
 
 
-class _FlatReader(BagInfoMixin, Reader):
+class _FlatReader(BagDamage, BagInfoMixin, Reader):
     """A bag held as arrays of (time, channel, payload offset, payload length)."""
 
     format = "bag"
@@ -122,8 +122,8 @@ class _FlatReader(BagInfoMixin, Reader):
         self.recover = recover
         self.recovery_report: dict[str, Any] | None = None
         self.version = ""
-        self.error: FormatError | None = None
-        self.errors: list[str] = []
+        self.scan_error: FormatError | None = None
+        self.scan_errors: list[str] = []
         self.bytes_skipped = 0
         self._channels: dict[tuple[str, str, str], Channel] = {}
         self._defs: dict[str, bytes] = {}
@@ -147,9 +147,9 @@ class _FlatReader(BagInfoMixin, Reader):
             self._finish()
 
     def _fail(self, e: FormatError) -> None:
-        self.errors.append(str(e))
+        self.scan_errors.append(str(e))
         if not self.recover:
-            self.error = e
+            self.scan_error = e
 
     def _channel(self, topic: str, md5: str, typ: str) -> int:
         key = (topic, md5, typ)
@@ -194,8 +194,8 @@ class _FlatReader(BagInfoMixin, Reader):
             u, n = np.unique(self.conns, return_counts=True)
             counts.update(dict(zip(u.tolist(), n.tolist())))
         extras: dict[str, Any] = {"bag_version": self.version}
-        if self.errors:
-            extras["errors"] = list(self.errors)
+        if self.scan_errors:
+            extras["errors"] = list(self.scan_errors)
         extras.update(self.index_info)
         return Summary(
             format="bag",
@@ -238,33 +238,18 @@ class _FlatReader(BagInfoMixin, Reader):
             idx = idx[::-1]
         view = self.view
         get = chans.__getitem__
-        count = 0
-        try:
+        with self.damage_pass() as done:
             for k in range(0, len(idx), 65536):
                 part = idx[k : k + 65536]
-                gc_was = gc.isenabled()
-                gc.disable()  # Message objects hold no cycles; see reader_v2
-                try:
+                with gc_paused():  # see passes.gc_paused
                     batch = [
                         Message(get(cc), tt, tt, 0, view[a:b])
                         for tt, cc, a, b in zip(
                             t[part].tolist(), c[part].tolist(), d[part].tolist(), (d[part] + n[part]).tolist()
                         )
                     ]
-                finally:
-                    if gc_was:
-                        gc.enable()
                 yield from batch
-                count += len(batch)
-        finally:
-            if self.recover:
-                self.recovery_report = {
-                    "messages": count,
-                    "bytes_skipped": self.bytes_skipped,
-                    "errors": list(self.errors),
-                }
-        if self.error is not None:
-            raise self.error
+                done.count += len(batch)
 
     def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every payload of ``topic`` at once (see :meth:`BagV2Reader.topic_payloads`)."""
@@ -274,13 +259,11 @@ class _FlatReader(BagInfoMixin, Reader):
         sel = topic_filter([topic], self.channels_by_id.values()) or set()
         idx = np.nonzero(np.isin(self.conns, np.fromiter(sel, np.int64, len(sel))))[0]
         t, d, n = self.times[idx], self.dstart[idx], self.dlen[idx]
-        arena = Arena(int(n.sum()))
-        arena.add(np.frombuffer(self.view, np.uint8), t, d, n)
-        result = arena.result()
-        if self.recover:
-            self.recovery_report = {"messages": len(idx), "bytes_skipped": self.bytes_skipped, "errors": list(self.errors)}
-        if self.error is not None:
-            raise self.error
+        with self.damage_pass() as done:
+            arena = Arena(int(n.sum()))
+            arena.add(np.frombuffer(self.view, np.uint8), t, d, n)
+            result = arena.result()
+            done.count = len(idx)
         return result
 
     def message_times(self, cids: set[int] | None = None) -> dict[int, np.ndarray]:

@@ -11,7 +11,6 @@ header with sizes 0, its records following in the file) is read too.
 
 from __future__ import annotations
 
-import gc
 import mmap
 import struct
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from polybag.reader import Reader, TopicSelector, check_order, topic_filter
 from polybag.source import MappedSource
 
 from .info import BagInfoMixin
+from .passes import BagDamage, gc_paused
 from .records import (
     CHUNK_INFO_DTYPE,
     INDEX_V1_DTYPE,
@@ -271,7 +271,7 @@ def partial_decompress(
     return sink.view()
 
 
-class BagV2Reader(BagInfoMixin, Reader):
+class BagV2Reader(BagDamage, BagInfoMixin, Reader):
     format = "bag"
 
     def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, **options: Any) -> None:
@@ -892,8 +892,7 @@ class BagV2Reader(BagInfoMixin, Reader):
         chans = self.channel_map()
         sel = topic_filter(topics, chans.values())
         chunks = [ci for ci in self.chunks if self._wanted(ci, sel, start, end)]
-        count = 0
-        try:
+        with self.damage_pass() as done:
             if order == "file":
                 groups = [[ci] for ci in sorted(chunks, key=lambda c: c.pos)]
             else:
@@ -901,26 +900,10 @@ class BagV2Reader(BagInfoMixin, Reader):
             if reverse:
                 groups.reverse()
             for g in groups:
-                # building a chunk's Message objects with the cyclic GC paused halves the
-                # cost (they hold no cycles; the collector would scan them again and again)
-                gc_was = gc.isenabled()
-                gc.disable()
-                try:
+                with gc_paused():  # a chunk's Message objects (see passes.gc_paused)
                     batch = self._group_messages(g, sel, start, end, reverse, order, chans)
-                finally:
-                    if gc_was:
-                        gc.enable()
-                count += len(batch)
+                done.count += len(batch)
                 yield batch
-        finally:
-            if self.recover:
-                self.recovery_report = {
-                    "messages": count,
-                    "bytes_skipped": self.bytes_skipped,
-                    "errors": list(self.scan_errors),
-                }
-        if self.scan_error is not None:
-            raise self.scan_error
 
     def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every payload of ``topic`` at once: ``(log_times, blob, starts, sizes)``.
@@ -942,23 +925,13 @@ class BagV2Reader(BagInfoMixin, Reader):
         # declared sizes bound the blob; a lying header cannot make it outgrow the file much
         bound = sum(max(ci.size, 0) for ci in chunks)
         arena = Arena(min(bound, 4 * self.size + (1 << 20)))
-        count = 0
-        try:
+        with self.damage_pass() as done:
             for ci in chunks:
                 buf, t, _c, _o, ds, dl = self._selected(ci, sel, None, None)
                 t, ds, dl = in_file_order(t, ds, dl)
                 arena.add(np.frombuffer(buf, np.uint8), t, ds, dl)
-                count += len(t)
+                done.count += len(t)
             result = arena.result()
-        finally:
-            if self.recover:
-                self.recovery_report = {
-                    "messages": count,
-                    "bytes_skipped": self.bytes_skipped,
-                    "errors": list(self.scan_errors),
-                }
-        if self.scan_error is not None:
-            raise self.scan_error
         return result
 
     @staticmethod

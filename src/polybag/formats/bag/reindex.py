@@ -9,7 +9,8 @@ outside any chunk (an unterminated chunk of a killed recorder) become a new chun
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 from polybag.compression import normalize
@@ -20,6 +21,45 @@ from polybag.source import MappedSource
 from .reader import open_bag
 from .reader_v2 import BagV2Reader, Chunk
 from .writer import BagWriter
+
+
+@contextmanager
+def _writing(w: BagWriter) -> Iterator[BagWriter]:
+    """``w`` closed when the block ends; on any failure aborted, leaving nothing behind."""
+    try:
+        yield w
+        w.close()
+    except BaseException:
+        w.abort(discard=True)
+        raise
+
+
+def _copy_chunk(
+    w: BagWriter,
+    r: BagV2Reader,
+    ci: Chunk,
+    comp: str,
+    buffer: Callable[[], bytes | memoryview],
+    progress: Callable[[int], None] | None,
+) -> tuple[int, bool]:
+    """Write chunk ``ci`` of ``r`` in ``comp``: byte for byte when it is intact and already
+    in ``comp``, else rebuilt from the intact records of its data (``buffer()``, the
+    uncompressed chunk).  Returns (messages written, whether it was rebuilt); a chunk with
+    no message is left out."""
+    index = _index_of(ci)
+    if not index:
+        return 0, False
+    rebuilt = ci.damaged or ci.compression != comp
+    if not rebuilt:
+        raw = r.view[ci.data_start : ci.data_start + ci.data_len]
+        w.write_chunk(comp, raw, None, index, uncompressed_size=ci.size)
+    else:
+        buf = buffer()
+        end = ci.valid_end if ci.valid_end >= 0 else len(buf)
+        w.write_chunk(comp, None, buf[:end], index)
+    if progress is not None:
+        progress(ci.record_len or ci.data_len)
+    return sum(len(v) for v in index.values()), rebuilt
 
 
 def _index_of(ci: Chunk) -> dict[int, list[tuple[int, int]]]:
@@ -51,18 +91,13 @@ def _rewrite_old(
 ) -> dict[str, Any]:
     """An old (1.x) bag, indexed or not, cut or not: every complete message it holds,
     written as an indexed 2.0 bag (what ``rosbag reindex`` does with a 1.2 bag)."""
-    w = BagWriter(dst, compression="none")
     n = 0
-    try:
+    with _writing(BagWriter(dst, compression="none")) as w:
         for m in r.messages(order="file"):
             w.write_message(m)
             n += 1
-        w.close()
-        if progress is not None:
-            progress(r.source.size)
-    except BaseException:
-        w.abort(discard=True)
-        raise
+    if progress is not None:
+        progress(r.source.size)
     rep = r.recovery_report or {}
     return {
         "messages": n,
@@ -103,31 +138,13 @@ def reindex_bag(
     try:
         chunks = sorted(r.chunks, key=lambda c: c.pos)
         comp0 = next((c.compression for c in chunks if not c.damaged), "none")
-        w = BagWriter(dst, compression=comp0)
-        try:
+        n = rebuilt = 0
+        with _writing(BagWriter(dst, compression=comp0)) as w:
             _register(w, r)
-            n = 0
-            rebuilt = 0
-            for ci in chunks:
-                index = _index_of(ci)
-                if not index:
-                    continue
-                if not ci.damaged:
-                    raw = r.view[ci.data_start : ci.data_start + ci.data_len]
-                    w.write_chunk(ci.compression, raw, None, index, uncompressed_size=ci.size)
-                else:
-                    buf = r._chunk_buffer(ci)
-                    end = ci.valid_end if ci.valid_end >= 0 else len(buf)
-                    comp = ci.compression if ci.compression != "none" else "none"
-                    w.write_chunk(comp, None, bytes(buf[:end]), index)
-                    rebuilt += 1
-                n += sum(len(v) for v in index.values())
-                if progress is not None:
-                    progress(ci.record_len or ci.data_len)
-            w.close()
-        except BaseException:
-            w.abort(discard=True)
-            raise
+            for ci in chunks:  # each in its own compression, rebuilt when damaged
+                k, new = _copy_chunk(w, r, ci, ci.compression, lambda ci=ci: r._chunk_buffer(ci), progress)
+                n += k
+                rebuilt += new
         return {
             "messages": n,
             "chunks": len(chunks),
@@ -160,28 +177,12 @@ def recompress_bag(
     try:
         if r.scan_error is not None:
             raise PolybagError(f"{src}: bag is damaged ({r.scan_error}); run `polybag reindex` first")
-        w = BagWriter(dst, compression=comp)
-        try:
+        n = 0
+        with _writing(BagWriter(dst, compression=comp)) as w:
             _register(w, r)
-            n = 0
             for ci in sorted(r.chunks, key=lambda c: c.pos):
-                buf = r._load(ci)
-                index = _index_of(ci)
-                if not index:
-                    continue
-                if ci.compression == comp and not ci.damaged:
-                    raw = r.view[ci.data_start : ci.data_start + ci.data_len]
-                    w.write_chunk(comp, raw, None, index, uncompressed_size=ci.size)
-                else:
-                    end = ci.valid_end if ci.valid_end >= 0 else len(buf)
-                    w.write_chunk(comp, None, buf[:end], index)
-                n += sum(len(v) for v in index.values())
-                if progress is not None:
-                    progress(ci.record_len or ci.data_len)
-            w.close()
-        except BaseException:
-            w.abort(discard=True)
-            raise
+                buf = r._load(ci)  # (its index and payload positions too)
+                n += _copy_chunk(w, r, ci, comp, lambda buf=buf: buf, progress)[0]
         return {"messages": n, "chunks": len(r.chunks), "compression": comp}
     finally:
         r.close()

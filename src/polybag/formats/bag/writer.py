@@ -270,7 +270,7 @@ class BagWriter(Writer):
             self._inflight.append((fut, len(buf), index))
             self._drain(self._depth)
         else:
-            self._write_chunk(self.compression, None, buf, index)
+            self.write_chunk(self.compression, None, buf, index)  # (nothing in flight)
 
     def _drain(self, keep: int = 0) -> None:
         """Write the chunks in flight, oldest first, until at most ``keep`` remain (and
@@ -278,7 +278,7 @@ class BagWriter(Writer):
         q = self._inflight
         while len(q) > keep:
             fut, size, index = q.popleft()
-            self._write_chunk(self.compression, fut.result(), None, index, size)
+            self._write_chunk(self.compression, fut.result(), size, index)
 
     def write_chunk(
         self,
@@ -295,16 +295,6 @@ class BagWriter(Writer):
         ``(time ns, record offset in the uncompressed data)``.
         """
         self._drain()
-        self._write_chunk(compression, compressed, uncompressed, index, uncompressed_size)
-
-    def _write_chunk(
-        self,
-        compression: str,
-        compressed: bytes | memoryview | None,
-        uncompressed: bytes | bytearray | memoryview | None,
-        index: Mapping[int, list[tuple[int, int]]],
-        uncompressed_size: int | None = None,
-    ) -> None:
         comp = normalize(compression)
         if compressed is None:
             assert uncompressed is not None
@@ -316,6 +306,13 @@ class BagWriter(Writer):
             assert uncompressed_size is not None
             size = uncompressed_size
             data = compressed
+        self._write_chunk(comp, data, size, index)
+
+    def _write_chunk(
+        self, comp: str, data: bytes | bytearray | memoryview, size: int, index: Mapping[int, list[tuple[int, int]]]
+    ) -> None:
+        """The chunk record (``data`` compressed with ``comp``, ``size`` bytes uncompressed)
+        and its index data records."""
         f = self._f
         pos = self._pos
         head = build_header({"compression": comp.encode(), "op": _OP[OP_CHUNK], "size": U32.pack(size)})
