@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from polybag.cli._common import print_json
+from polybag.errors import PolybagError, UsageError
 
 
 def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
@@ -32,6 +34,18 @@ def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
             "--chunk-size", type=parse_size, metavar="N", help="chunk size in bytes (K/M/G suffixes)"
         )
     add_force(p)
+
+
+def write_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of an operation that writes a log, from :func:`add_output_options`'
+    arguments (a progress bar when stderr is a terminal)."""
+    return {
+        "format": args.out_format,
+        "compression": args.compression,
+        "chunk_size": args.chunk_size,
+        "progress": None,
+        "overwrite": args.force,
+    }
 
 
 def add_force(p: argparse.ArgumentParser, what: str = "the output") -> None:
@@ -62,6 +76,24 @@ def parse_size(text: str) -> int:
     if n <= 0:
         raise argparse.ArgumentTypeError(f"size must be positive: {text!r}")
     return n
+
+
+def run_each(command: str, paths: Iterable[str], one: Callable[[str], int]) -> int:
+    """``one(path)`` for every path of a command that works file by file (compress,
+    reindex): the worst exit status; an error stops only its own file, printed as
+    ``polybag COMMAND: error: ...`` with status 2 for a usage error (an existing output,
+    the input as output) and 3 for another."""
+    worst = 0
+    for path in paths:
+        try:
+            worst = max(worst, one(path))
+        except UsageError as e:
+            print(f"polybag {command}: error: {e}", file=sys.stderr)
+            worst = max(worst, 2)
+        except PolybagError as e:
+            print(f"polybag {command}: error: {e}", file=sys.stderr)
+            worst = max(worst, 3)
+    return worst
 
 
 def warn(command: str, result: Any) -> None:

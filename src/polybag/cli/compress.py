@@ -13,7 +13,8 @@ import argparse
 import sys
 from typing import Any
 
-from polybag.errors import PolybagError, UsageError
+from polybag.cli._ops import run_each
+from polybag.errors import UsageError
 from polybag.ops.compress import backup_path, recompress_mcap, rewrite_file, sniff_format
 
 __all__ = ["add_common", "backup_path", "recompress_mcap", "register", "rewrite_file", "run_many", "sniff_format"]
@@ -46,17 +47,7 @@ def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
 
 
 def run_many(args: argparse.Namespace, comp: str) -> int:
-    worst = EXIT_OK
-    for path in args.files:
-        try:
-            worst = max(worst, _compress_one(path, comp, args))
-        except UsageError as e:
-            print(f"polybag {args.command}: error: {e}", file=sys.stderr)
-            worst = max(worst, 2)
-        except PolybagError as e:
-            print(f"polybag {args.command}: error: {e}", file=sys.stderr)
-            worst = max(worst, 3)
-    return worst
+    return run_each(args.command, args.files, lambda path: _compress_one(path, comp, args))
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

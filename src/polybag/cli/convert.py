@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_json, add_output_options, emit, warn
+from polybag.cli._ops import add_json, add_output_options, emit, warn, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,15 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
     src = sys.stdin.buffer if args.input == "-" else args.input
     dst = sys.stdout.buffer if args.output == "-" else args.output
-    r = convert(
-        src,
-        dst,
-        format=args.out_format,
-        compression=args.compression,
-        chunk_size=args.chunk_size,
-        progress=None,
-        overwrite=args.force,
-    )
+    r = convert(src, dst, **write_options(args))
     lines = [
         f"{r.input} ({r.input_format}) -> {r.output} ({r.output_format}"
         + (f", profile {r.profile}" if r.profile else "")

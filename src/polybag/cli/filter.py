@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_json, add_output_options, emit
+from polybag.cli._ops import add_json, add_output_options, emit, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,11 +57,7 @@ def run(args: argparse.Namespace) -> int:
         start=args.start,
         end=args.end,
         expression=args.expression,
-        format=args.out_format,
-        compression=args.compression,
-        chunk_size=args.chunk_size,
-        progress=None,
-        overwrite=args.force,
+        **write_options(args),
     )
     emit(
         "filter", args, r, [f"{r.output}: {r.messages} of {r.read} messages read, on {len(r.topics)} topics"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_json, add_output_options, emit
+from polybag.cli._ops import add_json, add_output_options, emit, write_options
 from polybag.errors import OutputExistsError, UsageError
 
 
@@ -36,12 +36,8 @@ def run(args: argparse.Namespace) -> int:
         r = merge(
             output,
             inputs,
-            format=args.out_format,
-            compression=args.compression,
-            chunk_size=args.chunk_size,
             topics=args.topics,
-            progress=None,
-            overwrite=args.force,
+            **write_options(args),
         )
     except OutputExistsError as e:
         if args.output is not None:

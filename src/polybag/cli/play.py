@@ -69,21 +69,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _split_inputs(args: argparse.Namespace) -> list[str]:
     """Files, plus log files rosbag-style ``--topics a b x.bag`` swallowed into the topics."""
     files = list(args.files) + list(args.bags)
+
+    def topics_only(names: list[str]) -> list[str]:
+        topics: list[str] = []
+        for t in names:
+            (files if _is_log_file(t) else topics).append(t)
+        return topics
+
     if args.topics is not None:
-        topics = []
-        for t in args.topics:
-            if _is_log_file(t):
-                files.append(t)
-            else:
-                topics.append(t)
-        args.topics = topics
-    kept = []
-    for t in args.pause_topics:
-        if _is_log_file(t):
-            files.append(t)
-        else:
-            kept.append(t)
-    args.pause_topics = kept
+        args.topics = topics_only(args.topics)
+    args.pause_topics = topics_only(args.pause_topics)
     return files
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from polybag.cli._common import format_size
-from polybag.cli._ops import add_json, add_output_options, emit
+from polybag.cli._ops import add_json, add_output_options, emit, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,15 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from polybag.ops import recover
 
-    r = recover(
-        args.input,
-        args.output,
-        format=args.out_format,
-        compression=args.compression,
-        chunk_size=args.chunk_size,
-        progress=None,
-        overwrite=args.force,
-    )
+    r = recover(args.input, args.output, **write_options(args))
     lines = [
         f"{r.output}: kept {r.messages} messages"
         + (f" of {r.messages_expected}" if r.messages_expected is not None else "")

@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from polybag.cli._common import Progress
+from polybag.cli._ops import run_each
 from polybag.cli.compress import rewrite_file
-from polybag.errors import PolybagError, UsageError
 
 
 def _one(path: str, args: argparse.Namespace) -> int:
@@ -46,17 +46,7 @@ def _one(path: str, args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    worst = 0
-    for path in args.files:
-        try:
-            worst = max(worst, _one(path, args))
-        except UsageError as e:  # an existing output in --output-dir, the input as output
-            print(f"polybag reindex: error: {e}", file=sys.stderr)
-            worst = max(worst, 2)
-        except PolybagError as e:
-            print(f"polybag reindex: error: {e}", file=sys.stderr)
-            worst = max(worst, 3)
-    return worst
+    return run_each("reindex", args.files, lambda path: _one(path, args))
 
 
 def register(sub: Any) -> None:

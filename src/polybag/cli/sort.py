@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_json, add_output_options, emit
+from polybag.cli._ops import add_json, add_output_options, emit, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,14 +19,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from polybag.ops import sort
 
-    r = sort(
-        args.input,
-        args.output,
-        format=args.out_format,
-        compression=args.compression,
-        chunk_size=args.chunk_size,
-        progress=None,
-        overwrite=args.force,
-    )
+    r = sort(args.input, args.output, **write_options(args))
     emit("sort", args, r, [f"{r.output}: {r.messages} messages in log-time order"])
     return 1 if r.dropped_messages else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from polybag.cli._common import format_ns, format_size
-from polybag.cli._ops import add_json, add_output_options, emit, parse_size
+from polybag.cli._ops import add_json, add_output_options, emit, parse_size, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,11 +36,7 @@ def run(args: argparse.Namespace) -> int:
         at=args.at,
         output_dir=args.output_dir,
         prefix=args.prefix,
-        format=args.out_format,
-        compression=args.compression,
-        chunk_size=args.chunk_size,
-        progress=None,
-        overwrite=args.force,
+        **write_options(args),
     )
     lines = [f"{r.input}: {r.messages} messages in {len(r.parts)} parts"]
     for part in r.parts:
