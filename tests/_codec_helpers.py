@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -97,3 +98,32 @@ def strip_placeholder(v: Any) -> Any:
     if isinstance(v, list):
         return [strip_placeholder(x) for x in v]
     return v
+
+
+_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _lookup(d: Any, name: str) -> Any:
+    for m in _TOKEN.finditer(name):
+        d = d[m.group(1)] if m.group(1) is not None else d[int(m.group(2))]
+    if isinstance(d, dict) and set(d) in ({"sec", "nsec"}, {"sec", "nanosec"}):
+        return d["sec"] * 1_000_000_000 + d.get("nsec", d.get("nanosec"))
+    return d
+
+
+def _equal(col_value: Any, ref: Any) -> bool:
+    if isinstance(col_value, np.ndarray):
+        return np.array_equal(col_value, np.asarray(ref), equal_nan=col_value.dtype.kind == "f")
+    if isinstance(col_value, float) and isinstance(ref, float) and np.isnan(col_value):
+        return bool(np.isnan(ref))
+    if isinstance(col_value, list):
+        return len(col_value) == len(ref) and all(_equal_plain(a, b) for a, b in zip(col_value, ref))
+    return bool(col_value == ref)
+
+
+def _equal_plain(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return all(_equal_plain(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, np.asarray(b))
+    return bool(a == b)
