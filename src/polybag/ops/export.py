@@ -272,21 +272,14 @@ def _ulog_names(utype: Any, topic: str, fields: Sequence[str] | None, timed: boo
     return names + (["log_time"] if timed else [])
 
 
-def _ulog_blocks(
-    r: Any,
-    t: Table,
-    fields: Sequence[str] | None,
-    start: int | None,
-    end: int | None,
-    batch_bytes: int,
-    batch_messages: int,
-    damage: list[str],
-) -> Iterator[tuple[dict[str, np.ndarray], int]]:
-    """One ULog instance in batches: its data messages in file order (the reader's public
-    ``messages``), each batch decoded at once to a structured array of pyulog's fields."""
+Flush = Callable[[list[int], list[Any]], dict[str, np.ndarray]]  # (times, payloads) -> columns
+
+
+def _ulog_flush(r: Any, t: Table, fields: Sequence[str] | None, timed: bool) -> tuple[set[int], Flush]:
+    """One ULog instance: its data channel, and each batch decoded at once to a structured
+    array of pyulog's fields."""
     from polybag.codecs import codec_for
 
-    timed = start is not None or end is not None
     ch = _ulog_channel(r, t)
     codec = codec_for(ch)
     utype = codec.type
@@ -300,14 +293,13 @@ def _ulog_blocks(
             cols["log_time"] = np.array(times, dtype=np.int64)
         return cols
 
-    messages = _intact(r.messages(topics=[t.topic], start=start, end=end, order="file"), damage)
-    yield from _batched(messages, {ch.id}, flush, batch_bytes, batch_messages)
+    return {ch.id}, flush
 
 
 def _batched(
     messages: Iterator[Any],
     channel_ids: set[int],
-    flush: Callable[[list[int], list[Any]], dict[str, np.ndarray]],
+    flush: Flush,
     batch_bytes: int,
     batch_messages: int,
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
@@ -347,16 +339,8 @@ def _intact(messages: Iterator[Any], damage: list[str]) -> Iterator[Any]:
         yield m
 
 
-def _message_blocks(
-    r: Any,
-    t: Table,
-    fields: Sequence[str] | None,
-    start: int | None,
-    end: int | None,
-    batch_bytes: int,
-    batch_messages: int,
-    damage: list[str],
-) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+def _message_flush(t: Table, fields: Sequence[str] | None) -> tuple[set[int], Flush]:
+    """A topic's channels, and each batch decoded to columns (see ``payload_columns``)."""
     from polybag.codecs import codec_for
     from polybag.codecs.columns import payload_columns
 
@@ -375,7 +359,30 @@ def _message_blocks(
             seen_fields = True
         return {"log_time": np.array(times, dtype=np.int64), **cols}
 
-    messages = _intact(r.messages(topics=[t.topic], start=start, end=end), damage)
+    return ids, flush
+
+
+def _blocks(
+    r: Any,
+    t: Table,
+    fields: Sequence[str] | None,
+    window: TimeWindow,
+    batch_bytes: int,
+    batch_messages: int,
+    damage: list[str],
+    ulog: bool,
+) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    """One table in batches of columns.  A ULog instance (``ulog``): its data messages in
+    file order (the reader's public ``messages``), decoded a batch at a time by its own
+    records; any other table: its messages in log-time order, decoded to columns."""
+    if ulog:
+        ids, flush = _ulog_flush(r, t, fields, window.start is not None or window.end is not None)
+        order = "file"
+    else:
+        ids, flush = _message_flush(t, fields)
+        order = "log_time"
+    start, end = window
+    messages = _intact(r.messages(topics=[t.topic], start=start, end=end, order=order), damage)
     yield from _batched(messages, ids, flush, batch_bytes, batch_messages)
 
 
@@ -452,7 +459,7 @@ def export(
     result = ExportResult(input=input_name(src), output_dir=str(out), format=format)
     with opened(src) as r:
         summary = r.summary
-        t_start, t_end = TimeWindow.parse(start, end, summary.start_time)
+        window = TimeWindow.parse(start, end, summary.start_time)
         names = sorted(summary.topics())
         if isinstance(topics, str):
             rx = re.compile(topics)
@@ -485,18 +492,12 @@ def export(
                     damage: list[str] = []
                     try:
                         if format == "jsonl":
-                            tr.rows = _jsonl(r, table, tmp, t_start, t_end, bar, release, damage)
+                            tr.rows = _jsonl(r, table, tmp, window.start, window.end, bar, release, damage)
                         else:
                             sink: Any = _CsvSink(tmp) if format == "csv" else _ParquetSink(tmp)
                             try:
-                                if is_ulog and table.multi_id is not None:
-                                    blocks = _ulog_blocks(
-                                        r, table, fields, t_start, t_end, batch_bytes, batch_messages, damage
-                                    )
-                                else:
-                                    blocks = _message_blocks(
-                                        r, table, fields, t_start, t_end, batch_bytes, batch_messages, damage
-                                    )
+                                ulog = is_ulog and table.multi_id is not None
+                                blocks = _blocks(r, table, fields, window, batch_bytes, batch_messages, damage, ulog)
                                 for cols, n in blocks:
                                     sink.write(cols, n)
                                     bar.update(n)

@@ -33,9 +33,7 @@ from dataclasses import dataclass
 from polybag.codecs.ulog import MAX_ARRAY, MAX_DEPTH, MAX_PAYLOAD
 from polybag.errors import UnsupportedError
 from polybag.model import Channel
-
-PACKAGE = "ulog_msgs"
-LOGGED_TYPE = f"{PACKAGE}/logged_string"
+from polybag.ops.ulog_ros1 import LOGGED_TYPE, PACKAGE, logged_string_to_ulog
 
 # ROS 1 primitive -> (ULog type, size)
 PRIMITIVES: dict[str, tuple[str, int]] = {
@@ -195,19 +193,6 @@ class UlogMapping:
     logged_strings: bool = False
 
 
-_LOGGED_IN = struct.Struct("<QBiI")
-_LOGGED_OUT = struct.Struct("<BBHQ")
-
-
-def _logged_string(data: bytes | memoryview) -> bytes | None:
-    """ROS 1 ``ulog_msgs/logged_string`` -> the ULog reader's logged-string payload."""
-    if len(data) < _LOGGED_IN.size:
-        return None
-    ts, level, tag, n = _LOGGED_IN.unpack_from(data, 0)
-    text = bytes(data[_LOGGED_IN.size : _LOGGED_IN.size + n])
-    return _LOGGED_OUT.pack(level, 0 if tag < 0 else 1, max(tag, 0) & 0xFFFF, ts) + text
-
-
 def ros1_channel_to_ulog(ch: Channel) -> UlogMapping:
     """The ULog subscription for a ROS 1 channel; UnsupportedError when ULog cannot hold it."""
     s = ch.schema
@@ -215,7 +200,7 @@ def ros1_channel_to_ulog(ch: Channel) -> UlogMapping:
         raise UnsupportedError(f"topic {ch.topic}: a ROS 1 channel without a ros1msg schema")
     type_name = s.name or str(ch.metadata.get("type", ""))
     if type_name == LOGGED_TYPE:
-        return UlogMapping("", 0, [], _logged_string, logged_strings=True)
+        return UlogMapping("", 0, [], logged_string_to_ulog, logged_strings=True)
     text = bytes(s.data).decode("utf-8", "replace")
     types = parse_definition(type_name, text)
     ulog = type_name.startswith(PACKAGE + "/")

@@ -251,17 +251,27 @@ LOGGED_SCHEMA = "ulog_logged_string"
 LOGGED_TOPIC = "/log_message"
 LOGGED_TYPE = f"{PACKAGE}/logged_string"
 LOGGED_DEFINITION = "uint64 timestamp\nuint8 log_level\nint32 tag\nstring message\n"
-_LOGGED_IN = struct.Struct("<BBHQ")
-_LOGGED_OUT = struct.Struct("<QBiI")
+ULOG_LOGGED = struct.Struct("<BBHQ")  # the ULog reader's logged string: level, tagged, tag, timestamp
+ROS1_LOGGED = struct.Struct("<QBiI")  # logged_string: timestamp, log_level, tag, message length
 
 
 def _logged_string(data: bytes | memoryview) -> bytes | None:
     """ULog log channel payload (level, tagged, tag, timestamp, text) -> ROS 1 logged_string."""
-    if len(data) < _LOGGED_IN.size:
+    if len(data) < ULOG_LOGGED.size:
         return None
-    level, tagged, tag, ts = _LOGGED_IN.unpack_from(data, 0)
-    text = bytes(data[_LOGGED_IN.size :])
-    return _LOGGED_OUT.pack(ts, level, tag if tagged else -1, len(text)) + text
+    level, tagged, tag, ts = ULOG_LOGGED.unpack_from(data, 0)
+    text = bytes(data[ULOG_LOGGED.size :])
+    return ROS1_LOGGED.pack(ts, level, tag if tagged else -1, len(text)) + text
+
+
+def logged_string_to_ulog(data: bytes | memoryview) -> bytes | None:
+    """The reverse of :func:`_logged_string`: ROS 1 ``ulog_msgs/logged_string`` -> the ULog
+    reader's logged-string payload (:mod:`polybag.ops.ros1_ulog`)."""
+    if len(data) < ROS1_LOGGED.size:
+        return None
+    ts, level, tag, n = ROS1_LOGGED.unpack_from(data, 0)
+    text = bytes(data[ROS1_LOGGED.size : ROS1_LOGGED.size + n])
+    return ULOG_LOGGED.pack(level, 0 if tag < 0 else 1, max(tag, 0) & 0xFFFF, ts) + text
 
 
 def ulog_channel_to_ros1(ch: Channel) -> tuple[str, Schema, dict[str, str], Callable]:
