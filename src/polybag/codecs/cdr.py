@@ -26,7 +26,7 @@ from polybag.codecs.ros1.msgdef import (
     parse_full,
     parse_msg,
 )
-from polybag.codecs.ros1.serde import Compiler, EncodeError
+from polybag.codecs.ros1.serde import Compiler, EncodeError, run_encoder  # noqa: F401 - EncodeError importable here as before
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 
@@ -443,13 +443,7 @@ class CdrCodec:
 
     def encode(self, obj: Any, endian: str = "<") -> bytes:
         mode = "dict" if isinstance(obj, dict) else "obj"
-        fn = self.fn("e", mode, endian)
-        out = bytearray()
-        try:
-            fn(out, obj)
-        except DecodeError as e:
-            reason = getattr(e, "reason", str(e))
-            raise EncodeError(reason, type_name=self.full_name, field=e.field) from None
+        out = run_encoder(self.fn("e", mode, endian), obj, self.full_name)
         return _HEADERS[endian] + bytes(out)
 
 

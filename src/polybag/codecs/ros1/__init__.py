@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from polybag.codecs.ros1.msgdef import MsgDefError, TypeSet, add_folder, canonical, parse_full
-from polybag.codecs.ros1.serde import Compiler, Duration, EncodeError, RosMessage, Time
+from polybag.codecs.ros1.serde import Compiler, Duration, EncodeError, RosMessage, Time, run_encoder
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 
@@ -192,13 +192,7 @@ class Ros1Codec:
         fn = self._enc.get(mode)
         if fn is None:
             fn = self._enc[mode] = self.compiler.encoder(self.type_name, mode)
-        out = bytearray()
-        try:
-            fn(out, obj)
-        except DecodeError as e:
-            reason = getattr(e, "reason", str(e))
-            raise EncodeError(reason, type_name=self.full_name, field=e.field) from None
-        return bytes(out)
+        return bytes(run_encoder(fn, obj, self.full_name))
 
 
 _codecs: dict[tuple[str, str], Ros1Codec] = {}

@@ -47,6 +47,18 @@ class EncodeError(DecodeError):
     """A value that cannot be serialized with its message type."""
 
 
+def run_encoder(fn: Callable[[bytearray, Any], Any], obj: Any, type_name: str) -> bytearray:
+    """``fn(out, obj)`` with a compiled encoder (ROS 1 or CDR) into a new buffer; a value
+    that does not fit its field is an :class:`EncodeError` naming the type and the field."""
+    out = bytearray()
+    try:
+        fn(out, obj)
+    except DecodeError as e:
+        reason = getattr(e, "reason", str(e))
+        raise EncodeError(reason, type_name=type_name, field=e.field) from None
+    return out
+
+
 class _Short(Exception):
     """Internal: a length field points past the end of the payload."""
 
@@ -695,6 +707,10 @@ class _Gen:
         self.errs.append(path)
         return len(self.errs) - 1
 
+    def mark(self, path: str) -> None:
+        """Set ``_at``, the error entry naming ``path``, for the code that follows."""
+        self.emit(f"_at = {self.err_entry(path)}")
+
     def flush(self) -> None:
         raise NotImplementedError
 
@@ -804,9 +820,6 @@ class _DecGen(_Gen):
 
     def dyn_align(self, a: int) -> None:
         self.emit(f"pos = (pos + {a - 1}) & -{a}")
-
-    def mark(self, path: str) -> None:
-        self.emit(f"_at = {self.err_entry(path)}")
 
     def flush(self) -> None:
         if not self.run_size:
@@ -1076,9 +1089,6 @@ class _EncGen(_Gen):
         self.c.ns.setdefault("_DecodeError", DecodeError)
         self.c.ns.setdefault("_efail", _efail_factory(self.c._errinfo))
         return "\n".join(head + self.lines + ["        pass"] + tail) + "\n"
-
-    def mark(self, path: str) -> None:
-        self.emit(f"_at = {self.err_entry(path)}")
 
     def dyn_align(self, a: int) -> None:
         self.emit(f"out += _ZEROS[:-len(out) & {a - 1}]")
