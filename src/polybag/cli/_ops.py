@@ -36,6 +36,19 @@ def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
     add_force(p)
 
 
+def add_log_to_log(
+    p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int], input_help: str | None = None,
+    output_help: str | None = None,
+) -> None:
+    """``IN OUT``, the output options and ``--json`` of a command that writes one log from
+    another (convert, recover, sort), run by ``run``."""
+    p.add_argument("input", metavar="IN", help=input_help)
+    p.add_argument("output", metavar="OUT", help=output_help)
+    add_output_options(p)
+    add_json(p)
+    p.set_defaults(func=run)
+
+
 def write_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords of an operation that writes a log, from :func:`add_output_options`'
     arguments (a progress bar when stderr is a terminal)."""

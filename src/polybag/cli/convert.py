@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_json, add_output_options, emit, warn, write_options
+from polybag.cli._ops import add_log_to_log, emit, warn, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,13 +14,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Copy every message of IN into OUT (format from OUT's extension or --format). "
         "bag -> MCAP uses the ros1 profile; ULog becomes ROS 1 messages ulog_msgs/<name>.",
     )
-    p.add_argument(
-        "input", metavar="IN", help="input log ('-' for stdin: MCAP streams, others are read whole)"
+    add_log_to_log(
+        p,
+        run,
+        input_help="input log ('-' for stdin: MCAP streams, others are read whole)",
+        output_help="output log ('-' for stdout, with --format)",
     )
-    p.add_argument("output", metavar="OUT", help="output log ('-' for stdout, with --format)")
-    add_output_options(p)
-    add_json(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from polybag.cli._common import format_size
-from polybag.cli._ops import add_json, add_output_options, emit, write_options
+from polybag.cli._ops import add_log_to_log, emit, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,11 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Keep every intact message of IN, write OUT with fresh indexes, read OUT back "
         "to verify it, and report what was kept and lost. Exit status 1 when anything was lost.",
     )
-    p.add_argument("input", metavar="IN")
-    p.add_argument("output", metavar="OUT")
-    add_output_options(p)
-    add_json(p)
-    p.set_defaults(func=run)
+    add_log_to_log(p, run)
 
 
 def run(args: argparse.Namespace) -> int:

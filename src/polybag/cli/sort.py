@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_json, add_output_options, emit, write_options
+from polybag.cli._ops import add_log_to_log, emit, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sort", help="rewrite a log in log-time order with fresh indexes")
-    p.add_argument("input", metavar="IN")
-    p.add_argument("output", metavar="OUT")
-    add_output_options(p)
-    add_json(p)
-    p.set_defaults(func=run)
+    add_log_to_log(p, run)
 
 
 def run(args: argparse.Namespace) -> int:
