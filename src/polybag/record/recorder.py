@@ -409,26 +409,27 @@ class Recorder:
             self._queue_bytes = 0
             self._cond.notify_all()
 
+    def _drop_stopped(self, item: _Item) -> None:
+        """Count ``item`` as not written because the recording has stopped (or stops now)."""
+        with self._cond:
+            self.stats[item.topic].dropped_stopped += 1
+
     def _write_item(self, item: _Item) -> None:
         if self._writer is None:  # (finished)
-            with self._cond:
-                self.stats[item.topic].dropped_stopped += 1
+            self._drop_stopped(item)
             return
         t = item.time
         if time.monotonic() >= self._next_disk_check and not self._disk_ok():
-            with self._cond:
-                self.stats[item.topic].dropped_stopped += 1
+            self._drop_stopped(item)
             return
         if self._max_size and self._bag_bytes > self._max_size and self._part_messages:
             if not self.options.split:
                 self._finish(f"--size: the bag reached {self.options.size} MB")
-                with self._cond:
-                    self.stats[item.topic].dropped_stopped += 1
+                self._drop_stopped(item)
                 return
             self._rotate()
             if self._writer is None:
-                with self._cond:
-                    self.stats[item.topic].dropped_stopped += 1
+                self._drop_stopped(item)
                 return
             self._bag_start = t
         if self._max_dur:
@@ -437,8 +438,7 @@ class Recorder:
             elif t - self._bag_start > self._max_dur:
                 if not self.options.split:
                     self._finish(f"--duration: the bag reached {self.options.duration}")
-                    with self._cond:
-                        self.stats[item.topic].dropped_stopped += 1
+                    self._drop_stopped(item)
                     return
                 d = self._max_dur
                 self._bag_start += ((t - self._bag_start + d - 1) // d - 1) * d
@@ -446,8 +446,7 @@ class Recorder:
                 self._rotate()
                 self._bag_start = start
                 if self._writer is None:
-                    with self._cond:
-                        self.stats[item.topic].dropped_stopped += 1
+                    self._drop_stopped(item)
                     return
         if self.options.repeat_latched and not self._part_messages and self._split_index > 0:
             for lat in list(self._latched.values()):
