@@ -1,8 +1,9 @@
 """The reader interface every format implements, and what all readers share.
 
-A format's reader subclasses :class:`Reader` and implements ``summary``, ``messages``,
-``attachments`` and ``metadata``.  Decoding, columns and tables come from here, composed
-from the codecs, so every format gets them the same way.
+A format's reader subclasses :class:`Reader` and implements ``summary``, ``_messages`` (the
+part of :meth:`Reader.messages` that is its own), ``attachments`` and ``metadata``.
+Decoding, columns and tables come from here, composed from the codecs, so every format
+gets them the same way.
 
 :class:`ReaderProtocol` names every member the operations, the command line, ``polybag.dask``
 and the columns use.  A capability only some formats have is a member every reader has,
@@ -81,7 +82,6 @@ class Reader(ABC):
     def summary(self) -> Summary:
         """Channels, counts, times: from the index or summary section when there is one."""
 
-    @abstractmethod
     def messages(
         self,
         topics: TopicSelector = None,
@@ -93,8 +93,25 @@ class Reader(ABC):
         """Messages on ``topics`` with ``start <= log_time < end``.
 
         ``order="log_time"`` sorts by log time (ties in file order), ``order="file"`` keeps
-        the order of the file; ``reverse`` reverses either.
+        the order of the file; ``reverse`` reverses either.  ``topics``: a regular
+        expression matched against the whole topic, or a sequence of exact topic names.
+
+        The part every format shares is done here, once: ``order`` is checked and the
+        window normalised (:func:`time_bounds`); the format's :meth:`_messages` does the rest.
         """
+        check_order(order)
+        start, end = time_bounds(start, end)
+        return self._messages(topics, start, end, reverse, order)
+
+    def _messages(
+        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[Message]:
+        """The format's part of :meth:`messages` (a reader implements this one, or overrides
+        :meth:`messages` whole): ``order`` is ``"log_time"`` or ``"file"``; ``start`` and
+        ``end`` are ``None`` or bounds that exclude something (an empty window is ``1, 1``).
+        ``topics`` comes as given: the format selects its channels with :func:`topic_filter`
+        when it knows them (a stream learns them as it reads)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither messages() nor _messages()")
 
     def attachments(self) -> Iterator[Attachment]:
         return iter(())
@@ -293,6 +310,18 @@ def check_order(order: str) -> None:
     """Reject an ``order=`` that no reader knows (a :class:`UsageError`)."""
     if order not in ORDERS:
         raise UsageError(f"order must be 'log_time' or 'file', not {order!r}")
+
+
+def time_bounds(start: int | None, end: int | None) -> tuple[int | None, int | None]:
+    """``start``/``end`` of a read with the bounds that exclude nothing (times are u64) made
+    ``None``, and a window that holds nothing made ``1, 1``."""
+    if start is not None and start <= 0:
+        start = None
+    if end is not None and end >= 1 << 64:
+        end = None
+    if end is not None and end <= 0:
+        start, end = 1, 1  # an empty window
+    return start, end
 
 
 def topic_filter(topics: TopicSelector, channels: Iterable[Channel]) -> set[int] | None:

@@ -100,7 +100,7 @@ from polybag.formats.mcap.summary import CHUNK_INDEX_DTYPE as CHUNK_INDEX_DTYPE 
 from polybag.formats.mcap.summary import SummarySectionMixin
 from polybag.formats.mcap.toplevel import RecordsMixin
 from polybag.model import Message
-from polybag.reader import TopicSelector, check_order
+from polybag.reader import TopicSelector
 from polybag.source import MappedSource, Source, StreamSource
 
 
@@ -212,22 +212,10 @@ class McapReader(
             self._read_summary_or_scan()
 
     # --- public API --------------------------------------------------------------------------------
-    def messages(
-        self,
-        topics: TopicSelector = None,
-        start: int | None = None,
-        end: int | None = None,
-        reverse: bool = False,
-        order: str = "log_time",
+    def _messages(
+        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[Message]:
-        check_order(order)
-        # bounds that exclude nothing are no bounds (times are u64)
-        if start is not None and start <= 0:
-            start = None
-        if end is not None and end >= 1 << 64:
-            end = None
-        if end is not None and end <= 0:
-            start, end = 1, 1  # an empty window
+        """:meth:`~polybag.reader.Reader.messages` of an MCAP file or stream."""
         if isinstance(self.source, StreamSource):
             # Only file order can be produced strictly forward: a later chunk may always
             # start earlier.  Log-time order (and reverse) reads the stream into memory

@@ -89,7 +89,7 @@ from polybag.formats.ulog.scan import ScanTuning, _Scan
 from polybag.formats.ulog.scan import _run_ends as _run_ends
 from polybag.formats.ulog.scan import _unsound as _unsound
 from polybag.model import Channel, Message, Schema, Summary
-from polybag.reader import Reader, TopicSelector, check_order, topic_filter
+from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.source import MappedSource, Source, StreamSource
 
 # The step sizes of the scan, read at each use through UlogReader._tuning (tests set them here).
@@ -308,17 +308,12 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
             self._summary = self._make_summary()
         return self._summary
 
-    def messages(
-        self,
-        topics: TopicSelector = None,
-        start: int | None = None,
-        end: int | None = None,
-        reverse: bool = False,
-        order: str = "log_time",
+    def _messages(
+        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[Message]:
-        """The messages of the selected channels in log time (or file) order, the logged
-        strings among them; raises at the first damage without ``recover=True``."""
-        check_order(order)
+        """:meth:`~polybag.reader.Reader.messages`: the messages of the selected channels in
+        log time (or file) order, the logged strings among them; raises at the first damage
+        without ``recover=True``."""
         chans = self._channels_built[1]
         wanted = topic_filter(topics, chans.values())
         sel = [s for s in self._subs if s.selected and (wanted is None or s.index in wanted)]
