@@ -29,7 +29,7 @@ import numpy as np
 
 from polybag.errors import FormatError, TruncatedError
 from polybag.model import Channel, Message, Schema, Summary
-from polybag.reader import Reader, TopicSelector, check_order, topic_filter
+from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.source import MappedSource
 
 from .info import BagInfoMixin
@@ -211,15 +211,9 @@ class _FlatReader(BagDamage, BagInfoMixin, Reader):
             extras=extras,
         )
 
-    def messages(
-        self,
-        topics: TopicSelector = None,
-        start: int | None = None,
-        end: int | None = None,
-        reverse: bool = False,
-        order: str = "log_time",
+    def _messages(
+        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[Message]:
-        check_order(order)
         self._ensure()
         chans = self.channels_by_id
         sel = topic_filter(topics, chans.values())

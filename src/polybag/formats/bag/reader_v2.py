@@ -23,7 +23,7 @@ import numpy as np
 from polybag.compression import ChunkLimitError, OutputBuffer, decompress, max_chunk_bytes, normalize
 from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
 from polybag.model import Channel, ChunkInfo, Message, Schema, Summary
-from polybag.reader import Reader, TopicSelector, check_order, topic_filter
+from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.source import MappedSource
 
 from .info import BagInfoMixin
@@ -873,15 +873,9 @@ class BagV2Reader(BagDamage, BagInfoMixin, Reader):
         ci.dstart = ds
         ci.dlen = dl
 
-    def messages(
-        self,
-        topics: TopicSelector = None,
-        start: int | None = None,
-        end: int | None = None,
-        reverse: bool = False,
-        order: str = "log_time",
+    def _messages(
+        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[Message]:
-        check_order(order)
         # the batches (one list per chunk group) are flattened by itertools.chain in C: the
         # per-message cost is a list step, not a generator resumption
         return chain.from_iterable(self._batches(topics, start, end, reverse, order))
