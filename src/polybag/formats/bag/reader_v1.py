@@ -29,11 +29,10 @@ import numpy as np
 
 from polybag.errors import FormatError, TruncatedError
 from polybag.model import Channel, Message, Schema, Summary
-from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.reader import TopicSelector, topic_filter
 from polybag.source import MappedSource
 
-from .info import BagInfoMixin
-from .passes import BagDamage, gc_paused
+from .base import BagReader, gc_paused
 from .records import (
     INDEX_V0_DTYPE,
     OP_FILE_HEADER,
@@ -102,10 +101,8 @@ def _definition_map(definitions: Any) -> dict[str, bytes]:
     return out
 
 
-class _FlatReader(BagDamage, BagInfoMixin, Reader):
+class _FlatReader(BagReader):
     """A bag held as arrays of (time, channel, payload offset, payload length)."""
-
-    format = "bag"
 
     def __init__(
         self,
@@ -174,16 +171,11 @@ class _FlatReader(BagDamage, BagInfoMixin, Reader):
         if not self._scanned and self._index_summary is not None:
             chans = {ch.id: ch for ch in self._channels.values()}
             counts, t0, t1 = self._index_summary
-            return Summary(
-                format="bag",
-                profile="ros1",
-                version=self.version,
-                schemas={ch.schema.id: ch.schema for ch in chans.values() if ch.schema is not None},
-                channels=chans,
+            return self.bag_summary(
+                chans,
                 message_counts=dict(counts),
                 start_time=t0,
                 end_time=t1,
-                file_size=self.size,
                 indexed=True,
                 extras={"bag_version": self.version, **self.index_info},
             )
@@ -197,16 +189,11 @@ class _FlatReader(BagDamage, BagInfoMixin, Reader):
         if self.scan_errors:
             extras["errors"] = list(self.scan_errors)
         extras.update(self.index_info)
-        return Summary(
-            format="bag",
-            profile="ros1",
-            version=self.version,
-            schemas={ch.schema.id: ch.schema for ch in chans.values() if ch.schema is not None},
-            channels=dict(chans),
+        return self.bag_summary(
+            dict(chans),
             message_counts=counts,
             start_time=int(self.times.min()) if len(self.times) else None,
             end_time=int(self.times.max()) if len(self.times) else None,
-            file_size=self.size,
             indexed=False,
             extras=extras,
         )
@@ -235,7 +222,7 @@ class _FlatReader(BagDamage, BagInfoMixin, Reader):
         with self.damage_pass() as done:
             for k in range(0, len(idx), 65536):
                 part = idx[k : k + 65536]
-                with gc_paused():  # see passes.gc_paused
+                with gc_paused():  # see base.gc_paused
                     batch = [
                         Message(get(cc), tt, tt, 0, view[a:b])
                         for tt, cc, a, b in zip(

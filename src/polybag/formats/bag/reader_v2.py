@@ -23,11 +23,10 @@ import numpy as np
 from polybag.compression import ChunkLimitError, OutputBuffer, decompress, max_chunk_bytes, normalize
 from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
 from polybag.model import Channel, ChunkInfo, Message, Schema, Summary
-from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.reader import TopicSelector, topic_filter
 from polybag.source import MappedSource
 
-from .info import BagInfoMixin
-from .passes import BagDamage, gc_paused
+from .base import BagReader, gc_paused
 from .records import (
     CHUNK_INFO_DTYPE,
     INDEX_V1_DTYPE,
@@ -271,8 +270,7 @@ def partial_decompress(
     return sink.view()
 
 
-class BagV2Reader(BagDamage, BagInfoMixin, Reader):
-    format = "bag"
+class BagV2Reader(BagReader):
 
     def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, **options: Any) -> None:
         super().__init__(source, path)
@@ -788,17 +786,12 @@ class BagV2Reader(BagDamage, BagInfoMixin, Reader):
                 extras["index_problem"] = self.index_problem
             if self.scan_errors:
                 extras["errors"] = list(self.scan_errors)
-            self._summary = Summary(
-                format="bag",
-                profile="ros1",
-                version=self.version,
-                schemas={ch.schema.id: ch.schema for ch in chans.values() if ch.schema is not None},
-                channels=dict(chans),
+            self._summary = self.bag_summary(
+                dict(chans),
                 message_counts=counts,
                 start_time=min(ci.start for ci in nonempty) if nonempty else None,
                 end_time=max(ci.end for ci in nonempty) if nonempty else None,
                 chunks=infos,
-                file_size=self.size,
                 indexed=self.indexed,
                 extras=extras,
             )
@@ -894,7 +887,7 @@ class BagV2Reader(BagDamage, BagInfoMixin, Reader):
             if reverse:
                 groups.reverse()
             for g in groups:
-                with gc_paused():  # a chunk's Message objects (see passes.gc_paused)
+                with gc_paused():  # a chunk's Message objects (see base.gc_paused)
                     batch = self._group_messages(g, sel, start, end, reverse, order, chans)
                 done.count += len(batch)
                 yield batch

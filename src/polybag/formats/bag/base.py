@@ -1,9 +1,10 @@
-"""What every pass over a bag's messages shares (the 2.0 reader and the older versions').
+"""What the bag readers share (the 2.0 reader and the older versions'): :class:`BagReader`.
 
 * Damage bookkeeping: a reader notes each problem in ``scan_errors`` and keeps the first as
-  ``scan_error``; a pass (:meth:`BagDamage.damage_pass`) leaves a recovering reader's
+  ``scan_error``; a pass (:meth:`BagReader.damage_pass`) leaves a recovering reader's
   ``recovery_report`` when it ends (also when its consumer stops early) and raises
   ``scan_error`` once it has given every intact message.
+* The summary's common part (:meth:`BagReader.bag_summary`).
 * :func:`gc_paused`: Message objects hold no cycles, so building a batch of them with the
   cyclic GC paused halves the cost (the collector would scan them again and again).
 """
@@ -16,6 +17,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from polybag.errors import FormatError
+from polybag.model import Channel, Summary
+from polybag.reader import Reader
+
+from .info import BagInfoMixin
 
 
 class PassCount:
@@ -24,14 +29,30 @@ class PassCount:
     count = 0
 
 
-class BagDamage:
-    """Damage bookkeeping of a bag reader (mixed into the reader classes)."""
+class BagReader(BagInfoMixin, Reader):
+    """The base of the bag readers."""
 
+    format = "bag"
+    version: str
+    size: int
     recover: bool
     recovery_report: dict[str, Any] | None
     scan_error: FormatError | None  # the first problem: raised when not recovering
     scan_errors: list[str]  # every problem found, as text
     bytes_skipped: int
+
+    def bag_summary(self, channels: dict[int, Channel], **fields: Any) -> Summary:
+        """The bag's :class:`Summary` of ``channels`` (with their schemas), the rest from ``fields``."""
+        schemas = {ch.schema.id: ch.schema for ch in channels.values() if ch.schema is not None}
+        return Summary(
+            format="bag",
+            profile="ros1",
+            version=self.version,
+            schemas=schemas,
+            channels=channels,
+            file_size=self.size,
+            **fields,
+        )
 
     @contextmanager
     def damage_pass(self) -> Iterator[PassCount]:
