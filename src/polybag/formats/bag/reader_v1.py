@@ -41,6 +41,7 @@ from .records import (
     OP_MSG_DEF,
     OP_NAMES,
     HeaderFields,
+    index_data_count,
     op_of,
     read_record_at,
 )
@@ -429,12 +430,7 @@ class BagV12Reader(_FlatReader):
                 elif op == OP_FILE_HEADER:
                     index_pos = f.u64("index_pos")
                 elif op == OP_INDEX_DATA:
-                    ver = f.u32("ver")
-                    if ver != 0:
-                        raise FormatError(f"index data version {ver} in a 1.2 bag (expected 0)", p, pos)
-                    count = f.u32("count")
-                    if dl != count * INDEX_V0_DTYPE.itemsize:
-                        raise FormatError(f"index data holds {dl} bytes, count {count} needs {count * 16}", p, pos)
+                    count = index_data_count(f, dl, 0, p, pos)
                     arr = np.frombuffer(view[ds : ds + dl], INDEX_V0_DTYPE)
                     if len(arr) and int(arr["pos"].max()) >= size:
                         raise FormatError("index data points past the end of the file", p, pos)

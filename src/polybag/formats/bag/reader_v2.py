@@ -29,7 +29,6 @@ from polybag.source import MappedSource
 from .base import BagReader, gc_paused
 from .records import (
     CHUNK_INFO_DTYPE,
-    INDEX_V1_DTYPE,
     MAGIC_V20,
     OP_CHUNK,
     OP_CHUNK_INFO,
@@ -40,6 +39,7 @@ from .records import (
     OP_NAMES,
     U32,
     HeaderFields,
+    index_data_count,
     op_of,
     parse_header,
     read_record_at,
@@ -428,12 +428,7 @@ class BagV2Reader(BagReader):
                 if op_of(h, p, pos) != OP_INDEX_DATA:
                     break
                 f = HeaderFields(h, p, pos, "index data")
-                ver = f.u32("ver")
-                if ver != 1:
-                    raise FormatError(f"index data version {ver} in a 2.0 bag (expected 1)", p, pos)
-                count = f.u32("count")
-                if dl != count * INDEX_V1_DTYPE.itemsize:
-                    raise FormatError(f"index data holds {dl} bytes, count {count} needs {count * 12}", p, pos)
+                count = index_data_count(f, dl, 1, p, pos)
                 # (sec, nsec, offset) u32 triples, kept as plain rows: concatenating and
                 # splitting plain arrays is cheaper than structured field access
                 conn = f.u32("conn")

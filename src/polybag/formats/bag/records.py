@@ -157,6 +157,22 @@ class HeaderFields:
         return v.decode("utf-8", "replace")
 
 
+def index_data_count(f: HeaderFields, data_len: int, version: int, path: str | None, offset: int) -> int:
+    """The entry count of an index data record (header ``f``, ``data_len`` data bytes) once
+    its ``ver`` is ``version`` (0 in 1.2 bags, 1 in 2.0 bags) and its data holds exactly
+    that many entries; a FormatError otherwise."""
+    ver = f.u32("ver")
+    if ver != version:
+        raise FormatError(
+            f"index data version {ver} in a {'1.2' if version == 0 else '2.0'} bag (expected {version})", path, offset
+        )
+    count = f.u32("count")
+    size = (INDEX_V0_DTYPE if version == 0 else INDEX_V1_DTYPE).itemsize
+    if data_len != count * size:
+        raise FormatError(f"index data holds {data_len} bytes, count {count} needs {count * size}", path, offset)
+    return count
+
+
 def op_of(h: Header, path: str | None, offset: int) -> int:
     v = h.get("op")
     if v is None or len(v) != 1:
