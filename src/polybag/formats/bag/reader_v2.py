@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
@@ -56,24 +56,9 @@ _COPY_BELOW = 4096  # mean payload size under which payloads are copied out as b
 _SLOTS_KNOWN = getattr(Message, "__slots__", None) == ("channel", "log_time", "publish_time", "sequence", "data")
 
 
-def _build_one_channel(ch: Channel, tl: list[int], al: list[int], bl: list[int], src: Any) -> list[Message]:
-    """``Message(ch, t, t, 0, src[a:b])`` for each (t, a, b)."""
-    if not _SLOTS_KNOWN:
-        return [Message(ch, tt, tt, 0, src[a:b]) for tt, a, b in zip(tl, al, bl)]
-    new = object.__new__
-    cls = Message
-    out = [new(cls) for _ in tl]
-    for m, tt, a, b in zip(out, tl, al, bl):
-        m.channel = ch
-        m.log_time = tt
-        m.publish_time = tt
-        m.sequence = 0
-        m.data = src[a:b]
-    return out
-
-
-def _build(chl: list[Channel], tl: list[int], al: list[int], bl: list[int], src: Any) -> list[Message]:
-    """``Message(ch, t, t, 0, src[a:b])`` for each (ch, t, a, b)."""
+def _build(chl: Iterable[Channel], tl: list[int], al: list[int], bl: list[int], src: Any) -> list[Message]:
+    """``Message(ch, t, t, 0, src[a:b])`` for each (ch, t, a, b) (``chl``: ``repeat(ch)`` when
+    all are on one channel)."""
     if not _SLOTS_KNOWN:
         return [Message(ch, tt, tt, 0, src[a:b]) for ch, tt, a, b in zip(chl, tl, al, bl)]
     new = object.__new__
@@ -992,8 +977,7 @@ class BagV2Reader(BagReader):
             al = (ds + base).tolist()
             bl = (ds + dl + base).tolist()
             if len(c) and int(c.min()) == int(c.max()):
-                ch = get(int(c[0]))
-                return _build_one_channel(ch, tl, al, bl, mv)
+                return _build(repeat(get(int(c[0]))), tl, al, bl, mv)
             # channel objects picked in bulk: sorted ids -> positions -> object array
             ids = np.array(sorted(chans), np.int64)
             objs = np.empty(len(ids), object)
