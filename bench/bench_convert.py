@@ -168,9 +168,10 @@ def route_peer_mcap2bag(src: str, dst: str, compression: str) -> None:
 
     if os.path.exists(dst):
         os.remove(dst)
-    with open(src, "rb") as f, Writer(dst) as w:
-        if compression != "none":
-            w.set_compression(getattr(Writer.CompressionFormat, compression.upper()))
+    w = Writer(dst)
+    if compression != "none":  # rosbags takes it before open() only
+        w.set_compression(getattr(Writer.CompressionFormat, compression.upper()))
+    with open(src, "rb") as f, w:
         reader = make_reader(f)
         conns = {}
         for schema, channel, message in reader.iter_messages(log_time_order=False):

@@ -76,6 +76,60 @@ def make_mcap(path: Path, bag: Path) -> None:
         w.close()
 
 
+# --- the measured routes (module level: run_all.py uses them too) ---------------------------
+def load_payloads(path: Path) -> list[bytes]:
+    """The topic's serialized payloads, in memory (so that only decoding is timed)."""
+    with polybag.open(str(path)) as r:
+        return [bytes(m.data) for m in r.messages(topics=[TOPIC], order="file")]
+
+
+def decode_each(fn: Callable[[bytes], Any], payloads: list[bytes]) -> None:
+    """The usual loop: decode a message, use it, drop it."""
+    for p in payloads:
+        fn(p)
+
+
+def polybag_decoder() -> Callable[[bytes], Any]:
+    return codec_for_type(TYPE, definition_for(TYPE)).decode
+
+
+def rosbags_decoder() -> Callable[[bytes], Any]:
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS1_NOETIC)
+    return lambda p: store.deserialize_ros1(p, "sensor_msgs/msg/Imu")
+
+
+def polybag_columns(path: Path, **kw: Any) -> int:
+    """``topic_columns`` of the topic read from the file (every field); the row count."""
+    with polybag.open(str(path), **kw) as r:
+        cols = r.topic_columns(TOPIC)
+    assert len(cols["log_time"]) > 0
+    return len(cols["log_time"])
+
+
+def rosbags_read_decode(path: Path, store: Any, gather: bool = False) -> int:
+    """rosbags reading the bag and decoding every message of the topic; ``gather``: also
+    collect two fields into numpy arrays (the least a user wanting columns does)."""
+    from rosbags.rosbag1 import Reader as RbReader
+
+    wz: list[float] = []
+    ax: list[float] = []
+    n = 0
+    with RbReader(path) as rb:
+        conns = [c for c in rb.connections if c.topic == TOPIC]
+        for c, _t, raw in rb.messages(connections=conns):
+            m = store.deserialize_ros1(raw, c.msgtype)
+            n += 1
+            if gather:
+                wz.append(m.angular_velocity.z)
+                ax.append(m.linear_acceleration.x)
+    if gather:
+        cols = (np.array(wz), np.array(ax))
+        assert len(cols[0]) == n
+    return n
+
+
 REPEAT = {"n": 3}
 
 
@@ -135,28 +189,21 @@ def main() -> int:
     # first what reads the files (before a million payloads fill this process's memory)
     files = bench_files(path, mcap_path)
 
-    with polybag.open(str(path)) as r:
-        payloads = [bytes(m.data) for m in r.messages(topics=[TOPIC], order="file")]
+    payloads = load_payloads(path)
     n = len(payloads)
     text = definition_for(TYPE)
     ours = codec_for_type(TYPE, text)
     print(f"{n} messages; decoding payloads to objects:")
 
     def stream(fn: Callable[[bytes], Any]) -> None:
-        # the usual loop: decode a message, use it, drop it
-        for p in payloads:
-            fn(p)
+        decode_each(fn, payloads)
 
     times: dict[str, float] = {}
     times["polybag"] = timed("polybag codec.decode", lambda: stream(ours.decode))
 
     peers: dict[str, Callable[[bytes], Any]] = {}
     try:
-        from rosbags.typesys import Stores, get_typestore
-
-        store = get_typestore(Stores.ROS1_NOETIC)
-        rb_name = "sensor_msgs/msg/Imu"
-        peers["rosbags"] = lambda p: store.deserialize_ros1(p, rb_name)
+        peers["rosbags"] = rosbags_decoder()
     except ImportError:
         print("  (rosbags not installed)")
     try:
@@ -210,9 +257,7 @@ def bench_files(bag: Path, mcap_path: Path) -> dict[str, dict[str, float]]:
         res = out[label] = {}
 
         def columns(path: Path = path, **kw: Any) -> None:
-            with polybag.open(str(path), **kw) as r:
-                cols = r.topic_columns(TOPIC)
-            assert len(cols["log_time"]) > 0
+            polybag_columns(path, **kw)
 
         res["polybag"] = timed(f"polybag topic_columns ({label}: read + decode)", columns)
         if label == "MCAP":
@@ -233,16 +278,12 @@ def bench_files(bag: Path, mcap_path: Path) -> dict[str, dict[str, float]]:
                 pass
             continue
         try:
-            from rosbags.rosbag1 import Reader as RbReader
             from rosbags.typesys import Stores, get_typestore
 
             store = get_typestore(Stores.ROS1_NOETIC)
 
             def rosbags_e2e(path: Path = path, store: Any = store) -> None:
-                with RbReader(path) as rb:
-                    conns = [c for c in rb.connections if c.topic == TOPIC]
-                    for c, _t, raw in rb.messages(connections=conns):
-                        store.deserialize_ros1(raw, c.msgtype)
+                rosbags_read_decode(path, store)
 
             res["peer: rosbags"] = timed("rosbags read + decode every message", rosbags_e2e, REPEAT["peer_file"])
         except ImportError:

@@ -44,6 +44,38 @@ def build(path: Path, n: int) -> None:
     os.replace(tmp, path)
 
 
+# raw iteration, every message of the file (also used by run_all.py)
+def pb_stream(path: Path) -> int:
+    """polybag reading the file as a non-seekable pipe, in file order."""
+    import polybag
+
+    with open(path, "rb") as f:
+        with polybag.open(_Pipe(f)) as r:
+            return sum(1 for _ in r.messages(order="file"))
+
+
+def mc_stream(path: Path) -> int:
+    """The mcap library on the same pipe: ``make_reader`` gives its ``StreamReader`` path."""
+    from mcap.reader import make_reader
+
+    with open(path, "rb") as f:
+        return sum(1 for _ in make_reader(_Pipe(f)).iter_messages())
+
+
+def pb_indexed(path: Path) -> int:
+    import polybag
+
+    with polybag.open(path) as r:
+        return sum(1 for _ in r.messages())
+
+
+def mc_indexed(path: Path) -> int:
+    from mcap.reader import make_reader
+
+    with open(path, "rb") as f:
+        return sum(1 for _ in make_reader(f).iter_messages())
+
+
 def timeit(fn: Callable[[], int], repeat: int = 3, clock: Callable[[], float] = time.process_time) -> tuple[float, int]:
     best = float("inf")
     out = 0
@@ -79,15 +111,6 @@ def main() -> int:
     w0 = t_start + (t_end - t_start) // 2
     w1 = w0 + (t_end - t_start) // 100
 
-    def pb_stream() -> int:
-        with open(path, "rb") as f:
-            with polybag.open(_Pipe(f)) as r:
-                return sum(1 for _ in r.messages(order="file"))
-
-    def pb_indexed() -> int:
-        with polybag.open(path) as r:
-            return sum(1 for _ in r.messages())
-
     def pb_topic() -> int:
         with polybag.open(path) as r:
             return sum(1 for _ in r.messages(topics=[TOPICS[2]]))
@@ -99,14 +122,6 @@ def main() -> int:
     def pb_info() -> int:
         with polybag.open(path) as r:
             return r.summary.message_count
-
-    def mc_stream() -> int:
-        with open(path, "rb") as f:
-            return sum(1 for _ in make_reader(_Pipe(f)).iter_messages())
-
-    def mc_indexed() -> int:
-        with open(path, "rb") as f:
-            return sum(1 for _ in make_reader(f).iter_messages())
 
     def mc_topic() -> int:
         with open(path, "rb") as f:
@@ -150,8 +165,8 @@ def main() -> int:
         return n_write
 
     tasks = [
-        ("raw iteration, streamed (pipe)", pb_stream, mc_stream),
-        ("raw iteration, indexed", pb_indexed, mc_indexed),
+        ("raw iteration, streamed (pipe)", lambda: pb_stream(path), lambda: mc_stream(path)),
+        ("raw iteration, indexed", lambda: pb_indexed(path), lambda: mc_indexed(path)),
         ("one topic of 5", pb_topic, mc_topic),
         ("1% time window", pb_window, mc_window),
         ("info / summary", pb_info, mc_info),

@@ -4,8 +4,11 @@
 
 * every file of ../shared/corpora/ulog: full parse into columns (polybag: open + every
   topic's columns; pyulog: ``ULog(path)``, which builds every topic's numpy arrays);
-* a generated log of about ``--size-mb`` MB with 20 topics at 100-250 Hz: full parse, one
-  topic selected up front (pyulog's ``message_name_filter_list``), and peak memory of the
+* a generated log of about ``--size-mb`` MB with 23 topic instances at 100-250 Hz (one
+  format repeats ``_padding0``): full parse, one topic selected up front (pyulog's
+  ``message_name_filter_list``), each in this process (imports done, file cached) and in a
+  fresh process per run (what a user's script costs: interpreter, imports, open, columns),
+  and peak memory of the
   polybag full parse (a child process's max RSS above an import-only baseline, and the
   tracemalloc peak of Python/numpy allocations) against the file size.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import resource
 import subprocess
@@ -149,6 +153,15 @@ TOPICS: list[tuple[str, str, int, int]] = [
         1,
     ),
     (
+        # two padding gaps both named _padding0, the second trailing (as PX4 formats with several
+        # gaps have; issue 12's case): read in full by both sides, and by polybag's fast scan
+        "sensor_padded",
+        "sensor_padded:uint64_t timestamp;uint8_t flags;uint8_t[3] _padding0;float value;"
+        "uint16_t count;uint8_t[6] _padding0;",
+        200,
+        1,
+    ),
+    (
         "vehicle_imu",
         "vehicle_imu:uint64_t timestamp;uint64_t timestamp_sample;uint32_t accel_device_id;"
         "uint32_t gyro_device_id;float[3] delta_angle;float[3] delta_velocity;uint16_t delta_angle_dt;"
@@ -235,8 +248,9 @@ def pyulog_full(path: str) -> int:
     return sum(len(d.data["timestamp"]) for d in u.data_list)
 
 
-def polybag_one(path: str, topic: str) -> int:
-    with polybag.open(path, topics=[topic]) as r:
+def polybag_one(path: str, topic: str, hint: bool = True) -> int:
+    """One topic's columns; ``hint``: name the topic when opening (``topics=[topic]``)."""
+    with polybag.open(path, **({"topics": [topic]} if hint else {})) as r:
         return len(r.topic_columns(topic)["timestamp"])
 
 
@@ -245,6 +259,103 @@ def pyulog_one(path: str, topic: str) -> int:
 
     u = ULog(path, [topic])
     return len(u.get_dataset(topic).data["timestamp"])
+
+
+# --- one fresh process per run: what a user's script costs ----------------------------------
+_FRESH = """
+import json, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {src!r})
+{imports}
+t1 = time.perf_counter()
+path, topic = sys.argv[1], sys.argv[2]
+{body}
+t2 = time.perf_counter()
+print(json.dumps({{"import": t1 - t0, "work": t2 - t1, "rows": rows}}))
+"""
+_FRESH_CODE = {
+    # every topic instance, one topic_columns call each (the logged strings are read too,
+    # but not counted: pyulog keeps them outside data_list)
+    ("polybag", "full"): (
+        "import polybag",
+        """
+rows = 0
+with polybag.open(path) as r:
+    for ch in list(r.summary.channels.values()):
+        cols = r.topic_columns(ch.topic, ch.metadata.get("multi_id", "0"))
+        if ch.topic != "log_message":
+            rows += len(cols["timestamp"])
+""",
+    ),
+    ("polybag", "one"): (
+        "import polybag",
+        """
+with polybag.open(path) as r:
+    rows = len(r.topic_columns(topic)["timestamp"])
+""",
+    ),
+    ("pyulog", "full"): (
+        "from pyulog import ULog",
+        """
+u = ULog(path)
+rows = sum(len(d.data["timestamp"]) for d in u.data_list)
+""",
+    ),
+    ("pyulog", "one"): (
+        "from pyulog import ULog",
+        """
+u = ULog(path, message_name_filter_list=[topic])
+rows = len(u.get_dataset(topic).data["timestamp"])
+""",
+    ),
+}
+
+
+def fresh_code(side: str, what: str) -> str:
+    imports, body = _FRESH_CODE[(side, what)]
+    return _FRESH.format(src=str(ROOT / "src"), imports=imports, body=body)
+
+
+def fresh(side: str, what: str, path: str, topic: str = "") -> dict[str, float]:
+    """One run in a new interpreter (``side``: polybag or pyulog, ``what``: full or one):
+    ``wall`` (start to exit), ``cpu`` (the child's user + system time, all threads),
+    ``import`` and ``work`` (timed inside the child) and the data ``rows`` read."""
+    t = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", fresh_code(side, what), path, topic], stdout=subprocess.PIPE)
+    assert p.stdout is not None
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{side} {what} exited with {p.returncode}")
+    res = json.loads(out.decode().strip().splitlines()[-1])
+    res.update(wall=wall, cpu=ru.ru_utime + ru.ru_stime)
+    return res
+
+
+def profile_fresh(side: str, what: str, path: str, topic: str = "", top: int = 35) -> str:
+    """cProfile of one fresh run (cumulative time, ``top`` lines) and its ``-X importtime``
+    heaviest imports."""
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, f"{side}_{what}.py")
+        with open(script, "w") as f:
+            f.write(fresh_code(side, what))
+        prof = subprocess.run(
+            [sys.executable, "-m", "cProfile", "-s", "cumulative", script, path, topic],
+            capture_output=True, text=True, check=True,
+        ).stdout.splitlines()
+        imp = subprocess.run(
+            [sys.executable, "-X", "importtime", script, path, topic], capture_output=True, text=True, check=True
+        ).stderr.splitlines()
+    # importtime lines: "import time: self [us] | cumulative | imported package"
+    rows = []
+    for line in imp[1:]:
+        parts = line.split("|")
+        if len(parts) == 3 and not parts[2].startswith("   "):  # top-level imports only
+            rows.append((int(parts[1]), parts[2].strip()))
+    heavy = ", ".join(f"{name} {us / 1000:.0f} ms" for us, name in sorted(rows, reverse=True)[:8])
+    return "\n".join(prof[: top + 8]) + f"\nheaviest top-level imports: {heavy}"
 
 
 _CHILD = """
@@ -325,6 +436,11 @@ def main() -> None:
     a_t = timings(lambda: pyulog_one(path, topic), args.repeat)
     b_t = timings(lambda: polybag_one(path, topic), args.repeat)
     report(f"one topic ({topic}):", a_t, b_t, 10)
+    n = max(3, args.repeat)
+    for what, goal in (("full", 5), ("one", 10)):
+        a_t = [fresh("pyulog", what, path, topic)["wall"] for _ in range(n)]
+        b_t = [fresh("polybag", what, path, topic)["wall"] for _ in range(n)]
+        report(f"fresh process, {'full parse' if what == 'full' else 'one topic'}:", a_t, b_t, goal)
     rss, traced = peak_memory(path)
     print(
         f"polybag full parse peak memory: RSS +{rss / 1e6:.1f} MB ({rss / size:.2f}x file, mapped file pages "
