@@ -17,6 +17,7 @@ from polybag.formats.mcap import records as R
 from polybag.formats.mcap.records import Opcode
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import Reader, TopicSelector
+from polybag.recovery import Recovery
 from polybag.source import Source
 
 if TYPE_CHECKING:
@@ -112,7 +113,8 @@ class McapState(Reader):
         self.max_chunk_bytes = compression.max_chunk_bytes(max_chunk_bytes)
         self.recover = recover
         self.recovery_report: dict[str, Any] | None = None
-        self._header_errors: list[str] = []  # recover: a damaged Header record, reported with the rest
+        # damage met (a damaged Header record first); ``first``: the scan's first error
+        self._recovery = Recovery()
         self.header = R.Header()
         self.footer: R.Footer | None = None
         self.statistics: R.Statistics | None = None

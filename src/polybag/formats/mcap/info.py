@@ -273,8 +273,8 @@ class InfoMixin(McapState):
         s.attachment_count = len(sr.attachments)
         s.metadata_count = len(sr.metadata)
         s.extras = self._extras()
-        if sr.error is not None:
-            s.extras["error"] = str(sr.error)
+        if self._recovery.first is not None:  # the scan's
+            s.extras["error"] = str(self._recovery.first)
         if self.summary_error:
             s.extras["summary_error"] = self.summary_error
         if self.definition_problems:

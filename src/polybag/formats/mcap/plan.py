@@ -157,7 +157,7 @@ class PlanMixin(McapState):
         err = None
         if not (self.has_summary and self.chunk_indexes):
             sr = self._scan()
-            err = sr.error
+            err = self._recovery.first
             for rank, s, t, offs in sr.loose:
                 if t < lo or s >= hi:
                     continue
@@ -237,7 +237,7 @@ class PlanMixin(McapState):
                 continue
             out.append((s, t, rank, self._loose_loader(offs, want, start, end, sort)))
         out.sort(key=lambda x: x[2])
-        return out, sr.error
+        return out, self._recovery.first
 
     def _index_times_fit(self, ci: R.ChunkIndex, want: set[int] | None, s: int, t: int) -> bool:
         """Whether the chunk's Message Index times (wanted channels) lie in its claimed range."""

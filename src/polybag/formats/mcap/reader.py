@@ -167,7 +167,7 @@ class McapReader(
             except FormatError as e:
                 if not self.recover:
                     raise
-                self._header_errors.append(str(e))  # a damaged Header only loses profile/library
+                self._recovery.note(str(e))  # a damaged Header only loses profile/library
             else:
                 assert isinstance(rec, R.Header)
                 self.header = rec

@@ -40,9 +40,6 @@ class _ScanResult:
     metadata: list[int] = field(default_factory=list)
     data_end: int | None = None
     footer: int | None = None
-    error: PolybagError | None = None
-    bytes_skipped: int = 0
-    errors: list[str] = field(default_factory=list)
     statistics: R.Statistics | None = None
 
 
@@ -50,22 +47,17 @@ class ScanMixin(McapState):
     """One pass over the top-level records of a mapped file; resynchronising after damage."""
 
     def _note(self, what: str, skipped: int) -> None:
-        sr = self._scan_result
+        """Damage met while reading (muted while looking for chunks' real time ranges: the
+        real read reports it)."""
         if self._quiet:
             self._muted += 1
-        elif sr is not None:
-            sr.errors.append(what)
-            sr.bytes_skipped += skipped
+        else:
+            self._recovery.note(what, skipped)
 
     def _finish_report(self, count: int) -> None:
         """Recovering: the ``recovery_report`` of a read that returned ``count`` messages."""
         if self.recover:
-            sr = self._scan_result or _ScanResult()
-            self.recovery_report = {
-                "messages": count,
-                "bytes_skipped": sr.bytes_skipped,
-                "errors": self._header_errors + list(sr.errors),
-            }
+            self.recovery_report = self._recovery.report(count)
 
     def _scan(self) -> _ScanResult:
         """One pass over the top-level records (chunks are not decompressed)."""
@@ -183,9 +175,9 @@ class ScanMixin(McapState):
                         pos,
                     )
                     if self.recover:
-                        sr.errors.append(str(err))
+                        self._recovery.note(str(err))
                     else:
-                        sr.error = err
+                        self._recovery.first = err
 
     def _after_footer(self, e: int) -> int:
         """The offset after the closing magic that must follow the Footer ending at ``e``."""
@@ -207,17 +199,12 @@ class ScanMixin(McapState):
         assert isinstance(src, MappedSource)
         size = src.size
         if self.recover:
-            sr.errors.append(str(err))
             new = self._resync(pos + 1)
+            self._recovery.note(str(err), (size if new is None else new) - pos)
             if new is not None:
-                sr.bytes_skipped += new - pos
-                # continue scanning from the resync point
-                sub_start = new
-                self._scan_from(sr, sub_start, rank)
-            else:
-                sr.bytes_skipped += size - pos
-        elif sr.error is None:
-            sr.error = err
+                self._scan_from(sr, new, rank)  # continue scanning from the resync point
+        elif self._recovery.first is None:
+            self._recovery.first = err
 
     def _scan_from(self, sr: _ScanResult, pos: int, rank: int) -> None:
         """Continue a recovering scan after damage (chunks, definitions and loose messages)."""
@@ -230,11 +217,10 @@ class ScanMixin(McapState):
             e = pos + 9 + ln
             if op == 0 or e > size or not self._plausible(pos):
                 new = self._resync(pos + 1)
-                sr.errors.append(str(self._err(FormatError, f"damaged record; skipped to {new if new is not None else size}", pos)))
+                to = size if new is None else new
+                self._recovery.note(str(self._err(FormatError, f"damaged record; skipped to {to}", pos)), to - pos)
                 if new is None:
-                    sr.bytes_skipped += size - pos
                     return
-                sr.bytes_skipped += new - pos
                 pos = new
                 continue
             if op == _OP_CHUNK:
@@ -250,7 +236,7 @@ class ScanMixin(McapState):
                 try:
                     self._define(view, op, pos, e, 0)
                 except PolybagError as err:
-                    sr.errors.append(str(err))
+                    self._recovery.note(str(err))
             elif op == _OP_ATTACHMENT:
                 sr.attachments.append(pos)
             elif op == _OP_METADATA:

@@ -30,6 +30,7 @@ from polybag.formats.ulog import records as rec
 from polybag.formats.ulog.damage import _MAX_REPORTS
 from polybag.formats.ulog.definitions import UlogData, _DeadSub, _Sub
 from polybag.formats.ulog.scan import _LOW16, _MIN_TABLE, _SHIFT24, _unsound
+from polybag.recovery import Recovery
 
 
 @dataclass
@@ -149,7 +150,7 @@ class _Batches:
     """The data section in batches (a part of the ULog reader)."""
 
     ulog: UlogData
-    recovery_report: dict[str, Any]
+    _recovery: Recovery
     _subs: list[_Sub]
     _by_msg_id: dict[int, _Sub]
     _dead: dict[int, int]
@@ -429,7 +430,7 @@ class _Batches:
             self._damaged(q, bt.reason(w) + " (dropped)", int(sizes()[w]) + 5, grouped=True)
         if len(dropped) > _MAX_REPORTS:
             extra = dropped[_MAX_REPORTS:]
-            self.recovery_report["bytes_skipped"] += int((sizes()[extra] + 5).sum())
+            self._recovery.bytes_skipped += int((sizes()[extra] + 5).sum())
             self.ulog.unreported_damage += len(extra)
         if not len(dropped):
             return

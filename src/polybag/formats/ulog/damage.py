@@ -1,7 +1,8 @@
 """Damage and warning bookkeeping of the ULog reader.
 
 Each piece of damage found while reading goes through :meth:`_Damage._damaged`: its bytes
-are counted in ``recovery_report["bytes_skipped"]``, it is listed (the first
+are counted in ``recovery_report["bytes_skipped"]`` (the reader's
+:class:`~polybag.recovery.Recovery` makes the report at the end of the scan), it is listed (the first
 :data:`_MAX_REPORTS`) in ``reader.ulog.corruptions`` with a line of
 ``recovery_report["errors"]``, and the first one in the file is what
 :meth:`~polybag.formats.ulog.reader.UlogReader.messages` raises without ``recover=True``.
@@ -24,6 +25,7 @@ import numpy as np
 
 from polybag.errors import FormatError, PolybagWarning, TruncatedError
 from polybag.formats.ulog.definitions import UlogData, _DeadSub
+from polybag.recovery import Recovery
 
 _MAX_REPORTS = 1000  # damage reports kept one by one
 
@@ -33,6 +35,7 @@ class _Damage:
 
     ulog: UlogData
     recovery_report: dict[str, Any]
+    _recovery: Recovery
     _dead_subs: list[_DeadSub]
 
     def _note(self, text: str) -> None:
@@ -53,7 +56,7 @@ class _Damage:
     ) -> None:
         """One piece of damage; ``grouped``: a dropped data message whose line in
         ``recovery_report["errors"]`` is its group's (see :meth:`_drop_group`)."""
-        self.recovery_report["bytes_skipped"] += skipped
+        self._recovery.bytes_skipped += skipped
         if len(self.ulog.corruptions) < _MAX_REPORTS:
             self.ulog.corruptions.append({"offset": offset, "bytes_skipped": skipped, "error": message})
             if not grouped:
@@ -104,7 +107,8 @@ class _Damage:
                     f"{text}, and {n - 1} more data message(s) like it ({n} in all, {nbytes} bytes)",
                 )
         self._errors.sort(key=lambda e: e[0])
-        self.recovery_report["errors"] = [f"offset {o}: {m}" for o, m in self._errors]
+        self._recovery.errors = [f"offset {o}: {m}" for o, m in self._errors]
+        self.recovery_report = self._recovery.report(0)
         if self._dead_subs:
             self.ulog.corruptions.sort(key=lambda c: c["offset"])
 

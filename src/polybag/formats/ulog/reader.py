@@ -90,6 +90,7 @@ from polybag.formats.ulog.scan import _run_ends as _run_ends
 from polybag.formats.ulog.scan import _unsound as _unsound
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.recovery import Recovery
 from polybag.source import MappedSource, Source, StreamSource
 
 # The step sizes of the scan, read at each use through UlogReader._tuning (tests set them here).
@@ -132,7 +133,9 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
         self.recover = recover
         self._warn = warn
         self.ulog = UlogData()
-        self.recovery_report: dict[str, Any] = {"messages": 0, "bytes_skipped": 0, "errors": []}
+        self._recovery = Recovery()  # its errors: made from _errors at the end of the scan
+        # set at open (damage is all found then); "messages": what the last read gave so far
+        self.recovery_report: dict[str, Any] = self._recovery.report(0)
         self._view = self.source.view
         self._size = self.source.size
         self._u8 = np.frombuffer(self._view, dtype=np.uint8) if self._size else np.zeros(0, np.uint8)
