@@ -18,7 +18,6 @@ from polybag.formats.mcap.records import Opcode
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import Reader, TopicSelector
 from polybag.recovery import Recovery
-from polybag.source import Source
 
 if TYPE_CHECKING:
     from polybag.formats.mcap.defs import _Census
@@ -95,19 +94,13 @@ class McapState(Reader):
 
     The reader is built from one mixin per job (summary section, scan, definitions, chunks,
     read planning, streams, top-level records, the reported summary); they share the state
-    set up here, on one object, so moving a method between them changes nothing.
+    set up here (:meth:`_init_state`, called by the reader's constructor), on one object,
+    so moving a method between them changes nothing.
     """
 
-    def __init__(
-        self,
-        source: Source,
-        path: str | None = None,
-        *,
-        validate_crcs: bool = True,
-        recover: bool = False,
-        max_chunk_bytes: int | None = None,
-    ) -> None:
-        super().__init__(source, path)
+    def _init_state(self, validate_crcs: bool, recover: bool, max_chunk_bytes: int | None) -> None:
+        """Every field the parts read and write, before anything is read (the reader's
+        options as :class:`~polybag.formats.mcap.reader.McapReader` takes them)."""
         self.validate_crcs = validate_crcs
         # what one chunk may decompress to (None: the process-wide cap, 512 MiB by default)
         self.max_chunk_bytes = compression.max_chunk_bytes(max_chunk_bytes)

@@ -3,7 +3,7 @@
 The record offsets of a chunk (from its Message Index records, or one pass over the record
 heads) select the fixed 31-byte heads of all its messages at once into a structured array;
 filtering by channel and time and sorting by log time happen there, and Python runs once
-per message only to create the :class:`~polybag.model.Message` (:func:`_bulk_messages`),
+per message only to create the :class:`~polybag.model.Message` (:func:`_messages_from_heads`),
 or not at all when only payloads are wanted (:class:`_Batch`, :func:`_pack`, for
 ``topic_payloads``).  Anything unusual raises ``_NeedSlowPath`` (the record-by-record walk
 of :mod:`polybag.formats.mcap.walk` takes over).  Also: the Schema/Channel records lying
@@ -112,18 +112,10 @@ def _heads_mask(
     return mask
 
 
-def _bulk_messages(
-    buf: bytes | memoryview,
-    offs: np.ndarray,
-    channels: dict[int, Channel],
-    want: set[int] | None,
-    start: int | None,
-    end: int | None,
-    sort: bool,
-    expect_cid: np.ndarray | None = None,
+def _messages_from_heads(
+    buf: bytes | memoryview, rec: np.ndarray, offs: np.ndarray, channels: dict[int, Channel]
 ) -> list[Message]:
-    """Messages whose records start at ``offs`` (int64, file order), parsed in bulk with numpy."""
-    rec, offs = _bulk_heads(buf, offs, channels, want, start, end, sort, expect_cid)
+    """The messages of the record heads (and offsets) :func:`_bulk_heads` selected."""
     if not len(offs):
         return []
     lens = rec["len"].astype(np.int64)

@@ -33,8 +33,8 @@ from polybag.formats.mcap.bulk import (
     _MI_DTYPE,
     _batch_from_heads,
     _bulk_heads,
-    _bulk_messages,
     _defs_between_messages,
+    _messages_from_heads,
     _u64_at,
 )
 from polybag.formats.mcap.records import CHUNK_HEAD, RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U32, U64
@@ -124,10 +124,10 @@ class ChunksMixin(McapState):
         while offs is not None:
             try:
                 ecid = expect_cid if positions is not None else None
+                rec, sel = _bulk_heads(buf, offs, chans, want, start, end, sort, ecid)
                 if arrays:
-                    rec, sel = _bulk_heads(buf, offs, chans, want, start, end, sort, ecid)
                     return _batch_from_heads(buf, rec, sel)
-                return _bulk_messages(buf, offs, chans, want, start, end, sort, ecid)
+                return _messages_from_heads(buf, rec, sel, chans)
             except _UnknownChannel as u:
                 if positions is not None:
                     try:
@@ -211,13 +211,7 @@ class ChunksMixin(McapState):
                     return out
                 chans.setdefault(u.cid, self._channels[u.cid])
             except _Bad as b:
-                err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
-                self._note(str(err), 0)
-                if sort:
-                    out.sort(key=_LOG_TIME)
-                if not self.recover:
-                    raise _Partial(out, err) from None
-                return out
+                return self._walk_damaged(out, b, offset, sort)
 
     def _versioned_chunk(
         self, buf: bytes | memoryview, offset: int, want: set[int] | None, start: int | None, end: int | None, sort: bool, mark: int
@@ -254,15 +248,21 @@ class ChunksMixin(McapState):
                     break
                 chans.setdefault(u.cid, self._channels[u.cid])
             except _Bad as b:
-                err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
-                self._note(str(err), 0)
-                if sort:
-                    out.sort(key=_LOG_TIME)
-                if not self.recover:
-                    raise _Partial(out, err) from None
-                return out
+                return self._walk_damaged(out, b, offset, sort)
         if sort:
             out.sort(key=_LOG_TIME)
+        return out
+
+    def _walk_damaged(self, out: list[Message], b: _Bad, offset: int, sort: bool) -> list[Message]:
+        """Damage ``b`` met walking the chunk at ``offset`` record by record: noted; the
+        messages before it (``out``, sorted if ``sort``) are returned with ``recover``, else
+        raised in :class:`_Partial`."""
+        err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
+        self._note(str(err), 0)
+        if sort:
+            out.sort(key=_LOG_TIME)
+        if not self.recover:
+            raise _Partial(out, err) from None
         return out
 
     def _unknown_channel(self, cid: int, offset: int) -> bool:

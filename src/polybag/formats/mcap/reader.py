@@ -128,7 +128,8 @@ class McapReader(
         recover: bool = False,
         max_chunk_bytes: int | None = None,
     ) -> None:
-        super().__init__(source, path, validate_crcs=validate_crcs, recover=recover, max_chunk_bytes=max_chunk_bytes)
+        super().__init__(source, path)
+        self._init_state(validate_crcs, recover, max_chunk_bytes)
         if isinstance(source, MappedSource):
             self._open_mapped()
         else:
