@@ -4,9 +4,9 @@ The record offsets of a chunk (from its Message Index records, or one pass over 
 heads) select the fixed 31-byte heads of all its messages at once into a structured array;
 filtering by channel and time and sorting by log time happen there, and Python runs once
 per message only to create the :class:`~polybag.model.Message` (:func:`_messages_from_heads`),
-or not at all when only payloads are wanted (:class:`_Batch`, :func:`_pack`, for
-``topic_payloads``).  Anything unusual raises ``_NeedSlowPath`` (the record-by-record walk
-of :mod:`polybag.formats.mcap.walk` takes over).  Also: the Schema/Channel records lying
+or not at all when only payloads are wanted (:class:`_Batch`, gathered by
+:mod:`polybag.payloads`, for ``topic_payloads``).  Anything unusual raises
+``_NeedSlowPath`` (the record-by-record walk of :mod:`polybag.formats.mcap.walk` takes over).  Also: the Schema/Channel records lying
 between the listed messages, and message offsets from Message Index record bodies.
 """
 
@@ -23,6 +23,7 @@ from polybag.formats.mcap.base import _Bad, _NeedSlowPath, _UnknownChannel
 from polybag.formats.mcap.records import RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U32
 from polybag.formats.mcap.walk import _walk_defs
 from polybag.model import Channel, Message
+from polybag.payloads import gather
 
 _MI_DTYPE = np.dtype(R.MESSAGE_INDEX_DTYPE)
 
@@ -151,42 +152,11 @@ class _Batch:
     sizes: np.ndarray  # int64
 
 
-def _pack(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Copy the payloads ``a[starts[i]:starts[i] + sizes[i]]`` back to back: (blob, new starts).
-
-    The blob holds them in the order of ``starts`` (file order); the new starts are in the
-    order given.  Payloads must not overlap.  Equal sizes at a constant stride (one
-    channel's records) are copied as the rows of a strided view; otherwise a byte mask
-    selects them.  ``out`` (uint8, ``sizes.sum()`` long) receives the blob if given.
-    """
-    n = len(starts)
-    if out is None:
-        out = np.empty(int(sizes.sum()) if n else 0, np.uint8)
-    if n == 0:
-        return out, np.zeros(0, np.int64)
-    if n > 1 and not bool(np.all(starts[1:] >= starts[:-1])):
-        o = np.argsort(starts, kind="stable")
-        blob, packed = _pack(a, starts[o], sizes[o], out)
-        back = np.empty_like(packed)
-        back[o] = packed
-        return blob, back
-    new = np.zeros(n, np.int64)
-    np.cumsum(sizes[:-1], out=new[1:])
-    s0 = int(starts[0])
-    size0 = int(sizes[0])
-    if bool((sizes == size0).all()):
-        step = int(starts[1] - starts[0]) if n > 1 else size0
-        if n == 1 or bool((np.diff(starts) == step).all()):
-            rows = np.lib.stride_tricks.as_strided(a[s0:], shape=(n, size0), strides=(step, 1), writeable=False)
-            out.reshape(n, size0)[...] = rows
-            return out, new
-    d = np.zeros(len(a) + 1, np.int8)
-    nz = sizes > 0  # the others add nothing (and may share a start with the next payload)
-    d[starts[nz]] += 1
-    d[(starts + sizes)[nz]] -= 1
-    mask = np.cumsum(d[:-1], dtype=np.int8).view(np.bool_)
-    np.compress(mask, a, out=out)
-    return out, new
+def _pack(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The payloads ``a[starts[i]:starts[i] + sizes[i]]`` back to back: (blob, new starts),
+    as :func:`polybag.payloads.gather` packs them."""
+    out = np.empty(int(sizes.sum()) if len(starts) else 0, np.uint8)
+    return out, gather(a, starts, sizes, out)
 
 
 def _batch_from_heads(buf: bytes | memoryview, rec: np.ndarray, offs: np.ndarray) -> _Batch:

@@ -87,7 +87,8 @@ from polybag.formats.mcap.base import (
     _Redefined,
 )
 from polybag.formats.mcap.base import McapIndexWarning as McapIndexWarning  # re-exported
-from polybag.formats.mcap.bulk import _Batch, _batch_from_messages, _pack  # _pack: re-exported too
+from polybag.formats.mcap.bulk import _Batch, _batch_from_messages
+from polybag.formats.mcap.bulk import _pack as _pack  # re-exported
 from polybag.formats.mcap.chunks import ChunksMixin
 from polybag.formats.mcap.defs import DefinitionsMixin
 from polybag.formats.mcap.info import InfoMixin
@@ -100,6 +101,7 @@ from polybag.formats.mcap.summary import CHUNK_INDEX_DTYPE as CHUNK_INDEX_DTYPE 
 from polybag.formats.mcap.summary import SummarySectionMixin
 from polybag.formats.mcap.toplevel import RecordsMixin
 from polybag.model import Message
+from polybag.payloads import Arena
 from polybag.reader import TopicSelector
 from polybag.source import MappedSource, Source, StreamSource
 
@@ -438,40 +440,16 @@ class McapReader(
         """Load ``segs`` in file order and gather their payloads (see :meth:`topic_payloads`)."""
         # each chunk's payloads are copied into one blob as soon as it is decompressed
         # (its buffer is then freed); declared sizes bound the blob, which grows if they lie
-        blob = np.empty(self._payload_bound(), np.uint8)
-        used = 0
-        lts: list[np.ndarray] = []
-        starts_l: list[np.ndarray] = []
-        sizes_l: list[np.ndarray] = []
+        arena = Arena(self._payload_bound(), np.uint64)
         for _s, _t, _r, load in sorted(segs, key=lambda x: x[2]):
             try:
                 got: Any = load()
             except _Partial as p:
                 raise p.err from None
             b = got if isinstance(got, _Batch) else _batch_from_messages(got)
-            if not len(b.lt):
-                continue
-            size = int(b.sizes.sum())
-            if used + size > len(blob):
-                grown = np.empty(max(2 * len(blob), used + size), np.uint8)
-                grown[:used] = blob[:used]
-                blob = grown
-            _out, packed = _pack(b.buf, b.starts, b.sizes, blob[used : used + size])
-            lts.append(b.lt)
-            starts_l.append(packed + used)
-            sizes_l.append(b.sizes)
-            used += size
+            arena.add(b.buf, b.lt, b.starts, b.sizes)
             del b, got
-        blob = blob[:used]
-        if lts:
-            lt = np.concatenate(lts)
-            starts = np.concatenate(starts_l)
-            sizes = np.concatenate(sizes_l)
-        else:
-            lt, starts, sizes = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        if len(lt) > 1 and not bool(np.all(lt[1:] >= lt[:-1])):
-            o = np.argsort(lt, kind="stable")
-            lt, starts, sizes = lt[o], starts[o], sizes[o]
+        lt, blob, starts, sizes = arena.result()
         # MCAP times are u64: int64 unless a time does not fit (then uint64, not wrapped)
         fits = not len(lt) or int(lt[-1]) <= _INT64_MAX
         return (lt.astype(np.int64) if fits else lt, blob, starts, sizes)

@@ -1,0 +1,113 @@
+"""Bulk payload gathering for ``topic_payloads`` (no Python object per message).
+
+A reader finds the payloads of one topic as (start, size) pairs in a buffer (a
+decompressed chunk or the mapped file); :func:`gather` copies them back to back with numpy
+and :class:`Arena` collects the pieces of many chunks into one ``uint8`` blob, growing
+only when the declared chunk sizes (a bound, never trusted for allocation beyond the
+file) were too small.  Used by every format that offers ``topic_payloads``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+def gather(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Copy ``a[starts[i]:starts[i] + sizes[i]]`` back to back into ``out`` (``sizes.sum()`` long).
+
+    The payloads land in the order of ``starts`` sorted ascending (file order); returns the
+    start of each payload in ``out``, in the order given.  Equal sizes at a constant stride
+    (one channel's records) are copied as the rows of a strided view; disjoint payloads
+    through a byte mask; anything else (overlaps) through an explicit index.
+    """
+    n = len(starts)
+    if n == 0:
+        return _EMPTY
+    if n > 1 and not bool(np.all(starts[1:] >= starts[:-1])):
+        o = np.argsort(starts, kind="stable")
+        packed = gather(a, starts[o], sizes[o], out)
+        back = np.empty_like(packed)
+        back[o] = packed
+        return back
+    new = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=new[1:])
+    s0 = int(starts[0])
+    size0 = int(sizes[0])
+    if bool((sizes == size0).all()):
+        step = int(starts[1] - starts[0]) if n > 1 else size0
+        if n == 1 or bool((np.diff(starts) == step).all()):
+            if size0:
+                rows = np.lib.stride_tricks.as_strided(a[s0:], shape=(n, size0), strides=(step, 1), writeable=False)
+                out.reshape(n, size0)[...] = rows
+            return new
+    ends = starts + sizes
+    if n > 1 and not bool(np.all(starts[1:] >= ends[:-1])):
+        # overlapping payloads (never in a well-formed file): an explicit byte index
+        idx = np.repeat(starts - new, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+        np.take(a, idx, out=out)
+        return new
+    d = np.zeros(len(a) + 1, np.int8)
+    nz = sizes > 0  # empty payloads add nothing (and may share a start with the next one)
+    d[starts[nz]] += 1
+    d[ends[nz]] -= 1
+    mask = np.cumsum(d[:-1], dtype=np.int8).view(np.bool_)
+    np.compress(mask, a, out=out)
+    return new
+
+
+class Arena:
+    """One growing ``uint8`` blob that chunk after chunk of payloads is gathered into.
+
+    ``times``: the dtype the log times are kept in (int64; MCAP's u64 times: uint64).
+    """
+
+    def __init__(self, capacity: int, times: Any = np.int64) -> None:
+        # np.empty only reserves: pages never written are never committed
+        self.buf = np.empty(max(0, capacity), np.uint8)
+        self.pos = 0
+        self.time_dtype = np.dtype(times)
+        self.times: list[np.ndarray] = []
+        self.starts: list[np.ndarray] = []
+        self.sizes: list[np.ndarray] = []
+
+    def add(self, a: np.ndarray, times: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> None:
+        """Append the payloads ``a[starts:starts+sizes]`` (any order) with their log times."""
+        if not len(starts):
+            return
+        need = int(sizes.sum())
+        if self.pos + need > len(self.buf):
+            grown = np.empty(max(2 * len(self.buf), self.pos + need), np.uint8)
+            grown[: self.pos] = self.buf[: self.pos]
+            self.buf = grown
+        new = gather(a, starts, sizes, self.buf[self.pos : self.pos + need])
+        self.times.append(times.astype(self.time_dtype, copy=False))
+        self.starts.append(new + self.pos)
+        self.sizes.append(sizes.astype(np.int64, copy=False))
+        self.pos += need
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(log_times, blob, starts, sizes)`` in log-time order (ties in the order added)."""
+        if not self.times:
+            return np.zeros(0, self.time_dtype), self.buf[:0], _EMPTY.copy(), _EMPTY.copy()
+        lt = np.concatenate(self.times)
+        starts = np.concatenate(self.starts)
+        sizes = np.concatenate(self.sizes)
+        if len(lt) > 1 and not bool(np.all(lt[1:] >= lt[:-1])):
+            o = np.argsort(lt, kind="stable")
+            lt, starts, sizes = lt[o], starts[o], sizes[o]
+        return lt, self.buf[: self.pos], starts, sizes
+
+
+def in_file_order(times: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries sorted by payload start (stable), so equal log times keep file order."""
+    if len(starts) > 1 and not bool(np.all(starts[1:] >= starts[:-1])):
+        o = np.argsort(starts, kind="stable")
+        return times[o], starts[o], sizes[o]
+    return times, starts, sizes
+
+
+__all__ = ["Arena", "gather", "in_file_order"]
