@@ -141,6 +141,38 @@ def test_copied_chunks_bytes_unchanged(tmp_path, monkeypatch, threads):
     assert _copies(src, tmp_path) == COPIES
 
 
+def test_refused_message_leaves_no_trace(tmp_path):
+    """A message refused by ``write`` (a float or out-of-range time, data that is not bytes)
+    is a WriteError and leaves nothing in the chunk: the file is as if it was never written."""
+    from polybag.errors import WriteError
+
+    def run(p, bad):  # type: ignore[no-untyped-def]
+        with BagWriter(p, compression="none") as w:
+            s = w.add_schema("std_msgs/String", "ros1msg", STRING_DEF)
+            a = w.add_channel("/a", "ros1", s)
+            w.write(a, _string("one"), T0)
+            if bad:
+                for args in ((_string("x"), 1.5e18), ("text", T0), (None, T0), (b"x", -1), (b"x", 2**32 * 10**9)):
+                    with pytest.raises(WriteError):
+                        w.write(a, *args)
+            w.write(a, _string("two"), T0 + 1)
+
+    run(tmp_path / "a.bag", False)
+    run(tmp_path / "b.bag", True)
+    assert (tmp_path / "a.bag").read_bytes() == (tmp_path / "b.bag").read_bytes()
+
+
+def test_closed_writer_refuses(tmp_path):
+    from polybag.errors import WriteError
+
+    w = BagWriter(tmp_path / "c.bag")
+    a = w.add_channel("/a", "ros1", w.add_schema("std_msgs/String", "ros1msg", STRING_DEF))
+    w.write(a, _string("one"), T0)
+    w.close()
+    with pytest.raises(WriteError, match="closed"):
+        w.write(a, _string("two"), T0)
+
+
 if __name__ == "__main__":  # print the table (run with the old writer to make GOLDEN)
     import tempfile
     from pathlib import Path

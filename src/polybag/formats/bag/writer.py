@@ -6,6 +6,16 @@ by one index data record (ver 1) per connection in it; then the index section: e
 connection record, then one chunk info record per chunk.  A connection record is also
 written inside the chunk where the connection's first message is, so an unindexed file
 (a killed writer leaves ``NAME.bag.active`` with ``index_pos`` 0) can be reindexed.
+
+Per message (:meth:`BagWriter.write`) the work is one dict lookup of the connection's state
+for the open chunk, one ``Struct.pack`` of the record header (its constant part precomputed
+per connection), two appends to the chunk buffer and two list appends (time, offset).  The
+first message of a connection in a chunk takes the slow path that checks the channel and
+writes the connection record.  A full chunk is compressed on a worker thread (when
+compression is on and there is more than one core) while the next one fills; its index data
+records are built in one pass (numpy over the chunk's times and offsets) and the chunk goes
+to the file in one write.  The bytes are those of the simple one-record-at-a-time writer
+(``tests/formats/bag/test_bag_write_bytes.py`` holds their hashes).
 """
 
 from __future__ import annotations
@@ -17,6 +27,8 @@ from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any, BinaryIO
+
+import numpy as np
 
 from polybag import _threads
 from polybag.compression import compress, normalize
@@ -39,9 +51,56 @@ from .records import (
     pack_time,
 )
 
-_MSG_TAIL = struct.Struct("<III")  # time sec, time nsec, data_len
 _ENTRY = struct.Struct("<III")
+_ENTRY_DTYPE = np.dtype([("sec", "<u4"), ("nsec", "<u4"), ("offset", "<u4")])  # == _ENTRY
+_NUMPY_FROM = 32  # index entries per connection from which numpy packs them
+_ONE_WRITE_MAX = 1 << 20  # a chunk up to this size goes out in one write (a larger one is not copied)
+_MAX_NS = 0xFFFFFFFF * 1_000_000_000 + 999_999_999  # the last time with 32-bit seconds
 _OP = {op: bytes([op]) for op in range(1, 8)}
+
+_TIME = struct.Struct("<II")
+_TIME_AT = 34  # a message record's time (sec, nsec) from the record's start, as write lays it out
+_TIME_BYTES = np.arange(_TIME_AT, _TIME_AT + 8, dtype=np.intp)
+
+# a chunk's index: connection id -> (times ns, or None: read them from the chunk's message
+# records; record offsets), in the order written
+ChunkIndex = dict[int, tuple[list[int] | None, list[int]]]
+
+
+def _entries(times: list[int] | None, offsets: list[int], buf: Any) -> tuple[bytes, int, int]:
+    """The index data entries (sorted by time, stably), the first and the last time.
+
+    ``times`` None: the times are read from the message records at ``offsets`` in ``buf``
+    (the chunk's uncompressed data, as :meth:`BagWriter.write` lays them out)."""
+    n = len(offsets)
+    try:
+        if n < _NUMPY_FROM:
+            if times is None:
+                unpack = _TIME.unpack_from
+                times = [s * 1_000_000_000 + ns for s, ns in (unpack(buf, o + _TIME_AT) for o in offsets)]
+            ents = sorted(zip(times, offsets), key=lambda e: e[0])
+            body = b"".join([_ENTRY.pack(t // 1_000_000_000, t % 1_000_000_000, o) for t, o in ents])
+            return body, ents[0][0], ents[-1][0]
+        o = np.array(offsets, dtype=np.uint64)
+        if times is None:  # every record's (sec, nsec): 8 bytes gathered at each offset
+            b = np.frombuffer(buf, dtype=np.uint8)
+            pairs = b[o.astype(np.intp)[:, None] + _TIME_BYTES].view("<u4")
+            t = pairs[:, 0].astype(np.uint64) * 1_000_000_000 + pairs[:, 1]
+            del b, pairs
+        else:
+            t = np.array(times, dtype=np.uint64)
+    except (struct.error, OverflowError, TypeError, ValueError) as e:
+        raise WriteError(f"bag index entry out of range: {e}") from None
+    if (t[1:] < t[:-1]).any():
+        order = np.argsort(t, kind="stable")
+        t, o = t[order], o[order]
+    if int(t[-1]) > _MAX_NS or int(o.max()) > 0xFFFFFFFF:  # (as struct would refuse)
+        raise WriteError("bag index entry out of range: 32-bit seconds and offsets")
+    rec = np.empty(n, dtype=_ENTRY_DTYPE)
+    rec["sec"] = t // 1_000_000_000
+    rec["nsec"] = t % 1_000_000_000
+    rec["offset"] = o
+    return rec.tobytes(), int(t[0]), int(t[-1])
 
 
 def _md5_for(type_name: str, definition: bytes) -> str | None:
@@ -146,8 +205,9 @@ class BagWriter(Writer):
         self._conn_fields: dict[int, tuple[str, dict[str, bytes]]] = {}
         self._conn_written: set[int] = set()
         self._prefix: dict[int, bytes] = {}
+        self._header: dict[int, Any] = {}  # conn -> Struct(prefix, sec, nsec, len).pack
         self._chunk_infos: list[tuple[int, int, int, dict[int, int]]] = []  # pos, start, end, counts
-        self._inflight: deque[tuple[Future[bytes], int, dict[int, list[tuple[int, int]]]]] = deque()
+        self._inflight: deque[tuple[Future[bytes], bytearray, ChunkIndex]] = deque()
         self._depth = _threads.workers()
         self._pipeline = self._depth > 1
         self._new_chunk()
@@ -155,9 +215,10 @@ class BagWriter(Writer):
     # --- chunk buffer ---------------------------------------------------------------------
     def _new_chunk(self) -> None:
         self._buf = bytearray()
-        self._index: dict[int, list[tuple[int, int]]] = {}  # conn -> [(time ns, offset)]
-        self._cstart: int | None = None
-        self._cend = 0
+        self._index: ChunkIndex = {}
+        # conn -> (channel, pack, prefix, offsets.append) of the connections written to in
+        # this chunk (the others, and a closed writer, take write's slow path)
+        self._hot: dict[int, tuple[Channel, Any, bytes, Any]] = {}
 
     def add_schema(self, name: str, encoding: str, data: bytes | str) -> Schema:
         check_open(self.closed)
@@ -210,7 +271,7 @@ class BagWriter(Writer):
 
     def _register(self, cid: int, topic: str, fields: dict[str, bytes]) -> None:
         self._conn_fields[cid] = (topic, fields)
-        self._prefix[cid] = (
+        self._prefix[cid] = prefix = (
             U32.pack(38)
             + U32.pack(4)
             + b"op=\x02"
@@ -220,6 +281,9 @@ class BagWriter(Writer):
             + U32.pack(13)
             + b"time="
         )
+        # the message record's header and data length: the prefix, time sec, nsec, len
+        self._header[cid] = struct.Struct(f"<{len(prefix)}sIII").pack
+        self._hot.pop(cid, None)
 
     def write(
         self,
@@ -229,34 +293,51 @@ class BagWriter(Writer):
         publish_time: int | None = None,
         sequence: int = 0,
     ) -> None:
-        check_open(self.closed)
-        cid = channel.id
-        self._check_channel(channel, self._channels.get(cid))
-        prefix = self._prefix[cid]
-        if log_time < 0:
-            raise WriteError(f"topic {channel.topic}: bag times cannot be negative, got {log_time} ns")
+        st = self._hot.get(channel.id)
+        if st is None or st[0] is not channel:
+            st = self._enter(channel, log_time)
+        if not 0 <= log_time <= _MAX_NS:
+            self._bad_time(channel, log_time)
         buf = self._buf
-        if cid not in self._conn_written:
-            topic, fields = self._conn_fields[cid]
-            buf += connection_record(cid, topic, fields)
-            self._conn_written.add(cid)
         off = len(buf)
-        s, ns = divmod(log_time, 1_000_000_000)
-        if s > 0xFFFFFFFF:
-            raise WriteError(f"topic {channel.topic}: bag times must fit 32-bit seconds, got {log_time} ns")
-        buf += prefix
-        buf += _MSG_TAIL.pack(s, ns, len(data))
-        buf += data
-        idx = self._index.get(cid)
-        if idx is None:
-            idx = self._index[cid] = []
-        idx.append((log_time, off))
-        if self._cstart is None or log_time < self._cstart:
-            self._cstart = log_time
-        if log_time > self._cend:
-            self._cend = log_time
+        try:
+            buf += st[1](st[2], log_time // 1_000_000_000, log_time % 1_000_000_000, len(data))
+            buf += data
+        except (struct.error, TypeError) as e:  # (a float time, data that is not bytes)
+            del buf[off:]
+            raise WriteError(f"topic {channel.topic}: cannot write a message at {log_time} ns: {e}") from None
+        st[3](off)
         if len(buf) >= self.chunk_size:
             self._flush_chunk()
+
+    def _enter(self, channel: Channel, log_time: int) -> tuple[Channel, Any, bytes, Any]:
+        """``write``'s slow path: the first message of a connection in this chunk (or a
+        channel equal to, not the same object as, the one handed out; or a closed writer).
+        Checks the channel, writes the connection record before the connection's first
+        message in the file and returns the connection's state for this chunk."""
+        check_open(self.closed)
+        cid = channel.id
+        known = self._channels.get(cid)
+        self._check_channel(channel, known)
+        assert known is not None
+        if log_time < 0:
+            self._bad_time(channel, log_time)
+        if cid not in self._conn_written:
+            topic, fields = self._conn_fields[cid]
+            self._buf += connection_record(cid, topic, fields)
+            self._conn_written.add(cid)
+        st = self._hot.get(cid)
+        if st is None:
+            offsets: list[int] = []
+            self._index[cid] = (None, offsets)  # (the times are in the records)
+            st = self._hot[cid] = (known, self._header[cid], self._prefix[cid], offsets.append)
+        return st
+
+    @staticmethod
+    def _bad_time(channel: Channel, log_time: int) -> None:
+        if log_time < 0:
+            raise WriteError(f"topic {channel.topic}: bag times cannot be negative, got {log_time} ns")
+        raise WriteError(f"topic {channel.topic}: bag times must fit 32-bit seconds, got {log_time} ns")
 
     def _flush_chunk(self) -> None:
         if not self._buf:
@@ -267,18 +348,20 @@ class BagWriter(Writer):
             # compressed by a worker thread while the next chunks fill (up to one per core
             # in flight); written in order here, so the bytes are the one-thread writer's
             fut = _threads.pool().submit(compress, self.compression, buf, self.level)
-            self._inflight.append((fut, len(buf), index))
+            self._inflight.append((fut, buf, index))
             self._drain(self._depth)
-        else:
-            self.write_chunk(self.compression, None, buf, index)  # (nothing in flight)
+        else:  # (nothing in flight)
+            comp = self.compression
+            data = compress(comp, buf, self.level) if comp != "none" else buf
+            self._write_chunk(comp, data, len(buf), index, buf)
 
     def _drain(self, keep: int = 0) -> None:
         """Write the chunks in flight, oldest first, until at most ``keep`` remain (and
         raise a failed one's error)."""
         q = self._inflight
         while len(q) > keep:
-            fut, size, index = q.popleft()
-            self._write_chunk(self.compression, fut.result(), size, index)
+            fut, buf, index = q.popleft()
+            self._write_chunk(self.compression, fut.result(), len(buf), index, buf)
 
     def write_chunk(
         self,
@@ -291,10 +374,11 @@ class BagWriter(Writer):
         """Write one chunk record and its index data (also used by reindex/compress).
 
         Give ``compressed`` (with ``uncompressed_size``) to copy a chunk as it is, or
-        ``uncompressed`` to compress it here.  ``index`` maps connection id to
+        ``uncompressed`` to compress it here.  ``index`` maps connection id to a list of
         ``(time ns, record offset in the uncompressed data)``.
         """
         self._drain()
+        chunk_index: ChunkIndex = {cid: ([t for t, _ in e], [o for _, o in e]) for cid, e in index.items()}
         comp = normalize(compression)
         if compressed is None:
             assert uncompressed is not None
@@ -306,44 +390,53 @@ class BagWriter(Writer):
             assert uncompressed_size is not None
             size = uncompressed_size
             data = compressed
-        self._write_chunk(comp, data, size, index)
+        self._write_chunk(comp, data, size, chunk_index)
 
     def _write_chunk(
-        self, comp: str, data: bytes | bytearray | memoryview, size: int, index: Mapping[int, list[tuple[int, int]]]
+        self,
+        comp: str,
+        data: bytes | bytearray | memoryview,
+        size: int,
+        index: ChunkIndex,
+        uncompressed: bytes | bytearray | memoryview | None = None,
     ) -> None:
         """The chunk record (``data`` compressed with ``comp``, ``size`` bytes uncompressed)
-        and its index data records."""
+        and its index data records (one per connection, entries sorted by time), in one
+        write when the chunk is small.  ``uncompressed``: the chunk's data, where the times
+        an index without them are read from."""
         f = self._f
         pos = self._pos
         head = build_header({"compression": comp.encode(), "op": _OP[OP_CHUNK], "size": U32.pack(size)})
-        f.write(U32.pack(len(head)))
-        f.write(head)
-        f.write(U32.pack(len(data)))
-        f.write(data)
-        n = 8 + len(head) + len(data)
         counts: dict[int, int] = {}
         start = None
         end = 0
+        recs = []
         for cid in sorted(index):
-            entries = sorted(index[cid], key=lambda e: e[0])
-            if not entries:
+            times, offsets = index[cid]
+            if not offsets:
                 continue
-            counts[cid] = len(entries)
-            start = entries[0][0] if start is None else min(start, entries[0][0])
-            end = max(end, entries[-1][0])
-            body = b"".join(_ENTRY.pack(t // 1_000_000_000, t % 1_000_000_000, o) for t, o in entries)
-            rec = build_record(
+            counts[cid] = len(offsets)
+            body, first, last = _entries(times, offsets, uncompressed)
+            start = first if start is None else min(start, first)
+            end = max(end, last)
+            h = build_header(
                 {
                     "op": _OP[OP_INDEX_DATA],
                     "ver": U32.pack(1),
                     "conn": U32.pack(cid),
-                    "count": U32.pack(len(entries)),
-                },
-                body,
+                    "count": U32.pack(len(offsets)),
+                }
             )
-            f.write(rec)
-            n += len(rec)
-        self._pos = pos + n
+            recs += (U32.pack(len(h)), h, U32.pack(len(body)), body)
+        tail = b"".join(recs)
+        lead = b"".join((U32.pack(len(head)), head, U32.pack(len(data))))
+        if len(data) <= _ONE_WRITE_MAX:
+            f.write(b"".join((lead, data, tail)))
+        else:  # (not copied once more)
+            f.write(lead)
+            f.write(data)
+            f.write(tail)
+        self._pos = pos + len(lead) + len(data) + len(tail)
         self._chunk_infos.append((pos, start or 0, end, counts))
         f.flush()  # a killed writer leaves every finished chunk on disk
 
@@ -369,6 +462,7 @@ class BagWriter(Writer):
         self._flush_chunk()
         self._drain()
         self.closed = True
+        self._hot = {}
         f = self._f
         index_pos = self._pos
         for cid in sorted(self._conn_fields):
@@ -406,6 +500,7 @@ class BagWriter(Writer):
         """Stop without finishing: the ``.active`` file stays as a killed writer leaves it
         (or is removed with ``discard``)."""
         self.closed = True
+        self._hot = {}
         if discard:
             for fut, _, _ in self._inflight:  # nothing more is written: drop what is in flight
                 fut.cancel()
