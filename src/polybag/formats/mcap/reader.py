@@ -466,14 +466,11 @@ class McapReader(
         return max(0, min(total, 4 * src.size + (1 << 20)))
 
 
-def open_mcap(
-    source: Source,
-    path: str | None = None,
-    *,
-    validate_crcs: bool = True,
-    recover: bool = False,
-    max_chunk_bytes: int | None = None,
-    **_options: Any,
-) -> McapReader:
-    """The opener registered in :mod:`polybag.formats.sniff`."""
-    return McapReader(source, path, validate_crcs=validate_crcs, recover=recover, max_chunk_bytes=max_chunk_bytes)
+_READER_OPTIONS = ("validate_crcs", "recover", "max_chunk_bytes")  # what McapReader takes
+
+
+def open_mcap(source: Source, path: str | None = None, **options: Any) -> McapReader:
+    """The opener registered in :mod:`polybag.formats.registry`: an :class:`McapReader` with
+    the options it takes (``validate_crcs``, ``recover``, ``max_chunk_bytes``); options of
+    the other formats are ignored."""
+    return McapReader(source, path, **{k: v for k, v in options.items() if k in _READER_OPTIONS})
