@@ -15,12 +15,16 @@ present (int64 ns; uint64 when a time is 2**63 or more, which MCAP allows).  Oth
 Readers can skip the per-message iteration entirely: ``topic_payloads(topic)`` returns
 ``(log_times, blob, starts, sizes)`` (numpy arrays, log-time order; ``blob`` a uint8 array
 such as the decompressed chunk, ``starts``/``sizes`` the payloads in it), or None when the
-format does not offer it (then the messages are iterated).
+format does not offer it (then the messages are iterated).  When every payload of a ROS 1
+topic has one layout and numpy owns ``blob`` (the reader gathered the payloads into it), the
+numeric columns are typed strided views of ``blob`` (one structured record per message, as
+the ULog reader's columns are views of its records) instead of copies.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -162,6 +166,8 @@ def _walk_chunked(
     n = len(starts)
     total = int(sizes.sum()) if n else 0
     fixed = _fixed_layout(codec, blob, starts, sizes, want)
+    if fixed is None:
+        fixed = _string_layout(codec, blob, starts, sizes, want)
     if fixed is not None:
         return fixed
     if total <= _CHUNK_BYTES or n < 2:
@@ -194,8 +200,239 @@ def _walk_chunked(
     return out
 
 
-# --- fixed layout: every payload the same bytes long with its fields at the same offsets -----
-_Leaf = tuple[str, str, int, str, int]  # (kind, column, offset, primitive or type, count / length)
+# --- fixed layout: every field at a known offset, but for the bytes of strings ---------------
+# A type whose only variable-size parts are strings (sensor_msgs/Imu: ``header.frame_id``) is
+# planned once as *segments*: runs of fixed-size fields, each segment but the last ending with
+# the u32 length of a string whose bytes come before the next segment.  When every payload has
+# the same string lengths (the usual case: one frame id per topic) every field is at the same
+# offset in every payload and the rows are read as typed strided views of the blob
+# (:func:`_fixed_layout`); otherwise the segments are gathered per block of rows at offsets
+# computed from the string lengths as vectors (:func:`_string_layout`).
+_Leaf = tuple[str, str, int, int, str, int]  # (kind, column, segment, offset in it, primitive or type, count)
+
+
+class _NotFixed(Exception):
+    """The type has variable-length parts other than strings (or nests too deep)."""
+
+
+class _Layout:
+    """The leaves of a type (fixed-size but for its strings) and the fixed bytes per segment.
+
+    ``leaves`` in definition order: ``("prim", name, seg, off, prim, 1)``, ``("array", ...,
+    count)`` for a fixed primitive array, ``("time", ..., type, 0)`` and ``("string", name,
+    seg, off, "string", 0)`` where ``off`` is the string's length field, the last 4 bytes of
+    segment ``seg``.  ``segs[j]`` is segment j's size; its bytes start where the previous
+    segment's string ends.
+    """
+
+    def __init__(self, compiler: Any, type_name: str) -> None:
+        self.compiler = compiler
+        self.leaves: list[_Leaf] = []
+        self.segs: list[int] = []
+        self.off = 0
+        self.message(type_name, "", 0)
+        self.segs.append(self.off)
+
+    def message(self, type_name: str, prefix: str, depth: int) -> None:
+        if depth > 64:
+            raise _NotFixed
+        for f in self.compiler.msgdef(type_name).fields:
+            t = f.type
+            name = prefix + f.name
+            base = t.base
+            if t.array is None:
+                self.scalar(base, name, depth)
+            elif t.array < 0:
+                raise _NotFixed
+            elif base in PRIMITIVE_FORMATS:
+                if t.array > 0:
+                    self.leaves.append(("array", name, len(self.segs), self.off, base, t.array))
+                    self.off += PRIMITIVE_FORMATS[base][1] * t.array
+            elif base in _TIME_TYPES or base in ("string", "wstring") or self.compiler.fixed_size(base) != 0:
+                for i in range(t.array):
+                    self.scalar(base, f"{name}[{i}]", depth)
+
+    def scalar(self, base: str, name: str, depth: int) -> None:
+        seg = len(self.segs)
+        if base in PRIMITIVE_FORMATS:
+            self.leaves.append(("prim", name, seg, self.off, base, 1))
+            self.off += PRIMITIVE_FORMATS[base][1]
+        elif base in _TIME_TYPES:
+            self.leaves.append(("time", name, seg, self.off, base, 0))
+            self.off += 8
+        elif base == "string":
+            self.leaves.append(("string", name, seg, self.off, base, 0))
+            self.segs.append(self.off + 4)
+            self.off = 0
+        elif base == "wstring":
+            raise _NotFixed
+        elif self.compiler.fixed_size(base) != 0:  # an empty message (or only empty ones): no bytes
+            self.message(base, name + ".", depth + 1)
+
+
+def _layout(codec: Any) -> _Layout | None:
+    try:
+        return _Layout(codec.compiler, codec.type_name)
+    except _NotFixed:
+        return None
+
+
+_BLOCK_BYTES = 1 << 62  # most bytes of one output block (no limit; tests make it small)
+_LITTLE = sys.byteorder == "little"  # views of little-endian fields are native only here
+
+
+def _owned(a: np.ndarray) -> bool:
+    """Whether numpy owns ``a``'s memory (a gathered blob), so views of it may be handed out:
+    never a mapped file or ``bytes`` (a view would pin it, or outlive a closed file)."""
+    base = a
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return isinstance(base, np.ndarray) and base.flags.writeable
+
+
+class _Columns:
+    """The output columns of a layout, allocated once and filled block by block.
+
+    One-dimensional columns of one dtype are the rows of one ``(k, n)`` array: a few large
+    allocations instead of one per column (numpy asks the kernel for huge pages for large
+    arrays, so filling them costs a few page faults instead of one per 4 KiB), and fields that follow each other
+    in the payload with the same dtype are copied as one ``(rows, k)`` strided view
+    transposed into the block (one pass over the rows for all of them).  Each column is a
+    C-contiguous row of its block.
+
+    ``at``: where each segment starts in every row, when that is the same for all rows (the
+    jobs then use offsets in the row: one segment).  ``rows``: the ``(n, size)`` rows
+    themselves, in memory numpy owns: fields are then not copied at all but handed out as
+    typed strided views of the rows (one structured record per message), as the ULog
+    reader's columns are; times and strings are still computed.
+    """
+
+    def __init__(
+        self, lay: _Layout, n: int, want: Callable[[str], bool], at: Sequence[int] | None = None, rows: np.ndarray | None = None
+    ) -> None:
+        self.n = n
+        self.out: dict[str, np.ndarray] = {}
+        # (segment, offset, view dtype, output rows (k, n) block, first row, k): copied runs
+        self.runs: list[tuple[int, int, np.dtype, np.ndarray, int, int]] = []
+        self.wide: list[tuple[int, int, np.dtype, np.ndarray, int]] = []  # (seg, off, dt, (n, count) output, count)
+        self.times: list[tuple[int, int, str, np.ndarray]] = []  # (seg, off, type, int64 column)
+        self.strings: list[tuple[int, int, np.ndarray | None]] = []  # (seg, offset of the length, column or None)
+
+        def where(seg: int, off: int) -> tuple[int, int]:
+            return (0, at[seg] + off) if at is not None else (seg, off)
+
+        flat: list[tuple[str, int, int, np.dtype]] = []  # 1-D columns: (name, seg, off, dtype of the view)
+        order: list[tuple[str, Any]] = []  # the columns in definition order: (name, array or index in flat)
+        for kind, name, seg, off, prim, count in lay.leaves:
+            seg, off = where(seg, off)
+            if kind == "string":
+                col = np.empty(n, dtype=object) if want(name) else None
+                self.strings.append((seg, off, col))
+                if col is not None:
+                    order.append((name, col))
+                continue
+            if not want(name):
+                continue
+            if kind == "time":
+                col = np.empty(n, np.int64)
+                self.times.append((seg, off, prim, col))
+                order.append((name, col))
+                continue
+            dt = np.dtype("?") if prim == "bool" else np.dtype("<" + NUMPY_TYPES[prim])
+            if kind == "prim" or count <= _FIXED_SPLIT:
+                for i in range(count):
+                    sub = name if kind == "prim" else f"{name}[{i}]"
+                    flat.append((sub, seg, off + i * dt.itemsize, dt))
+                    order.append((sub, len(flat) - 1))
+            elif rows is not None:
+                order.append((name, np.ndarray((n, count), dt, rows, off, (rows.shape[1], dt.itemsize))))
+            else:
+                col = np.empty((n, count), dt.newbyteorder("="))
+                self.wide.append((seg, off, dt, col, count))
+                order.append((name, col))
+        if rows is not None:
+            for name, how in order:
+                if isinstance(how, int):
+                    _name, _seg, off, dt = flat[how]
+                    self.out[name] = np.ndarray((n,), dt, rows, off, (rows.shape[1],))
+                else:
+                    self.out[name] = how
+            return
+        # one block per output dtype, rows in definition order
+        groups: dict[np.dtype, list[int]] = {}
+        for i, (_name, _seg, _off, dt) in enumerate(flat):
+            groups.setdefault(dt.newbyteorder("="), []).append(i)
+        home: dict[int, tuple[np.ndarray, int]] = {}
+        for odt, members in groups.items():
+            per = max(1, _BLOCK_BYTES // max(1, n * odt.itemsize))
+            for g in range(0, len(members), per):
+                part = members[g : g + per]
+                block = np.empty((len(part), n), odt)
+                for r, i in enumerate(part):
+                    home[i] = (block, r)
+        for name, how in order:
+            if not isinstance(how, int):
+                self.out[name] = how
+                continue
+            block, r = home[how]
+            self.out[name] = block[r]
+            _name, seg, off, dt = flat[how]
+            last = self.runs[-1] if self.runs else None
+            if (
+                last is not None
+                and last[0] == seg
+                and last[2] == dt
+                and last[3] is block
+                and last[4] + last[5] == r
+                and last[1] + last[5] * dt.itemsize == off
+            ):
+                self.runs[-1] = (*last[:5], last[5] + 1)
+            else:
+                self.runs.append((seg, off, dt, block, r, 1))
+
+    @staticmethod
+    def view_bytes(lay: _Layout, want: Callable[[str], bool]) -> int:
+        """Bytes per row of the wanted fields that would be views (all but times and strings)."""
+        total = 0
+        for kind, name, _seg, _off, prim, count in lay.leaves:
+            if kind in ("prim", "array") and want(name):
+                total += PRIMITIVE_FORMATS[prim][1] * count
+        return total
+
+    def fill(self, a: int, mats: Sequence[np.ndarray]) -> None:
+        """Rows ``a:a+m`` from the segments' ``(m, width)`` uint8 matrices (C-contiguous)."""
+        m = len(mats[0])
+        b = a + m
+        for seg, off, dt, block, r, k in self.runs:
+            rows = mats[seg]
+            w = rows.shape[1]
+            if k == 1:
+                block[r, a:b] = np.ndarray((m,), dt, rows, off, (w,))
+            else:
+                block[r : r + k, a:b].T[...] = np.ndarray((m, k), dt, rows, off, (w, dt.itemsize))
+        for seg, off, dt, col, count in self.wide:
+            rows = mats[seg]
+            col[a:b] = np.ndarray((m, count), dt, rows, off, (rows.shape[1], dt.itemsize))
+        for seg, off, prim, col in self.times:
+            rows = mats[seg]
+            w = rows.shape[1]
+            sec_dt = "<u4" if prim == "time" else "<i4"
+            nsec_dt = "<i4" if prim == "duration" else "<u4"
+            part = col[a:b]
+            np.multiply(np.ndarray((m,), sec_dt, rows, off, (w,)), 1_000_000_000, out=part, dtype=np.int64)
+            part += np.ndarray((m,), nsec_dt, rows, off + 4, (w,))
+
+
+def _texts(raw: np.ndarray) -> np.ndarray | str:
+    """The strings of the ``(m, k)`` uint8 rows ``raw`` (k > 0): one str when all are equal,
+    else an object array, each distinct value decoded once."""
+    if bool((raw == raw[0]).all()):
+        return raw[0].tobytes().decode("utf-8", "surrogateescape")
+    k = raw.shape[1]
+    uniq, inverse = np.unique(np.ascontiguousarray(raw).view(f"V{k}")[:, 0], return_inverse=True)
+    texts = np.empty(len(uniq), dtype=object)
+    texts[:] = [u.tobytes().decode("utf-8", "surrogateescape") for u in uniq]
+    return texts[inverse.reshape(-1)]
 
 
 def _fixed_layout(
@@ -206,9 +443,12 @@ def _fixed_layout(
     The layout comes from the definition and the first payload's string lengths; it holds for
     every payload when they are equal-sized, back to back in ``blob``, and every string length
     equals the first payload's (checked as one vector per string field).  The rows are then a
-    numpy structured array (one record per message); columns are copied out block by block so
-    the rows are read from memory once.  Anything else (sequences, mixed lengths, damage) is
-    left to the general walk, which also reports errors.
+    numpy structured array (one record per message).  When numpy owns ``blob`` (the gathered
+    payloads of ``topic_payloads``) and the wanted fields are at least half of each row, the
+    fields are returned as typed strided views of it (no copy; see :class:`_Columns`);
+    otherwise they are copied out block by block so the rows are read from memory once.
+    Anything else (mixed string lengths: see :func:`_string_layout`; sequences, damage) is
+    left to the caller.
     """
     n = len(starts)
     if n == 0 or not _fixed_codec(codec):
@@ -216,11 +456,23 @@ def _fixed_layout(
     size = int(sizes[0])
     if size == 0 or not bool((sizes == size).all()) or int(starts[0]) != 0 or len(blob) < n * size:
         return None
-    if n > 1 and not np.array_equal(starts, np.arange(0, n * size, size, dtype=np.int64)):
+    if n > 1 and not _back_to_back(starts, size):
         return None
     mat = blob[: n * size].reshape(n, size)
     per = max(1, _CHUNK_BYTES // size)
-    return _fixed_blocks(codec, n, size, mat[0].tobytes(), ((a, mat[a : a + per]) for a in range(0, n, per)), want)
+    views = mat if _LITTLE and _owned(blob) else None
+    blocks = ((a, mat[a : a + per]) for a in range(0, n, per))
+    return _fixed_blocks(codec, n, size, mat[0].tobytes(), blocks, want, views)
+
+
+def _back_to_back(starts: np.ndarray, size: int) -> bool:
+    """``starts == arange(0, n * size, size)``, checked in pieces (no n-sized temporaries)."""
+    step = 1 << 14
+    for a in range(0, len(starts), step):
+        part = starts[a : a + step]
+        if not np.array_equal(part, np.arange(a * size, (a + len(part)) * size, size, dtype=np.int64)):
+            return False
+    return True
 
 
 def _fixed_codec(codec: Any) -> bool:
@@ -252,125 +504,143 @@ def _fixed_from_payloads(
 
 
 def _fixed_blocks(
-    codec: Any, n: int, size: int, first: bytes, blocks: Iterable[tuple[int, np.ndarray]], want: Callable[[str], bool]
+    codec: Any,
+    n: int,
+    size: int,
+    first: bytes,
+    blocks: Iterable[tuple[int, np.ndarray]],
+    want: Callable[[str], bool],
+    views: np.ndarray | None = None,
 ) -> dict[str, np.ndarray] | None:
     """Fill the columns of ``n`` rows of ``size`` bytes from ``(first row, rows)`` blocks; or None.
 
-    The outputs are allocated once (``np.empty``, filled exactly once); each block's typed
-    strided views are copied into them while the block is in cache.  Time columns are computed
-    in place, strings checked and decoded per block (their length must equal the first row's).
+    The outputs are allocated once (see :class:`_Columns`), filled exactly once; each block's
+    typed strided views are copied into them while the block is in cache.  Time columns are
+    computed in place, strings checked and decoded per block (their length must equal the
+    first row's).  ``views``: all ``n`` rows as one ``(n, size)`` array numpy owns; the
+    fields may then be views of it (when the wanted ones are at least half of each row).
     """
-    leaves: list[_Leaf] = []
-    try:
-        end = _plan(codec.compiler, codec.type_name, "", 0, first, leaves, 0)
-    except _NotFixed:
+    lay = _layout(codec)
+    if lay is None:
         return None
-    if end != size:
+    # where each segment starts in every row, from the first row's string lengths
+    seg_at = [0]
+    lens: list[int] = []
+    for j in range(len(lay.segs) - 1):
+        p = seg_at[j] + lay.segs[j]
+        if p > size:
+            return None
+        k = int.from_bytes(first[p - 4 : p], "little")
+        lens.append(k)
+        seg_at.append(p + k)
+    if seg_at[-1] + lay.segs[-1] != size:
         return None
-    out: dict[str, np.ndarray] = {}
-    # (kind, output, dtype of the view, offset, per-row shape, per-row strides, prim, count)
-    jobs: list[tuple[str, np.ndarray, np.dtype, int, tuple[int, ...], tuple[int, ...], str, int]] = []
-    strings: list[tuple[int, int]] = []  # (offset, length) of every string: its length is checked
-    for kind, name, off, prim, count in leaves:
-        if kind == "string":
-            strings.append((off, count))
-        if kind in ("prim", "array"):
-            dt = np.dtype("?") if prim == "bool" else np.dtype("<" + NUMPY_TYPES[prim])
-            if not want(name):
-                continue
-            if kind == "prim":
-                out[name] = col = np.empty(n, dt.newbyteorder("="))
-                jobs.append(("copy", col, dt, off, (), (), prim, 1))
-            elif count <= _FIXED_SPLIT:
-                for i in range(count):
-                    out[f"{name}[{i}]"] = col = np.empty(n, dt.newbyteorder("="))
-                    jobs.append(("copy", col, dt, off + i * dt.itemsize, (), (), prim, 1))
-            else:
-                out[name] = col = np.empty((n, count), dt.newbyteorder("="))
-                jobs.append(("copy", col, dt, off, (count,), (dt.itemsize,), prim, count))
-        elif not want(name):
-            continue
-        elif kind == "time":
-            out[name] = col = np.empty(n, np.int64)
-            jobs.append(("time", col, np.dtype("<u4"), off, (), (), prim, 1))
-        else:  # a string of ``count`` bytes after its length at ``off``, in every message
-            out[name] = col = np.empty(n, dtype=object)
-            jobs.append(("string", col, np.dtype(f"V{max(count, 1)}"), off, (), (), prim, count))
+    if views is not None and 2 * _Columns.view_bytes(lay, want) < size:
+        views = None  # a few narrow fields: copies, not views pinning every row
+    cols = _Columns(lay, n, want, seg_at, views)  # one segment: the whole row
+    strings = [(off, lens[k], col) for k, (_s, off, col) in enumerate(cols.strings)]
     for a, rows in blocks:
         m = len(rows)
         b = a + m
-        for off, count in strings:
+        for off, count, _col in strings:
             if not bool((np.ndarray((m,), "<u4", rows, off, (size,)) == count).all()):
                 return None  # strings of other lengths: the layout differs between messages
-        for kind, col, dt, off, shape, strides, prim, count in jobs:
-            if kind == "copy":
-                col[a:b] = np.ndarray((m, *shape), dt, rows, off, (size, *strides))
-            elif kind == "time":
-                sec_dt = "<u4" if prim == "time" else "<i4"
-                nsec_dt = "<i4" if prim == "duration" else "<u4"
-                part = col[a:b]
-                np.multiply(np.ndarray((m,), sec_dt, rows, off, (size,)), 1_000_000_000, out=part, dtype=np.int64)
-                part += np.ndarray((m,), nsec_dt, rows, off + 4, (size,))
-            elif count == 0:
+        cols.fill(a, (rows,))
+        for off, count, col in strings:
+            if col is None:
+                continue
+            if count == 0:
                 col[a:b] = ""
             else:
-                raw = np.ndarray((m,), dt, rows, off + 4, (size,))
-                if bool((raw == raw[0]).all()):
-                    col[a:b] = raw[0].tobytes().decode("utf-8", "surrogateescape")
-                else:
-                    uniq, inverse = np.unique(raw, return_inverse=True)
-                    texts = np.empty(len(uniq), dtype=object)
-                    texts[:] = [u.tobytes().decode("utf-8", "surrogateescape") for u in uniq]
-                    col[a:b] = texts[inverse.reshape(-1)]
-    return out
+                col[a:b] = _texts(np.ndarray((m, count), np.uint8, rows, off + 4, (size, 1)))
+    return cols.out
 
 
-class _NotFixed(Exception):
-    """The type has variable-length parts the first payload cannot fix for all."""
+_GATHER_BYTES = 1 << 20  # rows gathered per block when the layout varies (stays in cache)
+_FEW_LENGTHS = 16  # at most this many string lengths per block: decoded per length, as vectors
 
 
-def _plan(compiler: Any, type_name: str, prefix: str, off: int, first: bytes, leaves: list[_Leaf], depth: int) -> int:
-    """Leaves of ``type_name`` at ``off`` (string lengths from the first payload); the end offset."""
-    if depth > 64:
-        raise _NotFixed
-    for f in compiler.msgdef(type_name).fields:
-        t = f.type
-        name = prefix + f.name
-        base = t.base
-        if t.array is None:
-            off = _plan_scalar(compiler, base, name, off, first, leaves, depth)
-        elif t.array < 0:
-            raise _NotFixed
-        elif base in PRIMITIVE_FORMATS:
-            if t.array > 0:
-                leaves.append(("array", name, off, base, t.array))
-                off += PRIMITIVE_FORMATS[base][1] * t.array
-        elif base in _TIME_TYPES or base in ("string", "wstring") or compiler.fixed_size(base) != 0:
-            for i in range(t.array):
-                off = _plan_scalar(compiler, base, f"{name}[{i}]", off, first, leaves, depth)
-        if off > len(first):
-            raise _NotFixed
-    return off
+def _rows_at(blob: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """``blob[p:p+width]`` for every p in ``pos`` as one C-contiguous ``(len(pos), width)``
+    uint8 array (the caller checked the bounds)."""
+    if width == 0:
+        return np.zeros((len(pos), 0), np.uint8)
+    win = np.lib.stride_tricks.as_strided(blob, shape=(len(blob) - width + 1, width), strides=(1, 1), writeable=False)
+    return win[pos]
 
 
-def _plan_scalar(compiler: Any, base: str, name: str, off: int, first: bytes, leaves: list[_Leaf], depth: int) -> int:
-    if base in PRIMITIVE_FORMATS:
-        leaves.append(("prim", name, off, base, 1))
-        return off + PRIMITIVE_FORMATS[base][1]
-    if base in _TIME_TYPES:
-        leaves.append(("time", name, off, base, 0))
-        return off + 8
-    if base == "string":
-        if off + 4 > len(first):
-            raise _NotFixed
-        k = int.from_bytes(first[off : off + 4], "little")
-        leaves.append(("string", name, off, base, k))
-        return off + 4 + k
-    if base == "wstring":
-        raise _NotFixed
-    if compiler.fixed_size(base) == 0:
-        return off  # an empty message (or only empty ones): no bytes, no columns
-    return _plan(compiler, base, name + ".", off, first, leaves, depth + 1)
+def _string_layout(
+    codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool]
+) -> dict[str, np.ndarray] | None:
+    """Columns of a type fixed-size but for strings of any lengths (mixed ``frame_id``s); or None.
+
+    Per block of rows: segment by segment, the segment's bytes of every row are gathered into
+    one ``(rows, width)`` array (a copy per row, in C) and its string lengths read as a
+    vector, which gives where the next segment starts in every row; the fixed-size fields are
+    then copied out as for :func:`_fixed_layout`.  Strings are decoded per distinct length as
+    ``(rows, length)`` arrays, each distinct value once.  Payloads may be anywhere in ``blob``
+    and of any sizes.  A payload that is not exactly its fields (too short, bytes left over,
+    a string running past its end) gives None: the general walk reports it.
+    """
+    n = len(starts)
+    if n == 0 or not _fixed_codec(codec):
+        return None
+    lay = _layout(codec)
+    if lay is None or len(lay.segs) == 1:
+        return None  # no strings: equal sizes took the fixed path, others are damaged
+    ends = starts + sizes
+    if int(starts.min()) < 0 or int(ends.max()) > len(blob):
+        return None
+    cols = _Columns(lay, n, want)
+    total = int(sizes.sum())
+    per = max(1, int(n * min(_CHUNK_BYTES, _GATHER_BYTES) // max(total, 1)))
+    nseg = len(lay.segs)
+    for a in range(0, n, per):
+        b = min(n, a + per)
+        pos = starts[a:b]
+        end = ends[a:b]
+        mats: list[np.ndarray] = []
+        texts: list[tuple[np.ndarray, np.ndarray]] = []  # (position of the bytes, length) per string
+        for j, w in enumerate(lay.segs):
+            if bool((pos + w > end).any()):
+                return None
+            mats.append(_rows_at(blob, pos, w))
+            pos = pos + w
+            if j < nseg - 1:
+                k = np.ndarray((b - a,), "<u4", mats[j], w - 4, (w,)).astype(np.int64)
+                texts.append((pos, k))
+                pos = pos + k
+        if not bool((pos == end).all()):
+            return None
+        cols.fill(a, mats)
+        for (_seg, _off, col), (p, k) in zip(cols.strings, texts, strict=True):
+            if col is not None:
+                _decode_strings(blob, p, k, col[a:b])
+    return cols.out
+
+
+def _decode_strings(blob: np.ndarray, pos: np.ndarray, lens: np.ndarray, col: np.ndarray) -> None:
+    """``col[i] = blob[pos[i]:pos[i] + lens[i]]`` decoded (UTF-8, surrogateescape)."""
+    if not len(lens):
+        return
+    k0 = int(lens[0])
+    if bool((lens == k0).all()):
+        col[:] = _texts(_rows_at(blob, pos, k0)) if k0 else ""
+        return
+    ks = np.unique(lens)
+    if len(ks) <= _FEW_LENGTHS:
+        for k in ks.tolist():
+            sel = np.flatnonzero(lens == k)
+            col[sel] = _texts(_rows_at(blob, pos[sel], k)) if k else ""
+        return
+    cache: dict[bytes, str] = {}
+    mv = memoryview(blob)
+    for i, (p, k) in enumerate(zip(pos.tolist(), lens.tolist(), strict=True)):
+        raw = bytes(mv[p : p + k])
+        s = cache.get(raw)
+        if s is None:
+            s = cache[raw] = raw.decode("utf-8", "surrogateescape")
+        col[i] = s
 
 
 class _Walker:
