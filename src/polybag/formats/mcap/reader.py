@@ -71,7 +71,7 @@ and ``merge`` (the log-time merge).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -104,6 +104,17 @@ from polybag.model import Message
 from polybag.payloads import Arena
 from polybag.reader import TopicSelector
 from polybag.source import MappedSource, Source, StreamSource
+
+
+class _Read(NamedTuple):
+    """What one ``messages()`` read of a mapped file asks for, handed to its re-planning
+    steps (``guard``: wraps each segment's loader, see :func:`~polybag.formats.mcap.merge._guard`)."""
+
+    want: set[int] | None
+    start: int | None
+    end: int | None
+    reverse: bool
+    guard: Callable[[Callable[[], list[Message]]], Callable[[], list[Message]]]
 
 
 class McapReader(
@@ -245,6 +256,7 @@ class McapReader(
             late: list[PolybagError] = []
             guard = _guard(late)
             segs = [(a, b, c, guard(ld)) for a, b, c, ld in segs]
+            rd = _Read(want, start, end, reverse, guard)
             if order == "file":
                 # chunks are skipped by their claimed times only with a time window: check those
                 check = (start is not None or end is not None) and not self._verify
@@ -258,7 +270,7 @@ class McapReader(
                         msgs = load()
                     except _Redefined:
                         # a definition in this chunk changes a channel: read on with the census
-                        seq = self._file_order_redefined(want, start, end, reverse, guard, done, count, r)
+                        seq = self._file_order_redefined(rd, done, count, r)
                         i = 0
                         continue
                     done.add(r)
@@ -267,7 +279,7 @@ class McapReader(
                         if min(lts) < s or max(lts) > t:
                             check = False
                             self._distrust(f"the chunk at {self._rank_offset(r)} holds log times outside {s}..{t}, which its chunk times claim")
-                            seq = self._file_order_verified(want, start, end, reverse, guard, done, r)
+                            seq = self._file_order_verified(rd, done, r)
                             i = 0
                     if reverse:
                         msgs.reverse()
@@ -276,7 +288,7 @@ class McapReader(
                     if late:
                         raise late[0]
             else:
-                it = self._merged(segs, want, start, end, reverse, guard)
+                it = self._merged(segs, rd)
                 try:
                     if self.recover:
                         for m in it:
@@ -314,23 +326,14 @@ class McapReader(
         if pending is not None and not self.recover:
             raise pending
 
-    def _file_order_redefined(
-        self,
-        want: set[int] | None,
-        start: int | None,
-        end: int | None,
-        reverse: bool,
-        guard: Callable[[Callable[[], list[Message]]], Callable[[], list[Message]]],
-        done: set[int],
-        count: int,
-        r: int,
-    ) -> list[tuple[int, int, int, Callable[[], list[Message]]]]:
+    def _file_order_redefined(self, rd: _Read, done: set[int], count: int, r: int) -> list[Run]:
         """A read in file order met, in the chunk of rank ``r``, a definition that changes a
         channel: build the census and return the segments still to read (all of them if
         nothing was returned yet; FormatError if one already passed held a message)."""
+        reverse = rd.reverse
         self._census_mid_read(count > 0)
-        vs, _err = self._segments(want, start, end, False)
-        vs = [(a, b, c, guard(ld)) for a, b, c, ld in vs if count == 0 or c not in done]
+        vs, _err = self._segments(rd.want, rd.start, rd.end, False)
+        vs = [(a, b, c, rd.guard(ld)) for a, b, c, ld in vs if count == 0 or c not in done]
         if count:
             for v in vs:
                 if (v[2] < r) != reverse and v[2] != r and v[3]():
@@ -340,38 +343,23 @@ class McapReader(
             done.clear()
         return sorted(vs, key=lambda x: x[2], reverse=reverse)
 
-    def _file_order_verified(
-        self,
-        want: set[int] | None,
-        start: int | None,
-        end: int | None,
-        reverse: bool,
-        guard: Callable[[Callable[[], list[Message]]], Callable[[], list[Message]]],
-        done: set[int],
-        r: int,
-    ) -> list[tuple[int, int, int, Callable[[], list[Message]]]]:
+    def _file_order_verified(self, rd: _Read, done: set[int], r: int) -> list[Run]:
         """A read in file order with a time window found the chunk of rank ``r`` lying about
         its times: the segments after it, from every chunk's real range (FormatError if one
         already passed by its claimed times holds a wanted message)."""
-        vs, _err = self._verified_segments(want, start, end, False)
-        vs = [(a, b, c, guard(ld)) for a, b, c, ld in vs if c not in done]
+        reverse = rd.reverse
+        vs, _err = self._verified_segments(rd.want, rd.start, rd.end, False)
+        vs = [(a, b, c, rd.guard(ld)) for a, b, c, ld in vs if c not in done]
         for v in vs:
             if (v[2] < r) != reverse and v[3]():
                 raise self._out_of_order(v[2], v[0], "messages() skipped it")
         return sorted((v for v in vs if (v[2] > r) != reverse), key=lambda x: x[2], reverse=reverse)
 
-    def _merged(
-        self,
-        segs: list[tuple[int, int, int, Callable[[], list[Message]]]],
-        want: set[int] | None,
-        start: int | None,
-        end: int | None,
-        reverse: bool,
-        guard: Callable[[Callable[[], list[Message]]], Callable[[], list[Message]]],
-    ) -> Iterator[Message]:
+    def _merged(self, segs: list[Run], rd: _Read) -> Iterator[Message]:
         """The log-time merge of ``segs`` (reversed: by descending time), re-planned from the
         chunks' real ranges when a chunk's claimed times lie, and with the census when a
         definition met on the way changes a channel."""
+        want, start, end, reverse, guard = rd
         key: Callable[[Message], int]
         if reverse:
             runs = sorted(((-t, -s, -r, _reversed_loader(ld)) for s, t, r, ld in segs), key=lambda x: (x[0], x[2]))
@@ -380,24 +368,24 @@ class McapReader(
             runs = sorted(segs, key=lambda x: (x[0], x[2]))
             key = _LOG_TIME
 
-        def replan(done: set[int], rank: int) -> list[Run]:
-            r = -rank if reverse else rank
-            self._distrust(f"the chunk at {self._rank_offset(r)} holds log times outside what its chunk times claim")
-            vs, _err = self._verified_segments(want, start, end, True)
+        def runs_left(vs: list[Run], done: set[int] | tuple[()]) -> list[Run]:
+            """The merge's runs of the new segments ``vs`` not in ``done`` (ranks as the merge keys them)."""
             if reverse:
                 new = [(-t, -s, -r, _reversed_loader(guard(ld))) for s, t, r, ld in vs if -r not in done]
             else:
                 new = [(s, t, r, guard(ld)) for s, t, r, ld in vs if r not in done]
             return sorted(new, key=lambda x: (x[0], x[2]))
 
+        def replan(done: set[int], rank: int) -> list[Run]:
+            r = -rank if reverse else rank
+            self._distrust(f"the chunk at {self._rank_offset(r)} holds log times outside what its chunk times claim")
+            vs, _err = self._verified_segments(want, start, end, True)
+            return runs_left(vs, done)
+
         def redefined(done: set[int], fresh: bool) -> list[Run]:
             self._census_mid_read(not fresh)
             vs, _err = self._segments(want, start, end, True, merge=True)
-            if reverse:
-                new = [(-t, -s, -r, _reversed_loader(guard(ld))) for s, t, r, ld in vs if fresh or -r not in done]
-            else:
-                new = [(s, t, r, guard(ld)) for s, t, r, ld in vs if fresh or r not in done]
-            return sorted(new, key=lambda x: (x[0], x[2]))
+            return runs_left(vs, () if fresh else done)
 
         return _merge(runs, key, None if self._verify else replan, redefined)
 
