@@ -565,8 +565,9 @@ def _rows_at(blob: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     uint8 array (the caller checked the bounds)."""
     if width == 0:
         return np.zeros((len(pos), 0), np.uint8)
-    win = np.lib.stride_tricks.as_strided(blob, shape=(len(blob) - width + 1, width), strides=(1, 1), writeable=False)
-    return win[pos]
+    # every ``width`` bytes of the blob as one element of a void dtype: one copy per row in C
+    win = np.ndarray((len(blob) - width + 1,), f"V{width}", blob, 0, (1,))
+    return win[pos].view(np.uint8).reshape(-1, width)
 
 
 def _string_layout(
