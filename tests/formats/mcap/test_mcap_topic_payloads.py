@@ -21,7 +21,7 @@ import polybag
 from mcap_helpers import TOPICS, Pipe, Row, to_bytes
 from polybag.codecs import codec_for
 from polybag.codecs.columns import payload_columns
-from polybag.errors import PolybagError
+from polybag.errors import FormatError, PolybagError
 from polybag.formats.mcap.reader import McapReader, _pack
 from polybag.source import MappedSource, StreamSource
 
@@ -178,7 +178,11 @@ def _compare_damaged(data: bytes, recover: bool = False) -> None:
         got, err = _outcome(via_payloads, a, topic)
         want, err2 = _outcome(via_file_order, b, topic)
         merged, err3 = _outcome(via_messages, c, topic)
-        assert err == err2 == err3
+        assert err == err2
+        # the log-time merge may meet other damage first (a chunk whose claimed times lie,
+        # before the data section's CRC at the end): it fails too, with a FormatError of its own
+        assert (err3 is None) == (err is None)
+        assert err3 is None or issubclass(err3, FormatError)
         if err is None:
             assert got == want
             assert merged is not None and sorted(merged) == sorted(want)
