@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 _EMPTY = np.zeros(0, np.int64)
+_FEW_SIZES = 16  # at most this many distinct payload sizes: copied size by size
+_SIZES_SORT_MAX = 1 << 16  # more payloads than this in one call: not sorted to count sizes
 
 
 def gather(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -22,7 +24,8 @@ def gather(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray
     The payloads land in the order of ``starts`` sorted ascending (file order); returns the
     start of each payload in ``out``, in the order given.  Equal sizes at a constant stride
     (one channel's records) are copied as the rows of a strided view; disjoint payloads
-    through a byte mask; anything else (overlaps) through an explicit index.
+    of a few sizes size by size, each payload one element of a void dtype; other disjoint
+    payloads through a byte mask; anything else (overlaps) through an explicit index.
     """
     n = len(starts)
     if n == 0:
@@ -49,6 +52,18 @@ def gather(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray
         # overlapping payloads (never in a well-formed file): an explicit byte index
         idx = np.repeat(starts - new, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
         np.take(a, idx, out=out)
+        return new
+    few = np.unique(sizes) if n <= _SIZES_SORT_MAX and a.flags.c_contiguous and int(ends[-1]) <= len(a) else None
+    if few is not None and len(few) <= _FEW_SIZES:
+        # a few payload sizes (strings of a few lengths): per size, every payload of it one
+        # element of a void dtype, copied by one fancy-indexed assignment (C per element)
+        for s in few.tolist():
+            if s == 0:
+                continue
+            sel = np.flatnonzero(sizes == s)
+            src = np.ndarray((len(a) - s + 1,), f"V{s}", a, 0, (1,))
+            dst = np.ndarray((len(out) - s + 1,), f"V{s}", out, 0, (1,))
+            dst[new[sel]] = src[starts[sel]]
         return new
     d = np.zeros(len(a) + 1, np.int8)
     nz = sizes > 0  # empty payloads add nothing (and may share a start with the next one)
