@@ -212,7 +212,7 @@ def test_ulog_writer_takes_info_and_params_back(tmp_path: Path) -> None:
 
 # --- no probing in the operations, the command line and dask ----------------------------------
 def _sources() -> list[Path]:
-    return sorted([*(PKG / "ops").glob("*.py"), *(PKG / "cli").glob("*.py"), PKG / "dask.py"])
+    return sorted([*(PKG / "ops").glob("*.py"), *(PKG / "cli").glob("*.py"), *(PKG / "dask").glob("*.py")])
 
 
 # getattr/hasattr on things that are not readers or writers: (module, first argument) -> why

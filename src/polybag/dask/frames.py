@@ -1,0 +1,142 @@
+"""Building the Dask collections: DataFrames and Bags over the planned partitions.
+
+:func:`read_topic`, :func:`read_messages` and :func:`file_summaries` plan in the driver
+(:mod:`polybag.dask.plan`) and hand Dask one task per partition (:mod:`polybag.dask.read`).
+Dask itself is imported only here, when a collection is built (:func:`_require`), so that
+``polybag.dask`` imports without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from polybag.dask.plan import DEFAULT_PARTITION_MESSAGES, Partition, PathsLike, _order, _plan, expand_paths
+from polybag.dask.read import (
+    _SUMMARY_COLUMNS,
+    _add_file_column,
+    _message_partition,
+    _meta_for,
+    _summary_row,
+    _topic_partition,
+)
+from polybag.errors import UnsupportedError, UsageError
+from polybag.reader import TopicSelector
+from polybag.timefmt import TimeWindow
+
+
+def _require(what: str = "dataframe") -> Any:
+    """Import dask (and ``dask.dataframe`` / ``dask.bag``) or say how to install it."""
+    try:
+        import dask  # noqa: F401
+
+        if what == "bag":
+            import dask.bag as mod
+        else:
+            import dask.dataframe as mod
+    except ImportError as e:
+        raise UnsupportedError(
+            f"polybag.dask needs dask ({e}): pip install polybag[dask]  (or: pip install 'dask[dataframe]')"
+        ) from None
+    return mod
+
+
+def read_topic(
+    paths: PathsLike,
+    topic: str,
+    *,
+    fields: Sequence[str] | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    partition_messages: int = DEFAULT_PARTITION_MESSAGES,
+    decode: bool = True,
+    multi_id: int = 0,
+    file_column: bool = True,
+) -> Any:
+    """One row per message of ``topic`` across ``paths``, as a ``dask.dataframe.DataFrame``.
+
+    ``paths`` is a path, a glob pattern or a list.  Columns are those of the reader's
+    ``to_pandas(topic, fields)`` (flattened field paths), indexed by ``log_time`` (int64
+    ns), plus a categorical ``file`` column (``file_column=False`` leaves it out).
+    ``decode=False`` gives the raw payloads instead (``publish_time``, ``sequence``,
+    ``data`` bytes).  ``start`` (inclusive) and ``end`` (exclusive) bound the log time.
+
+    Partitions hold about ``partition_messages`` messages of the topic, cut at chunk
+    boundaries from the files' indexes; within a partition rows are in log-time order.
+    Divisions are known (``df.known_divisions``) when every file is indexed (files that
+    overlap in time then share partitions).  ``multi_id`` picks the instance of a ULog
+    topic.  Column names and dtypes come from the message type (for schemaless encodings
+    such as JSON: from the topic's first message; keys it lacks are left out).
+    """
+    dd = _require("dataframe")
+    start, end = TimeWindow.of_ns(start, end)
+    files = expand_paths(paths)
+    plans = _plan(files, [topic], start, end, partition_messages, lambda ps: not any(p.channels for p in ps))
+    meta, project = _meta_for(plans, topic, fields, decode, multi_id, files)
+    if file_column:
+        _add_file_column(meta, topic, files)
+    parts, divisions = _order(plans, start, end, partition_messages)
+    if not parts:  # the topic is indexed nowhere in the window: one empty partition
+        parts, divisions = [Partition(files[0], plans[0].format, 1, 1, 0)], None
+    import dask
+
+    # object columns hold strings, bytes and per-message arrays alike: keep them as the
+    # readers' to_pandas gives them (dask would turn every object column into strings)
+    with dask.config.set({"dataframe.convert-string": False}):
+        return dd.from_map(
+            _topic_partition,
+            parts,
+            topic=topic,
+            fields=list(fields) if fields is not None else None,
+            decode=decode,
+            multi_id=multi_id,
+            file_column=file_column,
+            frame_meta=meta,
+            project=project,
+            meta=meta,
+            divisions=divisions,
+            label=f"polybag-{topic.strip('/').replace('/', '-') or 'topic'}",
+            enforce_metadata=False,
+        )
+
+
+def read_messages(
+    paths: PathsLike,
+    topics: TopicSelector = None,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    partition_messages: int = DEFAULT_PARTITION_MESSAGES,
+    decode: bool = True,
+) -> Any:
+    """Messages of ``topics`` (``None``: all; a string is a regex) as a ``dask.bag.Bag``.
+
+    Each item is a dict: ``topic``, ``log_time``, ``publish_time``, ``sequence``, ``data``
+    (the message as nested dicts, or its raw bytes with ``decode=False``) and ``file``.
+    Partitioned like :func:`read_topic`; items are in log-time order within a partition.
+    """
+    db = _require("bag")
+    start, end = TimeWindow.of_ns(start, end)
+    files = expand_paths(paths)
+    plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
+    parts, _div = _order(plans, start, end, partition_messages)
+    if not parts:
+        return db.from_sequence([], npartitions=1)
+    seq = db.from_sequence(parts, partition_size=1)
+    return seq.map(_message_partition, topics=topics, decode=decode).flatten()
+
+
+def file_summaries(paths: PathsLike, *, errors: str = "record") -> Any:
+    """Per-file facts (format, counts, start/end, ...) as a ``dask.dataframe.DataFrame``,
+    one row per file, one task per file.  ``errors="record"`` puts an unreadable file's
+    error in the ``error`` column; ``errors="raise"`` raises it."""
+    dd = _require("dataframe")
+    import pandas as pd
+
+    if errors not in ("record", "raise"):
+        raise UsageError(f"errors must be 'record' or 'raise', not {errors!r}")
+    files = expand_paths(paths)
+    meta = pd.DataFrame({k: pd.Series([], dtype=t) for k, t in _SUMMARY_COLUMNS.items()})
+    return dd.from_map(
+        _summary_row, files, errors=errors, meta=meta, label="polybag-summary", enforce_metadata=False
+    )

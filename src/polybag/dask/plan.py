@@ -1,0 +1,357 @@
+"""Partition planning from the files' own indexes (runs in the driver, reads no message data).
+
+A file's reader gives its chunks (:meth:`~polybag.reader.Reader.chunk_message_counts`:
+log-time range and count of the selected topics per chunk); :func:`_windows` cuts the
+file's time axis into windows of about ``partition_messages`` messages, and
+:func:`_order` orders the partitions of all files and finds the Dask divisions (files
+that overlap in time share windows, :func:`_merged_windows`).  Files without an index and
+ULog files are one partition each.  :class:`Partition` is what a task receives: paths and
+a window, never an open reader.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from polybag.errors import UsageError
+from polybag.reader import TopicSelector, topic_filter
+from polybag.timefmt import TimeWindow
+
+if TYPE_CHECKING:
+    from polybag.model import Channel
+
+
+DEFAULT_PARTITION_MESSAGES = 500_000
+
+_PLAN_THREADS = 8
+
+
+# --- inputs --------------------------------------------------------------------------------
+PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+def expand_paths(paths: PathsLike) -> list[str]:
+    """A path, a glob pattern, or a list of either, as a list of file paths (globs sorted)."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    out: list[str] = []
+    for p in items:
+        s = os.fspath(p)
+        if _glob.has_magic(s) and not os.path.exists(s):
+            hits = sorted(h for h in _glob.glob(s, recursive=True) if os.path.isfile(h))
+            if not hits:
+                raise UsageError(f"no files match {s!r}")
+            out.extend(hits)
+        else:
+            out.append(s)
+    if not out:
+        raise UsageError("no input files")
+    return out
+
+
+# --- planning --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Partition:
+    """One task's share of a file: messages with ``start <= log_time < end``.
+
+    ``None`` bounds are open.  ``estimate`` is the number of messages of the selected
+    topics expected in the window from the index (-1: unknown, the file has no index).
+    ``lo``/``hi`` are the inclusive log-time bounds the index gives for the window's data
+    (``None``: unknown); they make the Dask divisions.  ``others`` lists more
+    ``(path, format)`` files read for the same window (files overlapping in time are
+    partitioned together, by global windows, so that the divisions stay known).
+    """
+
+    path: str
+    format: str
+    start: int | None
+    end: int | None
+    estimate: int = -1
+    lo: int | None = None
+    hi: int | None = None
+    others: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def files(self) -> tuple[tuple[str, str], ...]:
+        """``(path, format)`` of every file this partition reads."""
+        return ((self.path, self.format), *self.others)
+
+
+@dataclass
+class _FilePlan:
+    path: str
+    format: str
+    parts: list[Partition]
+    channels: list[Channel]  # the selected channels the driver saw (for meta)
+    indexed: bool
+    chunks: list[tuple[int, int, int]] | None = None  # (start, end, count) of the topic's chunks
+
+
+class _Density:
+    """Expected messages before a time: each chunk's count spread evenly over its range.
+
+    ``F(t) = sum(n * clip((t - s) / (e + 1 - s), 0, 1))`` is piecewise linear with corners
+    at the chunk starts and ends; it is built in O(chunks log chunks) from the slope changes.
+    """
+
+    def __init__(self, chunks: list[tuple[int, int, int]]) -> None:
+        s = np.array([c[0] for c in chunks], np.int64)
+        e = np.array([c[1] for c in chunks], np.int64) + 1
+        n = np.array([c[2] for c in chunks], np.float64)
+        w = n / (e - s).astype(np.float64)
+        pts, inv = np.unique(np.concatenate([s, e]), return_inverse=True)
+        slope = np.cumsum(np.bincount(inv, weights=np.concatenate([w, -w]), minlength=len(pts)))
+        # float sums of very different slopes cancel inexactly: never let F decrease
+        slope = np.maximum(slope, 0.0)
+        self.u = pts
+        self.slope = slope  # on [u[k], u[k + 1])
+        self.f = np.concatenate([[0.0], np.cumsum(slope[:-1] * np.diff(pts).astype(np.float64))])
+        self.total = float(n.sum())
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t, np.int64)
+        k = np.searchsorted(self.u, t, side="right") - 1
+        before = k < 0
+        k = np.clip(k, 0, len(self.u) - 1)
+        out = self.f[k] + self.slope[k] * (t - self.u[k]).astype(np.float64)
+        out[before] = 0.0
+        out[t >= self.u[-1]] = self.total  # every chunk has ended: exactly all of them
+        return np.minimum(out, self.total)
+
+    def inverse(self, y: float) -> int:
+        """The first integer time where F reaches ``y``."""
+        k = int(np.searchsorted(self.f, y, side="right")) - 1
+        k = max(0, min(k, len(self.u) - 1))
+        if self.slope[k] <= 0:
+            return int(self.u[min(k + 1, len(self.u) - 1)])
+        return int(self.u[k]) + int(np.ceil((y - self.f[k]) / self.slope[k]))
+
+
+def _windows(
+    path: str,
+    fmt: str,
+    chunks: list[tuple[int, int, int]],
+    start: int | None,
+    end: int | None,
+    per_part: int,
+) -> list[Partition]:
+    """Cut ``[start, end)`` into windows of about ``per_part`` messages each.
+
+    The windows tile the time axis (open ends stay open), so a message lies in exactly one
+    of them whatever the chunks' overlaps; a chunk overlapping a cut is read by both windows,
+    each keeping its side.  Cuts are placed where the expected count (each chunk's count
+    spread over its time range) reaches the next multiple of the target, then moved to a
+    nearby chunk start that lies inside no other chunk when that keeps the window within
+    half a target of it, so that chunks that do not overlap are never read twice.
+    """
+    # an index may say end < start, and MCAP times are u64: keep them sane for int64 math
+    top = (1 << 63) - 2
+    window = TimeWindow(start, end)
+    live = [(min(s0, top), min(max(e0, s0), top), n) for s0, e0, n in chunks if n > 0 and window.overlaps(s0, e0)]
+    if not live:
+        return []
+    lo, hi = window.clamp(min(c[0] for c in live), max(c[1] for c in live))
+    dens = _Density(live)
+    f_lo, f_hi = (float(x) for x in dens(np.array([lo, hi + 1])))
+    m = max(1, int(np.ceil((f_hi - f_lo) / per_part - 1e-9)))
+    # clean cut candidates: chunk starts inside no other chunk (a cut there splits no chunk)
+    s_all = np.sort(np.array([c[0] for c in live], np.int64))
+    e_all = np.sort(np.array([c[1] for c in live], np.int64))
+    starts = np.unique(s_all)
+    starts = starts[(starts > lo) & (starts <= hi)]
+    inside = np.searchsorted(s_all, starts, side="left") - np.searchsorted(e_all, starts, side="left")
+    starts = starts[inside == 0]
+    f_starts = dens(starts)
+    cuts: list[int] = []
+    for j in range(1, m):
+        y = f_lo + j * (f_hi - f_lo) / m
+        t = dens.inverse(y)
+        if len(starts):
+            i = int(np.searchsorted(f_starts, y))
+            near = [x for x in (i - 1, i) if 0 <= x < len(starts)]
+            best = min(near, key=lambda x: abs(f_starts[x] - y))
+            if abs(f_starts[best] - y) <= per_part / 2:
+                t = int(starts[best])
+        if lo < t <= hi and (not cuts or t > cuts[-1]):
+            cuts.append(t)
+    bounds = [start, *cuts, end]
+    edges = [lo, *cuts, hi + 1]
+    fe = np.rint(dens(np.array(edges, np.int64))).astype(np.int64)
+    return [
+        Partition(path, fmt, bounds[i], bounds[i + 1], int(fe[i + 1] - fe[i]), edges[i], edges[i + 1] - 1)
+        for i in range(len(edges) - 1)
+    ]
+
+
+def _plan_file(
+    path: str,
+    topics: TopicSelector,
+    start: int | None,
+    end: int | None,
+    per_part: int,
+    need_channels: bool,
+) -> _FilePlan:
+    import polybag
+
+    head = _sniff_path(path)
+    if head == "ulog":
+        # no index: one partition; the file is scanned by its task (and here only for meta)
+        chans: list[Channel] = []
+        if need_channels:
+            with polybag.open(path, topics=topics, warn=False) as r:
+                chans = list(r.summary.channels.values())
+        return _FilePlan(path, "ulog", [Partition(path, "ulog", start, end)], chans, False)
+    with polybag.open(path) as r:
+        fmt = r.format
+        summary = None
+        chunks = None
+        if r.has_index:  # the summary is cheap: it comes from the index
+            summary = r.summary
+            chunks = r.chunk_message_counts(_selection(topics, summary))
+        if chunks is None:
+            # unindexed: one partition for the whole file (its task scans it once)
+            if need_channels and summary is None:
+                summary = r.summary
+            chans = [] if summary is None else _selected_channels(topics, summary)
+            lo = hi = None
+            if summary is not None and summary.indexed and summary.start_time is not None:
+                lo, hi = TimeWindow(start, end).clamp(summary.start_time, summary.end_time)
+            return _FilePlan(path, fmt, [Partition(path, fmt, start, end, -1, lo, hi)], chans, False)
+        assert summary is not None
+        return _FilePlan(
+            path,
+            fmt,
+            _windows(path, fmt, chunks, start, end, per_part),
+            _selected_channels(topics, summary),
+            True,
+            chunks,
+        )
+
+
+def _sniff_path(path: str) -> str | None:
+    from polybag.formats import registry
+
+    return registry.sniff_path(path)
+
+
+def _selection(topics: TopicSelector, summary: Any) -> set[int] | None:
+    return topic_filter(topics, summary.channels.values())
+
+
+def _selected_channels(topics: TopicSelector, summary: Any) -> list[Channel]:
+    sel = _selection(topics, summary)
+    return [c for cid, c in summary.channels.items() if sel is None or cid in sel]
+
+
+def _plan(
+    files: list[str],
+    topics: TopicSelector,
+    start: int | None,
+    end: int | None,
+    per_part: int,
+    want_channels: Callable[[list[_FilePlan]], bool],
+) -> list[_FilePlan]:
+    """Plan every file (in a few threads: index reads are small and mostly I/O)."""
+    if per_part < 1:
+        raise UsageError(f"partition_messages must be positive, not {per_part}")
+
+    def one(p: str) -> _FilePlan:
+        return _plan_file(p, topics, start, end, per_part, need_channels=False)
+
+    if len(files) > 1:
+        with ThreadPoolExecutor(min(_PLAN_THREADS, len(files))) as ex:
+            plans = list(ex.map(one, files))
+    else:
+        plans = [one(f) for f in files]
+    if want_channels(plans):
+        # no indexed file named the channels: open files until one does (ULog, unindexed)
+        for i, pl in enumerate(plans):
+            if not pl.channels and not pl.indexed:
+                plans[i] = _plan_file(pl.path, topics, start, end, per_part, need_channels=True)
+                if plans[i].channels:
+                    break
+    return plans
+
+
+def _divisions(ordered: list[Partition]) -> tuple[int, ...] | None:
+    """Divisions of partitions in this order, if their index ranges are known and disjoint."""
+    if not ordered or any(p.lo is None or p.hi is None or p.lo > p.hi for p in ordered):
+        return None
+    for a, b in zip(ordered, ordered[1:]):
+        if not (a.hi is not None and b.lo is not None and a.hi < b.lo):
+            return None
+    return (*(int(p.lo) for p in ordered if p.lo is not None), int(ordered[-1].hi or 0))
+
+
+def _order(
+    plans: list[_FilePlan], start: int | None = None, end: int | None = None, per_part: int = 1
+) -> tuple[list[Partition], tuple[int, ...] | None]:
+    """All partitions, and Dask divisions when possible (the partitions then in time order).
+
+    Files that do not overlap in time keep their own windows, ordered by time.  Indexed
+    files that overlap are partitioned together: windows over the chunks of all of them,
+    each partition reading every file with a chunk in its window (merged by log time).
+    Otherwise (a file without an index) the divisions are unknown.
+    """
+    parts = [p for pl in plans for p in pl.parts]
+    if not parts:
+        return parts, None
+    by_file = sorted((pl for pl in plans if pl.parts), key=lambda pl: pl.parts[0].lo or 0)
+    ordered = [p for pl in by_file for p in pl.parts]
+    divisions = _divisions(ordered)
+    if divisions is not None:
+        return ordered, divisions
+    indexed = [pl for pl in plans if pl.chunks]
+    if any(pl.parts and not pl.chunks for pl in plans) or len(indexed) < 2:
+        return parts, None
+    merged = _merged_windows(indexed, start, end, per_part)
+    divisions = _divisions(merged)
+    return (merged, divisions) if divisions is not None else (parts, None)
+
+
+def _merged_windows(
+    plans: list[_FilePlan], start: int | None, end: int | None, per_part: int
+) -> list[Partition]:
+    """Windows over the chunks of all ``plans``; each reads the files with chunks in it."""
+    every = [c for pl in plans for c in (pl.chunks or ())]
+    top = (1 << 63) - 2  # as in _windows: u64 times clamped for int64 math
+    spans = [
+        (
+            np.array([min(c[0], top) for c in pl.chunks or ()], np.int64),
+            np.array([min(max(c[1], c[0]), top) for c in pl.chunks or ()], np.int64),
+        )
+        for pl in plans
+    ]
+    out: list[Partition] = []
+    for w in _windows(plans[0].path, plans[0].format, every, start, end, per_part):
+        members = [
+            (pl.path, pl.format)
+            for pl, (s0, e0) in zip(plans, spans)
+            if bool(np.any(TimeWindow(w.start, w.end).overlaps(s0, e0)))
+        ]
+        if not members:
+            continue
+        (path, fmt), *others = members
+        out.append(Partition(path, fmt, w.start, w.end, w.estimate, w.lo, w.hi, tuple(others)))
+    return out
+
+
+def partitions(
+    paths: PathsLike,
+    topics: TopicSelector = None,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    partition_messages: int = DEFAULT_PARTITION_MESSAGES,
+) -> list[Partition]:
+    """The partitions :func:`read_topic` / :func:`read_messages` would make (from the indexes)."""
+    start, end = TimeWindow.of_ns(start, end)
+    files = expand_paths(paths)
+    plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
+    return _order(plans, start, end, partition_messages)[0]

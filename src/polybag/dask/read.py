@@ -1,0 +1,357 @@
+"""Reading one partition in a worker: columns, raw payloads or message dicts of a window.
+
+Every task opens its files (:func:`_open`), reads the partition's window and closes them
+before returning; what it returns owns its memory (:func:`_detach`, :func:`_owned`: never a
+view of a mapped file), so results outlive the file and pickle to other processes.
+:func:`_topic_partition` makes one partition of :func:`polybag.dask.read_topic`,
+:func:`_message_partition` one of :func:`polybag.dask.read_messages`, :func:`_summary_row`
+one row of :func:`polybag.dask.file_summaries`; :func:`_meta_for` (in the driver) gives the
+empty frame with the columns and dtypes every partition is made to match.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from polybag.dask.plan import Partition, _FilePlan, _sniff_path
+from polybag.errors import PolybagError, UnsupportedError, UsageError
+from polybag.reader import TopicSelector
+from polybag.timefmt import TimeWindow
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from polybag.reader import Reader
+
+
+def _detach(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when numpy owns its memory, else a copy (never a view of a mapped file)."""
+    base = a
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, np.ndarray):
+        return a
+    return a.copy()
+
+
+def _open(path: str, fmt: str, topics: TopicSelector) -> Reader:
+    import polybag
+
+    if fmt == "ulog":
+        return polybag.open(path, topics=topics, warn=False)
+    return polybag.open(path)
+
+
+def _columns_window(
+    r: Reader, topic: str, fields: Sequence[str] | None, start: int | None, end: int | None
+) -> dict[str, np.ndarray]:
+    """Columns of ``topic`` in ``[start, end)`` (like ``topic_columns``, restricted in time)."""
+    from polybag.codecs import codec_for
+    from polybag.codecs.columns import payload_columns
+
+    channels = [c for c in r.summary.channels.values() if c.topic == topic]
+    if not channels:
+        return {}
+    if start is None and end is None:
+        return {k: _detach(v) for k, v in r.topic_columns(topic, fields).items()}
+    if len({id(codec_for(c)) for c in channels}) > 1:
+        raise UnsupportedError(f"topic {topic} has channels of different types; read them separately")
+    codec = codec_for(channels[0])
+    times_l: list[int] = []
+    datas: list[Any] = []
+    # file order (no merge of chunks per message), then a stable sort: log-time order with
+    # ties in file order, exactly the reader's order="log_time"
+    for m in r.messages(topics=[topic], start=start, end=end, order="file"):
+        times_l.append(m.log_time)
+        datas.append(m.data)
+    times = np.array(times_l, dtype=np.int64)
+    o = _time_order(times)
+    if o is not None:
+        times = times[o]
+        datas = [datas[i] for i in o.tolist()]
+    cols = payload_columns(codec, datas, fields, topic=topic)
+    del datas
+    out = {"log_time": times}
+    out.update((k, _detach(v)) for k, v in cols.items())
+    return out
+
+
+def _time_order(times: np.ndarray) -> np.ndarray | None:
+    """The stable permutation sorting ``times``, or ``None`` when they are sorted already."""
+    if len(times) < 2 or bool(np.all(times[1:] >= times[:-1])):
+        return None
+    return np.argsort(times, kind="stable")
+
+
+def _raw_window(r: Reader, topic: str, start: int | None, end: int | None) -> dict[str, np.ndarray]:
+    lt: list[int] = []
+    pt: list[int] = []
+    seq: list[int] = []
+    data: list[bytes] = []
+    for m in r.messages(topics=[topic], start=start, end=end, order="file"):
+        lt.append(m.log_time)
+        pt.append(m.publish_time)
+        seq.append(m.sequence)
+        data.append(bytes(m.data))
+    col = np.empty(len(data), dtype=object)
+    col[:] = data
+    out = {
+        "log_time": np.array(lt, dtype=np.int64),
+        "publish_time": np.array(pt, dtype=np.int64),
+        "sequence": np.array(seq, dtype=np.int64),
+        "data": col,
+    }
+    o = _time_order(out["log_time"])
+    return out if o is None else {k: v[o] for k, v in out.items()}
+
+
+def _frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    from polybag.codecs.columns import columns_to_pandas
+
+    if "log_time" not in cols:
+        cols = {"log_time": np.zeros(0, np.int64), **cols}
+    return columns_to_pandas(cols)
+
+
+def _ulog_frame(
+    r: Reader, topic: str, fields: Sequence[str] | None, multi_id: int, start: int | None, end: int | None
+) -> pd.DataFrame:
+    mids = {c.metadata.get("multi_id", "0") for c in r.summary.channels.values() if c.topic == topic}
+    if str(multi_id) not in mids:
+        return _frame({})  # this file does not log the topic (or instance): no rows
+    df = r.to_pandas(topic, multi_id, fields)  # type: ignore[call-arg]
+    if start is not None or end is not None:
+        df = df[TimeWindow(start, end).contains(df.index.to_numpy())]
+    return df.copy()
+
+
+def _conform(df: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:
+    """Make a partition's frame look like ``meta`` (columns, order, dtypes where they cast)."""
+    import pandas as pd
+
+    if list(df.columns) == list(meta.columns) and all(df.dtypes == meta.dtypes):
+        return df
+    out = {}
+    for name in meta.columns:
+        dt = meta[name].dtype
+        if name in df.columns:
+            col = df[name]
+            if col.dtype != dt:
+                try:
+                    col = col.astype(dt)
+                except (TypeError, ValueError):
+                    pass
+            out[name] = col
+        else:
+            out[name] = pd.Series([None] * len(df), index=df.index, dtype=dt if len(df) == 0 else object)
+    return pd.DataFrame(out, index=df.index)
+
+
+def _topic_partition(
+    part: Partition,
+    topic: str,
+    fields: Sequence[str] | None,
+    decode: bool,
+    multi_id: int,
+    file_column: bool,
+    frame_meta: pd.DataFrame,
+    project: bool = False,
+    columns: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """One partition of :func:`read_topic` (runs in a worker).
+
+    ``columns`` is Dask's column projection; with ``project`` (the type's fields are known
+    from its schema) only those fields are decoded."""
+    import pandas as pd
+
+    want = None if columns is None else ([columns] if isinstance(columns, str) else list(columns))
+    if project and decode and want is not None and fields is None:
+        data_cols = [c for c in want if c != "file"]
+        if set(data_cols) != set(frame_meta.columns) - {"file"}:
+            fields = data_cols  # decode only the projected columns
+    frames = []
+    for path, fmt in part.files:
+        with _open(path, fmt, [topic]) as r:
+            if r.ulog is not None:  # a ULog instance's table, from its own records
+                df = (
+                    _ulog_frame(r, topic, fields, multi_id, part.start, part.end)
+                    if decode
+                    else _frame(_raw_window(r, topic, part.start, part.end))
+                )
+            elif decode:
+                df = _frame(_columns_window(r, topic, fields, part.start, part.end))
+            else:
+                df = _frame(_raw_window(r, topic, part.start, part.end))
+        if file_column:
+            cats = frame_meta["file"].cat.categories
+            df["file"] = pd.Categorical.from_codes(
+                np.full(len(df), cats.get_loc(path), np.int32), categories=cats
+            )
+        frames.append(_conform(df, frame_meta))
+    if len(frames) == 1:
+        df = frames[0]
+    else:
+        # files read for one window: merged by log time (ties in file order, then file order)
+        df = pd.concat(frames).sort_index(kind="stable")
+    if want is not None:
+        df = df[want]
+    return df
+
+
+def _meta_for(
+    plans: list[_FilePlan],
+    topic: str,
+    fields: Sequence[str] | None,
+    decode: bool,
+    multi_id: int,
+    files: list[str],
+) -> tuple[pd.DataFrame, bool]:
+    """An empty frame with the columns and dtypes of the topic (from the schema when the
+    codec compiles it, else from the topic's first message), and whether the columns come
+    from the schema (so that a projection can be decoded alone)."""
+
+    from polybag.codecs import codec_for
+    from polybag.codecs.columns import _is_compiled, payload_columns
+
+    plan = next((pl for pl in plans if pl.channels), None)
+    if plan is None:
+        raise PolybagError(f"no topic {topic!r} in {len(files)} file(s): {', '.join(files[:3])}")
+    project = True
+    if not decode:
+        project = False
+        df = _frame(
+            {
+                "log_time": np.zeros(0, np.int64),
+                "publish_time": np.zeros(0, np.int64),
+                "sequence": np.zeros(0, np.int64),
+                "data": np.zeros(0, dtype=object),
+            }
+        )
+    else:
+        with _open(plan.path, plan.format, [topic]) as r:
+            if r.ulog is not None:  # a ULog instance's table, from its own records
+                df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
+            else:
+                # one message (the first chunk holding the topic) shows what pandas makes of
+                # each column (strings: pandas' string dtype; per-message arrays: object)
+                codec = codec_for(plan.channels[0])
+                first = next(iter(r.messages(topics=[topic], order="file")), None)
+                sample = [] if first is None else [bytes(first.data)]
+                if not _is_compiled(codec):
+                    project = False  # keys may differ between messages: decode all, then select
+                cols = payload_columns(codec, sample, fields, topic=topic)
+                df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
+    return df.copy(), project
+
+
+def _add_file_column(meta: pd.DataFrame, topic: str, files: list[str]) -> None:
+    """Add the categorical ``file`` column (categories: ``files`` in order) to ``meta``."""
+    if "file" in meta.columns:
+        raise UsageError(f"topic {topic} has a field 'file': pass file_column=False")
+    import pandas as pd
+
+    meta["file"] = pd.Categorical([], categories=list(dict.fromkeys(files)))
+
+
+def _message_partition(part: Partition, topics: TopicSelector, decode: bool) -> list[dict[str, Any]]:
+    """One partition of :func:`read_messages` (runs in a worker)."""
+    lists: list[list[dict[str, Any]]] = []
+    for path, fmt in part.files:
+        out: list[dict[str, Any]] = []
+        with _open(path, fmt, topics) as r:
+            for m in r.messages(topics=topics, start=part.start, end=part.end):
+                out.append(
+                    {
+                        "topic": m.channel.topic,
+                        "log_time": m.log_time,
+                        "publish_time": m.publish_time,
+                        "sequence": m.sequence,
+                        "data": _owned(m.to_dict()) if decode else bytes(m.data),
+                        "file": path,
+                    }
+                )
+        lists.append(out)
+    if len(lists) == 1:
+        return lists[0]
+    # heapq.merge is stable: ties keep the order of the files
+    return list(heapq.merge(*lists, key=_log_time))
+
+
+def _log_time(item: dict[str, Any]) -> int:
+    return int(item["log_time"])
+
+
+def _owned(v: Any) -> Any:
+    """A decoded value with every array and buffer copied out of the file's mapping."""
+    if isinstance(v, dict):
+        return {k: _owned(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_owned(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_owned(x) for x in v)
+    if isinstance(v, np.ndarray):
+        return _detach(v)
+    if isinstance(v, memoryview):
+        return bytes(v)
+    return v
+
+
+# --- file summaries ---------------------------------------------------------------------------
+_SUMMARY_COLUMNS: dict[str, str] = {
+    "path": "object",
+    "format": "object",
+    "profile": "object",
+    "library": "object",
+    "version": "object",
+    "indexed": "boolean",
+    "message_count": "Int64",
+    "channel_count": "Int64",
+    "topic_count": "Int64",
+    "chunk_count": "Int64",
+    "attachment_count": "Int64",
+    "metadata_count": "Int64",
+    "start_time": "Int64",
+    "end_time": "Int64",
+    "duration": "Int64",
+    "file_size": "Int64",
+    "error": "object",
+}
+
+
+def _summary_row(path: str, errors: str) -> pd.DataFrame:
+    """One file's summary as a one-row frame (runs in a worker)."""
+    import pandas as pd
+
+    import polybag
+
+    row: dict[str, Any] = dict.fromkeys(_SUMMARY_COLUMNS)
+    row["path"] = path
+    try:
+        with polybag.open(path, **({"warn": False} if _sniff_path(path) == "ulog" else {})) as r:
+            s = r.summary
+            row.update(
+                format=s.format,
+                profile=s.profile,
+                library=s.library,
+                version=s.version,
+                indexed=bool(s.indexed),
+                message_count=s.message_count,
+                channel_count=len(s.channels),
+                topic_count=len(s.topics()),
+                chunk_count=s.chunk_count,
+                attachment_count=s.attachment_count,
+                metadata_count=s.metadata_count,
+                start_time=s.start_time,
+                end_time=s.end_time,
+                duration=s.duration if s.start_time is not None else None,
+                file_size=s.file_size,
+            )
+    except PolybagError as e:
+        if errors == "raise":
+            raise
+        row["error"] = str(e)
+    return pd.DataFrame({k: pd.Series([row[k]], dtype=t) for k, t in _SUMMARY_COLUMNS.items()})
