@@ -8,8 +8,10 @@ new one (the parent's threads do not exist in the child: waiting on them would h
 from __future__ import annotations
 
 import os
+import stat
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 MAX_WORKERS = 4
 
@@ -30,6 +32,21 @@ def workers() -> int:
     return max(1, min(cores(), MAX_WORKERS))
 
 
+def helpers() -> int:
+    """Worker threads worth using beside a thread that works too (a writer packs a chunk
+    itself when its helpers are all busy): one per core but the caller's.  More would only
+    take turns on the cores, each turn evicting the others' caches."""
+    return workers() - 1
+
+
+def finished(value: Any) -> Future[Any]:
+    """A future that already holds ``value`` (work done in the calling thread, queued with
+    the work of the pool's)."""
+    f: Future[Any] = Future()
+    f.set_result(value)
+    return f
+
+
 def pool() -> ThreadPoolExecutor:
     """The shared pool (made on first use)."""
     global _POOL
@@ -37,6 +54,57 @@ def pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="polybag")
         return _POOL
+
+
+def _datasync(fd: int) -> None:
+    try:
+        os.fdatasync(fd)
+    except OSError:  # (the final fsync reports what matters)
+        pass
+
+
+class Writeback:
+    """Start writing a file's data to disk in the background while it grows.
+
+    A writer that fsyncs its file on close (:class:`polybag.writer.AtomicFile`) otherwise
+    waits at the end for the disk to take everything it wrote; with this, a worker thread
+    calls ``fdatasync`` each time ``every`` more bytes have been written, so the disk works
+    while the writer computes and the final fsync has only the tail left.  The bytes and
+    the final fsync are unchanged.  Only for a regular file the writer owns; :meth:`wait`
+    before the file is closed.
+    """
+
+    __slots__ = ("_fd", "_every", "_next", "_fut")
+
+    def __init__(self, file: Any, every: int = 32 << 20) -> None:
+        self._fd: int | None = None
+        self._every = every
+        self._next = every
+        self._fut: Future[None] | None = None
+        if not hasattr(os, "fdatasync") or cores() < 2:
+            return
+        try:
+            fd = file.fileno()
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                self._fd = fd
+        except (AttributeError, OSError, ValueError):
+            pass
+
+    def wrote(self, pos: int) -> None:
+        """The file has ``pos`` bytes written (cheap to call after every write)."""
+        if pos < self._next or self._fd is None:
+            return
+        fut = self._fut
+        if fut is not None and not fut.done():
+            return  # (the next call starts another one)
+        self._next = pos + self._every
+        self._fut = pool().submit(_datasync, self._fd)
+
+    def wait(self) -> None:
+        """Let the background sync in progress end (before the file is closed)."""
+        fut, self._fut = self._fut, None
+        if fut is not None and not fut.cancel():
+            fut.result()
 
 
 def _forget() -> None:

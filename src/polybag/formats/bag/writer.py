@@ -208,8 +208,10 @@ class BagWriter(Writer):
         self._header: dict[int, Any] = {}  # conn -> Struct(prefix, sec, nsec, len).pack
         self._chunk_infos: list[tuple[int, int, int, dict[int, int]]] = []  # pos, start, end, counts
         self._inflight: deque[tuple[Future[bytes], bytearray, ChunkIndex]] = deque()
-        self._depth = _threads.workers()
-        self._pipeline = self._depth > 1
+        self._depth = _threads.helpers()  # chunks compressed by worker threads at once
+        self._pipeline = self._depth > 0
+        # a file of ours goes to disk while it is written (the fsync on close waits less)
+        self._writeback = _threads.Writeback(self._f if self._atomic is not None else None)
         self._new_chunk()
 
     # --- chunk buffer ---------------------------------------------------------------------
@@ -345,21 +347,26 @@ class BagWriter(Writer):
         buf, index = self._buf, self._index
         self._new_chunk()  # (a new buffer: the closed one is the compressing thread's)
         if self._pipeline and self.compression != "none":
-            # compressed by a worker thread while the next chunks fill (up to one per core
-            # in flight); written in order here, so the bytes are the one-thread writer's
-            fut = _threads.pool().submit(compress, self.compression, buf, self.level)
-            self._inflight.append((fut, buf, index))
-            self._drain(self._depth)
+            # compressed by a worker thread while the next chunks fill (or by this thread
+            # when the workers are all busy); written in order, so the bytes are the
+            # one-thread writer's
+            q = self._inflight
+            if sum(1 for item in q if not item[0].done()) < self._depth:
+                fut = _threads.pool().submit(compress, self.compression, buf, self.level)
+            else:
+                fut = _threads.finished(compress(self.compression, buf, self.level))
+            q.append((fut, buf, index))
+            self._drain(self._depth + 1)
         else:  # (nothing in flight)
             comp = self.compression
             data = compress(comp, buf, self.level) if comp != "none" else buf
             self._write_chunk(comp, data, len(buf), index, buf)
 
     def _drain(self, keep: int = 0) -> None:
-        """Write the chunks in flight, oldest first, until at most ``keep`` remain (and
-        raise a failed one's error)."""
+        """Write the chunks in flight, oldest first, until at most ``keep`` remain and the
+        oldest is not compressed yet (and raise a failed one's error)."""
         q = self._inflight
-        while len(q) > keep:
+        while q and (len(q) > keep or q[0][0].done()):
             fut, buf, index = q.popleft()
             self._write_chunk(self.compression, fut.result(), len(buf), index, buf)
 
@@ -439,6 +446,7 @@ class BagWriter(Writer):
         self._pos = pos + len(lead) + len(data) + len(tail)
         self._chunk_infos.append((pos, start or 0, end, counts))
         f.flush()  # a killed writer leaves every finished chunk on disk
+        self._writeback.wrote(self._pos)
 
     @property
     def chunk_count(self) -> int:
@@ -492,6 +500,7 @@ class BagWriter(Writer):
             self._final.write(f.getvalue())
             self._final.flush()
         elif self._atomic is not None:
+            self._writeback.wait()
             self._atomic.commit()
         else:
             f.flush()
@@ -505,6 +514,7 @@ class BagWriter(Writer):
             for fut, _, _ in self._inflight:  # nothing more is written: drop what is in flight
                 fut.cancel()
             self._inflight.clear()
+            self._writeback.wait()
             if self._atomic is not None:
                 self._atomic.discard()
             return
@@ -516,6 +526,7 @@ class BagWriter(Writer):
             self._f.flush()
         except (OSError, ValueError):
             pass
+        self._writeback.wait()
         if self._atomic is not None:
             try:
                 self._atomic.file.close()

@@ -107,6 +107,8 @@ class McapWriter(Writer):
 
         self._out = AtomicFile(path_or_stream, overwrite=overwrite)
         self._file = self._out.file
+        # a file of ours goes to disk while it is written (the fsync on close waits less)
+        self._writeback = _threads.Writeback(self._file if self._out.active_path is not None else None)
         self._pos = 0
         self._crc = 0
         self.closed = False
@@ -141,8 +143,8 @@ class McapWriter(Writer):
         self._inflight: deque[tuple[Future[tuple[int, bytes | None]], bytearray, int, int, int, Any, bool]]
         self._inflight = deque()
         self._spares: list[bytearray] = []
-        self._depth = _threads.workers()
-        self._pipeline = use_chunking and self._depth > 1
+        self._depth = _threads.helpers()  # chunks packed by worker threads at once
+        self._pipeline = use_chunking and self._depth > 0
         self._local = threading.local()
 
         self._emit(MAGIC)
@@ -150,10 +152,10 @@ class McapWriter(Writer):
 
     # --- output ----------------------------------------------------------------------------------
     def _drain(self, keep: int = 0) -> None:
-        """Write out the chunks in flight, oldest first, until at most ``keep`` remain (and
-        raise a failed one's error)."""
+        """Write out the chunks in flight, oldest first, until at most ``keep`` remain and
+        the oldest is not packed yet (and raise a failed one's error)."""
         q = self._inflight
-        while len(q) > keep:
+        while q and (len(q) > keep or q[0][0].done()):
             fut, buf, fill, start, end, index, kept = q.popleft()
             crc, packed = fut.result()
             self._emit_chunk(buf, fill, start, end, index, crc, packed)
@@ -364,9 +366,13 @@ class McapWriter(Writer):
         keep = self._large and len(self._chunk) <= max(4 * self.chunk_size, _KEEP_BUFFER)
         buf = self._chunk
         if self._pipeline:
-            fut = _threads.pool().submit(self._pack, buf, fill)
-            self._inflight.append((fut, buf, fill, start, end, index, keep))
-            self._drain(self._depth)
+            q = self._inflight
+            if sum(1 for item in q if not item[0].done()) < self._depth:
+                fut = _threads.pool().submit(self._pack, buf, fill)
+            else:  # the workers are all busy: this thread packs the chunk rather than wait
+                fut = _threads.finished(self._pack(buf, fill))
+            q.append((fut, buf, fill, start, end, index, keep))
+            self._drain(self._depth + 1)
         else:
             crc, packed = self._pack(buf, fill)
             self._emit_chunk(buf, fill, start, end, index, crc, packed)
@@ -426,6 +432,7 @@ class McapWriter(Writer):
                 )  # fmt: skip
             )
         self.statistics.chunk_count += 1
+        self._writeback.wrote(self._pos)
 
     def add_attachment(
         self, name: str, media_type: str, data: bytes, log_time: int = 0, create_time: int = 0
@@ -498,6 +505,7 @@ class McapWriter(Writer):
         scrc = zlib.crc32(head, scrc)
         self._file.write(head + R.U32.pack(scrc if self.use_crcs else 0) + MAGIC)
         self._pos += len(head) + 4 + 8
+        self._writeback.wait()
         self._out.commit()
 
     def abort(self, *, discard: bool = False) -> None:
@@ -509,6 +517,7 @@ class McapWriter(Writer):
         for item in self._inflight:  # nothing more is written: drop what is in flight
             item[0].cancel()
         self._inflight.clear()
+        self._writeback.wait()
         if discard:
             self._out.discard()
             return
