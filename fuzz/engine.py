@@ -150,9 +150,15 @@ def worker_main(args: dict[str, Any]) -> int:
         current.update(i=i, data=data, t=time.monotonic())
         signal.setitimer(signal.ITIMER_REAL, args["case_timeout"])
         try:
-            data = target.generate(rng, pool)
-            current["data"] = data
-            target.run(data, stats)
+            try:
+                data = target.generate(rng, pool)
+                current["data"] = data
+                target.run(data, stats)
+            finally:
+                # the timer stops before anything else: an alarm due just as the case ends
+                # is raised here, inside the outer try, and counts as this case's timeout
+                # (never while a failure is being recorded, which would kill the worker)
+                signal.setitimer(signal.ITIMER_REAL, 0)
         except CaseTimeout as e:
             failure = ("timeout", e)
         except (KeyboardInterrupt, SystemExit):
@@ -160,7 +166,6 @@ def worker_main(args: dict[str, Any]) -> int:
         except BaseException as e:  # noqa: BLE001 - the point: anything but PolybagError escapes
             failure = ("masked" if isinstance(e, T.Masked) else "escape", e)
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
             current["i"] = -1
         T.reset_caches()
         done += 1
