@@ -9,12 +9,13 @@ written inside the chunk where the connection's first message is, so an unindexe
 
 Per message (:meth:`BagWriter.write`) the work is one dict lookup of the connection's state
 for the open chunk, one ``Struct.pack`` of the record header (its constant part precomputed
-per connection), two appends to the chunk buffer and two list appends (time, offset).  The
-first message of a connection in a chunk takes the slow path that checks the channel and
+per connection), two appends to the chunk buffer and one list append (the record's offset).
+The first message of a connection in a chunk takes the slow path that checks the channel and
 writes the connection record.  A full chunk is compressed on a worker thread (when
-compression is on and there is more than one core) while the next one fills; its index data
-records are built in one pass (numpy over the chunk's times and offsets) and the chunk goes
-to the file in one write.  The bytes are those of the simple one-record-at-a-time writer
+compression is on and there is more than one core; by this thread when the workers are all
+busy) while the next one fills; its index data records are built in one pass (numpy gathers
+the times from the chunk's records at the offsets, sorts them stably and packs the entries)
+and the chunk goes to the file in one write.  The bytes are those of the simple one-record-at-a-time writer
 (``tests/formats/bag/test_bag_write_bytes.py`` holds their hashes).
 """
 
@@ -285,7 +286,6 @@ class BagWriter(Writer):
         )
         # the message record's header and data length: the prefix, time sec, nsec, len
         self._header[cid] = struct.Struct(f"<{len(prefix)}sIII").pack
-        self._hot.pop(cid, None)
 
     def write(
         self,
@@ -330,7 +330,8 @@ class BagWriter(Writer):
             self._conn_written.add(cid)
         st = self._hot.get(cid)
         if st is None:
-            offsets: list[int] = []
+            got = self._index.get(cid)
+            offsets: list[int] = [] if got is None else got[1]
             self._index[cid] = (None, offsets)  # (the times are in the records)
             st = self._hot[cid] = (known, self._header[cid], self._prefix[cid], offsets.append)
         return st

@@ -137,7 +137,8 @@ class McapWriter(Writer):
         self._large = False
         self._chunk_index: dict[int, array[int]] = {}
         # Closed chunks are checksummed and compressed by worker threads while the next
-        # ones fill (up to one per core in flight); this thread writes them in order, so
+        # ones fill (one per core but this thread's; when they are all busy this thread
+        # packs the chunk itself rather than wait); this thread writes them in order, so
         # the bytes are exactly the one-thread writer's.  Every other write first writes
         # out what is in flight.  Kept buffers come back as spares once written.
         self._inflight: deque[tuple[Future[tuple[int, bytes | None]], bytearray, int, int, int, Any, bool]]
