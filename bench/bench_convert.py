@@ -12,8 +12,9 @@ Cases (each run in its own subprocess, timed the same way, with memory sampled f
   writers fsync on close too).  Target: within 1.5x of that limit.  Peak memory of these converts is the "2 GB convert" memory
   figure (target < 300 MB).
 
-Fair to both sides: every route ends with its output on disk (fsync), as polybag's writers
-do on close (a peer route that left its writeback to the next run's ``sync`` would skip the
+Fair to both sides: both MCAP writers compute the same checksums (the chunks' and the data
+section's: the ``mcap`` library leaves the latter out by default, polybag's writer does not);
+every route ends with its output on disk (fsync), as polybag's writers do on close (a peer route that left its writeback to the next run's ``sync`` would skip the
 disk wait polybag pays); and the routes' subprocesses keep Python bytecode caches (under
 ``bench/data/.pycache``; this environment sets ``PYTHONDONTWRITEBYTECODE``, which would make
 every run recompile whichever side's modules changed since their ``__pycache__``), warmed once
@@ -149,7 +150,9 @@ def route_peer_bag2mcap(src: str, dst: str, compression: str) -> None:
         compression
     ]
     with Reader(src) as r, open(dst, "wb") as f:
-        w = Writer(f, compression=comp)
+        # the data section's CRC too, as polybag's writer computes it (the mcap library's
+        # default leaves it out: one pass over the output less)
+        w = Writer(f, compression=comp, enable_data_crcs=True)
         w.start(profile="ros1", library="rosbags+mcap")
         schemas: dict[tuple[str, str], int] = {}
         chans: dict[int, int] = {}
