@@ -15,7 +15,7 @@ writes the connection record.  A full chunk is compressed on a worker thread (wh
 compression is on and there is more than one core; by this thread when the workers are all
 busy) while the next one fills; its index data records are built in one pass (numpy gathers
 the times from the chunk's records at the offsets, sorts them stably and packs the entries)
-and the chunk goes to the file in one write.  The bytes are those of the simple one-record-at-a-time writer
+and the chunk goes to the file in three writes (its head, its data, its index records).  The bytes are those of the simple one-record-at-a-time writer
 (``tests/formats/bag/test_bag_write_bytes.py`` holds their hashes).
 """
 
@@ -55,7 +55,6 @@ from .records import (
 _ENTRY = struct.Struct("<III")
 _ENTRY_DTYPE = np.dtype([("sec", "<u4"), ("nsec", "<u4"), ("offset", "<u4")])  # == _ENTRY
 _NUMPY_FROM = 32  # index entries per connection from which numpy packs them
-_ONE_WRITE_MAX = 1 << 20  # a chunk up to this size goes out in one write (a larger one is not copied)
 _MAX_NS = 0xFFFFFFFF * 1_000_000_000 + 999_999_999  # the last time with 32-bit seconds
 _OP = {op: bytes([op]) for op in range(1, 8)}
 
@@ -409,9 +408,9 @@ class BagWriter(Writer):
         uncompressed: bytes | bytearray | memoryview | None = None,
     ) -> None:
         """The chunk record (``data`` compressed with ``comp``, ``size`` bytes uncompressed)
-        and its index data records (one per connection, entries sorted by time), in one
-        write when the chunk is small.  ``uncompressed``: the chunk's data, where the times
-        an index without them are read from."""
+        and its index data records (one per connection, entries sorted by time).
+        ``uncompressed``: the chunk's data, where the times an index without them are read
+        from."""
         f = self._f
         pos = self._pos
         head = build_header({"compression": comp.encode(), "op": _OP[OP_CHUNK], "size": U32.pack(size)})
@@ -438,12 +437,10 @@ class BagWriter(Writer):
             recs += (U32.pack(len(h)), h, U32.pack(len(body)), body)
         tail = b"".join(recs)
         lead = b"".join((U32.pack(len(head)), head, U32.pack(len(data))))
-        if len(data) <= _ONE_WRITE_MAX:
-            f.write(b"".join((lead, data, tail)))
-        else:  # (not copied once more)
-            f.write(lead)
-            f.write(data)
-            f.write(tail)
+        # three writes, not one of the three joined: the data would be copied once more
+        f.write(lead)
+        f.write(data)
+        f.write(tail)
         self._pos = pos + len(lead) + len(data) + len(tail)
         self._chunk_infos.append((pos, start or 0, end, counts))
         f.flush()  # a killed writer leaves every finished chunk on disk
