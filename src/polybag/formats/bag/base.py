@@ -1,9 +1,11 @@
 """What the bag readers share (the 2.0 reader and the older versions'): :class:`BagReader`.
 
-* Damage bookkeeping: a reader notes each problem in ``scan_errors`` and keeps the first as
-  ``scan_error``; a pass (:meth:`BagReader.damage_pass`) leaves a recovering reader's
-  ``recovery_report`` when it ends (also when its consumer stops early) and raises
-  ``scan_error`` once it has given every intact message.
+* Damage bookkeeping: a reader keeps one :class:`~polybag.recovery.Recovery` (``_recovery``):
+  it notes each problem there, with the bytes it skipped, and keeps the first as
+  ``_recovery.first`` when it does not recover; a pass (:meth:`BagReader.damage_pass`)
+  leaves a recovering reader's ``recovery_report`` when it ends (also when its consumer
+  stops early) and raises the first problem once it has given every intact message.
+  ``scan_errors``, ``scan_error`` and ``bytes_skipped`` read the same bookkeeping.
 * The summary's common part (:meth:`BagReader.bag_summary`).
 * :func:`gc_paused`: Message objects hold no cycles, so building a batch of them with the
   cyclic GC paused halves the cost (the collector would scan them again and again).
@@ -16,9 +18,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from polybag.errors import FormatError
+from polybag.errors import PolybagError
 from polybag.model import Channel, Summary
 from polybag.reader import Reader
+from polybag.recovery import Recovery
 
 from .info import BagInfoMixin
 
@@ -37,9 +40,22 @@ class BagReader(BagInfoMixin, Reader):
     size: int
     recover: bool
     recovery_report: dict[str, Any] | None
-    scan_error: FormatError | None  # the first problem: raised when not recovering
-    scan_errors: list[str]  # every problem found, as text
-    bytes_skipped: int
+    _recovery: Recovery  # damage met; ``first``: raised when not recovering
+
+    @property
+    def scan_errors(self) -> list[str]:
+        """Every problem found so far, as text."""
+        return self._recovery.errors
+
+    @property
+    def scan_error(self) -> PolybagError | None:
+        """The first problem, raised after the intact messages when not recovering."""
+        return self._recovery.first
+
+    @property
+    def bytes_skipped(self) -> int:
+        """Bytes passed over to get past damage."""
+        return self._recovery.bytes_skipped
 
     def bag_summary(self, channels: dict[int, Channel], **fields: Any) -> Summary:
         """The bag's :class:`Summary` of ``channels`` (with their schemas), the rest from ``fields``."""
@@ -63,13 +79,9 @@ class BagReader(BagInfoMixin, Reader):
             yield done
         finally:
             if self.recover:
-                self.recovery_report = {
-                    "messages": done.count,
-                    "bytes_skipped": self.bytes_skipped,
-                    "errors": list(self.scan_errors),
-                }
-        if self.scan_error is not None:
-            raise self.scan_error
+                self.recovery_report = self._recovery.report(done.count)
+        if self._recovery.first is not None:
+            raise self._recovery.first
 
 
 @contextmanager

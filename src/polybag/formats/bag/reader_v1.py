@@ -30,6 +30,7 @@ import numpy as np
 from polybag.errors import FormatError, TruncatedError
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import TopicSelector, topic_filter
+from polybag.recovery import Recovery
 from polybag.source import MappedSource
 
 from .base import BagReader, gc_paused
@@ -120,9 +121,7 @@ class _FlatReader(BagReader):
         self.recover = recover
         self.recovery_report: dict[str, Any] | None = None
         self.version = ""
-        self.scan_error: FormatError | None = None
-        self.scan_errors: list[str] = []
-        self.bytes_skipped = 0
+        self._recovery = Recovery()  # damage met; ``first``: raised when not recovering
         self._channels: dict[tuple[str, str, str], Channel] = {}
         self._defs: dict[str, bytes] = {}
         self._t: list[int] = []
@@ -145,9 +144,9 @@ class _FlatReader(BagReader):
             self._finish()
 
     def _fail(self, e: FormatError) -> None:
-        self.scan_errors.append(str(e))
+        self._recovery.note(str(e))
         if not self.recover:
-            self.scan_error = e
+            self._recovery.first = e
 
     def _channel(self, topic: str, md5: str, typ: str) -> int:
         key = (topic, md5, typ)
@@ -187,8 +186,8 @@ class _FlatReader(BagReader):
             u, n = np.unique(self.conns, return_counts=True)
             counts.update(dict(zip(u.tolist(), n.tolist())))
         extras: dict[str, Any] = {"bag_version": self.version}
-        if self.scan_errors:
-            extras["errors"] = list(self.scan_errors)
+        if self._recovery.errors:
+            extras["errors"] = list(self._recovery.errors)
         extras.update(self.index_info)
         return self.bag_summary(
             dict(chans),

@@ -1,0 +1,234 @@
+"""One chunk of a 2.0 bag: its uncompressed bytes and the records in them.
+
+* :func:`parse_chunk_records`: the walk over an uncompressed chunk's records (one fixed
+  struct for the message header rosbag writes, the general record parser otherwise).
+* :func:`partial_decompress`: as much of a cut or damaged compressed chunk as decompresses.
+* :class:`ChunksMixin`: a chunk's bytes (decompressed within the reader's cap), its
+  entries from a walk over its records, and its payload positions from record offsets in
+  bulk.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from polybag.compression import OutputBuffer, decompress, max_chunk_bytes, normalize
+from polybag.errors import FormatError, PolybagError
+
+from .records import OP_CONNECTION, OP_MSG_DATA, U32, op_of, read_record_at
+from .state import _EMPTY_I64, BagV2State, Chunk, Connection, _conn_from_record
+
+_u32 = U32.unpack_from
+
+# <hl=38><4>op=\x02 <9>conn=XXXX <13>time=SSSSNNNN <data_len>, viewed as fixed fields:
+# hl u32 | 8 bytes | 9 bytes | conn u32 | 9 bytes | sec u32 | nsec u32 | data_len u32
+_FAST_MSG = struct.Struct("<I8s9sI9sIII")
+_OP2_F = b"\x04\x00\x00\x00op=\x02"
+_CONN_F = b"\x09\x00\x00\x00conn="
+_TIME_F = b"\x0d\x00\x00\x00time="
+# C++ order <9>conn=XXXX<4>op=\x02: the first 8 bytes, then 9 bytes = conn tail + op field
+_CONN_F9 = b"\x09\x00\x00\x00conn"
+_OP2_INT = int.from_bytes(b"op=\x02", "little")
+
+
+def parse_chunk_records(
+    buf: bytes | memoryview,
+    base: int,
+    path: str | None,
+    conns: dict[int, Connection],
+    *,
+    errors: list[str] | None = None,
+    limit: int | None = None,
+) -> tuple[list[int], list[int], list[int], list[int], list[int], FormatError | None, int]:
+    """Walk the records inside an uncompressed chunk.
+
+    Returns lists (times, conns, record offsets, payload offsets, payload lengths), the
+    first error (records after it are not read) and the end of the last intact record.  Connection records found are added to
+    ``conns``.
+    """
+    times: list[int] = []
+    cids: list[int] = []
+    offs: list[int] = []
+    dst: list[int] = []
+    dls: list[int] = []
+    n = len(buf) if limit is None else limit
+    pos = 0
+    err: FormatError | None = None
+    fast = _FAST_MSG.unpack_from
+    while pos < n:
+        # fast path: the 38-byte message header rosbag writes (fields conn/op/time in
+        # C++ order or op/conn/time in Python's), no dict needed
+        if pos + 46 <= n:
+            hl, f0, f1, cv, f2, tv_s, tv_ns, dl = fast(buf, pos)
+            if hl == 38 and f2 == _TIME_F and (
+                (f0 == _OP2_F and f1 == _CONN_F)
+                or (f0 == _CONN_F9 and cv == _OP2_INT and f1[0] == 0x3D and f1[5:] == b"\x04\x00\x00\x00")
+            ):
+                if f0 == _CONN_F9:  # C++ order: the conn value sits at offset 13
+                    cv = _u32(buf, pos + 13)[0]
+                ds = pos + 46
+                if dl <= n - ds:
+                    times.append(tv_s * 1_000_000_000 + tv_ns)
+                    cids.append(cv)
+                    offs.append(pos)
+                    dst.append(ds)
+                    dls.append(dl)
+                    pos = ds + dl
+                    continue
+        try:
+            h, ds, dl, nxt = read_record_at(buf, pos, n, path, base)
+            op = op_of(h, path, base + pos)
+            if op == OP_MSG_DATA:
+                c = h.get("conn")
+                t = h.get("time")
+                if c is None or len(c) != 4 or t is None or len(t) != 8:
+                    raise FormatError("message data record lacks a 4-byte conn or 8-byte time", path, base + pos)
+                s, ns = _u32(t, 0)[0], _u32(t, 4)[0]
+                times.append(s * 1_000_000_000 + ns)
+                cids.append(_u32(c)[0])
+                offs.append(pos)
+                dst.append(ds)
+                dls.append(dl)
+            elif op == OP_CONNECTION:
+                conn = _conn_from_record(h, buf, ds, dl, path, base + pos)
+                conns.setdefault(conn.id, conn)
+            # other ops inside a chunk are ignored
+            pos = nxt
+        except FormatError as e:
+            err = e
+            if errors is not None:
+                errors.append(str(e))
+            break
+    return times, cids, offs, dst, dls, err, pos
+
+
+def partial_decompress(
+    name: str, data: bytes | memoryview, limit: int, max_bytes: int | None = None
+) -> bytes | memoryview:
+    """As much of a cut or damaged compressed stream as decompresses: at most ``limit``
+    bytes, and never more than the cap ``max_bytes`` (None: the process-wide one, see
+    :func:`~polybag.compression.max_chunk_bytes`)."""
+    import bz2
+
+    limit = min(limit, max_chunk_bytes(max_bytes))
+    n = normalize(name)
+    if n == "none":
+        return bytes(data[:limit])
+    if n == "lz4":
+        from .lz4fast import partial_lz4
+
+        return partial_lz4(data, limit)
+    if n != "bz2":
+        # zstd is not a bag compression: decompress strictly (bounded), salvage nothing on error
+        try:
+            return decompress(n, data, None, max_bytes=limit)
+        except PolybagError:
+            return b""
+    dec = bz2.BZ2Decompressor()
+    sink = OutputBuffer()
+    step = 1 << 16
+    mv = memoryview(data)
+    try:
+        for i in range(0, len(mv), step):
+            chunk: bytes | memoryview = mv[i : i + step]
+            while sink.size < limit and not dec.eof:
+                # max_length bounds each call's output; what the step holds beyond it stays
+                # buffered in the decompressor and comes out on the next call
+                piece = dec.decompress(chunk, max_length=min(1 << 22, limit - sink.size))
+                chunk = b""
+                sink.add(piece)
+                if not piece or dec.needs_input:
+                    break
+            if sink.size >= limit or dec.eof:
+                break
+    except (OSError, RuntimeError, ValueError, EOFError):
+        pass
+    return sink.view()
+
+
+class ChunksMixin(BagV2State):
+    """A chunk's uncompressed bytes, its entries from its own records, its payload positions."""
+
+    def _scan_chunk_records(self, ci: Chunk) -> None:
+        """Entries of ``ci`` from a walk over its records (its index data is damaged)."""
+        buf = self._chunk_buffer(ci)
+        t, c, o, d, dl, err, _end = parse_chunk_records(buf, ci.data_start, self.path, self.conns)
+        if err is not None:
+            raise err
+        unknown = [cid for cid in c if cid not in self.conns]
+        if unknown:
+            msg = f"{len(unknown)} messages of connection {unknown[0]}, which has no connection record"
+            if not self.recover:
+                raise FormatError(msg, self.path, ci.pos)
+            self._recovery.note(f"{self.path}: offset {ci.pos}: {msg}")
+            keep = [i for i, cid in enumerate(c) if cid in self.conns]
+            t, c, o, d, dl = ([a[i] for i in keep] for a in (t, c, o, d, dl))
+        self._set_entries(ci, t, c, o, d, dl)
+
+    @staticmethod
+    def _set_entries(ci: Chunk, t: list[int], c: list[int], o: list[int], d: list[int], dl: list[int]) -> None:
+        """``ci``'s entries (times, connections, record and payload offsets, payload lengths)."""
+        ci.times = np.array(t, np.int64)
+        ci.conns = np.array(c, np.uint32)
+        ci.offsets = np.array(o, np.int64)
+        ci.dstart = np.array(d, np.int64)
+        ci.dlen = np.array(dl, np.int64)
+
+    def _chunk_buffer(self, ci: Chunk) -> bytes | memoryview:
+        """``ci``'s uncompressed bytes (what was recovered of it, for a damaged one)."""
+        if ci.buffer is not None:
+            return ci.buffer
+        raw = self.view[ci.data_start : ci.data_start + ci.data_len]
+        return self._decompress(ci.compression, raw, ci.size, ci.pos)
+
+    def _decompress(self, comp: str, raw: memoryview, size: int, pos: int) -> bytes | memoryview:
+        """A chunk's data: lz4 through the block-level decoder unless checksums are verified."""
+        if comp == "lz4" and not self.verify_checksums:
+            from .lz4fast import decompress_lz4
+
+            return decompress_lz4(raw, size, path=self.path, offset=pos, max_bytes=self.max_chunk_bytes)
+        return decompress(comp, raw, size, path=self.path, offset=pos, max_bytes=self.max_chunk_bytes)
+
+    def _payloads(self, ci: Chunk, buf: bytes | memoryview) -> None:
+        """Payload offsets/lengths from record offsets, in bulk, bounds-checked."""
+        assert ci.offsets is not None
+        n = len(buf)
+        o = ci.offsets
+        if not len(o):
+            ci.dstart = ci.dlen = _EMPTY_I64
+            return
+        arr = np.frombuffer(buf, np.uint8)
+        bad = o + 8 > n
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(
+                f"index data points at offset {int(o[i])} of a {n}-byte chunk", self.path, ci.pos
+            )
+
+        # every 4-byte window of the chunk as a row (a view, no copy); gathering rows and
+        # reading them as little-endian u32 decodes the header fields at many offsets at once
+        rows = np.lib.stride_tricks.as_strided(arr, shape=(max(n - 3, 0), 4), strides=(1, 1), writeable=False)
+
+        def u32_at(idx: np.ndarray) -> np.ndarray:
+            return rows[idx].view("<u4").reshape(-1).astype(np.int64)
+
+        hl = u32_at(o)
+        lpos = o + 4 + hl
+        bad = lpos + 4 > n
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(
+                f"message record header at chunk offset {int(o[i])} runs past the chunk end", self.path, ci.pos
+            )
+        dl = u32_at(lpos)
+        ds = lpos + 4
+        bad = ds + dl > n
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(
+                f"message record data at chunk offset {int(o[i])} runs past the chunk end", self.path, ci.pos
+            )
+        ci.dstart = ds
+        ci.dlen = dl
