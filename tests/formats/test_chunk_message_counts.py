@@ -114,6 +114,9 @@ def test_counts_read_no_message_data(tmp_path: Path, suffix: str, monkeypatch: p
     monkeypatch.setattr(reader_v2.BagV2Reader, "_load", boom)
     monkeypatch.setattr(reader_v2.BagV2Reader, "_chunk_index", boom)
     monkeypatch.setattr(reader_v2, "decompress", boom)
+    from polybag.formats.bag import chunks as bag_chunks  # where the reader calls it
+
+    monkeypatch.setattr(bag_chunks, "decompress", boom)
     with polybag.open(path) as r:
         assert r.chunk_message_counts(ids) == want and want
 

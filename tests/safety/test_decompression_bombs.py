@@ -462,6 +462,9 @@ def _forbid_decompression(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(lz4fast, "_fast", fail("lz4fast"))
     monkeypatch.setattr(lz4fast, "partial_lz4", fail("partial_lz4"))
     monkeypatch.setattr(reader_v2, "partial_decompress", fail("partial_decompress"))
+    from polybag.formats.bag import scan as bag_scan  # where the unindexed scan calls it
+
+    monkeypatch.setattr(bag_scan, "partial_decompress", fail("partial_decompress"))
     return calls
 
 

@@ -322,6 +322,9 @@ def test_info_without_chunk_data(monkeypatch):
         raise AssertionError("chunk data read for info")
 
     monkeypatch.setattr(rv2, "decompress", boom)
+    from polybag.formats.bag import chunks as bag_chunks  # where the reader calls it
+
+    monkeypatch.setattr(bag_chunks, "decompress", boom)
     with polybag.open(ROOT / "foxglove-rosbag/example-lz4.bag") as r:
         info = r.info_extras()
         text = render.info_text(r)
