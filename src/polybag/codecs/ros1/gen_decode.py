@@ -68,6 +68,14 @@ class _DecGen(_Gen):
             self.lines = [self.localize(line) for line in self.lines]
         if self.uses_isb:
             self.lines.insert(0, "    " * self.ind + "_isb = buf.__class__ is bytes")
+        head, tail = self.frame(top)
+        c.ns.setdefault("_fail", _fail_factory(c._errinfo))
+        c.ns.setdefault("_DecodeError", DecodeError)
+        return "\n".join(head + self.lines + tail) + "\n"
+
+    def frame(self, top: bool) -> tuple[list[str], list[str]]:
+        """The lines around the body: the signature, and the handlers turning errors into
+        :class:`~polybag.errors.DecodeError` (the top-level variant names topic and type)."""
         short = f"_fail({self.fname!r}, _at, pos, end, 'length ' + str(e.args[0]) + ' exceeds the ' + str(end - pos) + ' bytes left')"
         other = f"_fail({self.fname!r}, _at, pos, end, e)"
         if top:
@@ -88,9 +96,9 @@ class _DecGen(_Gen):
                 "    except Exception as e:",
                 f"        raise _totop({other}, _TYPE_LABEL, topic) from None",
             ]
-            c.ns.setdefault("_Left", _Left)
-            c.ns.setdefault("_leftover", _leftover)
-            c.ns.setdefault("_totop", _totop)
+            self.c.ns.setdefault("_Left", _Left)
+            self.c.ns.setdefault("_leftover", _leftover)
+            self.c.ns.setdefault("_totop", _totop)
         else:
             head = [
                 f"def {self.fname}(buf, pos, end):",
@@ -105,9 +113,7 @@ class _DecGen(_Gen):
                 "    except Exception as e:",
                 f"        raise {other} from None",
             ]
-        c.ns.setdefault("_fail", _fail_factory(c._errinfo))
-        c.ns.setdefault("_DecodeError", DecodeError)
-        return "\n".join(head + self.lines + tail) + "\n"
+        return head, tail
 
     def cached_string(self, v: str, n: str) -> None:
         """A ROS 1 string at pos (``n`` bytes, checked): decoded, or the previous value again.
@@ -221,50 +227,58 @@ class _DecGen(_Gen):
 
     def value(self, t: FieldType, path: str) -> str:
         base = t.base
-        c = self.c
         if t.array is None:
             return self.scalar(base, path)
         if base in PRIMITIVE_FORMATS:
-            fmt, size = PRIMITIVE_FORMATS[base]
-            if t.array >= 0:
-                n = t.array
-                if n == 0:
-                    return "b''" if base == "uint8" else ("[]" if not self.np_arrays else "_np_array([])")
-                if base == "uint8":
-                    var, idx = self.prim("s", 1, n, 1, path)
-                    return f"{var}[{idx}]"
-                var, idx = self.prim(fmt, size, n, size, path)
-                sl = f"{var}[{idx}:{idx + n}]"
-                if self.mode == "dictnp":
-                    c.dtype(base)
-                    return f"_np_array({sl}, _NDT_{base})"
-                # objects: tuples (like genpy; numpy costs 2 us per array); dicts: lists
-                return sl if self.mode == "obj" else f"list({sl})"
-            n = self.count(path)
-            self.mark(path)
-            if base != "uint8" and size > 4 and c.cdr:
-                self.emit(f"if {n}: pos = (pos + {size - 1}) & -{size}")
-            nb = f"{n} * {size}" if size > 1 else n
-            self.emit(f"if {nb} > end - pos: raise _Short({nb})")
-            v = self.new()
+            return self.primitive_array(base, t.array, path)
+        return self.element_array(base, t.array, path)
+
+    def primitive_array(self, base: str, array: int, path: str) -> str:
+        """A fixed (``array >= 0``) or variable-length array of a primitive type."""
+        c = self.c
+        fmt, size = PRIMITIVE_FORMATS[base]
+        if array >= 0:
+            n = array
+            if n == 0:
+                return "b''" if base == "uint8" else ("[]" if not self.np_arrays else "_np_array([])")
             if base == "uint8":
-                self.emit(f"{v} = bytes(buf[pos:pos + {n}])")
+                var, idx = self.prim("s", 1, n, 1, path)
+                return f"{var}[{idx}]"
+            var, idx = self.prim(fmt, size, n, size, path)
+            sl = f"{var}[{idx}:{idx + n}]"
+            if self.mode == "dictnp":
+                c.dtype(base)
+                return f"_np_array({sl}, _NDT_{base})"
+            # objects: tuples (like genpy; numpy costs 2 us per array); dicts: lists
+            return sl if self.mode == "obj" else f"list({sl})"
+        n = self.count(path)
+        self.mark(path)
+        if base != "uint8" and size > 4 and c.cdr:
+            self.emit(f"if {n}: pos = (pos + {size - 1}) & -{size}")
+        nb = f"{n} * {size}" if size > 1 else n
+        self.emit(f"if {nb} > end - pos: raise _Short({nb})")
+        v = self.new()
+        if base == "uint8":
+            self.emit(f"{v} = bytes(buf[pos:pos + {n}])")
+        else:
+            dt = c.dtype(base)
+            if self.np_arrays:
+                conv = ".copy()" if self.c.e == "<" or size == 1 else f".astype(_NDT_{base})"
+                self.emit(f"{v} = _frombuffer(buf, {dt}, {n}, pos){conv}")
             else:
-                dt = c.dtype(base)
-                if self.np_arrays:
-                    conv = ".copy()" if self.c.e == "<" or size == 1 else f".astype(_NDT_{base})"
-                    self.emit(f"{v} = _frombuffer(buf, {dt}, {n}, pos){conv}")
-                else:
-                    self.emit(f"{v} = _frombuffer(buf, {dt}, {n}, pos).tolist()")
-            self.emit(f"pos += {nb}")
-            self.m, self.r = (min(size, 4), 0) if c.cdr else (1, 0)
-            return v
-        # arrays of strings and messages
-        if t.array >= 0 and t.array <= _UNROLL:
-            return "[" + ", ".join(self.scalar(base, f"{path}[{i}]") for i in range(t.array)) + "]"
-        if t.array >= 0:
+                self.emit(f"{v} = _frombuffer(buf, {dt}, {n}, pos).tolist()")
+        self.emit(f"pos += {nb}")
+        self.m, self.r = (min(size, 4), 0) if c.cdr else (1, 0)
+        return v
+
+    def element_array(self, base: str, array: int, path: str) -> str:
+        """An array of strings or messages: unrolled when short and fixed, else a loop."""
+        c = self.c
+        if array >= 0 and array <= _UNROLL:
+            return "[" + ", ".join(self.scalar(base, f"{path}[{i}]") for i in range(array)) + "]"
+        if array >= 0:
             self.flush()
-            n = str(t.array)
+            n = str(array)
         else:
             n = self.count(path)
         self.mark(path)
@@ -284,18 +298,7 @@ class _DecGen(_Gen):
             and c.depth(base) <= _INLINE_DEPTH
             and c.size(base) <= _INLINE_FIELDS
         ):
-            # fixed-size elements: one iter_unpack over the whole array
-            size = c.fixed_size(base)
-            sub = _DecGen(c, self.mode, base, self.fname + "_t")
-            sub.ctor_mode, sub.np_arrays, sub.stmt, sub.post = self.ctor_mode, self.np_arrays, False, []
-            sub.force_inline = True
-            sub.run_id = 0
-            expr = sub.message(base, c.msgdef(base), "").replace("_t0[", "t[")
-            fmt = "".join(sub.run_fmt)
-            s = c.ustruct(fmt)
-            self.emit(f"if {n} * {size} > end - pos: raise _Short({n})")
-            self.emit(f"{lst} = [{expr} for t in {s}.iter_unpack(buf[pos:pos + {n} * {size}])]")
-            self.emit(f"pos += {n} * {size}")
+            self.fixed_elements(base, n, lst)
             return lst
         self.emit(f"{lst} = []")
         self.emit(f"for _ in range({n}):")
@@ -310,6 +313,21 @@ class _DecGen(_Gen):
         self.ind -= 1
         self.reset_align(unknown=True)
         return lst
+
+    def fixed_elements(self, base: str, n: str, lst: str) -> None:
+        """``n`` fixed-size messages into ``lst``: one iter_unpack over the whole array."""
+        c = self.c
+        size = c.fixed_size(base)
+        sub = _DecGen(c, self.mode, base, self.fname + "_t")
+        sub.ctor_mode, sub.np_arrays, sub.stmt, sub.post = self.ctor_mode, self.np_arrays, False, []
+        sub.force_inline = True
+        sub.run_id = 0
+        expr = sub.message(base, c.msgdef(base), "").replace("_t0[", "t[")
+        fmt = "".join(sub.run_fmt)
+        s = c.ustruct(fmt)
+        self.emit(f"if {n} * {size} > end - pos: raise _Short({n})")
+        self.emit(f"{lst} = [{expr} for t in {s}.iter_unpack(buf[pos:pos + {n} * {size}])]")
+        self.emit(f"pos += {n} * {size}")
 
     def string_code(self, base: str, sink: str) -> None:
         """Read one string at pos (inside a loop: dynamic alignment) and pass it to sink."""
