@@ -133,17 +133,7 @@ class UlogDefinitions:
 
     def write_ulog(self, writer: Any) -> None:
         writer.start_timestamp = self.start_timestamp
-        for k, v in self.info.items():
-            writer.add_info(k, v, self.info_types.get(k))
-        for k, sets in self.info_multiple.items():
-            for vs in sets:
-                writer.add_info_multiple(k, vs, self.info_multiple_types.get(k))
-        for k, v in self.params.items():
-            writer.add_param(k, v)
-        for bit, d in sorted(self.default_params.items()):
-            for k, v in d.items():
-                writer.add_default_param(k, v, 1 << bit)
-        writer.compat_flags = [a | b for a, b in zip(writer.compat_flags, self.compat_flags)]
+        writer.copy_definitions(self)
 
     def restore(self, writer: Any) -> None:
         """Undo what the metadata of a non-ULog input overwrote (the ULog inputs win)."""

@@ -155,6 +155,22 @@ class UlogWriter(Writer):
             return True
         return False
 
+    def copy_definitions(self, ulog: Any) -> None:
+        """Info, multi-info, parameters and defaults of ``ulog`` (a read log or anything with
+        those dicts), and its compat flags or-ed into this writer's."""
+        for k, v in ulog.info.items():
+            self.add_info(k, v, ulog.info_types.get(k))
+        for k, sets in ulog.info_multiple.items():
+            typ = ulog.info_multiple_types.get(k)
+            for vs in sets:
+                self.add_info_multiple(k, vs, typ)
+        for k, v in ulog.params.items():
+            self.add_param(k, v)
+        for bit, d in sorted(ulog.default_params.items()):
+            for k, v in d.items():
+                self.add_default_param(k, v, 1 << bit)
+        self.compat_flags = [a | b for a, b in zip(self.compat_flags, ulog.compat_flags)]
+
     def copy_extras(
         self,
         ulog: Any,
@@ -173,18 +189,7 @@ class UlogWriter(Writer):
             for fmt in getattr(ulog, "formats", {}).values():
                 if fmt.name not in self.formats:
                     self.add_format(fmt)
-        for k, v in ulog.info.items():
-            self.add_info(k, v, ulog.info_types.get(k))
-        for k, sets in ulog.info_multiple.items():
-            typ = ulog.info_multiple_types.get(k)
-            for vs in sets:
-                self.add_info_multiple(k, vs, typ)
-        for k, v in ulog.params.items():
-            self.add_param(k, v)
-        for bit, d in sorted(ulog.default_params.items()):
-            for k, v in d.items():
-                self.add_default_param(k, v, 1 << bit)
-        self.compat_flags = [a | b for a, b in zip(self.compat_flags, ulog.compat_flags)]
+        self.copy_definitions(ulog)
         for i, v in enumerate(ulog.incompat_flags):
             if v & ~rec.KNOWN_INCOMPAT[i]:
                 raise UnsupportedError(f"cannot copy unknown incompat flag bits 0x{v:02x} (byte {i})")
