@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import struct
 import zlib
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -148,34 +149,27 @@ class SummarySectionMixin(McapState):
         assert isinstance(src, MappedSource)
         view = src.view
         cis: list[R.ChunkIndex] = []
-        while pos < end:
-            if pos + 9 > end:
-                raise self._err(TruncatedError, "summary section ends inside a record header", pos)
-            op, ln = RECORD_HEAD.unpack_from(view, pos)
-            e = pos + 9 + ln
-            if e > end:
-                raise self._err(FormatError, f"summary record (opcode 0x{op:02x}) declares {ln} bytes, section has {end - pos - 9} left", pos)
+        for op, at, e in self._section_records(view, pos, end, "summary", "summary record (opcode 0x{op:02x})"):
             if op == _OP_SCHEMA or op == _OP_CHANNEL:
-                self._define(view, op, pos, e, 0, summary=True)
+                self._define(view, op, at, e, 0, summary=True)
             elif op == Opcode.CHUNK_INDEX:
-                rec = _fast_chunk_index(view, pos + 9, e)
+                rec = _fast_chunk_index(view, at + 9, e)
                 if rec is None:  # short or padded: the general parser applies the rules
-                    rec = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                    rec = R.parse_record(op, view, at + 9, e, self.path, 0)
                     assert isinstance(rec, R.ChunkIndex)
                 cis.append(rec)
             elif op == Opcode.ATTACHMENT_INDEX:
-                a = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                a = R.parse_record(op, view, at + 9, e, self.path, 0)
                 assert isinstance(a, R.AttachmentIndex)
                 self.attachment_indexes.append(a)
             elif op == Opcode.METADATA_INDEX:
-                m = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                m = R.parse_record(op, view, at + 9, e, self.path, 0)
                 assert isinstance(m, R.MetadataIndex)
                 self.metadata_indexes.append(m)
             elif op == Opcode.STATISTICS:
-                s = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                s = R.parse_record(op, view, at + 9, e, self.path, 0)
                 assert isinstance(s, R.Statistics)
                 self.statistics = s
-            pos = e
         return cis
 
     def _summary_offset_records(self, pos: int, foot: int) -> None:
@@ -183,17 +177,25 @@ class SummarySectionMixin(McapState):
         src = self.source
         assert isinstance(src, MappedSource)
         view = src.view
-        while pos < foot:
-            if pos + 9 > foot:
-                raise self._err(TruncatedError, "summary offset section ends inside a record header", pos)
-            op, ln = RECORD_HEAD.unpack_from(view, pos)
-            e = pos + 9 + ln
-            if e > foot:
-                raise self._err(FormatError, f"summary offset record declares {ln} bytes, section has {foot - pos - 9} left", pos)
+        for op, at, e in self._section_records(view, pos, foot, "summary offset", "summary offset record"):
             if op == Opcode.SUMMARY_OFFSET:
-                so = R.parse_record(op, view, pos + 9, e, self.path, 0)
+                so = R.parse_record(op, view, at + 9, e, self.path, 0)
                 assert isinstance(so, R.SummaryOffset)
                 self.summary_offsets.append(so)
+
+    def _section_records(
+        self, view: memoryview, pos: int, end: int, section: str, record: str
+    ) -> Iterator[tuple[int, int, int]]:
+        """``(opcode, start, end)`` of each record in ``[pos, end)`` of a summary ``section``; a
+        record running past ``end`` is an error naming it by ``record`` (``{op}``: its opcode)."""
+        while pos < end:
+            if pos + 9 > end:
+                raise self._err(TruncatedError, f"{section} section ends inside a record header", pos)
+            op, ln = RECORD_HEAD.unpack_from(view, pos)
+            e = pos + 9 + ln
+            if e > end:
+                raise self._err(FormatError, f"{record.format(op=op)} declares {ln} bytes, section has {end - pos - 9} left", pos)
+            yield op, pos, e
             pos = e
 
 
