@@ -15,7 +15,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from polybag.errors import FormatError
 
@@ -581,6 +581,18 @@ def parse_record(
         return UnknownRecord(opcode, bytes(buf[start:end]))
     c = Cursor(buf, start, end, path, offset, OPCODE_NAMES[opcode])
     rec: Record = cls.read(c)
+    return rec
+
+
+_R = TypeVar("_R")
+
+
+def parse_as(
+    kind: type[_R], opcode: int, buf: memoryview | bytes, start: int, end: int, path: str | None, offset: int
+) -> _R:
+    """:func:`parse_record` where the opcode is known to make a ``kind``."""
+    rec = parse_record(opcode, buf, start, end, path, offset)
+    assert isinstance(rec, kind)
     return rec
 
 

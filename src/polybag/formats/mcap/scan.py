@@ -103,8 +103,7 @@ class ScanMixin(McapState):
                     if ln >= MESSAGE_HEAD_LEN:
                         lt = U64.unpack_from(view, pos + 15)[0]
                     else:
-                        rec = R.parse_record(op, view, pos + 9, e, self.path, 0)
-                        assert isinstance(rec, R.MessageRecord)
+                        rec = R.parse_as(R.MessageRecord, op, view, pos + 9, e, self.path, 0)
                         lt = rec.log_time
                     if loose is None:
                         loose = []
@@ -153,8 +152,7 @@ class ScanMixin(McapState):
         elif op == _OP_METADATA:
             sr.metadata.append(pos)
         elif op == Opcode.STATISTICS:
-            st = R.parse_record(op, view, pos + 9, e, self.path, 0)
-            assert isinstance(st, R.Statistics)
+            st = R.parse_as(R.Statistics, op, view, pos + 9, e, self.path, 0)
             sr.statistics = st
         return rank
 

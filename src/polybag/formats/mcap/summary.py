@@ -155,20 +155,16 @@ class SummarySectionMixin(McapState):
             elif op == Opcode.CHUNK_INDEX:
                 rec = _fast_chunk_index(view, at + 9, e)
                 if rec is None:  # short or padded: the general parser applies the rules
-                    rec = R.parse_record(op, view, at + 9, e, self.path, 0)
-                    assert isinstance(rec, R.ChunkIndex)
+                    rec = R.parse_as(R.ChunkIndex, op, view, at + 9, e, self.path, 0)
                 cis.append(rec)
             elif op == Opcode.ATTACHMENT_INDEX:
-                a = R.parse_record(op, view, at + 9, e, self.path, 0)
-                assert isinstance(a, R.AttachmentIndex)
+                a = R.parse_as(R.AttachmentIndex, op, view, at + 9, e, self.path, 0)
                 self.attachment_indexes.append(a)
             elif op == Opcode.METADATA_INDEX:
-                m = R.parse_record(op, view, at + 9, e, self.path, 0)
-                assert isinstance(m, R.MetadataIndex)
+                m = R.parse_as(R.MetadataIndex, op, view, at + 9, e, self.path, 0)
                 self.metadata_indexes.append(m)
             elif op == Opcode.STATISTICS:
-                s = R.parse_record(op, view, at + 9, e, self.path, 0)
-                assert isinstance(s, R.Statistics)
+                s = R.parse_as(R.Statistics, op, view, at + 9, e, self.path, 0)
                 self.statistics = s
         return cis
 
@@ -179,8 +175,7 @@ class SummarySectionMixin(McapState):
         view = src.view
         for op, at, e in self._section_records(view, pos, foot, "summary offset", "summary offset record"):
             if op == Opcode.SUMMARY_OFFSET:
-                so = R.parse_record(op, view, at + 9, e, self.path, 0)
-                assert isinstance(so, R.SummaryOffset)
+                so = R.parse_as(R.SummaryOffset, op, view, at + 9, e, self.path, 0)
                 self.summary_offsets.append(so)
 
     def _section_records(
