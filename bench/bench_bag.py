@@ -136,8 +136,11 @@ def write_polybag(path: Path, payloads: list[bytes], compression: str, type_name
     return len(payloads)
 
 
-def write_rosbags(path: Path, payloads: list[bytes], compression: str, type_name: str = "sensor_msgs/Imu") -> int:
-    """rosbags' ``rosbag1.Writer`` with its defaults, the same messages and times."""
+def write_rosbags(
+    path: Path, payloads: list[bytes], compression: str, type_name: str = "sensor_msgs/Imu", fsync: bool = True
+) -> int:
+    """rosbags' ``rosbag1.Writer`` with its defaults, the same messages and times; ``fsync``:
+    the file is synced to disk at the end, as polybag's writer leaves it (equal work)."""
     from rosbags.rosbag1 import Writer
 
     from polybag.codecs.ros1 import codec_for_type, definition_for
@@ -155,6 +158,12 @@ def write_rosbags(path: Path, payloads: list[bytes], compression: str, type_name
         write = w.write
         for i, p in enumerate(payloads):
             write(c, T0 + i * 5_000_000, p)
+    if fsync:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return len(payloads)
 
 

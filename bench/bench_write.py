@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
-import os
 import pstats
 import sys
 import tempfile
@@ -29,8 +28,11 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 import polybag  # noqa: E402
 
+sys.path.insert(0, str(HERE))
+import bench_bag  # noqa: E402
+from bench_bag import write_polybag  # noqa: E402, F401 - the one polybag write of the benches
+
 TYPE = "sensor_msgs/Imu"
-TOPIC = "/imu"
 T0 = 1_700_000_000_000_000_000
 TARGET = 3.0  # the lz4 row of issue 13
 PEER_FSYNC = True
@@ -59,46 +61,8 @@ def payloads(n: int) -> list[bytes]:
     return out
 
 
-def _type() -> tuple[str, str]:
-    from polybag.codecs.ros1 import codec_for_type, definition_for
-
-    text = definition_for(TYPE)
-    return text, codec_for_type(TYPE, text).md5sum
-
-
-def write_polybag(path: Path, data: list[bytes], compression: str) -> int:
-    text, md5 = _type()
-    w = polybag.Writer(str(path), format="bag", compression=compression)
-    ch = w.add_channel(TOPIC, "ros1", w.add_schema(TYPE, "ros1msg", text), {"md5sum": md5})
-    write = w.write
-    for i, p in enumerate(data):
-        t = T0 + i * 5_000_000
-        write(ch, p, t, t, i)
-    w.close()
-    return len(data)
-
-
 def write_rosbags(path: Path, data: list[bytes], compression: str) -> int:
-    from rosbags.rosbag1 import Writer
-
-    text, md5 = _type()
-    if path.exists():
-        path.unlink()  # rosbags refuses to overwrite
-    w = Writer(path)
-    if compression != "none":  # before open()
-        w.set_compression(getattr(Writer.CompressionFormat, compression.upper()))
-    with w:
-        c = w.add_connection(TOPIC, "sensor_msgs/msg/Imu", msgdef=text, md5sum=md5)
-        write = w.write
-        for i, p in enumerate(data):
-            write(c, T0 + i * 5_000_000, p)
-    if PEER_FSYNC:  # on disk, as polybag's writer leaves it
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    return len(data)
+    return bench_bag.write_rosbags(path, data, compression, TYPE, fsync=PEER_FSYNC)
 
 
 def timed(fn, *args) -> float:  # type: ignore[no-untyped-def]
