@@ -306,8 +306,7 @@ class InfoMixin(McapState):
                 if ln >= MESSAGE_HEAD_LEN:
                     cid, _seq, lt, _pt = mhead(buf, pos + 9)
                 else:
-                    rec = R.parse_record(5, buf, pos + 9, e)
-                    assert isinstance(rec, R.MessageRecord)
+                    rec = R.parse_as(R.MessageRecord, 5, buf, pos + 9, e)
                     cid, lt = rec.channel_id, rec.log_time
                 ch = chans.get(cid)
                 iid = cid if ch is None else ch.id

@@ -335,8 +335,7 @@ class PlanMixin(McapState):
                     cid, seq, lt, pt = unpack(view, pos + 9)
                     data: bytes | memoryview = view[pos + 31 : e]
                 else:
-                    rec = R.parse_record(5, view, pos + 9, e, self.path, 0)
-                    assert isinstance(rec, R.MessageRecord)
+                    rec = R.parse_as(R.MessageRecord, 5, view, pos + 9, e, self.path, 0)
                     cid, seq, lt, pt, data = rec.channel_id, rec.sequence, rec.log_time, rec.publish_time, b""
                 if not (lo <= lt < hi):
                     continue

@@ -207,8 +207,7 @@ class McapReader(
             return
         src.read(9)
         body = src.read_exact(ln, "Header record")
-        rec = R.parse_record(op, body, 0, ln, self.path, 17)
-        assert isinstance(rec, R.Header)
+        rec = R.parse_as(R.Header, op, body, 0, ln, self.path, 17)
         self.header = rec
         self._stream_head = RECORD_HEAD.pack(op, ln) + body
 

@@ -588,7 +588,7 @@ _R = TypeVar("_R")
 
 
 def parse_as(
-    kind: type[_R], opcode: int, buf: memoryview | bytes, start: int, end: int, path: str | None, offset: int
+    kind: type[_R], opcode: int, buf: memoryview | bytes, start: int, end: int, path: str | None = None, offset: int = 0
 ) -> _R:
     """:func:`parse_record` where the opcode is known to make a ``kind``."""
     rec = parse_record(opcode, buf, start, end, path, offset)

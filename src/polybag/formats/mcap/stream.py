@@ -129,8 +129,7 @@ class StreamMixin(McapState):
                     pending = (body, pos)
                     index_bodies = []
                 elif op == _OP_MESSAGE:
-                    rec = R.parse_record(op, body, 0, len(body), self.path, pos + 9)
-                    assert isinstance(rec, R.MessageRecord)
+                    rec = R.parse_as(R.MessageRecord, op, body, 0, len(body), self.path, pos + 9)
                     if not (lo <= rec.log_time < hi):
                         continue
                     ch = self._channels.get(rec.channel_id)

@@ -81,8 +81,7 @@ def _walk_versions(
                 cid, seq, lt, pt = mhead(buf, pos + 9)
                 data = view[pos + 31 : e]
             else:
-                rec = R.parse_record(5, buf, pos + 9, e)
-                assert isinstance(rec, R.MessageRecord)
+                rec = R.parse_as(R.MessageRecord, 5, buf, pos + 9, e)
                 cid, seq, lt, pt, data = rec.channel_id, rec.sequence, rec.log_time, rec.publish_time, b""
             if lo <= lt < hi:
                 ch = chans.get(cid)
@@ -178,16 +177,14 @@ def _count_chunk(buf: bytes, counts: dict[int, int], defs: Callable[[int, int, i
             op, ln = _short_head(buf, pos, n)
             cid = lt = 0
             if op == 5:
-                rec = R.parse_record(5, buf, pos + 9, min(n, pos + 9 + ln))
-                assert isinstance(rec, R.MessageRecord)
+                rec = R.parse_as(R.MessageRecord, 5, buf, pos + 9, min(n, pos + 9 + ln))
                 cid, lt = rec.channel_id, rec.log_time
         e = pos + 9 + ln
         if e > n:
             raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
         if op == 5:
             if ln < 22:
-                rec = R.parse_record(5, buf, pos + 9, e)
-                assert isinstance(rec, R.MessageRecord)
+                rec = R.parse_as(R.MessageRecord, 5, buf, pos + 9, e)
                 cid, lt = rec.channel_id, rec.log_time
             counts[cid] = counts.get(cid, 0) + 1
             total += 1
@@ -219,8 +216,7 @@ def _append_short_message(
     end: int | None,
 ) -> None:
     """A message record shorter than its fixed head: missing fields are zero."""
-    rec = R.parse_record(5, buf, pos + 9, e)
-    assert isinstance(rec, R.MessageRecord)
+    rec = R.parse_as(R.MessageRecord, 5, buf, pos + 9, e)
     if want is not None and rec.channel_id not in want:
         return
     if (start is not None and rec.log_time < start) or (end is not None and rec.log_time >= end):
