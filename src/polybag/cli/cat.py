@@ -25,7 +25,6 @@ from polybag.cli._common import format_ns
 from polybag.cli.info import add_format_option, open_input
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Message
-from polybag.ops._common import _page_releaser
 from polybag.timefmt import TimeWindow
 
 _RELEASE_EVERY = 16 << 20  # payload bytes printed between releases of the input's mapped pages
@@ -128,13 +127,11 @@ def run(args: argparse.Namespace) -> int:
             count += 1
             since_release += len(m.data)
             if since_release >= _RELEASE_EVERY:
-                # keeps the resident memory of a long pass bounded; looked up each time, as a
-                # stream's reader maps its spooled copy only once reading starts
+                # keeps the resident memory of a long pass bounded (the reader's current
+                # source: a stream's spooled copy is mapped once reading starts)
                 since_release = 0
-                release = _page_releaser(reader)
-                if release is not None:
-                    out.flush()
-                    release()
+                out.flush()
+                reader.release_pages()
             ch: Channel = m.channel
             if args.json:
                 obj: dict[str, Any] = {

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from polybag.errors import UnsupportedError
@@ -64,7 +64,6 @@ class FormatSpec:
     open_path: str | None = None
     #: free text for ``--help`` and error messages
     description: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def load_opener(self) -> Callable[..., Any]:
         """The opener function (imported on first use)."""
