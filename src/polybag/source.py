@@ -199,14 +199,6 @@ class StreamSource:
             raise TruncatedError(f"expected {n} bytes of {what}, stream ended after {len(out)}", self.path, start)
         return out
 
-    def read_all(self) -> bytes:
-        """The rest of the stream in memory (unbounded: readers use :meth:`spool`)."""
-        rest = self.stream.read()
-        out = self._pending + (rest or b"")
-        self._pending = b""
-        self.position += len(out)
-        return out
-
     def spool(self, head: bytes = b"") -> MappedSource:
         """``head`` + the rest of the stream as a :class:`MappedSource`, with bounded memory.
 
