@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from polybag.errors import UsageError
 from polybag.model import Channel, Message
+from polybag.play.timing import LatenessHistogram
 from polybag.reader import Reader, topic_filter
 
 NS = 1_000_000_000
@@ -99,13 +100,42 @@ class Clock(Protocol):
 
 
 class MonotonicClock:
-    """The real clock: ``time.monotonic_ns`` and condition waits."""
+    """The real clock: ``time.monotonic_ns``; sleeps until shortly before a deadline, then spins.
+
+    A timed wait sleeps on the condition (so ``stop``/``pause`` wake it at once) until
+    ``margin`` ns before the deadline and returns; the player calls again, and within the
+    margin each call only yields the processor (``time.sleep(0)``, the lock released by the
+    caller between calls), so the deadline is met to within a few microseconds instead of
+    the scheduler's wakeup latency.  The margin adapts: twice the worst oversleep seen
+    lately, between ``min_margin_ns`` and ``max_margin_ns`` (a loaded machine wakes later,
+    so it spins longer; an idle one spins a fraction of a millisecond per message).
+    """
+
+    def __init__(self, min_margin_ns: int = 200_000, max_margin_ns: int = 2_000_000) -> None:
+        if not 0 <= min_margin_ns <= max_margin_ns:
+            raise UsageError("MonotonicClock needs 0 <= min_margin_ns <= max_margin_ns")
+        self.min_margin_ns = min_margin_ns
+        self.max_margin_ns = max_margin_ns
+        self.margin_ns = max_margin_ns // 2
 
     def now_ns(self) -> int:
         return time.monotonic_ns()
 
     def wait(self, cond: threading.Condition, timeout_ns: int | None) -> None:
-        cond.wait(None if timeout_ns is None else timeout_ns / NS)
+        if timeout_ns is None:
+            cond.wait()
+            return
+        if timeout_ns <= self.margin_ns:
+            time.sleep(0)  # spin: yield, let the caller re-check (and other threads run)
+            return
+        sleep_ns = timeout_ns - self.margin_ns
+        target = time.monotonic_ns() + sleep_ns
+        if cond.wait(sleep_ns / NS):
+            return  # notified: the caller re-checks
+        over = time.monotonic_ns() - target
+        # follow a late wakeup at once, forget it slowly
+        margin = max(2 * over, self.margin_ns - self.margin_ns // 16)
+        self.margin_ns = min(self.max_margin_ns, max(self.min_margin_ns, margin))
 
 
 # --- sinks ------------------------------------------------------------------------------
@@ -164,9 +194,23 @@ def _merged(iters: Sequence[Iterator[Message]]) -> Iterator[Message]:
 
 @dataclass
 class PlayStats:
+    """What :meth:`Player.run` did: messages published (in all and per topic), passes, and
+    the lateness of every timed publish (``sink.publish`` called minus the time the message
+    was due; not stepped or ``--immediate`` messages) in a bounded histogram."""
+
     published: int = 0
     loops: int = 0
     per_topic: dict[str, int] = field(default_factory=dict)
+    lateness: LatenessHistogram = field(default_factory=LatenessHistogram)
+
+    def as_dict(self) -> dict[str, Any]:
+        """For ``--json``: counts, and lateness in milliseconds."""
+        return {
+            "published": self.published,
+            "loops": self.loops,
+            "per_topic": dict(self.per_topic),
+            "lateness": self.lateness.stats().as_dict(),
+        }
 
 
 # --- the player -------------------------------------------------------------------------
@@ -238,6 +282,7 @@ class Player:
         self._finished = False
         self._rc_stamp: int | None = None  # latest stamp seen on the rate-control topic
         self._held = False  # waiting for the rate-control topic
+        self._due: int | None = None  # when the message _wait_due let through was due (None: stepped)
 
     # --- setup ----------------------------------------------------------------------
     def _select(self, r: Reader) -> set[int] | None:
@@ -440,6 +485,8 @@ class Player:
     def _play_timed(self) -> None:
         opts = self.options
         skip_ns = None if opts.skip_empty is None else round(opts.skip_empty * NS)
+        lateness = self.stats.lateness
+        clock = self._clock
         for m in self._messages():
             t = m.log_time
             with self._cv:
@@ -452,6 +499,8 @@ class Player:
                 return
             if opts.immediate and opts.clock:  # no waiting, so /clock follows the messages
                 self.sink.clock(t)
+            if self._due is not None:
+                lateness.add(clock.now_ns() - self._due)
             self.sink.publish(m)
             with self._cv:
                 self._last_bag = t
@@ -469,6 +518,7 @@ class Player:
         period = max(1, round(NS / opts.hz))
         rc_delay = round(opts.rate_control_max_delay * NS)
         cv = self._cv
+        self._due = None
         while True:
             tick: int | None = None
             wake: int | None
@@ -496,6 +546,7 @@ class Player:
                         return True
                     wake = self._anchor_wall + int((t - self._anchor_bag) / opts.rate)
                     if now >= wake:
+                        self._due = wake
                         return True
                 if opts.clock:  # also while paused: a stalled clock is still published
                     if now >= self._next_tick:

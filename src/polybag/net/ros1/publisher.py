@@ -32,6 +32,9 @@ from polybag.net.ros1.tcpros import encode_header, frame, read_header, text
 if TYPE_CHECKING:
     from polybag.net.ros1.node import Node
 
+# send without blocking (0 where the platform has no such flag: then every message is queued)
+_DONTWAIT: int = getattr(socket, "MSG_DONTWAIT", 0)
+
 
 class _SubscriberLink:
     """One subscriber connected to one of our topics: a bounded send queue and its thread."""
@@ -42,6 +45,7 @@ class _SubscriberLink:
         self.sock = sock
         self.callerid = callerid
         self.queue: collections.deque[bytes] = collections.deque()
+        self.head: memoryview | None = None  # the unsent rest of a message partly sent by put()
         self.queue_size = max(1, queue_size)
         self.cond = threading.Condition()
         self.closed = False
@@ -56,6 +60,22 @@ class _SubscriberLink:
         with self.cond:
             if self.closed:
                 return
+            if not self.queue and self.head is None and not self.in_flight and _DONTWAIT:
+                # nothing waiting: hand it to the kernel now, from the publishing thread, without
+                # blocking (no wakeup of the link's thread in the way of a timely message)
+                try:
+                    sent = self.sock.send(framed, _DONTWAIT)
+                except OSError:  # would block, or the peer is gone: the link's thread sees to it
+                    sent = 0
+                if sent:
+                    self.bytes_sent += sent
+                    if sent == len(framed):
+                        self.messages_sent += 1
+                        return
+                    # the rest goes out first, and is never dropped (the stream would break)
+                    self.head = memoryview(framed)[sent:]
+                    self.cond.notify()
+                    return
             if len(self.queue) >= self.queue_size:
                 self.queue.popleft()
                 self.dropped += 1
@@ -63,7 +83,7 @@ class _SubscriberLink:
             self.queue.append(framed)
             self.cond.notify()
 
-    def _send(self, batch: list[bytes], size: int) -> None:
+    def _send(self, batch: list[bytes | memoryview], size: int) -> None:
         self.sock.sendall(batch[0] if len(batch) == 1 else b"".join(batch))
         self.bytes_sent += size
         self.messages_sent += len(batch)
@@ -81,13 +101,16 @@ class _SubscriberLink:
         try:
             while True:
                 with self.cond:
-                    while not self.queue and not self.closed and not self.draining:
+                    while not self.queue and self.head is None and not self.closed and not self.draining:
                         if not self.cond.wait(0.5):
                             break
                     if self.closed:
                         return
-                    items = list(self.queue)
+                    items: list[bytes | memoryview] = list(self.queue)
                     self.queue.clear()
+                    if self.head is not None:
+                        items.insert(0, self.head)
+                        self.head = None
                     self.in_flight = len(items)
                     if not items and self.draining:
                         return
@@ -95,7 +118,7 @@ class _SubscriberLink:
                     if self._peer_gone():
                         return
                     continue
-                batch: list[bytes] = []
+                batch: list[bytes | memoryview] = []
                 size = 0
                 for item in items:
                     batch.append(item)
@@ -117,7 +140,7 @@ class _SubscriberLink:
     def wait_idle(self, end: float) -> bool:
         """Until everything queued was handed to the kernel (or the link closed); False at ``end``."""
         with self.cond:
-            while (self.queue or self.in_flight) and not self.closed:
+            while (self.queue or self.head is not None or self.in_flight) and not self.closed:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
