@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import os
 from typing import Any
 
 from polybag import model
@@ -21,6 +22,7 @@ CODECS: dict[tuple[str, str], str] = {
     ("ros1", ""): "polybag.codecs.ros1:codec_for_schema",  # no schema: bundled types by type/md5sum
     ("cdr", "ros2msg"): "polybag.codecs.cdr:codec_for_schema",
     ("cdr", "ros2idl"): "polybag.codecs.cdr:codec_for_schema",
+    ("cdr", ""): "polybag.codecs.cdr:codec_for_schema",  # no definition: bundled/added types by name
     ("json", "jsonschema"): "polybag.codecs.jsoncodec:codec_for_schema",
     ("json", ""): "polybag.codecs.jsoncodec:codec_for_schema",
     ("protobuf", "protobuf"): "polybag.codecs.protobuf:codec_for_schema",
@@ -33,9 +35,20 @@ _cache: dict[tuple[str, str, str, bytes, str], Codec] = {}
 _failed: dict[tuple[str, str, str, bytes, str], PolybagError] = {}
 
 
+def add_types(folder: str | os.PathLike[str]) -> list[str]:
+    """Add a workspace's ROS 2 ``.msg``/``.idl`` files (``pkg/msg/Name.msg`` layout) under
+    ``folder`` to the types used when a file carries no definition; returns the names added.
+    ROS 1 ``.msg`` folders go through :func:`polybag.codecs.ros1.add_msg_folder`."""
+    from polybag.codecs.ros2 import add_types as _add
+
+    return _add(folder)
+
+
 def forget_failures() -> None:
     """Try schemas that failed again (after new message definitions were made known)."""
     _failed.clear()
+    _by_channel.clear()
+    _cache.clear()
 
 
 _by_channel: dict[Channel, Codec] = {}

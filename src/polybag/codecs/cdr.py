@@ -24,35 +24,19 @@ from polybag.codecs.ros1.msgdef import (
     canonical,
     check_field_names,
     parse_full,
-    parse_msg,
 )
 from polybag.codecs.ros1.serde import Compiler, EncodeError, run_encoder  # noqa: F401 - EncodeError importable here as before
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 
-__all__ = ["CdrCodec", "codec_for_schema", "codec_for_type", "parse_idl", "ros2_typeset"]
-
-_BUILTIN_TEXT = {
-    "builtin_interfaces/msg/Time": "int32 sec\nuint32 nanosec\n",
-    "builtin_interfaces/msg/Duration": "int32 sec\nuint32 nanosec\n",
-    "service_msgs/msg/ServiceEventInfo": (
-        "uint8 REQUEST_SENT = 0\nuint8 REQUEST_RECEIVED = 1\nuint8 RESPONSE_SENT = 2\n"
-        "uint8 RESPONSE_RECEIVED = 3\nuint8 event_type\nbuiltin_interfaces/Time stamp\n"
-        "char[16] client_gid\nint64 sequence_number\n"
-    ),
-}
-_base_types: TypeSet | None = None
+__all__ = ["CdrCodec", "codec_for_known", "codec_for_schema", "codec_for_type", "parse_idl", "ros2_typeset"]
 
 
 def _builtins() -> TypeSet:
-    global _base_types
-    if _base_types is None:
-        ts = TypeSet("ros2")
-        for name, text in _BUILTIN_TEXT.items():
-            ts.add(parse_msg(name, text, "ros2"))
-        ts.finalize()
-        _base_types = ts
-    return _base_types
+    """What a schema's own text may leave out: the known ROS 2 types (added, then bundled)."""
+    from polybag.codecs.ros2 import known_types
+
+    return known_types()
 
 
 _SEP_RE = re.compile(r"^\s*={3,}\s*$", re.MULTILINE)
@@ -72,9 +56,7 @@ def _service_event(name: str, text: str) -> str:
         f"{pkg}/{srv}_Request[<=1] request\n"
         f"{pkg}/{srv}_Response[<=1] response\n"
     )
-    out = (
-        f"{event}{sep}\nMSG: {pkg}/{srv}_Request\n{req}\n{sep}\nMSG: {pkg}/{srv}_Response\n{resp}\n"
-    )
+    out = f"{event}{sep}\nMSG: {pkg}/{srv}_Request\n{req}\n{sep}\nMSG: {pkg}/{srv}_Response\n{resp}\n"
     if tail:
         out += sep + tail
     return out
@@ -215,7 +197,9 @@ class _IdlParser:
                     n = self.size()
                     self.take("]")
                     if t.array is not None:
-                        raise MsgDefError(f"IDL: typedef {name}: arrays of arrays or sequences are not supported")
+                        raise MsgDefError(
+                            f"IDL: typedef {name}: arrays of arrays or sequences are not supported"
+                        )
                     t = FieldType(t.base, n, None, t.string_bound, "")
                 self.take(";")
                 self.typedefs["/".join([*scope, name])] = t
@@ -465,6 +449,38 @@ def codec_for_type(msg_type: str, definition: str | bytes, encoding: str = "ros2
 
 def codec_for_schema(schema: Schema, channel: Channel) -> CdrCodec:
     """Codec registry entry for ``("cdr", "ros2msg")`` and ``("cdr", "ros2idl")``."""
-    if not schema.name:
+    name = schema.name or str(channel.metadata.get("type", ""))
+    if not name:
         raise UnsupportedError(f"topic {channel.topic}: CDR channel without a schema name")
-    return codec_for_type(schema.name, schema.data, schema.encoding or "ros2msg")
+    if not bytes(schema.data).strip():
+        from polybag.codecs.ros2 import known_types
+
+        if known_types().lookup(name) is not None or schema.encoding == "":
+            return codec_for_known(name, topic=channel.topic)
+        # an empty definition that names no known type: a message without fields (an Empty)
+    return codec_for_type(name, schema.data, schema.encoding or "ros2msg")
+
+
+def forget_known() -> None:
+    """Drop the codecs made from the known types (after types were added)."""
+    for key in [k for k in _codecs if k[1] == "known"]:
+        del _codecs[key]
+
+
+def codec_for_known(msg_type: str, topic: str | None = None) -> CdrCodec:
+    """The codec of a known type (bundled, or added with :func:`polybag.codecs.add_types`),
+    for files that carry a type name and no definition (rosbag2 before Iron)."""
+    from polybag.codecs.ros2 import known_types
+
+    ts = known_types()
+    if ts.lookup(msg_type) is None:
+        where = f"topic {topic}: " if topic else ""
+        raise UnsupportedError(
+            f"{where}the file has no definition of {msg_type} and it is not a bundled type; "
+            "add its .msg/.idl files with --types DIR (polybag.codecs.add_types)"
+        )
+    key = (msg_type, "known", "")
+    codec = _codecs.get(key)
+    if codec is None or codec.typeset is not ts:
+        codec = _codecs[key] = CdrCodec(ts, msg_type)
+    return codec

@@ -25,6 +25,15 @@ _RUN_SLICE = re.compile(r"\b_t(\d+)\[(\d+):(\d+)\]")
 _RUN_ITEM = re.compile(r"\b_t(\d+)\[(\d+)\]")
 
 
+def _wdec(raw: bytes | memoryview, big: bool) -> str:
+    """A CDR wstring's 4-byte ``wchar_t`` units (rmw_fastrtps: UTF-16 code units, widened)
+    as text; surrogate pairs are joined, lone surrogates kept (``surrogatepass``)."""
+    text = str(raw, "utf-32-be" if big else "utf-32-le", "surrogatepass")
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return text
+
+
 class _Left(Exception):
     """Internal: bytes remain after the message."""
 
@@ -228,12 +237,12 @@ class _DecGen(_Gen):
     def value(self, t: FieldType, path: str) -> str:
         base = t.base
         if t.array is None:
-            return self.scalar(base, path)
+            return self.scalar(base, path, t.string_bound)
         if base in PRIMITIVE_FORMATS:
-            return self.primitive_array(base, t.array, path)
-        return self.element_array(base, t.array, path)
+            return self.primitive_array(base, t.array, path, t.bound)
+        return self.element_array(base, t.array, path, t.bound, t.string_bound)
 
-    def primitive_array(self, base: str, array: int, path: str) -> str:
+    def primitive_array(self, base: str, array: int, path: str, bound: int | None = None) -> str:
         """A fixed (``array >= 0``) or variable-length array of a primitive type."""
         c = self.c
         fmt, size = PRIMITIVE_FORMATS[base]
@@ -253,6 +262,7 @@ class _DecGen(_Gen):
             return sl if self.mode == "obj" else f"list({sl})"
         n = self.count(path)
         self.mark(path)
+        self.seq_check(n, bound)
         if base != "uint8" and size > 4 and c.cdr:
             self.emit(f"if {n}: pos = (pos + {size - 1}) & -{size}")
         nb = f"{n} * {size}" if size > 1 else n
@@ -271,17 +281,23 @@ class _DecGen(_Gen):
         self.m, self.r = (min(size, 4), 0) if c.cdr else (1, 0)
         return v
 
-    def element_array(self, base: str, array: int, path: str) -> str:
+    def element_array(
+        self, base: str, array: int, path: str, bound: int | None = None, string_bound: int | None = None
+    ) -> str:
         """An array of strings or messages: unrolled when short and fixed, else a loop."""
         c = self.c
         if array >= 0 and array <= _UNROLL:
-            return "[" + ", ".join(self.scalar(base, f"{path}[{i}]") for i in range(array)) + "]"
+            return (
+                "[" + ", ".join(self.scalar(base, f"{path}[{i}]", string_bound) for i in range(array)) + "]"
+            )
         if array >= 0:
             self.flush()
             n = str(array)
         else:
             n = self.count(path)
         self.mark(path)
+        if array < 0:
+            self.seq_check(n, bound)
         if base in ("string", "wstring"):
             self.emit(f"if {n} * 4 > end - pos: raise _Short({n})")
         else:
@@ -304,7 +320,7 @@ class _DecGen(_Gen):
         self.emit(f"for _ in range({n}):")
         self.ind += 1
         if base in ("string", "wstring"):
-            self.string_code(base, lst + ".append")
+            self.string_code(base, lst + ".append", string_bound)
         else:
             fn = c._func("d", base, self.mode)
             v = self.new()
@@ -329,7 +345,7 @@ class _DecGen(_Gen):
         self.emit(f"{lst} = [{expr} for t in {s}.iter_unpack(buf[pos:pos + {n} * {size}])]")
         self.emit(f"pos += {n} * {size}")
 
-    def string_code(self, base: str, sink: str) -> None:
+    def string_code(self, base: str, sink: str, string_bound: int | None = None) -> None:
         """Read one string at pos (inside a loop: dynamic alignment) and pass it to sink."""
         cdr = self.c.cdr
         if cdr:
@@ -338,19 +354,33 @@ class _DecGen(_Gen):
         self.emit("pos += 4")
         if base == "wstring":
             self.emit("if _m * 4 > end - pos: raise _Short(_m)")
-            self.emit(
-                f"{sink}(str(buf[pos:pos + _m * 4], 'utf-32-{'le' if self.c.e == '<' else 'be'}', 'surrogatepass'))"
-            )
+            self.string_check("_m", string_bound, 0)
+            self.emit(f"{sink}(_wdec(buf[pos:pos + _m * 4], {self.c.e == '>'}))")
             self.emit("pos += _m * 4")
             return
         self.emit("if _m > end - pos: raise _Short(_m)")
+        self.string_check("_m", string_bound, 1 if cdr else 0)
         if cdr:
             self.emit(f"{sink}(str(buf[pos:pos + _m - 1], 'utf-8', 'surrogateescape') if _m else '')")
         else:
             self.emit(f"{sink}(str(buf[pos:pos + _m], 'utf-8', 'surrogateescape'))")
         self.emit("pos += _m")
 
-    def scalar(self, base: str, path: str) -> str:
+    def string_check(self, n: str, bound: int | None, extra: int) -> None:
+        """Refuse a bounded string longer than its bound (``extra``: the CDR terminator)."""
+        if bound is not None:
+            self.emit(
+                f"if {n} > {bound + extra}: raise ValueError('string longer than its bound of {bound}')"
+            )
+
+    def seq_check(self, n: str, bound: int | None) -> None:
+        """Refuse a bounded sequence longer than its bound."""
+        if bound is not None:
+            self.emit(
+                f"if {n} > {bound}: raise ValueError('sequence of ' + str({n}) + ' elements, bound {bound}')"
+            )
+
+    def scalar(self, base: str, path: str, string_bound: int | None = None) -> str:
         if base in PRIMITIVE_FORMATS:
             fmt, size = PRIMITIVE_FORMATS[base]
             var, idx = self.prim(fmt, size, 1, size, path)
@@ -361,12 +391,13 @@ class _DecGen(_Gen):
             v = self.new()
             if base == "wstring":
                 self.emit(f"if {n} * 4 > end - pos: raise _Short({n})")
-                enc = "utf-32-le" if self.c.e == "<" else "utf-32-be"
-                self.emit(f"{v} = str(buf[pos:pos + {n} * 4], {enc!r}, 'surrogatepass')")
+                self.string_check(n, string_bound, 0)
+                self.emit(f"{v} = _wdec(buf[pos:pos + {n} * 4], {self.c.e == '>'})")
                 self.emit(f"pos += {n} * 4")
                 self.m, self.r = 4, 0
                 return v
             self.emit(f"if {n} > end - pos: raise _Short({n})")
+            self.string_check(n, string_bound, 1 if self.c.cdr else 0)
             if self.c.cdr:
                 self.emit(f"{v} = str(buf[pos:pos + {n} - 1], 'utf-8', 'surrogateescape') if {n} else ''")
             else:

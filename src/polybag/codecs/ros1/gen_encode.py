@@ -28,6 +28,15 @@ def _enc_str(v: Any) -> bytes:
     return bytes(v)
 
 
+def _wenc(v: Any, big: bool, bound: int | None = None) -> tuple[int, bytes]:
+    """A CDR wstring as rmw_fastrtps writes it: its UTF-16 code units, each widened to a
+    4-byte ``wchar_t`` (no terminator); returns (units, bytes).  ``bound``: at most that many."""
+    units = np.frombuffer(str(v).encode("utf-16-le", "surrogatepass"), "<u2")
+    if bound is not None and len(units) > bound:
+        raise ValueError(f"wstring longer than {bound} characters")
+    return len(units), units.astype(">u4" if big else "<u4").tobytes()
+
+
 def _as_bytes(v: Any) -> bytes:
     if isinstance(v, (bytes, bytearray)):
         return bytes(v)
@@ -178,14 +187,15 @@ class _EncGen(_Gen):
     def string_code(self, base: str, v: str, string_bound: int | None = None) -> None:
         b = self.new("_b")
         if base == "wstring":
-            enc = "utf-32-le" if self.c.e == "<" else "utf-32-be"
-            self.emit(f"{b} = {v}.encode({enc!r}, 'surrogatepass')")
-            self.emit(f"out += _U32.pack(len({b}) // 4)")
+            self.emit(f"_u, {b} = _wenc({v}, {self.c.e == '>'}, {string_bound})")
+            self.emit("out += _U32.pack(_u)")
             self.emit(f"out += {b}")
             return
         self.emit(f"{b} = _enc_str({v})")
         if string_bound is not None:
-            self.emit(f"if len({b}) > {string_bound}: raise ValueError('string longer than {string_bound} bytes')")
+            self.emit(
+                f"if len({b}) > {string_bound}: raise ValueError('string longer than {string_bound} bytes')"
+            )
         if self.c.cdr:
             self.emit(f"out += _U32.pack(len({b}) + 1)")
             self.emit(f"out += {b}")

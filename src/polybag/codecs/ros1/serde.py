@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from polybag.codecs.ros1.gen_base import _U32, _ZERO_LIMIT, _dict_default, _Gen, _key, _Short
-from polybag.codecs.ros1.gen_decode import _DecGen
-from polybag.codecs.ros1.gen_encode import EncodeError, _as_bytes, _enc_str, _EncGen, _fixbytes, _seq
+from polybag.codecs.ros1.gen_decode import _DecGen, _wdec
+from polybag.codecs.ros1.gen_encode import EncodeError, _as_bytes, _enc_str, _EncGen, _fixbytes, _seq, _wenc
 from polybag.codecs.ros1.messages import (
     _DURATION,
     _TIME,
@@ -94,6 +94,8 @@ class Compiler:
             "_as_bytes": _as_bytes,
             "_fixbytes": _fixbytes,
             "_seq": _seq,
+            "_wenc": _wenc,
+            "_wdec": _wdec,
         }
         self._structs: dict[str, str] = {}
         self._funcs: dict[tuple[str, str], str] = {}
@@ -300,7 +302,9 @@ class Compiler:
             raise
         except (SyntaxError, RecursionError, MemoryError, ValueError, OverflowError, struct.error) as e:
             self._forget(pending)
-            raise MsgDefError(f"cannot build a decoder for this type: {type(e).__name__}: {e}", type_name=name) from None
+            raise MsgDefError(
+                f"cannot build a decoder for this type: {type(e).__name__}: {e}", type_name=name
+            ) from None
         finally:
             self._pending = None
         return fn

@@ -1,0 +1,137 @@
+"""ROS 2 message definitions: the bundled common interfaces and a workspace's own.
+
+Files that carry no definition text (rosbag2 bags written before Iron store a type name and
+no ``message_definitions``; some MCAP writers leave a ``ros2msg`` schema empty) are decoded
+from the known types: the bundled ROS 2 Jazzy interface packages (``msgs/pkg/msg/Type.msg``:
+builtin_interfaces, std_msgs, geometry_msgs, sensor_msgs, nav_msgs, tf2_msgs,
+diagnostic_msgs, visualization_msgs, rcl_interfaces, action_msgs, shape_msgs,
+trajectory_msgs, stereo_msgs, unique_identifier_msgs, rosgraph_msgs, service_msgs,
+lifecycle_msgs, statistics_msgs, actionlib_msgs) plus the folders added with
+:func:`add_types` (``pkg/msg/Name.msg`` or ``pkg/msg/Name.idl`` files; the command line's
+``--types DIR``).  Added types come before the bundled ones.
+
+:func:`definition_for` gives a known type's full ``ros2msg`` text (the main type, then one
+``MSG: pkg/msg/Type`` section per dependency), as MCAP and rosbag2 writers store it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from polybag.codecs.ros1.msgdef import (
+    PRIMITIVE_FORMATS,
+    FieldType,
+    MsgDef,
+    MsgDefError,
+    TypeSet,
+    add_folder,
+    canonical,
+)
+from polybag.errors import UnsupportedError
+
+__all__ = ["MSGS_DIR", "add_types", "bundled", "definition_for", "full_name", "known_types", "render_ros2"]
+
+MSGS_DIR = Path(__file__).with_name("msgs")
+
+_bundled: TypeSet | None = None
+_user = TypeSet("ros2")
+
+
+def bundled() -> TypeSet:
+    """The bundled ROS 2 (Jazzy) definitions of the common interface packages."""
+    global _bundled
+    if _bundled is None:
+        ts = TypeSet("ros2")
+        add_folder(ts, str(MSGS_DIR))
+        for d in ts.types.values():
+            d.full_name = full_name(d.name)
+        _bundled = ts
+    return _bundled
+
+
+def known_types() -> TypeSet:
+    """The types added with :func:`add_types` first, then the bundled ones."""
+    _user.fallback = bundled()
+    return _user
+
+
+def full_name(name: str) -> str:
+    """``pkg/Type`` (or ``pkg/msg/Type``) -> ``pkg/msg/Type``."""
+    c = canonical(name)
+    pkg, _, rest = c.partition("/")
+    if not rest or "/" in rest:
+        return c
+    return f"{pkg}/msg/{rest}"
+
+
+def add_types(folder: str | Path) -> list[str]:
+    """Add the ``.msg`` and ``.idl`` files under ``folder`` to the known ROS 2 types.
+
+    The package of ``.../pkg/msg/Type.msg`` is ``pkg`` (the parent of ``msg/``), or the
+    parent folder's name otherwise; an ``.idl`` file names its own modules.  Returns the
+    names (``pkg/msg/Type``) added.  A file that cannot be parsed is a
+    :class:`~polybag.errors.UnsupportedError` naming it.
+    """
+    from polybag.codecs.cdr import parse_idl
+
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise UnsupportedError(f"--types {folder}: not a directory")
+    ts = known_types()
+    added: list[str] = []
+    try:
+        added += add_folder(ts, str(root))
+        for p in sorted(root.rglob("*.idl")):
+            for d in parse_idl(p.read_text(encoding="utf-8")):
+                ts.add(d)
+                added.append(d.name)
+        ts.finalize()
+    except (MsgDefError, OSError, UnicodeDecodeError) as e:
+        raise UnsupportedError(f"types folder {folder}: {e}") from None
+    for name in added:
+        d = ts.types.get(name)
+        if d is not None and not d.full_name.count("/") == 2:
+            d.full_name = full_name(name)
+    from polybag.codecs import forget_failures
+    from polybag.codecs.cdr import forget_known
+
+    forget_known()
+    forget_failures()
+    return [full_name(n) for n in added]
+
+
+def _type_text(t: FieldType) -> str:
+    """A field type as ``.msg`` text, nested types by their full ``pkg/msg/Type`` name."""
+    if t.base in PRIMITIVE_FORMATS or t.base in ("string", "wstring"):
+        if t.raw:
+            return t.raw
+        base = t.base
+        if t.string_bound is not None:
+            base += f"<={t.string_bound}"
+    else:
+        base = full_name(t.base)
+    if t.array is None:
+        return base
+    if t.array >= 0:
+        return f"{base}[{t.array}]"
+    return f"{base}[<={t.bound}]" if t.bound is not None else f"{base}[]"
+
+
+def render_ros2(d: MsgDef) -> str:
+    """One type as ``.msg`` text (constants, then fields; nested types fully named)."""
+    lines = [f"{c.type} {c.name}={c.text}" for c in d.constants]
+    lines += [f"{_type_text(f.type)} {f.name}" for f in d.fields]
+    return "\n".join(lines) + "\n"
+
+
+def definition_for(name: str, types: TypeSet | None = None) -> str:
+    """The full ``ros2msg`` text of a type (main type, then ``MSG:`` sections for every
+    dependency), from ``types`` or the known types."""
+    ts = types if types is not None else known_types()
+    key = canonical(name)
+    ts.check(key)
+    sep = "=" * 80
+    out = [render_ros2(ts.get(key))]
+    for dep in ts.dependencies(key):
+        out.append(f"{sep}\nMSG: {full_name(dep)}\n{render_ros2(ts.get(dep))}")
+    return "\n".join(out)
