@@ -552,10 +552,16 @@ class _FakeMaster:
         self.node = node
 
     def get_system_state(self):
-        return [], [[t, ns] for t, ns in self.node.sub_state.items()], []
+        subs = {t: list(ns) for t, ns in self.node.sub_state.items()}
+        for t in list(self.node.subs):  # our own subscriptions, as a master lists them
+            subs.setdefault(t, []).append(self.node.name)
+        pubs = [[t, [self.node.name]] for t, _ty, _l in self.node.advertised]
+        return pubs, [[t, ns] for t, ns in subs.items()], []
 
 
 class _FakeNode:
+    name = "/record_fake"
+
     def __init__(self) -> None:
         self.published: list[tuple[str, str]] = []
         self.sub_state: dict[str, list[str]] = {}

@@ -1,7 +1,12 @@
 """``polybag record TOPIC...``: record a live ROS 1 graph like ``rosbag record``.
 
 Same options and file naming as rosbag (``-O NAME.mcap`` writes MCAP).  SIGINT/SIGTERM
-finish the file (``NAME.active`` is renamed).  At the end a per-topic report is printed
+finish the file (``NAME.active`` is renamed).  With ``-s``, SIGUSR1 (or a message on
+``snapshot_trigger`` in ``--namespace``/``__ns:=NS``) writes the snapshot ring to a new file
+while recording goes on (``--snapshot-window S`` keeps only the last S seconds).
+``--config FILE.yaml`` runs several recorders on one node (``recorders:``, a list of
+mappings of the long option names); SIGUSR1 triggers every snapshot recorder, SIGINT stops
+all and finishes every file.  At the end a per-topic report is printed
 (received, written, dropped) on stderr, or as JSON on stdout with ``--json``.  Exit 0;
 1 if messages were lost because the buffer was full (not counting the snapshot ring's
 oldest), or the recording stopped on a write error or low disk space; 2 bad options.
@@ -96,6 +101,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep the last --buffsize MB in memory; a message on snapshot_trigger writes them to a new bag",
     )
+    p.add_argument(
+        "--snapshot-window",
+        type=float,
+        metavar="SECONDS",
+        help="snapshot: keep only the last SECONDS of each topic (also bounded by --buffsize; implies -s)",
+    )
+    p.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="the recorder node's namespace (its snapshot_trigger topic); also __ns:=NS",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE.yaml",
+        help="several recorders on one node: a YAML file with 'recorders:', entries of long option names",
+    )
     p.add_argument("--master-uri", help="ROS master (default: $ROS_MASTER_URI or http://localhost:11311)")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
     p.set_defaults(func=run)
@@ -106,10 +127,12 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
     split = args.split is not None
     size = args.size
+    topics, namespace, node_name = _remaps(list(args.topics) + list(args.extra_topics))
+    namespace = args.namespace if args.namespace is not None else namespace
     if split and args.split and not size:  # rosbag's --split=SIZE
         size = args.split
     return RecordOptions(
-        topics=list(args.topics) + list(args.extra_topics),
+        topics=topics,
         all=args.all,
         regex=args.regex,
         exclude=args.exclude,
@@ -131,8 +154,31 @@ def options_from_args(args: argparse.Namespace) -> Any:
         tcpnodelay=args.tcpnodelay,
         udp=args.udp,
         repeat_latched=args.repeat_latched,
-        snapshot=args.snapshot,
+        snapshot=args.snapshot or args.snapshot_window is not None,
+        snapshot_window=args.snapshot_window,
+        namespace=namespace,
+        node_name=node_name or "/record",
     )
+
+
+def _remaps(words: list[str]) -> tuple[list[str], str | None, str | None]:
+    """The topics, and ROS's ``__ns:=NS`` / ``__name:=NAME`` special arguments among them."""
+    topics: list[str] = []
+    ns = name = None
+    for w in words:
+        if ":=" not in w:
+            topics.append(w)
+            continue
+        key, _, value = w.partition(":=")
+        if key == "__ns":
+            ns = value
+        elif key == "__name":
+            name = value
+        else:
+            raise UsageError(
+                f"{w}: remapping topics is not supported by polybag record (only __ns:= and __name:=)"
+            )
+    return topics, ns, name
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:
@@ -146,6 +192,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
                 ("buffer full", s["dropped_buffer"]),
                 ("over limit", s["dropped_limit"]),
                 ("after stop", s["dropped_stopped"]),
+                ("older than the window", s.get("dropped_window", 0)),
+                ("other type", s.get("dropped_type", 0)),
             )
             if n
         ]
@@ -161,43 +209,99 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"deleted {f} (--max-splits)")
     if report["stop_reason"] and report["stop_reason"] != "stopped":
         lines.append(f"stopped: {report['stop_reason']}")
+    for w in report.get("warnings", []):
+        lines.append(f"warning: {w}")
     for e in report["errors"]:
         lines.append(f"error: {e}")
     return lines
 
 
-def run(args: argparse.Namespace) -> int:
-    from polybag.record.live import LiveSource
-    from polybag.record.recorder import Recorder
+def _bad(opts: Any, report: dict[str, Any]) -> bool:
+    """Whether a recorder's report means exit 1 (lost messages, a write error, no space)."""
+    reason = report["stop_reason"] or ""
+    # (in snapshot mode the ring drops its oldest messages by design)
+    lost = 0 if opts.snapshot else sum(t["dropped_buffer"] for t in report["topics"].values())
+    return bool(report["errors"] or lost or reason.startswith(("less than", "write error")))
 
-    opts = options_from_args(args)
-    opts.validate(live=True)
-    if not (opts.topics or opts.all or opts.node):
-        raise UsageError("no topics given")
+
+def _group_options(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
+    """The recorders of ``--config`` (command-line recording options are refused with it)."""
+    from dataclasses import replace
+
+    from polybag.record.group import load_config
+    from polybag.record.options import RecordOptions
+
+    single = options_from_args(args)
+    if replace(single, quiet=False, namespace=None) != RecordOptions():
+        raise UsageError(
+            "--config takes the recording options from the file; give only --master-uri, -q, --json"
+        )
+    cfg = load_config(args.config)
+    ns = args.namespace if args.namespace is not None else (single.namespace or cfg.get("namespace"))
+    recorders = cfg["recorders"]
+    for o in recorders:
+        if single.quiet:
+            o.quiet = True
+        if o.namespace is None and ns:
+            o.namespace = ns
+    return recorders, {
+        "master_uri": args.master_uri or cfg.get("master_uri"),
+        "namespace": ns or "",
+        "node_name": cfg.get("node_name", "/record"),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from polybag.record.group import RecorderGroup
+
+    if args.config:
+        all_opts, kw = _group_options(args)
+    else:
+        opts = options_from_args(args)
+        opts.validate(live=True)
+        if not (opts.topics or opts.all or opts.node):
+            raise UsageError("no topics given")
+        all_opts, kw = (
+            [opts],
+            {"master_uri": args.master_uri, "namespace": opts.ns, "node_name": opts.node_name},
+        )
     stop = threading.Event()
+    group = RecorderGroup(all_opts, **kw)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    def on_usr1(signum: int, frame: FrameType | None) -> None:
+        # (a thread: the handler must not wait for a lock the interrupted code may hold)
+        threading.Thread(target=group.trigger, name="polybag-record-sigusr1", daemon=True).start()
+
+    sigs = {signal.SIGINT: on_signal, signal.SIGTERM: on_signal}
+    if hasattr(signal, "SIGUSR1") and any(o.snapshot for o in all_opts):
+        sigs[signal.SIGUSR1] = on_usr1
+    old = {s: signal.signal(s, h) for s, h in sigs.items()}
     try:
-        source = LiveSource(opts, master_uri=args.master_uri)
-        rec = Recorder(opts, source)
-        rec.start()
-        while not stop.is_set() and not rec.done.is_set():
+        group.start()
+        while not stop.is_set() and not group.done:
             stop.wait(0.2)
-        report = rec.close(raise_errors=False)
+        reports = group.close(raise_errors=False)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    report["errors"] += [f"source: {e}" for e in source.errors[:5]]
-    reason = report["stop_reason"] or ""
-    # (in snapshot mode the ring drops its oldest messages by design)
-    lost = 0 if opts.snapshot else sum(t["dropped_buffer"] for t in report["topics"].values())
-    bad = bool(report["errors"] or lost or reason.startswith(("less than", "write error")))
+    src = group.source
+    src_errors = [f"source: {e}" for e in (src.errors[:5] if src is not None else [])]
+    bad = False
+    src_warnings = [f"source: {w}" for w in (src.warnings[:5] if src is not None else [])]
+    for o, rep in zip(all_opts, reports):
+        rep["errors"] += src_errors
+        rep["warnings"] += src_warnings
+        bad = _bad(o, rep) or bad
+    out: dict[str, Any] = reports[0] if not args.config else {"recorders": reports}
     if args.json:
-        print_json(report)
+        print_json(out)
     elif bad or not args.quiet:  # (-q: the report only when something went wrong)
-        for line in report_lines(report):
-            print(line, file=sys.stderr)
+        for i, rep in enumerate(reports):
+            if args.config:
+                print(f"recorder {i}:", file=sys.stderr)
+            for line in report_lines(rep):
+                print(line, file=sys.stderr)
     return 1 if bad else 0

@@ -87,6 +87,8 @@ class RecordOptions:
     udp: bool = False  # --udp (refused: polybag speaks TCPROS only)
     repeat_latched: bool = False  # --repeat-latched: latched messages again at the start of each part
     snapshot: bool = False  # -s / --snapshot: keep the last buffsize MB; write them on a trigger
+    snapshot_window: float | None = None  # --snapshot-window S: the ring keeps the last S seconds per topic
+    namespace: str | None = None  # --namespace / __ns: the node's namespace (its snapshot_trigger topic)
     append_date: bool | None = None  # None: rosbag's rule (yes unless -O)
     format: str | None = None  # "bag" or "mcap"; None: from the -O/-o extension, else bag
     directory: str | None = None  # where relative names go (default: the current directory)
@@ -98,6 +100,28 @@ class RecordOptions:
         self.topics = list(self.topics)
 
     # --- derived values ------------------------------------------------------------------------
+    @property
+    def window_ns(self) -> int:
+        """--snapshot-window in ns (0: no time window)."""
+        w = self.snapshot_window
+        return 0 if w is None else int(float(w) * 1_000_000_000)
+
+    @property
+    def ns(self) -> str:
+        """The namespace, normalised: ``""`` (the root) or ``/robot1`` (no trailing slash)."""
+        n = (self.namespace or "").strip("/")
+        return "/" + n if n else ""
+
+    @property
+    def trigger_topic(self) -> str:
+        """The snapshot trigger topic in this recorder's namespace (rosbag's relative ``snapshot_trigger``)."""
+        return f"{self.ns}/snapshot_trigger"
+
+    @property
+    def begin_write_topic(self) -> str:
+        """The ``-p`` topic in this recorder's namespace."""
+        return f"{self.ns}/begin_write"
+
     @property
     def buffer_bytes(self) -> int:
         """-b in bytes (0: infinite)."""
@@ -168,6 +192,21 @@ class RecordOptions:
             raise UsageError(f"--chunksize must be positive ({self.chunksize})")
         if self.max_splits and not self.split:
             raise UsageError("--max-splits needs --split")
+        if self.snapshot_window is not None:
+            try:
+                window = float(self.snapshot_window)
+            except (TypeError, ValueError):
+                raise UsageError(f"--snapshot-window {self.snapshot_window!r}: expected seconds") from None
+            if not window > 0 or window != window or window == float("inf"):
+                raise UsageError(
+                    f"--snapshot-window must be a positive number of seconds ({self.snapshot_window})"
+                )
+            if not self.snapshot:
+                raise UsageError("--snapshot-window needs snapshot mode (-s/--snapshot; snapshot=True)")
+        if self.namespace is not None and not re.fullmatch(
+            r"/?([A-Za-z]\w*(/[A-Za-z]\w*)*/?)?", self.namespace
+        ):
+            raise UsageError(f"--namespace {self.namespace!r} is not a ROS namespace (/robot1)")
         parse_duration(self.duration)
         parse_min_space(self.min_space)
         for pattern in ([*self.topics] if self.regex else []) + ([self.exclude] if self.exclude else []):
@@ -237,6 +276,10 @@ class RecordOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+#: The library's name for the options (``RecorderOptions(snapshot=True, snapshot_window=2.0)``).
+RecorderOptions = RecordOptions
 
 
 def _global(name: str) -> str:

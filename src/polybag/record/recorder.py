@@ -22,16 +22,24 @@ As rosbag does:
 - ``--max-splits N`` keeps N finished parts (plus the one being written), deleting the oldest;
 - ``-l N``: N messages per topic, the rest counted as ``dropped_limit`` (the live source
   unsubscribes); when every named topic has its N, recording stops;
-- ``--snapshot``: messages stay in a ring buffer of the last ``buffsize`` MB (older ones
-  counted as ``dropped_buffer``); :meth:`trigger` (live: a message on ``snapshot_trigger``)
-  writes the buffer to a new file; what is still buffered at the end is counted as
+- ``--snapshot``: messages stay in a ring per topic, bounded by ``buffsize`` MB in all (the
+  oldest message of any topic goes first, counted as ``dropped_buffer``) and, with
+  ``--snapshot-window S``, by time: only the last S seconds (by receive time) of each topic
+  are kept (older ones counted as ``dropped_window``).  :meth:`trigger` (live: SIGUSR1 or a
+  message on ``snapshot_trigger`` in the recorder's namespace) returns at once with a future:
+  the ring is handed to the writer thread, which writes it to a NEW file (the date stamp, and
+  ``-1``, ``-2``... when that name is taken) while recording goes on into an empty ring; the
+  future's result is the final path.  What is still buffered at the end is counted as
   ``dropped_stopped``;
+- a topic keeps the type (and md5sum) of its first message: messages of another type on it
+  are refused (``dropped_type``) with a warning naming the topic (``warnings``);
 - ``--min-space``: free space is checked when a file starts and every second; below it the
   recording stops with a clear message (``stop_reason``).
 """
 
 from __future__ import annotations
 
+import heapq
 import os
 import shutil
 import sys
@@ -39,10 +47,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-from polybag.errors import UsageError, WriteError
+from polybag.errors import OutputExistsError, UsageError, WriteError
 from polybag.record.options import RecordOptions
 
 # Bytes a message adds besides its payload (bag: record header, length, index entry; MCAP:
@@ -62,10 +72,18 @@ class TopicStats:
     dropped_buffer: int = 0  # the queue (or the snapshot ring) was full
     dropped_limit: int = 0  # over -l/--limit
     dropped_stopped: int = 0  # arrived after the recording stopped, or left unwritten at the end
+    dropped_window: int = 0  # snapshot: older than --snapshot-window
+    dropped_type: int = 0  # refused: not the type the topic was first recorded with
 
     @property
     def dropped(self) -> int:
-        return self.dropped_buffer + self.dropped_limit + self.dropped_stopped
+        return (
+            self.dropped_buffer
+            + self.dropped_limit
+            + self.dropped_stopped
+            + self.dropped_window
+            + self.dropped_type
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -81,6 +99,18 @@ class _Item:
         self.key = key  # (type, md5sum, definition, callerid, latching)
         self.data = data
         self.time = t
+
+
+class _Snapshot:
+    """One trigger: the ring's messages (in receive order), when, where to, and the caller's future."""
+
+    __slots__ = ("items", "time", "path", "future")
+
+    def __init__(self, items: list[_Item], t: float, path: str | None, future: Future[Path]) -> None:
+        self.items = items
+        self.time = t
+        self.path = path
+        self.future = future
 
 
 def _free_bytes(path: str) -> int:
@@ -127,7 +157,13 @@ class Recorder:
         self._accepting = True
         self._stopping = False
         self._paused = False
-        self._jobs: deque[tuple[list[_Item], float]] = deque()
+        self._jobs: deque[_Snapshot] = deque()
+        self._ring: dict[str, deque[_Item]] = {}  # snapshot mode: per topic, oldest first
+        self._ring_bytes = 0
+        self._window = options.window_ns
+        self._types: dict[str, tuple[str, str]] = {}  # topic -> (type, md5sum) of its first message
+        self._refused: set[tuple[str, str, str]] = set()
+        self.warnings: list[str] = []
         self._latched: dict[tuple[str, str], _Item] = {}
         self._kept: deque[str] = deque()
         self._used_names: set[str] = set()
@@ -274,6 +310,9 @@ class Recorder:
             if not self._accepting:
                 st.dropped_stopped += 1
                 return False
+            if not self._type_ok(topic, type, item.key[1]):
+                st.dropped_type += 1
+                return False
             if self._limit:
                 n = self._accepted.get(topic, 0)
                 if n >= self._limit:
@@ -283,6 +322,9 @@ class Recorder:
                 limit_hit = n + 1 == self._limit
             if latching and self.options.repeat_latched:
                 self._latched[(topic, item.key[3])] = item
+            if self.options.snapshot:
+                self._ring_add(item)
+                return True
             q = self._queue
             q.append(item)
             self._queue_bytes += len(item.data)
@@ -295,6 +337,49 @@ class Recorder:
         if limit_hit:
             self._limit_reached(topic)
         return True
+
+    def _type_ok(self, topic: str, typ: str, md5: str) -> bool:
+        """False (and a warning, once per topic and type) if ``topic`` was first seen with
+        another type or md5sum (called with the lock held)."""
+        known = self._types.get(topic)
+        if known is None:
+            self._types[topic] = (typ, md5)
+            return True
+        if known[0] == typ and (known[1] == md5 or "*" in (known[1], md5)):
+            return True
+        key = (topic, typ, md5)
+        if key not in self._refused:
+            self._refused.add(key)
+            text = (
+                f"topic {topic} changed type: it is recorded as {known[0]} ({known[1]}), "
+                f"messages of {typ} ({md5}) on it are refused"
+            )
+            self.warnings.append(text)
+            self._say(f"warning: {text}")
+        return False
+
+    def _ring_add(self, item: _Item) -> None:
+        """Snapshot mode: keep ``item`` in its topic's ring; drop what the window or the
+        buffer no longer holds (called with the lock held)."""
+        ring = self._ring.get(item.topic)
+        if ring is None:
+            ring = self._ring[item.topic] = deque()
+        ring.append(item)
+        self._ring_bytes += len(item.data)
+        if self._window:
+            self._prune_window(ring, item.time - self._window)
+        if self._buffer:
+            while self._ring_bytes > self._buffer:
+                oldest = min((r for r in self._ring.values() if r), key=lambda r: r[0].time)
+                old = oldest.popleft()
+                self._ring_bytes -= len(old.data)
+                self.stats[old.topic].dropped_buffer += 1
+
+    def _prune_window(self, ring: deque[_Item], cutoff: int) -> None:
+        while ring and ring[0].time < cutoff:
+            old = ring.popleft()
+            self._ring_bytes -= len(old.data)
+            self.stats[old.topic].dropped_window += 1
 
     def _limit_reached(self, topic: str) -> None:
         src = self.source
@@ -318,16 +403,37 @@ class Recorder:
                     self._paused = False
                     self._cond.notify_all()
 
-    def trigger(self) -> None:
-        """Snapshot mode: write the buffered messages to a new file (now, from the writer thread)."""
+    def trigger(self, path: str | os.PathLike[str] | None = None, *, at: int | None = None) -> Future[Path]:
+        """Snapshot mode: hand the ring to the writer thread and return at once.
+
+        The ring restarts empty (recording goes on); the writer thread writes what it held
+        (the last ``--snapshot-window`` seconds before ``at``, default now, in ns) to a new
+        file: ``path`` if given (refused if it exists), else a name from ``-o``/``-O`` with the
+        date, and ``-1``, ``-2``... if that name is taken.  The returned future's result is
+        the final :class:`~pathlib.Path` once the file is complete; it fails with the error if
+        the file cannot be written (or the recording has stopped).
+        """
         if not self.options.snapshot:
             raise UsageError("trigger() needs snapshot mode (-s/--snapshot)")
+        fut: Future[Path] = Future()
+        fut.set_running_or_notify_cancel()
+        if not self._started:
+            self.start()
         with self._cond:
-            items = list(self._queue)
-            self._queue.clear()
-            self._queue_bytes = 0
-            self._jobs.append((items, time.time()))
+            if self._stopping or self.done.is_set():
+                fut.set_exception(UsageError("the recording has stopped; no snapshot written"))
+                return fut
+            if self._window:
+                cutoff = (time.time_ns() if at is None else int(at)) - self._window
+                for ring in self._ring.values():
+                    self._prune_window(ring, cutoff)
+            rings = [r for r in self._ring.values() if r]
+            items = list(heapq.merge(*rings, key=lambda it: it.time)) if len(rings) > 1 else list(*rings)
+            self._ring = {}
+            self._ring_bytes = 0
+            self._jobs.append(_Snapshot(items, time.time(), None if path is None else os.fspath(path), fut))
             self._cond.notify_all()
+        return fut
 
     # --- writer thread --------------------------------------------------------------------------
     def _run(self) -> None:
@@ -335,7 +441,7 @@ class Recorder:
             while True:
                 kind = ""
                 item: _Item | None = None
-                job: tuple[list[_Item], float] | None = None
+                job: _Snapshot | None = None
                 with self._cond:
                     while True:
                         if self._jobs:
@@ -366,7 +472,7 @@ class Recorder:
                         self._write_item(item)
                     elif kind == "snapshot":
                         assert job is not None
-                        self._write_snapshot(*job)
+                        self._write_snapshot(job)
                     elif self._writer is not None:
                         self._disk_ok()
                 finally:
@@ -387,9 +493,18 @@ class Recorder:
                 self._queue_bytes = 0
                 for it in left:
                     self.stats[it.topic].dropped_stopped += 1
-                for items, _t in self._jobs:
-                    for it in items:
+                for ring in self._ring.values():
+                    for it in ring:
                         self.stats[it.topic].dropped_stopped += 1
+                self._ring = {}
+                self._ring_bytes = 0
+                for job in self._jobs:
+                    for it in job.items:
+                        self.stats[it.topic].dropped_stopped += 1
+                    if not job.future.done():
+                        job.future.set_exception(
+                            WriteError("the recording stopped before this snapshot was written")
+                        )
                 self._jobs.clear()
                 self._cond.notify_all()
             self.done.set()
@@ -473,49 +588,85 @@ class Recorder:
             with self._cond:
                 self.stats[item.topic].written += 1
 
-    def _write_snapshot(self, items: list[_Item], t: float) -> None:
-        if not self._disk_ok():
-            with self._cond:
-                for it in items:
-                    self.stats[it.topic].dropped_stopped += 1
-            return
-        self._open(t)
+    def _write_snapshot(self, job: _Snapshot) -> None:
+        """Write one trigger's messages to a new file (writer thread); settle its future."""
         try:
-            for it in items:
+            if not self._disk_ok():
+                raise WriteError(self.stop_reason or "not enough free disk space")
+            self._open(job.time, path=job.path)
+        except BaseException as e:
+            with self._cond:
+                for it in job.items:
+                    self.stats[it.topic].dropped_stopped += 1
+            job.future.set_exception(e)
+            if isinstance(e, OutputExistsError):
+                return  # (the caller's path: the recording goes on)
+            raise
+        try:
+            for it in job.items:
                 self._put(it)
-        finally:
+            name = self.current_file
             self._close_file()
+        except BaseException as e:
+            job.future.set_exception(e)
+            raise
+        job.future.set_result(Path(name) if name is not None else Path())
 
     # --- files ---------------------------------------------------------------------------------
+    def _taken(self, name: str) -> bool:
+        if name in self._used_names:
+            return True
+        # snapshots never replace a file (an earlier run's, or another recorder's)
+        return self.options.snapshot and (os.path.lexists(name) or os.path.lexists(name + ".active"))
+
     def _unique(self, name: str) -> str:
-        if name not in self._used_names:
+        if not self._taken(name):
             return name
         stem, ext = os.path.splitext(name)
         n = 1
-        while f"{stem}-{n}{ext}" in self._used_names:
+        while self._taken(f"{stem}-{n}{ext}"):
             n += 1
         return f"{stem}-{n}{ext}"
 
-    def _open(self, t: float | None = None) -> None:
+    def _open(self, t: float | None = None, *, path: str | None = None) -> None:
         from polybag.writer import Writer
 
         o = self.options
-        name = self._unique(o.file_name(self._split_index if o.split else None, t))
+        fmt = o.output_format
+        if path is not None:  # trigger(path): that name exactly, never replacing a file
+            low = path.lower()
+            if low.endswith(".mcap"):
+                fmt = "mcap"
+            elif low.endswith(".bag"):
+                fmt = "bag"
+            else:
+                path += o.extension
+            if self.options.directory and not os.path.isabs(path):
+                path = os.path.join(self.options.directory, path)
+            if path in self._used_names or os.path.lexists(path) or os.path.lexists(path + ".active"):
+                raise OutputExistsError(f"{path} exists; a snapshot never replaces a file")
+            name = path
+        else:
+            name = self._unique(o.file_name(self._split_index if o.split else None, t))
         self._used_names.add(name)
         directory = os.path.dirname(os.path.abspath(name))
         if not os.path.isdir(directory):
             raise WriteError(f"cannot record to {name}: directory {directory} does not exist")
-        if o.output_format == "mcap":
+        overwrite = not o.snapshot
+        if fmt == "mcap":
             w = Writer(
                 name,
                 format="mcap",
                 compression="lz4" if o.lz4 else "zstd",
                 chunk_size=o.chunk_bytes,
                 profile="ros1",
+                overwrite=overwrite,
             )
             header = 8 + 9 + 64
         else:
-            w = Writer(name, format="bag", compression=o.compression, chunk_size=o.chunk_bytes)
+            w = Writer(
+                name, format="bag", compression=o.compression, chunk_size=o.chunk_bytes, overwrite=overwrite
+            )
             header = _BAG_HEADER
         self._writer = w
         self._channels = {}
@@ -590,7 +741,8 @@ class Recorder:
     # --- results ----------------------------------------------------------------------------------
     @property
     def queued_bytes(self) -> int:
-        return self._queue_bytes
+        """Bytes of payload waiting: the write queue, or the snapshot ring."""
+        return self._ring_bytes if self.options.snapshot else self._queue_bytes
 
     def report(self) -> dict[str, Any]:
         with self._cond:
@@ -602,6 +754,7 @@ class Recorder:
             "current_file": self.current_file,
             "stop_reason": self.stop_reason,
             "errors": list(self.errors),
+            "warnings": list(self.warnings),
             "topics": topics,
             "totals": totals,
         }

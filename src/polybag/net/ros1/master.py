@@ -32,6 +32,11 @@ def _brief(value: Any) -> str:
         return f"<{type(value).__name__}>"
 
 
+class UnreachableError(RosGraphError):
+    """The XML-RPC peer (the master, a publisher) could not be reached at all: refused, reset,
+    timed out.  Worth retrying later, unlike an answer that says no."""
+
+
 class _AnswerTooBig(xmlrpc.client.Error):
     pass
 
@@ -99,7 +104,7 @@ def xmlrpc_call(uri: str, method: str, *args: Any, timeout: float = DEFAULT_TIME
         with xmlrpc.client.ServerProxy(uri, transport=_TimeoutTransport(timeout)) as proxy:
             answer = getattr(proxy, method)(*args)
     except (TimeoutError, OSError) as exc:
-        raise RosGraphError(f"{label}: cannot reach {uri} ({method}): {exc}") from None
+        raise UnreachableError(f"{label}: cannot reach {uri} ({method}): {exc}") from None
     except xmlrpc.client.Fault as exc:
         raise RosGraphError(f"{label}: {method} failed at {uri}: {_brief(exc.faultString)}") from None
     except RecursionError:
@@ -113,7 +118,9 @@ def xmlrpc_call(uri: str, method: str, *args: Any, timeout: float = DEFAULT_TIME
             f"{label}: bad XML-RPC answer from {uri} ({method}): {type(exc).__name__}: {_brief(str(exc))}"
         ) from None
     if not isinstance(answer, (list, tuple)) or len(answer) != 3 or not isinstance(answer[0], int):
-        raise RosGraphError(f"{label}: {method} at {uri} answered {_brief(answer)}, not [code, status, value]")
+        raise RosGraphError(
+            f"{label}: {method} at {uri} answered {_brief(answer)}, not [code, status, value]"
+        )
     code, status, value = answer
     if code != 1:
         raise RosGraphError(f"{label}: {method} failed at {uri} (code {code}): {_brief(status)}")

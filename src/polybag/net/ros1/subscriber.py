@@ -60,6 +60,7 @@ class _PublisherLink:
         self.lock = threading.Lock()
         self.messages = 0
         self.bytes = 0
+        self.epoch = sub._epoch  # the master registration this link came from
         self.thread = threading.Thread(
             target=self.run, name=f"polybag-ros1-sub{sub.topic}<-{uri}", daemon=True
         )
@@ -241,6 +242,7 @@ class Subscription:
         self._retiring: list[_PublisherLink] = []
         self._errors: list[str] = []
         self._closed = False
+        self._epoch = 0  # bumped by reregister (a restarted master)
 
     def _callbacks(self) -> tuple[Callable[[Ros1Message], None], ...]:
         return (self.callback,)
@@ -310,7 +312,9 @@ class Subscription:
                 return
             wanted = set(uris)
             for uri, link in list(self._links.items()):
-                if remove and uri not in wanted:
+                # a link made under an earlier master stays while it streams: the restarted
+                # master does not list a publisher that has not registered with it again
+                if remove and uri not in wanted and not (link.epoch < self._epoch and link.connected):
                     dropped.append(link)
                     del self._links[uri]
             for uri in uris:
@@ -323,6 +327,19 @@ class Subscription:
             link.retire(RETIRE_GRACE)
         for link in started:
             link.thread.start()
+
+    def reregister(self) -> list[str]:
+        """Register this subscription with the master again (a restarted master forgot it)
+        and connect to the publishers it lists; connections made before stay open (until
+        their publisher closes them).  Returns the publishers' URIs; RosGraphError if the
+        master cannot be reached."""
+        with self._lock:
+            if self._closed:
+                return []
+            self._epoch += 1
+        publishers = self.node.master.register_subscriber(self.topic, self.type)
+        self._update(publishers, remove=False)
+        return publishers
 
     def close(self) -> None:
         """Unregister and drop every publisher connection."""
