@@ -156,6 +156,16 @@ def _codecs_up(i: Import) -> bool:
     )
 
 
+def _sensors_up(i: Import) -> bool:
+    # polybag.sensors sits beside the codecs: the reader and the operations use it
+    return _within(i.module, "polybag.sensors") and (
+        i.target == "polybag"
+        or _within(
+            i.target, "polybag.formats", "polybag.ops", "polybag.cli", "polybag.dask", "polybag.reader", "polybag.writer"
+        )
+    )
+
+
 def _cli_from_outside(i: Import) -> bool:
     # polybag.__main__ is the program (`python -m polybag`): the one place above the CLI
     return (
@@ -176,6 +186,7 @@ RULES: dict[str, Callable[[Import], bool]] = {
     "formats never import the package root polybag": _formats_root,
     "ops never import polybag.cli": _ops_up,
     "codecs never import formats, ops, cli, reader, writer or the package root": _codecs_up,
+    "sensors never import formats, ops, cli, dask, reader, writer or the package root": _sensors_up,
     "nothing outside polybag.cli imports polybag.cli": _cli_from_outside,
     "formats/bag/check.py does not import the package root polybag": _bag_check_root,
 }

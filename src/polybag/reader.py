@@ -214,6 +214,24 @@ class Reader(ABC):
 
         return columns_to_pandas(self.topic_columns(topic, fields))
 
+    def images(
+        self, topic: TopicSelector, start: int | None = None, end: int | None = None, copy: bool = False
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """``(log_time, pixels)`` of every ``sensor_msgs/Image`` or ``CompressedImage`` on
+        ``topic``, in log-time order (see :func:`polybag.sensors.images`)."""
+        from polybag.sensors.read import images  # imported when used: it loads numpy
+
+        return images(self, topic, start, end, copy)
+
+    def pointclouds(
+        self, topic: TopicSelector, start: int | None = None, end: int | None = None, skip_nans: bool = False
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """``(log_time, points)`` of every ``sensor_msgs/PointCloud2`` on ``topic`` as
+        structured arrays, in log-time order (see :func:`polybag.sensors.pointclouds`)."""
+        from polybag.sensors.read import pointclouds
+
+        return pointclouds(self, topic, start, end, skip_nans=skip_nans)
+
     def close(self) -> None:
         self.source.close()
 
@@ -295,6 +313,14 @@ class ReaderProtocol(Protocol):
     def to_arrow(self, topic: str, fields: Sequence[str] | None = None) -> Any: ...
 
     def to_pandas(self, topic: str, fields: Sequence[str] | None = None) -> Any: ...
+
+    def images(
+        self, topic: TopicSelector, start: int | None = None, end: int | None = None, copy: bool = False
+    ) -> Iterator[tuple[int, np.ndarray]]: ...
+
+    def pointclouds(
+        self, topic: TopicSelector, start: int | None = None, end: int | None = None, skip_nans: bool = False
+    ) -> Iterator[tuple[int, np.ndarray]]: ...
 
     def close(self) -> None: ...
 

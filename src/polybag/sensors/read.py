@@ -1,0 +1,184 @@
+"""Arrays from a log: every image or point cloud of a topic, with its log time.
+
+:func:`images` and :func:`pointclouds` take an open reader (``reader.images(topic)`` and
+``reader.pointclouds(topic)`` call them) and yield ``(log_time, ndarray)``.  Raw images go
+through the zero-copy path (:mod:`polybag.sensors.layout`), compressed ones through
+Pillow/OpenCV, clouds through the channel's codec; ROS 1 and ROS 2 channels alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from polybag.codecs import codec_for
+from polybag.errors import UsageError
+from polybag.model import Channel, Message
+from polybag.sensors._access import as_bytes, field, integer, short_type, text
+from polybag.sensors.compressed import compressed_image_to_numpy
+from polybag.sensors.image import encoding_info, pixels
+from polybag.sensors.layout import ImageReader
+from polybag.sensors.pointcloud import pointcloud2_to_numpy
+
+IMAGE_TYPES = {"sensor_msgs/Image": "raw", "sensor_msgs/CompressedImage": "compressed"}
+CLOUD_TYPES = {"sensor_msgs/PointCloud2": "cloud"}
+
+TopicSelector = str | Sequence[str] | None
+
+
+def channel_type(ch: Channel) -> str:
+    """The message type of a channel (``sensor_msgs/Image`` for ROS 1 and ROS 2 names)."""
+    name = ch.schema.name if ch.schema is not None and ch.schema.name else str(ch.metadata.get("type", ""))
+    return short_type(name)
+
+
+def select(channels: Sequence[Channel], topics: TopicSelector) -> list[Channel]:
+    """The channels ``topics`` selects (a regex matched against whole topics, or names)."""
+    if topics is None:
+        return list(channels)
+    if isinstance(topics, str):
+        try:
+            rx = re.compile(topics)
+        except re.error as e:
+            raise UsageError(f"not a valid topic regular expression {topics!r}: {e}") from None
+        return [c for c in channels if rx.fullmatch(c.topic)]
+    wanted = set(topics)
+    return [c for c in channels if c.topic in wanted]
+
+
+def sensor_channels(
+    reader: Any, topics: TopicSelector, kinds: dict[str, str], what: str, strict: bool = True
+) -> list[Channel]:
+    """The channels of ``topics`` whose type is one of ``kinds``: a :class:`UsageError` when
+    none is, or (``strict``) when a topic named has another type."""
+    chosen = select(list(reader.summary.channels.values()), topics)
+    good = [c for c in chosen if channel_type(c) in kinds]
+    bad = sorted(
+        {f"{c.topic} ({channel_type(c) or 'no type'})" for c in chosen if channel_type(c) not in kinds}
+    )
+    if strict and bad and topics is not None:
+        raise UsageError(f"not {what} topics: {', '.join(bad)}")
+    if not good:
+        raise UsageError(
+            f"no {what} topic matches {topics!r}" if topics is not None else f"the log has no {what} topic"
+        )
+    return good
+
+
+@dataclass
+class Frame:
+    """One image of a log: its message, its pixels and their encoding (``rgb8``, ``mono8``,
+    ``16UC1``, ``32FC1``... for a compressed image, the encoding its pixels have)."""
+
+    message: Message
+    array: np.ndarray
+    encoding: str
+
+
+def _compressed_encoding(a: np.ndarray) -> str:
+    if a.dtype == np.uint16:
+        return "16UC1" if a.ndim == 2 else ("rgb16" if a.shape[2] == 3 else "rgba16")
+    if a.dtype == np.float32:
+        return "32FC1"
+    if a.ndim == 2:
+        return "mono8"
+    return {3: "rgb8", 4: "rgba8"}.get(a.shape[2], f"8UC{a.shape[2]}")
+
+
+def frames(
+    reader: Any,
+    topics: TopicSelector,
+    start: int | None = None,
+    end: int | None = None,
+    copy: bool = False,
+    every: int = 1,
+    strict: bool = True,
+) -> Iterator[Frame]:
+    """Every ``every``-th image of the image topics in ``topics`` (raw and compressed), in
+    log-time order, as :class:`Frame` s (counted per topic)."""
+    if every < 1:
+        raise UsageError(f"every must be at least 1, not {every}")
+    chans = sensor_channels(reader, topics, IMAGE_TYPES, "image", strict)
+    kinds = {c.id: IMAGE_TYPES[channel_type(c)] for c in chans}
+    seen: dict[str, int] = {}
+    raw = ImageReader()
+    for m in reader.messages(topics=[c.topic for c in chans], start=start, end=end):
+        kind = kinds.get(m.channel.id)
+        if kind is None:
+            continue
+        n = seen.get(m.channel.topic, 0)
+        seen[m.channel.topic] = n + 1
+        if n % every:
+            continue
+        if kind == "raw":
+            msg = raw.read(m.channel, m.data)
+            enc_name = text(msg, "encoding", "sensor_msgs/Image")
+            enc = encoding_info(enc_name)
+            arr = pixels(
+                as_bytes(field(msg, "data", "sensor_msgs/Image"), "sensor_msgs/Image"),
+                enc,
+                integer(msg, "height", "sensor_msgs/Image"),
+                integer(msg, "width", "sensor_msgs/Image"),
+                integer(msg, "step", "sensor_msgs/Image"),
+                bool(integer(msg, "is_bigendian", "sensor_msgs/Image", 0, 255)),
+                copy,
+            )
+            yield Frame(m, arr, enc_name)
+        else:
+            arr = compressed_image_to_numpy(codec_for(m.channel).decode(m.data, topic=m.channel.topic))
+            yield Frame(m, arr, _compressed_encoding(arr))
+
+
+def images(
+    reader: Any, topic: TopicSelector, start: int | None = None, end: int | None = None, copy: bool = False
+) -> Iterator[tuple[int, np.ndarray]]:
+    """``(log_time, pixels)`` of every image on ``topic`` (``sensor_msgs/Image`` or
+    ``CompressedImage``), in log-time order.  Raw images are views of the log's bytes
+    (read-only for a mapped file) unless ``copy``."""
+    for f in frames(reader, topic, start, end, copy):
+        yield f.message.log_time, f.array
+
+
+def pointclouds(
+    reader: Any,
+    topic: TopicSelector,
+    start: int | None = None,
+    end: int | None = None,
+    skip_nans: bool = False,
+    split_rgb: bool = False,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """``(log_time, points)`` of every ``sensor_msgs/PointCloud2`` on ``topic``, in log-time
+    order (see :func:`polybag.sensors.pointcloud2_to_numpy` for the options)."""
+    for m, arr in clouds(reader, topic, start, end, skip_nans=skip_nans, split_rgb=split_rgb):
+        yield m.log_time, arr
+
+
+def clouds(
+    reader: Any,
+    topics: TopicSelector,
+    start: int | None = None,
+    end: int | None = None,
+    every: int = 1,
+    skip_nans: bool = False,
+    split_rgb: bool = False,
+    strict: bool = True,
+) -> Iterator[tuple[Message, np.ndarray]]:
+    """``(message, points)`` of every ``every``-th cloud of the cloud topics in ``topics``."""
+    if every < 1:
+        raise UsageError(f"every must be at least 1, not {every}")
+    chans = sensor_channels(reader, topics, CLOUD_TYPES, "PointCloud2", strict)
+    ids = {c.id for c in chans}
+    seen: dict[str, int] = {}
+    for m in reader.messages(topics=[c.topic for c in chans], start=start, end=end):
+        if m.channel.id not in ids:
+            continue
+        n = seen.get(m.channel.topic, 0)
+        seen[m.channel.topic] = n + 1
+        if n % every:
+            continue
+        msg = codec_for(m.channel).decode(m.data, topic=m.channel.topic)
+        yield m, pointcloud2_to_numpy(msg, skip_nans=skip_nans, split_rgb=split_rgb)
