@@ -31,12 +31,13 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "polybag"
 
 
 def test_every_format_is_complete() -> None:
-    assert registry.names() == ["mcap", "bag", "ulog"]
+    assert registry.names() == ["mcap", "bag", "ulog", "rosbag2"]
     for spec in registry.formats():
         assert callable(spec.load_opener())
         cls = spec.load_writer()
         assert issubclass(cls, polybag.Writer)
-        assert spec.extensions and all(e.startswith(".") for e in spec.extensions)
+        # a directory format (rosbag2) is found by its probe, not by an extension
+        assert (spec.extensions or spec.probe is not None) and all(e.startswith(".") for e in spec.extensions)
         assert spec.default_compression in spec.compressions
         for m in spec.magics:
             assert registry.sniff(m + b"rest") == spec.name
@@ -52,7 +53,7 @@ def test_lookups_and_their_errors() -> None:
     assert registry.by_extension("a/b.BAG.active") == "bag"
     assert registry.by_extension("a/b.bag", headless=True) == "bag"
     assert registry.by_extension("a/b.mcap", headless=True) is None  # MCAP always has magic
-    with pytest.raises(UnsupportedError, match=r"unknown format 'xyz' \(known: mcap, bag, ulog\)"):
+    with pytest.raises(UnsupportedError, match=r"unknown format 'xyz' \(known: mcap, bag, ulog, rosbag2\)"):
         registry.get("xyz")
     with pytest.raises(UnsupportedError, match="cannot tell the format from the extension '.txt'"):
         registry.format_for_path("out.txt")
@@ -68,7 +69,7 @@ def test_writer_and_ops_follow_the_registry(tmp_path: Path) -> None:
     from polybag.ops._common import ext_for, target_format
 
     for spec in registry.formats():
-        w = polybag.Writer(str(tmp_path / f"a{spec.extension}"))
+        w = polybag.Writer(str(tmp_path / f"a{spec.extension}"), format=None if spec.extensions else spec.name)
         assert type(w) is spec.load_writer()
         w.abort(discard=True)
         assert ext_for(spec.name) == spec.extension

@@ -274,3 +274,26 @@ register(
         description="ULog",
     )
 )
+
+
+def _probe_rosbag2(path: str) -> bool:
+    from polybag.formats.rosbag2 import looks_like_rosbag2
+
+    return looks_like_rosbag2(path)
+
+
+register(
+    FormatSpec(
+        name="rosbag2",
+        magics=(),
+        extensions=(),
+        opener="polybag.formats.rosbag2.reader:open_rosbag2_file",
+        writer="polybag.formats.rosbag2.writer:Rosbag2Writer",
+        compressions=("none", "zstd"),
+        default_compression="none",
+        aliases=("ros2bag",),
+        probe=_probe_rosbag2,  # a directory with metadata.yaml, its metadata.yaml, a .db3
+        open_path="polybag.formats.rosbag2.reader:open_rosbag2",
+        description="rosbag2",
+    )
+)

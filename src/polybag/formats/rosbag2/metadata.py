@@ -1,0 +1,336 @@
+"""``metadata.yaml`` of a rosbag2 directory: parsed (versions 1-9), checked, and written.
+
+rosbag2 keeps what a bag holds in ``metadata.yaml`` next to its storage files::
+
+    rosbag2_bagfile_information:
+      version: 9
+      storage_identifier: sqlite3 | mcap
+      relative_file_paths: [run_0.db3]          # (files: per-file times and counts, version >= 5)
+      starting_time: {nanoseconds_since_epoch: N}
+      duration: {nanoseconds: N}
+      message_count: N
+      topics_with_message_count:
+        - topic_metadata: {name, type, serialization_format, offered_qos_profiles,
+                           type_description_hash (version >= 8)}
+          message_count: N
+      compression_format: "" | zstd
+      compression_mode: "" | FILE | MESSAGE
+
+``offered_qos_profiles`` is a YAML document in a string up to version 8 and a YAML list from
+version 9 (with names instead of numbers for the enums).  polybag keeps the profiles of a
+topic as the YAML string in the channel's ``offered_qos_profiles`` metadata (as MCAP files
+written by rosbag2 do) and converts between the two spellings when it writes.
+
+Every value is checked: a metadata.yaml that is not YAML, not a mapping, or has values of
+the wrong kind is a :class:`~polybag.errors.FormatError` naming the file and the field;
+nothing is allocated from a count it declares.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from polybag.errors import FormatError, UnsupportedError
+
+METADATA_FILE = "metadata.yaml"
+#: the newest metadata version polybag reads (and the one it writes by default)
+LATEST_VERSION = 9
+#: what a metadata file may weigh (a real one is a few KiB per topic)
+MAX_METADATA_BYTES = 64 << 20
+_U64 = 1 << 64
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+# the QoS enums: numbers (metadata up to version 8) <-> names (version 9)
+QOS_ENUMS: dict[str, tuple[str, ...]] = {
+    "history": ("system_default", "keep_last", "keep_all", "unknown"),
+    "reliability": ("system_default", "reliable", "best_effort", "unknown", "best_available"),
+    "durability": ("system_default", "transient_local", "volatile", "unknown", "best_available"),
+    "liveliness": (
+        "system_default",
+        "automatic",
+        "manual_by_node",
+        "manual_by_topic",
+        "unknown",
+        "best_available",
+    ),
+}
+
+
+@dataclass
+class TopicInfo:
+    """One ``topics_with_message_count`` entry."""
+
+    name: str
+    type: str
+    serialization_format: str = "cdr"
+    #: the offered QoS profiles as a YAML string ("" when none)
+    offered_qos_profiles: str = ""
+    type_description_hash: str = ""
+    message_count: int = 0
+
+
+@dataclass
+class FileInfo:
+    """One storage file: its path relative to the bag directory, and (version >= 5) its
+    own start, duration and message count."""
+
+    path: str
+    starting_time: int | None = None
+    duration: int | None = None
+    message_count: int | None = None
+
+
+@dataclass
+class BagInfo:
+    """A parsed ``metadata.yaml``."""
+
+    version: int = LATEST_VERSION
+    storage_identifier: str = "sqlite3"
+    files: list[FileInfo] = field(default_factory=list)
+    topics: list[TopicInfo] = field(default_factory=list)
+    starting_time: int | None = None
+    duration: int | None = None
+    message_count: int | None = None
+    #: "" (none), "file" or "message" (lower case)
+    compression_mode: str = ""
+    #: "" or "zstd"
+    compression_format: str = ""
+    custom_data: dict[str, str] = field(default_factory=dict)
+    ros_distro: str = ""
+
+
+# --- reading -------------------------------------------------------------------------------------
+class _Fields:
+    """Typed access to one mapping of the file, each failure a FormatError naming the field."""
+
+    def __init__(self, data: Any, where: str, path: str) -> None:
+        if not isinstance(data, dict):
+            raise FormatError(f"{where}: expected a mapping, found {type(data).__name__}", path)
+        self.data = data
+        self.where = where
+        self.path = path
+
+    def _bad(self, key: str, what: str) -> FormatError:
+        return FormatError(f"{self.where}.{key}: {what}", self.path)
+
+    def text(self, key: str, default: str | None = None) -> str:
+        v = self.data.get(key, default)
+        if v is None:
+            if default is None:
+                raise self._bad(key, "missing")
+            return default
+        if isinstance(v, (bool, int, float)):
+            return str(v)
+        if not isinstance(v, str):
+            raise self._bad(key, f"expected text, found {type(v).__name__}")
+        return v
+
+    def count(self, key: str, *, required: bool = False) -> int | None:
+        v = self.data.get(key)
+        if v is None:
+            if required:
+                raise self._bad(key, "missing")
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self._bad(key, f"expected an integer, found {v!r:.60}")
+        if not 0 <= v < _U64:
+            raise self._bad(key, f"{v} is out of range")
+        return v
+
+    def nested_time(self, key: str, inner: str) -> int | None:
+        v = self.data.get(key)
+        if v is None:
+            return None
+        return _Fields(v, f"{self.where}.{key}", self.path).count(inner)
+
+    def items(self, key: str) -> list[Any]:
+        v = self.data.get(key)
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            raise self._bad(key, f"expected a list, found {type(v).__name__}")
+        return v
+
+
+def qos_to_text(value: Any) -> str:
+    """``offered_qos_profiles`` as the YAML string polybag keeps in channel metadata (a
+    version-9 list is dumped; a string is kept as it is)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and not value:
+        return ""
+    try:
+        return str(yaml.dump(value, Dumper=_Dumper, default_flow_style=False, sort_keys=False)).strip()
+    except yaml.YAMLError:
+        return ""
+
+
+def parse_qos(text: str) -> list[dict[str, Any]] | None:
+    """The QoS profiles of a YAML string as a list of mappings; None when they do not parse."""
+    if not text.strip():
+        return []
+    try:
+        got = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(got, list) or not all(isinstance(p, dict) for p in got):
+        return None
+    return got
+
+
+def qos_for_version(text: str, version: int) -> str | list[dict[str, Any]]:
+    """A channel's QoS YAML string as ``metadata.yaml`` of ``version`` spells it: a string
+    with numeric enums up to version 8, a list with enum names from version 9."""
+    profiles = parse_qos(text)
+    if profiles is None:
+        return text if version < 9 else []
+    out = []
+    for p in profiles:
+        q = dict(p)
+        for key, names in QOS_ENUMS.items():
+            v = q.get(key)
+            if version >= 9 and isinstance(v, int) and not isinstance(v, bool):
+                q[key] = names[v] if 0 <= v < len(names) else "unknown"
+            elif version < 9 and isinstance(v, str):
+                q[key] = names.index(v.lower()) if v.lower() in names else names.index("unknown")
+        out.append(q)
+    if version >= 9:
+        return out
+    return qos_to_text(out)
+
+
+def parse_metadata(text: bytes, path: str) -> BagInfo:
+    """The :class:`BagInfo` of a ``metadata.yaml``'s bytes; a :class:`FormatError` naming
+    ``path`` and the field for anything malformed; :class:`UnsupportedError` for a version
+    newer than polybag knows."""
+    try:
+        doc = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        raise FormatError(f"not valid YAML: {str(e).splitlines()[0] if str(e) else e}", path) from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise FormatError(f"not valid YAML text: {e}", path) from None
+    if not isinstance(doc, dict) or "rosbag2_bagfile_information" not in doc:
+        raise FormatError("no rosbag2_bagfile_information mapping: not a rosbag2 metadata.yaml", path)
+    top = _Fields(doc["rosbag2_bagfile_information"], "rosbag2_bagfile_information", path)
+    info = BagInfo()
+    version = top.count("version", required=True)
+    assert version is not None
+    if version < 1:
+        raise FormatError(f"rosbag2_bagfile_information.version: {version} is not a rosbag2 version", path)
+    if version > LATEST_VERSION:
+        raise UnsupportedError(
+            f"{path}: rosbag2 metadata version {version} is newer than polybag reads (1-9)"
+        )
+    info.version = version
+    info.storage_identifier = top.text("storage_identifier", "sqlite3").strip().lower()
+    info.starting_time = top.nested_time("starting_time", "nanoseconds_since_epoch")
+    info.duration = top.nested_time("duration", "nanoseconds")
+    info.message_count = top.count("message_count")
+    info.compression_mode = top.text("compression_mode", "").strip().lower()
+    info.compression_format = top.text("compression_format", "").strip().lower()
+    info.ros_distro = top.text("ros_distro", "")
+    custom = top.data.get("custom_data")
+    if isinstance(custom, dict):
+        info.custom_data = {str(k): str(v) for k, v in custom.items()}
+    for i, item in enumerate(top.items("topics_with_message_count")):
+        entry = _Fields(item, f"topics_with_message_count[{i}]", path)
+        tm = _Fields(entry.data.get("topic_metadata"), f"topics_with_message_count[{i}].topic_metadata", path)
+        info.topics.append(
+            TopicInfo(
+                name=tm.text("name"),
+                type=tm.text("type"),
+                serialization_format=tm.text("serialization_format", "cdr"),
+                offered_qos_profiles=qos_to_text(tm.data.get("offered_qos_profiles")),
+                type_description_hash=tm.text("type_description_hash", ""),
+                message_count=entry.count("message_count") or 0,
+            )
+        )
+    per_file: dict[str, FileInfo] = {}
+    for i, item in enumerate(top.items("files")):
+        f = _Fields(item, f"files[{i}]", path)
+        fi = FileInfo(
+            path=f.text("path"),
+            starting_time=f.nested_time("starting_time", "nanoseconds_since_epoch"),
+            duration=f.nested_time("duration", "nanoseconds"),
+            message_count=f.count("message_count"),
+        )
+        per_file.setdefault(fi.path, fi)
+    names: list[str] = []
+    for i, p in enumerate(top.items("relative_file_paths")):
+        if not isinstance(p, str):
+            raise FormatError(f"rosbag2_bagfile_information.relative_file_paths[{i}]: expected text", path)
+        names.append(p)
+    if not names:
+        names = list(per_file)
+    info.files = [per_file.get(n) or FileInfo(n) for n in dict.fromkeys(names)]
+    for fi in info.files:
+        check_relative(fi.path, path)
+    return info
+
+
+def check_relative(name: str, path: str) -> None:
+    """A storage file name must stay inside the bag directory (no absolute path, no ``..``)."""
+    if not name or "\x00" in name:
+        raise FormatError(f"storage file name {name!r} is not a file name", path)
+    norm = os.path.normpath(name)
+    if os.path.isabs(name) or norm == ".." or norm.startswith(".." + os.sep):
+        raise FormatError(f"storage file {name!r} lies outside the bag directory", path)
+
+
+# --- writing -------------------------------------------------------------------------------------
+def dump_metadata(info: BagInfo) -> str:
+    """``metadata.yaml`` text for ``info`` (the layout rosbag2 writes for its version)."""
+    v = info.version
+    topics = []
+    for t in info.topics:
+        tm: dict[str, Any] = {
+            "name": t.name,
+            "type": t.type,
+            "serialization_format": t.serialization_format,
+            "offered_qos_profiles": qos_for_version(t.offered_qos_profiles, v),
+        }
+        if v >= 8:
+            tm["type_description_hash"] = t.type_description_hash
+        topics.append({"topic_metadata": tm, "message_count": t.message_count})
+    body: dict[str, Any] = {
+        "version": v,
+        "storage_identifier": info.storage_identifier,
+        "duration": {"nanoseconds": info.duration or 0},
+        "starting_time": {"nanoseconds_since_epoch": info.starting_time or 0},
+        "message_count": info.message_count or 0,
+        "topics_with_message_count": topics,
+        "compression_format": info.compression_format,
+        "compression_mode": info.compression_mode.upper(),
+        "relative_file_paths": [f.path for f in info.files],
+    }
+    if v >= 5:
+        body["files"] = [
+            {
+                "path": f.path,
+                "starting_time": {"nanoseconds_since_epoch": f.starting_time or 0},
+                "duration": {"nanoseconds": f.duration or 0},
+                "message_count": f.message_count or 0,
+            }
+            for f in info.files
+        ]
+    if v >= 6:
+        body["custom_data"] = dict(info.custom_data) or None
+    if v >= 7:
+        body["ros_distro"] = info.ros_distro
+    return str(
+        yaml.dump(
+            {"rosbag2_bagfile_information": body},
+            Dumper=_Dumper,
+            default_flow_style=False,
+            sort_keys=False,
+            allow_unicode=True,
+        )
+    )

@@ -1,0 +1,429 @@
+"""Reading a rosbag2 directory: :class:`Rosbag2Reader` and its openers.
+
+``open_rosbag2(path)`` takes the bag directory or its ``metadata.yaml`` (or a lone ``.db3``).
+The summary (topics, counts, times) comes from ``metadata.yaml`` without reading messages;
+the channels' definitions come from the storage files' own tables (``message_definitions``,
+MCAP schemas).  A topic whose file carries no definition (bags before ROS 2 Iron) gets a
+``ros2msg`` schema with the type name and empty data: the CDR codec fills it in from its
+bundled interface definitions.
+
+Messages of several storage files are merged in log-time order (ties in file order).  With
+``compression_mode: message`` each payload is zstd-decompressed with the bounded helper
+(``max_chunk_bytes`` caps one message); with ``file`` each file is decompressed to a
+temporary file first.
+
+A directory without ``metadata.yaml`` (a writer killed before it finished) opens only with
+``recover=True`` (what ``polybag recover`` passes): the storage files found in it are read
+and the summary is rebuilt from them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from polybag.compression import decompress
+from polybag.errors import FormatError, PolybagError, UnsupportedError
+from polybag.formats.rosbag2.metadata import (
+    MAX_METADATA_BYTES,
+    METADATA_FILE,
+    BagInfo,
+    FileInfo,
+    parse_metadata,
+)
+from polybag.formats.rosbag2.storage import Decompressed, Storage, StorageTopic, open_storage
+from polybag.model import Channel, Message, Schema, Summary
+from polybag.reader import Reader, TopicSelector, topic_filter
+from polybag.source import MappedSource, Source
+
+#: storage file names recognised in a directory without metadata.yaml
+_STORAGE_RE = re.compile(r".+\.(db3|mcap)(\.zstd|\.active)?$")
+
+
+def bag_directory(path: str) -> str | None:
+    """The bag directory ``path`` names (the directory, or the one of its ``metadata.yaml``),
+    or None when ``path`` is not a rosbag2 bag."""
+    if os.path.isdir(path):
+        if os.path.isfile(os.path.join(path, METADATA_FILE)):
+            return path
+        return path if _storage_files(path) else None
+    if os.path.basename(path) == METADATA_FILE and os.path.isfile(path):
+        return os.path.dirname(path) or "."
+    return None
+
+
+def looks_like_rosbag2(path: str) -> bool:
+    """The registry's probe: a directory with a ``metadata.yaml`` (or, after an interrupted
+    write, with rosbag2-named storage files), a ``metadata.yaml``, or a ``.db3`` file."""
+    if bag_directory(path) is not None:
+        return True
+    return path.lower().endswith(".db3") and os.path.isfile(path)
+
+
+def _storage_files(directory: str) -> list[str]:
+    """rosbag2 storage files of a directory without metadata.yaml: every ``.db3`` (and
+    ``.db3.zstd``), and ``.mcap`` files named like rosbag2 names them (``NAME_<n>.mcap``)."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    base = os.path.basename(os.path.normpath(directory))
+    if base.endswith(".active"):
+        base = base[: -len(".active")]
+    out = []
+    for n in names:
+        if not _STORAGE_RE.fullmatch(n) or not os.path.isfile(os.path.join(directory, n)):
+            continue
+        if ".db3" in n or re.fullmatch(re.escape(base) + r"_\d+\.mcap(\.zstd|\.active)?", n):
+            out.append(n)
+
+    def index(n: str) -> tuple[int, str]:
+        m = re.search(r"_(\d+)\.(db3|mcap)", n)
+        return (int(m.group(1)) if m else 0, n)
+
+    return sorted(out, key=index)
+
+
+class Rosbag2Reader(Reader):
+    """A rosbag2 bag directory (``sqlite3`` or ``mcap`` storage, one or several files)."""
+
+    format = "rosbag2"
+    native_profile = "ros2"
+
+    def __init__(self, path: str, *, recover: bool = False, **options: Any) -> None:
+        directory = bag_directory(path)
+        single: str | None = None
+        if directory is None:
+            if path.lower().endswith(".db3") and os.path.isfile(path):
+                directory, single = os.path.dirname(path) or ".", os.path.basename(path)
+            else:
+                raise FormatError("not a rosbag2 bag (no metadata.yaml, no storage files)", path)
+        super().__init__(MappedSource(directory, b""), directory)
+        self.recover = recover
+        self._errors: list[str] = []
+        self._storages: list[Storage] = []
+        self._temps: list[Decompressed] = []
+        self.info: BagInfo | None = None
+        try:
+            self._open(directory, single, options)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- opening ---------------------------------------------------------------------------------
+    def _open(self, directory: str, single: str | None, options: dict[str, Any]) -> None:
+        meta = os.path.join(directory, METADATA_FILE)
+        files: list[FileInfo]
+        if single is None and os.path.isfile(meta):
+            try:
+                self.info = parse_metadata(_read_metadata(meta), meta)
+            except PolybagError as e:
+                if not self.recover:
+                    raise
+                self._errors.append(f"{meta}: {e}")
+        if self.info is not None:
+            files = list(self.info.files)
+            if self.info.storage_identifier not in ("sqlite3", "mcap", ""):
+                if not self.recover and not files:
+                    raise UnsupportedError(
+                        f"{meta}: storage {self.info.storage_identifier!r} is not sqlite3 or mcap"
+                    )
+            missing = [f.path for f in files if not os.path.isfile(os.path.join(directory, f.path))]
+            if missing:
+                if not self.recover:
+                    raise FormatError(f"storage file(s) missing: {', '.join(missing)}", meta)
+                self._errors.append(f"{meta}: storage file(s) missing: {', '.join(missing)}")
+                files = [f for f in files if f.path not in missing]
+            if self.recover:  # storage files the metadata does not list (a later split)
+                known = {os.path.normpath(f.path) for f in files} | {os.path.normpath(m) for m in missing}
+                files += [FileInfo(n) for n in _storage_files(directory) if n not in known]
+        elif single is not None:
+            files = [FileInfo(single)]
+        else:
+            if not self.recover:
+                raise FormatError(
+                    "no metadata.yaml (an interrupted write?): `polybag recover` rebuilds the bag", directory
+                )
+            files = [FileInfo(n) for n in _storage_files(directory)]
+            self._errors.append(f"{directory}: no metadata.yaml; rebuilt from the storage files")
+        declared = self.info.storage_identifier if self.info is not None else ""
+        self._files = files
+        for f in files:
+            p = os.path.join(directory, f.path)
+            try:
+                st, tmp = open_storage(p, declared, recover=self.recover, **options)
+            except PolybagError as e:
+                if not self.recover:
+                    raise
+                self._errors.append(str(e))
+                continue
+            self._storages.append(st)
+            if tmp is not None:
+                self._temps.append(tmp)
+        mode = self.info.compression_mode if self.info is not None else ""
+        fmt = self.info.compression_format if self.info is not None else ""
+        if mode and mode not in ("file", "message", "none"):
+            raise UnsupportedError(f"{meta}: compression mode {mode!r} is not file or message")
+        if mode in ("file", "message") and fmt not in ("zstd", ""):
+            raise UnsupportedError(f"{meta}: compression format {fmt!r} is not zstd")
+        self._per_message = mode == "message"
+        self._max_bytes = options.get("max_chunk_bytes")
+        self._build_channels()
+
+    def _build_channels(self) -> None:
+        """One channel per (topic, type, serialization format) over every file, in the
+        order metadata.yaml lists the topics; each file's local ids mapped to them."""
+        by_key: dict[tuple[str, str, str], Channel] = {}
+        schemas: dict[tuple[str, str, bytes], Schema] = {}
+        meta_topics = {(t.name, t.type): t for t in (self.info.topics if self.info is not None else [])}
+        self._local: list[dict[int, Channel]] = []
+        file_topics: list[list[StorageTopic]] = []
+        for st in self._storages:
+            try:
+                file_topics.append(st.topics())
+            except PolybagError as e:
+                if not self.recover:
+                    raise
+                self._errors.append(str(e))
+                file_topics.append([])
+        defs: dict[str, tuple[str, bytes]] = {}
+        for tops in file_topics:
+            for t in tops:
+                if t.definition_encoding and t.type not in defs:
+                    defs[t.type] = (t.definition_encoding, t.definition)
+
+        def channel(name: str, type_name: str, fmt: str, qos: str, type_hash: str) -> Channel:
+            key = (name, type_name, fmt)
+            ch = by_key.get(key)
+            if ch is None:
+                enc, data = defs.get(type_name, ("ros2msg", b""))
+                skey = (type_name, enc, data)
+                schema = schemas.get(skey)
+                if schema is None:
+                    schema = schemas[skey] = Schema(len(schemas) + 1, type_name, enc, data)
+                md: dict[str, str] = {}
+                if qos:
+                    md["offered_qos_profiles"] = qos
+                if type_hash:
+                    md["topic_type_hash"] = type_hash
+                ch = by_key[key] = Channel(len(by_key) + 1, name, fmt, schema, md)
+            return ch
+
+        for t in meta_topics.values():
+            channel(t.name, t.type, t.serialization_format, t.offered_qos_profiles, t.type_description_hash)
+        for tops in file_topics:
+            local: dict[int, Channel] = {}
+            for t in tops:
+                mt = meta_topics.get((t.name, t.type))
+                qos = mt.offered_qos_profiles if mt is not None else t.offered_qos_profiles
+                th = (mt.type_description_hash if mt is not None else "") or t.type_description_hash
+                fmt = mt.serialization_format if mt is not None else t.serialization_format
+                local[t.id] = channel(t.name, t.type, fmt, qos, th)
+            self._local.append(local)
+        self._channels = {c.id: c for c in by_key.values()}
+        self._schemas = {s.id: s for s in schemas.values()}
+        self._summary: Summary | None = None
+
+    # --- the interface ---------------------------------------------------------------------------
+    @property
+    def summary(self) -> Summary:
+        if self._summary is None:
+            self._summary = self._make_summary()
+        return self._summary
+
+    def _make_summary(self) -> Summary:
+        info = self.info
+        s = Summary(
+            format="rosbag2",
+            profile="ros2",
+            library=(info.ros_distro if info is not None else ""),
+            version=str(info.version) if info is not None else "",
+            schemas=dict(self._schemas),
+            channels=dict(self._channels),
+            file_size=self.source_size,
+        )
+        if info is not None and not self.recover:
+            counts = {(t.name, t.type): t.message_count for t in info.topics}
+            for ch in self._channels.values():
+                s.message_counts[ch.id] = counts.get((ch.topic, ch.type_name), 0)
+            if info.message_count and info.starting_time is not None:
+                s.start_time = info.starting_time
+                s.end_time = info.starting_time + (info.duration or 0)
+            s.indexed = True
+        else:  # rebuilt from the storage files
+            s.indexed = False
+            lo: list[int] = []
+            hi: list[int] = []
+            for st, local in zip(self._storages, self._local):
+                try:
+                    for lid, n in st.counts().items():
+                        ch = local.get(lid)
+                        if ch is not None:
+                            s.message_counts[ch.id] = s.message_counts.get(ch.id, 0) + n
+                    a, b = st.times()
+                except PolybagError as e:
+                    self._errors.append(str(e))
+                    continue
+                if a is not None and b is not None:
+                    lo.append(a)
+                    hi.append(b)
+            for cid in self._channels:
+                s.message_counts.setdefault(cid, 0)
+            if lo:
+                s.start_time, s.end_time = min(lo), max(hi)
+        s.extras = self.info_extras()
+        return s
+
+    @property
+    def has_index(self) -> bool:
+        return self.info is not None and not self.recover
+
+    def info_extras(self) -> dict[str, Any]:
+        info = self.info
+        kinds = sorted({st.kind for st in self._storages})
+        out: dict[str, Any] = {
+            "storage": kinds[0]
+            if len(kinds) == 1
+            else (",".join(kinds) or (info.storage_identifier if info else "")),
+            "rosbag2_version": info.version if info is not None else None,
+            "files": [f.path for f in self._files],
+            "compression_mode": info.compression_mode if info is not None else "",
+            "compression_format": info.compression_format if info is not None else "",
+        }
+        if info is not None and info.ros_distro:
+            out["ros_distro"] = info.ros_distro
+        if info is not None and info.custom_data:
+            out["custom_data"] = dict(info.custom_data)
+        qos = {
+            c.topic: c.metadata["offered_qos_profiles"]
+            for c in self._channels.values()
+            if "offered_qos_profiles" in c.metadata
+        }
+        if qos:
+            out["offered_qos_profiles"] = qos
+        return out
+
+    def _messages(
+        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[Message]:
+        ids = topic_filter(topics, self._channels.values())
+        streams = [
+            self._file_messages(i, ids, start, end, reverse, order) for i in range(len(self._storages))
+        ]
+        if len(streams) == 1:
+            return streams[0]
+        if order == "file":
+            return _chain(streams[::-1] if reverse else streams)
+        # heapq.merge breaks ties by stream order (reversed when ``reverse``): file order
+        return heapq.merge(*streams, key=_log_time, reverse=reverse)
+
+    def _file_messages(
+        self, i: int, ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[Message]:
+        st = self._storages[i]
+        local = self._local[i]
+        local_ids = None if ids is None else {lid for lid, ch in local.items() if ch.id in ids}
+        if local_ids is not None and not local_ids:
+            return
+        per_message = self._per_message
+        try:
+            for lid, log_time, pub, seq, data in st.messages(local_ids, start, end, reverse, order):
+                ch = local.get(lid)
+                if ch is None:
+                    if self.recover:
+                        self._errors.append(f"{st.path}: a message on unknown topic id {lid} skipped")
+                        continue
+                    raise FormatError(
+                        f"a message on topic id {lid}, which the topics table does not have", st.path
+                    )
+                if per_message:
+                    try:
+                        data = decompress("zstd", data, None, path=st.path, max_bytes=self._max_bytes)
+                    except PolybagError as e:
+                        if not self.recover:
+                            raise FormatError(f"topic {ch.topic}, time {log_time}: {e}", st.path) from None
+                        self._errors.append(f"{st.path}: topic {ch.topic}, time {log_time}: {e}")
+                        continue
+                yield Message(ch, log_time, pub, seq, data)
+        except PolybagError as e:
+            if not self.recover:
+                raise
+            self._errors.append(str(e))
+
+    @property
+    def recovery_report(self) -> dict[str, Any] | None:  # type: ignore[override]
+        """What a recovering read met (files, journals, rows or chunks it had to skip)."""
+        if not self.recover:
+            return None
+        errors = list(self._errors)
+        for st in self._storages:
+            errors.extend(e for e in st.errors if e not in errors)
+        return {
+            "messages": None,
+            "bytes_skipped": sum(st.bytes_skipped for st in self._storages),
+            "errors": errors,
+        }
+
+    @property
+    def source_size(self) -> int:
+        return sum(st.size() for st in self._storages)
+
+    def release_pages(self) -> None:
+        for st in self._storages:
+            st.release_pages()
+
+    def close(self) -> None:
+        for st in getattr(self, "_storages", []):
+            try:
+                st.close()
+            except PolybagError:
+                pass
+        for t in getattr(self, "_temps", []):
+            t.close()
+        self._storages = []
+        self._temps = []
+        super().close()
+
+
+def _log_time(m: Message) -> int:
+    return m.log_time
+
+
+def _chain(streams: list[Iterator[Message]]) -> Iterator[Message]:
+    for s in streams:
+        yield from s
+
+
+def _read_metadata(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_METADATA_BYTES + 1)
+    except OSError as e:
+        raise FormatError(f"cannot read: {e.strerror or e}", path) from None
+    if len(data) > MAX_METADATA_BYTES:
+        raise FormatError(
+            f"metadata.yaml is over {MAX_METADATA_BYTES} bytes: not a rosbag2 metadata file", path
+        )
+    return data
+
+
+def open_rosbag2(path: str, **options: Any) -> Rosbag2Reader:
+    """The registry's ``open_path``: a bag directory, its ``metadata.yaml`` or a ``.db3``.
+    Options: ``recover`` (read past damage, rebuild a missing metadata.yaml),
+    ``max_chunk_bytes`` (caps a per-message decompression and an MCAP chunk),
+    ``validate_crcs`` (MCAP storage); others are ignored."""
+    opts = {k: v for k, v in options.items() if k in ("max_chunk_bytes", "validate_crcs")}
+    return Rosbag2Reader(os.fspath(path), recover=bool(options.get("recover")), **opts)
+
+
+def open_rosbag2_file(source: Source, path: str | None = None, **options: Any) -> Rosbag2Reader:
+    """The registry's byte-source opener: a rosbag2 bag is a directory, so only a source
+    opened from a ``metadata.yaml`` or ``.db3`` path can be one (it is reopened by path)."""
+    p = path if path is not None else source.path
+    source.close()
+    if p is None or not looks_like_rosbag2(p):
+        raise UnsupportedError("a rosbag2 bag is a directory: open it by its path (or its metadata.yaml)")
+    return open_rosbag2(p, **options)

@@ -1,0 +1,351 @@
+"""rosbag2's ``sqlite3`` storage (``.db3``), read and written through the standard library.
+
+A ``.db3`` holds the tables ``topics`` (id, name, type, serialization_format,
+offered_qos_profiles (schema >= 2), type_description_hash (schema 4)), ``messages`` (id,
+topic_id, timestamp, data) with the index ``timestamp_idx``, and from schema 3 on
+``schema`` and ``metadata``, from schema 4 ``message_definitions``.
+
+Reading opens the database read-only (``immutable`` when no journal is next to it, so
+nothing is locked or written); a database with a journal or write-ahead log left by an
+interrupted writer is copied to a temporary directory first and opened there, where SQLite
+rolls the journal back (or replays the log), so the input is never modified.  Topic
+filters and time windows are ``WHERE`` clauses; log-time order is the ``timestamp`` index
+(ties by row id, the order they were written).
+
+Every ``sqlite3`` error becomes a :class:`~polybag.errors.FormatError` naming the file; a
+read yields every message it could read before raising.  With ``recover`` a read goes
+on past damage by row id and notes what it skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polybag.errors import FormatError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_JOURNALS = ("-journal", "-wal")
+_BATCH = 2048
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    """One row of ``topics``."""
+
+    id: int
+    name: str
+    type: str
+    serialization_format: str
+    offered_qos_profiles: str
+    type_description_hash: str
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def _str(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bytes):
+        return _text(v)
+    return str(v)
+
+
+class SqliteStorage:
+    """One ``.db3`` file opened for reading (see the module notes)."""
+
+    def __init__(self, path: str, *, recover: bool = False) -> None:
+        self.path = path
+        self.recover = recover
+        self.errors: list[str] = []
+        self._tmp: str | None = None
+        try:
+            with open(path, "rb") as f:
+                head = f.read(len(SQLITE_MAGIC))
+        except OSError as e:
+            raise FormatError(f"cannot open: {e.strerror or e}", path) from None
+        if head != SQLITE_MAGIC:
+            raise FormatError("not an SQLite database (no 'SQLite format 3' header)", path, 0)
+        try:
+            self.conn = self._connect()
+            self.conn.text_factory = _text
+            self._tables = {
+                _str(r[0]) for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            if not {"topics", "messages"} <= self._tables:
+                raise FormatError("not a rosbag2 database: no 'topics' and 'messages' tables", path)
+            self._topic_columns = {_str(r[1]) for r in self.conn.execute("PRAGMA table_info(topics)")}
+        except sqlite3.Error as e:
+            self.close()
+            raise FormatError(f"damaged SQLite database: {e}", path) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        side = [self.path + j for j in _JOURNALS if os.path.lexists(self.path + j)]
+        if not side:
+            uri = Path(self.path).resolve().as_uri() + "?mode=ro&immutable=1"
+            return sqlite3.connect(uri, uri=True, check_same_thread=False)
+        # an interrupted writer's journal: roll it back in a copy, never in the input
+        self._tmp = tempfile.mkdtemp(prefix="polybag-db3-")
+        copy = os.path.join(self._tmp, "bag.db3")
+        shutil.copyfile(self.path, copy)
+        for s in side:
+            shutil.copyfile(s, copy + s[len(self.path) :])
+        self.errors.append(
+            f"{self.path}: an interrupted write left {', '.join(os.path.basename(s) for s in side)}"
+        )
+        return sqlite3.connect(copy, check_same_thread=False)
+
+    # --- the tables ----------------------------------------------------------------------------
+    def topics(self) -> list[TopicRow]:
+        cols = ["id", "name", "type", "serialization_format"]
+        cols.append("offered_qos_profiles" if "offered_qos_profiles" in self._topic_columns else "''")
+        cols.append("type_description_hash" if "type_description_hash" in self._topic_columns else "''")
+        rows = self._all(f"SELECT {', '.join(cols)} FROM topics ORDER BY id")
+        out = []
+        for r in rows:
+            if not isinstance(r[0], int):
+                raise FormatError(f"topics: row id {r[0]!r} is not an integer", self.path)
+            out.append(TopicRow(r[0], _str(r[1]), _str(r[2]), _str(r[3]) or "cdr", _str(r[4]), _str(r[5])))
+        return out
+
+    def definitions(self) -> dict[str, tuple[str, str]]:
+        """``type -> (encoding, definition text)`` from ``message_definitions`` (schema 4)."""
+        if "message_definitions" not in self._tables:
+            return {}
+        out: dict[str, tuple[str, str]] = {}
+        q = "SELECT topic_type, encoding, encoded_message_definition FROM message_definitions ORDER BY id"
+        for name, enc, text in self._all(q):
+            out.setdefault(_str(name), (_str(enc), _str(text)))
+        return out
+
+    def counts(self) -> dict[int, int]:
+        """Messages per topic id (a scan of the ``messages`` table's topic ids)."""
+        return {
+            int(t): int(n)
+            for t, n in self._all("SELECT topic_id, COUNT(*) FROM messages GROUP BY topic_id")
+            if isinstance(t, int)
+        }
+
+    def times(self) -> tuple[int | None, int | None]:
+        """The first and last timestamp (the index's ends)."""
+        rows = self._all("SELECT MIN(timestamp), MAX(timestamp) FROM messages")
+        lo, hi = rows[0] if rows else (None, None)
+        return (lo if isinstance(lo, int) else None, hi if isinstance(hi, int) else None)
+
+    def _all(self, q: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self.conn.execute(q, args).fetchall()
+        except sqlite3.Error as e:
+            raise FormatError(f"damaged SQLite database: {e}", self.path) from None
+
+    # --- messages --------------------------------------------------------------------------------
+    def messages(
+        self,
+        topic_ids: set[int] | None,
+        start: int | None,
+        end: int | None,
+        reverse: bool,
+        order: str,
+    ) -> Iterator[tuple[int, int, bytes]]:
+        """``(topic_id, timestamp, data)`` of the messages selected, in log-time order
+        (``timestamp`` then row id) or file order (row id); reversed when asked."""
+        where, args = self._where(topic_ids, start, end)
+        desc = " DESC" if reverse else ""
+        if self.recover:
+            yield from self._salvage(where, args, reverse, order)
+            return
+        by = f"timestamp{desc}, id{desc}" if order == "log_time" else f"id{desc}"
+        q = f"SELECT topic_id, timestamp, data FROM messages{where} ORDER BY {by}"
+        try:
+            cur = self.conn.execute(q, args)
+            while True:
+                rows = cur.fetchmany(_BATCH)
+                if not rows:
+                    break
+                for row in rows:
+                    yield self._checked(row)
+        except sqlite3.Error as e:
+            raise FormatError(f"damaged SQLite database: {e}", self.path) from None
+
+    def _where(
+        self, topic_ids: set[int] | None, start: int | None, end: int | None
+    ) -> tuple[str, tuple[Any, ...]]:
+        conds: list[str] = []
+        args: list[Any] = []
+        if topic_ids is not None:
+            ids = sorted(topic_ids)
+            conds.append(f"topic_id IN ({', '.join('?' * len(ids))})" if ids else "0")
+            args.extend(ids)
+        if start is not None:
+            conds.append("timestamp >= ?")
+            args.append(min(start, (1 << 63) - 1))
+        if end is not None:
+            conds.append("timestamp < ?")
+            args.append(min(end, (1 << 63) - 1))
+        return (" WHERE " + " AND ".join(conds) if conds else ""), tuple(args)
+
+    def _checked(self, row: Any) -> tuple[int, int, bytes]:
+        tid, ts, data = row
+        if not isinstance(tid, int) or not isinstance(ts, int) or ts < 0:
+            raise FormatError(
+                f"messages: row with topic_id {tid!r}, timestamp {ts!r} is not a message", self.path
+            )
+        if not isinstance(data, bytes):
+            if isinstance(data, str):
+                data = data.encode("utf-8", "surrogateescape")
+            else:
+                raise FormatError(f"messages: row at timestamp {ts} has no data", self.path)
+        return tid, ts, data
+
+    def _salvage(
+        self, where: str, args: tuple[Any, ...], reverse: bool, order: str
+    ) -> Iterator[tuple[int, int, bytes]]:
+        """A recovering read: rows in id order, in batches, stepping past damage; what a
+        rowid walk cannot reach is reported, not raised.  Log-time order is the caller's."""
+        rows: list[tuple[int, int, bytes, int]] = []
+        last = -(1 << 63)
+        cond = where + (" AND " if where else " WHERE ") + "id > ?"
+        skips = 0
+        while True:
+            try:
+                got = self.conn.execute(
+                    f"SELECT topic_id, timestamp, data, id FROM messages{cond} ORDER BY id LIMIT {_BATCH}",
+                    (*args, last),
+                ).fetchall()
+            except sqlite3.Error as e:
+                skips += 1
+                self.errors.append(f"{self.path}: damaged rows after id {last}: {e}")
+                if skips > 24:
+                    break
+                last = last + (1 << skips) if last >= 0 else 0
+                continue
+            if not got:
+                break
+            for r in got:
+                last = r[3] if isinstance(r[3], int) else last + 1
+                try:
+                    tid, ts, data = self._checked(r[:3])
+                except FormatError as e:
+                    self.errors.append(str(e))
+                    continue
+                rows.append((tid, ts, data, last))
+        if order == "log_time":
+            rows.sort(key=lambda r: (r[1], r[3]))
+        if reverse:
+            rows.reverse()
+        for tid, ts, data, _ in rows:
+            yield tid, ts, data
+
+    def close(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+
+# --- writing --------------------------------------------------------------------------------------
+SCHEMA_SQL = """
+CREATE TABLE schema(schema_version INTEGER PRIMARY KEY, ros_distro TEXT NOT NULL);
+CREATE TABLE metadata(id INTEGER PRIMARY KEY, metadata_version INTEGER NOT NULL, metadata TEXT NOT NULL);
+CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
+  serialization_format TEXT NOT NULL, offered_qos_profiles TEXT NOT NULL, type_description_hash TEXT NOT NULL);
+CREATE TABLE message_definitions(id INTEGER PRIMARY KEY, topic_type TEXT NOT NULL, encoding TEXT NOT NULL,
+  encoded_message_definition TEXT NOT NULL, type_description_hash TEXT NOT NULL);
+CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, timestamp INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE INDEX timestamp_idx ON messages (timestamp ASC);
+"""
+
+
+class SqliteStorageWriter:
+    """A new ``.db3`` (schema 4).  Messages go in batches, each a committed transaction,
+    so a killed writer leaves every batch before the last one readable."""
+
+    def __init__(self, path: str, *, ros_distro: str = "polybag", batch_bytes: int = 8 << 20) -> None:
+        self.path = path
+        self.batch_bytes = batch_bytes
+        self._rows: list[tuple[int, int, bytes | memoryview]] = []
+        self._pending = 0
+        try:
+            self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=DELETE")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("BEGIN")
+            for stmt in SCHEMA_SQL.split(";"):
+                if stmt.strip():
+                    self.conn.execute(stmt)
+            self.conn.execute("INSERT INTO schema(schema_version, ros_distro) VALUES (4, ?)", (ros_distro,))
+            self.conn.execute("COMMIT")
+            self.conn.execute("BEGIN")
+        except sqlite3.Error as e:
+            raise OSError(f"cannot create the database: {e}", path) from None
+
+    def add_definition(self, type_name: str, encoding: str, text: str, type_hash: str) -> None:
+        self._exec(
+            "INSERT INTO message_definitions(topic_type, encoding, encoded_message_definition, type_description_hash)"
+            " VALUES (?, ?, ?, ?)",
+            (type_name, encoding, text, type_hash),
+        )
+
+    def add_topic(self, tid: int, name: str, type_name: str, fmt: str, qos: str, type_hash: str) -> None:
+        self._exec(
+            "INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?)", (tid, name, type_name, fmt, qos, type_hash)
+        )
+
+    def write(self, tid: int, timestamp: int, data: bytes | memoryview) -> None:
+        self._rows.append((tid, timestamp, data))
+        self._pending += len(data) + 32
+        if self._pending >= self.batch_bytes or len(self._rows) >= 50_000:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending messages and commit them."""
+        try:
+            if self._rows:
+                self.conn.executemany(
+                    "INSERT INTO messages(topic_id, timestamp, data) VALUES (?, ?, ?)", self._rows
+                )
+            self.conn.execute("COMMIT")
+            self.conn.execute("BEGIN")
+        except sqlite3.Error as e:
+            raise OSError(f"cannot write the database: {e}", self.path) from None
+        self._rows = []
+        self._pending = 0
+
+    def close(self, version: int, metadata_text: str) -> None:
+        """Write what is pending and the ``metadata`` row, commit, close."""
+        self.flush()
+        self._exec("INSERT INTO metadata(metadata_version, metadata) VALUES (?, ?)", (version, metadata_text))
+        try:
+            self.conn.execute("COMMIT")
+            self.conn.close()
+        except sqlite3.Error as e:
+            raise OSError(f"cannot write the database: {e}", self.path) from None
+
+    def abort(self) -> None:
+        """Close, keeping what was committed (the last batch is rolled back)."""
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+
+    def _exec(self, q: str, args: tuple[Any, ...]) -> None:
+        try:
+            self.conn.execute(q, args)
+        except sqlite3.Error as e:
+            raise OSError(f"cannot write the database: {e}", self.path) from None

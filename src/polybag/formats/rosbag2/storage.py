@@ -1,0 +1,287 @@
+"""The storage files of a rosbag2 directory behind one interface: ``sqlite3`` (``.db3``) and
+``mcap`` (through the MCAP reader the registry names, never its internals), each possibly
+zstd-compressed as a whole file (decompressed to a temporary file, a block at a time).
+
+A storage gives its topics (:class:`StorageTopic`, with the message definition when the
+file carries one) and its messages as ``(local topic id, log time, publish time, sequence,
+data)``; the reader maps local ids to the bag's channels and merges the files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from polybag.errors import FormatError, PolybagError
+from polybag.formats import registry
+from polybag.formats.rosbag2.sqlite import SQLITE_MAGIC, SqliteStorage
+from polybag.source import MappedSource
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class StorageTopic:
+    """A topic as a storage file declares it."""
+
+    id: int
+    name: str
+    type: str
+    serialization_format: str
+    offered_qos_profiles: str = ""
+    type_description_hash: str = ""
+    #: the message definition's encoding (``ros2msg``/``ros2idl``) and text; "" when absent
+    definition_encoding: str = ""
+    definition: bytes = b""
+
+
+RawMessage = tuple[int, int, int, int, bytes | memoryview]
+
+
+class Storage:
+    """One storage file opened for reading."""
+
+    kind = ""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.errors: list[str] = []
+        self.bytes_skipped = 0
+
+    def topics(self) -> list[StorageTopic]:
+        raise NotImplementedError
+
+    def counts(self) -> dict[int, int]:
+        """Messages per local topic id."""
+        raise NotImplementedError
+
+    def times(self) -> tuple[int | None, int | None]:
+        raise NotImplementedError
+
+    def messages(
+        self, topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[RawMessage]:
+        raise NotImplementedError
+
+    def size(self) -> int:
+        try:
+            return os.path.getsize(self.path)
+        except OSError:
+            return 0
+
+    def release_pages(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class SqliteFile(Storage):
+    """A ``.db3`` (see :mod:`polybag.formats.rosbag2.sqlite`)."""
+
+    kind = "sqlite3"
+
+    def __init__(self, path: str, *, recover: bool = False) -> None:
+        super().__init__(path)
+        self.db = SqliteStorage(path, recover=recover)
+        self.errors = self.db.errors
+
+    def topics(self) -> list[StorageTopic]:
+        defs = self.db.definitions()
+        out = []
+        for t in self.db.topics():
+            enc, text = defs.get(t.type, ("", ""))
+            if enc not in ("ros2msg", "ros2idl") or not text:
+                enc, text = "", ""
+            out.append(
+                StorageTopic(
+                    t.id,
+                    t.name,
+                    t.type,
+                    t.serialization_format,
+                    t.offered_qos_profiles,
+                    t.type_description_hash,
+                    enc,
+                    text.encode("utf-8", "surrogateescape"),
+                )
+            )
+        return out
+
+    def counts(self) -> dict[int, int]:
+        return self.db.counts()
+
+    def times(self) -> tuple[int | None, int | None]:
+        return self.db.times()
+
+    def messages(
+        self, topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[RawMessage]:
+        for tid, ts, data in self.db.messages(topic_ids, start, end, reverse, order):
+            yield tid, ts, ts, 0, data
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class McapFile(Storage):
+    """An ``.mcap`` read by the registered MCAP reader."""
+
+    kind = "mcap"
+
+    def __init__(self, path: str, **options: Any) -> None:
+        super().__init__(path)
+        opener = registry.get("mcap").load_opener()
+        source = MappedSource.from_path(path)
+        try:
+            self.reader = opener(source, path, **options)
+        except BaseException:
+            source.close()
+            raise
+        self._channels = self.reader.summary.channels
+
+    def topics(self) -> list[StorageTopic]:
+        out = []
+        for cid, ch in sorted(self._channels.items()):
+            s = ch.schema
+            enc = s.encoding if s is not None and s.encoding in ("ros2msg", "ros2idl") and s.data else ""
+            out.append(
+                StorageTopic(
+                    cid,
+                    ch.topic,
+                    (s.name if s is not None else "") or str(ch.metadata.get("type", "")),
+                    ch.message_encoding,
+                    str(ch.metadata.get("offered_qos_profiles", "")),
+                    str(
+                        ch.metadata.get("topic_type_hash", "") or ch.metadata.get("type_description_hash", "")
+                    ),
+                    enc,
+                    bytes(s.data) if enc and s is not None else b"",
+                )
+            )
+        return out
+
+    def counts(self) -> dict[int, int]:
+        s = self.reader.summary
+        if s.indexed and s.message_counts:
+            return dict(s.message_counts)
+        out: dict[int, int] = {}
+        for m in self.reader.messages(order="file"):
+            out[m.channel.id] = out.get(m.channel.id, 0) + 1
+        return out
+
+    def times(self) -> tuple[int | None, int | None]:
+        s = self.reader.summary
+        return s.start_time, s.end_time
+
+    def messages(
+        self, topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[RawMessage]:
+        topics = None
+        if topic_ids is not None:
+            topics = sorted({self._channels[i].topic for i in topic_ids if i in self._channels})
+        for m in self.reader.messages(topics=topics, start=start, end=end, reverse=reverse, order=order):
+            cid = m.channel.id
+            if topic_ids is not None and cid not in topic_ids:
+                continue
+            yield cid, m.log_time, m.publish_time, m.sequence, m.data
+        report = self.reader.recovery_report
+        if report:
+            self.errors.extend(str(e) for e in report.get("errors", []) or [])
+            self.bytes_skipped = int(report.get("bytes_skipped", 0) or 0)
+
+    def size(self) -> int:
+        return int(self.reader.source_size) or super().size()
+
+    def release_pages(self) -> None:
+        self.reader.release_pages()
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def sniff_file(path: str) -> str:
+    """``sqlite3``, ``mcap`` or ``zstd`` from a storage file's first bytes; a FormatError otherwise."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        raise FormatError(f"cannot open: {e.strerror or e}", path) from None
+    if head.startswith(SQLITE_MAGIC):
+        return "sqlite3"
+    if head.startswith(registry.MCAP_MAGIC):
+        return "mcap"
+    if head.startswith(_ZSTD_MAGIC):
+        return "zstd"
+    if not head:
+        raise FormatError("empty storage file", path, 0)
+    raise FormatError(f"not an SQLite or MCAP storage file (first bytes {head[:8]!r})", path, 0)
+
+
+class Decompressed:
+    """A zstd-compressed storage file decompressed to a temporary file (a block at a time,
+    so memory stays bounded whatever the file declares); removed on :meth:`close`."""
+
+    def __init__(self, path: str, *, recover: bool = False) -> None:
+        import zstandard
+
+        self.errors: list[str] = []
+        self.dir = tempfile.mkdtemp(prefix="polybag-rosbag2-")
+        base = os.path.basename(path)
+        self.path = os.path.join(self.dir, base[: -len(".zstd")] if base.endswith(".zstd") else base + ".raw")
+        try:
+            with open(path, "rb") as fin, open(self.path, "wb") as fout:
+                reader = zstandard.ZstdDecompressor().stream_reader(fin, read_across_frames=True)
+                while True:
+                    block = reader.read(_BLOCK)
+                    if not block:
+                        break
+                    fout.write(block)
+        except zstandard.ZstdError as e:
+            if not recover:
+                self.close()
+                raise FormatError(f"zstd file does not decompress: {e}", path) from None
+            self.errors.append(f"{path}: zstd file does not decompress past some point: {e}")
+        except OSError as e:
+            self.close()
+            raise PolybagError(f"{path}: cannot decompress to a temporary file: {e.strerror or e}") from None
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def open_storage(path: str, declared: str, **options: Any) -> tuple[Storage, Decompressed | None]:
+    """The storage file at ``path`` (its content decides, not ``declared``: a metadata.yaml
+    may name the wrong storage), decompressed first when it is a zstd file."""
+    recover = bool(options.get("recover"))
+    kind = sniff_file(path)
+    tmp: Decompressed | None = None
+    real = path
+    if kind == "zstd":
+        tmp = Decompressed(path, recover=recover)
+        real = tmp.path
+        try:
+            kind = sniff_file(real)
+        except BaseException:
+            tmp.close()
+            raise
+    try:
+        st: Storage
+        if kind == "sqlite3":
+            st = SqliteFile(real, recover=recover)
+        else:
+            st = McapFile(
+                real,
+                **{k: v for k, v in options.items() if k in ("recover", "max_chunk_bytes", "validate_crcs")},
+            )
+    except BaseException:
+        if tmp is not None:
+            tmp.close()
+        raise
+    if tmp is not None:
+        st.errors.extend(tmp.errors)
+    return st, tmp

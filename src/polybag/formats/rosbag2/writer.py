@@ -1,0 +1,368 @@
+"""Writing a rosbag2 directory: :class:`Rosbag2Writer`.
+
+``polybag.Writer("out", format="rosbag2", storage="sqlite3"|"mcap", compression="none"|"zstd",
+compression_mode="file"|"message")`` writes the directory ``out/`` that ``ros2 bag`` and
+rosbags read: one storage file ``out_0.db3`` or ``out_0.mcap`` (``.zstd`` appended with
+file compression), message definitions stored (``message_definitions`` table, MCAP schemas),
+the topics' QoS profiles kept (channel metadata ``offered_qos_profiles``), and
+``metadata.yaml`` (version 9, or 8 with ``version=8``).
+
+Crash safety, as the other writers: the directory is written as ``out.active/`` and renamed
+to ``out/`` by :meth:`close`, after ``metadata.yaml`` (written last).  A killed writer
+leaves ``out.active/`` with its storage file (SQLite batches committed as they go, MCAP
+chunks as they are finished) and no ``metadata.yaml``: ``polybag recover out.active fixed``
+reads what is there and writes a complete bag.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+from polybag._version import __version__
+from polybag.compression import compress
+from polybag.errors import OutputExistsError, UnsupportedError, WriteError
+from polybag.formats import registry
+from polybag.formats.rosbag2.metadata import (
+    LATEST_VERSION,
+    METADATA_FILE,
+    BagInfo,
+    FileInfo,
+    TopicInfo,
+    dump_metadata,
+    qos_for_version,
+    qos_to_text,
+)
+from polybag.formats.rosbag2.sqlite import SqliteStorageWriter
+from polybag.model import Channel, Schema
+from polybag.writer import Writer, check_open, named_os_error, refuse_existing
+
+_DEFINITION_ENCODINGS = ("ros2msg", "ros2idl")
+_I64 = (1 << 63) - 1
+
+
+class Rosbag2Writer(Writer):
+    """A rosbag2 bag directory (see the module notes).
+
+    Options: ``storage`` (``sqlite3``, the default, or ``mcap``), ``compression``
+    (``none`` or ``zstd``), ``compression_mode`` (``file``: each storage file compressed
+    whole, the default; ``message``: each payload), ``version`` (9 or 8),
+    ``chunk_size``/``chunk_compression`` (MCAP storage chunks), ``overwrite``.
+    """
+
+    format = "rosbag2"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        format: str | None = None,  # noqa: A002 - part of the Writer(...) signature
+        storage: str = "sqlite3",
+        compression: str | None = "none",
+        compression_mode: str = "file",
+        version: int = LATEST_VERSION,
+        chunk_size: int | None = None,
+        chunk_compression: str = "none",
+        overwrite: bool = True,
+        **unknown: Any,
+    ) -> None:
+        if unknown:
+            raise WriteError(f"Rosbag2Writer got unknown option(s): {', '.join(sorted(unknown))}")
+        if format not in (None, "rosbag2"):
+            raise UnsupportedError(f"Rosbag2Writer writes rosbag2, not {format!r}")
+        if not isinstance(path, (str, os.PathLike)):
+            raise UnsupportedError("a rosbag2 bag is a directory: give a path, not a stream")
+        self.storage_id = (storage or "sqlite3").lower()
+        if self.storage_id not in ("sqlite3", "mcap"):
+            raise UnsupportedError(f"rosbag2 storage can be sqlite3 or mcap, not {storage!r}")
+        comp = (compression or "none").lower()
+        if comp in ("", "none"):
+            comp = "none"
+        if comp not in ("none", "zstd"):
+            raise UnsupportedError(f"rosbag2 bags can be compressed with zstd, not {compression!r}")
+        mode = (compression_mode or "file").lower()
+        if mode not in ("file", "message"):
+            raise UnsupportedError(
+                f"rosbag2 compression mode can be file or message, not {compression_mode!r}"
+            )
+        if version not in (5, 6, 7, 8, 9):
+            raise UnsupportedError(f"polybag writes rosbag2 metadata versions 5-9, not {version!r}")
+        self.compression = comp
+        self.compression_mode = mode if comp == "zstd" else ""
+        self.version = version
+        self.overwrite = overwrite
+        self.final_path = os.path.normpath(os.fspath(path))
+        self.active_path = self.final_path + ".active"
+        self.name = os.path.basename(self.final_path)
+        self.closed = False
+        self._make_directory()
+        ext = ".db3" if self.storage_id == "sqlite3" else ".mcap"
+        self._storage_name = f"{self.name}_0{ext}"
+        storage_path = os.path.join(self.active_path, self._storage_name)
+        self._db: SqliteStorageWriter | None = None
+        self._mcap: Any = None
+        try:
+            if self.storage_id == "sqlite3":
+                self._db = SqliteStorageWriter(storage_path)
+            else:
+                opts: dict[str, Any] = {
+                    "compression": chunk_compression,
+                    "profile": "ros2",
+                    "overwrite": False,
+                }
+                opts["library"] = f"polybag {__version__}"
+                if chunk_size is not None:
+                    opts["chunk_size"] = chunk_size
+                self._mcap = registry.get("mcap").load_writer()(storage_path, **opts)
+        except BaseException:
+            shutil.rmtree(self.active_path, ignore_errors=True)
+            raise
+        self._schemas: dict[int, Schema] = {}
+        self._channels: dict[int, Channel] = {}
+        self._by_key: dict[tuple[str, str, str], Channel] = {}
+        self._mcap_channels: dict[int, Any] = {}
+        self._mcap_schemas: dict[tuple[str, str, bytes], Any] = {}
+        self._defined: set[str] = set()
+        self._counts: dict[int, int] = {}
+        self._start = _I64
+        self._end = -1
+
+    def _make_directory(self) -> None:
+        if not self.overwrite:
+            refuse_existing(self.final_path)
+        elif os.path.lexists(self.active_path):
+            _remove_bag_dir(self.active_path)
+        try:
+            os.mkdir(self.active_path)
+        except FileExistsError:
+            raise OutputExistsError(
+                f"{self.active_path} exists (a recording in progress, or an interrupted write?); not overwritten: "
+                "move it away, or rebuild it with `polybag recover`"
+            ) from None
+        except OSError as e:
+            raise named_os_error(e, self.final_path) from None
+
+    # --- the Writer interface --------------------------------------------------------------------
+    def add_schema(self, name: str, encoding: str, data: bytes) -> Schema:
+        check_open(self.closed)
+        s = Schema(len(self._schemas) + 1, name, encoding, bytes(data))
+        self._schemas[s.id] = s
+        return s
+
+    def add_channel(
+        self,
+        topic: str,
+        message_encoding: str,
+        schema: Schema | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Channel:
+        check_open(self.closed)
+        md = dict(metadata or {})
+        type_name = (schema.name if schema is not None else "") or str(md.get("type", ""))
+        if not type_name:
+            raise WriteError(f"topic {topic}: a rosbag2 topic needs a message type (a schema name)")
+        fmt = message_encoding or "cdr"
+        key = (topic, type_name, fmt)
+        got = self._by_key.get(key)
+        if got is not None:
+            return got
+        qos = qos_to_text(qos_for_version(str(md.get("offered_qos_profiles", "")), self.version))
+        type_hash = str(md.get("topic_type_hash", "") or md.get("type_description_hash", ""))
+        cid = len(self._channels) + 1
+        keep = {"offered_qos_profiles": qos} if qos else {}
+        if type_hash:
+            keep["topic_type_hash"] = type_hash
+        ch = Channel(cid, topic, fmt, schema, keep)
+        defined = schema is not None and schema.encoding in _DEFINITION_ENCODINGS and bool(schema.data)
+        try:
+            if self._db is not None:
+                if defined and type_name not in self._defined:
+                    assert schema is not None
+                    text = bytes(schema.data).decode("utf-8", "replace")
+                    self._db.add_definition(type_name, schema.encoding, text, type_hash)
+                    self._defined.add(type_name)
+                self._db.add_topic(cid, topic, type_name, fmt, qos, type_hash)
+            else:
+                enc = schema.encoding if defined and schema is not None else "ros2msg"
+                data = bytes(schema.data) if defined and schema is not None else b""
+                skey = (type_name, enc, data)
+                ms = self._mcap_schemas.get(skey)
+                if ms is None:
+                    ms = self._mcap_schemas[skey] = self._mcap.add_schema(type_name, enc, data)
+                self._mcap_channels[cid] = self._mcap.add_channel(topic, fmt, ms, keep)
+        except OSError as e:
+            raise named_os_error(e, self.final_path) from None
+        self._channels[cid] = ch
+        self._by_key[key] = ch
+        self._counts[cid] = 0
+        return ch
+
+    def write(
+        self,
+        channel: Channel,
+        data: bytes | memoryview,
+        log_time: int,
+        publish_time: int | None = None,
+        sequence: int = 0,
+    ) -> None:
+        check_open(self.closed)
+        self._check_channel(channel, self._channels.get(channel.id))
+        if not 0 <= log_time <= _I64:
+            raise WriteError(
+                f"topic {channel.topic}: log time {log_time} does not fit rosbag2's signed 64-bit time"
+            )
+        if self.compression_mode == "message":
+            data = compress("zstd", data)
+        try:
+            if self._db is not None:
+                self._db.write(channel.id, log_time, data)
+            else:
+                pub = log_time if publish_time is None else publish_time
+                self._mcap.write(self._mcap_channels[channel.id], data, log_time, pub, sequence)
+        except OSError as e:
+            raise named_os_error(e, self.final_path) from None
+        self._counts[channel.id] += 1
+        if log_time < self._start:
+            self._start = log_time
+        if log_time > self._end:
+            self._end = log_time
+
+    def add_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
+        """MCAP storage keeps metadata records; a sqlite3 bag has nowhere to put them."""
+        check_open(self.closed)
+        if self._mcap is None:
+            raise UnsupportedError("rosbag2 bags with sqlite3 storage cannot hold metadata records")
+        self._mcap.add_metadata(name, metadata)
+
+    # --- finishing -------------------------------------------------------------------------------
+    def bag_info(self) -> BagInfo:
+        """The ``metadata.yaml`` content for what has been written so far."""
+        count = sum(self._counts.values())
+        start = self._start if count else 0
+        duration = self._end - self._start if count else 0
+        fname = self._storage_name + (".zstd" if self.compression_mode == "file" else "")
+        topics = []
+        for ch in self._channels.values():
+            topics.append(
+                TopicInfo(
+                    name=ch.topic,
+                    type=(ch.schema.name if ch.schema is not None and ch.schema.name else ch.type_name),
+                    serialization_format=ch.message_encoding,
+                    offered_qos_profiles=str(ch.metadata.get("offered_qos_profiles", "")),
+                    type_description_hash=str(ch.metadata.get("topic_type_hash", "")),
+                    message_count=self._counts[ch.id],
+                )
+            )
+        return BagInfo(
+            version=self.version,
+            storage_identifier=self.storage_id,
+            files=[FileInfo(fname, start, duration, count)],
+            topics=topics,
+            starting_time=start,
+            duration=duration,
+            message_count=count,
+            compression_mode=self.compression_mode,
+            compression_format="zstd" if self.compression_mode else "",
+            ros_distro="polybag",
+        )
+
+    def close(self) -> None:
+        """Finish the storage file, compress it (file mode), write ``metadata.yaml``, and
+        rename ``NAME.active/`` to ``NAME/``."""
+        if self.closed:
+            return
+        self.closed = True
+        info = self.bag_info()
+        text = dump_metadata(info)
+        inner = (
+            text.split("\n", 1)[1] if "\n" in text else text
+        )  # the mapping under rosbag2_bagfile_information
+        storage_path = os.path.join(self.active_path, self._storage_name)
+        try:
+            if self._db is not None:
+                self._db.close(self.version, _dedent(inner))
+            else:
+                self._mcap.add_metadata("rosbag2", {"serialized_metadata": _dedent(inner)})
+                self._mcap.close()
+            if self.compression_mode == "file":
+                _compress_file(storage_path, storage_path + ".zstd")
+            meta = os.path.join(self.active_path, METADATA_FILE)
+            with open(meta + ".tmp", "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(meta + ".tmp", meta)
+            _fsync_dir(self.active_path)
+        except OSError as e:
+            raise named_os_error(e, self.final_path) from None
+        self._place()
+
+    def _place(self) -> None:
+        if os.path.lexists(self.final_path):
+            if not self.overwrite:
+                raise OutputExistsError(
+                    f"{self.final_path}: appeared while writing; not overwritten (the new bag is left as {self.active_path})"
+                )
+            _remove_bag_dir(self.final_path)
+        os.rename(self.active_path, self.final_path)
+        _fsync_dir(os.path.dirname(os.path.abspath(self.final_path)))
+
+    def abort(self, *, discard: bool = False) -> None:
+        """Stop without finishing: ``NAME.active/`` stays for ``polybag recover`` (what was
+        committed so far), or is removed with ``discard=True``."""
+        if self.closed and not os.path.isdir(self.active_path):
+            return
+        self.closed = True
+        if self._db is not None:
+            self._db.abort()
+        elif self._mcap is not None:
+            self._mcap.abort(discard=False)
+        if discard:
+            shutil.rmtree(self.active_path, ignore_errors=True)
+
+
+def _dedent(text: str) -> str:
+    lines = text.splitlines()
+    return "\n".join(ln[2:] if ln.startswith("  ") else ln for ln in lines).strip()
+
+
+def _compress_file(src: str, dst: str) -> None:
+    """zstd-compress ``src`` to ``dst`` a block at a time, then remove ``src``."""
+    import zstandard
+
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        zstandard.ZstdCompressor(level=3).copy_stream(fin, fout, read_size=1 << 20, write_size=1 << 20)
+        fout.flush()
+        os.fsync(fout.fileno())
+    os.unlink(src)
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove_bag_dir(path: str) -> None:
+    """Remove an existing bag directory being overwritten; anything that does not look like
+    a rosbag2 bag (other files in it) is refused, never deleted."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        os.unlink(path)
+        return
+    for n in os.listdir(path):
+        if n != METADATA_FILE and not n.endswith(
+            (".db3", ".mcap", ".zstd", ".active", ".tmp", "-journal", "-wal", "-shm")
+        ):
+            raise OutputExistsError(
+                f"{path}: exists and holds {n!r}, which is not part of a rosbag2 bag; not overwritten"
+            )
+    shutil.rmtree(path)
