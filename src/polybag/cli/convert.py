@@ -10,9 +10,17 @@ from polybag.cli._ops import add_log_to_log, emit, warn, write_options
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "convert",
-        help="convert a log to another format (bag <-> MCAP, ULog -> MCAP/bag/ULog)",
+        help="convert a log to another format (bag <-> MCAP, ULog -> MCAP/bag/ULog, ROS 1 <-> ROS 2)",
         description="Copy every message of IN into OUT (format from OUT's extension or --format). "
-        "bag -> MCAP uses the ros1 profile; ULog becomes ROS 1 messages ulog_msgs/<name>.",
+        "bag -> MCAP uses the ros1 profile (--profile ros2: ROS 1 messages become ROS 2 CDR messages); "
+        "ROS 2 (CDR) messages written to a bag become ROS 1 messages; "
+        "ULog becomes ROS 1 messages ulog_msgs/<name>.",
+    )
+    p.add_argument(
+        "--profile",
+        choices=("ros1", "ros2"),
+        help="MCAP profile of the output: ros2 converts ROS 1 messages to ROS 2 (CDR), "
+        "ros1 converts ROS 2 messages to ROS 1 (default: the input's)",
     )
     add_log_to_log(
         p,
@@ -29,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     src = sys.stdin.buffer if args.input == "-" else args.input
     dst = sys.stdout.buffer if args.output == "-" else args.output
-    r = convert(src, dst, **write_options(args))
+    r = convert(src, dst, profile=args.profile, **write_options(args))
     lines = [
         f"{r.input} ({r.input_format}) -> {r.output} ({r.output_format}"
         + (f", profile {r.profile}" if r.profile else "")

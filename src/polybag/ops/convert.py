@@ -14,6 +14,10 @@ writer buffers one), so memory stays bounded by a few chunks whatever the file s
   ``ulog_info``/``ulog_params`` metadata to info and parameters); other fixed-layout ROS 1
   types become formats with a leading timestamp; strings and variable-length arrays cannot
   be held (dropped with a warning), see :mod:`polybag.ops.ros1_ulog`.
+* ROS 1 <-> ROS 2: with the MCAP profile ``ros2`` (``profile="ros2"``, or an output format
+  that holds only CDR) ROS 1 messages become CDR messages of ROS 2 types; into a bag (or the
+  MCAP profile ``ros1``) CDR messages become ROS 1 messages, see :mod:`polybag.ops.ros1_ros2`.
+  A type that cannot be mapped is named in a warning and its messages counted as dropped.
 * Attachments and metadata are copied where the target can hold them; otherwise they are
   counted in the result and reported as warnings.
 """
@@ -27,6 +31,7 @@ from typing import Any
 from polybag.model import Message
 from polybag.ops._common import Input, Output, input_name, opened, summary_count
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
+from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
 
 
 @dataclass
@@ -57,7 +62,9 @@ def convert(
 
     ``format`` defaults to ``dst``'s extension; ``compression``/``chunk_size`` go to the
     writer (its defaults otherwise); ``profile`` overrides the MCAP profile, which is
-    ``ros1`` when every channel is ROS 1 (bags, ULog).
+    ``ros1`` when every channel is ROS 1 (bags, ULog).  ``profile="ros2"`` turns ROS 1
+    messages into ROS 2 (CDR) ones; CDR messages into a bag (or ``profile="ros1"``) become
+    ROS 1 messages (:mod:`polybag.ops.ros1_ros2`).
 
     An existing ``dst`` is an :class:`~polybag.errors.OutputExistsError` unless
     ``overwrite``; ``dst`` is never the input.  On any failure (a full disk, an interrupt) no
@@ -69,7 +76,13 @@ def convert(
         result.input_format = reader.format
         summary = reader.summary
         channels = summary.channels.values()
-        job = CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite, profile=profile)
+        job = CopyJob(
+            dst, fmt, result, [reader], channels, compression, chunk_size, overwrite,
+            profile=profile, channel_map=RosBridgeMap,
+        )  # fmt: skip
+        bridge = job.cmap
+        assert isinstance(bridge, RosBridgeMap)
+        bridge.target = target_ros(fmt, job.profile)
         with job:
             result.profile = job.profile or ""
             messages = job.with_ulog_extras(reader, reader.messages(topics=topics, order="file"))
@@ -79,6 +92,7 @@ def convert(
                 job.copy_extras(reader)
             )
             result.channels = job.channels
+            bridge.report()
     return result
 
 

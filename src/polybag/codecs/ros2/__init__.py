@@ -101,7 +101,7 @@ def add_types(folder: str | Path) -> list[str]:
 
 
 def _type_text(t: FieldType) -> str:
-    """A field type as ``.msg`` text, nested types by their full ``pkg/msg/Type`` name."""
+    """A field type as ``.msg`` text (nested types as ``pkg/Type``, which rosidl requires)."""
     if t.base in PRIMITIVE_FORMATS or t.base in ("string", "wstring"):
         if t.raw:
             return t.raw
@@ -109,7 +109,7 @@ def _type_text(t: FieldType) -> str:
         if t.string_bound is not None:
             base += f"<={t.string_bound}"
     else:
-        base = full_name(t.base)
+        base = canonical(t.base)
     if t.array is None:
         return base
     if t.array >= 0:
@@ -118,7 +118,7 @@ def _type_text(t: FieldType) -> str:
 
 
 def render_ros2(d: MsgDef) -> str:
-    """One type as ``.msg`` text (constants, then fields; nested types fully named)."""
+    """One type as ``.msg`` text (constants, then fields; nested types with their package)."""
     lines = [f"{c.type} {c.name}={c.text}" for c in d.constants]
     lines += [f"{_type_text(f.type)} {f.name}" for f in d.fields]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,449 @@
+"""ROS 1 <-> ROS 2 message conversion (``convert --profile ros2`` and ROS 2 -> bag).
+
+Types
+  ROS 1 ``pkg/Type`` becomes ROS 2 ``pkg/msg/Type``.  A type with a known ROS 2 counterpart
+  (the bundled interfaces of :mod:`polybag.codecs.ros2`, or types added with ``--types``)
+  uses it (``std_msgs/Header`` loses ``seq``, ``tf/tfMessage`` is ``tf2_msgs/msg/TFMessage``, ``sensor_msgs/CameraInfo``'s ``D``/``K``/``R``/``P``
+  are ``d``/``k``/``r``/``p``); any other type is translated field by field: ``time`` and
+  ``duration`` become ``builtin_interfaces/Time``/``Duration``, ``byte`` (ROS 1: int8) is
+  written ``int8`` and ``char`` (ROS 1: uint8) ``uint8`` so every value keeps its range.
+  The other way, ROS 2 ``pkg/msg/Type`` (or ``pkg/srv/Type_Event``) becomes ``pkg/Type``;
+  a known ROS 1 counterpart (bundled or ``POLYBAG_MSG_PATH``) is used, other types are
+  translated (``builtin_interfaces/Time`` -> ``time``, bounded strings and sequences ->
+  unbounded, ``wstring`` -> ``string``); the md5sum is computed from the generated ROS 1
+  definitions, and a ``Header`` gains ``seq = 0``.
+
+Values
+  Each message is decoded to plain dicts, its fields matched by name (case-insensitively
+  when the exact name is not there), ``time`` <-> ``Time`` (``nsec`` <-> ``nanosec``),
+  integers of one width and the other signedness wrapped (ROS 1 ``byte`` -128 is ROS 2
+  ``byte`` 128), fields the target lacks left out and fields the source lacks given their
+  defaults, then encoded.  A message that cannot be carried (a value out of the target's
+  range, a damaged payload) is counted as dropped and its topic named in a warning.
+
+QoS
+  A latched ROS 1 topic gets a transient-local ``offered_qos_profiles`` (as rosbag2 writes
+  it); a ROS 2 topic offered transient-local becomes ``latching=1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from polybag.codecs import codec_for
+from polybag.codecs.cdr import CdrCodec
+from polybag.codecs.ros1 import Ros1Codec
+from polybag.codecs.ros1 import known_types as ros1_known
+from polybag.codecs.ros1.msgdef import (
+    NUMPY_TYPES,
+    PRIMITIVE_FORMATS,
+    FieldType,
+    MsgDef,
+    TypeSet,
+    canonical,
+    parse_msg,
+)
+from polybag.codecs.ros2 import definition_for, full_name
+from polybag.codecs.ros2 import known_types as ros2_known
+from polybag.errors import PolybagError, UnsupportedError
+from polybag.model import Channel
+from polybag.ops._common import HOLDS, ChannelMap
+
+__all__ = [
+    "LATCHED_QOS",
+    "Mapped",
+    "RosBridgeMap",
+    "ros1_channel_to_ros2",
+    "ros1_name",
+    "ros2_channel_to_ros1",
+    "target_ros",
+]
+
+Conv = Callable[[Any], Any]
+_TIME2 = {"time": "builtin_interfaces/Time", "duration": "builtin_interfaces/Duration"}
+_TIME1 = {v: k for k, v in _TIME2.items()}
+_STRINGS = ("string", "wstring")
+#: the offered QoS rosbag2 records for a latched (transient-local, reliable) publisher
+LATCHED_QOS = """- history: 3
+  depth: 0
+  reliability: 1
+  durability: 1
+  deadline:
+    sec: 2147483647
+    nsec: 4294967295
+  lifespan:
+    sec: 2147483647
+    nsec: 4294967295
+  liveliness: 1
+  liveliness_lease_duration:
+    sec: 2147483647
+    nsec: 4294967295
+  avoid_ros_namespace_conventions: false
+"""
+#: legacy ROS 1 types whose ROS 2 counterpart has another name (the same fields)
+LEGACY_RENAMES = {"tf/tfMessage": "tf2_msgs/TFMessage"}
+_ROS1_KEYS = ("md5sum", "type", "message_definition", "callerid", "latching")
+
+
+@dataclass
+class Mapped:
+    """A channel as the other ROS: its schema (name, encoding, text), message encoding,
+    channel metadata and the payload transform (``None`` for a message it cannot carry)."""
+
+    schema_name: str
+    schema_encoding: str
+    schema_data: bytes
+    message_encoding: str
+    metadata: dict[str, str]
+    transform: Callable[[bytes | memoryview], bytes | None]
+    failures: int = 0
+    last_error: str = ""
+
+
+def ros1_name(name: str) -> str:
+    """``pkg/msg/Type`` (or ``pkg/srv/Type_Event``) -> ``pkg/Type``."""
+    parts = canonical(name).split("/")
+    return f"{parts[0]}/{parts[-1]}" if len(parts) > 1 else parts[0]
+
+
+# --- types ---------------------------------------------------------------------------------
+def _suffix(t: FieldType, bounded: bool) -> str:
+    if t.array is None:
+        return ""
+    if t.array >= 0:
+        return f"[{t.array}]"
+    return f"[<={t.bound}]" if bounded and t.bound is not None else "[]"
+
+
+def _ros2_text(d: MsgDef) -> str:
+    """A ROS 1 type as ROS 2 ``.msg`` text (nested types as ``pkg/Type``)."""
+    lines = []
+    for c in d.constants:
+        ctype = _ros1_prim(c.type)
+        if ctype == "string":
+            text = str(c.value).replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'string {c.name}="{text}"')
+        else:
+            lines.append(f"{ctype} {c.name}={c.text}")
+    for f in d.fields:
+        t = f.type
+        if t.base in PRIMITIVE_FORMATS or t.base in _STRINGS:
+            base = t.base
+        else:
+            base = _TIME2.get(t.base) or LEGACY_RENAMES.get(t.base, t.base)
+        lines.append(f"{base}{_suffix(t, False)} {f.name}")
+    return "\n".join(lines) + "\n"
+
+
+def _ros1_prim(typ: str) -> str:
+    return {"char": "uint8", "byte": "int8"}.get(typ, typ)
+
+
+def _ros1_text(d: MsgDef) -> str:
+    """A ROS 2 type as ROS 1 ``.msg`` text (bounds dropped, Time/Duration as time/duration)."""
+    lines = []
+    for c in d.constants:
+        base = {"char": "uint8", "byte": "uint8", "octet": "uint8", "wchar": "uint16"}.get(c.type, c.type)
+        base = {"float": "float32", "double": "float64", "short": "int16", "long": "int32"}.get(base, base)
+        base = base.split("<=")[0]
+        if base in _STRINGS:
+            lines.append(f"string {c.name}={c.value}")
+        elif base == "bool":
+            lines.append(f"bool {c.name}={int(bool(c.value))}")
+        else:
+            lines.append(f"{base} {c.name}={c.text}")
+    for f in d.fields:
+        t = f.type
+        if t.base in PRIMITIVE_FORMATS:
+            base = t.base
+        elif t.base in _STRINGS:
+            base = "string"
+        else:
+            base = _TIME1.get(t.base) or ros1_name(t.base)
+        lines.append(f"{base}{_suffix(t, False)} {f.name}")
+    return "\n".join(lines) + "\n"
+
+
+def ros2_types_for(src: TypeSet, name: str) -> TypeSet:
+    """The ROS 2 types of ROS 1 type ``name`` (from ``src``): known counterparts, the rest
+    translated (see the module notes)."""
+    known = ros2_known()
+    out = TypeSet("ros2", fallback=known)
+    for n in [canonical(name), *src.dependencies(name)]:
+        n2 = LEGACY_RENAMES.get(n, n)
+        if n2 == "std_msgs/Header" or known.lookup(n2) is not None:
+            continue
+        out.add(parse_msg(full_name(n2), _ros2_text(src.get(n)), "ros2"))
+    out.finalize()
+    return out
+
+
+def ros1_types_for(src: TypeSet, name: str) -> TypeSet:
+    """The ROS 1 types of ROS 2 type ``name`` (from ``src``), see the module notes."""
+    known = ros1_known()
+    out = TypeSet("ros1", fallback=known)
+    for n in [canonical(name), *src.dependencies(name)]:
+        if n in _TIME1:
+            continue
+        n1 = ros1_name(n)
+        if n1 == "std_msgs/Header" or known.lookup(n1) is not None:
+            continue
+        out.add(parse_msg(n1, _ros1_text(src.get(n)), "ros1"))
+    out.finalize()
+    return out
+
+
+# --- values --------------------------------------------------------------------------------
+_BITS = {
+    "int8": 8,
+    "uint8": 8,
+    "int16": 16,
+    "uint16": 16,
+    "int32": 32,
+    "uint32": 32,
+    "int64": 64,
+    "uint64": 64,
+}
+
+
+def _int_conv(src: str, dst: str) -> Conv | None:
+    """Integers of one width, the other signedness: wrapped (two's complement)."""
+    if src == dst or src not in _BITS or dst not in _BITS or _BITS[src] != _BITS[dst]:
+        return None
+    bits = _BITS[dst]
+    if dst.startswith("u"):
+        mask = (1 << bits) - 1
+        return lambda v: int(v) & mask
+    half, full = 1 << (bits - 1), 1 << bits
+    return lambda v: int(v) - full if v >= half else int(v)
+
+
+def _array_conv(elem: Conv, dst: str) -> Conv:
+    np_dtype = np.dtype(NUMPY_TYPES[dst]) if dst in NUMPY_TYPES else None
+
+    def conv(v: Any) -> Any:
+        if np_dtype is not None:
+            if isinstance(v, (bytes, bytearray, memoryview)):
+                v = np.frombuffer(v, "u1")
+            if isinstance(v, np.ndarray):
+                return v.astype(np_dtype)
+        return [elem(x) for x in v]
+
+    return conv
+
+
+class _Planner:
+    """Dict -> dict converters between a source and a target type set (memoized by type)."""
+
+    def __init__(self, src: TypeSet, dst: TypeSet, rename: Callable[[str], str]) -> None:
+        self.src = src
+        self.dst = dst
+        self.rename = rename
+        self.memo: dict[str, Conv | None] = {}
+
+    def message(self, src_name: str) -> Conv | None:
+        """The converter of a message of ``src_name`` (None: the dict is already right)."""
+        if src_name in self.memo:
+            return self.memo[src_name]
+        self.memo[src_name] = None  # a placeholder while it is built (types are not recursive)
+        sd = self.src.get(src_name)
+        dd = self.dst.get(self.rename(src_name))
+        by_name = {f.name: f for f in sd.fields}
+        by_lower = {f.name.lower(): f for f in sd.fields}
+        steps: list[tuple[str, str, Conv | None]] = []
+        identity = True
+        for f in dd.fields:
+            sf = by_name.get(f.name) or by_lower.get(f.name.lower())
+            if sf is None:
+                identity = False  # the encoder gives the default
+                continue
+            ok, conv = self.value(sf.type, f.type)
+            if not ok:
+                identity = False
+                continue
+            if conv is not None or sf.name != f.name:
+                identity = False
+            steps.append((f.name, sf.name, conv))
+        if identity:
+            return None
+        items = tuple(steps)
+
+        def conv_msg(d: dict[str, Any]) -> dict[str, Any]:
+            out = {}
+            for dk, sk, c in items:
+                v = d[sk]
+                out[dk] = v if c is None else c(v)
+            return out
+
+        self.memo[src_name] = conv_msg
+        return conv_msg
+
+    def value(self, s: FieldType, t: FieldType) -> tuple[bool, Conv | None]:
+        """(can be carried, converter) of a field of type ``s`` into a field of type ``t``."""
+        if (s.array is None) != (t.array is None):
+            return False, None
+        elem: Conv | None
+        sb, tb = s.base, t.base
+        if sb in _TIME2 and tb == _TIME2[sb]:
+            elem = _time_to2
+        elif sb in _TIME1 and tb == _TIME1[sb]:
+            elem = _time_to1
+        elif sb in PRIMITIVE_FORMATS and tb in PRIMITIVE_FORMATS:
+            elem = _int_conv(sb, tb)
+        elif sb in _STRINGS and tb in _STRINGS:
+            elem = None
+        elif s.is_nested and t.is_nested and sb not in _TIME1 and tb not in _TIME1:
+            elem = self.message(sb)
+        else:
+            return False, None
+        if elem is None:
+            return True, None
+        if s.array is None:
+            return True, elem
+        return True, _array_conv(elem, tb)
+
+
+def _time_to2(v: dict[str, Any]) -> dict[str, Any]:
+    return {"sec": v["sec"], "nanosec": v["nsec"]}
+
+
+def _time_to1(v: dict[str, Any]) -> dict[str, Any]:
+    return {"sec": v["sec"], "nsec": v["nanosec"]}
+
+
+def _transform(
+    mapped: Mapped, decode: Callable[[Any], Any], conv: Conv | None, encode: Callable[[Any], bytes]
+) -> Callable[[bytes | memoryview], bytes | None]:
+    def tf(data: bytes | memoryview) -> bytes | None:
+        try:
+            d = decode(data)
+            return encode(d if conv is None else conv(d))
+        except PolybagError as e:
+            mapped.failures += 1
+            mapped.last_error = str(e)
+            return None
+
+    return tf
+
+
+def _qos_latched(text: str) -> bool:
+    """Whether an ``offered_qos_profiles`` YAML text offers transient-local durability."""
+    for line in text.splitlines():
+        key, _, value = line.strip().lstrip("- ").partition(":")
+        if key.strip() == "durability" and value.strip() in ("1", "transient_local"):
+            return True
+    return False
+
+
+# --- channels ------------------------------------------------------------------------------
+def ros1_channel_to_ros2(ch: Channel) -> Mapped:
+    """A ROS 1 channel as a ROS 2 (CDR, ``ros2msg``) one, see the module notes."""
+    codec = codec_for(ch)
+    if not isinstance(codec, Ros1Codec):
+        raise UnsupportedError(f"topic {ch.topic}: not a ROS 1 channel")
+    src = codec.typeset
+    name = codec.type_name
+    dst = ros2_types_for(src, name)
+    name2 = LEGACY_RENAMES.get(name, name)
+    dst_codec = CdrCodec(dst, full_name(name2))
+    conv = _Planner(src, dst, lambda n: LEGACY_RENAMES.get(n, n)).message(name)
+    md = {k: v for k, v in ch.metadata.items() if k not in _ROS1_KEYS}
+    if str(ch.metadata.get("latching", "0")).lower() in ("1", "true", "yes"):
+        md["offered_qos_profiles"] = LATCHED_QOS
+    mapped = Mapped(
+        full_name(name2), "ros2msg", definition_for(name2, dst).encode(), "cdr", md, lambda _d: None
+    )
+    mapped.transform = _transform(
+        mapped, lambda b: codec.to_dict(b, topic=ch.topic, numpy=True), conv, dst_codec.encode
+    )
+    return mapped
+
+
+def ros2_channel_to_ros1(ch: Channel) -> Mapped:
+    """A ROS 2 (CDR) channel as a ROS 1 one, see the module notes."""
+    codec = codec_for(ch)
+    if not isinstance(codec, CdrCodec):
+        raise UnsupportedError(f"topic {ch.topic}: not a CDR channel")
+    src = codec.typeset
+    name = codec.type_name
+    dst = ros1_types_for(src, name)
+    name1 = ros1_name(name)
+    dst_codec = Ros1Codec(dst, name1)
+    conv = _Planner(src, dst, ros1_name).message(name)
+    md = {k: v for k, v in ch.metadata.items() if k not in ("offered_qos_profiles", "type_description_hash")}
+    md["type"] = name1
+    md["md5sum"] = dst.md5(name1)
+    if _qos_latched(str(ch.metadata.get("offered_qos_profiles", ""))):
+        md["latching"] = "1"
+    mapped = Mapped(name1, "ros1msg", dst.full_text(name1).encode(), "ros1", md, lambda _d: None)
+    mapped.transform = _transform(
+        mapped, lambda b: codec.to_dict(b, topic=ch.topic, numpy=True), conv, dst_codec.encode
+    )
+    return mapped
+
+
+class RosBridgeMap(ChannelMap):
+    """A :class:`~polybag.ops._common.ChannelMap` that turns ROS 1 channels into ROS 2 ones
+    (``target = "ros2"``) or ROS 2 channels into ROS 1 ones (``target = "ros1"``); other
+    channels, and every channel when ``target`` is None, are mapped as usual.  A channel
+    whose type cannot be mapped is dropped with a warning naming it (its messages counted);
+    :meth:`report` warns about messages that could not be converted."""
+
+    target: str | None = None
+
+    def __init__(self, writer: Any, fmt: str, result: Any) -> None:
+        super().__init__(writer, fmt, result)
+        self.mapped: dict[str, Mapped] = {}
+
+    def _make(self, ch: Channel) -> tuple[Channel | None, Any]:
+        enc = ch.message_encoding
+        if self.target == "ros2" and enc == "ros1":
+            conv, label = ros1_channel_to_ros2, "ROS 2"
+        elif self.target == "ros1" and enc == "cdr":
+            conv, label = ros2_channel_to_ros1, "ROS 1"
+        else:
+            return super()._make(ch)
+        try:
+            mp = conv(ch)
+        except PolybagError as e:
+            tname = ch.schema.name if ch.schema is not None else str(ch.metadata.get("type", "?"))
+            self.result.warn(f"topic {ch.topic}: cannot map {tname} to {label}: {e}; dropped")
+            return None, None
+        self.mapped[ch.topic] = mp
+        key = (ch.topic, mp.message_encoding, (mp.schema_name, mp.schema_encoding, mp.schema_data),
+               tuple(sorted(mp.metadata.items())))  # fmt: skip
+        out = self._by_key.get(key)
+        if out is None:
+            sch = self.schema(mp.schema_name, mp.schema_encoding, mp.schema_data)
+            out = self._by_key[key] = self.writer.add_channel(ch.topic, mp.message_encoding, sch, mp.metadata)
+            self.types_by_topic.setdefault(ch.topic, set()).add(
+                (mp.schema_name, mp.metadata.get("md5sum", ""))
+            )
+        return out, mp.transform
+
+    def report(self) -> None:
+        """One warning per topic with messages that could not be converted."""
+        for topic, mp in sorted(self.mapped.items()):
+            if mp.failures:
+                self.result.warn(
+                    f"topic {topic}: {mp.failures} messages could not be converted to {mp.schema_name} "
+                    f"(last: {mp.last_error}); dropped"
+                )
+
+
+def target_ros(fmt: str, profile: str | None) -> str | None:
+    """Which ROS the messages of an output of ``fmt`` (and MCAP ``profile``) must be: ``ros1``
+    for a format that holds only ROS 1 messages (bags), ``ros2`` for one that holds only CDR
+    (rosbag2), the profile's for MCAP (``ros1``/``ros2``), else None (copied as they are)."""
+    holds = HOLDS.get(fmt)
+    if holds is not None and "ros1" in holds and "cdr" not in holds:
+        return "ros1"
+    if holds is not None and "cdr" in holds and "ros1" not in holds:
+        return "ros2"
+    if profile in ("ros1", "ros2"):
+        return profile
+    return None
