@@ -239,7 +239,6 @@ class Rosbag2Reader(Reader):
         s = Summary(
             format="rosbag2",
             profile="ros2",
-            library=(info.ros_distro if info is not None else ""),
             version=str(info.version) if info is not None else "",
             schemas=dict(self._schemas),
             channels=dict(self._channels),

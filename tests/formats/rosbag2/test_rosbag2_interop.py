@@ -1,0 +1,169 @@
+"""rosbag2 interop with the peers: bags rosbags writes, read by polybag, equal rosbags' own
+reading (topic, type, time, bytes, decoded values, QoS); bags polybag writes, read by rosbags
+(and, MCAP storage, by the mcap library with mcap-ros2-support) equal what was written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from rosbag2_helpers import IMU, STRING, polybag_view, rosbags_view, typestore, write_rosbags_bag
+
+import polybag
+
+CASES = [
+    (storage, comp, version)
+    for storage in ("sqlite3", "mcap")
+    for comp in (None, "file", "message")
+    for version in (8, 9)
+]
+
+
+@pytest.mark.parametrize(("storage", "comp", "version"), CASES)
+def test_rosbags_bags_read_as_rosbags_reads_them(
+    tmp_path: Path, storage: str, comp: str | None, version: int
+) -> None:
+    bag = tmp_path / "bag"
+    written = write_rosbags_bag(bag, storage=storage, compression=comp, version=version)
+    theirs = rosbags_view(bag)
+    ours = polybag_view(bag)
+    assert ours == theirs
+    assert sorted((t, time, d) for t, _, time, d in ours) == sorted(written)
+    with polybag.open(bag) as r:
+        s = r.summary
+        assert r.format == "rosbag2" and s.indexed
+        assert s.topic_message_counts() == {"/chatter": 20, "/imu": 10}
+        assert s.start_time == min(t for _, t, _ in written) and s.end_time == max(t for _, t, _ in written)
+        by_topic = {c.topic: c for c in s.channels.values()}
+        assert {c.message_encoding for c in by_topic.values()} == {"cdr"}
+        assert by_topic["/imu"].schema is not None and by_topic["/imu"].schema.name == IMU
+        assert (
+            by_topic["/imu"].schema.encoding == "ros2msg"
+            and b"geometry_msgs/Quaternion" in by_topic["/imu"].schema.data
+        )
+        qos = yaml.safe_load(by_topic["/chatter"].metadata["offered_qos_profiles"])
+        assert qos[0]["depth"] == 10 and qos[0]["durability"] in (1, "transient_local")
+        assert r.info_extras()["storage"] == storage
+        assert r.info_extras()["compression_mode"] == (comp or "")
+        # decoded values equal rosbags' deserialisation
+        ts = typestore()
+        for m, obj in r.decoded_messages(topics=["/imu"]):
+            ref = ts.deserialize_cdr(bytes(m.data), IMU)
+            assert obj.header.frame_id == ref.header.frame_id and obj.header.stamp.sec == ref.header.stamp.sec
+            assert list(obj.orientation_covariance) == list(ref.orientation_covariance)
+            assert obj.angular_velocity.x == ref.angular_velocity.x
+
+
+@pytest.mark.parametrize(("storage", "comp", "version"), CASES)
+def test_filters_and_windows_equal_a_python_filter(
+    tmp_path: Path, storage: str, comp: str | None, version: int
+) -> None:
+    bag = tmp_path / "bag"
+    write_rosbags_bag(bag, storage=storage, compression=comp, version=version)
+    every = polybag_view(bag)
+    times = sorted(t for _, _, t, _ in every)
+    lo, hi = times[5], times[20]
+    assert polybag_view(bag, topics=["/imu"]) == [m for m in every if m[0] == "/imu"]
+    assert polybag_view(bag, topics="/ch.*") == [m for m in every if m[0] == "/chatter"]
+    assert polybag_view(bag, start=lo, end=hi) == [m for m in every if lo <= m[2] < hi]
+    assert polybag_view(bag, reverse=True) == every[::-1]
+    assert sorted(polybag_view(bag, order="file"), key=lambda m: m[2]) == every
+
+
+WRITE_CASES = [
+    (storage, comp, mode, version)
+    for storage in ("sqlite3", "mcap")
+    for comp, mode in (("none", "file"), ("zstd", "file"), ("zstd", "message"))
+    for version in (8, 9)
+]
+
+
+@pytest.mark.parametrize(("storage", "comp", "mode", "version"), WRITE_CASES)
+def test_polybag_bags_read_by_rosbags(
+    tmp_path: Path, storage: str, comp: str, mode: str, version: int
+) -> None:
+    src = tmp_path / "src"
+    write_rosbags_bag(src, n=24)
+    out = tmp_path / "out"
+    with (
+        polybag.open(src) as r,
+        polybag.Writer(
+            str(out),
+            format="rosbag2",
+            storage=storage,
+            compression=comp,
+            compression_mode=mode,
+            version=version,
+        ) as w,
+    ):
+        for m in r.messages():
+            w.write_message(m)
+    assert not (tmp_path / "out.active").exists()
+    assert rosbags_view(out) == rosbags_view(src) == polybag_view(out)
+    meta = yaml.safe_load((out / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert meta["version"] == version and meta["storage_identifier"] == storage
+    assert meta["message_count"] == 24
+    assert meta["compression_mode"] == ("" if comp == "none" else mode.upper())
+    qos = {
+        t["topic_metadata"]["name"]: t["topic_metadata"]["offered_qos_profiles"]
+        for t in meta["topics_with_message_count"]
+    }
+    if version >= 9:
+        assert qos["/chatter"][0]["durability"] == "transient_local" and qos["/imu"] == []
+    else:
+        assert yaml.safe_load(qos["/chatter"])[0]["durability"] == 1
+    from rosbags.interfaces import MessageDefinitionFormat, QosDurability
+    from rosbags.rosbag2 import Reader
+
+    with Reader(out) as rr:
+        conns = {c.topic: c for c in rr.connections}
+        assert conns["/imu"].msgtype == IMU and conns["/chatter"].msgtype == STRING
+        assert conns["/chatter"].ext.offered_qos_profiles[0].durability == QosDurability.TRANSIENT_LOCAL
+        if comp != "zstd" or mode != "file":  # rosbags reads definitions from the storage file
+            assert conns["/imu"].msgdef.format == MessageDefinitionFormat.MSG
+        assert conns["/imu"].digest.startswith("RIHS01_")
+
+
+def test_mcap_storage_read_by_the_mcap_library(tmp_path: Path) -> None:
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    src = tmp_path / "src"
+    written = write_rosbags_bag(src, n=12)
+    out = tmp_path / "out"
+    with polybag.open(src) as r, polybag.Writer(str(out), format="rosbag2", storage="mcap") as w:
+        for m in r.messages():
+            w.write_message(m)
+    files = list(out.glob("*.mcap"))
+    assert [f.name for f in files] == ["out_0.mcap"]
+    got = []
+    with open(files[0], "rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        assert reader.get_header().profile == "ros2"
+        for schema, channel, message, decoded in reader.iter_decoded_messages():
+            assert channel.message_encoding == "cdr" and schema.encoding == "ros2msg"
+            got.append((channel.topic, message.log_time, bytes(message.data)))
+            if channel.topic == "/chatter":
+                assert decoded.data.startswith("hello ")
+        meta = {m.name: dict(m.metadata) for m in reader.iter_metadata()}
+    assert sorted(got, key=lambda g: g[1]) == sorted(written, key=lambda g: g[1])
+    assert "serialized_metadata" in meta["rosbag2"]
+
+
+def test_raw_cdr_copies_rosbag2_and_mcap_are_exact(tmp_path: Path) -> None:
+    """rosbag2 -> MCAP (ros2) -> rosbag2 through convert keeps every byte, time and QoS."""
+    from polybag.ops import convert
+
+    src = tmp_path / "src"
+    write_rosbags_bag(src, storage="mcap", n=40)
+    convert(src, tmp_path / "a.mcap")
+    convert(tmp_path / "a.mcap", tmp_path / "back", format="rosbag2")
+    convert(tmp_path / "back", tmp_path / "back2", format="rosbag2")
+    assert polybag_view(src) == polybag_view(tmp_path / "a.mcap") == polybag_view(tmp_path / "back")
+    assert rosbags_view(tmp_path / "back2") == rosbags_view(src)
+    with polybag.open(tmp_path / "a.mcap") as m, polybag.open(tmp_path / "back") as b:
+        assert m.native_profile is None or m.summary.profile == "ros2"
+        qa = {c.topic: c.metadata.get("offered_qos_profiles") for c in m.summary.channels.values()}
+        qb = {c.topic: c.metadata.get("offered_qos_profiles") for c in b.summary.channels.values()}
+        assert yaml.safe_load(qa["/chatter"]) == yaml.safe_load(qb["/chatter"])
