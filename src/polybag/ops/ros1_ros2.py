@@ -119,11 +119,26 @@ def _suffix(t: FieldType, bounded: bool) -> str:
     return f"[<={t.bound}]" if bounded and t.bound is not None else "[]"
 
 
+def _word(t: FieldType) -> str:
+    """A primitive field's type word: ``byte`` and ``char`` as written (both ROS keep the
+    words, so a type's text and md5sum survive a round trip), others canonical."""
+    w = t.raw.split("[")[0].split("<=")[0].strip() if t.raw else ""
+    return w if w in ("byte", "char") else t.base
+
+
+def _const_word(typ: str) -> str:
+    base = typ.split("<=")[0].strip()
+    if base in ("byte", "char", "bool", "string", "wstring") or base in PRIMITIVE_FORMATS:
+        return "string" if base == "wstring" else base
+    aliases = {"octet": "uint8", "wchar": "uint16", "float": "float32", "double": "float64"}
+    return {"short": "int16", "long": "int32", **aliases}.get(base, base)
+
+
 def _ros2_text(d: MsgDef) -> str:
     """A ROS 1 type as ROS 2 ``.msg`` text (nested types as ``pkg/Type``)."""
     lines = []
     for c in d.constants:
-        ctype = _ros1_prim(c.type)
+        ctype = _const_word(c.type)
         if ctype == "string":
             text = str(c.value).replace("\\", "\\\\").replace('"', '\\"')
             lines.append(f'string {c.name}="{text}"')
@@ -131,7 +146,9 @@ def _ros2_text(d: MsgDef) -> str:
             lines.append(f"{ctype} {c.name}={c.text}")
     for f in d.fields:
         t = f.type
-        if t.base in PRIMITIVE_FORMATS or t.base in _STRINGS:
+        if t.base in PRIMITIVE_FORMATS:
+            base = _word(t)
+        elif t.base in _STRINGS:
             base = t.base
         else:
             base = _TIME2.get(t.base) or LEGACY_RENAMES.get(t.base, t.base)
@@ -139,27 +156,21 @@ def _ros2_text(d: MsgDef) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ros1_prim(typ: str) -> str:
-    return {"char": "uint8", "byte": "int8"}.get(typ, typ)
-
-
 def _ros1_text(d: MsgDef) -> str:
     """A ROS 2 type as ROS 1 ``.msg`` text (bounds dropped, Time/Duration as time/duration)."""
     lines = []
     for c in d.constants:
-        base = {"char": "uint8", "byte": "uint8", "octet": "uint8", "wchar": "uint16"}.get(c.type, c.type)
-        base = {"float": "float32", "double": "float64", "short": "int16", "long": "int32"}.get(base, base)
-        base = base.split("<=")[0]
-        if base in _STRINGS:
+        base = _const_word(c.type)
+        if base == "string":
             lines.append(f"string {c.name}={c.value}")
         elif base == "bool":
-            lines.append(f"bool {c.name}={int(bool(c.value))}")
+            lines.append(f"bool {c.name}={bool(c.value)}")
         else:
             lines.append(f"{base} {c.name}={c.text}")
     for f in d.fields:
         t = f.type
         if t.base in PRIMITIVE_FORMATS:
-            base = t.base
+            base = _word(t)
         elif t.base in _STRINGS:
             base = "string"
         else:
