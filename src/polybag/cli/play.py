@@ -4,7 +4,10 @@ Takes rosbag play's options (``-r``, ``-s``, ``-u``, ``-l``, ``--clock --hz``, `
 ``--pause-topics``, ``--pause``, ``-d``, ``-i``, ``--skip-empty``, ``-q``, ``-k``,
 ``--wait-for-subscribers``, ``-p``, ``--rate-control-topic``/``--rate-control-max-delay``) and any input polybag reads (bags, MCAP ``ros1``
 channels, ULog as ``ulog_msgs/*``); several inputs are merged by log time.  When stdin is a
-terminal, space pauses and resumes and ``s`` steps one message while paused.
+terminal, space pauses and resumes and ``s`` steps one message while paused.  ROS remapping
+arguments ``/from:=/to`` (and ``__name:=``, ``__ns:=``, ``__master:=``) rename what is
+published, as for any ROS node.  ``--json`` prints the counts and the send lateness
+(median, p99, max) at the end.
 
 Exit codes: 0 played, 2 usage, 3 an input cannot be read or the master cannot be reached,
 130 interrupted.
@@ -63,28 +66,77 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rate-control-max-delay", type=float, default=1.0, metavar="SEC",
                    help="how far ahead of --rate-control-topic playback may run (default 1)")
     p.add_argument("--node", default="/play", help="node name (default /play, made anonymous)")
+    p.add_argument("--json", action="store_true", help="print the counts and lateness as JSON at the end")
     p.set_defaults(func=run)
 
 
+def _resolve(name: str, ns: str) -> str:
+    """A ROS name resolved in namespace ``ns`` (global names stay; ``~private`` is refused)."""
+    from polybag.errors import UsageError
+
+    if name.startswith("~"):
+        raise UsageError(f"remapping private name {name!r}: the player has no private topics")
+    if name.startswith("/"):
+        return name
+    return ns.rstrip("/") + "/" + name
+
+
+def remapping_arguments(argv: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """ROS remapping arguments ``FROM:=TO`` in ``argv``: ``(topic remaps, special ones)``.
+
+    Special ones are ``__name``, ``__ns``, ``__master``, ``__ip``/``__hostname`` and ``__log``
+    (the last is accepted and ignored); private parameters ``_param:=value`` are refused, as
+    there is no parameter server client.  Topic names are resolved in ``__ns`` (default ``/``).
+    """
+    from polybag.errors import UsageError
+
+    special: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = []
+    for arg in argv:
+        src, _, dst = arg.partition(":=")
+        if not src or not dst:
+            raise UsageError(f"remapping argument {arg!r} needs the form FROM:=TO")
+        if src.startswith("__"):
+            if src not in ("__name", "__ns", "__master", "__ip", "__hostname", "__log"):
+                raise UsageError(f"unknown special remapping argument {arg!r}")
+            special[src] = dst
+        elif src.startswith("_"):
+            raise UsageError(f"{arg!r}: private parameters are not supported by polybag play")
+        else:
+            pairs.append((src, dst))
+    ns = special.get("__ns", "/")
+    if not ns.startswith("/"):
+        ns = "/" + ns
+    special["__ns"] = ns
+    return {_resolve(a, ns): _resolve(b, ns) for a, b in pairs}, special
+
+
 def _split_inputs(args: argparse.Namespace) -> list[str]:
-    """Files, plus log files rosbag-style ``--topics a b x.bag`` swallowed into the topics."""
-    files = list(args.files) + list(args.bags)
+    """Files, plus log files rosbag-style ``--topics a b x.bag`` swallowed into the topics;
+    ``FROM:=TO`` arguments anywhere among them go to ``args.remaps``."""
+    remaps: list[str] = []
+    files: list[str] = []
+    for f in [*args.files, *args.bags]:
+        (remaps if ":=" in f else files).append(f)
 
     def topics_only(names: list[str]) -> list[str]:
         topics: list[str] = []
         for t in names:
-            (files if _is_log_file(t) else topics).append(t)
+            (remaps if ":=" in t else files if _is_log_file(t) else topics).append(t)
         return topics
 
     if args.topics is not None:
         args.topics = topics_only(args.topics)
     args.pause_topics = topics_only(args.pause_topics)
+    args.remaps = remaps
     return files
 
 
 @contextlib.contextmanager
-def _keyboard(player: Any) -> Iterator[bool]:
-    """Space toggles pause, ``s`` steps, while stdin is a terminal (cbreak mode, restored)."""
+def keyboard(player: Any, stdin: Any = None) -> Iterator[bool]:
+    """Space toggles pause, ``s`` steps, while ``stdin`` (default ``sys.stdin``; a file or a
+    file descriptor) is a terminal: cbreak mode meanwhile, the terminal's settings restored
+    after.  Yields whether the keys are being read."""
     try:
         import select
         import termios
@@ -92,11 +144,19 @@ def _keyboard(player: Any) -> Iterator[bool]:
     except ImportError:
         yield False
         return
-    stdin = sys.stdin
-    if stdin is None or not stdin.isatty():
+    if stdin is None:
+        stdin = sys.stdin
+    if stdin is None:
         yield False
         return
-    fd = stdin.fileno()
+    try:
+        fd = stdin if isinstance(stdin, int) else stdin.fileno()
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's replaced stdin)
+        yield False
+        return
+    if not os.isatty(fd):
+        yield False
+        return
     try:
         saved = termios.tcgetattr(fd)
         tty.setcbreak(fd)
@@ -168,7 +228,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no input files")
     if args.loop_count is not None and not args.loop:
         args.loop = True
+    remap, special = remapping_arguments(args.remaps)
     opts = PlayOptions(
+        remap=remap,
         rate=args.rate,
         start=args.start,
         duration=args.duration,
@@ -195,21 +257,29 @@ def run(args: argparse.Namespace) -> int:
     from polybag.net.ros1.node import Node
 
     out = sys.stdout
+    quiet = args.quiet or args.json
+    ns = special["__ns"]
+    name = special.get("__name")
+    node_name = _resolve(name, ns) if name else _resolve(args.node.lstrip("/") or "play", ns)
+    host = special.get("__hostname") or special.get("__ip")
     with contextlib.ExitStack() as stack:
         # inputs first: an unreadable file fails before anything is advertised
         readers = [stack.enter_context(polybag.open(f)) for f in files]
-        node = stack.enter_context(Node(args.node, anonymous=True))
+        node = stack.enter_context(
+            Node(node_name, special.get("__master"), host=host, anonymous=name is None)
+        )
         sink = Ros1Sink(node, prefix=args.prefix)
         with Player(readers, opts, sink) as player:
             if opts.rate_control_topic:
-                node.subscribe(opts.rate_control_topic, lambda m: _rate_control(player, m.data))
-            if not args.quiet:
+                rc_topic = _resolve(opts.rate_control_topic, ns)
+                node.subscribe(remap.get(rc_topic, rc_topic), lambda m: _rate_control(player, m.data))
+            if not quiet:
                 for f in files:
                     out.write(f"[ INFO] Opening {f}\n")
                 out.flush()
             done = threading.Event()
             status = None
-            if not args.quiet and out.isatty():
+            if not quiet and out.isatty():
                 status = threading.Thread(target=_status, args=(player, out, done), daemon=True)
                 status.start()
             previous = None
@@ -217,8 +287,8 @@ def run(args: argparse.Namespace) -> int:
                 # SIGTERM ends playback cleanly: publishers flushed and unregistered
                 previous = signal.signal(signal.SIGTERM, lambda *_: player.stop())
             try:
-                with _keyboard(player) as keys:
-                    if not args.quiet:
+                with keyboard(player) as keys:
+                    if not quiet:
                         if keys:
                             out.write("Hit space to toggle paused, or 's' to step.\n")
                         if opts.pause:
@@ -235,9 +305,15 @@ def run(args: argparse.Namespace) -> int:
                 if status is not None:
                     status.join(1.0)
                     out.write("\n")
-            if not args.quiet:
+            if args.json:
+                from polybag.cli._common import print_json
+
+                print_json({**stats.as_dict(), "skipped": sorted(set(sink.skipped))}, out)
+            elif not quiet:
                 out.write(f"Done: {stats.published} messages on {len(stats.per_topic)} topics")
                 out.write(f" ({stats.loops} passes)\n" if stats.loops > 1 else "\n")
+                if stats.lateness.count:
+                    out.write(f"Timing: {stats.lateness.stats()}\n")
                 if sink.skipped:
                     out.write(f"Skipped (not ROS 1): {', '.join(sorted(set(sink.skipped)))}\n")
                 out.flush()

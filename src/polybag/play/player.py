@@ -19,6 +19,7 @@ its time instead of sleeping, so timing is tested without wall-clock assertions.
 from __future__ import annotations
 
 import heapq
+import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -41,8 +42,9 @@ class PlayOptions:
     """``rosbag play``'s options (same names as its long options).
 
     Times are seconds (floats), as rosbag takes them.  ``loop_count`` (polybag's) limits
-    ``loop`` to that many passes (``None``: forever).  ``queue`` is accepted for
-    compatibility; the ROS sink sends to each subscriber as fast as its socket takes it.
+    ``loop`` to that many passes (``None``: forever).  ``queue`` is the ROS sink's send
+    queue per subscriber.  ``remap`` maps output topic names (after ``prefix``) to the
+    names to publish on, as ROS remapping arguments ``/a:=/b`` do (``/clock`` too).
     """
 
     rate: float = 1.0
@@ -65,6 +67,7 @@ class PlayOptions:
     prefix: str = ""
     rate_control_topic: str | None = None
     rate_control_max_delay: float = 1.0
+    remap: dict[str, str] = field(default_factory=dict)
     open_options: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -84,6 +87,9 @@ class PlayOptions:
             raise UsageError(f"loop count must be at least 1, got {self.loop_count}")
         if self.rate_control_max_delay < 0:
             raise UsageError("--rate-control-max-delay must not be negative")
+        for src, dst in self.remap.items():
+            if not src or not dst:
+                raise UsageError(f"remapping {src!r} to {dst!r}: a name is empty")
 
 
 # --- clocks -----------------------------------------------------------------------------
@@ -99,19 +105,27 @@ class Clock(Protocol):
     def wait(self, cond: threading.Condition, timeout_ns: int | None) -> None: ...
 
 
+def _yield() -> None:
+    """Release the GIL for a moment (other threads of this process may run) without giving up
+    the processor: ``time.sleep(0)`` sleeps for the timer slack (about 50 us) on Linux, and
+    ``sched_yield`` on a busy machine queues the spinning thread behind every other process
+    for a whole time slice (milliseconds late), while a zero-timeout ``select`` returns at once."""
+    select.select((), (), (), 0)
+
+
 class MonotonicClock:
     """The real clock: ``time.monotonic_ns``; sleeps until shortly before a deadline, then spins.
 
     A timed wait sleeps on the condition (so ``stop``/``pause`` wake it at once) until
     ``margin`` ns before the deadline and returns; the player calls again, and within the
-    margin each call only yields the processor (``time.sleep(0)``, the lock released by the
-    caller between calls), so the deadline is met to within a few microseconds instead of
+    margin each call only releases the GIL for a moment (the lock is released by the caller
+    between calls), so the deadline is met to within a few microseconds instead of
     the scheduler's wakeup latency.  The margin adapts: twice the worst oversleep seen
     lately, between ``min_margin_ns`` and ``max_margin_ns`` (a loaded machine wakes later,
     so it spins longer; an idle one spins a fraction of a millisecond per message).
     """
 
-    def __init__(self, min_margin_ns: int = 200_000, max_margin_ns: int = 2_000_000) -> None:
+    def __init__(self, min_margin_ns: int = 100_000, max_margin_ns: int = 1_000_000) -> None:
         if not 0 <= min_margin_ns <= max_margin_ns:
             raise UsageError("MonotonicClock needs 0 <= min_margin_ns <= max_margin_ns")
         self.min_margin_ns = min_margin_ns
@@ -126,7 +140,7 @@ class MonotonicClock:
             cond.wait()
             return
         if timeout_ns <= self.margin_ns:
-            time.sleep(0)  # spin: yield, let the caller re-check (and other threads run)
+            _yield()  # spin: let the caller re-check (and other threads run meanwhile)
             return
         sleep_ns = timeout_ns - self.margin_ns
         target = time.monotonic_ns() + sleep_ns

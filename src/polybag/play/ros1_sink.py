@@ -112,9 +112,17 @@ class Ros1Sink:
     Publishers are closed by :meth:`close`; the node stays the caller's.
     """
 
-    def __init__(self, node: Any, *, prefix: str = "", warn: Callable[[str], Any] | None = None) -> None:
+    def __init__(
+        self,
+        node: Any,
+        *,
+        prefix: str = "",
+        remap: dict[str, str] | None = None,
+        warn: Callable[[str], Any] | None = None,
+    ) -> None:
         self.node = node
         self.prefix = prefix.rstrip("/")
+        self.remap: dict[str, str] = dict(remap or {})
         self.warn = warn or (lambda text: print(f"polybag play: warning: {text}", file=sys.stderr))
         self.publishers: dict[str, Any] = {}  # output topic -> publisher
         self._types: dict[str, str] = {}  # output topic -> md5sum advertised
@@ -129,16 +137,19 @@ class Ros1Sink:
         self.queue_size = max(1, options.queue)
         if options.prefix and not self.prefix:
             self.prefix = options.prefix.rstrip("/")
+        self.remap = {**options.remap, **self.remap}
         for ch in channels:
             self._route(ch)
         if options.clock:
-            # /clock is never prefixed (as rosbag)
-            self.clock_publisher = self.node.advertise(CLOCK_TOPIC, CLOCK_TYPE, CLOCK_MD5, CLOCK_DEFINITION)
+            # /clock is never prefixed (as rosbag), but it is remapped
+            clock_topic = self.remap.get(CLOCK_TOPIC, CLOCK_TOPIC)
+            self.clock_publisher = self.node.advertise(clock_topic, CLOCK_TYPE, CLOCK_MD5, CLOCK_DEFINITION)
 
     def _out_topic(self, topic: str) -> str:
-        if not self.prefix:
-            return topic
-        return self.prefix + (topic if topic.startswith("/") else "/" + topic)
+        """The topic to publish ``topic`` on: prefixed, then remapped (as rosbag's node does)."""
+        if self.prefix:
+            topic = self.prefix + (topic if topic.startswith("/") else "/" + topic)
+        return self.remap.get(topic, topic)
 
     def _route(self, ch: Channel) -> _Route | None:
         key = id(ch)

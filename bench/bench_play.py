@@ -1,0 +1,224 @@
+"""Play lateness: `polybag play` and `rosbag play` (Debian's /usr/lib/rosbag/play) of the same
+100 Hz bag, received by a rospy subscriber, in one run; prints median, p99 and max lateness
+of each and the ratios.
+
+    .venv/bin/python bench/bench_play.py [--seconds 10] [--hz 100] [--rounds 2] [--size 200]
+
+Lateness is receive time minus scheduled time (see polybag.play.timing.received_lateness: the
+subscriber cannot know when playback started, so the schedule is anchored on the least late
+message of each run).  The subscriber is rospy (Debian's /usr/bin/python3) with
+``tcp_nodelay``, raw messages (``rospy.AnyMsg``, no deserialization), stamping each message
+with ``time.monotonic_ns()`` first thing in its callback.  Rounds alternate the two players
+on one master.  ``polybag play --json`` also reports its own send lateness (publish call
+minus due time).
+
+The same file is the subscriber: ``/usr/bin/python3 bench/bench_play.py listen TOPIC COUNT
+OUT.json [TIMEOUT]`` (the live tests run it too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import xmlrpc.client
+from pathlib import Path
+from typing import Any
+
+ROSBAG_PLAY = "/usr/lib/rosbag/play"
+SYSTEM_PYTHON = "/usr/bin/python3"
+TOPIC = "/bench_play"
+STRING_MD5 = "992ce8a1687cec8c8bd883ec73ca41d1"
+NS = 1_000_000_000
+T0 = 1_700_000_000 * NS
+
+
+# --- the subscriber (runs under Debian's python3 with rospy; imports nothing of polybag) -------
+def listen(topic: str, count: int, out: str, timeout: float = 120.0) -> int:
+    """Subscribe to ``topic`` until ``count`` messages arrived (or ``timeout`` s passed); write
+    ``[[index, monotonic_ns], ...]`` to ``out``, index being the number the payload starts with."""
+    import threading
+
+    import rospy  # type: ignore[import-not-found]
+
+    got: list[tuple[int, int]] = []
+    done = threading.Event()
+
+    def cb(msg: Any) -> None:
+        now = time.monotonic_ns()
+        buff = msg._buff  # std_msgs/String: uint32 length, then the text "<index> ..."
+        got.append((int(bytes(buff[4:16]).split(b" ")[0]), now))
+        if len(got) >= count:
+            done.set()
+
+    rospy.init_node("play_listener", anonymous=True, disable_signals=True)
+    rospy.Subscriber(topic, rospy.AnyMsg, cb, tcp_nodelay=True, queue_size=10000)
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done.wait(timeout)
+    rospy.signal_shutdown("done")
+    Path(out + ".tmp").write_text(json.dumps(got))
+    os.replace(out + ".tmp", out)
+    return 0 if len(got) >= count else 1
+
+
+# --- the bag ---------------------------------------------------------------------------------
+def payload(i: int, size: int) -> bytes:
+    text = f"{i} ".encode().ljust(max(size, 12), b"x")
+    return len(text).to_bytes(4, "little") + text
+
+
+def make_bag(path: Path, n: int, hz: float, size: int) -> list[int]:
+    """A bag of ``n`` std_msgs/String on TOPIC at ``hz``; returns the log times."""
+    from polybag.formats.bag.writer import BagWriter
+
+    times = [T0 + round(i * NS / hz) for i in range(n)]
+    with BagWriter(path, compression="none") as w:
+        s = w.add_schema("std_msgs/String", "ros1msg", b"string data\n")
+        ch = w.add_channel(TOPIC, "ros1", s, {"md5sum": STRING_MD5, "callerid": "/bench"})
+        for i, t in enumerate(times):
+            w.write(ch, payload(i, size), t)
+    return times
+
+
+# --- a graph ---------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(pred: Any, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if pred():
+                return
+        except (OSError, xmlrpc.client.Error):
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+class Master:
+    def __init__(self, tmp: Path) -> None:
+        port = _free_port()
+        self.uri = f"http://127.0.0.1:{port}"
+        self.env = dict(
+            os.environ, ROS_MASTER_URI=self.uri, ROS_HOSTNAME="127.0.0.1", ROS_IP="127.0.0.1",
+            ROS_HOME=str(tmp), ROS_LOG_DIR=str(tmp), PYTHONUNBUFFERED="1",
+        )
+        self.proc = subprocess.Popen(["rosmaster", "--core", "-p", str(port)], env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.rpc = xmlrpc.client.ServerProxy(self.uri)
+        _wait(lambda: self.rpc.getSystemState("/bench")[0] == 1, 30, "rosmaster")
+
+    def subscribed(self, topic: str) -> bool:
+        subs = self.rpc.getSystemState("/bench")[2][1]
+        return any(t == topic and nodes for t, nodes in subs)
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run_once(master: Master, tmp: Path, cmd: list[str], n: int, name: str) -> tuple[list[tuple[int, int]], str]:
+    """Start a listener, play with ``cmd``, return the listener's ``(index, recv_ns)`` and the
+    player's stdout."""
+    out = tmp / f"recv_{name}.json"
+    out.unlink(missing_ok=True)
+    listener = subprocess.Popen([SYSTEM_PYTHON, __file__, "listen", TOPIC, str(n), str(out)], env=master.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait(lambda: master.subscribed(TOPIC), 60, "the listener subscribing")
+        player = subprocess.run(cmd, env=master.env, capture_output=True, text=True, timeout=600)
+        if player.returncode != 0:
+            raise SystemExit(f"{name} failed ({player.returncode}): {player.stderr}")
+        listener.wait(60)
+    finally:
+        if listener.poll() is None:
+            listener.send_signal(signal.SIGTERM)
+            listener.wait(30)
+    if not out.exists():
+        err = listener.stderr.read().decode() if listener.stderr else ""
+        raise SystemExit(f"the listener wrote nothing: {err}")
+    return [tuple(x) for x in json.loads(out.read_text())], player.stdout  # type: ignore[misc]
+
+
+def lateness_of(times: list[int], got: list[tuple[int, int]]) -> Any:
+    from polybag.play.timing import received_lateness, summarize
+
+    got = sorted(got, key=lambda x: x[1])
+    return summarize(received_lateness([times[i] for i, _ in got], [r for _, r in got]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "listen":
+        return listen(args[1], int(args[2]), args[3], float(args[4]) if len(args) > 4 else 120.0)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=10.0, help="bag length (default 10)")
+    ap.add_argument("--hz", type=float, default=100.0, help="message rate (default 100)")
+    ap.add_argument("--rounds", type=int, default=2, help="runs of each player (default 2)")
+    ap.add_argument("--size", type=int, default=200, help="payload bytes (default 200)")
+    a = ap.parse_args(args)
+    missing = [p for p in (ROSBAG_PLAY, SYSTEM_PYTHON, shutil.which("rosmaster")) if not p or not os.path.exists(p)]
+    if missing:
+        print(f"needs Debian's ROS 1 (python3-rosbag python3-rospy python3-rosmaster): missing {missing}")
+        return 1
+    n = max(2, round(a.seconds * a.hz))
+    with tempfile.TemporaryDirectory(prefix="bench_play_") as d:
+        tmp = Path(d)
+        bag = tmp / "in.bag"
+        times = make_bag(bag, n, a.hz, a.size)
+        master = Master(tmp)
+        players = {
+            "polybag": [sys.executable, "-m", "polybag", "play", "-q", "--json", "--wait-for-subscribers", str(bag)],
+            "rosbag": [ROSBAG_PLAY, "-q", "--wait-for-subscribers", str(bag)],
+        }
+        results: dict[str, list[Any]] = {k: [] for k in players}
+        own: list[dict[str, Any]] = []
+        try:
+            for r in range(a.rounds):
+                for name, cmd in players.items():
+                    got, stdout = run_once(master, tmp, cmd, n, f"{name}{r}")
+                    if len(got) != n:
+                        print(f"{name} round {r}: received {len(got)} of {n}")
+                    idx = [i for i, _ in sorted(got, key=lambda x: x[1])]
+                    if idx != sorted(idx):
+                        print(f"{name} round {r}: messages out of order")
+                    results[name].append(lateness_of(times, got))
+                    if name == "polybag":
+                        own.append(json.loads(stdout)["lateness"])
+        finally:
+            master.close()
+    print(f"play lateness, {n} messages at {a.hz:g} Hz ({a.size} B), rospy subscriber, {a.rounds} rounds")
+    print(f"{'player':10} {'round':>5} {'median ms':>10} {'p99 ms':>10} {'max ms':>10}")
+    for name, runs in results.items():
+        for r, s in enumerate(runs):
+            print(f"{name:10} {r:5d} {s.median_ns / 1e6:10.3f} {s.p99_ns / 1e6:10.3f} {s.max_ns / 1e6:10.3f}")
+
+    def worst(name: str, attr: str) -> float:
+        return max(getattr(s, attr) for s in results[name]) / 1e6
+
+    for attr, label in (("median_ns", "median"), ("p99_ns", "p99")):
+        pb, rb = worst("polybag", attr), worst("rosbag", attr)
+        ratio = pb / rb if rb > 0 else float("inf")
+        print(f"{label:7}: polybag {pb:.3f} ms, rosbag {rb:.3f} ms (worst round each): polybag/rosbag {ratio:.2f}")
+    for r, o in enumerate(own):
+        print(f"polybag's own send lateness, round {r}: median {o['median_ms']:.3f} ms, p99 {o['p99_ms']:.3f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
