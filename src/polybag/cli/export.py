@@ -19,7 +19,7 @@ import sys
 
 from polybag.cli._common import format_size, print_json
 from polybag.cli._ops import add_force
-from polybag.errors import PolybagError
+from polybag.errors import PolybagError, UsageError
 from polybag.ops.export import Table, plan_tables, table_name
 
 __all__ = ["Table", "plan_tables", "register", "run", "table_name"]
@@ -29,8 +29,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write each topic as a csv, parquet or jsonl table")
     p.add_argument("input", metavar="FILE")
     p.add_argument("--topics", default=None, help="regular expression matched against whole topic names (default: all)")
-    p.add_argument("--format", choices=("csv", "parquet", "jsonl"), default="csv")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the tables (created)")
+    p.add_argument(
+        "--format",
+        choices=("csv", "parquet", "jsonl", "png", "jpg", "npy", "pcd", "ply"),
+        default=None,
+        help="tables: csv (default), parquet, jsonl; --images: png (default), jpg, npy; "
+        "--pointclouds: pcd (default), ply, npy",
+    )
+    p.add_argument("-o", "--output", metavar="DIR", help="directory for the tables (created)")
+    p.add_argument("--images", metavar="DIR", help="write each image (raw or compressed) as a file in DIR instead")
+    p.add_argument("--video", metavar="FILE", help="encode one image topic as a video (.mp4, .mkv, .mov, .avi)")
+    p.add_argument("--pointclouds", metavar="DIR", help="write each PointCloud2 as a file in DIR instead")
+    p.add_argument("--every", type=int, default=1, metavar="N", help="--images/--video/--pointclouds: every N-th message of a topic")
+    p.add_argument("--fps", type=float, default=None, help="--video: frames per second (default: the log's rate)")
     p.add_argument("--fields", default=None, help="comma-separated field names or prefixes (csv/parquet)")
     p.add_argument("--start", default=None, help="start time (ns, or seconds with '.'/'s'; +T from the log start)")
     p.add_argument("--end", default=None, help="end time, exclusive")
@@ -42,6 +53,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from polybag.ops.export import export
 
+    chosen = {"images": args.images, "video": args.video, "pointclouds": args.pointclouds}
+    media = [k for k, v in chosen.items() if v is not None]
+    if media or args.output is None:
+        return run_media(args, media)
+    if args.format is None:
+        args.format = "csv"
+    if args.format not in ("csv", "parquet", "jsonl"):
+        raise UsageError(f"--format {args.format} is for --images or --pointclouds; tables are csv, parquet or jsonl")
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
     try:
         res = export(
@@ -72,3 +91,37 @@ def run(args: argparse.Namespace) -> int:
         if not any(t.error is not None and w.endswith(t.error) for t in res.tables):
             print(f"polybag export: warning: {w}", file=sys.stderr)
     return 1 if res.failed or res.damaged else 0
+
+
+def run_media(args: argparse.Namespace, media: list[str]) -> int:
+    """``--images DIR``, ``--video FILE`` or ``--pointclouds DIR``: :mod:`polybag.ops.export_media`."""
+    from polybag.ops import export_media as em
+
+    if len(media) != 1 or args.output is not None:
+        raise UsageError("give one of -o DIR (tables), --images DIR, --video FILE or --pointclouds DIR")
+    kind = media[0]
+    common = {
+        "topics": args.topics,
+        "every": args.every,
+        "start": args.start,
+        "end": args.end,
+        "progress": None,
+        "overwrite": args.force,
+    }
+    fmt_ok = {"images": em.IMAGE_FORMATS, "pointclouds": em.CLOUD_FORMATS, "video": ()}[kind]
+    if args.format is not None and args.format not in fmt_ok:
+        raise UsageError(f"--format {args.format} does not go with --{kind}" + (f" ({', '.join(fmt_ok)})" if fmt_ok else ""))
+    if kind == "images":
+        res = em.export_images(args.input, args.images, format=args.format or "png", **common)
+    elif kind == "pointclouds":
+        res = em.export_pointclouds(args.input, args.pointclouds, format=args.format or "pcd", **common)
+    else:
+        res = em.export_video(args.input, args.video, fps=args.fps, **common)
+    if args.json:
+        print_json(res.to_dict())
+    else:
+        what = "frames" if kind == "video" else "files"
+        print(f"{', '.join(res.topics)} -> {res.output} ({res.files} {what}" + (f", {res.fps:g} fps)" if res.fps else ")"))
+    for w in res.warnings:
+        print(f"polybag export: warning: {w}", file=sys.stderr)
+    return 1 if res.failed else 0

@@ -30,7 +30,8 @@ Dask is optional: ``pip install polybag[dask]``.
 
 The package by job: :mod:`polybag.dask.plan` (partitions from the indexes, in the driver),
 :mod:`polybag.dask.read` (one partition's task, in a worker), :mod:`polybag.dask.frames`
-(the Dask DataFrames and Bags).  Every name is importable from ``polybag.dask`` itself.
+(the Dask DataFrames and Bags), :mod:`polybag.dask.sensors` (Bags of images and point
+clouds).  Every name is importable from ``polybag.dask`` itself.
 """
 
 from __future__ import annotations
@@ -73,5 +74,14 @@ from polybag.dask.read import (  # noqa: F401
     _topic_partition,
     _ulog_frame,
 )
+from polybag.dask.sensors import read_images, read_pointclouds
 
-__all__ = ["Partition", "file_summaries", "partitions", "read_messages", "read_topic"]
+__all__ = [
+    "Partition",
+    "file_summaries",
+    "partitions",
+    "read_images",
+    "read_messages",
+    "read_pointclouds",
+    "read_topic",
+]

@@ -89,6 +89,49 @@ def _compressed_encoding(a: np.ndarray) -> str:
     return {3: "rgb8", 4: "rgba8"}.get(a.shape[2], f"8UC{a.shape[2]}")
 
 
+class FrameReader:
+    """Reads the pixels of image messages (raw and compressed) of any channel into
+    :class:`Frame` s; raw images through the zero-copy path (:class:`ImageReader`)."""
+
+    def __init__(self, copy: bool = False) -> None:
+        self.copy = copy
+        self._raw = ImageReader()
+
+    def read(self, m: Message) -> Frame:
+        """The :class:`Frame` of image message ``m`` (a :class:`PolybagError` when its
+        pixels cannot be read)."""
+        if IMAGE_TYPES.get(channel_type(m.channel)) == "compressed":
+            arr = compressed_image_to_numpy(codec_for(m.channel).decode(m.data, topic=m.channel.topic))
+            return Frame(m, arr, _compressed_encoding(arr))
+        msg = self._raw.read(m.channel, m.data)
+        t = "sensor_msgs/Image"
+        enc_name = text(msg, "encoding", t)
+        arr = pixels(
+            as_bytes(field(msg, "data", t), t),
+            encoding_info(enc_name),
+            integer(msg, "height", t),
+            integer(msg, "width", t),
+            integer(msg, "step", t),
+            bool(integer(msg, "is_bigendian", t, 0, 255)),
+            self.copy,
+        )
+        return Frame(m, arr, enc_name)
+
+
+def every_nth(messages: Iterator[Message], ids: set[int], every: int) -> Iterator[Message]:
+    """The messages of channels ``ids``, every ``every``-th of each topic."""
+    if every < 1:
+        raise UsageError(f"every must be at least 1, not {every}")
+    seen: dict[str, int] = {}
+    for m in messages:
+        if m.channel.id not in ids:
+            continue
+        n = seen.get(m.channel.topic, 0)
+        seen[m.channel.topic] = n + 1
+        if n % every == 0:
+            yield m
+
+
 def frames(
     reader: Any,
     topics: TopicSelector,
@@ -100,37 +143,11 @@ def frames(
 ) -> Iterator[Frame]:
     """Every ``every``-th image of the image topics in ``topics`` (raw and compressed), in
     log-time order, as :class:`Frame` s (counted per topic)."""
-    if every < 1:
-        raise UsageError(f"every must be at least 1, not {every}")
     chans = sensor_channels(reader, topics, IMAGE_TYPES, "image", strict)
-    kinds = {c.id: IMAGE_TYPES[channel_type(c)] for c in chans}
-    seen: dict[str, int] = {}
-    raw = ImageReader()
-    for m in reader.messages(topics=[c.topic for c in chans], start=start, end=end):
-        kind = kinds.get(m.channel.id)
-        if kind is None:
-            continue
-        n = seen.get(m.channel.topic, 0)
-        seen[m.channel.topic] = n + 1
-        if n % every:
-            continue
-        if kind == "raw":
-            msg = raw.read(m.channel, m.data)
-            enc_name = text(msg, "encoding", "sensor_msgs/Image")
-            enc = encoding_info(enc_name)
-            arr = pixels(
-                as_bytes(field(msg, "data", "sensor_msgs/Image"), "sensor_msgs/Image"),
-                enc,
-                integer(msg, "height", "sensor_msgs/Image"),
-                integer(msg, "width", "sensor_msgs/Image"),
-                integer(msg, "step", "sensor_msgs/Image"),
-                bool(integer(msg, "is_bigendian", "sensor_msgs/Image", 0, 255)),
-                copy,
-            )
-            yield Frame(m, arr, enc_name)
-        else:
-            arr = compressed_image_to_numpy(codec_for(m.channel).decode(m.data, topic=m.channel.topic))
-            yield Frame(m, arr, _compressed_encoding(arr))
+    fr = FrameReader(copy)
+    msgs = reader.messages(topics=sorted({c.topic for c in chans}), start=start, end=end)
+    for m in every_nth(msgs, {c.id for c in chans}, every):
+        yield fr.read(m)
 
 
 def images(
@@ -168,17 +185,13 @@ def clouds(
     strict: bool = True,
 ) -> Iterator[tuple[Message, np.ndarray]]:
     """``(message, points)`` of every ``every``-th cloud of the cloud topics in ``topics``."""
-    if every < 1:
-        raise UsageError(f"every must be at least 1, not {every}")
     chans = sensor_channels(reader, topics, CLOUD_TYPES, "PointCloud2", strict)
-    ids = {c.id for c in chans}
-    seen: dict[str, int] = {}
-    for m in reader.messages(topics=[c.topic for c in chans], start=start, end=end):
-        if m.channel.id not in ids:
-            continue
-        n = seen.get(m.channel.topic, 0)
-        seen[m.channel.topic] = n + 1
-        if n % every:
-            continue
-        msg = codec_for(m.channel).decode(m.data, topic=m.channel.topic)
-        yield m, pointcloud2_to_numpy(msg, skip_nans=skip_nans, split_rgb=split_rgb)
+    msgs = reader.messages(topics=sorted({c.topic for c in chans}), start=start, end=end)
+    for m in every_nth(msgs, {c.id for c in chans}, every):
+        yield m, read_cloud(m, skip_nans=skip_nans, split_rgb=split_rgb)
+
+
+def read_cloud(m: Message, skip_nans: bool = False, split_rgb: bool = False) -> np.ndarray:
+    """The points of PointCloud2 message ``m`` (decoded through its channel's codec)."""
+    msg = codec_for(m.channel).decode(m.data, topic=m.channel.topic)
+    return pointcloud2_to_numpy(msg, skip_nans=skip_nans, split_rgb=split_rgb)
