@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         if register is not None:
             register(sub)
     _add_max_chunk(parser)
+    _add_types(parser)
     return parser
 
 
@@ -80,6 +81,24 @@ def _add_max_chunk(parser: argparse.ArgumentParser) -> None:
         if isinstance(action, argparse._SubParsersAction):
             for child in set(action.choices.values()):
                 _add_max_chunk(child)
+
+
+def _add_types(parser: argparse.ArgumentParser) -> None:
+    """``--types DIR`` (repeatable) on ``parser`` and every (sub)command: a workspace's ROS 2
+    ``.msg``/``.idl`` files (``pkg/msg/Name.msg``) for files that carry no definitions."""
+    if not any("--types" in a.option_strings for a in parser._actions):
+        parser.add_argument(
+            "--types",
+            dest="types",
+            metavar="DIR",
+            action="append",
+            default=argparse.SUPPRESS,
+            help="add the ROS 2 .msg/.idl files under DIR (pkg/msg/Name.msg) to the known types",
+        )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                _add_types(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -117,6 +136,10 @@ def _show_polybag_warnings(command: str) -> None:
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -> int:
     _no_sigxfsz()
     try:
+        for folder in getattr(args, "types", None) or ():
+            from polybag.codecs import add_types
+
+            add_types(folder)
         return int(func(args) or 0)
     except UsageError as e:
         if not isinstance(e, OutputExistsError):  # (an existing output is no syntax problem)
