@@ -73,7 +73,10 @@ def decode_bytes(buf: bytes, bgr: bool = False, unchanged: bool = True) -> np.nd
     if cv2 is None:
         raise UnsupportedError(NEED)
     flag = cv2.IMREAD_UNCHANGED if unchanged else cv2.IMREAD_ANYCOLOR
-    img = cv2.imdecode(np.frombuffer(buf, np.uint8), flag)
+    try:
+        img = cv2.imdecode(np.frombuffer(buf, np.uint8), flag) if buf else None
+    except cv2.error as e:
+        raise DecodeError(f"cannot decode the image (OpenCV: {e})", type_name=COMPRESSED, field="data") from None
     if img is None:
         raise DecodeError("cannot decode the image (OpenCV)", type_name=COMPRESSED, field="data")
     if not bgr and img.ndim == 3 and img.shape[2] >= 3:

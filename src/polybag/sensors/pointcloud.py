@@ -143,8 +143,10 @@ def drop_nans(arr: np.ndarray) -> np.ndarray:
     keep = np.ones(flat.shape, bool)
     for n in ("x", "y", "z"):
         if n in names and flat.dtype[n].kind == "f":
-            col = flat[n]
-            keep &= ~np.isnan(col).reshape(len(flat), -1).any(axis=1)
+            nan = np.isnan(flat[n])
+            if nan.ndim > 1:
+                nan = nan.any(axis=tuple(range(1, nan.ndim)))
+            keep &= ~nan
     return flat[keep]
 
 
