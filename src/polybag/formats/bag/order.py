@@ -2,9 +2,9 @@
 
 A read selects the chunks that can hold a wanted message (:meth:`OrderMixin._wanted`: the
 connections and time range of the chunk info or the scan) and cuts them into groups:
-in file order one chunk per group; in log-time order runs of chunks that overlap in time
-(:meth:`OrderMixin._groups`), merged by (time, file position) so that recorded bags, whose
-chunks follow each other in time, stay one chunk per group (bounded memory).  Each group
+in file order one chunk at a time; in log-time order one run per chunk, merged by
+:func:`polybag._merge.merge_runs` by (time, file position) so that recorded bags, whose
+chunks follow each other in time, stream one chunk at a time (bounded memory).  Each chunk
 becomes one list of :class:`~polybag.model.Message` built in bulk: entries filtered and
 sorted with numpy, payloads sliced from the chunk (small ones copied out as ``bytes``).
 """
@@ -12,12 +12,14 @@ sorted with numpy, payloads sliced from the chunk (small ones copied out as ``by
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from polybag._merge import LOG_TIME, NEG_LOG_TIME, OutOfOrder, Run, merge_plan, merge_runs
+from polybag.errors import FormatError
 from polybag.model import Channel, Message
 from polybag.reader import TopicSelector, topic_filter
 
@@ -74,46 +76,63 @@ class OrderMixin(IndexMixin):
             return False
         return not (end is not None and ci.start >= end)
 
-    @staticmethod
-    def _groups(chunks: list[Chunk]) -> list[list[Chunk]]:
-        """Runs of chunks that must be merged: they overlap in time.  A chunk that only
-        touches the run's end time and lies after all of it in the file follows it (ties
-        keep file order), so recorded bags whose chunks share boundary times stay one
-        chunk per group (bounded memory)."""
-        groups: list[list[Chunk]] = []
-        cur_end = 0
-        cur_pos = 0
-        for ci in sorted(chunks, key=lambda c: (c.start, c.pos)):
-            if groups and (ci.start < cur_end or (ci.start == cur_end and ci.pos < cur_pos)):
-                groups[-1].append(ci)
-                cur_end = max(cur_end, ci.end)
-                cur_pos = max(cur_pos, ci.pos)
-            else:
-                groups.append([ci])
-                cur_end = ci.end
-                cur_pos = ci.pos
-        return groups
-
     def _batches(
         self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[list[Message]]:
-        """The messages of a read, one list per group of chunks, in one damage pass."""
+        """The messages of a read, one list per chunk (or per stretch of overlapping
+        chunks, merged by :func:`polybag._merge.merge_runs`), in one damage pass."""
         chans = self.channel_map()
         sel = topic_filter(topics, chans.values())
         chunks = [ci for ci in self.chunks if self._wanted(ci, sel, start, end)]
-        want = _Read(sel, start, end, reverse, order)
         with self.damage_pass() as done:
             if order == "file":
-                groups = [[ci] for ci in sorted(chunks, key=lambda c: c.pos)]
-            else:
-                groups = self._groups(chunks)
-            if reverse:
-                groups.reverse()
-            for g in groups:
-                with gc_paused():  # a chunk's Message objects (see base.gc_paused)
-                    batch = self._group_messages(g, want, chans)
-                done.count += len(batch)
-                yield batch
+                want = _Read(sel, start, end, reverse, order)
+                for ci in sorted(chunks, key=lambda c: c.pos, reverse=reverse):
+                    with gc_paused():  # a chunk's Message objects (see base.gc_paused)
+                        batch = self._group_messages(ci, want, chans)
+                    done.count += len(batch)
+                    yield batch
+                return
+            want = _Read(sel, start, end, False, order)  # runs load ascending; the merge reverses
+            ranked = sorted(chunks, key=lambda c: c.pos)
+            segs = [(ci.start, ci.end, r, self._chunk_loader(ci, want, chans)) for r, ci in enumerate(ranked)]
+
+            def replan(loaded: set[int], rank: int) -> list[Run]:
+                """A chunk's times lie outside its chunk info's claim: plan the chunks not
+                loaded yet from their index data's real times."""
+                left = []
+                for r, ci in enumerate(ranked):
+                    if (-r if reverse else r) in loaded:
+                        continue
+                    if ci.times is None:
+                        self._chunk_index(ci)
+                    s, t = ci.start, ci.end
+                    if ci.times is not None and len(ci.times):
+                        s, t = int(ci.times.min()), int(ci.times.max())
+                    left.append((s, t, r, self._chunk_loader(ci, want, chans)))
+                return merge_plan(left, reverse)
+
+            try:
+                for batch in merge_runs(merge_plan(segs, reverse), NEG_LOG_TIME if reverse else LOG_TIME, replan):
+                    done.count += len(batch)
+                    yield batch
+            except OutOfOrder as o:
+                ci = ranked[-o.rank if reverse else o.rank]
+                raise FormatError(
+                    f"the chunk at {ci.pos} holds messages its chunk info's times ({ci.start}..{ci.end}) put "
+                    "elsewhere, after later messages were already returned; read again in file order or reindex",
+                    self.path,
+                    ci.pos,
+                ) from None
+
+    def _chunk_loader(self, ci: Chunk, want: _Read, chans: dict[int, Channel]) -> Callable[[], list[Message]]:
+        """The loader of ``ci``'s selected messages (for the log-time merge)."""
+
+        def load() -> list[Message]:
+            with gc_paused():  # a chunk's Message objects (see base.gc_paused)
+                return self._group_messages(ci, want, chans)
+
+        return load
 
     def _load(self, ci: Chunk) -> bytes | memoryview:
         """Entries of ``ci`` (index data, or a record scan) and its uncompressed bytes."""
@@ -146,13 +165,9 @@ class OrderMixin(IndexMixin):
             t, c, o, ds, dl = t[mask], c[mask], o[mask], ds[mask], dl[mask]
         return buf, t, c, o, ds, dl
 
-    def _group_messages(self, group: list[Chunk], want: _Read, chans: dict[int, Channel]) -> list[Message]:
-        """The selected messages of one chunk (or of overlapping chunks, merged), in order
-        (ties in log time in file order)."""
-        if len(group) > 1:
-            return self._merged_messages(group, want, chans)
+    def _group_messages(self, ci: Chunk, want: _Read, chans: dict[int, Channel]) -> list[Message]:
+        """The selected messages of one chunk, in order (ties in log time in file order)."""
         get = chans.__getitem__
-        ci = group[0]
         buf, t, c, o, ds, dl = self._selected(ci, want.sel, want.start, want.end)
         if want.order == "file":
             idx = None if len(o) < 2 or bool((o[1:] >= o[:-1]).all()) else np.argsort(o, kind="stable")
@@ -176,32 +191,6 @@ class OrderMixin(IndexMixin):
         pos = np.searchsorted(ids, c.astype(np.int64))
         chl = objs[np.minimum(pos, len(ids) - 1)].tolist()
         return _build(chl, tl, al, bl, mv)
-
-    def _merged_messages(self, group: list[Chunk], want: _Read, chans: dict[int, Channel]) -> list[Message]:
-        """The selected messages of chunks that overlap in time, merged by (time, file position)."""
-        get = chans.__getitem__
-        parts = []
-        bufs = []
-        for k, ci in enumerate(sorted(group, key=lambda c: c.pos)):
-            buf, t, c, o, ds, dl = self._selected(ci, want.sel, want.start, want.end)
-            src, base = self._slicer(ci, buf, dl)
-            bufs.append(src)
-            parts.append((buf, t, c, o, ds + base, dl, k))
-        t = np.concatenate([p[1] for p in parts])
-        c = np.concatenate([p[2] for p in parts])
-        o = np.concatenate([p[3] for p in parts])
-        ds = np.concatenate([p[4] for p in parts])
-        dl = np.concatenate([p[5] for p in parts])
-        kk = np.concatenate([np.full(len(p[1]), p[6], np.int64) for p in parts])
-        idx = np.lexsort((o, kk, t))
-        if want.reverse:
-            idx = idx[::-1]
-        return [
-            Message(get(cc), tt, tt, 0, bufs[k][a : a + n])
-            for tt, cc, a, n, k in zip(
-                t[idx].tolist(), c[idx].tolist(), ds[idx].tolist(), dl[idx].tolist(), kk[idx].tolist()
-            )
-        ]
 
     def _slicer(self, ci: Chunk, buf: bytes | memoryview, dl: np.ndarray) -> tuple[Any, int]:
         """What to slice payloads from, and the offset to add.

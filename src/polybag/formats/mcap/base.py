@@ -6,12 +6,12 @@ shares (set up in one place, so a newcomer sees every field the parts read and w
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from polybag import compression
+from polybag._merge import LOG_TIME, NEG_LOG_TIME
 from polybag.errors import ChecksumError, FormatError, PolybagError, PolybagWarning
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.records import Opcode
@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from polybag.formats.mcap.defs import _Census
     from polybag.formats.mcap.scan import _ScanResult
 
-_LOG_TIME = attrgetter("log_time")
+_LOG_TIME = LOG_TIME  # the merge keys, shared with every reader (polybag._merge)
+_NEG_LOG_TIME = NEG_LOG_TIME
 _MAX_TIME = (1 << 64) - 1
 _INT64_MAX = (1 << 63) - 1
-_NEG_LOG_TIME: Callable[[Message], int] = lambda m: -m.log_time  # noqa: E731
 _OP_MESSAGE = int(Opcode.MESSAGE)
 _OP_SCHEMA = int(Opcode.SCHEMA)
 _OP_CHANNEL = int(Opcode.CHANNEL)
@@ -155,3 +155,20 @@ class McapState(Reader):
     def _err(self, cls: type[FormatError], what: str, offset: int | None) -> FormatError:
         """An error of class ``cls`` about this file at ``offset``."""
         return cls(what, self.path, offset)
+
+
+def _guard(late: list[PolybagError]) -> Callable[[Callable[[], list[Message]]], Callable[[], list[Message]]]:
+    """A wrapper for loaders: a load that meets damage (:class:`_Partial`) returns the intact
+    messages before it and puts the error on ``late`` (raised once they were returned)."""
+
+    def guard(load: Callable[[], list[Message]]) -> Callable[[], list[Message]]:
+        def inner() -> list[Message]:
+            try:
+                return load()
+            except _Partial as p:
+                late.append(p.err)
+                return p.msgs
+
+        return inner
+
+    return guard

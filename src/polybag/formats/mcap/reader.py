@@ -71,18 +71,19 @@ and ``merge`` (the log-time merge).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from polybag._merge import LOG_TIME, NEG_LOG_TIME, OutOfOrder, Run, merge_plan, merge_runs
 from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import (
     _INT64_MAX,
-    _LOG_TIME,
-    _NEG_LOG_TIME,
     _OP_HEADER,
     McapState,
+    _guard,
     _Partial,
     _Redefined,
 )
@@ -92,7 +93,6 @@ from polybag.formats.mcap.bulk import _pack as _pack  # re-exported
 from polybag.formats.mcap.chunks import ChunksMixin
 from polybag.formats.mcap.defs import DefinitionsMixin
 from polybag.formats.mcap.info import InfoMixin
-from polybag.formats.mcap.merge import Run, _guard, _merge, _OutOfOrder, _reversed_loader
 from polybag.formats.mcap.plan import PlanMixin
 from polybag.formats.mcap.records import MAGIC, RECORD_HEAD
 from polybag.formats.mcap.scan import ScanMixin
@@ -287,7 +287,7 @@ class McapReader(
                     if late:
                         raise late[0]
             else:
-                it = self._merged(segs, rd)
+                it = chain.from_iterable(self._merged(segs, rd))
                 try:
                     if self.recover:
                         for m in it:
@@ -295,7 +295,7 @@ class McapReader(
                             yield m
                     else:
                         yield from it
-                except _OutOfOrder as o:
+                except OutOfOrder as o:
                     r = -o.rank if reverse else o.rank
                     raise self._out_of_order(r, -o.key if reverse else o.key, "later messages were already returned") from None
                 if late:
@@ -354,26 +354,16 @@ class McapReader(
                 raise self._out_of_order(v[2], v[0], "messages() skipped it")
         return sorted((v for v in vs if (v[2] > r) != reverse), key=lambda x: x[2], reverse=reverse)
 
-    def _merged(self, segs: list[Run], rd: _Read) -> Iterator[Message]:
+    def _merged(self, segs: list[Run], rd: _Read) -> Iterator[list[Message]]:
         """The log-time merge of ``segs`` (reversed: by descending time), re-planned from the
         chunks' real ranges when a chunk's claimed times lie, and with the census when a
         definition met on the way changes a channel."""
         want, start, end, reverse, guard = rd
-        key: Callable[[Message], int]
-        if reverse:
-            runs = sorted(((-t, -s, -r, _reversed_loader(ld)) for s, t, r, ld in segs), key=lambda x: (x[0], x[2]))
-            key = _NEG_LOG_TIME
-        else:
-            runs = sorted(segs, key=lambda x: (x[0], x[2]))
-            key = _LOG_TIME
+        key = NEG_LOG_TIME if reverse else LOG_TIME
 
         def runs_left(vs: list[Run], done: set[int] | tuple[()]) -> list[Run]:
             """The merge's runs of the new segments ``vs`` not in ``done`` (ranks as the merge keys them)."""
-            if reverse:
-                new = [(-t, -s, -r, _reversed_loader(guard(ld))) for s, t, r, ld in vs if -r not in done]
-            else:
-                new = [(s, t, r, guard(ld)) for s, t, r, ld in vs if r not in done]
-            return sorted(new, key=lambda x: (x[0], x[2]))
+            return merge_plan([v for v in vs if (-v[2] if reverse else v[2]) not in done], reverse, guard)
 
         def replan(done: set[int], rank: int) -> list[Run]:
             r = -rank if reverse else rank
@@ -386,7 +376,7 @@ class McapReader(
             vs, _err = self._segments(want, start, end, True, merge=True)
             return runs_left(vs, () if fresh else done)
 
-        return _merge(runs, key, None if self._verify else replan, redefined)
+        return merge_runs(merge_plan(segs, reverse), key, None if self._verify else replan, redefined, (_Redefined,))
 
     def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every payload of ``topic`` at once: ``(log_times, blob, starts, sizes)``.

@@ -12,6 +12,8 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 
+from polybag._merge import Segment
+from polybag._merge import const as _const
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import (
@@ -26,7 +28,6 @@ from polybag.formats.mcap.base import (
     _Partial,
 )
 from polybag.formats.mcap.bulk import _positions_from_index_records
-from polybag.formats.mcap.merge import Segment, _const
 from polybag.formats.mcap.records import MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U32
 from polybag.model import Message
 from polybag.reader import TopicSelector
