@@ -327,26 +327,23 @@ class Rosbag2Reader(Reader):
         local_ids = None if ids is None else {lid for lid, ch in local.items() if ch.id in ids}
         if local_ids is not None and not local_ids:
             return
-        per_message = self._per_message
         try:
-            for lid, log_time, pub, seq, data in st.messages(local_ids, start, end, reverse, order):
-                ch = local.get(lid)
-                if ch is None:
-                    if self.recover:
-                        self._errors.append(f"{st.path}: a message on unknown topic id {lid} skipped")
-                        continue
-                    raise FormatError(
-                        f"a message on topic id {lid}, which the topics table does not have", st.path
-                    )
-                if per_message:
+            batches = st.messages(local, local_ids, start, end, reverse, order)
+            if not self._per_message:
+                for batch in batches:
+                    yield from batch
+                return
+            for batch in batches:
+                for m in batch:
                     try:
-                        data = decompress("zstd", data, None, path=st.path, max_bytes=self._max_bytes)
+                        m.data = decompress("zstd", m.data, None, path=st.path, max_bytes=self._max_bytes)
                     except PolybagError as e:
+                        what = f"topic {m.channel.topic}, time {m.log_time}: {e}"
                         if not self.recover:
-                            raise FormatError(f"topic {ch.topic}, time {log_time}: {e}", st.path) from None
-                        self._errors.append(f"{st.path}: topic {ch.topic}, time {log_time}: {e}")
+                            raise FormatError(what, st.path) from None
+                        self._errors.append(f"{st.path}: {what}")
                         continue
-                yield Message(ch, log_time, pub, seq, data)
+                    yield m
         except PolybagError as e:
             if not self.recover:
                 raise

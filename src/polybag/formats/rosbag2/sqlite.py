@@ -33,6 +33,9 @@ from polybag.errors import FormatError
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _JOURNALS = ("-journal", "-wal")
 _BATCH = 2048
+_MMAP = 256 << 20
+# SQLite checks that a row is a message (the reader then builds a batch without looking)
+_OK = "(typeof(topic_id) = 'integer' AND typeof(timestamp) = 'integer' AND timestamp >= 0 AND typeof(data) = 'blob')"
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,9 @@ class SqliteStorage:
         side = [self.path + j for j in _JOURNALS if os.path.lexists(self.path + j)]
         if not side:
             uri = Path(self.path).resolve().as_uri() + "?mode=ro&immutable=1"
-            return sqlite3.connect(uri, uri=True, check_same_thread=False)
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            conn.execute(f"PRAGMA mmap_size={_MMAP}")  # pages read in place, not copied to the cache
+            return conn
         # an interrupted writer's journal: roll it back in a copy, never in the input
         self._tmp = tempfile.mkdtemp(prefix="polybag-db3-")
         copy = os.path.join(self._tmp, "bag.db3")
@@ -157,24 +162,25 @@ class SqliteStorage:
         end: int | None,
         reverse: bool,
         order: str,
-    ) -> Iterator[tuple[int, int, bytes]]:
-        """``(topic_id, timestamp, data)`` of the messages selected, in log-time order
-        (``timestamp`` then row id) or file order (row id); reversed when asked."""
+    ) -> Iterator[list[tuple[int, int, bytes, int]]]:
+        """Batches of ``(topic_id, timestamp, data, ok)`` rows selected, in log-time order
+        (``timestamp`` then row id) or file order (row id); reversed when asked.  ``ok`` is
+        SQLite's own check that the row is a message (integer ids and times, a blob);
+        :meth:`checked` turns a row that is not into its error."""
         where, args = self._where(topic_ids, start, end)
         desc = " DESC" if reverse else ""
         if self.recover:
             yield from self._salvage(where, args, reverse, order)
             return
         by = f"timestamp{desc}, id{desc}" if order == "log_time" else f"id{desc}"
-        q = f"SELECT topic_id, timestamp, data FROM messages{where} ORDER BY {by}"
+        q = f"SELECT topic_id, timestamp, data, {_OK} FROM messages{where} ORDER BY {by}"
         try:
             cur = self.conn.execute(q, args)
             while True:
                 rows = cur.fetchmany(_BATCH)
                 if not rows:
                     break
-                for row in rows:
-                    yield self._checked(row)
+                yield rows
         except sqlite3.Error as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
 
@@ -195,8 +201,9 @@ class SqliteStorage:
             args.append(min(end, (1 << 63) - 1))
         return (" WHERE " + " AND ".join(conds) if conds else ""), tuple(args)
 
-    def _checked(self, row: Any) -> tuple[int, int, bytes]:
-        tid, ts, data = row
+    def checked(self, row: Any) -> tuple[int, int, bytes]:
+        """A row as ``(topic_id, timestamp, data)``; a FormatError saying what is wrong."""
+        tid, ts, data = row[:3]
         if not isinstance(tid, int) or not isinstance(ts, int) or ts < 0:
             raise FormatError(
                 f"messages: row with topic_id {tid!r}, timestamp {ts!r} is not a message", self.path
@@ -210,42 +217,65 @@ class SqliteStorage:
 
     def _salvage(
         self, where: str, args: tuple[Any, ...], reverse: bool, order: str
-    ) -> Iterator[tuple[int, int, bytes]]:
-        """A recovering read: rows in id order, in batches, stepping past damage; what a
-        rowid walk cannot reach is reported, not raised.  Log-time order is the caller's."""
-        rows: list[tuple[int, int, bytes, int]] = []
-        last = -(1 << 63)
+    ) -> Iterator[list[tuple[int, int, bytes, int]]]:
+        """A recovering read, streamed: log-time order through the index while the index
+        reads, then (or for file order) a walk in row-id order that steps past damaged
+        pages; rows that are not messages and what the walk cannot reach are reported in
+        :attr:`errors`, never raised.  After damage the rest comes in row-id order."""
+        last: tuple[int, int] | None = None  # (timestamp, id) of the last row given
+        if order == "log_time":
+            desc = " DESC" if reverse else ""
+            q = f"SELECT topic_id, timestamp, data, id FROM messages{where} ORDER BY timestamp{desc}, id{desc}"
+            try:
+                cur = self.conn.execute(q, args)
+                while True:
+                    rows = cur.fetchmany(_BATCH)
+                    if not rows:
+                        return
+                    yield self._good(rows)
+                    r = rows[-1]
+                    last = (r[1], r[3]) if isinstance(r[1], int) and isinstance(r[3], int) else last
+            except sqlite3.Error as e:
+                self.errors.append(
+                    f"{self.path}: the timestamp index is damaged ({e}); the rest in row order"
+                )
+
+        def after(r: Any) -> bool:  # not given yet by the index pass
+            if last is None or not isinstance(r[1], int):
+                return True
+            return (r[1], r[3]) < last if reverse else (r[1], r[3]) > last
+
         cond = where + (" AND " if where else " WHERE ") + "id > ?"
+        pos = -(1 << 63)
         skips = 0
         while True:
             try:
                 got = self.conn.execute(
                     f"SELECT topic_id, timestamp, data, id FROM messages{cond} ORDER BY id LIMIT {_BATCH}",
-                    (*args, last),
+                    (*args, pos),
                 ).fetchall()
             except sqlite3.Error as e:
                 skips += 1
-                self.errors.append(f"{self.path}: damaged rows after id {last}: {e}")
-                if skips > 24:
-                    break
-                last = last + (1 << skips) if last >= 0 else 0
+                self.errors.append(f"{self.path}: damaged rows after id {pos}: {e}")
+                if skips > 40:
+                    return
+                pos = pos + (1 << skips) if pos >= 0 else 0
                 continue
             if not got:
-                break
-            for r in got:
-                last = r[3] if isinstance(r[3], int) else last + 1
-                try:
-                    tid, ts, data = self._checked(r[:3])
-                except FormatError as e:
-                    self.errors.append(str(e))
-                    continue
-                rows.append((tid, ts, data, last))
-        if order == "log_time":
-            rows.sort(key=lambda r: (r[1], r[3]))
-        if reverse:
-            rows.reverse()
-        for tid, ts, data, _ in rows:
-            yield tid, ts, data
+                return
+            pos = got[-1][3] if isinstance(got[-1][3], int) else pos + len(got)
+            yield self._good([r for r in got if after(r)])
+
+    def _good(self, rows: list[Any]) -> list[tuple[int, int, bytes, int]]:
+        out = []
+        for r in rows:
+            try:
+                tid, ts, data = self.checked(r)
+            except FormatError as e:
+                self.errors.append(str(e))
+                continue
+            out.append((tid, ts, data, 1))
+        return out
 
     def close(self) -> None:
         conn = getattr(self, "conn", None)

@@ -19,6 +19,7 @@ from typing import Any
 from polybag.errors import FormatError, PolybagError
 from polybag.formats import registry
 from polybag.formats.rosbag2.sqlite import SQLITE_MAGIC, SqliteStorage
+from polybag.model import Channel, Message
 from polybag.source import MappedSource
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -40,16 +41,14 @@ class StorageTopic:
     definition: bytes = b""
 
 
-RawMessage = tuple[int, int, int, int, bytes | memoryview]
-
-
 class Storage:
     """One storage file opened for reading."""
 
     kind = ""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, recover: bool = False) -> None:
         self.path = path
+        self.recover = recover
         self.errors: list[str] = []
         self.bytes_skipped = 0
 
@@ -64,9 +63,25 @@ class Storage:
         raise NotImplementedError
 
     def messages(
-        self, topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[RawMessage]:
+        self,
+        local: dict[int, Channel],
+        topic_ids: set[int] | None,
+        start: int | None,
+        end: int | None,
+        reverse: bool,
+        order: str,
+    ) -> Iterator[list[Message]]:
+        """Batches of the messages selected (``topic_ids``: local ids), each on the bag's
+        channel ``local`` maps its local topic id to.  A message on a topic id the file does
+        not declare is a FormatError (noted in :attr:`errors` and skipped when recovering)."""
         raise NotImplementedError
+
+    def unknown_topic(self, tid: Any) -> None:
+        text = f"{self.path}: a message on topic id {tid}, which the file does not declare"
+        if not self.recover:
+            raise FormatError(f"a message on topic id {tid}, which the file does not declare", self.path)
+        if text not in self.errors:
+            self.errors.append(text)
 
     def size(self) -> int:
         try:
@@ -87,7 +102,7 @@ class SqliteFile(Storage):
     kind = "sqlite3"
 
     def __init__(self, path: str, *, recover: bool = False) -> None:
-        super().__init__(path)
+        super().__init__(path, recover)
         self.db = SqliteStorage(path, recover=recover)
         self.errors = self.db.errors
 
@@ -119,10 +134,37 @@ class SqliteFile(Storage):
         return self.db.times()
 
     def messages(
-        self, topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[RawMessage]:
-        for tid, ts, data in self.db.messages(topic_ids, start, end, reverse, order):
-            yield tid, ts, ts, 0, data
+        self,
+        local: dict[int, Channel],
+        topic_ids: set[int] | None,
+        start: int | None,
+        end: int | None,
+        reverse: bool,
+        order: str,
+    ) -> Iterator[list[Message]]:
+        for rows in self.db.messages(topic_ids, start, end, reverse, order):
+            try:  # the common case: every row a message on a known topic, built in one go
+                batch = [Message(local[t], ts, ts, 0, d) for t, ts, d, ok in rows if ok]
+            except KeyError:
+                batch = []
+            if len(batch) != len(rows):
+                batch = []
+                for row in rows:
+                    try:
+                        tid, ts, data = self.db.checked(row)
+                    except FormatError:
+                        if batch:
+                            yield batch  # every intact message before the bad row
+                        raise
+                    ch = local.get(tid)
+                    if ch is None:
+                        if batch and not self.recover:
+                            yield batch
+                            batch = []
+                        self.unknown_topic(tid)
+                        continue
+                    batch.append(Message(ch, ts, ts, 0, data))
+            yield batch
 
     def close(self) -> None:
         self.db.close()
@@ -134,7 +176,7 @@ class McapFile(Storage):
     kind = "mcap"
 
     def __init__(self, path: str, **options: Any) -> None:
-        super().__init__(path)
+        super().__init__(path, bool(options.get("recover")))
         opener = registry.get("mcap").load_opener()
         source = MappedSource.from_path(path)
         try:
@@ -179,16 +221,41 @@ class McapFile(Storage):
         return s.start_time, s.end_time
 
     def messages(
-        self, topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[RawMessage]:
+        self,
+        local: dict[int, Channel],
+        topic_ids: set[int] | None,
+        start: int | None,
+        end: int | None,
+        reverse: bool,
+        order: str,
+    ) -> Iterator[list[Message]]:
         topics = None
         if topic_ids is not None:
             topics = sorted({self._channels[i].topic for i in topic_ids if i in self._channels})
-        for m in self.reader.messages(topics=topics, start=start, end=end, reverse=reverse, order=order):
-            cid = m.channel.id
-            if topic_ids is not None and cid not in topic_ids:
-                continue
-            yield cid, m.log_time, m.publish_time, m.sequence, m.data
+        batch: list[Message] = []
+        try:
+            for m in self.reader.messages(topics=topics, start=start, end=end, reverse=reverse, order=order):
+                cid = m.channel.id
+                if topic_ids is not None and cid not in topic_ids:
+                    continue
+                ch = local.get(cid)
+                if ch is None:
+                    if batch and not self.recover:
+                        yield batch
+                        batch = []
+                    self.unknown_topic(cid)
+                    continue
+                m.channel = ch  # the message is ours: it goes out on the bag's channel
+                batch.append(m)
+                if len(batch) >= 512:
+                    yield batch
+                    batch = []
+        except PolybagError:
+            if batch:
+                yield batch  # every intact message before the damage
+            raise
+        if batch:
+            yield batch
         report = self.reader.recovery_report
         if report:
             self.errors.extend(str(e) for e in report.get("errors", []) or [])
