@@ -106,12 +106,17 @@ def deserialize(profile: str, data: bytes, msgtype: str) -> Any:
 
 
 def write_log(
-    path: Path, profile: str, items: Iterable[tuple[str, Any, int]], definitions: dict[str, str] | None = None
+    path: Path,
+    profile: str,
+    items: Iterable[tuple[str, Any, int]],
+    definitions: dict[str, str] | None = None,
+    **options: Any,
 ) -> Path:
     """A bag (``ros1``) or MCAP file (``ros2``) with ``(topic, rosbags message, log time)``
-    items.  ``definitions``: a message definition text per type, instead of rosbags' own."""
+    items.  ``definitions``: a message definition text per type, instead of rosbags' own;
+    ``options`` go to the writer (``compression``, ``chunk_size``)."""
     store = STORES[profile]
-    with polybag.Writer(str(path)) as w:
+    with polybag.Writer(str(path), **options) as w:
         channels: dict[tuple[str, str], Any] = {}
         for topic, msg, t in items:
             tn = type_name(msg)

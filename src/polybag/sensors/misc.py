@@ -61,8 +61,9 @@ def laserscan_to_numpy(msg: Any, points: bool = False) -> np.ndarray:
     out["range"] = ranges
     out["intensity"] = intens if len(intens) else np.nan
     if points:
-        out["x"] = ranges * np.cos(angles)
-        out["y"] = ranges * np.sin(angles)
+        with np.errstate(invalid="ignore"):  # an infinite range at angle 0: NaN, as numpy says
+            out["x"] = ranges * np.cos(angles)
+            out["y"] = ranges * np.sin(angles)
     return out
 
 

@@ -1,0 +1,217 @@
+"""``reader.images(topic)`` / ``reader.pointclouds(topic)`` and ``polybag.dask.read_images`` /
+``read_pointclouds`` on bags (ROS 1) and MCAP files (ROS 2 CDR), compressed or not."""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+import sensor_logs as sl
+from rosbags.image import message_to_cvimage
+
+import polybag
+from polybag import sensors
+from polybag.errors import DecodeError, UsageError
+
+PROFILES = ["ros1", "ros2"]
+
+
+def _pixels(encoding: str, h: int, w: int, seed: int) -> np.ndarray:
+    info = sensors.encoding_info(encoding)
+    shape = (h, w) if info.channels == 1 else (h, w, info.channels)
+    rng = np.random.default_rng(seed)
+    if info.dtype.kind == "f":
+        return rng.normal(0, 5, shape).astype(info.dtype)
+    return rng.integers(0, 200, shape).astype(info.dtype)
+
+
+def _image(profile: str, a: np.ndarray, encoding: str, pad: int = 0, big: bool = False) -> Any:
+    rows = a.astype(a.dtype.newbyteorder(">")) if big and a.dtype.itemsize > 1 else a
+    flat = np.ascontiguousarray(rows).reshape(a.shape[0], -1).view(np.uint8)
+    data = np.concatenate([flat, np.zeros((a.shape[0], pad), np.uint8)], axis=1)
+    return sl.image(profile, data.tobytes(), a.shape[0], a.shape[1], encoding, flat.shape[1] + pad, big)
+
+
+def _camera_log(tmp: Path, profile: str, **options: Any) -> tuple[Path, list[tuple[int, np.ndarray]]]:
+    """A log whose /cam topic holds images of several encodings, sizes and paddings."""
+    cases = [
+        ("rgb8", 5, 7, 0, False),
+        ("mono16", 4, 9, 2, True),
+        ("32FC1", 3, 3, 4, False),
+        ("bgra8", 6, 5, 1, False),
+    ]
+    items, expected = [], []
+    for i, (enc, h, w, pad, big) in enumerate(cases * 3):
+        a = _pixels(enc, h, w, i)
+        msg = _image(profile, a, enc, pad, big)
+        t = 1_000_000_000 + i * 100_000_000
+        items.append(("/cam", msg, t))
+        expected.append((t, a))
+    items.append(("/other", sl.T(sl.STORES[profile], "std_msgs/String")(data="x"), 5))
+    return sl.write_log(sl.log_path(tmp, profile), profile, items, **options), expected
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_images_of_a_topic(tmp_path: Path, profile: str, compression: str) -> None:
+    path, expected = _camera_log(tmp_path, profile, compression=compression)
+    with polybag.open(path) as r:
+        got = list(r.images("/cam"))
+        assert [t for t, _ in got] == [t for t, _ in expected]
+        for (_, a), (_, b) in zip(got, expected):
+            assert a.dtype.isnative
+            np.testing.assert_array_equal(a, b)
+        # and the same as rosbags-image of every message
+        for (_, a), m in zip(got, r.messages("/cam")):
+            peer = sl.deserialize(profile, bytes(m.data), "sensor_msgs/Image")
+            if peer.step == peer.width * sensors.encoding_info(peer.encoding).pixel_bytes:
+                np.testing.assert_array_equal(a, message_to_cvimage(peer))
+        window = list(r.images("/cam", start=expected[2][0], end=expected[4][0]))
+        assert [t for t, _ in window] == [expected[2][0], expected[3][0]]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_raw_images_are_views_of_the_file(tmp_path: Path, profile: str) -> None:
+    """After the first message of a channel (read by the codec and compared), images are
+    read-only views of the mapped file, not copies; ``copy=True`` gives arrays of their own."""
+    path, _ = _camera_log(tmp_path, profile, compression="none")
+    with polybag.open(path) as r:
+        arrays = [a for _, a in r.images("/cam")]
+        big = [i % 4 == 1 for i in range(len(arrays))]  # mono16 big-endian: converted
+        assert [a.flags.owndata for a in arrays] == big
+        assert not any(a.flags.writeable for a, b in zip(arrays, big) if not b)
+        if profile == "ros2":  # MCAP without compression: views of the mapped file itself
+            assert all(isinstance(a.base, mmap.mmap) for a, b in zip(arrays[4:], big[4:]) if not b)
+        copies = [a for _, a in r.images("/cam", copy=True)]
+        assert all(a.flags.owndata and a.flags.writeable for a in copies)
+        for a, b in zip(arrays, copies):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_an_image_type_with_another_definition_goes_through_the_codec(tmp_path: Path) -> None:
+    """A ``sensor_msgs/Image`` whose definition has a field after ``data`` is not the layout
+    the zero-copy path reads: its first message shows that and the codec reads them all."""
+    text = sl.TS1.generate_msgdef("sensor_msgs/msg/Image")[0]
+    custom = text.replace("uint8[] data\n", "uint8[] data\nuint32 exposure_us\n", 1)
+    assert custom != text
+    from polybag.codecs.ros1 import codec_for_type
+
+    codec = codec_for_type("sensor_msgs/Image", custom)
+    path = tmp_path / "custom.bag"
+    frames = [_pixels("rgb8", 3, 4, i) for i in range(3)]
+    with polybag.Writer(str(path)) as w:
+        ch = w.add_channel("/cam", "ros1", w.add_schema("sensor_msgs/Image", "ros1msg", custom.encode()))
+        for i, a in enumerate(frames):
+            d = sensors.numpy_to_image(a, "rgb8")
+            d["exposure_us"] = 1000 + i
+            w.write(ch, codec.encode(d), 10 + i)
+    with polybag.open(path) as r:
+        got = [a for _, a in r.images("/cam")]
+    assert len(got) == 3
+    for a, b in zip(got, frames):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_compressed_topics_too(tmp_path: Path) -> None:
+    pics = [_pixels("bgr8", 8, 6, i) for i in range(3)]
+    items = [
+        ("/cam/compressed", sl.compressed("ros2", cv2.imencode(".png", p)[1].tobytes(), "png"), i + 1)
+        for i, p in enumerate(pics)
+    ]
+    path = sl.write_log(tmp_path / "c.mcap", "ros2", items)
+    with polybag.open(path) as r:
+        got = list(r.images("/cam/compressed"))
+    assert [t for t, _ in got] == [1, 2, 3]
+    for (_, a), p in zip(got, pics):
+        np.testing.assert_array_equal(a, p[..., ::-1])
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_pointclouds_of_a_topic(tmp_path: Path, profile: str) -> None:
+    dt = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4")])
+    clouds = []
+    items = []
+    for i in range(4):
+        a = np.zeros(10 + i, dt)
+        for n in dt.names or ():
+            a[n] = np.arange(len(a)) * (i + 1)
+        a["z"][0] = np.nan
+        clouds.append(a)
+        fields = [(n, dt.fields[n][1], 7, 1) for n in dt.names or ()]  # type: ignore[index]
+        items.append(
+            (
+                "/points",
+                sl.cloud(profile, fields, a.tobytes(), 1, len(a), dt.itemsize, dt.itemsize * len(a)),
+                100 + i,
+            )
+        )
+    path = sl.write_log(sl.log_path(tmp_path, profile), profile, items)
+    with polybag.open(path) as r:
+        got = list(r.pointclouds("/points"))
+        kept = list(r.pointclouds("/points", skip_nans=True))
+    assert [t for t, _ in got] == [100, 101, 102, 103]
+    for (_, a), b, (_, k) in zip(got, clouds, kept):
+        for n in dt.names or ():
+            np.testing.assert_array_equal(a[n], b[n])
+        assert len(k) == len(b) - 1
+
+
+def test_wrong_topics_are_usage_errors(tmp_path: Path) -> None:
+    path, _ = _camera_log(tmp_path, "ros1")
+    with polybag.open(path) as r:
+        with pytest.raises(UsageError, match=r"not image topics: /other \(std_msgs/String\)"):
+            list(r.images("/other"))
+        with pytest.raises(UsageError, match="no image topic matches"):
+            list(r.images("/nothing"))
+        with pytest.raises(UsageError, match=r"not PointCloud2 topics: /cam \(sensor_msgs/Image\)"):
+            list(r.pointclouds("/cam"))
+        with pytest.raises(UsageError, match="not a valid topic regular expression"):
+            list(r.images("("))
+
+
+def test_a_damaged_image_is_a_decode_error(tmp_path: Path) -> None:
+    """An image whose data is shorter than step x height, after good ones (the zero-copy
+    path is on by then): a DecodeError naming the problem."""
+    good = _image("ros1", _pixels("rgb8", 2, 2, 0), "rgb8")
+    bad = sl.image("ros1", bytes(5), 2, 2, "rgb8", 6)
+    path = sl.write_log(
+        tmp_path / "bad.bag", "ros1", [("/cam", good, 1), ("/cam", good, 2), ("/cam", bad, 3)]
+    )
+    with polybag.open(path) as r:
+        it = r.images("/cam")
+        next(it)
+        next(it)
+        with pytest.raises(DecodeError, match="data has 5 bytes, fewer than step x height"):
+            next(it)
+
+
+def test_dask_bags_of_arrays(tmp_path: Path) -> None:
+    pytest.importorskip("dask.bag")
+    import polybag.dask as pbd
+
+    path, expected = _camera_log(tmp_path, "ros1")
+    b = pbd.read_images(str(path), "/cam", partition_messages=4)
+    got = b.compute(scheduler="sync")
+    assert [t for t, _ in got] == [t for t, _ in expected]
+    for (_, a), (_, e) in zip(got, expected):
+        assert a.flags.owndata or a.base is not None and not isinstance(a.base, memoryview)
+        np.testing.assert_array_equal(a, e)
+    dt = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
+    items = []
+    for i in range(3):
+        a = (np.arange(6 * 3, dtype=np.float32) + i).view(dt)
+        items.append(
+            (
+                "/points",
+                sl.cloud("ros2", [("x", 0, 7, 1), ("y", 4, 7, 1), ("z", 8, 7, 1)], a.tobytes(), 1, 6, 12, 72),
+                10 + i,
+            )
+        )
+    cpath = sl.write_log(tmp_path / "clouds.mcap", "ros2", items)
+    clouds = pbd.read_pointclouds([str(cpath)], "/points").compute(scheduler="sync")
+    assert [t for t, _ in clouds] == [10, 11, 12]
+    assert all(c.shape == (6,) and c.dtype.names == ("x", "y", "z") for _, c in clouds)
