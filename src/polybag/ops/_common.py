@@ -32,7 +32,7 @@ Input = PathLike | Reader | BinaryIO
 Output = PathLike | BinaryIO
 
 # message encodings each writable format can hold (None: anything)
-HOLDS: dict[str, set[str] | None] = {"mcap": None, "bag": {"ros1"}, "ulog": {"ulog"}}
+HOLDS: dict[str, set[str] | None] = {"mcap": None, "bag": {"ros1"}, "ulog": {"ulog"}, "rosbag2": {"cdr"}}
 
 Transform = Callable[[bytes | memoryview], bytes | memoryview | None]
 
