@@ -129,7 +129,7 @@ def test_ros2_to_bag_like_rosbags_convert(sample: str, tmp_path: Path) -> None:
             assert r.messages == src.summary.message_count
         for topic, msgs in _by_topic_polybag(out, ros1=True).items():
             ours[topic] += msgs
-    for topic, msgs in ours.items():
+    for msgs in ours.values():
         assert all(n.count("/") == 1 for _, n, _ in msgs)
     if sample in ("talker", "rewriter_a"):  # rosbags-convert writes no messages for these
         return
@@ -171,7 +171,7 @@ def test_bundled_counterpart_renamed_fields(tmp_path: Path) -> None:
     with polybag.open(out) as r:
         (m,) = list(r.messages())
         assert m.channel.schema is not None and m.channel.schema.name == "sensor_msgs/msg/CameraInfo"
-        d = _norm(m.decode_dict() if hasattr(m, "decode_dict") else message_to_dict(m.channel, m.data))
+        d = _norm(message_to_dict(m.channel, m.data))
     assert d["header"] == {"stamp": {"sec": 5, "nanosec": 6}, "frame_id": "cam"}
     assert (d["d"], d["k"], d["p"][0], d["roi"]["x_offset"], d["roi"]["do_rectify"]) == (
         [0.1, 0.2, 0.0, 0.0, 0.0], [1.0] * 9, 3.0, 1, True,
