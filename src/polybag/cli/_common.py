@@ -30,7 +30,9 @@ def print_json(obj: Any, out: TextIO | None = None) -> None:
     (out or sys.stdout).write("\n")
 
 
-def _json_default(o: Any) -> Any:
+def _json_default(o: Any, slots: bool = False) -> Any:
+    """JSON for what :mod:`json` cannot write: bytes as base64, arrays as lists, objects as
+    their fields (with ``slots``, ``__slots__`` classes too), anything else as ``str``."""
     import base64
 
     if isinstance(o, (bytes, bytearray, memoryview)):
@@ -38,6 +40,11 @@ def _json_default(o: Any) -> Any:
     tolist = getattr(o, "tolist", None)
     if tolist is not None:
         return tolist()
+    if slots and hasattr(o, "__slots__"):
+        try:
+            return {k: getattr(o, k) for k in (getattr(o, "__slots__", None) or vars(o))}
+        except (AttributeError, TypeError):
+            pass
     if hasattr(o, "__dict__"):
         return vars(o)
     return str(o)

@@ -44,6 +44,11 @@ def add_log_to_log(
     another (convert, recover, sort), run by ``run``."""
     p.add_argument("input", metavar="IN", help=input_help)
     p.add_argument("output", metavar="OUT", help=output_help)
+    add_writer_tail(p, run)
+
+
+def add_writer_tail(p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]) -> None:
+    """The output options and ``--json`` of a command that writes logs, run by ``run``."""
     add_output_options(p)
     add_json(p)
     p.set_defaults(func=run)

@@ -21,7 +21,7 @@ import json
 import sys
 from typing import Any
 
-from polybag.cli._common import format_ns
+from polybag.cli._common import _json_default, format_ns
 from polybag.cli.info import add_format_option, open_input
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Message
@@ -88,17 +88,8 @@ def _is_decode_error(e: Exception) -> bool:
 
 
 def _jsonable(o: Any) -> Any:
-    if isinstance(o, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(o)).decode("ascii")
-    tolist = getattr(o, "tolist", None)
-    if tolist is not None:
-        return tolist()
-    if hasattr(o, "__slots__") or hasattr(o, "__dict__"):
-        try:
-            return {k: getattr(o, k) for k in (getattr(o, "__slots__", None) or vars(o))}
-        except (AttributeError, TypeError):
-            pass
-    return str(o)
+    """JSON for decoded messages' values (message objects by their slots)."""
+    return _json_default(o, slots=True)
 
 
 def _preview(data: bytes | memoryview, n: int = 16) -> str:

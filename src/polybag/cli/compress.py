@@ -50,26 +50,30 @@ def run_many(args: argparse.Namespace, comp: str) -> int:
     return run_each(args.command, args.files, lambda path: _compress_one(path, comp, args))
 
 
-def add_common(p: argparse.ArgumentParser) -> None:
+def add_common(
+    p: argparse.ArgumentParser,
+    output_help: str = "write here instead of in place (no backup)",
+    backup: str = "an existing .orig backup",
+    quiet_help: str | None = "no progress or summary",
+    no_backup: bool = True,
+) -> None:
+    """``FILE...``, ``--output-dir``, ``--force`` (and ``--no-backup``, ``-q``) of a command
+    that rewrites files in place (compress, decompress, reindex)."""
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--output-dir", metavar="DIR", help="write here instead of in place (no backup)")
+    p.add_argument("--output-dir", metavar="DIR", help=output_help)
     p.add_argument(
         "-f",
         "--force",
         action="store_true",
-        help="overwrite an existing .orig backup, or an existing file in --output-dir (never an input)",
+        help=f"overwrite {backup}, or an existing file in --output-dir (never an input)",
     )
-    p.add_argument("--no-backup", action="store_true", help="do not keep NAME.orig.EXT")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    if no_backup:
+        p.add_argument("--no-backup", action="store_true", help="do not keep NAME.orig.EXT")
+    p.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "compress",
-        help="compress bag chunks (bz2/lz4) or MCAP chunks (zstd/lz4), keeping a .orig backup",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = sub.add_parser("compress", help="compress bag chunks (bz2/lz4) or MCAP chunks (zstd/lz4), keeping a .orig backup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_mutually_exclusive_group()
     g.add_argument("-j", "--bz2", dest="comp", action="store_const", const="bz2", help="bz2 (bag default)")
     g.add_argument("--lz4", dest="comp", action="store_const", const="lz4", help="lz4")

@@ -4,46 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_json, add_output_options, emit, write_options
+from polybag.cli._ops import add_writer_tail, emit, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "filter",
-        help="copy selected messages (topics, time window, Python expression)",
-        description="Copy the messages of IN that match into OUT. EXPRESSION is Python on "
-        "topic, m (the decoded message) and t (log time in ns, also t.to_sec()), e.g. "
-        "\"topic == '/odom' and m.pose.pose.position.x > 1\".",
-    )
+    p = sub.add_parser("filter", help="copy selected messages (topics, time window, Python expression)", description="Copy the messages of IN that match into OUT. EXPRESSION is Python on topic, m (the decoded message) and t (log time in ns, also t.to_sec()), e.g. \"topic == '/odom' and m.pose.pose.position.x > 1\".")
     p.add_argument("input", metavar="IN")
     p.add_argument("output", metavar="OUT")
     p.add_argument("expression", nargs="?", default=None, metavar="EXPRESSION")
-    p.add_argument(
-        "--include-topic",
-        "-i",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="keep topics matching REGEX (whole name; repeatable)",
-    )
-    p.add_argument(
-        "--exclude-topic",
-        "-x",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="drop topics matching REGEX (whole name; repeatable)",
-    )
-    p.add_argument(
-        "--start",
-        "-s",
-        metavar="T",
-        help="start time, inclusive (ns; seconds with '.' or 's'; '+' = from log start)",
-    )
+    for flag, short, verb in (("--include-topic", "-i", "keep"), ("--exclude-topic", "-x", "drop")):
+        p.add_argument(flag, short, action="append", default=[], metavar="REGEX", help=f"{verb} topics matching REGEX (whole name; repeatable)")
+    p.add_argument("--start", "-s", metavar="T", help="start time, inclusive (ns; seconds with '.' or 's'; '+' = from log start)")
     p.add_argument("--end", "-e", metavar="T", help="end time, exclusive")
-    add_output_options(p)
-    add_json(p)
-    p.set_defaults(func=run)
+    add_writer_tail(p, run)
 
 
 def run(args: argparse.Namespace) -> int:

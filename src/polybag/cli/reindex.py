@@ -17,7 +17,7 @@ from typing import Any
 
 from polybag.cli._common import Progress
 from polybag.cli._ops import run_each
-from polybag.cli.compress import rewrite_file
+from polybag.cli.compress import add_common, rewrite_file
 
 
 def _one(path: str, args: argparse.Namespace) -> int:
@@ -50,19 +50,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "reindex",
-        help="rebuild the index of unindexed/cut bags, old ones as 2.0 (keeps NAME.orig.bag)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--output-dir", metavar="DIR", help="write reindexed bags here instead of in place")
-    p.add_argument(
-        "-f",
-        "--force",
-        action="store_true",
-        help="overwrite an existing backup, or an existing file in --output-dir (never an input)",
-    )
-    p.add_argument("-q", "--quiet", action="store_true")
+    p = sub.add_parser("reindex", help="rebuild the index of unindexed/cut bags, old ones as 2.0 (keeps NAME.orig.bag)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common(p, "write reindexed bags here instead of in place", "an existing backup", None, no_backup=False)
     p.set_defaults(func=_run)

@@ -5,15 +5,11 @@ from __future__ import annotations
 import argparse
 
 from polybag.cli._common import format_ns, format_size
-from polybag.cli._ops import add_json, add_output_options, emit, parse_size, write_options
+from polybag.cli._ops import add_writer_tail, emit, parse_size, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "split",
-        help="split a log into numbered parts by size, duration or at given times",
-        description="Parts are named STEM_000.EXT, STEM_001.EXT, ... (in --output-dir, default beside IN).",
-    )
+    p = sub.add_parser("split", help="split a log into numbered parts by size, duration or at given times", description="Parts are named STEM_000.EXT, STEM_001.EXT, ... (in --output-dir, default beside IN).")
     p.add_argument("input", metavar="IN")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--size", type=parse_size, metavar="N", help="payload bytes per part (K/M/G suffixes)")
@@ -21,9 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--at", nargs="+", metavar="T", help="split at these times ('+' = from log start)")
     p.add_argument("--output-dir", "-o", metavar="DIR")
     p.add_argument("--prefix", metavar="STEM", help="part name stem (default: the input's)")
-    add_output_options(p)
-    add_json(p)
-    p.set_defaults(func=run)
+    add_writer_tail(p, run)
 
 
 def run(args: argparse.Namespace) -> int:

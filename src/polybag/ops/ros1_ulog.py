@@ -30,26 +30,15 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from polybag.codecs.ulog import MAX_ARRAY, MAX_DEPTH, MAX_PAYLOAD
+from polybag.codecs.ulog import MAX_ARRAY, MAX_PAYLOAD
 from polybag.errors import UnsupportedError
 from polybag.model import Channel
-from polybag.ops.ulog_ros1 import LOGGED_TYPE, PACKAGE, logged_string_to_ulog
+from polybag.ops.ulog_ros1 import BASIC, LOGGED_TYPE, PACKAGE, check_nesting, logged_string_to_ulog
 
 # ROS 1 primitive -> (ULog type, size)
-PRIMITIVES: dict[str, tuple[str, int]] = {
-    "bool": ("bool", 1),
-    "int8": ("int8_t", 1),
+PRIMITIVES: dict[str, tuple[str, int]] = {ros: (ul, n) for ul, (ros, n) in BASIC.items() if ul != "char"} | {
     "byte": ("int8_t", 1),
-    "uint8": ("uint8_t", 1),
     "char": ("uint8_t", 1),
-    "int16": ("int16_t", 2),
-    "uint16": ("uint16_t", 2),
-    "int32": ("int32_t", 4),
-    "uint32": ("uint32_t", 4),
-    "int64": ("int64_t", 8),
-    "uint64": ("uint64_t", 8),
-    "float32": ("float", 4),
-    "float64": ("double", 8),
 }
 TIME_FORMATS = {
     "time": ("ros_time", "ros_time:uint32_t sec;uint32_t nsec;"),
@@ -155,10 +144,7 @@ class _Builder:
         name = _format_name(type_name, self.ulog)
         if name in self.sizes:
             return name, self.sizes[name]
-        if type_name in stack:
-            raise UnsupportedError(f"type {type_name} contains itself")
-        if len(stack) >= MAX_DEPTH:
-            raise UnsupportedError(f"type {stack[0]} nests types more than {MAX_DEPTH} deep (ULog's limit)")
+        check_nesting(type_name, stack, UnsupportedError, "type {} contains itself", "type {} nests types more than {} deep (ULog's limit)")
         fields = self.types.get(type_name)
         if fields is None:
             raise UnsupportedError(f"type {type_name}: no definition in the schema")

@@ -55,6 +55,18 @@ BASIC: dict[str, tuple[str, int]] = {
     "char": ("char", 1),
 }
 
+
+
+def check_nesting(type_name: str, stack: tuple[str, ...], err: type[Exception], itself: str, too_deep: str) -> None:
+    """Raise ``err`` when ``type_name`` is already on ``stack`` (a type that contains itself:
+    ``itself`` formatted with the name) or the stack is :data:`MAX_DEPTH` deep (``too_deep``
+    formatted with the outermost name and the limit)."""
+    if type_name in stack:
+        raise err(itself.format(type_name))
+    if len(stack) >= MAX_DEPTH:
+        raise err(too_deep.format(stack[0], MAX_DEPTH))
+
+
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
@@ -116,10 +128,7 @@ class _Layout:
             return BASIC[type_name][1]
         if type_name in self.sizes:
             return self.sizes[type_name]
-        if type_name in stack:
-            raise FormatError(f"ULog format {type_name} contains itself")
-        if len(stack) >= MAX_DEPTH:
-            raise FormatError(f"ULog format {stack[0]} nests formats more than {MAX_DEPTH} deep")
+        check_nesting(type_name, stack, FormatError, "ULog format {} contains itself", "ULog format {} nests formats more than {} deep")
         fields = self.formats.get(type_name)
         if fields is None:
             raise FormatError(f"ULog type {type_name!r} has no format definition")
