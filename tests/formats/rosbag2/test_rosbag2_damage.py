@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rosbag2_helpers import polybag_view, write_rosbags_bag
+from rosbag2_helpers import polybag_view, rosbags_view, write_rosbags_bag
 
 import polybag
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError
@@ -292,3 +292,43 @@ def test_an_interrupted_write_is_recovered(tmp_path: Path, storage: str) -> None
         assert times == list(range(1, res.messages + 1))
         ch2 = next(iter(r.summary.channels.values()))
         assert ch2.metadata["offered_qos_profiles"] == "- depth: 3"
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_reindex_rebuilds_metadata_in_place(tmp_path: Path, storage: str) -> None:
+    from polybag.formats.rosbag2.reindex import reindex_rosbag2
+
+    bag = _bag(tmp_path, storage)
+    before = polybag_view(bag)
+    original = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    with pytest.raises(OutputExistsError):
+        reindex_rosbag2(bag)
+    (bag / "metadata.yaml").unlink()
+    rep = reindex_rosbag2(bag)
+    assert rep["messages"] == 30 and rep["topics"] == 2
+    assert polybag_view(bag) == before
+    assert rosbags_view(bag) == [(t, ty, time, d) for t, ty, time, d in before]
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    for key in ("message_count", "starting_time", "duration", "relative_file_paths", "storage_identifier"):
+        assert meta[key] == original[key]
+    assert {t["topic_metadata"]["name"]: t["message_count"] for t in meta["topics_with_message_count"]} == {
+        t["topic_metadata"]["name"]: t["message_count"] for t in original["topics_with_message_count"]
+    }
+    _edit_meta(bag, lambda m: m.update(message_count=1))  # a lie, fixed with overwrite
+    reindex_rosbag2(bag, overwrite=True)
+    assert (
+        yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]["message_count"]
+        == 30
+    )
+
+
+def test_reindex_refuses_damaged_storage(tmp_path: Path) -> None:
+    from polybag.formats.rosbag2.reindex import reindex_rosbag2
+
+    bag = _bag(tmp_path, "mcap", n=2000)
+    (bag / "metadata.yaml").unlink()
+    f = bag / "bag_mcap.mcap"
+    f.write_bytes(f.read_bytes()[:5000])
+    with pytest.raises(PolybagError, match="polybag recover"):
+        reindex_rosbag2(bag)
+    assert not (bag / "metadata.yaml").exists()

@@ -65,7 +65,8 @@ def looks_like_rosbag2(path: str) -> bool:
 
 def _storage_files(directory: str) -> list[str]:
     """rosbag2 storage files of a directory without metadata.yaml: every ``.db3`` (and
-    ``.db3.zstd``), and ``.mcap`` files named like rosbag2 names them (``NAME_<n>.mcap``)."""
+    ``.db3.zstd``), and ``.mcap`` files named after the directory as rosbag2 and rosbags
+    name them (``NAME_<n>.mcap``, ``NAME.mcap``)."""
     try:
         names = sorted(os.listdir(directory))
     except OSError:
@@ -77,7 +78,7 @@ def _storage_files(directory: str) -> list[str]:
     for n in names:
         if not _STORAGE_RE.fullmatch(n) or not os.path.isfile(os.path.join(directory, n)):
             continue
-        if ".db3" in n or re.fullmatch(re.escape(base) + r"_\d+\.mcap(\.zstd|\.active)?", n):
+        if ".db3" in n or re.fullmatch(re.escape(base) + r"(_\d+)?\.mcap(\.zstd|\.active)?", n):
             out.append(n)
 
     def index(n: str) -> tuple[int, str]:

@@ -212,9 +212,19 @@ class McapFile(Storage):
         if s.indexed and s.message_counts:
             return dict(s.message_counts)
         out: dict[int, int] = {}
-        for m in self.reader.messages(order="file"):
-            out[m.channel.id] = out.get(m.channel.id, 0) + 1
+        try:
+            for m in self.reader.messages(order="file"):
+                out[m.channel.id] = out.get(m.channel.id, 0) + 1
+        finally:
+            self._collect()
         return out
+
+    def _collect(self) -> None:
+        """The damage a recovering MCAP read met, into :attr:`errors`."""
+        report = self.reader.recovery_report
+        if report:
+            self.errors.extend(str(e) for e in report.get("errors", []) or [] if str(e) not in self.errors)
+            self.bytes_skipped = max(self.bytes_skipped, int(report.get("bytes_skipped", 0) or 0))
 
     def times(self) -> tuple[int | None, int | None]:
         s = self.reader.summary
@@ -256,10 +266,7 @@ class McapFile(Storage):
             raise
         if batch:
             yield batch
-        report = self.reader.recovery_report
-        if report:
-            self.errors.extend(str(e) for e in report.get("errors", []) or [])
-            self.bytes_skipped = int(report.get("bytes_skipped", 0) or 0)
+        self._collect()
 
     def size(self) -> int:
         return int(self.reader.source_size) or super().size()
