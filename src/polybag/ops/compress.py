@@ -46,10 +46,14 @@ def backup_path(path: str) -> str:
 
 
 def sniff_format(path: str) -> str:
-    """The format of the regular file ``path`` from its magic bytes (the registry's list)."""
+    """The format of the regular file ``path`` from its magic bytes (the registry's list), or
+    of a directory log from the registry's path probes."""
     from polybag.formats import registry
     from polybag.source import require_regular_file
 
+    by_path = registry.probe_path(path)  # a directory format (a rosbag2 bag)
+    if by_path is not None:
+        return by_path.name
     require_regular_file(path)
     try:
         with open(path, "rb") as f:

@@ -6,6 +6,7 @@ directory; an existing output refused without ``--force``."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +90,16 @@ def test_the_commands_take_a_bag_directory(tmp_path: Path, capsys: pytest.Captur
     capsys.readouterr()
     assert main(["convert", str(bag), str(out2), "--format", "rosbag2", "--force"]) == 0
     assert rosbags_view(out2) == rosbags_view(bag)
+
+
+def test_check_reads_a_bag_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bag = tmp_path / "run"
+    write_rosbags_bag(bag, n=30)
+    assert main(["check", str(bag)]) == 0
+    assert "OK, 30 messages read" in capsys.readouterr().out
+    con = sqlite3.connect(bag / "run.db3")
+    con.execute("UPDATE messages SET data = 5 WHERE id = 3")
+    con.commit()
+    con.close()
+    assert main(["check", str(bag)]) == 1
+    assert "has no data" in capsys.readouterr().out
