@@ -132,3 +132,20 @@ def test_truncated_png(library: str) -> None:
     ok, png = cv2.imencode(".png", _picture(64, 64))
     with pytest.raises(DecodeError):
         sensors.compressed_image_to_numpy({"format": "png", "data": png.tobytes()[: len(png) // 2]})
+
+
+def test_declared_size_is_read_before_decoding(library: str) -> None:
+    ok, png = cv2.imencode(".png", _picture(13, 17))
+    ok2, jpg = cv2.imencode(".jpg", _picture(13, 17))
+    assert ok and ok2
+    assert compressed.declared_size(png.tobytes()) == (17, 13)
+    assert compressed.declared_size(jpg.tobytes()) == (17, 13)
+    huge = bytearray(png.tobytes())
+    huge[16:24] = struct.pack(">II", 200_000, 200_000)  # 40 G pixels declared (the CRC is not checked first)
+    with pytest.raises(DecodeError, match="200000x200000 image is too large"):
+        sensors.compressed_image_to_numpy({"format": "png", "data": bytes(huge)})
+    big_jpg = bytearray(jpg.tobytes())
+    sof = next(i for i in range(2, len(big_jpg) - 1) if big_jpg[i] == 0xFF and big_jpg[i + 1] in (0xC0, 0xC2))
+    big_jpg[sof + 5 : sof + 9] = struct.pack(">HH", 65000, 65000)
+    with pytest.raises(DecodeError, match="too large"):
+        sensors.compressed_image_to_numpy({"format": "jpeg", "data": bytes(big_jpg)})

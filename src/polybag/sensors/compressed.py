@@ -48,8 +48,45 @@ def _cv2() -> Any:
     return cv2
 
 
+_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+
+
+def declared_size(buf: bytes) -> tuple[int, int] | None:
+    """``(width, height)`` a PNG's IHDR or a JPEG's start-of-frame declares, read before
+    decoding so that a huge declared image is refused without allocating it (None: another
+    kind of file, or no size found)."""
+    if buf.startswith(PNG_MAGIC) and len(buf) >= 24 and buf[12:16] == b"IHDR":
+        w, h = struct.unpack_from(">II", buf, 16)
+        return int(w), int(h)
+    if buf.startswith(b"\xff\xd8"):
+        pos = 2
+        while pos + 4 <= len(buf):
+            if buf[pos] != 0xFF:
+                return None
+            marker = buf[pos + 1]
+            if marker == 0xFF:  # fill byte
+                pos += 1
+                continue
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+                pos += 2
+                continue
+            (length,) = struct.unpack_from(">H", buf, pos + 2)
+            if marker in _SOF:
+                if pos + 9 > len(buf):
+                    return None
+                h, w = struct.unpack_from(">HH", buf, pos + 5)
+                return int(w), int(h)
+            pos += 2 + length
+    return None
+
+
 def decode_bytes(buf: bytes, bgr: bool = False, unchanged: bool = True) -> np.ndarray:
-    """An encoded image (jpeg, png, ...) as an array, through Pillow or else OpenCV."""
+    """An encoded image (jpeg, png, ...) as an array, through Pillow or else OpenCV.  An
+    image that declares more than :data:`MAX_PIXELS` pixels is a :class:`DecodeError`
+    before anything is decoded."""
+    size = declared_size(buf)
+    if size is not None and size[0] * size[1] > MAX_PIXELS:
+        raise DecodeError(f"a {size[0]}x{size[1]} image is too large", type_name=COMPRESSED, field="data")
     pil = _pillow()
     if pil is not None:
         try:
@@ -76,7 +113,9 @@ def decode_bytes(buf: bytes, bgr: bool = False, unchanged: bool = True) -> np.nd
     try:
         img = cv2.imdecode(np.frombuffer(buf, np.uint8), flag) if buf else None
     except cv2.error as e:
-        raise DecodeError(f"cannot decode the image (OpenCV: {e})", type_name=COMPRESSED, field="data") from None
+        raise DecodeError(
+            f"cannot decode the image (OpenCV: {e})", type_name=COMPRESSED, field="data"
+        ) from None
     if img is None:
         raise DecodeError("cannot decode the image (OpenCV)", type_name=COMPRESSED, field="data")
     if not bgr and img.ndim == 3 and img.shape[2] >= 3:
