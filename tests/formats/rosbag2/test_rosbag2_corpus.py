@@ -97,3 +97,18 @@ def test_corpus_bags_copy_exactly_through_the_writer(tmp_path: Path, storage: st
             }
             # topics without messages are not written again (the writer adds channels as used)
             assert {t: v for t, v in sb.items() if t in sa} == sa
+
+
+@pytest.mark.skipif(not BAGS, reason="the rosbag2 corpus is not here")
+def test_topic_payloads_of_a_split_bag() -> None:
+    with polybag.open(ROSBAG2_CORPUS / "wbag") as r:
+        for topic in ("AAA", "HHH"):
+            got = r.topic_payloads(topic)
+            assert got is not None
+            times, blob, starts, sizes = got
+            msgs = list(r.messages(topics=[topic]))
+            assert (
+                times.tolist() == [m.log_time for m in msgs]
+                and len(msgs) == r.summary.topic_message_counts()[topic]
+            )
+            assert bytes(blob[int(starts[-1]) :]) == bytes(msgs[-1].data)

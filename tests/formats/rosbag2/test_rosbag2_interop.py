@@ -167,3 +167,33 @@ def test_raw_cdr_copies_rosbag2_and_mcap_are_exact(tmp_path: Path) -> None:
         qa = {c.topic: c.metadata.get("offered_qos_profiles") for c in m.summary.channels.values()}
         qb = {c.topic: c.metadata.get("offered_qos_profiles") for c in b.summary.channels.values()}
         assert yaml.safe_load(qa["/chatter"]) == yaml.safe_load(qb["/chatter"])
+
+
+@pytest.mark.parametrize(
+    ("storage", "comp"), [("sqlite3", None), ("mcap", None), ("sqlite3", "message"), ("mcap", "file")]
+)
+def test_topic_payloads_and_columns_equal_the_messages(
+    tmp_path: Path, storage: str, comp: str | None
+) -> None:
+    import numpy as np
+
+    bag = tmp_path / "bag"
+    write_rosbags_bag(bag, storage=storage, compression=comp, n=60)
+    with polybag.open(bag) as r:
+        for topic in ("/imu", "/chatter"):
+            got = r.topic_payloads(topic)
+            assert got is not None
+            times, blob, starts, sizes = got
+            msgs = list(r.messages(topics=[topic]))
+            assert times.tolist() == [m.log_time for m in msgs]
+            assert [bytes(blob[s : s + n]) for s, n in zip(starts.tolist(), sizes.tolist())] == [
+                bytes(m.data) for m in msgs
+            ]
+        cols = r.topic_columns("/imu")
+        decoded = [o for _, o in r.decoded_messages(topics=["/imu"])]
+        assert cols["log_time"].tolist() == times_of(r, "/imu")
+        assert np.allclose(cols["angular_velocity.x"], [o.angular_velocity.x for o in decoded])
+
+
+def times_of(r: polybag.Reader, topic: str) -> list[int]:
+    return [m.log_time for m in r.messages(topics=[topic])]

@@ -23,7 +23,7 @@ import heapq
 import os
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polybag.compression import decompress
 from polybag.errors import FormatError, PolybagError, UnsupportedError
@@ -38,6 +38,9 @@ from polybag.formats.rosbag2.storage import Decompressed, Storage, StorageTopic,
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.source import MappedSource, Source
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: storage file names recognised in a directory without metadata.yaml
 _STORAGE_RE = re.compile(r".+\.(db3|mcap)(\.zstd|\.active)?$")
@@ -349,6 +352,39 @@ class Rosbag2Reader(Reader):
             if not self.recover:
                 raise
             self._errors.append(str(e))
+
+    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Every payload of ``topic`` at once, in log-time order (``(log_times, blob, starts,
+        sizes)``); for SQLite storage straight from one query per file."""
+        import numpy as np
+
+        ids = topic_filter([topic], self._channels.values()) or set()
+        times: list[int] = []
+        datas: list[bytes | memoryview] = []
+        for i, st in enumerate(self._storages):
+            local = self._local[i]
+            lids = {lid for lid, ch in local.items() if ch.id in ids}
+            if not lids:
+                continue
+            got = None if self._per_message or self.recover else st.payloads(lids)
+            if got is None:
+                got = ([], [])
+                for m in self._file_messages(i, ids, None, None, False, "log_time"):
+                    got[0].append(m.log_time)
+                    got[1].append(m.data)
+            times.extend(got[0])
+            datas.extend(got[1])
+        t = np.array(times, dtype=np.uint64)
+        sizes = np.fromiter((len(d) for d in datas), dtype=np.int64, count=len(datas))
+        if len(self._storages) > 1 and len(t) > 1:
+            order = np.argsort(t, kind="stable")  # several files: by time, ties in file order
+            t, sizes = t[order], sizes[order]
+            datas = [datas[k] for k in order.tolist()]
+        blob = np.frombuffer(b"".join(datas), dtype=np.uint8)
+        starts = np.zeros(len(sizes), dtype=np.int64)
+        if len(sizes) > 1:
+            np.cumsum(sizes[:-1], out=starts[1:])
+        return t, blob, starts, sizes
 
     @property
     def recovery_report(self) -> dict[str, Any] | None:  # type: ignore[override]

@@ -76,6 +76,11 @@ class Storage:
         not declare is a FormatError (noted in :attr:`errors` and skipped when recovering)."""
         raise NotImplementedError
 
+    def payloads(self, topic_ids: set[int]) -> tuple[list[int], list[bytes | memoryview]] | None:
+        """``(log times, payloads)`` of the local topic ids in log-time order, in bulk; None:
+        not offered (the reader iterates the messages)."""
+        return None
+
     def unknown_topic(self, tid: Any) -> None:
         text = f"{self.path}: a message on topic id {tid}, which the file does not declare"
         if not self.recover:
@@ -129,6 +134,9 @@ class SqliteFile(Storage):
 
     def counts(self) -> dict[int, int]:
         return self.db.counts()
+
+    def payloads(self, topic_ids: set[int]) -> tuple[list[int], list[bytes | memoryview]] | None:
+        return self.db.payloads(topic_ids)
 
     def times(self) -> tuple[int | None, int | None]:
         return self.db.times()
