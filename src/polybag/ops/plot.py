@@ -5,6 +5,8 @@ A field is named ``TOPIC.FIELD`` with the flattened column names the codecs use
 a bare ``TOPIC`` plots every numeric field of that topic.  Values come from
 ``reader.topic_columns`` (whole-topic decoding), falling back to decoding message by message.
 Time on x is seconds from the log's start; one line per field; all fields on one figure.
+A bare image topic (``sensor_msgs/Image`` or ``CompressedImage``) adds a strip of
+``THUMBNAILS`` frames spread evenly over the topic, under the lines (PNG only).
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ class Series:
     topic: str
     field: str
     points: int = 0
+
+
+#: frames in an image topic's thumbnail strip
+THUMBNAILS = 8
+#: widest thumbnail, in pixels (frames are shrunk by whole steps to fit)
+THUMB_WIDTH = 160
 
 
 @dataclass
@@ -137,6 +145,64 @@ def collect(reader: Reader, specs: Sequence[str], bar: Any = None) -> list[tuple
     return out
 
 
+def image_specs(reader: Reader, specs: Sequence[str]) -> list[str]:
+    """The specs that are a bare image topic (their thumbnails are drawn, not lines)."""
+    from polybag.sensors.read import IMAGE_TYPES, channel_type
+
+    summary = reader.summary
+    topics = sorted({c.topic for c in summary.channels.values()})
+    kinds = {c.topic: channel_type(c) for c in summary.channels.values()}
+    out = []
+    for spec in specs:
+        topic, fld = split_spec(spec, topics)
+        if not fld and kinds.get(topic) in IMAGE_TYPES:
+            out.append(spec)
+    return out
+
+
+def thumbnails(reader: Reader, spec: str, count: int = THUMBNAILS) -> list[tuple[float, Any]]:
+    """``[(seconds from the log start, small 8-bit frame)]``: ``count`` frames of image topic
+    ``spec`` spread evenly over its messages (a frame that cannot be read is left out)."""
+    import numpy as np
+
+    from polybag.sensors.display import to_rgb8
+    from polybag.sensors.image import encoding_info
+    from polybag.sensors.read import FrameReader
+
+    summary = reader.summary
+    topic, _ = split_spec(spec, sorted({c.topic for c in summary.channels.values()}))
+    counts = summary.message_counts or {}
+    total = sum(int(counts.get(c.id, 0)) for c in summary.channels.values() if c.topic == topic)
+    if total <= 0:
+        total = sum(1 for _ in reader.messages(topics=[topic]))
+    picks = set(np.unique(np.linspace(0, max(total - 1, 0), min(count, total)).round().astype(int)).tolist())
+    t0 = summary.start_time or 0
+    fr = FrameReader()
+    out: list[tuple[float, Any]] = []
+    for i, m in enumerate(reader.messages(topics=[topic])):
+        if i not in picks:
+            continue
+        try:
+            f = fr.read(m)
+            small = to_rgb8(f.array, encoding_info(f.encoding))
+        except PolybagError:
+            continue
+        step = max(1, -(-small.shape[1] // THUMB_WIDTH))
+        out.append(((m.log_time - t0) / 1e9, np.ascontiguousarray(small[::step, ::step])))
+    return out
+
+
+def _draw_strips(fig: Any, grid: Any, first: int, strips: list[tuple[str, list[tuple[float, Any]]]]) -> None:
+    """One row of ``grid`` per image topic from row ``first``: its thumbnails, timed."""
+    for row, (spec, thumbs) in enumerate(strips, start=first):
+        cells = grid[row].subgridspec(1, max(len(thumbs), 1), wspace=0.05)
+        for j, (t, img) in enumerate(thumbs):
+            ax = fig.add_subplot(cells[0, j])
+            ax.imshow(img, cmap="gray" if img.ndim == 2 else None, vmin=0, vmax=255)
+            ax.set_title((f"{spec}\n" if j == 0 else "") + f"{t:.1f} s", fontsize=7, loc="left" if j == 0 else "center")
+            ax.axis("off")
+
+
 def plot(
     src: Input,
     fields: Sequence[str],
@@ -162,8 +228,10 @@ def plot(
         counts = summary.message_counts or {}
         chosen = {split_spec(f, topics)[0] for f in fields}
         total = sum(int(counts.get(c.id, 0)) for c in summary.channels.values() if c.topic in chosen)
+        images = image_specs(reader, fields)
         with make_progress(total, f"plot {os.path.basename(result.input)}", progress) as bar:
-            series = collect(reader, fields, bar)
+            series = collect(reader, [f for f in fields if f not in images], bar)
+        strips = [(spec, thumbnails(reader, spec)) for spec in images]
     title = title or os.path.basename(result.input)
     if html:
         try:
@@ -174,6 +242,8 @@ def plot(
         for topic, fld, t, v in series:
             fig.add_trace(go.Scatter(x=t, y=v, mode="lines", name=f"{topic}.{fld}"))
         fig.update_layout(title=title, xaxis_title="time [s]")
+        if strips:
+            result.warn("image thumbnails are drawn in PNG plots only, not --html")
         with placed(output, overwrite) as tmp:
             fig.write_html(tmp)
     else:
@@ -184,14 +254,23 @@ def plot(
             import matplotlib.pyplot as plt
         except ImportError:
             raise UnsupportedError("plot needs matplotlib: pip install 'polybag[plot]'") from None
-        fig, ax = plt.subplots(figsize=(10, 5), dpi=100)
-        for topic, fld, t, v in series:
-            ax.plot(t, v, label=f"{topic}.{fld}", linewidth=1)
-        ax.set_xlabel("time since log start [s]")
-        ax.set_title(title)
-        ax.grid(True, alpha=0.3)
-        if series:
-            ax.legend(loc="best", fontsize="small")
+        lines = bool(series) or not strips
+        rows = [3.5] * lines + [1.6] * len(strips)
+        fig = plt.figure(figsize=(10, sum(rows) + 1), dpi=100)
+        grid = fig.add_gridspec(len(rows), 1, height_ratios=rows)
+        if lines:
+            ax = fig.add_subplot(grid[0])
+            for topic, fld, t, v in series:
+                ax.plot(t, v, label=f"{topic}.{fld}", linewidth=1)
+            ax.set_xlabel("time since log start [s]")
+            ax.set_title(title)
+            ax.grid(True, alpha=0.3)
+            if series:
+                ax.legend(loc="best", fontsize="small")
+        else:
+            fig.suptitle(title)
+        if strips:
+            _draw_strips(fig, grid, int(lines), strips)
         fig.tight_layout()
         ext = os.path.splitext(os.fspath(output))[1].lstrip(".").lower() or "png"
         try:
@@ -204,4 +283,6 @@ def plot(
     for topic, fld, _t, v in series:
         result.series.append(Series(topic, fld, len(v)))
         result.messages = max(result.messages, len(v))
+    for spec, thumbs in strips:
+        result.series.append(Series(spec, "[thumbnails]", len(thumbs)))
     return result
