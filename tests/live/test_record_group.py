@@ -14,11 +14,14 @@ import xmlrpc.client
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import polybag
 from polybag.cli import main
 from polybag.errors import UsageError
 from polybag.record import RecorderGroup, RecordOptions, load_config
+from polybag.record.group import options_from_mapping
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_record import STRING_DEF, STRING_MD5, put_string, ser_string, texts  # noqa: E402
@@ -225,3 +228,25 @@ def test_live_config_one_node_sigusr1_and_sigint(graph: Graph):
     # a message reached every recorder that selects its topic: same count on /a in all.bag as received
     assert reps[0]["topics"]["/a"]["received"] == counts["/a"]
     assert reps[2]["topics"]["/a"]["received"] >= counts["/a"] - 2
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 1 << 40) | st.floats(allow_nan=True) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+_keys = st.sampled_from(sorted(["topics", "all", "regex", "exclude", "output_name", "output-prefix", "split",
+                                "size", "duration", "snapshot", "snapshot_window", "compression", "limit",
+                                "min_space", "namespace", "buffsize", "chunksize", "bogus"]))  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entry=st.dictionaries(_keys | st.text(max_size=6), _values, max_size=6))
+def test_any_config_entry_is_options_or_a_usage_error(entry):
+    try:
+        opts = options_from_mapping(entry)
+    except UsageError as e:
+        assert str(e)
+        return
+    assert isinstance(opts, RecordOptions)
+    assert opts.topics or opts.all or opts.node

@@ -194,3 +194,26 @@ def test_all_picks_up_new_topics(graph: Graph):
     assert rep["topics"]["/late"]["written"] >= 10
     assert {v for v, _t in _texts(tmp / "a.bag", "/late")} == {"l"}
     assert "/rosout" not in rep["topics"]
+
+
+def test_recorder_started_before_the_master(graph: Graph):
+    tmp = graph.tmp
+    port = graph.uri.rsplit(":", 1)[1]
+    master = graph.procs[0]
+    master.send_signal(signal.SIGTERM)
+    master.wait(30)
+    rec = _record(graph, "-O", str(tmp / "early.bag"), "/chatter")
+    try:
+        time.sleep(2.0)  # no master: the recorder waits (retrying), it does not exit
+        assert rec.poll() is None
+        graph.start(["rosmaster", "--core", "-p", port])
+        wait_for(lambda: graph.master.getSystemState("/test")[0] == 1, 30, "the master")
+        wait_for(lambda: graph.subscribers("/chatter"), 60, "the recorder registered")
+        _pub(graph, "/chatter", "std_msgs/String", "data: hi", "talker")
+        (me,) = graph.subscribers("/chatter")
+        wait_for(lambda: _links(graph, me, "/chatter"), 60, "the connection")
+        time.sleep(1.5)
+    finally:
+        rep, _err = _finish(rec)
+    assert rep["topics"]["/chatter"]["written"] >= 10
+    assert {v for v, _t in _texts(tmp / "early.bag", "/chatter")} == {"hi"}
