@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rosbag2_helpers import polybag_view, rosbags_view, write_rosbags_bag
 
 import polybag
@@ -332,3 +334,81 @@ def test_reindex_refuses_damaged_storage(tmp_path: Path) -> None:
     with pytest.raises(PolybagError, match="polybag recover"):
         reindex_rosbag2(bag)
     assert not (bag / "metadata.yaml").exists()
+
+
+# --- hypothesis: any metadata, any bytes: a polybag error at worst ---------------------------------
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(1 << 70), 1 << 70),
+    st.text(max_size=12),
+    st.floats(allow_nan=True),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_KEYS = st.sampled_from(
+    [
+        "version",
+        "storage_identifier",
+        "relative_file_paths",
+        "files",
+        "topics_with_message_count",
+        "message_count",
+        "starting_time",
+        "duration",
+        "compression_mode",
+        "compression_format",
+        "custom_data",
+    ]
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=4))
+def test_any_metadata_is_read_or_refused(tmp_path_factory: pytest.TempPathFactory, changes: dict) -> None:
+    global _FUZZ_BAG
+    if _FUZZ_BAG is None:
+        _FUZZ_BAG = _bag(tmp_path_factory.mktemp("fuzzsrc"))
+    bag = tmp_path_factory.mktemp("fuzz") / "bag_sqlite3"
+    shutil.copytree(_FUZZ_BAG, bag)
+    _edit_meta(bag, lambda m: m.update(changes))
+    for recover in (False, True):
+        _read_all(bag, recover=recover)
+
+
+_FUZZ_BAG: Path | None = None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    storage=st.sampled_from(["sqlite3", "mcap"]),
+    hits=st.lists(
+        st.tuples(st.floats(0, 1, exclude_max=True), st.binary(min_size=1, max_size=8)),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_any_damaged_storage_is_read_or_refused(
+    tmp_path_factory: pytest.TempPathFactory, storage: str, hits: list[tuple[float, bytes]]
+) -> None:
+    src = _FUZZ_STORAGE.get(storage)
+    if src is None:
+        src = _FUZZ_STORAGE[storage] = _bag(tmp_path_factory.mktemp("fsrc"), storage, n=200)
+    bag = tmp_path_factory.mktemp("fz") / src.name
+    shutil.copytree(src, bag)
+    f = next(p for p in bag.iterdir() if p.name != "metadata.yaml")
+    data = bytearray(f.read_bytes())
+    for where, junk in hits:
+        at = int(where * len(data))
+        data[at : at + len(junk)] = junk
+    f.write_bytes(bytes(data))
+    for recover in (False, True):
+        _read_all(bag, recover=recover)
+
+
+_FUZZ_STORAGE: dict[str, Path] = {}
