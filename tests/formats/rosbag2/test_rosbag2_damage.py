@@ -412,3 +412,16 @@ def test_any_damaged_storage_is_read_or_refused(
 
 
 _FUZZ_STORAGE: dict[str, Path] = {}
+
+
+def test_metadata_aliases_cannot_multiply_topics(tmp_path: Path) -> None:
+    bag = _bag(tmp_path)
+    entry = "{topic_metadata: {name: /x, type: a/msg/B, serialization_format: cdr}, message_count: 1}"
+    many = ", ".join(["*t"] * 70000)
+    text = (
+        "rosbag2_bagfile_information:\n  version: 9\n  storage_identifier: sqlite3\n"
+        f"  relative_file_paths: [bag_sqlite3.db3]\n  anchor: &t {entry}\n  topics_with_message_count: [{many}]\n"
+    )
+    (bag / "metadata.yaml").write_text(text)
+    with pytest.raises(PolybagError, match="more than the 65536"):
+        polybag.open(bag)

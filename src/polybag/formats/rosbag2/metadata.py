@@ -42,6 +42,8 @@ LATEST_VERSION = 9
 #: what a metadata file may weigh (a real one is a few KiB per topic)
 MAX_METADATA_BYTES = 64 << 20
 _U64 = 1 << 64
+#: topics and files one metadata.yaml may list (YAML aliases repeat one entry cheaply)
+MAX_ENTRIES = 1 << 16
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -155,6 +157,8 @@ class _Fields:
             return []
         if not isinstance(v, list):
             raise self._bad(key, f"expected a list, found {type(v).__name__}")
+        if len(v) > MAX_ENTRIES:
+            raise self._bad(key, f"{len(v)} entries, more than the {MAX_ENTRIES} polybag reads")
         return v
 
 
@@ -238,7 +242,7 @@ def parse_metadata(text: bytes, path: str) -> BagInfo:
     info.compression_format = top.text("compression_format", "").strip().lower()
     info.ros_distro = top.text("ros_distro", "")
     custom = top.data.get("custom_data")
-    if isinstance(custom, dict):
+    if isinstance(custom, dict) and len(custom) <= MAX_ENTRIES:
         info.custom_data = {str(k): str(v) for k, v in custom.items()}
     for i, item in enumerate(top.items("topics_with_message_count")):
         entry = _Fields(item, f"topics_with_message_count[{i}]", path)
