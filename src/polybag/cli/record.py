@@ -276,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
         threading.Thread(target=group.trigger, name="polybag-record-sigusr1", daemon=True).start()
 
     sigs = {signal.SIGINT: on_signal, signal.SIGTERM: on_signal}
-    if hasattr(signal, "SIGUSR1") and any(o.snapshot for o in all_opts):
+    if sys.platform != "win32" and any(o.snapshot for o in all_opts):  # (no SIGUSR1 on Windows)
         sigs[signal.SIGUSR1] = on_usr1
     old = {s: signal.signal(s, h) for s, h in sigs.items()}
     try:
