@@ -154,7 +154,7 @@ class Rosbag2Reader(Reader):
             files = [FileInfo(n) for n in _storage_files(directory)]
             self._errors.append(f"{directory}: no metadata.yaml; rebuilt from the storage files")
         declared = self.info.storage_identifier if self.info is not None else ""
-        self._files = files
+        self._files: list[FileInfo] = []  # the files opened, one per storage
         for f in files:
             p = os.path.join(directory, f.path)
             try:
@@ -165,6 +165,7 @@ class Rosbag2Reader(Reader):
                 self._errors.append(str(e))
                 continue
             self._storages.append(st)
+            self._files.append(f)
             if tmp is not None:
                 self._temps.append(tmp)
         mode = self.info.compression_mode if self.info is not None else ""
