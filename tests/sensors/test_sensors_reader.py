@@ -36,6 +36,15 @@ def _image(profile: str, a: np.ndarray, encoding: str, pad: int = 0, big: bool =
     return sl.image(profile, data.tobytes(), a.shape[0], a.shape[1], encoding, flat.shape[1] + pad, big)
 
 
+def _maps_the_file(a: np.ndarray) -> bool:
+    """Whether ``a`` is a view of a mapped file held through a memoryview (so the map stays
+    while the array lives)."""
+    base: Any = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)
+
+
 def _camera_log(tmp: Path, profile: str, **options: Any) -> tuple[Path, list[tuple[int, np.ndarray]]]:
     """A log whose /cam topic holds images of several encodings, sizes and paddings."""
     cases = [
@@ -85,11 +94,13 @@ def test_raw_images_are_views_of_the_file(tmp_path: Path, profile: str) -> None:
         assert [a.flags.owndata for a in arrays] == big
         assert not any(a.flags.writeable for a, b in zip(arrays, big) if not b)
         if profile == "ros2":  # MCAP without compression: views of the mapped file itself
-            assert all(isinstance(a.base, mmap.mmap) for a, b in zip(arrays[4:], big[4:]) if not b)
+            assert all(_maps_the_file(a) for a, b in zip(arrays[4:], big[4:]) if not b)
         copies = [a for _, a in r.images("/cam", copy=True)]
-        assert all(a.flags.owndata and a.flags.writeable for a in copies)
-        for a, b in zip(arrays, copies):
-            np.testing.assert_array_equal(a, b)
+    # the views outlive the reader: the file stays mapped while they live
+    assert [int(np.nansum(a)) for a in arrays] == [int(np.nansum(a)) for a in copies]
+    assert all(a.flags.owndata and a.flags.writeable for a in copies)
+    for a, b in zip(arrays, copies):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_an_image_type_with_another_definition_goes_through_the_codec(tmp_path: Path) -> None:
@@ -215,3 +226,88 @@ def test_dask_bags_of_arrays(tmp_path: Path) -> None:
     clouds = pbd.read_pointclouds([str(cpath)], "/points").compute(scheduler="sync")
     assert [t for t, _ in clouds] == [10, 11, 12]
     assert all(c.shape == (6,) and c.dtype.names == ("x", "y", "z") for _, c in clouds)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("frame", ["", "a", "ab", "abc", "abcd", "camera_optical"])
+def test_in_place_layouts_read_what_the_codec_reads(profile: str, frame: str) -> None:
+    """image_view / cloud_view of rosbags-serialized payloads (every string length, so every
+    CDR alignment) give the codec's fields, data as a view of the payload."""
+    from polybag.codecs import codec_for
+    from polybag.model import Channel, Schema
+    from polybag.sensors.layout import cloud_view, image_view
+
+    store = sl.STORES[profile]
+    hdr = sl.header(profile, frame=frame)
+    img = sl.image(profile, bytes(range(30)), 2, 5, "bgr8", 15)
+    img.header = hdr
+    fields = [(name, 4 * i, 7, 1) for i, name in enumerate(["x", "yy", "zzz", "intensity"])]
+    cl = sl.cloud(profile, fields, bytes(range(48)), 1, 3, 16, 48, dense=False)
+    cl.header = hdr
+    for msg, view, tname in (
+        (img, image_view, "sensor_msgs/Image"),
+        (cl, cloud_view, "sensor_msgs/PointCloud2"),
+    ):
+        payload = sl.serialize(profile, msg)
+        full = tname.replace("/", "/msg/", 1)
+        text = store.generate_msgdef(full)[0].encode()
+        ch = (
+            Channel(1, "/t", "ros1", Schema(1, tname, "ros1msg", text))
+            if profile == "ros1"
+            else Channel(1, "/t", "cdr", Schema(1, full, "ros2msg", text))
+        )
+        ref = codec_for(ch).to_dict(payload)
+        got = view(ch.message_encoding, payload)
+        assert got is not None
+        assert isinstance(got["data"], memoryview) and got["data"].obj is payload
+        for k, v in got.items():
+            if k == "data":
+                assert bytes(v) == bytes(ref[k])
+            elif k == "fields":
+                assert v == [{x: f[x] for x in ("name", "offset", "datatype", "count")} for f in ref[k]]
+            else:
+                assert v == ref[k], k
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_pointclouds_are_views_of_the_file(tmp_path: Path, profile: str) -> None:
+    dt = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
+    fields = [("x", 0, 7, 1), ("y", 4, 7, 1), ("z", 8, 7, 1)]
+    items = [
+        (
+            "/points",
+            sl.cloud(profile, fields, (np.arange(30, dtype=np.float32) + i).tobytes(), 1, 10, 12, 120),
+            i + 1,
+        )
+        for i in range(4)
+    ]
+    path = sl.write_log(sl.log_path(tmp_path, profile), profile, items, compression="none")
+    with polybag.open(path) as r:
+        got = [a for _, a in r.pointclouds("/points")]
+    for i, a in enumerate(got):  # read after the reader closed: the views keep the map
+        assert a.dtype == dt and not a.flags.writeable
+        np.testing.assert_array_equal(a["x"], np.arange(30, dtype=np.float32)[0::3] + i)
+    if profile == "ros2":
+        assert all(_maps_the_file(a) for a in got[1:])
+
+
+def test_a_cloud_type_with_another_definition_goes_through_the_codec(tmp_path: Path) -> None:
+    text = sl.TS1.generate_msgdef("sensor_msgs/msg/PointCloud2")[0]
+    custom = text.replace("bool is_dense\n", "bool is_dense\nstring lidar_model\n", 1)
+    assert custom != text
+    from polybag.codecs.ros1 import codec_for_type
+
+    codec = codec_for_type("sensor_msgs/PointCloud2", custom)
+    a = np.arange(12, dtype=np.float32).view([("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
+    path = tmp_path / "custom.bag"
+    with polybag.Writer(str(path)) as w:
+        ch = w.add_channel("/p", "ros1", w.add_schema("sensor_msgs/PointCloud2", "ros1msg", custom.encode()))
+        for i in range(3):
+            d = sensors.numpy_to_pointcloud2(a)
+            d["lidar_model"] = "x" * i
+            w.write(ch, codec.encode(d), 10 + i)
+    with polybag.open(path) as r:
+        got = [c for _, c in r.pointclouds("/p")]
+    assert len(got) == 3
+    for c in got:
+        np.testing.assert_array_equal(c["z"], [2, 5, 8, 11])

@@ -39,6 +39,7 @@ from polybag.ops._common import Input, OpResult, check_output, input_name, make_
 from polybag.ops.export import table_name
 from polybag.sensors.display import to_rgb8
 from polybag.sensors.image import encoding_info
+from polybag.sensors.layout import CloudReader
 from polybag.sensors.read import (
     CLOUD_TYPES,
     IMAGE_TYPES,
@@ -248,7 +249,9 @@ def _each_frame(
     """The frames of ``names``; a frame whose pixels cannot be read is counted in
     ``result.failed`` and skipped (reading goes on with the next message)."""
     wanted = set(names)
-    ids = {c.id for c in reader.summary.channels.values() if c.topic in wanted and channel_type(c) in IMAGE_TYPES}
+    ids = {
+        c.id for c in reader.summary.channels.values() if c.topic in wanted and channel_type(c) in IMAGE_TYPES
+    }
     fr = FrameReader()
     for m in every_nth(reader.messages(topics=names, start=window.start, end=window.end), ids, every):
         try:
@@ -532,13 +535,14 @@ def export_pointclouds(
         _check_frames(out, names, format, overwrite)
         out.mkdir(parents=True, exist_ok=True)
         msgs = r.messages(topics=names, start=window.start, end=window.end)
+        layout = CloudReader()
         with make_progress(
             _count(r, names, every), f"export {os.path.basename(result.input)}", progress
         ) as bar:
             for m in every_nth(msgs, {c.id for c in chans}, every):
                 path = out / frame_name(m.channel.topic, m.log_time, format)
                 try:
-                    data = cloud_file_bytes(read_cloud(m), format)
+                    data = cloud_file_bytes(read_cloud(m, layout=layout), format)
                 except PolybagError as e:
                     _failed(result, f"{m.channel.topic} at {m.log_time}", e)
                     continue

@@ -92,3 +92,16 @@ def short_type(name: str) -> str:
     if len(parts) == 3 and parts[1] == "msg":
         return f"{parts[0]}/{parts[2]}"
     return name
+
+
+def holder(data: memoryview | np.ndarray) -> np.ndarray:
+    """A uint8 array over ``data`` that keeps its buffer exported for as long as an array
+    made over it lives.
+
+    ``np.ndarray(buffer=memoryview)`` keeps only the memoryview's underlying object, not the
+    export: a mapped file could then be unmapped (its reader closed) under the array.
+    ``np.frombuffer`` keeps the memoryview itself, so the map stays while any view lives.
+    """
+    if isinstance(data, np.ndarray):
+        return data
+    return np.frombuffer(data, np.uint8)

@@ -22,6 +22,7 @@ import numpy as np
 
 from polybag.errors import DecodeError, UnsupportedError, UsageError
 from polybag.sensors._access import as_bytes, field, integer, text
+from polybag.sensors._access import holder as _holder
 
 IMAGE = "sensor_msgs/Image"
 
@@ -89,7 +90,7 @@ def encodings() -> list[str]:
 
 def image_to_numpy(msg: Any, copy: bool = False) -> np.ndarray:
     """The pixels of a ``sensor_msgs/Image`` (ROS 1 or ROS 2; an object, a dict or a
-    :class:`polybag.sensors.layout.ImageView`) as an array of shape ``(height, width)`` for
+    :func:`polybag.sensors.layout.image_view`) as an array of shape ``(height, width)`` for
     one channel, ``(height, width, channels)`` otherwise, in native byte order.
 
     A view of ``msg.data`` when possible (see the module notes); ``copy=True`` always
@@ -138,7 +139,7 @@ def pixels(
     strides: tuple[int, ...] = (step, item) if enc.channels == 1 else (step, enc.channels * item, item)
     if height == 0 or width == 0:
         return np.zeros(shape, enc.dtype)
-    arr = np.ndarray(shape, dtype=dtype, buffer=data, offset=0, strides=strides)
+    arr = np.ndarray(shape, dtype=dtype, buffer=_holder(data), offset=0, strides=strides)
     if swap:
         return arr.astype(enc.dtype)
     if copy:

@@ -16,6 +16,7 @@ import numpy as np
 
 from polybag.errors import DecodeError, UsageError
 from polybag.sensors._access import as_bytes, field, integer, text
+from polybag.sensors._access import holder as _holder
 from polybag.sensors.image import default_header
 
 POINTCLOUD2 = "sensor_msgs/PointCloud2"
@@ -132,7 +133,9 @@ def points(
         )
     if height == 0 or width == 0:
         return np.zeros((height, width), dtype)
-    return np.ndarray((height, width), dtype=dtype, buffer=data, offset=0, strides=(stride, point_step))
+    return np.ndarray(
+        (height, width), dtype=dtype, buffer=_holder(data), offset=0, strides=(stride, point_step)
+    )
 
 
 def drop_nans(arr: np.ndarray) -> np.ndarray:

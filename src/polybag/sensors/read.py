@@ -21,7 +21,7 @@ from polybag.model import Channel, Message
 from polybag.sensors._access import as_bytes, field, integer, short_type, text
 from polybag.sensors.compressed import compressed_image_to_numpy
 from polybag.sensors.image import encoding_info, pixels
-from polybag.sensors.layout import ImageReader
+from polybag.sensors.layout import CloudReader, ImageReader
 from polybag.sensors.pointcloud import pointcloud2_to_numpy
 
 IMAGE_TYPES = {"sensor_msgs/Image": "raw", "sensor_msgs/CompressedImage": "compressed"}
@@ -187,11 +187,19 @@ def clouds(
     """``(message, points)`` of every ``every``-th cloud of the cloud topics in ``topics``."""
     chans = sensor_channels(reader, topics, CLOUD_TYPES, "PointCloud2", strict)
     msgs = reader.messages(topics=sorted({c.topic for c in chans}), start=start, end=end)
+    cr = CloudReader()
     for m in every_nth(msgs, {c.id for c in chans}, every):
-        yield m, read_cloud(m, skip_nans=skip_nans, split_rgb=split_rgb)
+        yield m, read_cloud(m, skip_nans=skip_nans, split_rgb=split_rgb, layout=cr)
 
 
-def read_cloud(m: Message, skip_nans: bool = False, split_rgb: bool = False) -> np.ndarray:
-    """The points of PointCloud2 message ``m`` (decoded through its channel's codec)."""
-    msg = codec_for(m.channel).decode(m.data, topic=m.channel.topic)
+def read_cloud(
+    m: Message, skip_nans: bool = False, split_rgb: bool = False, layout: CloudReader | None = None
+) -> np.ndarray:
+    """The points of PointCloud2 message ``m``: in place through ``layout`` (a
+    :class:`CloudReader` kept across the messages of a read), else through the codec."""
+    msg = (
+        layout.read(m.channel, m.data)
+        if layout is not None
+        else codec_for(m.channel).to_dict(m.data, topic=m.channel.topic)
+    )
     return pointcloud2_to_numpy(msg, skip_nans=skip_nans, split_rgb=split_rgb)
