@@ -10,6 +10,9 @@ A topic whose channels cannot share one table gets one table per channel group, 
 ``topic_<n>``: ULog multi-instance topics one per ``multi_id`` (``sensor_accel_0``,
 ``sensor_accel_1``), other formats one per channel id when the channels of a topic have
 different types (channels of one type, e.g. several publishers in a bag, share a table).
+
+``--images DIR`` / ``--video FILE`` / ``--pointclouds DIR`` write sensor data instead (one
+file per frame or cloud, or one video): :mod:`polybag.ops.export_media`.
 """
 
 from __future__ import annotations
