@@ -250,3 +250,26 @@ def test_live_window_sigusr1_and_namespaced_topic(graph: Graph):
     s = rep["topics"]["/chatter"]
     assert s["dropped_window"] > 0 and s["written"] == len(t1) + len(t2)
     assert s["received"] == s["written"] + s["dropped"]
+
+
+def test_cli_snapshot_options():
+    from polybag.cli import build_parser
+    from polybag.cli.record import options_from_args
+
+    def opts(*argv: str) -> RecordOptions:
+        return options_from_args(build_parser().parse_args(["record", *argv]))
+
+    o = opts("--snapshot-window", "2.5", "/a")
+    assert o.snapshot and o.snapshot_window == 2.5 and o.topics == ["/a"]
+    o = opts("-s", "/a", "__ns:=/robot1", "__name:=rec")
+    assert o.topics == ["/a"] and o.trigger_topic == "/robot1/snapshot_trigger" and o.node_name == "rec"
+    assert opts("--namespace", "r2", "-s", "/a").trigger_topic == "/r2/snapshot_trigger"
+    with pytest.raises(UsageError, match="remapping"):
+        opts("/a", "/a:=/b")
+
+
+def test_cli_refuses_a_bad_window(capsys):
+    from polybag.cli import main
+
+    assert main(["record", "--snapshot-window", "-1", "/a"]) == 2
+    assert "--snapshot-window" in capsys.readouterr().err
