@@ -203,3 +203,12 @@ def test_round_trip(
         if msgs:
             assert r.summary.start_time == expect[0][1] and r.summary.end_time == expect[-1][1]
         assert [(m.topic, m.log_time) for m in r.messages(order="file")] == [(m[0], m[1]) for m in msgs]
+
+
+def test_a_lone_db3_opens_without_metadata(tmp_path: Path) -> None:
+    rows = [(1, 50 - i, _string(f"m{i}")) for i in range(6)]
+    _db(tmp_path / "loose.db3", 4, rows, [(1, "/a", "std_msgs/msg/String")])
+    with polybag.open(tmp_path / "loose.db3") as r:
+        assert r.format == "rosbag2" and not r.summary.indexed and not r.has_index
+        assert r.summary.message_count == 6 and (r.summary.start_time, r.summary.end_time) == (45, 50)
+        assert [m.decode().data for m in r.messages()] == [f"m{i}" for i in range(5, -1, -1)]
