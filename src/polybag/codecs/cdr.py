@@ -353,13 +353,26 @@ class CdrCodec:
         self.full_name = msg_type
         typeset.check(self.type_name)
         self._compilers: dict[str, Compiler] = {}
+        self._payload: dict[str, Compiler] = {}  # decoders of whole payloads (origin 4)
         self._fns: dict[tuple[str, str, str], Any] = {}
-        self._le_obj = self.fn("d", "obj", "<")  # compile now: definition errors surface early
+        c = self.payload_compiler("<")  # compile now: definition errors surface early
+        c.ns["_OTHER"] = self._other
+        # the whole-payload decoder, bound as an instance attribute: one Python call per message
+        self.decode = c.top_decoder(self.type_name, self.full_name)  # type: ignore[method-assign]
 
     def compiler(self, endian: str) -> Compiler:
         c = self._compilers.get(endian)
         if c is None:
             c = self._compilers[endian] = Compiler(self.typeset, "cdr", endian)
+        return c
+
+    def payload_compiler(self, endian: str) -> Compiler:
+        """The decoders that read a whole payload (alignment counted from byte 4, after the
+        encapsulation header), so no message is sliced before it is decoded."""
+        c = self._payload.get(endian)
+        if c is None:
+            c = self._payload[endian] = Compiler(self.typeset, "cdr", endian, origin=4)
+            c.class_source = self.compiler("<")  # one message class per type for both
         return c
 
     @property
@@ -370,8 +383,10 @@ class CdrCodec:
         key = (kind, mode, endian)
         f = self._fns.get(key)
         if f is None:
-            c = self.compiler(endian)
-            f = c.decoder(self.type_name, mode) if kind == "d" else c.encoder(self.type_name, mode)
+            if kind == "d":
+                f = self.payload_compiler(endian).decoder(self.type_name, mode)
+            else:
+                f = self.compiler(endian).encoder(self.type_name, mode)
             self._fns[key] = f
         return f
 
@@ -393,33 +408,29 @@ class CdrCodec:
                 offset=0,
             )
         fn = self.fn("d", mode, "<" if kind == 1 else ">")
-        body = memoryview(data)[4:]
-        end = n - 4
         try:
-            value, pos = fn(body, 0, end)
+            value, pos = fn(data, 4, n)
         except DecodeError as e:
             msg = getattr(e, "reason", str(e))
-            off = e.offset + 4 if e.offset is not None else None
-            raise DecodeError(msg, topic=topic, type_name=self.full_name, field=e.field, offset=off) from None
-        if end - pos >= 4 or pos > end:
             raise DecodeError(
-                f"{end - pos} bytes left over after the message ({n} byte payload)",
+                msg, topic=topic, type_name=self.full_name, field=e.field, offset=e.offset
+            ) from None
+        if n - pos >= 4 or pos > n:
+            raise DecodeError(
+                f"{n - pos} bytes left over after the message ({n} byte payload)",
                 topic=topic,
                 type_name=self.full_name,
-                offset=pos + 4,
+                offset=pos,
             )
         return value
 
+    def _other(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        """Payloads the little-endian decoder does not take: big-endian ones, and errors."""
+        return self._run("obj", data, topic)
+
     def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any:
-        # fast path: little-endian plain CDR, the usual case; everything else in _run
-        if len(data) >= 4 and data[1] == 1 and data[0] == 0:
-            end = len(data) - 4
-            try:
-                value, pos = self._le_obj(memoryview(data)[4:], 0, end)
-            except DecodeError:
-                return self._run("obj", data, topic)  # raises with topic and offsets
-            if end - pos < 4 and pos <= end:
-                return value
+        """The message as an object with attribute access (replaced per instance by the
+        compiled whole-payload decoder; this is what it does)."""
         return self._run("obj", data, topic)
 
     def to_dict(self, data: bytes | memoryview, topic: str | None = None, numpy: bool = False) -> Any:

@@ -65,10 +65,14 @@ class _DecGen(_Gen):
         self.post: list[str] = []
         self.local_runs: set[int] = set()
         self.uses_isb = False
+        if getattr(self, "top", False) and c.cdr:
+            self.reset_align(unknown=False)  # a whole payload: pos starts at the origin
         expr = self.message(self.name, d, "")
         self.flush()
         top = getattr(self, "top", False)
-        if top:
+        if top and self.c.cdr:  # up to 3 bytes of final padding may follow a CDR message
+            self.emit("if end - pos >= 4 or pos > end: raise _Left(pos)")
+        elif top:
             self.emit("if pos != end: raise _Left(pos)")
         for line in self.post:
             self.emit(line)
@@ -87,7 +91,19 @@ class _DecGen(_Gen):
         :class:`~polybag.errors.DecodeError` (the top-level variant names topic and type)."""
         short = f"_fail({self.fname!r}, _at, pos, end, 'length ' + str(e.args[0]) + ' exceeds the ' + str(end - pos) + ' bytes left')"
         other = f"_fail({self.fname!r}, _at, pos, end, e)"
-        if top:
+        if top and self.c.cdr:
+            # a whole CDR payload: its encapsulation header checked here; any other byte order
+            # or representation goes to _OTHER (the codec's general path)
+            kind = 1 if self.c.e == "<" else 0
+            head = [
+                f"def {self.fname}(buf, topic=None):",
+                "    end = len(buf)",
+                f"    if end < 4 or buf[1] != {kind} or buf[0]: return _OTHER(buf, topic)",
+                f"    pos = {self.c.origin}",
+                "    _at = -1",
+                "    try:",
+            ]
+        elif top:
             head = [
                 f"def {self.fname}(buf, topic=None):",
                 "    pos = 0",
@@ -95,6 +111,7 @@ class _DecGen(_Gen):
                 "    _at = -1",
                 "    try:",
             ]
+        if top:
             tail = [
                 "    except _Left:",
                 "        raise _leftover(_TYPE_LABEL, topic, pos, end) from None",
@@ -124,8 +141,9 @@ class _DecGen(_Gen):
             ]
         return head, tail
 
-    def cached_string(self, v: str, n: str) -> None:
-        """A ROS 1 string at pos (``n`` bytes, checked): decoded, or the previous value again.
+    def cached_string(self, v: str, n: str, cut: int = 0) -> None:
+        """A string at pos (``n`` bytes, checked; the last ``cut`` bytes, a CDR string's
+        terminator, left out): decoded, or the previous value again.
 
         Each string field remembers its last short value (a topic's ``frame_id`` rarely
         changes): when the same bytes come again (compared in place, bytes buffers only)
@@ -139,7 +157,10 @@ class _DecGen(_Gen):
         self.emit(f"if {n} == {c}[0] and _isb and buf.startswith({c}[1], pos):")
         self.emit(f"    {v} = {c}[2]")
         self.emit("else:")
-        self.emit(f"    {v} = str(buf[pos:pos + {n}], 'utf-8', 'surrogateescape')")
+        if cut:
+            self.emit(f"    {v} = str(buf[pos:pos + {n} - {cut}], 'utf-8', 'surrogateescape') if {n} else ''")
+        else:
+            self.emit(f"    {v} = str(buf[pos:pos + {n}], 'utf-8', 'surrogateescape')")
         self.emit(f"    if {n} <= {_CACHED_STRING}: {cache}[0] = ({n}, bytes(buf[pos:pos + {n}]), {v})")
 
     def localize(self, line: str) -> str:
@@ -162,7 +183,7 @@ class _DecGen(_Gen):
         return _RUN_ITEM.sub(item, _RUN_SLICE.sub(sl, line))
 
     def dyn_align(self, a: int) -> None:
-        self.emit(f"pos = (pos + {a - 1}) & -{a}")
+        self.emit(self.c.align_code(a))
 
     def flush(self) -> None:
         if not self.run_size:
@@ -264,7 +285,7 @@ class _DecGen(_Gen):
         self.mark(path)
         self.seq_check(n, bound)
         if base != "uint8" and size > 4 and c.cdr:
-            self.emit(f"if {n}: pos = (pos + {size - 1}) & -{size}")
+            self.emit(f"if {n}: {c.align_code(size)}")
         nb = f"{n} * {size}" if size > 1 else n
         self.emit(f"if {nb} > end - pos: raise _Short({nb})")
         v = self.new()
@@ -349,7 +370,7 @@ class _DecGen(_Gen):
         """Read one string at pos (inside a loop: dynamic alignment) and pass it to sink."""
         cdr = self.c.cdr
         if cdr:
-            self.emit("pos = (pos + 3) & -4")
+            self.emit(self.c.align_code(4))
         self.emit("_m = _U32.unpack_from(buf, pos)[0]")
         self.emit("pos += 4")
         if base == "wstring":
@@ -398,10 +419,7 @@ class _DecGen(_Gen):
                 return v
             self.emit(f"if {n} > end - pos: raise _Short({n})")
             self.string_check(n, string_bound, 1 if self.c.cdr else 0)
-            if self.c.cdr:
-                self.emit(f"{v} = str(buf[pos:pos + {n} - 1], 'utf-8', 'surrogateescape') if {n} else ''")
-            else:
-                self.cached_string(v, n)
+            self.cached_string(v, n, 1 if self.c.cdr else 0)
             self.emit(f"pos += {n}")
             self.reset_align(unknown=True)
             return v

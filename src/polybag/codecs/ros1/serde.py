@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from polybag.codecs.ros1 import msgdef as md
 from polybag.codecs.ros1.gen_base import _U32, _ZERO_LIMIT, _dict_default, _Gen, _key, _Short
 from polybag.codecs.ros1.gen_decode import _DecGen, _wdec
 from polybag.codecs.ros1.gen_encode import EncodeError, _as_bytes, _enc_str, _EncGen, _fixbytes, _seq, _wenc
@@ -33,15 +34,6 @@ from polybag.codecs.ros1.messages import (
     make_class,
     plain_name,
     positional_maker,
-)
-from polybag.codecs.ros1.msgdef import (
-    NUMPY_TYPES,
-    PRIMITIVE_FORMATS,
-    Field,
-    FieldType,
-    MsgDef,
-    MsgDefError,
-    TypeSet,
 )
 from polybag.errors import DecodeError
 
@@ -59,7 +51,7 @@ __all__ = [
     "run_encoder",
 ]
 
-_EMPTY_CDR_FIELD = Field("structure_needs_at_least_one_member", FieldType("uint8"))
+_EMPTY_CDR_FIELD = md.Field("structure_needs_at_least_one_member", md.FieldType("uint8"))
 
 
 def run_encoder(fn: Callable[[bytearray, Any], Any], obj: Any, type_name: str) -> bytearray:
@@ -75,13 +67,16 @@ def run_encoder(fn: Callable[[bytearray, Any], Any], obj: Any, type_name: str) -
 
 
 class Compiler:
-    """Generates and caches decoders/encoders for every type of one :class:`TypeSet`."""
+    """Generates and caches decoders/encoders for every type of one :class:`~polybag.codecs.ros1.msgdef.TypeSet`."""
 
-    def __init__(self, ts: TypeSet, wire: str = "ros1", endian: str = "<") -> None:
+    def __init__(self, ts: md.TypeSet, wire: str = "ros1", endian: str = "<", origin: int = 0) -> None:
         assert wire in ("ros1", "cdr") and endian in "<>"
         self.ts = ts
         self.cdr = wire == "cdr"
         self.e = endian
+        # decoders: where CDR alignment counts from in ``buf`` (4: a whole payload, read after
+        # its encapsulation header without slicing it off); encoders always start at 0
+        self.origin = origin
         self.ns: dict[str, Any] = {
             "_new": object.__new__,
             "_np_array": np.array,
@@ -105,25 +100,35 @@ class Compiler:
         self._pending: list[tuple[tuple[str, str], _Gen]] | None = None  # functions still to generate
         self._min: dict[str, int] = {}
         self.classes: dict[str, type] = {}
+        self.class_source: Compiler | None = None
         self._sizes: dict[str, int] = {}
         self._errinfo: dict[str, list[Any]] = {}
         self.ns["_errinfo"] = self._errinfo
 
     # --- helpers ----------------------------------------------------------------------
-    def msgdef(self, name: str) -> MsgDef:
+    def align_code(self, a: int) -> str:
+        """Decoder source aligning ``pos`` to ``a`` relative to :attr:`origin`."""
+        o = self.origin % a
+        if not o:
+            return f"pos = (pos + {a - 1}) & -{a}"
+        return f"pos = ((pos + {a - 1 - o}) & -{a}) + {o}"
+
+    def msgdef(self, name: str) -> md.MsgDef:
         if name == "time":
             return _TIME
         if name == "duration":
             return _DURATION
         d = self.ts.get(name)
         if self.cdr and not d.fields:
-            d = MsgDef(d.name, [_EMPTY_CDR_FIELD], d.constants, d.full_name)
+            d = md.MsgDef(d.name, [_EMPTY_CDR_FIELD], d.constants, d.full_name)
         return d
 
     def cls(self, name: str) -> type:
         c = self.classes.get(name)
         if c is None:
-            if name == "time":
+            if self.class_source is not None:  # another compiler's classes (same type set)
+                c = self.class_source.cls(name)
+            elif name == "time":
                 c = Time
             elif name == "duration":
                 c = Duration
@@ -149,7 +154,7 @@ class Compiler:
             self.ns[var] = value
         return var
 
-    def attr(self, o: str, name: str, mode: str, t: FieldType | None = None) -> str:
+    def attr(self, o: str, name: str, mode: str, t: md.FieldType | None = None) -> str:
         """Source reading field ``name`` of ``o`` (an object, or a dict in dict modes)."""
         if mode != "obj":
             if t is None:
@@ -169,7 +174,7 @@ class Compiler:
         return 1 if name in ("time", "duration") else self.ts.depth(name)
 
     def size(self, name: str) -> int:
-        """Fields of a type fully expanded (:meth:`TypeSet.size`)."""
+        """Fields of a type fully expanded (:meth:`~polybag.codecs.ros1.msgdef.TypeSet.size`)."""
         return 3 if name in ("time", "duration") else self.ts.size(name) + (1 if self.cdr else 0)
 
     def struct(self, fmt: str) -> str:
@@ -205,8 +210,8 @@ class Compiler:
     def dtype(self, prim: str) -> str:
         var = f"_DT_{prim}"
         if var not in self.ns:
-            self.ns[var] = np.dtype(self.e + NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
-            self.ns[f"_NDT_{prim}"] = np.dtype(NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
+            self.ns[var] = np.dtype(self.e + md.NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
+            self.ns[f"_NDT_{prim}"] = np.dtype(md.NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
         return var
 
     def fixed_size(self, name: str) -> int:
@@ -221,8 +226,8 @@ class Compiler:
                 if t.array == -1 or t.base in ("string", "wstring"):
                     total = -1
                     break
-                if t.base in PRIMITIVE_FORMATS:
-                    es = PRIMITIVE_FORMATS[t.base][1]
+                if t.base in md.PRIMITIVE_FORMATS:
+                    es = md.PRIMITIVE_FORMATS[t.base][1]
                 else:
                     es = self.fixed_size(t.base)
                     if es < 0:
@@ -244,8 +249,8 @@ class Compiler:
                 total += 4
                 continue
             n = t.array if t.array is not None else 1
-            if t.base in PRIMITIVE_FORMATS:
-                total += PRIMITIVE_FORMATS[t.base][1] * n
+            if t.base in md.PRIMITIVE_FORMATS:
+                total += md.PRIMITIVE_FORMATS[t.base][1] * n
             elif t.base in ("string", "wstring"):
                 total += 4 * n
             else:
@@ -302,7 +307,7 @@ class Compiler:
             raise
         except (SyntaxError, RecursionError, MemoryError, ValueError, OverflowError, struct.error) as e:
             self._forget(pending)
-            raise MsgDefError(
+            raise md.MsgDefError(
                 f"cannot build a decoder for this type: {type(e).__name__}: {e}", type_name=name
             ) from None
         finally:
