@@ -74,6 +74,7 @@ class LiveSource:
         self._node_name = node_name or (options.node_name if options is not None else "/record")
         self._namespace = namespace if namespace is not None else (options.ns if options is not None else "")
         self._sinks: list[_Sink] = []
+        self._active: tuple[_Sink, ...] = ()  # the attached sinks (read without the lock per message)
         self._subs: dict[str, Any] = {}
         self._pending: set[str] = set()  # wanted, but the master could not be reached yet
         self._triggers: dict[str, Any] = {}  # trigger topic -> subscription
@@ -98,6 +99,7 @@ class LiveSource:
         sink = _Sink(recorder, options if options is not None else recorder.options)
         with self._lock:
             self._sinks.append(sink)
+            self._active = tuple(s for s in self._sinks if s.attached)
         if self._started:
             self._setup_sink(sink)
             self._discover_safely()
@@ -108,7 +110,8 @@ class LiveSource:
             for s in self._sinks:
                 if s.rec is recorder:
                     s.attached = False
-            left = any(s.attached for s in self._sinks)
+            self._active = tuple(s for s in self._sinks if s.attached)
+            left = bool(self._active)
         if not left:
             self.stop()
 
@@ -176,7 +179,7 @@ class LiveSource:
         definition = str(c.get("message_definition", ""))
         callerid = str(c.get("callerid", ""))
         latching = str(c.get("latching", "0")) in ("1", "true")
-        for sink in self._live_sinks():
+        for sink in self._active:
             if msg.topic in sink.done:
                 continue
             sink.rec.write(
