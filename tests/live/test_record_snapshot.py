@@ -16,6 +16,8 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import polybag
 from polybag.errors import OutputExistsError, UsageError
@@ -273,3 +275,49 @@ def test_cli_refuses_a_bad_window(capsys):
 
     assert main(["record", "--snapshot-window", "-1", "/a"]) == 2
     assert "--snapshot-window" in capsys.readouterr().err
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    events=st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from(["/a", "/b", "/c"]), st.integers(0, 3 * S), st.integers(1, 3000)),
+            st.just("trigger"),
+        ),
+        max_size=60,
+    ),
+    window=st.sampled_from([None, 0.5, 2.0]),
+    buffsize=st.sampled_from([0, 0.005, 0.05]),
+)
+def test_snapshot_never_loses_or_duplicates(tmp_path_factory, events, window, buffsize):
+    tmp = tmp_path_factory.mktemp("prop")
+    opts = quiet(output_prefix=str(tmp / "p"), snapshot=True, snapshot_window=window, buffsize=buffsize)
+    rec = Recorder(opts).start()
+    now = T0
+    sent: dict[str, int] = {}
+    futures = []
+    for k, ev in enumerate(events):
+        if ev == "trigger":
+            futures.append((rec.trigger(at=now), now))
+            continue
+        topic, dt, size = ev
+        now += dt
+        put_string(rec, topic, f"{k:05d}".ljust(size, "."), now)
+        sent[topic] = sent.get(topic, 0) + 1
+    seen: list[str] = []
+    for fut, at in futures:
+        path = fut.result(60)
+        times = log_times(path)
+        assert times == sorted(times)  # receive order
+        if window is not None:
+            assert all(t >= at - int(window * S) for t in times)
+        if buffsize:
+            assert sum(len(m.data) for m in polybag.open(str(path)).messages()) <= buffsize * (1 << 20)
+        seen += [x[:5] for x in texts(path)]
+    assert len(seen) == len(set(seen))  # no message in two files
+    rep = rec.close()
+    for topic, n in sent.items():
+        s = rep["topics"][topic]
+        assert s["received"] == n == s["written"] + s["dropped"]
+    assert sum(s["written"] for s in rep["topics"].values()) == len(seen)
+    assert len(rep["files"]) == len(futures) == len(set(rep["files"]))
