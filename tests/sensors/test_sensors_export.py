@@ -289,3 +289,17 @@ def test_cli(
     # tables still work as before
     assert main(["export", str(path), "-o", str(tmp_path / "tables"), "--topics", "/depth"]) == 0
     assert (tmp_path / "tables" / "depth.csv").exists()
+
+
+def test_images_without_pixels_are_counted(tmp_path: Path) -> None:
+    good = _img("ros1", _rgb(0, 4, 4), "rgb8")
+    empty = sl.image("ros1", b"", 0, 4, "rgb8", 12)
+    path = sl.write_log(
+        tmp_path / "e.bag", "ros1", [("/cam", empty, 1), ("/cam", good, 2), ("/cam", empty, 3)]
+    )
+    res = em.export_images(path, tmp_path / "out")
+    assert res.files == 1 and res.failed == 2
+    res = em.export_video(path, tmp_path / "e.mp4")
+    assert res.files == 1 and res.failed == 2
+    res = em.export_images(path, tmp_path / "npy", format="npy")
+    assert res.files == 3 and np.load(tmp_path / "npy" / em.frame_name("/cam", 1, "npy")).shape == (0, 4, 3)

@@ -295,3 +295,15 @@ def test_hostile_sizes_allocate_nothing() -> None:
 def test_host_byte_order_is_little() -> None:
     # the big-endian tests above assume a little-endian host, as every CI runner is
     assert sys.byteorder == "little"
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize(("height", "width"), [(1, 1), (5, 7), (4, 6)])
+def test_every_encoding_has_a_display_form(encoding: str, height: int, width: int) -> None:
+    """to_rgb8 (files, video, thumbnails) gives uint8 grey or RGB of the image's size."""
+    a = _random_pixels(encoding, height, width, seed=11)
+    if encoding_info(encoding).dtype.kind == "f":
+        a[0, 0] = np.nan
+    out = sensors.to_rgb8(a, encoding_info(encoding))
+    assert out.dtype == np.uint8 and out.shape[:2] == (height, width)
+    assert out.ndim == 2 or out.shape[2] == 3

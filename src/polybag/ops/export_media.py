@@ -174,6 +174,10 @@ def _encode_image(a: np.ndarray, fmt: str) -> bytes:
 
 def image_file_bytes(f: Frame, fmt: str) -> bytes:
     """What the file of frame ``f`` holds in ``fmt`` (png, jpg, npy)."""
+    if f.array.size == 0 and fmt != "npy":
+        raise UnsupportedError(
+            f"a {f.array.shape[1]}x{f.array.shape[0]} image has no pixels to write as {fmt}"
+        )
     if fmt == "npy":
         import io
 
@@ -375,6 +379,9 @@ def _encode(
     video: _Video | None = None
     try:
         for f in frames_:
+            if f.array.size == 0:
+                _failed(result, f"frame at {f.message.log_time}", UnsupportedError("an image without pixels"))
+                continue
             a = _rgb_frame(f)
             if video is None:
                 head.append(a)

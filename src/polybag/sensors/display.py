@@ -65,20 +65,21 @@ def _demosaic(a: np.ndarray, pattern: str) -> np.ndarray:
 
 def yuv422_to_rgb(a: np.ndarray, kind: str) -> np.ndarray:
     """RGB of packed 4:2:2 pixels ``(h, w, 2)`` (``uyvy``: U Y V Y; ``yuyv``: Y U Y V), BT.601
-    video range as OpenCV's ``COLOR_YUV2RGB_UYVY``/``_YUYV`` (an odd last column takes the
-    chroma of its pair's first pixel)."""
+    video range as OpenCV's ``COLOR_YUV2RGB_UYVY``/``_YUYV`` (an odd last pixel, which has
+    no V, gets neutral V)."""
     h, w, _ = a.shape
-    flat = a.reshape(h, w * 2).astype(np.float32)
+    if w % 2:  # an odd last pixel has no V of its own: neutral chroma
+        extra = np.array([128, 16] if kind == "uyvy" else [16, 128], a.dtype)
+        a = np.concatenate([a, np.broadcast_to(extra, (h, 1, 2))], axis=1)
+    flat = a.reshape(h, -1).astype(np.float32)
     if kind == "uyvy":
-        y = flat[:, 1::2]
+        y = flat[:, 1::2][:, :w]
         u_pairs, v_pairs = flat[:, 0::4], flat[:, 2::4]
     else:
-        y = flat[:, 0::2]
+        y = flat[:, 0::2][:, :w]
         u_pairs, v_pairs = flat[:, 1::4], flat[:, 3::4]
     u = np.repeat(u_pairs, 2, axis=1)[:, :w] - 128.0
     v = np.repeat(v_pairs, 2, axis=1)[:, :w] - 128.0
-    if v.shape[1] < w:  # an odd width: the last pixel has no V of its own
-        v = np.pad(v, ((0, 0), (0, w - v.shape[1])), mode="edge")
     yy = (y - 16.0) * 1.164
     r = yy + 1.596 * v
     g = yy - 0.391 * u - 0.813 * v
@@ -90,6 +91,10 @@ def to_rgb8(a: np.ndarray, enc: Encoding, alpha: bool = False) -> np.ndarray:
     """``a`` (pixels of encoding ``enc``) as ``uint8`` grey ``(h, w)`` or RGB ``(h, w, 3)``
     (RGBA with ``alpha``).  See the module notes."""
     kind = enc.kind
+    if a.size == 0:  # no pixels: nothing to convert
+        return np.zeros(
+            a.shape[:2] + ((3,) if kind not in ("mono", "generic") or a.ndim == 3 else ()), np.uint8
+        )
     if kind == "mono":
         return scale_to_u8(a)
     if kind.startswith("bayer_"):
