@@ -5,7 +5,9 @@ compression_mode="file"|"message")`` writes the directory ``out/`` that ``ros2 b
 rosbags read: one storage file ``out_0.db3`` or ``out_0.mcap`` (``.zstd`` appended with
 file compression), message definitions stored (``message_definitions`` table, MCAP schemas),
 the topics' QoS profiles kept (channel metadata ``offered_qos_profiles``), and
-``metadata.yaml`` (version 9, or 8 with ``version=8``).
+``metadata.yaml`` (version 8 by default: the QoS profiles stay the YAML strings rosbag2
+before Jazzy reads, as they are in channel metadata; ``version=9`` for Jazzy's layout, QoS
+as YAML lists with enum names).
 
 Crash safety, as the other writers: the directory is written as ``out.active/`` and renamed
 to ``out/`` by :meth:`close`, after ``metadata.yaml`` (written last).  A killed writer
@@ -26,7 +28,6 @@ from polybag.compression import compress
 from polybag.errors import OutputExistsError, UnsupportedError, WriteError
 from polybag.formats import registry
 from polybag.formats.rosbag2.metadata import (
-    LATEST_VERSION,
     METADATA_FILE,
     BagInfo,
     FileInfo,
@@ -41,6 +42,8 @@ from polybag.writer import Writer, check_open, named_os_error, refuse_existing
 
 _DEFINITION_ENCODINGS = ("ros2msg", "ros2idl")
 _I64 = (1 << 63) - 1
+#: the metadata.yaml version written unless asked (QoS as strings, as rosbag2 before Jazzy reads)
+DEFAULT_VERSION = 8
 
 
 class Rosbag2Writer(Writer):
@@ -48,7 +51,7 @@ class Rosbag2Writer(Writer):
 
     Options: ``storage`` (``sqlite3``, the default, or ``mcap``), ``compression``
     (``none`` or ``zstd``), ``compression_mode`` (``file``: each storage file compressed
-    whole, the default; ``message``: each payload), ``version`` (9 or 8),
+    whole, the default; ``message``: each payload), ``version`` (8, the default, or 9),
     ``chunk_size``/``chunk_compression`` (MCAP storage chunks), ``overwrite``.
     """
 
@@ -62,7 +65,7 @@ class Rosbag2Writer(Writer):
         storage: str = "sqlite3",
         compression: str | None = "none",
         compression_mode: str = "file",
-        version: int = LATEST_VERSION,
+        version: int = DEFAULT_VERSION,
         chunk_size: int | None = None,
         chunk_compression: str = "none",
         overwrite: bool = True,
