@@ -202,13 +202,14 @@ def test_recorder_started_before_the_master(graph: Graph):
     master = graph.procs[0]
     master.send_signal(signal.SIGTERM)
     master.wait(30)
-    rec = _record(graph, "-O", str(tmp / "early.bag"), "/chatter")
+    rec = _record(graph, "-p", "-O", str(tmp / "early.bag"), "/chatter")
     try:
         time.sleep(2.0)  # no master: the recorder waits (retrying), it does not exit
         assert rec.poll() is None
         graph.start(["rosmaster", "--core", "-p", port])
         wait_for(lambda: graph.master.getSystemState("/test")[0] == 1, 30, "the master")
         wait_for(lambda: graph.subscribers("/chatter"), 60, "the recorder registered")
+        wait_for(lambda: graph.publishers("/begin_write"), 60, "-p's begin_write advertised")
         _pub(graph, "/chatter", "std_msgs/String", "data: hi", "talker")
         (me,) = graph.subscribers("/chatter")
         wait_for(lambda: _links(graph, me, "/chatter"), 60, "the connection")

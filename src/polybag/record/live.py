@@ -79,6 +79,7 @@ class LiveSource:
         self._pending: set[str] = set()  # wanted, but the master could not be reached yet
         self._triggers: dict[str, Any] = {}  # trigger topic -> subscription
         self._pubs: dict[str, Any] = {}  # begin_write topics
+        self._pending_pubs: set[str] = set()
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -147,19 +148,37 @@ class LiveSource:
         rec = sink.rec
         if o.publish:
             topic = o.begin_write_topic
-            with self._lock:
-                have = topic in self._pubs
-            if not have:
-                self._pubs[topic] = self._node.advertise(topic, "std_msgs/Empty", EMPTY_MD5, "", latch=True)
-            pub = self._pubs[topic]
-            rec.on_open(lambda _path: pub.publish(b""))
+            self._advertise(topic)
+            rec.on_open(lambda _path: self._begin_write(topic))
             if rec.current_file is not None:
-                pub.publish(b"")
+                self._begin_write(topic)
         if o.snapshot:
             self._subscribe_trigger(o.trigger_topic)
         if not (o.all or o.regex or o.node):
             for t in o.topics:
                 self._subscribe(_global(t), raise_errors=True)
+
+    def _advertise(self, topic: str) -> None:
+        with self._lock:
+            if topic in self._pubs:
+                return
+        try:
+            pub = self._node.advertise(topic, "std_msgs/Empty", EMPTY_MD5, "", latch=True)
+        except PolybagError as e:
+            if not self._reachable_error(e):
+                raise
+            with self._lock:
+                self._pending_pubs.add(topic)
+            self._warn(f"advertising {topic}: {e} (retried)")
+            return
+        with self._lock:
+            self._pubs[topic] = pub
+
+    def _begin_write(self, topic: str) -> None:
+        with self._lock:
+            pub = self._pubs.get(topic)
+        if pub is not None:
+            pub.publish(b"")
 
     def _special(self) -> set[str]:
         """Our own trigger and begin_write topics (never recorded by discovery)."""
@@ -323,6 +342,11 @@ class LiveSource:
         with self._lock:
             pending = sorted(self._pending)
             self._pending.clear()
+            pending_pubs = sorted(self._pending_pubs)
+            self._pending_pubs.clear()
+        for t in pending_pubs:
+            self._advertise(t)
+            self._begin_write(t)
         for t in pending:
             if t in self._special():
                 self._subscribe_trigger(t)
