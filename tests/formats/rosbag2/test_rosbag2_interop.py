@@ -199,3 +199,16 @@ def test_topic_payloads_and_columns_equal_the_messages(
 
 def times_of(r: polybag.Reader, topic: str) -> list[int]:
     return [m.log_time for m in r.messages(topics=[topic])]
+
+
+def test_mcap_storage_keeps_metadata_records(tmp_path: Path) -> None:
+    w = polybag.Writer(str(tmp_path / "m"), format="rosbag2", storage="mcap")
+    w.add_metadata("calibration", {"fx": "500"})
+    w.close()
+    with polybag.open(tmp_path / "m") as r:
+        assert [(m.name, dict(m.metadata)) for m in r.metadata()] == [("calibration", {"fx": "500"})]
+        assert list(r.attachments()) == []
+    w = polybag.Writer(str(tmp_path / "s"), format="rosbag2")
+    with pytest.raises(polybag.UnsupportedError, match="cannot hold metadata"):
+        w.add_metadata("calibration", {"fx": "500"})
+    w.abort(discard=True)

@@ -35,7 +35,7 @@ from polybag.formats.rosbag2.metadata import (
     parse_metadata,
 )
 from polybag.formats.rosbag2.storage import Decompressed, Storage, StorageTopic, open_storage
-from polybag.model import Channel, Message, Schema, Summary
+from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.source import MappedSource, Source
 
@@ -353,6 +353,16 @@ class Rosbag2Reader(Reader):
             if not self.recover:
                 raise
             self._errors.append(str(e))
+
+    def attachments(self) -> Iterator[Attachment]:
+        """Attachments of MCAP storage files (rosbag2 itself writes none)."""
+        for st in self._storages:
+            yield from st.records()[0]
+
+    def metadata(self) -> Iterator[Metadata]:
+        """Metadata records of MCAP storage files, but rosbag2's own ``rosbag2`` record."""
+        for st in self._storages:
+            yield from st.records()[1]
 
     def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """Every payload of ``topic`` at once, in log-time order (``(log_times, blob, starts,

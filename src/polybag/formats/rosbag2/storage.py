@@ -19,7 +19,7 @@ from typing import Any
 from polybag.errors import FormatError, PolybagError
 from polybag.formats import registry
 from polybag.formats.rosbag2.sqlite import SQLITE_MAGIC, SqliteStorage
-from polybag.model import Channel, Message
+from polybag.model import Attachment, Channel, Message, Metadata
 from polybag.source import MappedSource
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -80,6 +80,11 @@ class Storage:
         """``(log times, payloads)`` of the local topic ids in log-time order, in bulk; None:
         not offered (the reader iterates the messages)."""
         return None
+
+    def records(self) -> tuple[list[Attachment], list[Metadata]]:
+        """The file's attachments and metadata records (MCAP storage), but rosbag2's own
+        ``rosbag2`` metadata record (the bag's metadata.yaml, kept in the file)."""
+        return [], []
 
     def unknown_topic(self, tid: Any) -> None:
         text = f"{self.path}: a message on topic id {tid}, which the file does not declare"
@@ -275,6 +280,9 @@ class McapFile(Storage):
         if batch:
             yield batch
         self._collect()
+
+    def records(self) -> tuple[list[Attachment], list[Metadata]]:
+        return list(self.reader.attachments()), [m for m in self.reader.metadata() if m.name != "rosbag2"]
 
     def size(self) -> int:
         return int(self.reader.source_size) or super().size()
