@@ -311,3 +311,91 @@ def test_a_cloud_type_with_another_definition_goes_through_the_codec(tmp_path: P
     assert len(got) == 3
     for c in got:
         np.testing.assert_array_equal(c["z"], [2, 5, 8, 11])
+
+
+def test_big_endian_cdr_images_are_read_in_place() -> None:
+    """A CDR payload in big-endian encapsulation (0x00 0x00): the in-place reader follows the
+    byte order and the alignment, and agrees with the codec."""
+    import struct
+
+    from polybag.codecs import codec_for
+    from polybag.model import Channel, Schema
+    from polybag.sensors.layout import ImageReader, image_view
+
+    def cdr_be(h: int, w: int, enc: bytes, pix: bytes, frame: bytes) -> bytes:
+        body = bytearray(struct.pack(">iI", 7, 8) + struct.pack(">I", len(frame) + 1) + frame + b"\0")
+        body += b"\0" * (-len(body) % 4)
+        body += (
+            struct.pack(">II", h, w) + struct.pack(">I", len(enc) + 1) + enc + b"\0" + b"\0"
+        )  # is_bigendian
+        body += b"\0" * (-len(body) % 4)
+        body += struct.pack(">II", w * 3, len(pix)) + pix
+        return b"\x00\x00\x00\x00" + bytes(body)
+
+    text = sl.TS2.generate_msgdef("sensor_msgs/msg/Image")[0].encode()
+    ch = Channel(1, "/c", "cdr", Schema(1, "sensor_msgs/msg/Image", "ros2msg", text))
+    pix = bytes(range(2 * 3 * 3))
+    for frame in (b"", b"ab", b"abc", b"abcde"):
+        payload = cdr_be(2, 3, b"rgb8", pix, frame)
+        ref = codec_for(ch).to_dict(payload)
+        view = image_view("cdr", payload)
+        assert view is not None and bytes(view["data"]) == bytes(ref["data"]) == pix
+        assert (view["height"], view["width"], view["encoding"], view["step"]) == (2, 3, "rgb8", 9)
+        reader = ImageReader()
+        for _ in range(2):  # the codec first, then in place
+            np.testing.assert_array_equal(
+                sensors.image_to_numpy(reader.read(ch, payload)),
+                np.frombuffer(pix, np.uint8).reshape(2, 3, 3),
+            )
+
+
+def test_cli_window_and_every(tmp_path: Path) -> None:
+    from polybag.cli import main
+
+    path, expected = _camera_log(tmp_path, "ros2")
+    out = tmp_path / "npy"
+    # seconds since the epoch (the /cam frames are 1.0 s .. 2.1 s)
+    assert (
+        main(
+            [
+                "export",
+                str(path),
+                "--images",
+                str(out),
+                "--topics",
+                "/cam",
+                "--format",
+                "npy",
+                "--start",
+                "1.2",
+                "--end",
+                "1.6",
+            ]
+        )
+        == 0
+    )
+    names = sorted(p.name for p in out.iterdir())
+    wanted = [t for t, _ in expected if 1_200_000_000 <= t < 1_600_000_000]
+    assert names == sorted(f"cam_{t}.npy" for t in wanted) and len(names) == 4
+    out2 = tmp_path / "every"
+    assert (
+        main(
+            [
+                "export",
+                str(path),
+                "--images",
+                str(out2),
+                "--format",
+                "npy",
+                "--every",
+                "3",
+                "--topics",
+                "/cam",
+            ]
+        )
+        == 0
+    )
+    assert len(list(out2.iterdir())) == 4
+    assert (
+        main(["export", str(path), "--images", str(tmp_path / "x"), "--every", "0", "--topics", "/cam"]) == 2
+    )
