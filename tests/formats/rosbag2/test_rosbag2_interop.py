@@ -47,6 +47,7 @@ def test_rosbags_bags_read_as_rosbags_reads_them(
         assert qos[0]["depth"] == 10 and qos[0]["durability"] in (1, "transient_local")
         assert r.info_extras()["storage"] == storage
         assert r.info_extras()["compression_mode"] == (comp or "")
+        assert r.info_extras()["qos"] == {"/chatter": "reliable transient_local keep_last(10)"}
         # decoded values equal rosbags' deserialisation
         ts = typestore()
         for m, obj in r.decoded_messages(topics=["/imu"]):

@@ -211,6 +211,21 @@ def qos_for_version(text: str, version: int) -> str | list[dict[str, Any]]:
     return qos_to_text(out)
 
 
+def qos_summary(text: str) -> str:
+    """A QoS YAML string in one line for people (``reliable transient_local keep_last(10)``,
+    profiles joined with ``; ``); the text itself when it does not parse."""
+    profiles = qos_for_version(text, 9)
+    if not isinstance(profiles, list) or not profiles:
+        return text.strip()
+    out = []
+    for p in profiles:
+        words = [str(p.get(k, "?")) for k in ("reliability", "durability")]
+        history = str(p.get("history", "?"))
+        words.append(f"{history}({p.get('depth', '?')})" if history == "keep_last" else history)
+        out.append(" ".join(words))
+    return "; ".join(out)
+
+
 def parse_metadata(text: bytes, path: str) -> BagInfo:
     """The :class:`BagInfo` of a ``metadata.yaml``'s bytes; a :class:`FormatError` naming
     ``path`` and the field for anything malformed; :class:`UnsupportedError` for a version

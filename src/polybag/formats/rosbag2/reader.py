@@ -33,6 +33,7 @@ from polybag.formats.rosbag2.metadata import (
     BagInfo,
     FileInfo,
     parse_metadata,
+    qos_summary,
 )
 from polybag.formats.rosbag2.storage import Decompressed, Storage, StorageTopic, open_storage
 from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary
@@ -302,12 +303,12 @@ class Rosbag2Reader(Reader):
         if info is not None and info.custom_data:
             out["custom_data"] = dict(info.custom_data)
         qos = {
-            c.topic: c.metadata["offered_qos_profiles"]
+            c.topic: qos_summary(c.metadata["offered_qos_profiles"])
             for c in self._channels.values()
-            if "offered_qos_profiles" in c.metadata
+            if c.metadata.get("offered_qos_profiles")
         }
         if qos:
-            out["offered_qos_profiles"] = qos
+            out["qos"] = qos
         return out
 
     def _messages(
