@@ -8,9 +8,11 @@ Lateness is receive time minus scheduled time (see polybag.play.timing.received_
 subscriber cannot know when playback started, so the schedule is anchored on the least late
 message of each run).  The subscriber is rospy (Debian's /usr/bin/python3) with
 ``tcp_nodelay``, raw messages (``rospy.AnyMsg``, no deserialization), stamping each message
-with ``time.monotonic_ns()`` first thing in its callback.  Rounds alternate the two players
-on one master.  ``polybag play --json`` also reports its own send lateness (publish call
-minus due time).
+with ``time.monotonic_ns()`` first thing in its callback.  Rounds alternate the players on one
+master (the order reversed every other round).  ``polybag play --json`` also reports its own
+send lateness (publish call minus due time) and the bench each player's CPU seconds.
+``--realtime`` adds ``polybag play --realtime`` (a SCHED_FIFO player thread; not a like-for-like
+comparison, rosbag play has no such option).
 
 The same file is the subscriber: ``/usr/bin/python3 bench/bench_play.py listen TOPIC COUNT
 OUT.json [TIMEOUT]`` (the live tests run it too).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -132,16 +135,21 @@ class Master:
             self.proc.wait()
 
 
-def run_once(master: Master, tmp: Path, cmd: list[str], n: int, name: str) -> tuple[list[tuple[int, int]], str]:
-    """Start a listener, play with ``cmd``, return the listener's ``(index, recv_ns)`` and the
-    player's stdout."""
+def run_once(
+    master: Master, tmp: Path, cmd: list[str], n: int, name: str
+) -> tuple[list[tuple[int, int]], str, float]:
+    """Start a listener, play with ``cmd``, return the listener's ``(index, recv_ns)``, the
+    player's stdout and its CPU seconds (user + system)."""
     out = tmp / f"recv_{name}.json"
     out.unlink(missing_ok=True)
     listener = subprocess.Popen([SYSTEM_PYTHON, __file__, "listen", TOPIC, str(n), str(out)], env=master.env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _wait(lambda: master.subscribed(TOPIC), 60, "the listener subscribing")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         player = subprocess.run(cmd, env=master.env, capture_output=True, text=True, timeout=600)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if player.returncode != 0:
             raise SystemExit(f"{name} failed ({player.returncode}): {player.stderr}")
         listener.wait(60)
@@ -152,14 +160,14 @@ def run_once(master: Master, tmp: Path, cmd: list[str], n: int, name: str) -> tu
     if not out.exists():
         err = listener.stderr.read().decode() if listener.stderr else ""
         raise SystemExit(f"the listener wrote nothing: {err}")
-    return [tuple(x) for x in json.loads(out.read_text())], player.stdout  # type: ignore[misc]
+    return [tuple(x) for x in json.loads(out.read_text())], player.stdout, cpu  # type: ignore[misc]
 
 
-def lateness_of(times: list[int], got: list[tuple[int, int]]) -> Any:
-    from polybag.play.timing import received_lateness, summarize
+def lateness_of(times: list[int], got: list[tuple[int, int]]) -> list[int]:
+    from polybag.play.timing import received_lateness
 
     got = sorted(got, key=lambda x: x[1])
-    return summarize(received_lateness([times[i] for i, _ in got], [r for _, r in got]))
+    return received_lateness([times[i] for i, _ in got], [r for _, r in got])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hz", type=float, default=100.0, help="message rate (default 100)")
     ap.add_argument("--rounds", type=int, default=2, help="runs of each player (default 2)")
     ap.add_argument("--size", type=int, default=200, help="payload bytes (default 200)")
+    ap.add_argument("--realtime", action="store_true",
+                    help="also run polybag play --realtime (SCHED_FIFO; needs the privilege)")
     a = ap.parse_args(args)
     missing = [p for p in (ROSBAG_PLAY, SYSTEM_PYTHON, shutil.which("rosmaster")) if not p or not os.path.exists(p)]
     if missing:
@@ -186,37 +196,50 @@ def main(argv: list[str] | None = None) -> int:
             "polybag": [sys.executable, "-m", "polybag", "play", "-q", "--json", "--wait-for-subscribers", str(bag)],
             "rosbag": [ROSBAG_PLAY, "-q", "--wait-for-subscribers", str(bag)],
         }
-        results: dict[str, list[Any]] = {k: [] for k in players}
+        if a.realtime:
+            players["polybag-rt"] = [*players["polybag"][:-1], "--realtime", str(bag)]
+        runs: dict[str, list[tuple[list[int], float]]] = {k: [] for k in players}
         own: list[dict[str, Any]] = []
         try:
             for r in range(a.rounds):
-                for name, cmd in players.items():
-                    got, stdout = run_once(master, tmp, cmd, n, f"{name}{r}")
+                order = list(players) if r % 2 == 0 else list(reversed(players))  # neither always first
+                for name in order:
+                    got, stdout, cpu = run_once(master, tmp, players[name], n, f"{name}{r}")
                     if len(got) != n:
                         print(f"{name} round {r}: received {len(got)} of {n}")
                     idx = [i for i, _ in sorted(got, key=lambda x: x[1])]
                     if idx != sorted(idx):
                         print(f"{name} round {r}: messages out of order")
-                    results[name].append(lateness_of(times, got))
-                    if name == "polybag":
-                        own.append(json.loads(stdout)["lateness"])
+                    runs[name].append((lateness_of(times, got), cpu))
+                    if name.startswith("polybag"):
+                        report = json.loads(stdout)
+                        own.append({"name": name, **report["lateness"], "realtime": report["realtime"]})
         finally:
             master.close()
-    print(f"play lateness, {n} messages at {a.hz:g} Hz ({a.size} B), rospy subscriber, {a.rounds} rounds")
-    print(f"{'player':10} {'round':>5} {'median ms':>10} {'p99 ms':>10} {'max ms':>10}")
-    for name, runs in results.items():
-        for r, s in enumerate(runs):
-            print(f"{name:10} {r:5d} {s.median_ns / 1e6:10.3f} {s.p99_ns / 1e6:10.3f} {s.max_ns / 1e6:10.3f}")
+    from polybag.play.timing import summarize
 
-    def worst(name: str, attr: str) -> float:
-        return max(getattr(s, attr) for s in results[name]) / 1e6
-
-    for attr, label in (("median_ns", "median"), ("p99_ns", "p99")):
-        pb, rb = worst("polybag", attr), worst("rosbag", attr)
-        ratio = pb / rb if rb > 0 else float("inf")
-        print(f"{label:7}: polybag {pb:.3f} ms, rosbag {rb:.3f} ms (worst round each): polybag/rosbag {ratio:.2f}")
-    for r, o in enumerate(own):
-        print(f"polybag's own send lateness, round {r}: median {o['median_ms']:.3f} ms, p99 {o['p99_ms']:.3f} ms")
+    print(f"play lateness, {n} messages at {a.hz:g} Hz ({a.size} B), rospy subscriber, {a.rounds} rounds, "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"{'player':10} {'round':>5} {'median ms':>10} {'p99 ms':>10} {'max ms':>10} {'cpu s':>7}")
+    pooled = {}
+    for name, rs in runs.items():
+        for r, (late, cpu) in enumerate(rs):
+            s = summarize(late)
+            print(f"{name:10} {r:5d} {s.median_ns / 1e6:10.3f} {s.p99_ns / 1e6:10.3f} {s.max_ns / 1e6:10.3f} {cpu:7.2f}")
+        pooled[name] = summarize([v for late, _ in rs for v in late])
+        cpu = sum(c for _, c in rs)
+        s = pooled[name]
+        print(f"{name:10} {'all':>5} {s.median_ns / 1e6:10.3f} {s.p99_ns / 1e6:10.3f} {s.max_ns / 1e6:10.3f} {cpu:7.2f}")
+    rb = pooled["rosbag"]
+    for name in (k for k in pooled if k != "rosbag"):
+        pb = pooled[name]
+        for attr, label in (("median_ns", "median"), ("p99_ns", "p99")):
+            x, y = getattr(pb, attr) / 1e6, getattr(rb, attr) / 1e6
+            ratio = x / y if y > 0 else float("inf")
+            print(f"{label:7}: {name} {x:.3f} ms, rosbag {y:.3f} ms (all rounds): {name}/rosbag {ratio:.2f}")
+    for o in own:
+        rt = "" if o["realtime"] is None else f" (realtime: {o['realtime']})"
+        print(f"{o['name']}'s own send lateness: median {o['median_ms']:.3f} ms, p99 {o['p99_ms']:.3f} ms{rt}")
     return 0
 
 

@@ -67,6 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how far ahead of --rate-control-topic playback may run (default 1)")
     p.add_argument("--node", default="/play", help="node name (default /play, made anonymous)")
     p.add_argument("--json", action="store_true", help="print the counts and lateness as JSON at the end")
+    p.add_argument("--realtime", action="store_true",
+                   help="play from a SCHED_FIFO thread (Linux, needs the privilege): on-time messages "
+                   "on a busy machine")
+    p.add_argument("--realtime-priority", type=int, default=10, metavar="PRIO",
+                   help="the SCHED_FIFO priority of --realtime (1..99, default 10)")
     p.set_defaults(func=run)
 
 
@@ -231,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
     remap, special = remapping_arguments(args.remaps)
     opts = PlayOptions(
         remap=remap,
+        realtime=args.realtime_priority if args.realtime else None,
         rate=args.rate,
         start=args.start,
         duration=args.duration,
@@ -305,6 +311,8 @@ def run(args: argparse.Namespace) -> int:
                 if status is not None:
                     status.join(1.0)
                     out.write("\n")
+            if stats.realtime not in (None, "granted"):
+                print(f"polybag play: warning: --realtime: {stats.realtime}", file=sys.stderr)
             if args.json:
                 from polybag.cli._common import print_json
 

@@ -19,11 +19,12 @@ its time instead of sleeping, so timing is tested without wall-clock assertions.
 from __future__ import annotations
 
 import heapq
+import os
 import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Protocol
@@ -45,6 +46,10 @@ class PlayOptions:
     ``loop`` to that many passes (``None``: forever).  ``queue`` is the ROS sink's send
     queue per subscriber.  ``remap`` maps output topic names (after ``prefix``) to the
     names to publish on, as ROS remapping arguments ``/a:=/b`` do (``/clock`` too).
+    ``realtime`` (polybag's, Linux) runs the thread that plays at that ``SCHED_FIFO``
+    priority (1..99) while it plays, so other busy processes cannot delay its wakeups; it
+    needs the privilege to (``CAP_SYS_NICE`` or an ``rtprio`` limit): ``PlayStats.realtime``
+    says whether it was granted.
     """
 
     rate: float = 1.0
@@ -64,6 +69,7 @@ class PlayOptions:
     quiet: bool = False
     keep_alive: bool = False
     wait_for_subscribers: bool = False
+    realtime: int | None = None
     prefix: str = ""
     rate_control_topic: str | None = None
     rate_control_max_delay: float = 1.0
@@ -83,6 +89,8 @@ class PlayOptions:
             raise UsageError(f"--delay must not be negative, got {self.delay}")
         if self.skip_empty is not None and self.skip_empty < 0:
             raise UsageError(f"--skip-empty must not be negative, got {self.skip_empty}")
+        if self.realtime is not None and not 1 <= self.realtime <= 99:
+            raise UsageError(f"--realtime priority must be 1..99, got {self.realtime}")
         if self.loop_count is not None and self.loop_count < 1:
             raise UsageError(f"loop count must be at least 1, got {self.loop_count}")
         if self.rate_control_max_delay < 0:
@@ -125,7 +133,7 @@ class MonotonicClock:
     so it spins longer; an idle one spins a fraction of a millisecond per message).
     """
 
-    def __init__(self, min_margin_ns: int = 100_000, max_margin_ns: int = 1_000_000) -> None:
+    def __init__(self, min_margin_ns: int = 50_000, max_margin_ns: int = 300_000) -> None:
         if not 0 <= min_margin_ns <= max_margin_ns:
             raise UsageError("MonotonicClock needs 0 <= min_margin_ns <= max_margin_ns")
         self.min_margin_ns = min_margin_ns
@@ -216,6 +224,7 @@ class PlayStats:
     loops: int = 0
     per_topic: dict[str, int] = field(default_factory=dict)
     lateness: LatenessHistogram = field(default_factory=LatenessHistogram)
+    realtime: str | None = None  # with PlayOptions.realtime: "granted" or why not
 
     def as_dict(self) -> dict[str, Any]:
         """For ``--json``: counts, and lateness in milliseconds."""
@@ -224,10 +233,41 @@ class PlayStats:
             "loops": self.loops,
             "per_topic": dict(self.per_topic),
             "lateness": self.lateness.stats().as_dict(),
+            "realtime": self.realtime,
         }
 
 
 # --- the player -------------------------------------------------------------------------
+@contextmanager
+def _realtime(priority: int | None, stats: PlayStats) -> Iterator[None]:
+    """The calling thread at ``SCHED_FIFO`` ``priority`` meanwhile (Linux), its policy restored
+    after; ``stats.realtime`` says whether it was granted (refused: plays as before)."""
+    if priority is None:
+        yield
+        return
+    setsched = getattr(os, "sched_setscheduler", None)
+    fifo = getattr(os, "SCHED_FIFO", None)
+    if setsched is None or fifo is None:
+        stats.realtime = "not supported on this platform"
+        yield
+        return
+    try:
+        before = (os.sched_getscheduler(0), os.sched_getparam(0))
+        setsched(0, fifo, os.sched_param(priority))  # 0: this thread (Linux)
+    except OSError as exc:
+        stats.realtime = f"refused: {exc.strerror or exc}"
+        yield
+        return
+    stats.realtime = "granted"
+    try:
+        yield
+    finally:
+        try:
+            setsched(0, *before)
+        except OSError:  # pragma: no cover - lowering one's own priority is always allowed
+            pass
+
+
 class Player:
     """Plays ``paths`` to ``sink`` according to ``options``.
 
@@ -413,6 +453,10 @@ class Player:
     # --- running --------------------------------------------------------------------
     def run(self) -> PlayStats:
         """Play to the end (every loop), or until :meth:`stop`.  Returns the counts."""
+        with _realtime(self.options.realtime, self.stats):
+            return self._run()
+
+    def _run(self) -> PlayStats:
         opts = self.options
         sink = self.sink
         try:
