@@ -174,11 +174,18 @@ def test_pointclouds_of_a_topic(tmp_path: Path, profile: str) -> None:
 def test_wrong_topics_are_usage_errors(tmp_path: Path) -> None:
     path, _ = _camera_log(tmp_path, "ros1")
     with polybag.open(path) as r:
-        with pytest.raises(UsageError, match=r"not image topics: /other \(std_msgs/String\)"):
+        with pytest.raises(
+            UsageError, match=r"no image topic matches '/other' \(it matches /other \(std_msgs/String\)\)"
+        ):
             list(r.images("/other"))
+        with pytest.raises(UsageError, match=r"not image topics: /other \(std_msgs/String\)"):
+            list(r.images(["/cam", "/other"]))
+        assert len(list(r.images("/.*"))) == 12  # a pattern takes the image topics it matches
         with pytest.raises(UsageError, match="no image topic matches"):
             list(r.images("/nothing"))
-        with pytest.raises(UsageError, match=r"not PointCloud2 topics: /cam \(sensor_msgs/Image\)"):
+        with pytest.raises(
+            UsageError, match=r"no PointCloud2 topic matches '/cam' \(it matches /cam \(sensor_msgs/Image\)\)"
+        ):
             list(r.pointclouds("/cam"))
         with pytest.raises(UsageError, match="not a valid topic regular expression"):
             list(r.images("("))

@@ -53,18 +53,24 @@ def select(channels: Sequence[Channel], topics: TopicSelector) -> list[Channel]:
 def sensor_channels(
     reader: Any, topics: TopicSelector, kinds: dict[str, str], what: str, strict: bool = True
 ) -> list[Channel]:
-    """The channels of ``topics`` whose type is one of ``kinds``: a :class:`UsageError` when
-    none is, or (``strict``) when a topic named has another type."""
+    """The channels of ``topics`` whose type is one of ``kinds``.
+
+    A regular expression takes the matching topics of those types and leaves the others
+    (``/camera/.*`` takes the images, not ``/camera/camera_info``); topics named in a list
+    must all be of those types (``strict``).  None of those types selected is a
+    :class:`UsageError` naming what was matched."""
     chosen = select(list(reader.summary.channels.values()), topics)
     good = [c for c in chosen if channel_type(c) in kinds]
     bad = sorted(
         {f"{c.topic} ({channel_type(c) or 'no type'})" for c in chosen if channel_type(c) not in kinds}
     )
-    if strict and bad and topics is not None:
+    if strict and bad and topics is not None and not isinstance(topics, str):
         raise UsageError(f"not {what} topics: {', '.join(bad)}")
     if not good:
+        if topics is None:
+            raise UsageError(f"the log has no {what} topic")
         raise UsageError(
-            f"no {what} topic matches {topics!r}" if topics is not None else f"the log has no {what} topic"
+            f"no {what} topic matches {topics!r}" + (f" (it matches {', '.join(bad)})" if bad else "")
         )
     return good
 
