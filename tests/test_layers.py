@@ -117,6 +117,7 @@ BOTTOM: dict[str, set[str]] = {
     "polybag.errors": set(),
     "polybag._version": set(),
     "polybag._progress": set(),
+    "polybag._closing": set(),
     "polybag.model": {"polybag.errors"},
     "polybag.timefmt": {"polybag.errors"},
 }

@@ -34,6 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from polybag._closing import Closing
 from polybag.codecs import codec_for
 from polybag.errors import UsageError
 from polybag.model import Attachment, Channel, Message, Metadata, Summary
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 TopicSelector = str | Sequence[str] | None
 
 
-class Reader(ABC):
+class Reader(Closing, ABC):
     """Base of all format readers.  Use as a context manager.
 
     Implements :class:`ReaderProtocol`: the optional capabilities have their "not here"
@@ -82,14 +83,7 @@ class Reader(ABC):
     def summary(self) -> Summary:
         """Channels, counts, times: from the index or summary section when there is one."""
 
-    def messages(
-        self,
-        topics: TopicSelector = None,
-        start: int | None = None,
-        end: int | None = None,
-        reverse: bool = False,
-        order: str = "log_time",
-    ) -> Iterator[Message]:
+    def messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[Message]:
         """Messages on ``topics`` with ``start <= log_time < end``.
 
         ``order="log_time"`` sorts by log time (ties in file order), ``order="file"`` keeps
@@ -103,9 +97,7 @@ class Reader(ABC):
         start, end = time_bounds(start, end)
         return self._messages(topics, start, end, reverse, order)
 
-    def _messages(
-        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[Message]:
+    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         """The format's part of :meth:`messages` (a reader implements this one, or overrides
         :meth:`messages` whole): ``order`` is ``"log_time"`` or ``"file"``; ``start`` and
         ``end`` are ``None`` or bounds that exclude something (an empty window is ``1, 1``).
@@ -184,14 +176,7 @@ class Reader(ABC):
     def channels(self) -> dict[int, Channel]:
         return self.summary.channels
 
-    def decoded_messages(
-        self,
-        topics: TopicSelector = None,
-        start: int | None = None,
-        end: int | None = None,
-        reverse: bool = False,
-        order: str = "log_time",
-    ) -> Iterator[tuple[Message, Any]]:
+    def decoded_messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[tuple[Message, Any]]:
         """``(message, decoded object)`` pairs, the codec chosen per channel."""
         for m in self.messages(topics=topics, start=start, end=end, reverse=reverse, order=order):
             yield m, codec_for(m.channel).decode(m.data, topic=m.channel.topic)
@@ -214,18 +199,14 @@ class Reader(ABC):
 
         return columns_to_pandas(self.topic_columns(topic, fields))
 
-    def images(
-        self, topic: TopicSelector, start: int | None = None, end: int | None = None, copy: bool = False
-    ) -> Iterator[tuple[int, np.ndarray]]:
+    def images(self, topic: TopicSelector, start: int | None = None, end: int | None = None, copy: bool = False) -> Iterator[tuple[int, np.ndarray]]:
         """``(log_time, pixels)`` of every ``sensor_msgs/Image`` or ``CompressedImage`` on
         ``topic``, in log-time order (see :func:`polybag.sensors.images`)."""
         from polybag.sensors.read import images  # imported when used: it loads numpy
 
         return images(self, topic, start, end, copy)
 
-    def pointclouds(
-        self, topic: TopicSelector, start: int | None = None, end: int | None = None, skip_nans: bool = False
-    ) -> Iterator[tuple[int, np.ndarray]]:
+    def pointclouds(self, topic: TopicSelector, start: int | None = None, end: int | None = None, skip_nans: bool = False) -> Iterator[tuple[int, np.ndarray]]:
         """``(log_time, points)`` of every ``sensor_msgs/PointCloud2`` on ``topic`` as
         structured arrays, in log-time order (see :func:`polybag.sensors.pointclouds`)."""
         from polybag.sensors.read import pointclouds
@@ -234,12 +215,6 @@ class Reader(ABC):
 
     def close(self) -> None:
         self.source.close()
-
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path!r}>"
@@ -267,14 +242,7 @@ class ReaderProtocol(Protocol):
     @property
     def summary(self) -> Summary: ...
 
-    def messages(
-        self,
-        topics: TopicSelector = None,
-        start: int | None = None,
-        end: int | None = None,
-        reverse: bool = False,
-        order: str = "log_time",
-    ) -> Iterator[Message]: ...
+    def messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[Message]: ...
 
     def attachments(self) -> Iterator[Attachment]: ...
 
@@ -299,14 +267,7 @@ class ReaderProtocol(Protocol):
 
     def channels(self) -> dict[int, Channel]: ...
 
-    def decoded_messages(
-        self,
-        topics: TopicSelector = None,
-        start: int | None = None,
-        end: int | None = None,
-        reverse: bool = False,
-        order: str = "log_time",
-    ) -> Iterator[tuple[Message, Any]]: ...
+    def decoded_messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[tuple[Message, Any]]: ...
 
     def topic_columns(self, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]: ...
 

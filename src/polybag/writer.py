@@ -56,28 +56,13 @@ class Writer:
     def add_schema(self, name: str, encoding: str, data: bytes) -> Schema:
         raise NotImplementedError
 
-    def add_channel(
-        self,
-        topic: str,
-        message_encoding: str,
-        schema: Schema | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> Channel:
+    def add_channel(self, topic: str, message_encoding: str, schema: Schema | None = None, metadata: Mapping[str, str] | None = None) -> Channel:
         raise NotImplementedError
 
-    def write(
-        self,
-        channel: Channel,
-        data: bytes | memoryview,
-        log_time: int,
-        publish_time: int | None = None,
-        sequence: int = 0,
-    ) -> None:
+    def write(self, channel: Channel, data: bytes | memoryview, log_time: int, publish_time: int | None = None, sequence: int = 0) -> None:
         raise NotImplementedError
 
-    def add_attachment(
-        self, name: str, media_type: str, data: bytes, log_time: int = 0, create_time: int = 0
-    ) -> None:
+    def add_attachment(self, name: str, media_type: str, data: bytes, log_time: int = 0, create_time: int = 0) -> None:
         raise UnsupportedError(f"{self.format} files cannot hold attachments")
 
     def add_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
@@ -232,13 +217,7 @@ class AtomicFile:
     A failed write raises an ``OSError`` naming ``<name>``.
     """
 
-    def __init__(
-        self,
-        target: str | os.PathLike[str] | BinaryIO,
-        buffering: int = 1 << 20,
-        *,
-        overwrite: bool = True,
-    ) -> None:
+    def __init__(self, target: str | os.PathLike[str] | BinaryIO, buffering: int = 1 << 20, *, overwrite: bool = True) -> None:
         self.final_path: str | None
         self.overwrite = overwrite
         self.committed = False

@@ -12,7 +12,13 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypedDict
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        pass
+    else:
+        pass
 
 import polybag
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError
@@ -35,6 +41,42 @@ Output = PathLike | BinaryIO
 HOLDS: dict[str, set[str] | None] = {"mcap": None, "bag": {"ros1"}, "ulog": {"ulog"}, "rosbag2": {"cdr"}}
 
 Transform = Callable[[bytes | memoryview], bytes | memoryview | None]
+
+
+class WriteOptions(TypedDict, total=False):
+    """The keywords every operation that writes logs takes (``**options: Unpack[WriteOptions]``).
+
+    ``format``: the output format (default: from the extension); ``compression``,
+    ``chunk_size``: the writer's chunking (the format's defaults); ``progress``: a progress
+    bar (None: only on a terminal); ``overwrite``: replace an existing output (refused
+    otherwise; an input never is)."""
+
+    format: str | None
+    compression: str | None
+    chunk_size: int | None
+    progress: bool | None
+    overwrite: bool
+
+
+@dataclass(frozen=True)
+class Writing:
+    """:class:`WriteOptions` with their defaults filled in, as attributes."""
+
+    format: str | None = None
+    compression: str | None = None
+    chunk_size: int | None = None
+    progress: bool | None = False
+    overwrite: bool = False
+
+    @classmethod
+    def of(cls, operation: str, options: Mapping[str, Any]) -> Writing:
+        """The options an operation was called with (a TypeError names any unknown keyword,
+        as for any function)."""
+        for k in options:
+            if k not in WriteOptions.__annotations__:
+                raise TypeError(f"{operation}() got an unexpected keyword argument {k!r}")
+        return cls(**options)
+
 
 
 class _Timed:

@@ -14,13 +14,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polybag.errors import PolybagError
 from polybag.model import Channel, Message
-from polybag.ops._common import Input, PathLike, input_name, opened
+from polybag.ops._common import Input, PathLike, WriteOptions, Writing, input_name, opened
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 from polybag.timefmt import TimeWindow
+
+if TYPE_CHECKING:
+    from polybag.ops._common import Unpack
 
 
 class Time(int):
@@ -111,11 +114,7 @@ def filter(  # noqa: A001 - the command's name
     start: int | str | None = None,
     end: int | str | None = None,
     expression: str | Callable[[str, Any, Time], bool] | None = None,
-    format: str | None = None,  # noqa: A002
-    compression: str | None = None,
-    chunk_size: int | None = None,
-    progress: bool | None = False,
-    overwrite: bool = False,
+    **options: Unpack[WriteOptions],
 ) -> FilterResult:
     """Write the selected messages of ``src`` to ``dst`` (file order kept).
 
@@ -124,7 +123,8 @@ def filter(  # noqa: A001 - the command's name
     ``(topic, m, t) -> bool``.  An existing ``dst`` only with ``overwrite``; never the input;
     nothing is left behind on failure.
     """
-    fmt = prepare_output(dst, format, [src], overwrite)
+    w = Writing.of("filter", options)
+    fmt = prepare_output(dst, w.format, [src], w.overwrite)
     result = FilterResult(input=input_name(src), output=str(dst))
     with opened(src) as reader:
         summary = reader.summary
@@ -146,7 +146,7 @@ def filter(  # noqa: A001 - the command's name
                 decoded = codec_for(msg.channel).decode(msg.data, topic=msg.channel.topic)
                 return bool(fn(msg.channel.topic, decoded, Time(msg.log_time)))
 
-        with CopyJob(dst, fmt, result, [reader], kept_channels, compression, chunk_size, overwrite) as job:
+        with CopyJob(dst, fmt, result, [reader], kept_channels, w.compression, w.chunk_size, w.overwrite) as job:
             job.add_channels(kept_channels)
             counts = summary.message_counts
             total = sum(counts.get(c.id, 0) for c in kept_channels)
@@ -162,7 +162,7 @@ def filter(  # noqa: A001 - the command's name
                         job.bar.update(1)
 
             messages = job.with_ulog_extras(reader, selected()) if topics else ()
-            result.messages = job.copy(messages, total, f"filter {result.input}", progress)
+            result.messages = job.copy(messages, total, f"filter {result.input}", w.progress)
             result.read = read
             result.attachments, _, result.metadata, _ = job.copy_extras(reader)
     return result

@@ -13,14 +13,25 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polybag
 from polybag.errors import PolybagError, UnknownFormatError
 from polybag.model import Message
-from polybag.ops._common import Input, PathLike, check_output, input_name, target_format
+from polybag.ops._common import (
+    Input,
+    PathLike,
+    WriteOptions,
+    Writing,
+    check_output,
+    input_name,
+    target_format,
+)
 from polybag.ops._copy import CopyJob, CopyResult
 from polybag.reader import Reader
+
+if TYPE_CHECKING:
+    from polybag.ops._common import Unpack
 
 
 @dataclass
@@ -82,23 +93,19 @@ def _digest(crc: int, m: Message, data: Any) -> int:
 def recover(
     src: Input,
     dst: PathLike,
-    *,
-    format: str | None = None,  # noqa: A002
-    compression: str | None = None,
-    chunk_size: int | None = None,
-    progress: bool | None = False,
-    overwrite: bool = False,
+    **options: Unpack[WriteOptions],
 ) -> RecoverResult:
     """Copy every intact message of ``src`` into a fresh ``dst`` and verify it (an existing
     ``dst`` only with ``overwrite``; never the input; nothing is left behind on failure)."""
-    check_output(dst, [src], overwrite)
+    w = Writing.of("recover", options)
+    check_output(dst, [src], w.overwrite)
     result = RecoverResult(input=input_name(src), output=str(dst))
     result.messages_expected = _declared_count(src)
     own = not isinstance(src, Reader)
     reader: Reader = _open_damaged(src) if own else src  # type: ignore[arg-type]
     try:
         result.format = reader.format
-        fmt = target_format(dst, format)
+        fmt = target_format(dst, w.format)
         result.bytes_total = reader.source_size
         try:
             channels = list(reader.summary.channels.values())
@@ -107,7 +114,7 @@ def recover(
             channels = []
         crc = 0
         plain = True
-        with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite) as job:
+        with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite) as job:
 
             def digest(m: Message) -> None:
                 nonlocal crc, plain
@@ -124,7 +131,7 @@ def recover(
 
             msgs = job.with_ulog_extras(reader, reader.messages(order="file"))
             total = result.messages_expected or 0
-            written = job.copy(safe(msgs), total, f"recover {result.input}", progress, on_message=digest)
+            written = job.copy(safe(msgs), total, f"recover {result.input}", w.progress, on_message=digest)
             try:
                 result.attachments, _, result.metadata, _ = job.copy_extras(reader)
             except PolybagError as e:

@@ -7,9 +7,13 @@ chunks that overlap in time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from polybag.ops._common import Input, PathLike, input_name, opened, summary_count
+from polybag.ops._common import Input, PathLike, WriteOptions, Writing, input_name, opened, summary_count
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
+
+if TYPE_CHECKING:
+    from polybag.ops._common import Unpack
 
 
 @dataclass
@@ -21,21 +25,17 @@ class SortResult(CopyResult):
 def sort(
     src: Input,
     dst: PathLike,
-    *,
-    format: str | None = None,  # noqa: A002
-    compression: str | None = None,
-    chunk_size: int | None = None,
-    progress: bool | None = False,
-    overwrite: bool = False,
+    **options: Unpack[WriteOptions],
 ) -> SortResult:
     """Write ``src``'s messages to ``dst`` in log-time order (an existing ``dst`` only with
     ``overwrite``; never the input; nothing is left behind on failure)."""
-    fmt = prepare_output(dst, format, [src], overwrite)
+    w = Writing.of("sort", options)
+    fmt = prepare_output(dst, w.format, [src], w.overwrite)
     result = SortResult(input=input_name(src), output=str(dst))
     with opened(src) as reader:
         summary = reader.summary
         channels = summary.channels.values()
-        with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite) as job:
+        with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite) as job:
             job.add_channels(channels)
             # was_sorted: chunks whose time ranges overlap out of order
             chunks = summary.chunks
@@ -44,6 +44,6 @@ def sort(
                     result.was_sorted = False
                     break
             messages = job.with_ulog_extras(reader, reader.messages(order="log_time"))
-            result.messages = job.copy(messages, summary_count(reader), f"sort {result.input}", progress)
+            result.messages = job.copy(messages, summary_count(reader), f"sort {result.input}", w.progress)
             result.attachments, _, result.metadata, _ = job.copy_extras(reader)
     return result

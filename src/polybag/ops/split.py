@@ -39,7 +39,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polybag.errors import OutputExistsError, PolybagError
 from polybag.model import Message
@@ -48,6 +48,8 @@ from polybag.ops._common import (
     ChannelMap,
     Input,
     OpResult,
+    WriteOptions,
+    Writing,
     _page_releaser,
     abort_writer,
     apply_transform,
@@ -74,6 +76,9 @@ CHUNK_OVERHEAD = 256  # chunk record header, chunk info / chunk index, compressi
 CHUNK_CHANNEL_OVERHEAD = 48  # per channel per chunk: message index record / index data head
 CHANNEL_OVERHEAD = 256  # per channel definition copy: record header, field names, md5, ids
 DEFAULT_CHUNK = {"bag": 768 * 1024, "mcap": 1 << 20}
+
+if TYPE_CHECKING:
+    from polybag.ops._common import Unpack
 
 
 class SizeBudget:
@@ -278,11 +283,7 @@ def split(
     at: Sequence[int | str] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     prefix: str | None = None,
-    format: str | None = None,  # noqa: A002
-    compression: str | None = None,
-    chunk_size: int | None = None,
-    progress: bool | None = False,
-    overwrite: bool = False,
+    **options: Unpack[WriteOptions],
 ) -> SplitResult:
     """Split ``src`` into parts; exactly one of ``size``, ``duration``, ``at``.
 
@@ -291,6 +292,7 @@ def split(
     (a part is never the input).  On any failure (a full disk, an interrupt) the parts
     written so far are removed: a split is complete or not there.
     """
+    w = Writing.of("split", options)
     modes = [x is not None for x in (size, duration, at)]
     if sum(modes) != 1:
         raise PolybagError("split needs exactly one of size, duration or at")
@@ -300,10 +302,10 @@ def split(
     stem, ext = os.path.splitext(os.path.basename(name))
     out_dir = os.fspath(output_dir) if output_dir is not None else (os.path.dirname(name) or ".")
     result = SplitResult(input=name)
-    fmt = target_format("x" + (ext or ".mcap"), format) if format or ext else "mcap"
-    out_ext = ext_for(fmt) if format else (ext or ext_for(fmt))
+    fmt = target_format("x" + (ext or ".mcap"), w.format) if w.format or ext else "mcap"
+    out_ext = ext_for(fmt) if w.format else (ext or ext_for(fmt))
     base_name = prefix if prefix is not None else stem
-    stale = _check_parts(src, out_dir, base_name, out_ext, overwrite)
+    stale = _check_parts(src, out_dir, base_name, out_ext, w.overwrite)
     with opened(src) as reader:
         summary = reader.summary
         start = summary.start_time
@@ -329,16 +331,16 @@ def split(
         key: Any = None
         first_time: int | None = None
         cache: dict[int, Any] = {}
-        budget_est = SizeBudget(fmt, chunk_size)
+        budget_est = SizeBudget(fmt, w.chunk_size)
         keep: list[Any] = []  # channels seen, so their id() stays unique
 
         def open_part(first_ns: int) -> None:
             nonlocal writer, cmap, part, cache, budget_est
-            budget_est = SizeBudget(fmt, chunk_size)
+            budget_est = SizeBudget(fmt, w.chunk_size)
             idx = len(result.parts)
             path = os.path.join(out_dir, f"{base_name}_{idx:03d}{out_ext}")
             check_distinct(src, path)
-            writer = make_writer(path, fmt, compression, chunk_size, profile, overwrite=overwrite)
+            writer = make_writer(path, fmt, w.compression, w.chunk_size, profile, overwrite=w.overwrite)
             cmap = ChannelMap(writer, fmt, result)
             cache = {}
             part = Part(path=path)
@@ -359,7 +361,7 @@ def split(
                 assert part is not None
                 finished.append(part.path)
 
-        bar = make_progress(summary_count(reader), f"split {name}", progress)
+        bar = make_progress(summary_count(reader), f"split {name}", w.progress)
         release = _page_releaser(reader)
         budget = RELEASE_EVERY
         try:

@@ -106,14 +106,7 @@ def _definition_map(definitions: Any) -> dict[str, bytes]:
 class _FlatReader(BagReader):
     """A bag held as arrays of (time, channel, payload offset, payload length)."""
 
-    def __init__(
-        self,
-        source: MappedSource,
-        path: str | None,
-        *,
-        recover: bool = False,
-        definitions: Mapping[str, str | bytes] | Any = None,
-    ) -> None:
+    def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, definitions: Mapping[str, str | bytes] | Any = None) -> None:
         super().__init__(source, path)
         self.definitions = _definition_map(definitions)
         self.view = source.view
@@ -198,9 +191,7 @@ class _FlatReader(BagReader):
             extras=extras,
         )
 
-    def _messages(
-        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[Message]:
+    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         self._ensure()
         chans = self.channels_by_id
         sel = topic_filter(topics, chans.values())
@@ -261,16 +252,7 @@ class _FlatReader(BagReader):
 class TextBagReader(_FlatReader):
     """``#ROSRECORD V1.1``, ``#ROSLOG V1.1``, ``#ROSLOG V1.0`` and version 0."""
 
-    def __init__(
-        self,
-        source: MappedSource,
-        path: str | None,
-        *,
-        version: str,
-        start: int,
-        recover: bool = False,
-        **options: Any,
-    ) -> None:
+    def __init__(self, source: MappedSource, path: str | None, *, version: str, start: int, recover: bool = False, **options: Any) -> None:
         super().__init__(source, path, recover=recover, definitions=options.get("definitions"))
         self.version = version
         self._data_start = start

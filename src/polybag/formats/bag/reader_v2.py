@@ -132,9 +132,7 @@ class BagV2Reader(OrderMixin, ScanMixin):
                 out.append((int(c.start), int(c.end), int(n)))
         return out
 
-    def _messages(
-        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[Message]:
+    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         # the batches (one list per chunk group) are flattened by itertools.chain in C: the
         # per-message cost is a list step, not a generator resumption
         return chain.from_iterable(self._batches(topics, start, end, reverse, order))

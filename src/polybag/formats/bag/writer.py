@@ -37,14 +37,10 @@ from polybag.errors import UnsupportedError, WriteError
 from polybag.model import Channel, Schema
 from polybag.writer import AtomicFile, Writer, check_open
 
+from . import records as R
 from .records import (
     BAG_HEADER_RECORD_LEN,
     MAGIC_V20,
-    OP_CHUNK,
-    OP_CHUNK_INFO,
-    OP_CONNECTION,
-    OP_FILE_HEADER,
-    OP_INDEX_DATA,
     U32,
     U64,
     build_header,
@@ -133,7 +129,7 @@ def bag_header_record(index_pos: int, conn_count: int, chunk_count: int) -> byte
             "index_pos": U64.pack(index_pos),
             "conn_count": U32.pack(conn_count),
             "chunk_count": U32.pack(chunk_count),
-            "op": _OP[OP_FILE_HEADER],
+            "op": _OP[R.OP_FILE_HEADER],
         }
     )
     pad = BAG_HEADER_RECORD_LEN - 4 - len(h) - 4
@@ -142,7 +138,7 @@ def bag_header_record(index_pos: int, conn_count: int, chunk_count: int) -> byte
 
 def connection_record(cid: int, topic: str, fields: Mapping[str, bytes]) -> bytes:
     return build_record(
-        {"topic": topic.encode("utf-8"), "conn": U32.pack(cid), "op": _OP[OP_CONNECTION]},
+        {"topic": topic.encode("utf-8"), "conn": U32.pack(cid), "op": _OP[R.OP_CONNECTION]},
         build_header(fields),
     )
 
@@ -231,13 +227,7 @@ class BagWriter(Writer):
             s = self._schemas[key] = Schema(len(self._schemas) + 1, name, encoding, raw)
         return s
 
-    def add_channel(
-        self,
-        topic: str,
-        message_encoding: str,
-        schema: Schema | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> Channel:
+    def add_channel(self, topic: str, message_encoding: str, schema: Schema | None = None, metadata: Mapping[str, str] | None = None) -> Channel:
         check_open(self.closed)
         md = dict(metadata or {})
         if message_encoding not in ("ros1", "ros"):
@@ -286,14 +276,7 @@ class BagWriter(Writer):
         # the message record's header and data length: the prefix, time sec, nsec, len
         self._header[cid] = struct.Struct(f"<{len(prefix)}sIII").pack
 
-    def write(
-        self,
-        channel: Channel,
-        data: bytes | memoryview,
-        log_time: int,
-        publish_time: int | None = None,
-        sequence: int = 0,
-    ) -> None:
+    def write(self, channel: Channel, data: bytes | memoryview, log_time: int, publish_time: int | None = None, sequence: int = 0) -> None:
         st = self._hot.get(channel.id)
         if st is None or st[0] is not channel:
             st = self._enter(channel, log_time)
@@ -413,7 +396,7 @@ class BagWriter(Writer):
         from."""
         f = self._f
         pos = self._pos
-        head = build_header({"compression": comp.encode(), "op": _OP[OP_CHUNK], "size": U32.pack(size)})
+        head = build_header({"compression": comp.encode(), "op": _OP[R.OP_CHUNK], "size": U32.pack(size)})
         counts: dict[int, int] = {}
         start = None
         end = 0
@@ -428,7 +411,7 @@ class BagWriter(Writer):
             end = max(end, last)
             h = build_header(
                 {
-                    "op": _OP[OP_INDEX_DATA],
+                    "op": _OP[R.OP_INDEX_DATA],
                     "ver": U32.pack(1),
                     "conn": U32.pack(cid),
                     "count": U32.pack(len(offsets)),
@@ -478,7 +461,7 @@ class BagWriter(Writer):
             f.write(
                 build_record(
                     {
-                        "op": _OP[OP_CHUNK_INFO],
+                        "op": _OP[R.OP_CHUNK_INFO],
                         "ver": U32.pack(1),
                         "chunk_pos": U64.pack(pos),
                         "start_time": pack_time(start),

@@ -225,9 +225,7 @@ class McapReader(
             self._read_summary_or_scan()
 
     # --- public API --------------------------------------------------------------------------------
-    def _messages(
-        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[Message]:
+    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         """:meth:`~polybag.reader.Reader.messages` of an MCAP file or stream."""
         if isinstance(self.source, StreamSource):
             # Only file order can be produced strictly forward: a later chunk may always
@@ -239,9 +237,7 @@ class McapReader(
                 return self._stream_messages(topics, start, end, order)
         return self._mapped_messages(topics, start, end, reverse, order)
 
-    def _mapped_messages(
-        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[Message]:
+    def _mapped_messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         self._defs_ready()
         want = self._want_checked(topics)
         count = 0

@@ -435,9 +435,7 @@ class McapWriter(Writer):
         self.statistics.chunk_count += 1
         self._writeback.wrote(self._pos)
 
-    def add_attachment(
-        self, name: str, media_type: str, data: bytes, log_time: int = 0, create_time: int = 0
-    ) -> None:
+    def add_attachment(self, name: str, media_type: str, data: bytes, log_time: int = 0, create_time: int = 0) -> None:
         check_open(self.closed)
         self._drain()
         rec = R.AttachmentRecord(log_time, create_time, name, media_type, bytes(data))

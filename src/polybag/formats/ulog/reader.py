@@ -117,15 +117,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
 
     format = "ulog"
 
-    def __init__(
-        self,
-        source: Source,
-        path: str | None = None,
-        *,
-        recover: bool = False,
-        topics: TopicSelector = None,
-        warn: bool = True,
-    ) -> None:
+    def __init__(self, source: Source, path: str | None = None, *, recover: bool = False, topics: TopicSelector = None, warn: bool = True) -> None:
         if isinstance(source, StreamSource):
             source = source.spool()  # bounded memory: a long stream goes to a temporary file
         super().__init__(source, path)
@@ -311,9 +303,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
             self._summary = self._make_summary()
         return self._summary
 
-    def _messages(
-        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[Message]:
+    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         """:meth:`~polybag.reader.Reader.messages`: the messages of the selected channels in
         log time (or file) order, the logged strings among them; raises at the first damage
         without ``recover=True``."""
@@ -393,14 +383,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
         super().close()
 
 
-def open_ulog(
-    source: Source,
-    path: str | None = None,
-    *,
-    recover: bool = False,
-    topics: TopicSelector = None,
-    **opts: Any,
-) -> UlogReader:
+def open_ulog(source: Source, path: str | None = None, *, recover: bool = False, topics: TopicSelector = None, **opts: Any) -> UlogReader:
     """Opener registered in :data:`polybag.formats.sniff.READERS`."""
     from polybag.compression import max_chunk_bytes
 

@@ -171,15 +171,7 @@ class UlogWriter(Writer):
                 self.add_default_param(k, v, 1 << bit)
         self.compat_flags = [a | b for a, b in zip(self.compat_flags, ulog.compat_flags)]
 
-    def copy_extras(
-        self,
-        ulog: Any,
-        *,
-        changed_params: bool = True,
-        dropouts: bool = True,
-        formats: bool = True,
-        syncs: bool = True,
-    ) -> None:
+    def copy_extras(self, ulog: Any, *, changed_params: bool = True, dropouts: bool = True, formats: bool = True, syncs: bool = True) -> None:
         """Info, multi-info, parameters, defaults (and timed changes, dropouts) of a read log;
         with ``formats`` every format it defines (also those no subscription uses), with
         ``syncs`` its sync messages, each placed after the data up to its time (see
@@ -221,13 +213,7 @@ class UlogWriter(Writer):
         self._schemas[schema.id] = schema
         return schema
 
-    def add_channel(
-        self,
-        topic: str,
-        message_encoding: str,
-        schema: Schema | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> Channel:
+    def add_channel(self, topic: str, message_encoding: str, schema: Schema | None = None, metadata: Mapping[str, str] | None = None) -> Channel:
         check_open(self.closed)
         if message_encoding != "ulog" or schema is None or schema.encoding != "ulog":
             raise UnsupportedError(
@@ -290,14 +276,7 @@ class UlogWriter(Writer):
                 self._since_sync = 0
                 self._data.write(rec.pack_sync())
 
-    def write(
-        self,
-        channel: Channel,
-        data: bytes | memoryview,
-        log_time: int,
-        publish_time: int | None = None,
-        sequence: int = 0,
-    ) -> None:
+    def write(self, channel: Channel, data: bytes | memoryview, log_time: int, publish_time: int | None = None, sequence: int = 0) -> None:
         check_open(self.closed)
         cid = channel.id
         self._check_channel(channel, self._channels.get(cid))
@@ -317,9 +296,7 @@ class UlogWriter(Writer):
         self._data.write(data)
         self._maybe_sync()
 
-    def add_logged_string(
-        self, level: int | str, text: str | bytes, timestamp: int, tag: int | None = None
-    ) -> None:
+    def add_logged_string(self, level: int | str, text: str | bytes, timestamp: int, tag: int | None = None) -> None:
         """An ``L`` message (or ``C`` with a ``tag``); ``timestamp`` in us; level '0'..'7'."""
         check_open(self.closed)
         if isinstance(level, str):
@@ -499,12 +476,7 @@ def _number(text: str) -> int | float | None:
         return None
 
 
-def write_ulog(
-    target: Any,
-    channels_columns: Iterable[tuple[str, int, Mapping[str, Any]]],
-    formats: Iterable[str],
-    **options: Any,
-) -> None:
+def write_ulog(target: Any, channels_columns: Iterable[tuple[str, int, Mapping[str, Any]]], formats: Iterable[str], **options: Any) -> None:
     """Write a whole log from ``(name, multi_id, columns)`` triples and format strings."""
     with UlogWriter(target, **options) as w:
         for f in formats:
