@@ -183,3 +183,17 @@ def test_default_values_and_constants_parse() -> None:
     assert codec.to_dict(codec.encode({"x": 1, "s": "q", "v": [3.0], "f": True})) == {
         "x": 1, "s": "q", "v": [3.0], "f": True,
     }  # fmt: skip
+    # the defaults: what a new message and a dict without the key hold (no byte changes otherwise)
+    assert [f.default for f in d.fields] == [5, "hello # not a comment", (1.0, 2.0), True]
+    assert codec.to_dict(codec.encode({})) == {
+        "x": 5,
+        "s": "hello # not a comment",
+        "v": [1.0, 2.0],
+        "f": True,
+    }
+    obj = codec.message_class()
+    assert (obj.x, obj.s, list(obj.v), obj.f) == (5, "hello # not a comment", [1.0, 2.0], True)
+    # Jazzy's Quaternion is the identity by default; the text polybag writes keeps the defaults
+    q = codec_for_type("geometry_msgs/msg/Quaternion", definition_for("geometry_msgs/msg/Quaternion"))
+    assert q.to_dict(q.encode({})) == {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}
+    assert q.message_class().w == 1.0

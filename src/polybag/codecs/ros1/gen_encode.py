@@ -114,7 +114,7 @@ class _EncGen(_Gen):
         self.inlined += len(d.fields)
         for f in d.fields:
             p = f"{path}.{f.name}" if path else f.name
-            self.value(f.type, self.c.attr(o, f.name, self.acc, f.type), p)
+            self.value(f.type, self.c.attr(o, f.name, self.acc, f.type, f.default), p)
 
     def count(self, n: str, path: str) -> None:
         self.prim("I", 4, 1, 4, path + " (length)", n)

@@ -123,9 +123,21 @@ def _plain(v: Any) -> Any:
 _CLASS_CACHE: dict[tuple[Any, ...], type] = {}
 
 
-def _default_factory(t: FieldType, resolve: Callable[[str], type] | None) -> Callable[[], Any]:
-    """A zero value for a field: 0, '', b'', zeros arrays, default nested messages."""
+def _default_factory(
+    t: FieldType, resolve: Callable[[str], type] | None, default: Any = None
+) -> Callable[[], Any]:
+    """A new field's value: its ``default`` from the definition (ROS 2), else a zero value:
+    0, '', b'', zeros arrays, default nested messages."""
     base, n = t.base, t.array
+    if default is not None:
+        if n is None:
+            return lambda: default
+        if base == "uint8":
+            return lambda: bytes(default)
+        if base in PRIMITIVE_FORMATS:
+            ddt = np.dtype(NUMPY_TYPES[base])
+            return lambda: np.array(default, ddt)
+        return lambda: list(default)
     if n is None:
         if base in PRIMITIVE_FORMATS:
             v: Any = False if base == "bool" else (0.0 if base.startswith("float") else 0)
@@ -204,9 +216,7 @@ def _make_fill(names: tuple[str, ...], plain: tuple[bool, ...], factories: list[
     return _pb_fill
 
 
-def make_class(
-    d: MsgDef, full_name: str | None = None, resolve: Callable[[str], type] | None = None
-) -> type:
+def make_class(d: MsgDef, full_name: str | None = None, resolve: Callable[[str], type] | None = None) -> type:
     """A ``__slots__`` class for message type ``d`` (cached by name and fields).
 
     Plain field names (:func:`plain_name`) are slots; the others are kept, under their
@@ -231,7 +241,7 @@ def make_class(
         dup = next(n for n in names if names.count(n) > 1)
         raise MsgDefError(f"field {dup!r} is defined twice", type_name=msgtype, field=dup)
     sub = subs.__getitem__ if resolve is not None else None
-    factories: list[Callable[[], Any]] = [_default_factory(f.type, sub) for f in d.fields]
+    factories: list[Callable[[], Any]] = [_default_factory(f.type, sub, f.default) for f in d.fields]
     fill = _make_fill(names, plain, factories)
     slots = tuple(n for n, p in zip(names, plain) if p)
     attrs: dict[str, Any] = {
@@ -284,7 +294,9 @@ def get_field(o: Any, name: str) -> Any:
 
 
 # ROS 1 time and duration behave as two-field messages
-_TIME = MsgDef("time", [Field("sec", FieldType("uint32")), Field("nsec", FieldType("uint32"))], full_name="time")
+_TIME = MsgDef(
+    "time", [Field("sec", FieldType("uint32")), Field("nsec", FieldType("uint32"))], full_name="time"
+)
 _DURATION = MsgDef(
     "duration", [Field("sec", FieldType("int32")), Field("nsec", FieldType("int32"))], full_name="duration"
 )

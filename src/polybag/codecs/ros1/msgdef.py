@@ -126,6 +126,10 @@ class FieldType:
 class Field:
     name: str
     type: FieldType
+    #: the default value a ROS 2 ``.msg`` gives (``int32 x 5``, ``float64[] v [1.0, 2.0]``,
+    #: ``string s "a b"``); None when it gives none.  It changes no byte on the wire: new
+    #: messages and the dict encoder's missing keys take it.
+    default: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +248,12 @@ class TypeSet:
             changed = False
             for f in d.fields:
                 t = f.type
-                if t.base not in PRIMITIVE_FORMATS and t.base not in ("string", "wstring", "time", "duration"):
+                if t.base not in PRIMITIVE_FORMATS and t.base not in (
+                    "string",
+                    "wstring",
+                    "time",
+                    "duration",
+                ):
                     full = self.resolve(t.base, pkg)
                     if full != t.base:
                         t = FieldType(full, t.array, t.bound, t.string_bound, t.raw)
@@ -276,7 +285,8 @@ class TypeSet:
                 raise MsgDefError(f"definition of {n} is missing", type_name=key)
             if len(path) >= MAX_DEPTH:
                 raise MsgDefError(
-                    f"message types nested more than {MAX_DEPTH} levels deep ({_chain([*path, n])})", type_name=key
+                    f"message types nested more than {MAX_DEPTH} levels deep ({_chain([*path, n])})",
+                    type_name=key,
                 )
             path.append(n)
             on_path.add(n)
@@ -323,7 +333,9 @@ class TypeSet:
                     type_name=top,
                 )
         if depth > MAX_DEPTH:
-            raise MsgDefError(f"message types nested more than {MAX_DEPTH} levels deep (in {n})", type_name=top)
+            raise MsgDefError(
+                f"message types nested more than {MAX_DEPTH} levels deep (in {n})", type_name=top
+            )
         return depth, size
 
     def depth(self, name: str) -> int:
@@ -441,6 +453,61 @@ def parse_type(text: str, dialect: str) -> FieldType:
     return FieldType(base, array, bound, string_bound, raw)
 
 
+_QUOTED = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*""")
+
+
+def _scalar_default(base: str, text: str) -> object:
+    t = text.strip()
+    if base in ("string", "wstring"):
+        if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+            return t[1:-1].encode("utf-8", "surrogateescape").decode("unicode_escape")
+        return t
+    if base == "bool":
+        if t.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(t)
+        return t.lower() in ("true", "1")
+    if base in ("float32", "float64"):
+        return float(t)
+    return int(t, 0)
+
+
+def parse_default(t: FieldType, text: str) -> object:
+    """A ROS 2 field's default value from its text (the rest of the line), or None.
+
+    A default that cannot be read (or a nested message's, which ``.msg`` has none of) is
+    left out: it changes no byte of any message, so it is no reason to refuse the type.
+    """
+    text = text.strip()
+    if text.startswith("#") or not text:
+        return None
+    if t.base not in PRIMITIVE_FORMATS and t.base not in ("string", "wstring"):
+        return None
+    try:
+        if t.array is None:
+            if t.base in ("string", "wstring"):
+                m = _QUOTED.match(text)
+                return _scalar_default(t.base, m.group(1) if m else text.split("#", 1)[0])
+            return _scalar_default(t.base, text.split("#", 1)[0])
+        inner = text.split("#", 1)[0].strip() if t.base not in ("string", "wstring") else text.strip()
+        if not (inner.startswith("[") and "]" in inner):
+            return None
+        inner = inner[1 : inner.rindex("]")]
+        if t.base in ("string", "wstring"):
+            items = (
+                [m.group(1) for m in _QUOTED.finditer(inner)]
+                if "'" in inner or '"' in inner
+                else inner.split(",")
+            )
+        else:
+            items = inner.split(",")
+        values = [_scalar_default(t.base, x) for x in items if x.strip()]
+        if t.array >= 0 and len(values) != t.array:
+            return None
+        return tuple(values)  # a tuple: a Field stays hashable
+    except (ValueError, UnicodeError):
+        return None
+
+
 def parse_msg(name: str, text: str, dialect: str = "ros1") -> MsgDef:
     """One ``.msg`` text (no ``MSG:`` sections) -> :class:`MsgDef` with unresolved types."""
     cname = canonical(name)
@@ -488,7 +555,12 @@ def parse_msg(name: str, text: str, dialect: str = "ros1") -> MsgDef:
                 raise ValueError("missing field name")
             fname = parts[0]
             ft = parse_type(typ_text, dialect)
-            d.fields.append(Field(fname, ft))
+            default = None
+            if dialect == "ros2" and len(parts) > 1:
+                # the default's text from the line as written (a '#' inside quotes is no comment)
+                after = orig.strip()[len(typ_text) :].lstrip()[len(fname) :].strip()
+                default = parse_default(ft, after)
+            d.fields.append(Field(fname, ft, default))
             if ft.base in ROS1_BUILTINS or ft.base in ("string", "wstring"):
                 d.md5_fields.append((ft.raw, "", fname))
             else:
@@ -520,7 +592,9 @@ def check_field_names(d: MsgDef) -> None:
     for f in d.fields:
         why = field_name_problem(f.name)
         if why is None and f.name in seen:
-            why = f"field {f.name!r} is defined twice (like genmsg and rosidl, polybag refuses a repeated name)"
+            why = (
+                f"field {f.name!r} is defined twice (like genmsg and rosidl, polybag refuses a repeated name)"
+            )
         if why is not None:
             raise MsgDefError(why, type_name=d.full_name or d.name, field=f.name)
         seen.add(f.name)
@@ -584,4 +658,3 @@ def add_folder(ts: TypeSet, folder: str, package: str | None = None) -> list[str
         added.append(d.name)
     ts.finalize()
     return added
-

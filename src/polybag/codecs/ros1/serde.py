@@ -154,11 +154,16 @@ class Compiler:
             self.ns[var] = value
         return var
 
-    def attr(self, o: str, name: str, mode: str, t: md.FieldType | None = None) -> str:
-        """Source reading field ``name`` of ``o`` (an object, or a dict in dict modes)."""
+    def attr(self, o: str, name: str, mode: str, t: md.FieldType | None = None, default: Any = None) -> str:
+        """Source reading field ``name`` of ``o`` (an object, or a dict in dict modes: a
+        missing key is the field's ``default`` from its definition, or its zero value)."""
         if mode != "obj":
             if t is None:
                 return f"{o}[{_key(name)}]"
+            if default is not None:
+                var = f"_DV{len(self.ns)}"
+                self.ns[var] = default
+                return f"{o}.get({_key(name)}, {var})"
             return f"{o}.get({_key(name)}, {_dict_default(t)})"
         if plain_name(name):
             return f"{o}.{name}"

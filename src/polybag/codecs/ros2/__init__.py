@@ -117,10 +117,23 @@ def _type_text(t: FieldType) -> str:
     return f"{base}[<={t.bound}]" if t.bound is not None else f"{base}[]"
 
 
+def _value_text(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple, bytes)):
+        return "[" + ", ".join(_value_text(x) for x in v) + "]"
+    return repr(v)
+
+
 def render_ros2(d: MsgDef) -> str:
-    """One type as ``.msg`` text (constants, then fields; nested types with their package)."""
+    """One type as ``.msg`` text (constants, then fields with their default values; nested
+    types with their package)."""
     lines = [f"{c.type} {c.name}={c.text}" for c in d.constants]
-    lines += [f"{_type_text(f.type)} {f.name}" for f in d.fields]
+    for f in d.fields:
+        default = "" if f.default is None else " " + _value_text(f.default)
+        lines.append(f"{_type_text(f.type)} {f.name}{default}")
     return "\n".join(lines) + "\n"
 
 
