@@ -122,6 +122,7 @@ class _Fields:
         return FormatError(f"{self.where}.{key}: {what}", self.path)
 
     def text(self, key: str, default: str | None = None) -> str:
+        """A text field (``default`` when absent; a number or boolean as its text)."""
         v = self.data.get(key, default)
         if v is None:
             if default is None:
@@ -134,6 +135,7 @@ class _Fields:
         return v
 
     def count(self, key: str, *, required: bool = False) -> int | None:
+        """A non-negative 64-bit integer field, or None when absent."""
         v = self.data.get(key)
         if v is None:
             if required:
@@ -146,12 +148,14 @@ class _Fields:
         return v
 
     def nested_time(self, key: str, inner: str) -> int | None:
+        """``key.inner`` (``starting_time.nanoseconds_since_epoch``) as a count."""
         v = self.data.get(key)
         if v is None:
             return None
         return _Fields(v, f"{self.where}.{key}", self.path).count(inner)
 
     def items(self, key: str) -> list[Any]:
+        """A list field (empty when absent), at most :data:`MAX_ENTRIES` long."""
         v = self.data.get(key)
         if v is None:
             return []

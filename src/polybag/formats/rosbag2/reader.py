@@ -236,6 +236,7 @@ class Rosbag2Reader(Reader):
     # --- the interface ---------------------------------------------------------------------------
     @property
     def summary(self) -> Summary:
+        """Topics, counts and times from metadata.yaml (from the storage files when recovering or without it)."""
         if self._summary is None:
             self._summary = self._make_summary()
         return self._summary
@@ -284,9 +285,11 @@ class Rosbag2Reader(Reader):
 
     @property
     def has_index(self) -> bool:
+        """True when metadata.yaml gives the summary without reading the storage."""
         return self.info is not None and not self.recover
 
     def info_extras(self) -> dict[str, Any]:
+        """Storage, metadata version, files, compression, ros_distro, custom data and each topic's QoS."""
         info = self.info
         kinds = sorted({st.kind for st in self._storages})
         out: dict[str, Any] = {
@@ -414,13 +417,16 @@ class Rosbag2Reader(Reader):
 
     @property
     def source_size(self) -> int:
+        """Bytes of the storage files."""
         return sum(st.size() for st in self._storages)
 
     def release_pages(self) -> None:
+        """Drop the mapped pages of the storage files."""
         for st in self._storages:
             st.release_pages()
 
     def close(self) -> None:
+        """Close every storage file and remove temporary decompressed copies."""
         for st in getattr(self, "_storages", []):
             try:
                 st.close()

@@ -113,6 +113,7 @@ class SqliteStorage:
 
     # --- the tables ----------------------------------------------------------------------------
     def topics(self) -> list[TopicRow]:
+        """The ``topics`` table (the columns the database's schema has; the others empty)."""
         cols = ["id", "name", "type", "serialization_format"]
         cols.append("offered_qos_profiles" if "offered_qos_profiles" in self._topic_columns else "''")
         cols.append("type_description_hash" if "type_description_hash" in self._topic_columns else "''")
@@ -291,6 +292,7 @@ class SqliteStorage:
         return out
 
     def close(self) -> None:
+        """Close the database and remove a temporary copy."""
         conn = getattr(self, "conn", None)
         if conn is not None:
             try:
@@ -339,6 +341,7 @@ class SqliteStorageWriter:
             raise OSError(f"cannot create the database: {e}", path) from None
 
     def add_definition(self, type_name: str, encoding: str, text: str, type_hash: str) -> None:
+        """A ``message_definitions`` row (schema 4)."""
         self._exec(
             "INSERT INTO message_definitions(topic_type, encoding, encoded_message_definition, type_description_hash)"
             " VALUES (?, ?, ?, ?)",
@@ -346,11 +349,13 @@ class SqliteStorageWriter:
         )
 
     def add_topic(self, tid: int, name: str, type_name: str, fmt: str, qos: str, type_hash: str) -> None:
+        """A ``topics`` row."""
         self._exec(
             "INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?)", (tid, name, type_name, fmt, qos, type_hash)
         )
 
     def write(self, tid: int, timestamp: int, data: bytes | memoryview) -> None:
+        """Queue one message; a full batch is written and committed."""
         self._rows.append((tid, timestamp, data))
         self._pending += len(data) + 32
         if self._pending >= self.batch_bytes or len(self._rows) >= 50_000:

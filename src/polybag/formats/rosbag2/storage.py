@@ -53,6 +53,7 @@ class Storage:
         self.bytes_skipped = 0
 
     def topics(self) -> list[StorageTopic]:
+        """The topics the file declares, with their definitions when it has them."""
         raise NotImplementedError
 
     def counts(self) -> dict[int, int]:
@@ -60,6 +61,7 @@ class Storage:
         raise NotImplementedError
 
     def times(self) -> tuple[int | None, int | None]:
+        """The first and last log time of the file's messages (None, None when empty)."""
         raise NotImplementedError
 
     def messages(
@@ -87,6 +89,7 @@ class Storage:
         return [], []
 
     def unknown_topic(self, tid: Any) -> None:
+        """A message on a topic id the file does not declare: raised, or noted when recovering."""
         text = f"{self.path}: a message on topic id {tid}, which the file does not declare"
         if not self.recover:
             raise FormatError(f"a message on topic id {tid}, which the file does not declare", self.path)
@@ -94,15 +97,18 @@ class Storage:
             self.errors.append(text)
 
     def size(self) -> int:
+        """Bytes of the storage file."""
         try:
             return os.path.getsize(self.path)
         except OSError:
             return 0
 
     def release_pages(self) -> None:
+        """Drop mapped pages of the file from memory (nothing for SQLite)."""
         return None
 
     def close(self) -> None:
+        """Close the file (and what was opened for it)."""
         return None
 
 

@@ -149,6 +149,7 @@ class Rosbag2Writer(Writer):
 
     # --- the Writer interface --------------------------------------------------------------------
     def add_schema(self, name: str, encoding: str, data: bytes) -> Schema:
+        """A message definition (``ros2msg``/``ros2idl`` ones are stored for their type)."""
         check_open(self.closed)
         s = Schema(len(self._schemas) + 1, name, encoding, bytes(data))
         self._schemas[s.id] = s
@@ -161,6 +162,7 @@ class Rosbag2Writer(Writer):
         schema: Schema | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> Channel:
+        """A topic (one per topic, type and serialization format); its QoS profiles and type hash are kept from ``metadata``."""
         check_open(self.closed)
         md = dict(metadata or {})
         type_name = (schema.name if schema is not None else "") or str(md.get("type", ""))
@@ -210,6 +212,7 @@ class Rosbag2Writer(Writer):
         publish_time: int | None = None,
         sequence: int = 0,
     ) -> None:
+        """One message (zstd-compressed first with ``compression_mode='message'``)."""
         check_open(self.closed)
         self._check_channel(channel, self._channels.get(channel.id))
         if not 0 <= log_time <= _I64:
