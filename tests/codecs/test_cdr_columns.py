@@ -105,3 +105,13 @@ def test_topic_columns_and_pandas_from_a_file(tmp_path: Path) -> None:
         pytest.importorskip("pandas")
         df = r.to_pandas("/align")
         assert len(df) == 500 and df["b"].tolist() == [v["b"] for v in values]
+
+
+def test_wstring_columns_join_surrogate_pairs() -> None:
+    codec = codec_for_type("col/msg/W", "wstring w\nwstring[] ws\nuint8 k\n")
+    values = [{"w": "a\U0001f600" * i, "ws": ["\U0001f600", "b" * i], "k": i} for i in range(5)]
+    for big in (False, True):
+        payloads = [codec.encode(v, ">" if big else "<") for v in values]
+        cols = payload_columns(codec, payloads)
+        assert list(cols["w"]) == [v["w"] for v in values]
+        assert [list(x) for x in cols["ws"]] == [v["ws"] for v in values]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from polybag.codecs.columns_layout import _FIXED_SPLIT, _TIME_TYPES
+from polybag.codecs.ros1.gen_decode import _wdec
 from polybag.codecs.ros1.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, FieldType
 from polybag.errors import DecodeError, UnsupportedError
 
@@ -286,9 +287,8 @@ class _Walker:
                         raise self.fail(
                             "string length exceeds the payload", name, np.arange(self.n) == i, pos
                         )
-                    if base == "wstring":
-                        enc = "utf-32-le" if self.endian == "<" else "utf-32-be"
-                        items.append(str(body[p : p + 4 * k], enc, "surrogatepass"))
+                    if base == "wstring":  # UTF-16 units in 4-byte wchar_t, as the decoders read them
+                        items.append(_wdec(body[p : p + 4 * k], self.endian == ">"))
                         p += 4 * k
                     else:
                         stop = p + k - 1 if (self.cdr and k) else p + k
@@ -330,10 +330,9 @@ class _Walker:
                 col = np.empty(self.n, dtype=object)
                 mv = memoryview(self.blob)
                 cut = 1 if (self.cdr and base == "string") else 0
-                if base == "wstring":
-                    enc = "utf-32-le" if self.endian == "<" else "utf-32-be"
+                if base == "wstring":  # UTF-16 units in 4-byte wchar_t, as the decoders read them
                     for i, (p, k) in enumerate(zip(pos.tolist(), n.tolist())):
-                        col[i] = str(mv[p : p + 4 * k], enc, "surrogatepass")
+                        col[i] = _wdec(mv[p : p + 4 * k], self.endian == ">")
                 elif self.n and bool((n == n[0]).all()) and int(n[0]) > cut:
                     # every string has the same length: decode each distinct value once
                     k = int(n[0]) - cut
