@@ -425,3 +425,15 @@ def test_metadata_aliases_cannot_multiply_topics(tmp_path: Path) -> None:
     (bag / "metadata.yaml").write_text(text)
     with pytest.raises(PolybagError, match="more than the 65536"):
         polybag.open(bag)
+
+
+def test_final_rename_never_clobbers_what_appeared(tmp_path: Path) -> None:
+    dst = tmp_path / "late"
+    w = polybag.Writer(str(dst), format="rosbag2", overwrite=False)
+    s = w.add_schema("std_msgs/msg/Empty", "ros2msg", b"")
+    w.write(w.add_channel("/e", "cdr", s), b"\0\1\0\0\0\0\0\0", 1)
+    dst.write_bytes(b"someone else's")
+    with pytest.raises(OutputExistsError, match="appeared"):
+        w.close()
+    assert dst.read_bytes() == b"someone else's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["late"]

@@ -307,9 +307,11 @@ class Rosbag2Writer(Writer):
 
     def _place(self) -> None:
         if os.path.lexists(self.final_path):
-            if not self.overwrite:
+            if not self.overwrite:  # as the other writers: the new output goes, the other stays
+                shutil.rmtree(self.active_path, ignore_errors=True)
                 raise OutputExistsError(
-                    f"{self.final_path}: appeared while writing; not overwritten (the new bag is left as {self.active_path})"
+                    f"{self.final_path}: a file of that name appeared while writing; not overwritten "
+                    "(the new output was discarded)"
                 )
             _remove_bag_dir(self.final_path)
         os.rename(self.active_path, self.final_path)
