@@ -6,7 +6,7 @@ shares (set up in one place, so a newcomer sees every field the parts read and w
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -69,6 +69,16 @@ class _Bad(Exception):
     def __init__(self, pos: int, what: str) -> None:
         self.pos = pos
         self.what = what
+
+
+def _short_record(pos: int, n: int) -> NoReturn:
+    """A record header cut by the end of the chunk at ``pos`` (raises :class:`_Bad`)."""
+    raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left")
+
+
+def _long_record(pos: int, op: int, ln: int, n: int) -> _Bad:
+    """The damage of a record at ``pos`` whose length runs past the chunk's end ``n``."""
+    return _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
 
 
 # --- redefined ids -------------------------------------------------------------------------

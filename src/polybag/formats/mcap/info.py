@@ -14,7 +14,15 @@ from typing import Any
 from polybag import compression
 from polybag.errors import FormatError, PolybagError
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import _FILE_ID, _OP_MESSAGE_INDEX, McapState, _Bad, _Redefined
+from polybag.formats.mcap.base import (
+    _FILE_ID,
+    _OP_MESSAGE_INDEX,
+    McapState,
+    _Bad,
+    _long_record,
+    _Redefined,
+    _short_record,
+)
 from polybag.formats.mcap.records import CHUNK_HEAD, MESSAGE_HEAD_LEN, RECORD_HEAD, U16, U32, U64
 from polybag.formats.mcap.walk import _count_chunk
 from polybag.model import ChunkInfo, Summary
@@ -296,12 +304,10 @@ class InfoMixin(McapState):
             while j < len(inside) and inside[j][0] <= pos:
                 chans[inside[j][1]] = inside[j][2]
                 j += 1
-            if pos + 9 > n:
-                raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left")
-            op, ln = head(buf, pos)
+            op, ln = head(buf, pos) if pos + 9 <= n else _short_record(pos, n)
             e = pos + 9 + ln
             if e > n:
-                raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+                raise _long_record(pos, op, ln, n)
             if op == 5:
                 if ln >= MESSAGE_HEAD_LEN:
                     cid, _seq, lt, _pt = mhead(buf, pos + 9)

@@ -14,7 +14,7 @@ import struct
 from collections.abc import Callable
 
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import _Bad, _UnknownChannel
+from polybag.formats.mcap.base import _Bad, _long_record, _short_record, _UnknownChannel
 from polybag.formats.mcap.records import (
     MESSAGE_HEAD_LEN,
     RECORD_HEAD,
@@ -69,12 +69,10 @@ def _walk_versions(
         while j < nc and changes[j][0] <= pos:
             chans[changes[j][1]] = changes[j][2]
             j += 1
-        if pos + 9 > n:
-            raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left")
-        op, ln = head(buf, pos)
+        op, ln = head(buf, pos) if pos + 9 <= n else _short_record(pos, n)
         e = pos + 9 + ln
         if e > n:
-            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+            raise _long_record(pos, op, ln, n)
         if op == 5:
             data: bytes | memoryview
             if ln >= MESSAGE_HEAD_LEN:
@@ -142,12 +140,10 @@ def _walk_defs(buf: bytes, defs: Callable[[int, int, int], None], pos: int = 0, 
         n = len(buf)
     head = RECORD_HEAD.unpack_from
     while pos < n:
-        if pos + 9 > n:
-            raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left")
-        op, ln = head(buf, pos)
+        op, ln = head(buf, pos) if pos + 9 <= n else _short_record(pos, n)
         e = pos + 9 + ln
         if e > n:
-            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+            raise _long_record(pos, op, ln, n)
         if op == 3 or op == 4:
             defs(op, pos, e)
         pos = e
@@ -199,9 +195,7 @@ def _count_chunk(buf: bytes, counts: dict[int, int], defs: Callable[[int, int, i
 
 
 def _short_head(buf: bytes, pos: int, n: int) -> tuple[int, int]:
-    if pos + 9 > n:
-        raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left")
-    op, ln = RECORD_HEAD.unpack_from(buf, pos)
+    op, ln = RECORD_HEAD.unpack_from(buf, pos) if pos + 9 <= n else _short_record(pos, n)
     return op, ln
 
 
