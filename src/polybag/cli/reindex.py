@@ -5,7 +5,8 @@ Like ``rosbag reindex``: works in place and keeps the original as ``NAME.orig.ba
 complete message is kept: intact chunks are copied byte for byte, the intact records of a
 cut chunk (and of a chunk a killed recorder never finished) go into a rebuilt chunk.  An old
 bag (1.2, 1.1, ROSLOG; indexed or not) is rewritten as an indexed 2.0 bag, as rosbag does
-with 1.2 bags.  Exit status 1 when messages or bytes had to be dropped.
+with 1.2 bags.  Exit status 1 when messages or bytes had to be dropped.  A rosbag2 bag
+directory gets its metadata.yaml rebuilt from its storage files (``--force``: replacing one).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from polybag.cli.compress import add_common, rewrite_file
 
 def _one(path: str, args: argparse.Namespace) -> int:
     from polybag.formats.bag.reindex import reindex_bag
+
+    if os.path.isdir(path):
+        return _one_rosbag2(path, args)
 
     size = os.path.getsize(path) if os.path.exists(path) else 0
     with Progress(size, os.path.basename(path), enabled=None if not args.quiet else False) as prog:
@@ -43,6 +47,20 @@ def _one(path: str, args: argparse.Namespace) -> int:
         for e in rep["errors"]:
             print(f"  damage: {e}")
     return 1 if lost else 0
+
+
+def _one_rosbag2(path: str, args: argparse.Namespace) -> int:
+    """A rosbag2 bag directory: its metadata.yaml rebuilt in place from the storage files
+    (``ros2 bag reindex``); ``--force`` replaces an existing one."""
+    from polybag.errors import UsageError
+    from polybag.formats.rosbag2.reindex import reindex_rosbag2
+
+    if args.output_dir:
+        raise UsageError(f"{path}: a rosbag2 bag is reindexed in place (its metadata.yaml); --output-dir is for bags")
+    rep = reindex_rosbag2(path, overwrite=args.force)
+    if not args.quiet:
+        print(f"{path}: metadata.yaml rebuilt: {rep['messages']} messages on {rep['topics']} topics in {len(rep['files'])} file(s)")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -103,3 +103,17 @@ def test_check_reads_a_bag_directory(tmp_path: Path, capsys: pytest.CaptureFixtu
     con.close()
     assert main(["check", str(bag)]) == 1
     assert "has no data" in capsys.readouterr().out
+
+
+def test_reindex_command_rebuilds_metadata(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bag = tmp_path / "run"
+    write_rosbags_bag(bag, n=30)
+    before = rosbags_view(bag)
+    assert main(["reindex", str(bag)]) == 2  # metadata.yaml exists: --force replaces it
+    assert "exists" in capsys.readouterr().err
+    (bag / "metadata.yaml").unlink()
+    assert main(["reindex", str(bag)]) == 0
+    assert "30 messages on 2 topics in 1 file(s)" in capsys.readouterr().out
+    assert rosbags_view(bag) == before
+    assert main(["reindex", "--force", "-q", str(bag)]) == 0
+    assert main(["reindex", "--output-dir", str(tmp_path / "o"), str(bag)]) == 2
