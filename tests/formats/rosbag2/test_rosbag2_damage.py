@@ -437,3 +437,21 @@ def test_final_rename_never_clobbers_what_appeared(tmp_path: Path) -> None:
         w.close()
     assert dst.read_bytes() == b"someone else's"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["late"]
+
+
+def test_recovering_a_message_compressed_bag_without_metadata(tmp_path: Path) -> None:
+    from polybag.ops import recover
+
+    w = polybag.Writer(str(tmp_path / "mc"), format="rosbag2", compression="zstd", compression_mode="message")
+    s = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n")
+    ch = w.add_channel("/a", "cdr", s)
+    payloads = [
+        b"\0\1\0\0" + len(t).to_bytes(4, "little") + t for t in (f"m{i}".encode() + b"\0" for i in range(50))
+    ]
+    for i, p in enumerate(payloads):
+        w.write(ch, p, i + 1)
+    w._db.flush()  # type: ignore[attr-defined]
+    w.abort()
+    res = recover(tmp_path / "mc.active", tmp_path / "fixed", format="rosbag2")
+    assert res.messages == 50
+    assert [bytes(m[3]) for m in polybag_view(tmp_path / "fixed")] == payloads

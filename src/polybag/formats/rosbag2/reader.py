@@ -43,6 +43,8 @@ from polybag.source import MappedSource, Source
 if TYPE_CHECKING:
     import numpy as np
 
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
 #: storage file names recognised in a directory without metadata.yaml
 _STORAGE_RE = re.compile(r".+\.(db3|mcap)(\.zstd|\.active)?$")
 
@@ -176,6 +178,9 @@ class Rosbag2Reader(Reader):
         if mode in ("file", "message") and fmt not in ("zstd", ""):
             raise UnsupportedError(f"{meta}: compression format {fmt!r} is not zstd")
         self._per_message = mode == "message"
+        # without metadata.yaml (a killed writer) per-message compression is unknown: a
+        # recovering read decompresses the payloads that are zstd frames (CDR starts 00 0x)
+        self._sniff_zstd = self.recover and self.info is None
         self._max_bytes = options.get("max_chunk_bytes")
         self._build_channels()
 
@@ -338,12 +343,15 @@ class Rosbag2Reader(Reader):
             return
         try:
             batches = st.messages(local, local_ids, start, end, reverse, order)
-            if not self._per_message:
+            if not self._per_message and not self._sniff_zstd:
                 for batch in batches:
                     yield from batch
                 return
             for batch in batches:
                 for m in batch:
+                    if not self._per_message and bytes(m.data[:4]) != _ZSTD_MAGIC:
+                        yield m
+                        continue
                     try:
                         m.data = decompress("zstd", m.data, None, path=st.path, max_bytes=self._max_bytes)
                     except PolybagError as e:
