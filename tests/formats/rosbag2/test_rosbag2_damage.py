@@ -384,6 +384,7 @@ def test_any_metadata_is_read_or_refused(tmp_path_factory: pytest.TempPathFactor
 _FUZZ_BAG: Path | None = None
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the MCAP reader's warnings about the damage
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     storage=st.sampled_from(["sqlite3", "mcap"]),
