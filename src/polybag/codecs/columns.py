@@ -89,9 +89,7 @@ def _check_fields(fields: Sequence[str] | None, cols: dict[str, np.ndarray], n: 
 _INT64_MAX = (1 << 63) - 1
 
 
-def topic_columns(
-    reader: MessageSource, topic: str, fields: Sequence[str] | None = None
-) -> dict[str, np.ndarray]:
+def topic_columns(reader: MessageSource, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """One numpy array per leaf field of ``topic`` (log-time order), plus ``log_time``."""
     channels = [c for c in reader.summary.channels.values() if c.topic == topic]
     if not channels:
@@ -175,12 +173,7 @@ def _limits() -> Limits:
 
 
 def _walk_chunked(
-    codec: Any,
-    blob: np.ndarray,
-    starts: np.ndarray,
-    sizes: np.ndarray,
-    want: Callable[[str], bool],
-    topic: str | None,
+    codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool], topic: str | None
 ) -> dict[str, np.ndarray]:
     """Columns of the payloads at ``starts``/``sizes`` in ``blob``: the fixed layout, else the
     string layout, else the general walk in row blocks that fit in the CPU cache."""
@@ -192,16 +185,12 @@ def _walk_chunked(
     return walk_in_blocks(codec, blob, starts, sizes, want, topic, _CHUNK_BYTES)
 
 
-def _fixed_layout(
-    codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool]
-) -> dict[str, np.ndarray] | None:
+def _fixed_layout(codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool]) -> dict[str, np.ndarray] | None:
     """:func:`polybag.codecs.columns_fixed.fixed_layout` with this module's tunables."""
     return fixed_layout(codec, blob, starts, sizes, want, _limits())
 
 
-def _string_layout(
-    codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool]
-) -> dict[str, np.ndarray] | None:
+def _string_layout(codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool]) -> dict[str, np.ndarray] | None:
     """:func:`polybag.codecs.columns_fixed.string_layout` with this module's tunables."""
     return string_layout(codec, blob, starts, sizes, want, _limits())
 

@@ -53,12 +53,7 @@ def _texts(raw: np.ndarray) -> np.ndarray | str:
 
 
 def fixed_layout(
-    codec: Any,
-    blob: np.ndarray,
-    starts: np.ndarray,
-    sizes: np.ndarray,
-    want: Callable[[str], bool],
-    lim: Limits,
+    codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool], lim: Limits
 ) -> dict[str, np.ndarray] | None:
     """Columns of ROS 1 payloads that all share one layout, as typed strided views; or None.
 
@@ -203,12 +198,7 @@ def _rows_at(blob: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
 
 
 def string_layout(
-    codec: Any,
-    blob: np.ndarray,
-    starts: np.ndarray,
-    sizes: np.ndarray,
-    want: Callable[[str], bool],
-    lim: Limits,
+    codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool], lim: Limits
 ) -> dict[str, np.ndarray] | None:
     """Columns of a type fixed-size but for strings of any lengths (mixed ``frame_id``s); or None.
 

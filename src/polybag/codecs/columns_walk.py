@@ -23,13 +23,7 @@ from polybag.errors import DecodeError, UnsupportedError
 
 
 def walk_in_blocks(
-    codec: Any,
-    blob: np.ndarray,
-    starts: np.ndarray,
-    sizes: np.ndarray,
-    want: Callable[[str], bool],
-    topic: str | None,
-    chunk_bytes: int,
+    codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool], topic: str | None, chunk_bytes: int
 ) -> dict[str, np.ndarray]:
     """Walk the payloads in row blocks of about ``chunk_bytes``, then join the columns.
 
@@ -69,15 +63,7 @@ def walk_in_blocks(
 
 
 class _Walker:
-    def __init__(
-        self,
-        codec: Any,
-        blob: np.ndarray,
-        starts: np.ndarray,
-        sizes: np.ndarray,
-        want: Callable[[str], bool],
-        topic: str | None,
-    ) -> None:
+    def __init__(self, codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool], topic: str | None) -> None:
         self.codec = codec
         self.want = want
         self.topic = topic
@@ -379,9 +365,7 @@ def _flatten(v: Any, prefix: str, out: dict[str, Any]) -> None:
         out[prefix or "value"] = v
 
 
-def _generic(
-    codec: Any, datas: Sequence[Any], want: Callable[[str], bool], topic: str | None
-) -> dict[str, np.ndarray]:
+def _generic(codec: Any, datas: Sequence[Any], want: Callable[[str], bool], topic: str | None) -> dict[str, np.ndarray]:
     rows = []
     for d in datas:
         flat: dict[str, Any] = {}

@@ -37,18 +37,9 @@ from polybag.model import Channel, Schema
 
 # base type -> (struct code, size, numpy type of pyulog's columns)
 BASE_TYPES: dict[str, tuple[str, int, type[np.generic]]] = {
-    "int8_t": ("b", 1, np.int8),
-    "uint8_t": ("B", 1, np.uint8),
-    "int16_t": ("h", 2, np.int16),
-    "uint16_t": ("H", 2, np.uint16),
-    "int32_t": ("i", 4, np.int32),
-    "uint32_t": ("I", 4, np.uint32),
-    "int64_t": ("q", 8, np.int64),
-    "uint64_t": ("Q", 8, np.uint64),
-    "float": ("f", 4, np.float32),
-    "double": ("d", 8, np.float64),
-    "bool": ("?", 1, np.int8),
-    "char": ("c", 1, np.int8),
+    "int8_t": ("b", 1, np.int8), "uint8_t": ("B", 1, np.uint8), "int16_t": ("h", 2, np.int16), "uint16_t": ("H", 2, np.uint16),
+    "int32_t": ("i", 4, np.int32), "uint32_t": ("I", 4, np.uint32), "int64_t": ("q", 8, np.int64), "uint64_t": ("Q", 8, np.uint64),
+    "float": ("f", 4, np.float32), "double": ("d", 8, np.float64), "bool": ("?", 1, np.int8), "char": ("c", 1, np.int8),
 }
 TIMESTAMP_TYPES = {"uint64_t": 1, "uint32_t": 1, "uint16_t": 1, "uint8_t": 1000}
 
@@ -235,9 +226,7 @@ class UlogType:
             data = bytes(data) + bytes(self._struct.size - len(data))
         return self._struct.unpack_from(data, 0)
 
-    def to_dict(
-        self, data: bytes | memoryview, topic: str | None = None, flat: bool = False
-    ) -> dict[str, Any]:
+    def to_dict(self, data: bytes | memoryview, topic: str | None = None, flat: bool = False) -> dict[str, Any]:
         values = self.unpack(data, topic)
         if flat:
             out = {}

@@ -53,9 +53,7 @@ CHUNK_INFO_DTYPE = np.dtype([("conn", "<u4"), ("count", "<u4")])
 Header = dict[str, bytes]
 
 
-def parse_header(
-    view: memoryview | bytes, start: int, length: int, path: str | None, offset: int
-) -> Header:
+def parse_header(view: memoryview | bytes, start: int, length: int, path: str | None, offset: int) -> Header:
     """The ``name=value`` fields of a record header at ``view[start:start+length]``.
 
     ``offset`` is the absolute file offset of the header (for error messages).
@@ -180,32 +178,29 @@ def op_of(h: Header, path: str | None, offset: int) -> int:
     return v[0]
 
 
-def read_record_at(
-    view: memoryview | bytes, pos: int, limit: int, path: str | None, base: int = 0
-) -> tuple[Header, int, int, int]:
+def read_record_at(view: memoryview | bytes, pos: int, limit: int, path: str | None, base: int = 0) -> tuple[Header, int, int, int]:
     """Parse the record at ``view[pos:]`` (not past ``limit``).
 
     Returns ``(header, data_start, data_len, next_pos)``.  ``base`` is added to ``pos``
     for error offsets (for records inside a decompressed chunk it is the chunk's file
     offset; then offsets name the position inside the uncompressed chunk).
     """
-    if pos + 4 > limit:
-        raise TruncatedError(f"expected a 4-byte record header length, {limit - pos} bytes left", path, base + pos)
-    (hl,) = _u32(view, pos)
-    if hl > limit - pos - 4:
-        raise TruncatedError(
-            f"record header length {hl} runs past the end ({limit - pos - 4} bytes left)", path, base + pos
-        )
+    hl = _length_at(view, pos, limit, path, base, "header")
     h = parse_header(view, pos + 4, hl, path, base + pos + 4)
     dpos = pos + 4 + hl
-    if dpos + 4 > limit:
-        raise TruncatedError(f"expected a 4-byte record data length, {limit - dpos} bytes left", path, base + dpos)
-    (dl,) = _u32(view, dpos)
-    if dl > limit - dpos - 4:
-        raise TruncatedError(
-            f"record data length {dl} runs past the end ({limit - dpos - 4} bytes left)", path, base + dpos
-        )
+    dl = _length_at(view, dpos, limit, path, base, "data")
     return h, dpos + 4, dl, dpos + 4 + dl
+
+
+def _length_at(view: memoryview | bytes, pos: int, limit: int, path: str | None, base: int, what: str) -> int:
+    """The u32 length at ``pos`` of a record's ``what`` (header or data), checked against
+    the bytes left before ``limit`` (TruncatedError at ``base + pos`` otherwise)."""
+    if pos + 4 > limit:
+        raise TruncatedError(f"expected a 4-byte record {what} length, {limit - pos} bytes left", path, base + pos)
+    (n,) = _u32(view, pos)
+    if n > limit - pos - 4:
+        raise TruncatedError(f"record {what} length {n} runs past the end ({limit - pos - 4} bytes left)", path, base + pos)
+    return n
 
 
 def time_to_ns(sec: np.ndarray, nsec: np.ndarray) -> np.ndarray:

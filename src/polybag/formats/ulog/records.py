@@ -18,37 +18,10 @@ HEADER = struct.Struct("<7sBQ")
 MSG_HEADER = struct.Struct("<HB")
 SYNC_MAGIC = b"\x2f\x73\x13\x20\x25\x0c\xbb\x12"
 
-FLAG_BITS = ord("B")
-FORMAT = ord("F")
-INFO = ord("I")
-INFO_MULTIPLE = ord("M")
-PARAMETER = ord("P")
-PARAMETER_DEFAULT = ord("Q")
-ADD_LOGGED = ord("A")
-REMOVE_LOGGED = ord("R")
-DATA = ord("D")
-LOGGING = ord("L")
-LOGGING_TAGGED = ord("C")
-SYNC = ord("S")
-DROPOUT = ord("O")
-
-KNOWN_TYPES = frozenset(
-    {
-        FLAG_BITS,
-        FORMAT,
-        INFO,
-        INFO_MULTIPLE,
-        PARAMETER,
-        PARAMETER_DEFAULT,
-        ADD_LOGGED,
-        REMOVE_LOGGED,
-        DATA,
-        LOGGING,
-        LOGGING_TAGGED,
-        SYNC,
-        DROPOUT,
-    }
-)
+# the message types (ULog spec "Message types"), by their one-letter codes
+FLAG_BITS, FORMAT, INFO, INFO_MULTIPLE, PARAMETER, PARAMETER_DEFAULT = (ord(c) for c in "BFIMPQ")
+ADD_LOGGED, REMOVE_LOGGED, DATA, LOGGING, LOGGING_TAGGED, SYNC, DROPOUT = (ord(c) for c in "ARDLCSO")
+KNOWN_TYPES = frozenset(ord(c) for c in "BFIMPQARDLCSO")
 
 # compat_flags[0]
 COMPAT_DEFAULT_PARAMETERS = 0x01
