@@ -33,6 +33,9 @@ from polybag.errors import FormatError
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _JOURNALS = ("-journal", "-wal")
 _BATCH = 2048
+# what SQLite raises on a damaged file: its own errors, and a UnicodeDecodeError (a ValueError)
+# when an error message quotes undecodable bytes of the file
+_DB_ERRORS = (sqlite3.Error, ValueError)
 _MMAP = 256 << 20
 # SQLite checks that a row is a message (the reader then builds a batch without looking)
 _OK = "(typeof(topic_id) = 'integer' AND typeof(timestamp) = 'integer' AND timestamp >= 0 AND typeof(data) = 'blob')"
@@ -86,7 +89,7 @@ class SqliteStorage:
             if not {"topics", "messages"} <= self._tables:
                 raise FormatError("not a rosbag2 database: no 'topics' and 'messages' tables", path)
             self._topic_columns = {_str(r[1]) for r in self.conn.execute("PRAGMA table_info(topics)")}
-        except sqlite3.Error as e:
+        except _DB_ERRORS as e:
             self.close()
             raise FormatError(f"damaged SQLite database: {e}", path) from None
         except BaseException:
@@ -101,11 +104,16 @@ class SqliteStorage:
             conn.execute(f"PRAGMA mmap_size={_MMAP}")  # pages read in place, not copied to the cache
             return conn
         # an interrupted writer's journal: roll it back in a copy, never in the input
-        self._tmp = tempfile.mkdtemp(prefix="polybag-db3-")
-        copy = os.path.join(self._tmp, "bag.db3")
-        shutil.copyfile(self.path, copy)
-        for s in side:
-            shutil.copyfile(s, copy + s[len(self.path) :])
+        try:
+            self._tmp = tempfile.mkdtemp(prefix="polybag-db3-")
+            copy = os.path.join(self._tmp, "bag.db3")
+            shutil.copyfile(self.path, copy)
+            for s in side:
+                shutil.copyfile(s, copy + s[len(self.path) :])
+        except OSError as e:
+            raise FormatError(
+                f"cannot copy the database to roll its journal back: {e.strerror or e}", self.path
+            ) from None
         self.errors.append(
             f"{self.path}: an interrupted write left {', '.join(os.path.basename(s) for s in side)}"
         )
@@ -152,7 +160,7 @@ class SqliteStorage:
     def _all(self, q: str, args: tuple[Any, ...] = ()) -> list[Any]:
         try:
             return self.conn.execute(q, args).fetchall()
-        except sqlite3.Error as e:
+        except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
 
     # --- messages --------------------------------------------------------------------------------
@@ -182,7 +190,7 @@ class SqliteStorage:
                 if not rows:
                     break
                 yield rows
-        except sqlite3.Error as e:
+        except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
 
     def payloads(self, topic_ids: set[int]) -> tuple[list[int], list[bytes]]:
@@ -191,7 +199,7 @@ class SqliteStorage:
         q = f"SELECT timestamp, data, {_OK} FROM messages{where} ORDER BY timestamp, id"
         try:
             rows = self.conn.execute(q, args).fetchall()
-        except sqlite3.Error as e:
+        except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
         if not all(r[2] for r in rows):
             bad = next(r for r in rows if not r[2])
@@ -249,7 +257,7 @@ class SqliteStorage:
                     yield self._good(rows)
                     r = rows[-1]
                     last = (r[1], r[3]) if isinstance(r[1], int) and isinstance(r[3], int) else last
-            except sqlite3.Error as e:
+            except _DB_ERRORS as e:
                 self.errors.append(
                     f"{self.path}: the timestamp index is damaged ({e}); the rest in row order"
                 )
@@ -268,7 +276,7 @@ class SqliteStorage:
                     f"SELECT topic_id, timestamp, data, id FROM messages{cond} ORDER BY id LIMIT {_BATCH}",
                     (*args, pos),
                 ).fetchall()
-            except sqlite3.Error as e:
+            except _DB_ERRORS as e:
                 skips += 1
                 self.errors.append(f"{self.path}: damaged rows after id {pos}: {e}")
                 if skips > 40:
@@ -297,7 +305,7 @@ class SqliteStorage:
         if conn is not None:
             try:
                 conn.close()
-            except sqlite3.Error:
+            except _DB_ERRORS:
                 pass
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
@@ -337,7 +345,7 @@ class SqliteStorageWriter:
             self.conn.execute("INSERT INTO schema(schema_version, ros_distro) VALUES (4, ?)", (ros_distro,))
             self.conn.execute("COMMIT")
             self.conn.execute("BEGIN")
-        except sqlite3.Error as e:
+        except _DB_ERRORS as e:
             raise OSError(f"cannot create the database: {e}", path) from None
 
     def add_definition(self, type_name: str, encoding: str, text: str, type_hash: str) -> None:
@@ -370,7 +378,7 @@ class SqliteStorageWriter:
                 )
             self.conn.execute("COMMIT")
             self.conn.execute("BEGIN")
-        except sqlite3.Error as e:
+        except _DB_ERRORS as e:
             raise OSError(f"cannot write the database: {e}", self.path) from None
         self._rows = []
         self._pending = 0
@@ -382,18 +390,18 @@ class SqliteStorageWriter:
         try:
             self.conn.execute("COMMIT")
             self.conn.close()
-        except sqlite3.Error as e:
+        except _DB_ERRORS as e:
             raise OSError(f"cannot write the database: {e}", self.path) from None
 
     def abort(self) -> None:
         """Close, keeping what was committed (the last batch is rolled back)."""
         try:
             self.conn.close()
-        except sqlite3.Error:
+        except _DB_ERRORS:
             pass
 
     def _exec(self, q: str, args: tuple[Any, ...]) -> None:
         try:
             self.conn.execute(q, args)
-        except sqlite3.Error as e:
+        except _DB_ERRORS as e:
             raise OSError(f"cannot write the database: {e}", self.path) from None
