@@ -407,9 +407,7 @@ class McapReader(
         self._raise_pending(pending)
         return result
 
-    def _gather_payloads(
-        self, segs: list[tuple[int, int, int, Callable[[], list[Message]]]]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _gather_payloads(self, segs: list[tuple[int, int, int, Callable[[], list[Message]]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Load ``segs`` in file order and gather their payloads (see :meth:`topic_payloads`)."""
         # each chunk's payloads are copied into one blob as soon as it is decompressed
         # (its buffer is then freed); declared sizes bound the blob, which grows if they lie

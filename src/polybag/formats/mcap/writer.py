@@ -188,6 +188,17 @@ class McapWriter(Writer):
             crc = zlib.crc32(raw) if self.use_crcs else 0
             return crc, (None if self.compression == "none" else self._compress(raw))
 
+    def _define(self, rec: R.SchemaRecord | R.ChannelRecord) -> None:
+        """Keep a Schema/Channel record for the summary, count it in the statistics and
+        write it (:meth:`_data_record`)."""
+        if isinstance(rec, R.SchemaRecord):
+            self._schema_records.append(rec)
+            self.statistics.schema_count += 1
+        else:
+            self._channel_records.append(rec)
+            self.statistics.channel_count += 1
+        self._data_record(rec)
+
     def _data_record(self, rec: R.Record) -> None:
         """A Schema/Channel record: into the open chunk, or straight into the data section."""
         raw = R.encode(rec)
@@ -222,10 +233,7 @@ class McapWriter(Writer):
         schema = Schema(id, name, encoding, raw)
         self._schemas[id] = schema
         self._schema_keys.setdefault(key, schema)
-        rec = R.SchemaRecord(id, name, encoding, raw)
-        self._schema_records.append(rec)
-        self.statistics.schema_count += 1
-        self._data_record(rec)
+        self._define(R.SchemaRecord(id, name, encoding, raw))
         return schema
 
     def add_channel(
@@ -260,20 +268,10 @@ class McapWriter(Writer):
         meta = {str(k): str(v) for k, v in (metadata or {}).items()}
         ch = Channel(id, topic, message_encoding, model_schema, meta)
         self._channels[id] = ch
-        rec = R.ChannelRecord(id, sid, topic, message_encoding, meta)
-        self._channel_records.append(rec)
-        self.statistics.channel_count += 1
-        self._data_record(rec)
+        self._define(R.ChannelRecord(id, sid, topic, message_encoding, meta))
         return ch
 
-    def write(
-        self,
-        channel: Channel | int,
-        data: bytes | memoryview,
-        log_time: int,
-        publish_time: int | None = None,
-        sequence: int = 0,
-    ) -> None:
+    def write(self, channel: Channel | int, data: bytes | memoryview, log_time: int, publish_time: int | None = None, sequence: int = 0) -> None:
         if self.closed:
             check_open(True)
         cid = channel if isinstance(channel, int) else channel.id
@@ -388,16 +386,7 @@ class McapWriter(Writer):
         self._large = False
         self._chunk_index = {}
 
-    def _emit_chunk(
-        self,
-        buf: bytearray,
-        fill: int,
-        start: int,
-        end: int,
-        index: dict[int, array[int]],
-        crc: int,
-        packed: bytes | None,
-    ) -> None:
+    def _emit_chunk(self, buf: bytearray, fill: int, start: int, end: int, index: dict[int, array[int]], crc: int, packed: bytes | None) -> None:
         """Write one chunk record (the compressed bytes as they are, or the buffer itself:
         no concatenated copy) and its message indexes."""
         cname = self._comp_name_raw
