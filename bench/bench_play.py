@@ -136,13 +136,14 @@ class Master:
 
 
 def run_once(
-    master: Master, tmp: Path, cmd: list[str], n: int, name: str
+    master: Master, tmp: Path, cmd: list[str], n: int, name: str, listener_prefix: list[str] | None = None
 ) -> tuple[list[tuple[int, int]], str, float]:
     """Start a listener, play with ``cmd``, return the listener's ``(index, recv_ns)``, the
     player's stdout and its CPU seconds (user + system)."""
     out = tmp / f"recv_{name}.json"
     out.unlink(missing_ok=True)
-    listener = subprocess.Popen([SYSTEM_PYTHON, __file__, "listen", TOPIC, str(n), str(out)], env=master.env,
+    listener = subprocess.Popen([*(listener_prefix or []), SYSTEM_PYTHON, __file__, "listen", TOPIC, str(n), str(out)],
+                                env=master.env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _wait(lambda: master.subscribed(TOPIC), 60, "the listener subscribing")
@@ -181,12 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=200, help="payload bytes (default 200)")
     ap.add_argument("--realtime", action="store_true",
                     help="also run polybag play --realtime (SCHED_FIFO; needs the privilege)")
+    ap.add_argument("--listener-fifo", action="store_true",
+                    help="run the subscriber at SCHED_FIFO (chrt -f 20), so that on a busy machine the "
+                    "lateness measured is the players' and not the subscriber's own scheduling")
     a = ap.parse_args(args)
     missing = [p for p in (ROSBAG_PLAY, SYSTEM_PYTHON, shutil.which("rosmaster")) if not p or not os.path.exists(p)]
     if missing:
         print(f"needs Debian's ROS 1 (python3-rosbag python3-rospy python3-rosmaster): missing {missing}")
         return 1
     n = max(2, round(a.seconds * a.hz))
+    listener_prefix = ["chrt", "-f", "20"] if a.listener_fifo else None
     with tempfile.TemporaryDirectory(prefix="bench_play_") as d:
         tmp = Path(d)
         bag = tmp / "in.bag"
@@ -204,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(a.rounds):
                 order = list(players) if r % 2 == 0 else list(reversed(players))  # neither always first
                 for name in order:
-                    got, stdout, cpu = run_once(master, tmp, players[name], n, f"{name}{r}")
+                    got, stdout, cpu = run_once(master, tmp, players[name], n, f"{name}{r}", listener_prefix)
                     if len(got) != n:
                         print(f"{name} round {r}: received {len(got)} of {n}")
                     idx = [i for i, _ in sorted(got, key=lambda x: x[1])]
@@ -218,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             master.close()
     from polybag.play.timing import summarize
 
-    print(f"play lateness, {n} messages at {a.hz:g} Hz ({a.size} B), rospy subscriber, {a.rounds} rounds, "
+    fifo = " (SCHED_FIFO)" if a.listener_fifo else ""
+    print(f"play lateness, {n} messages at {a.hz:g} Hz ({a.size} B), rospy subscriber{fifo}, {a.rounds} rounds, "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"{'player':10} {'round':>5} {'median ms':>10} {'p99 ms':>10} {'max ms':>10} {'cpu s':>7}")
     pooled = {}
