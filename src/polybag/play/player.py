@@ -10,7 +10,12 @@ message never delays the next ones (no drift over long runs).  Pausing freezes b
 resume the anchor moves to ``(now, bag time at pause)``, so the time spent paused is excluded.
 ``step()`` while paused publishes the next message at once and moves paused bag time to it.
 ``--skip-empty`` re-anchors on the next message when the gap before it is longer than the
-given span.  Each loop re-anchors at the loop's start time.
+given span.  Each loop re-anchors at the loop's start time.  The real clock
+(:class:`MonotonicClock`) sleeps until a short margin before a deadline and spins the rest;
+every timed publish's lateness goes into ``PlayStats.lateness`` (a bounded histogram); with
+``realtime`` the playing thread runs at ``SCHED_FIFO`` meanwhile.  One thread plays every
+topic in log-time order (the inputs merged by a priority queue); the ROS sink's ``publish``
+never blocks (the node hands a message to the socket at once, or queues it per subscriber).
 
 The clock is injectable (:class:`Clock`): tests pass a simulated one whose ``wait`` advances
 its time instead of sleeping, so timing is tested without wall-clock assertions.
