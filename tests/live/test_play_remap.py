@@ -98,3 +98,15 @@ def test_sink_remaps_two_topics_onto_one(tmp_path):
 def test_remap_validated():
     with pytest.raises(UsageError):
         PlayOptions(remap={"/a": ""}).validate()
+
+
+def test_cli_refuses_bad_remaps_and_priorities(tmp_path, capsys):
+    from polybag.cli import main
+
+    bag = make_bag(tmp_path / "x.bag", [("/a", T0)])
+    for bad in (["_param:=1"], ["__nope:=x"], [":=/b"], ["~p:=/q"]):
+        assert main(["play", str(bag), *bad]) == 2
+    assert main(["play", "--realtime", "--realtime-priority", "0", str(bag)]) == 2
+    assert main(["play", "--realtime", "--realtime-priority", "100", str(bag)]) == 2
+    err = capsys.readouterr().err
+    assert "private parameters" in err and "1..99" in err and "Traceback" not in err
