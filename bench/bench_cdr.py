@@ -53,6 +53,12 @@ def timed(label: str, fn: Callable[[], Any], repeat: int | None = None) -> float
     return best
 
 
+def each(fn: Callable[[Any], Any], items: list[Any]) -> None:
+    """The usual loop (as bench_decode's): decode or encode a message, use it, drop it."""
+    for x in items:
+        fn(x)
+
+
 def ratio(what: str, ours: float, peers: dict[str, float]) -> None:
     for name, t in peers.items():
         print(f"  -> {what}: polybag is {t / ours:.1f}x faster than {name}")
@@ -85,10 +91,10 @@ def bench_codec(n: int) -> None:
 
     store = get_typestore(Stores.ROS2_JAZZY)
     print(f"{n} {TYPE} CDR payloads ({len(payloads[0])} bytes each), decode to objects:")
-    ours = timed("polybag CdrCodec.decode", lambda: [codec.decode(p) for p in payloads])
+    ours = timed("polybag CdrCodec.decode", lambda: each(codec.decode, payloads))
     peers = {
         "rosbags": timed(
-            "rosbags deserialize_cdr", lambda: [store.deserialize_cdr(p, TYPE) for p in payloads]
+            "rosbags deserialize_cdr", lambda: each(lambda p: store.deserialize_cdr(p, TYPE), payloads)
         )
     }
     try:
@@ -99,9 +105,7 @@ def bench_codec(n: int) -> None:
             "cdr", Schema(id=1, name=TYPE, encoding="ros2msg", data=text.encode())
         )
         if dec is not None:
-            peers["mcap-ros2-support"] = timed(
-                "mcap-ros2-support decoder", lambda: [dec(p) for p in payloads], 1
-            )
+            peers["mcap-ros2-support"] = timed("mcap-ros2-support decoder", lambda: each(dec, payloads), 1)
     except ImportError:
         pass
     ratio("decode", ours, peers)
@@ -109,8 +113,8 @@ def bench_codec(n: int) -> None:
     print("encode objects:")
     objs = [codec.decode(p) for p in payloads]
     robjs = [store.deserialize_cdr(p, TYPE) for p in payloads]
-    ours = timed("polybag CdrCodec.encode", lambda: [codec.encode(o) for o in objs])
-    theirs = timed("rosbags serialize_cdr", lambda: [store.serialize_cdr(o, TYPE) for o in robjs])
+    ours = timed("polybag CdrCodec.encode", lambda: each(codec.encode, objs))
+    theirs = timed("rosbags serialize_cdr", lambda: each(lambda o: store.serialize_cdr(o, TYPE), robjs))
     assert codec.encode(objs[0]) == bytes(store.serialize_cdr(robjs[0], TYPE))
     ratio("encode", ours, {"rosbags": theirs})
 
