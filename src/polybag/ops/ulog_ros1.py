@@ -41,18 +41,9 @@ PACKAGE = "ulog_msgs"
 
 # ULog type -> (ROS 1 type, size)
 BASIC: dict[str, tuple[str, int]] = {
-    "int8_t": ("int8", 1),
-    "uint8_t": ("uint8", 1),
-    "int16_t": ("int16", 2),
-    "uint16_t": ("uint16", 2),
-    "int32_t": ("int32", 4),
-    "uint32_t": ("uint32", 4),
-    "int64_t": ("int64", 8),
-    "uint64_t": ("uint64", 8),
-    "float": ("float32", 4),
-    "double": ("float64", 8),
-    "bool": ("bool", 1),
-    "char": ("char", 1),
+    "int8_t": ("int8", 1), "uint8_t": ("uint8", 1), "int16_t": ("int16", 2), "uint16_t": ("uint16", 2),
+    "int32_t": ("int32", 4), "uint32_t": ("uint32", 4), "int64_t": ("int64", 8), "uint64_t": ("uint64", 8),
+    "float": ("float32", 4), "double": ("float64", 8), "bool": ("bool", 1), "char": ("char", 1),
 }
 
 
