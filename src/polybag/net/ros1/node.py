@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from polybag._closing import Closing
 from polybag.net.ros1 import RosGraphError
 from polybag.net.ros1._common import (
     FLUSH_TIMEOUT,
@@ -47,7 +48,7 @@ from polybag.net.ros1.subscriber import Ros1Message, Subscription
 from polybag.net.ros1.tcpros import DEFAULT_MAX_HEADER, DEFAULT_MAX_MESSAGE
 
 
-class Node:
+class Node(Closing):
     """A ROS 1 node without rospy.  Use as a context manager, or call :meth:`close`."""
 
     def __init__(
@@ -264,12 +265,6 @@ class Node:
             self._threads.clear()
         for t in threads:
             _join(t)
-
-    def __enter__(self) -> Node:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<Node {self.name} {self.uri} master={self.master.uri}>"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from polybag._closing import Closing
 from polybag.errors import PolybagError
 from polybag.net.ros1 import RosGraphError, TcprosError
 from polybag.net.ros1._common import (
@@ -212,37 +213,26 @@ class _Closed(Exception):
     pass
 
 
-class Subscription:
+@dataclass(eq=False, repr=False)
+class Subscription(Closing):
     """A subscription of this node (see :meth:`Node.subscribe`)."""
 
-    def __init__(
-        self,
-        node: Node,
-        topic: str,
-        callback: Callable[[Ros1Message], None],
-        md5sum: str,
-        type: str,
-        tcp_nodelay: bool,
-        queue_size: int | None,
-        max_message_size: int,
-        max_header_size: int,
-    ) -> None:
-        self.node = node
-        self.topic = topic
-        self.callback = callback
-        self.md5sum = md5sum
-        self.type = type
-        self.tcp_nodelay = tcp_nodelay
-        self.queue_size = queue_size
-        self.max_message_size = max_message_size
-        self.max_header_size = max_header_size
-        self._lock = threading.Condition()
-        self._links: dict[str, _PublisherLink] = {}
-        self._finished: list[threading.Thread] = []
-        self._retiring: list[_PublisherLink] = []
-        self._errors: list[str] = []
-        self._closed = False
-        self._epoch = 0  # bumped by reregister (a restarted master)
+    node: Node
+    topic: str
+    callback: Callable[[Ros1Message], None]
+    md5sum: str
+    type: str
+    tcp_nodelay: bool
+    queue_size: int | None
+    max_message_size: int
+    max_header_size: int
+    _lock: threading.Condition = field(default_factory=threading.Condition, init=False)
+    _links: dict[str, _PublisherLink] = field(default_factory=dict, init=False)
+    _finished: list[threading.Thread] = field(default_factory=list, init=False)
+    _retiring: list[_PublisherLink] = field(default_factory=list, init=False)
+    _errors: list[str] = field(default_factory=list, init=False)
+    _closed: bool = field(default=False, init=False)
+    _epoch: int = field(default=0, init=False)  # bumped by reregister (a restarted master)
 
     def _callbacks(self) -> tuple[Callable[[Ros1Message], None], ...]:
         return (self.callback,)
@@ -359,12 +349,6 @@ class Subscription:
         for t in threads:
             if t.ident is not None:
                 _join(t)
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<Subscription {self.topic} connections={self.connections}>"
