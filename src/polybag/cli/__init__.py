@@ -65,40 +65,26 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _add_max_chunk(parser: argparse.ArgumentParser) -> None:
-    """``--max-chunk SIZE`` on ``parser`` and every (sub)command under it (SUPPRESS: a level
+def _add_everywhere(parser: argparse.ArgumentParser, flag: str, **options: Any) -> None:
+    """``flag`` on ``parser`` and every (sub)command under it (default SUPPRESS: a level
     that does not give it leaves the value another level gave)."""
-    if not any("--max-chunk" in a.option_strings for a in parser._actions):
-        parser.add_argument(
-            "--max-chunk",
-            dest="max_chunk",
-            metavar="SIZE",
-            type=_size,
-            default=argparse.SUPPRESS,
-            help="the most any single chunk may decompress to, e.g. 512M, 1G (default 512M)",
-        )
+    if not any(flag in a.option_strings for a in parser._actions):
+        parser.add_argument(flag, default=argparse.SUPPRESS, **options)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in set(action.choices.values()):
-                _add_max_chunk(child)
+                _add_everywhere(child, flag, **options)
+
+
+def _add_max_chunk(parser: argparse.ArgumentParser) -> None:
+    """``--max-chunk SIZE`` everywhere: the most one chunk may decompress to."""
+    _add_everywhere(parser, "--max-chunk", dest="max_chunk", metavar="SIZE", type=_size, help="the most any single chunk may decompress to, e.g. 512M, 1G (default 512M)")
 
 
 def _add_types(parser: argparse.ArgumentParser) -> None:
-    """``--types DIR`` (repeatable) on ``parser`` and every (sub)command: a workspace's ROS 2
-    ``.msg``/``.idl`` files (``pkg/msg/Name.msg``) for files that carry no definitions."""
-    if not any("--types" in a.option_strings for a in parser._actions):
-        parser.add_argument(
-            "--types",
-            dest="types",
-            metavar="DIR",
-            action="append",
-            default=argparse.SUPPRESS,
-            help="add the ROS 2 .msg/.idl files under DIR (pkg/msg/Name.msg) to the known types",
-        )
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for child in set(action.choices.values()):
-                _add_types(child)
+    """``--types DIR`` (repeatable) everywhere: a workspace's ROS 2 ``.msg``/``.idl`` files
+    (``pkg/msg/Name.msg``) for files that carry no definitions."""
+    _add_everywhere(parser, "--types", dest="types", metavar="DIR", action="append", help="add the ROS 2 .msg/.idl files under DIR (pkg/msg/Name.msg) to the known types")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
