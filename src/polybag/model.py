@@ -97,14 +97,7 @@ class Message:
     sequence: int
     data: bytes | memoryview
 
-    def __init__(
-        self,
-        channel: Channel,
-        log_time: int,
-        publish_time: int,
-        sequence: int,
-        data: bytes | memoryview,
-    ) -> None:
+    def __init__(self, channel: Channel, log_time: int, publish_time: int, sequence: int, data: bytes | memoryview) -> None:
         self.channel = channel
         self.log_time = log_time
         self.publish_time = publish_time

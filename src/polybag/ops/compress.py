@@ -207,14 +207,7 @@ def compress(
     return result
 
 
-def decompress(
-    path: PathLike,
-    *,
-    output_dir: PathLike | None = None,
-    backup: bool = True,
-    force: bool = False,
-    progress: bool | None = False,
-) -> CompressResult:
+def decompress(path: PathLike, *, output_dir: PathLike | None = None, backup: bool = True, force: bool = False, progress: bool | None = False) -> CompressResult:
     """Rewrite ``path`` with uncompressed chunks (see :func:`compress`)."""
     return compress(path, "none", output_dir=output_dir, backup=backup, force=force, progress=progress)
 

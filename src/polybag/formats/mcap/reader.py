@@ -132,15 +132,7 @@ class McapReader(
 
     format = "mcap"
 
-    def __init__(
-        self,
-        source: Source,
-        path: str | None = None,
-        *,
-        validate_crcs: bool = True,
-        recover: bool = False,
-        max_chunk_bytes: int | None = None,
-    ) -> None:
+    def __init__(self, source: Source, path: str | None = None, *, validate_crcs: bool = True, recover: bool = False, max_chunk_bytes: int | None = None) -> None:
         super().__init__(source, path)
         self._init_state(validate_crcs, recover, max_chunk_bytes)
         if isinstance(source, MappedSource):
