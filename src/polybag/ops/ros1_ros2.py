@@ -255,6 +255,7 @@ class _Planner:
         self.dst = dst
         self.rename = rename
         self.memo: dict[str, Conv | None] = {}
+        self.objects: dict[str, bool] = {}
 
     def message(self, src_name: str) -> Conv | None:
         """The converter of a message of ``src_name`` (None: the dict is already right)."""
@@ -292,6 +293,36 @@ class _Planner:
 
         self.memo[src_name] = conv_msg
         return conv_msg
+
+    def objects_carry(self, src_name: str) -> bool:
+        """Whether a decoded object of ``src_name`` encodes as the target type as it is: every
+        target field is a source field of the same name and kind (a time of either ROS reads
+        as the other's), no integer changes signedness.  Then no dict is built at all."""
+        got = self.objects.get(src_name)
+        if got is not None:
+            return got
+        self.objects[src_name] = False  # (types are not recursive)
+        by_name = {f.name: f.type for f in self.src.get(src_name).fields}
+        fields = self.dst.get(self.rename(src_name)).fields
+        ok = bool(fields)  # (an empty CDR struct is written with a placeholder byte field)
+        for f in fields:
+            s, t = by_name.get(f.name), f.type
+            if s is None or s.array != t.array:
+                ok = False
+            elif (s.base in _TIME2 and t.base == _TIME2[s.base]) or (
+                s.base in _TIME1 and t.base == _TIME1[s.base]
+            ):
+                continue
+            elif s.base in PRIMITIVE_FORMATS or t.base in PRIMITIVE_FORMATS:
+                ok = s.base == t.base
+            elif s.base in _STRINGS or t.base in _STRINGS:
+                ok = s.base in _STRINGS and t.base in _STRINGS
+            else:
+                ok = s.is_nested and t.is_nested and self.objects_carry(s.base)
+            if not ok:
+                break
+        self.objects[src_name] = ok
+        return ok
 
     def value(self, s: FieldType, t: FieldType) -> tuple[bool, Conv | None]:
         """(can be carried, converter) of a field of type ``s`` into a field of type ``t``."""
@@ -341,6 +372,22 @@ def _transform(
     return tf
 
 
+def _bridge(
+    mapped: Mapped,
+    codec: Any,
+    plan: _Planner,
+    name: str,
+    encode: Callable[[Any], bytes],
+    topic: str,
+) -> Callable[[bytes | memoryview], bytes | None]:
+    """The payload transform: decoded objects re-encoded when they carry over as they are
+    (:meth:`_Planner.objects_carry`), else dicts converted by the plan."""
+    if plan.objects_carry(name):
+        return _transform(mapped, lambda b: codec.decode(b, topic=topic), None, encode)
+    conv = plan.message(name)
+    return _transform(mapped, lambda b: codec.to_dict(b, topic=topic, numpy=True), conv, encode)
+
+
 def _qos_latched(text: str) -> bool:
     """Whether an ``offered_qos_profiles`` YAML text offers transient-local durability."""
     for line in text.splitlines():
@@ -361,16 +408,14 @@ def ros1_channel_to_ros2(ch: Channel) -> Mapped:
     dst = ros2_types_for(src, name)
     name2 = LEGACY_RENAMES.get(name, name)
     dst_codec = CdrCodec(dst, full_name(name2))
-    conv = _Planner(src, dst, lambda n: LEGACY_RENAMES.get(n, n)).message(name)
+    plan = _Planner(src, dst, lambda n: LEGACY_RENAMES.get(n, n))
     md = {k: v for k, v in ch.metadata.items() if k not in _ROS1_KEYS}
     if str(ch.metadata.get("latching", "0")).lower() in ("1", "true", "yes"):
         md["offered_qos_profiles"] = LATCHED_QOS
     mapped = Mapped(
         full_name(name2), "ros2msg", definition_for(name2, dst).encode(), "cdr", md, lambda _d: None
     )
-    mapped.transform = _transform(
-        mapped, lambda b: codec.to_dict(b, topic=ch.topic, numpy=True), conv, dst_codec.encode
-    )
+    mapped.transform = _bridge(mapped, codec, plan, name, dst_codec.encode, ch.topic)
     return mapped
 
 
@@ -384,16 +429,14 @@ def ros2_channel_to_ros1(ch: Channel) -> Mapped:
     dst = ros1_types_for(src, name)
     name1 = ros1_name(name)
     dst_codec = Ros1Codec(dst, name1)
-    conv = _Planner(src, dst, ros1_name).message(name)
+    plan = _Planner(src, dst, ros1_name)
     md = {k: v for k, v in ch.metadata.items() if k not in ("offered_qos_profiles", "type_description_hash")}
     md["type"] = name1
     md["md5sum"] = dst.md5(name1)
     if _qos_latched(str(ch.metadata.get("offered_qos_profiles", ""))):
         md["latching"] = "1"
     mapped = Mapped(name1, "ros1msg", dst.full_text(name1).encode(), "ros1", md, lambda _d: None)
-    mapped.transform = _transform(
-        mapped, lambda b: codec.to_dict(b, topic=ch.topic, numpy=True), conv, dst_codec.encode
-    )
+    mapped.transform = _bridge(mapped, codec, plan, name, dst_codec.encode, ch.topic)
     return mapped
 
 

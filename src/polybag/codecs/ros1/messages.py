@@ -170,7 +170,14 @@ def _time_methods(nsec: str) -> dict[str, Any]:
         """The time as float seconds."""
         return int(self.sec) + int(getattr(self, nsec)) * 1e-9
 
-    return {"to_nsec": to_nsec, "to_sec": to_sec}
+    # the other ROS's name of the nanoseconds, read-only (ROS 1 ``nsec``, ROS 2 ``nanosec``): a
+    # time of either serializes as the other's (ROS 1 <-> ROS 2 conversion of whole objects)
+    other = "nanosec" if nsec == "nsec" else "nsec"
+    alias = property(
+        lambda self: getattr(self, nsec),
+        doc=f"``{nsec}`` under its ROS {'2' if other == 'nanosec' else '1'} name",
+    )
+    return {"to_nsec": to_nsec, "to_sec": to_sec, other: alias}
 
 
 def _make_fill(names: tuple[str, ...], plain: tuple[bool, ...], factories: list[Callable[[], Any]]) -> Any:
