@@ -53,10 +53,11 @@ def _service_event(name: str, text: str) -> str:
     sep = "=" * 80
     event = (
         "service_msgs/ServiceEventInfo info\n"
-        f"{pkg}/{srv}_Request[<=1] request\n"
-        f"{pkg}/{srv}_Response[<=1] response\n"
+        f"{pkg}/srv/{srv}_Request[<=1] request\n"
+        f"{pkg}/srv/{srv}_Response[<=1] response\n"
     )
-    out = f"{event}{sep}\nMSG: {pkg}/{srv}_Request\n{req}\n{sep}\nMSG: {pkg}/{srv}_Response\n{resp}\n"
+    # (the request and response keep their srv/ names, as the event's type hash names them)
+    out = f"{event}{sep}\nMSG: {pkg}/srv/{srv}_Request\n{req}\n{sep}\nMSG: {pkg}/srv/{srv}_Response\n{resp}\n"
     if tail:
         out += sep + tail
     return out

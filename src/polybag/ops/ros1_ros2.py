@@ -21,6 +21,10 @@ Values
   defaults, then encoded.  A message that cannot be carried (a value out of the target's
   range, a damaged payload) is counted as dropped and its topic named in a warning.
 
+Type hashes
+  A ROS 2 channel made from a ROS 1 one carries its type's REP 2011 hash (``RIHS01_...``) in
+  ``topic_type_hash`` (rosbag2 writes it to metadata.yaml as ``type_description_hash``).
+
 QoS
   A latched ROS 1 topic gets a transient-local ``offered_qos_profiles`` (as rosbag2 writes
   it); a ROS 2 topic offered transient-local becomes ``latching=1``.
@@ -49,6 +53,7 @@ from polybag.codecs.ros1.msgdef import (
 )
 from polybag.codecs.ros2 import definition_for, full_name
 from polybag.codecs.ros2 import known_types as ros2_known
+from polybag.codecs.ros2.typehash import type_hash
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel
 from polybag.ops._common import HOLDS, ChannelMap
@@ -86,6 +91,7 @@ LATCHED_QOS = """- history: 3
 """
 #: legacy ROS 1 types whose ROS 2 counterpart has another name (the same fields)
 LEGACY_RENAMES = {"tf/tfMessage": "tf2_msgs/TFMessage"}
+_ROS2_KEYS = ("offered_qos_profiles", "type_description_hash", "topic_type_hash")
 _ROS1_KEYS = ("md5sum", "type", "message_definition", "callerid", "latching")
 
 
@@ -412,6 +418,7 @@ def ros1_channel_to_ros2(ch: Channel) -> Mapped:
     md = {k: v for k, v in ch.metadata.items() if k not in _ROS1_KEYS}
     if str(ch.metadata.get("latching", "0")).lower() in ("1", "true", "yes"):
         md["offered_qos_profiles"] = LATCHED_QOS
+    md["topic_type_hash"] = type_hash(dst, name2)  # as rosbag2 keeps it in MCAP channels
     mapped = Mapped(
         full_name(name2), "ros2msg", definition_for(name2, dst).encode(), "cdr", md, lambda _d: None
     )
@@ -430,7 +437,7 @@ def ros2_channel_to_ros1(ch: Channel) -> Mapped:
     name1 = ros1_name(name)
     dst_codec = Ros1Codec(dst, name1)
     plan = _Planner(src, dst, ros1_name)
-    md = {k: v for k, v in ch.metadata.items() if k not in ("offered_qos_profiles", "type_description_hash")}
+    md = {k: v for k, v in ch.metadata.items() if k not in _ROS2_KEYS}
     md["type"] = name1
     md["md5sum"] = dst.md5(name1)
     if _qos_latched(str(ch.metadata.get("offered_qos_profiles", ""))):
