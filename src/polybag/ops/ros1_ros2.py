@@ -51,6 +51,7 @@ from polybag.codecs.ros1.msgdef import (
     canonical,
     parse_msg,
 )
+from polybag.codecs.ros1.serde import Compiler, run_encoder
 from polybag.codecs.ros2 import definition_for, full_name
 from polybag.codecs.ros2 import known_types as ros2_known
 from polybag.codecs.ros2.typehash import type_hash
@@ -262,6 +263,9 @@ class _Planner:
         self.rename = rename
         self.memo: dict[str, Conv | None] = {}
         self.objects: dict[str, bool] = {}
+        #: target fields a source object may lack (scalar numbers and strings: ``Header.seq``),
+        #: by name -> the source of their zero value; None: no field may be missing
+        self.missing: dict[str, str] | None = None
 
     def message(self, src_name: str) -> Conv | None:
         """The converter of a message of ``src_name`` (None: the dict is already right)."""
@@ -313,7 +317,10 @@ class _Planner:
         ok = bool(fields)  # (an empty CDR struct is written with a placeholder byte field)
         for f in fields:
             s, t = by_name.get(f.name), f.type
-            if s is None or s.array != t.array:
+            if s is None and self.missing is not None and t.array is None and not t.is_nested:
+                zero = "''" if t.base in _STRINGS else ("False" if t.base == "bool" else "0")
+                ok = self.missing.setdefault(f.name, zero) == zero
+            elif s is None or s.array != t.array:
                 ok = False
             elif (s.base in _TIME2 and t.base == _TIME2[s.base]) or (
                 s.base in _TIME1 and t.base == _TIME1[s.base]
@@ -437,14 +444,34 @@ def ros2_channel_to_ros1(ch: Channel) -> Mapped:
     name1 = ros1_name(name)
     dst_codec = Ros1Codec(dst, name1)
     plan = _Planner(src, dst, ros1_name)
+    plan.missing = {}
+    encode: Callable[[Any], bytes] = dst_codec.encode
+    if plan.objects_carry(name) and plan.missing:
+        comp = _LenientCompiler(dst, plan.missing)
+        fn = comp.encoder(name1, "obj")
+        encode = lambda o: bytes(run_encoder(fn, o, name1))  # noqa: E731
     md = {k: v for k, v in ch.metadata.items() if k not in _ROS2_KEYS}
     md["type"] = name1
     md["md5sum"] = dst.md5(name1)
     if _qos_latched(str(ch.metadata.get("offered_qos_profiles", ""))):
         md["latching"] = "1"
     mapped = Mapped(name1, "ros1msg", dst.full_text(name1).encode(), "ros1", md, lambda _d: None)
-    mapped.transform = _bridge(mapped, codec, plan, name, dst_codec.encode, ch.topic)
+    mapped.transform = _bridge(mapped, codec, plan, name, encode, ch.topic)
     return mapped
+
+
+class _LenientCompiler(Compiler):
+    """ROS 1 encoders of objects that may lack some fields (a ROS 2 ``Header`` has no
+    ``seq``): those are read with their zero value as the default."""
+
+    def __init__(self, ts: TypeSet, missing: dict[str, str]) -> None:
+        super().__init__(ts, "ros1", "<")
+        self.missing = missing
+
+    def attr(self, o: str, name: str, mode: str, t: FieldType | None = None, default: Any = None) -> str:
+        if mode == "obj" and name in self.missing:
+            return f"getattr({o}, {self.const(name)}, {self.missing[name]})"
+        return super().attr(o, name, mode, t, default)
 
 
 class RosBridgeMap(ChannelMap):
