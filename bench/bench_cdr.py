@@ -10,7 +10,8 @@ measures, each the best of ``--repeat`` runs in CPU time of this process:
   3. columns of the whole topic (``payload_columns``: every field as a numpy column) vs
      rosbags decoding every message and collecting the same fields;
   4. a ROS 1 bag of the same messages converted to ROS 2: ``polybag convert --profile ros2``
-     (to MCAP) vs rosbags-convert (to a rosbag2 directory with MCAP storage), wall time.
+     (to MCAP) vs rosbags-convert (to a rosbag2 directory with MCAP storage), and a rosbag2
+     directory (sqlite3) converted to a ROS 1 bag by both, wall time.
 Prints the times and the ratios (peer time / polybag time: above 1 means polybag is faster).
 """
 
@@ -170,6 +171,18 @@ def bench_convert(n: int) -> None:
         theirs = time.perf_counter() - t
         print(f"  {'rosbags-convert (rosbag2, MCAP storage)':<46} {theirs:8.3f} s")
         ratio("convert", ours, {"rosbags-convert": theirs})
+        print(f"convert a rosbag2 directory (sqlite3) of {n} sensor_msgs/msg/Imu to a ROS 1 bag (wall time):")
+        convert(bag, tmp / "r2", format="rosbag2", compression="none")
+        t = time.perf_counter()
+        convert(tmp / "r2", tmp / "back.bag")
+        ours = time.perf_counter() - t
+        print(f"  {'polybag convert (bag)':<46} {ours:8.3f} s")
+        t = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            rconvert([tmp / "r2"], tmp / "rb.bag", "sqlite3", 8, None, "file", None, None, [], [], [], [])
+        theirs = time.perf_counter() - t
+        print(f"  {'rosbags-convert (bag)':<46} {theirs:8.3f} s")
+        ratio("convert back", ours, {"rosbags-convert": theirs})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
