@@ -181,7 +181,9 @@ def test_attachments_and_metadata_kept_or_reported(tmp_path: Path) -> None:
     assert rows(tmp_path / "c.bag") == rows(src)
 
 
-def test_cdr_channels_cannot_go_to_a_bag(tmp_path: Path) -> None:
+def test_cdr_channels_become_ros1_in_a_bag(tmp_path: Path) -> None:
+    """ROS 2 (CDR) messages written to a bag are converted to ROS 1 (issue 16; they used to
+    be dropped): see tests/ops/test_convert_ros1_ros2.py for the conversion itself."""
     src = tmp_path / "a.mcap"
     with polybag.Writer(str(src)) as w:
         s = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n")
@@ -191,11 +193,12 @@ def test_cdr_channels_cannot_go_to_a_bag(tmp_path: Path) -> None:
         c1 = w.add_channel("/ros1", "ros1", schema=s1)
         w.write(c1, b"\x02\x00\x00\x00hi", log_time=2)
     res = ops.convert(src, tmp_path / "b.bag")
-    assert res.messages == 1 and res.dropped_messages == 1
-    assert res.dropped_topics == {"/ros2": 1}
-    assert rows(tmp_path / "b.bag") == [("/ros1", 2, b"\x02\x00\x00\x00hi")]
-    # the CLI says so with exit status 1 and --json
-    assert main(["convert", str(src), str(tmp_path / "c.bag"), "--json"]) == 1
+    assert res.messages == 2 and res.dropped_messages == 0
+    assert rows(tmp_path / "b.bag") == [
+        ("/ros2", 1, b"\x02\x00\x00\x00hi"),
+        ("/ros1", 2, b"\x02\x00\x00\x00hi"),
+    ]
+    assert main(["convert", str(src), str(tmp_path / "c.bag"), "--json"]) == 0
 
 
 def test_convert_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
