@@ -142,3 +142,23 @@ def test_random_mutations_of_real_payloads(data: st.DataObject) -> None:
         pos = data.draw(st.integers(0, len(raw) - 1))
         raw[pos] = data.draw(st.integers(0, 255))
     _decodes_or_fails_cleanly(_codec(name), bytes(raw))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    typ=st.sampled_from(
+        ["int32", "uint8[]", "float64[3]", "string", "string<=3", "bool", "string[]", "byte"]
+    ),
+    default=st.text(max_size=30),
+)
+def test_any_default_value_text_parses_or_is_a_definition_error(typ: str, default: str) -> None:
+    """Whatever follows a field name (a default value, a comment, junk) gives a type or a
+    MsgDefError; a default that cannot be read is left out, never changing the layout."""
+    from polybag.codecs.ros1.msgdef import MsgDefError, parse_msg
+
+    line = f"{typ} f {default}".replace("\r", " ").split("\n")[0]
+    try:
+        d = parse_msg("h/msg/D", line + "\nuint8 after\n", "ros2")
+    except MsgDefError:
+        return
+    assert [f.name for f in d.fields][-1] == "after"
