@@ -212,3 +212,18 @@ def test_rate_control_topic_is_remapped_too(graph, listener, tmp_path):
         assert play.wait(120) == 0
     wait_for(lambda: listener.count() >= 20, 60, "the rest")
     assert listener.texts() == _texts(bag, items)
+
+
+def test_master_and_namespace_from_special_arguments(graph, listener, tmp_path):
+    items = [("/a", T0), ("rel", T0 + NS // 10)]  # a relative name lands in __ns
+    bag = make_bag(tmp_path / "in.bag", items)
+    listener.subscribe("/a")
+    listener.subscribe("/robot1/rel")
+    env = dict(graph.env, ROS_MASTER_URI="http://127.0.0.1:9")  # wrong on purpose: __master wins
+    res = subprocess.run([*POLYBAG, "--json", "--wait-for-subscribers", "-d", "0", str(bag),
+                          f"__master:={graph.uri}", "__ns:=/robot1", "__name:=player"],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["published"] == 2
+    wait_for(lambda: listener.count() >= 2, 60, "both messages")
+    assert listener.topics() == ["/a", "/robot1/rel"]

@@ -274,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
         node = stack.enter_context(
             Node(node_name, special.get("__master"), host=host, anonymous=name is None)
         )
-        sink = Ros1Sink(node, prefix=args.prefix)
+        sink = Ros1Sink(node, prefix=args.prefix, namespace=ns)
         with Player(readers, opts, sink) as player:
             if opts.rate_control_topic:
                 rc_topic = _resolve(opts.rate_control_topic, ns)

@@ -118,10 +118,12 @@ class Ros1Sink:
         *,
         prefix: str = "",
         remap: dict[str, str] | None = None,
+        namespace: str = "/",
         warn: Callable[[str], Any] | None = None,
     ) -> None:
         self.node = node
         self.prefix = prefix.rstrip("/")
+        self.namespace = "/" + namespace.strip("/")  # where relative topic names land
         self.remap: dict[str, str] = dict(remap or {})
         self.warn = warn or (lambda text: print(f"polybag play: warning: {text}", file=sys.stderr))
         self.publishers: dict[str, Any] = {}  # output topic -> publisher
@@ -146,9 +148,12 @@ class Ros1Sink:
             self.clock_publisher = self.node.advertise(clock_topic, CLOCK_TYPE, CLOCK_MD5, CLOCK_DEFINITION)
 
     def _out_topic(self, topic: str) -> str:
-        """The topic to publish ``topic`` on: prefixed, then remapped (as rosbag's node does)."""
+        """The topic to publish ``topic`` on: prefixed, resolved in the namespace when relative,
+        then remapped (as rosbag's node does)."""
         if self.prefix:
             topic = self.prefix + (topic if topic.startswith("/") else "/" + topic)
+        if not topic.startswith("/"):
+            topic = self.namespace.rstrip("/") + "/" + topic
         return self.remap.get(topic, topic)
 
     def _route(self, ch: Channel) -> _Route | None:
