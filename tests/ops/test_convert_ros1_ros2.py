@@ -266,3 +266,61 @@ def test_cli_profile_ros2_and_back(tmp_path: Path, capsys: pytest.CaptureFixture
     with polybag.open(out) as r:
         types = {c.schema.name for c in r.summary.channels.values() if c.schema is not None}
     assert "tf2_msgs/msg/TFMessage" in types and "rosgraph_msgs/msg/Log" in types
+
+
+EDGE = """time[] ts
+duration[2] ds
+byte[] bs
+char[3] cs
+byte b
+uint8[] raw
+edge_pkg/Inner[] inner
+edge_pkg/Inner one
+string[] names
+Header header
+================================================================================
+MSG: edge_pkg/Inner
+time t
+float32[2] f
+string s
+================================================================================
+MSG: std_msgs/Header
+uint32 seq
+time stamp
+string frame_id
+"""
+
+
+def test_translated_type_round_trip(tmp_path: Path) -> None:
+    """A type without a ROS 2 counterpart: time arrays, byte (int8 <-> uint8: the same bytes,
+    the values wrap) and char, nested arrays; back to ROS 1 with the original md5sum."""
+    codec = ros1_codec("edge_pkg/Edge", EDGE)
+    value = {
+        "ts": [{"sec": 1, "nsec": 2}, {"sec": 3, "nsec": 4}], "ds": [{"sec": -1, "nsec": 5}, {"sec": 2, "nsec": 0}],
+        "bs": [-1, 5, -128], "cs": b"abc", "b": -7, "raw": b"\x00\xff",
+        "inner": [{"t": {"sec": 9, "nsec": 9}, "f": [1.5, 2.5], "s": "x"}], "one": {"s": "y"},
+        "names": ["a", ""], "header": {"seq": 4, "stamp": {"sec": 5, "nsec": 6}, "frame_id": "f"},
+    }  # fmt: skip
+    bag, mid, back = tmp_path / "e.bag", tmp_path / "e.mcap", tmp_path / "back.bag"
+    with polybag.Writer(bag) as w:
+        ch = w.add_channel(
+            "/e", "ros1", w.add_schema("edge_pkg/Edge", "ros1msg", EDGE.encode()), {"md5sum": codec.md5sum}
+        )
+        w.write(ch, codec.encode(value), 1)
+    assert ops.convert(bag, mid, profile="ros2").dropped_messages == 0
+    with polybag.open(mid) as r:
+        (m,) = list(r.messages())
+        assert m.channel.schema is not None and m.channel.schema.name == "edge_pkg/msg/Edge"
+        d2 = _norm(message_to_dict(m.channel, m.data))
+    assert d2["ts"] == [{"sec": 1, "nanosec": 2}, {"sec": 3, "nanosec": 4}]
+    assert (d2["bs"], d2["b"], d2["header"]) == (
+        [255, 5, 128],
+        249,
+        {"stamp": {"sec": 5, "nanosec": 6}, "frame_id": "f"},
+    )
+    assert ops.convert(mid, back).dropped_messages == 0
+    with polybag.open(back) as r:
+        (m,) = list(r.messages())
+        assert m.channel.metadata["md5sum"] == codec.md5sum
+        value["header"]["seq"] = 0
+        assert _norm(message_to_dict(m.channel, m.data)) == _norm(codec.to_dict(codec.encode(value)))
