@@ -7,7 +7,8 @@ channels, ULog as ``ulog_msgs/*``); several inputs are merged by log time.  When
 terminal, space pauses and resumes and ``s`` steps one message while paused.  ROS remapping
 arguments ``/from:=/to`` (and ``__name:=``, ``__ns:=``, ``__master:=``) rename what is
 published, as for any ROS node.  ``--json`` prints the counts and the send lateness
-(median, p99, max) at the end.
+(median, p99, max) at the end.  ``--realtime`` plays from a ``SCHED_FIFO`` thread (Linux,
+when permitted; a refusal is a warning and playback goes on as usual).
 
 Exit codes: 0 played, 2 usage, 3 an input cannot be read or the master cannot be reached,
 130 interrupted.
