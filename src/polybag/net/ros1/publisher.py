@@ -3,7 +3,10 @@
 A :class:`_PubTopic` is one topic this node advertises (shared by every :class:`Publisher`
 handle on it; it keeps the latched message); each connected subscriber gets a
 :class:`_SubscriberLink`, a bounded send queue drained by its own thread, so a slow
-subscriber drops its oldest messages (counted) and never blocks ``publish``.
+subscriber drops its oldest messages (counted) and never blocks ``publish``.  When a link has
+nothing queued, ``publish`` writes the message to its socket at once without blocking
+(``MSG_DONTWAIT``; what the kernel does not take goes out first from the link's thread), so a
+due message is not held up by waking that thread (the player's timing depends on it).
 :class:`_IncomingSubscriber` is the handshake on an accepted connection.
 """
 
