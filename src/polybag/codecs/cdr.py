@@ -25,7 +25,7 @@ from polybag.codecs.ros1.msgdef import (
     check_field_names,
     parse_full,
 )
-from polybag.codecs.ros1.serde import Compiler, EncodeError, run_encoder  # noqa: F401 - EncodeError importable here as before
+from polybag.codecs.ros1.serde import Compiler, EncodeError, run_encoder  # noqa: F401 - importable here as before
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 
@@ -384,10 +384,8 @@ class CdrCodec:
         key = (kind, mode, endian)
         f = self._fns.get(key)
         if f is None:
-            if kind == "d":
-                f = self.payload_compiler(endian).decoder(self.type_name, mode)
-            else:
-                f = self.compiler(endian).encoder(self.type_name, mode)
+            c = self.payload_compiler(endian)
+            f = c.decoder(self.type_name, mode) if kind == "d" else c.encoder(self.type_name, mode)
             self._fns[key] = f
         return f
 
@@ -438,9 +436,13 @@ class CdrCodec:
         return self._run("dictnp" if numpy else "dict", data, topic)
 
     def encode(self, obj: Any, endian: str = "<") -> bytes:
-        mode = "dict" if isinstance(obj, dict) else "obj"
-        out = run_encoder(self.fn("e", mode, endian), obj, self.full_name)
-        return _HEADERS[endian] + bytes(out)
+        fn = self.fn("e", "dict" if isinstance(obj, dict) else "obj", endian)
+        out = bytearray(_HEADERS[endian])  # the encoders align relative to the byte after it
+        try:
+            fn(out, obj)
+        except DecodeError as e:
+            raise EncodeError(getattr(e, "reason", str(e)), type_name=self.full_name, field=e.field) from None
+        return bytes(out)
 
 
 _codecs: dict[tuple[str, str, str], CdrCodec] = {}

@@ -83,7 +83,7 @@ class _EncGen(_Gen):
         return "\n".join(head + self.lines + ["        pass"] + tail) + "\n"
 
     def dyn_align(self, a: int) -> None:
-        self.emit(f"out += _ZEROS[:-len(out) & {a - 1}]")
+        self.emit(self.c.enc_align_code(a))
 
     def flush(self) -> None:
         if not self.run_size:
@@ -150,7 +150,7 @@ class _EncGen(_Gen):
             self.bound(t, a, path)
             self.count(f"len({a})", path)
             if size > 4 and c.cdr:
-                self.emit(f"if len({a}): out += _ZEROS[:-len(out) & {size - 1}]")
+                self.emit(f"if len({a}): {c.enc_align_code(size)}")
             self.emit(f"out += {a}.tobytes()")
             self.m, self.r = (min(size, 4), 0) if c.cdr else (1, 0)
             return
@@ -170,7 +170,7 @@ class _EncGen(_Gen):
         self.ind += 1
         if base in ("string", "wstring"):
             if c.cdr:
-                self.emit("out += _ZEROS[:-len(out) & 3]")
+                self.emit(self.c.enc_align_code(4))
             self.string_code(base, "_x", t.string_bound)
         else:
             fn = c._func("e", base, self.mode)
@@ -191,7 +191,7 @@ class _EncGen(_Gen):
             self.emit("out += _U32.pack(_u)")
             self.emit(f"out += {b}")
             return
-        self.emit(f"{b} = _enc_str({v})")
+        self.emit(f"{b} = {v}.encode('utf-8', 'surrogateescape') if {v}.__class__ is str else _enc_str({v})")
         if string_bound is not None:
             self.emit(
                 f"if len({b}) > {string_bound}: raise ValueError('string longer than {string_bound} bytes')"

@@ -74,8 +74,8 @@ class Compiler:
         self.ts = ts
         self.cdr = wire == "cdr"
         self.e = endian
-        # decoders: where CDR alignment counts from in ``buf`` (4: a whole payload, read after
-        # its encapsulation header without slicing it off); encoders always start at 0
+        # where CDR alignment counts from in ``buf`` (decoders) and ``out`` (encoders): 4 for a
+        # whole payload, read or written after its encapsulation header
         self.origin = origin
         self.ns: dict[str, Any] = {
             "_new": object.__new__,
@@ -106,6 +106,14 @@ class Compiler:
         self.ns["_errinfo"] = self._errinfo
 
     # --- helpers ----------------------------------------------------------------------
+    def enc_align_code(self, a: int) -> str:
+        """Encoder source padding ``out`` to ``a`` relative to :attr:`origin` (the bytes
+        before it, a CDR encapsulation header, are already in ``out``)."""
+        o = self.origin % a
+        if not o:
+            return f"out += _ZEROS[:-len(out) & {a - 1}]"
+        return f"out += _ZEROS[:({o} - len(out)) & {a - 1}]"
+
     def align_code(self, a: int) -> str:
         """Decoder source aligning ``pos`` to ``a`` relative to :attr:`origin`."""
         o = self.origin % a
