@@ -111,6 +111,7 @@ class Rosbag2Reader(Reader):
         super().__init__(MappedSource(directory, b""), directory)
         self.recover = recover
         self._errors: list[str] = []
+        self._noted = 0
         self._storages: list[Storage] = []
         self._temps: list[Decompressed] = []
         self.info: BagInfo | None = None
@@ -130,7 +131,7 @@ class Rosbag2Reader(Reader):
             except PolybagError as e:
                 if not self.recover:
                     raise
-                self._errors.append(f"{meta}: {e}")
+                self._note(f"{meta}: {e}")
         if self.info is not None:
             files = list(self.info.files)
             if self.info.storage_identifier not in ("sqlite3", "mcap", ""):
@@ -142,7 +143,7 @@ class Rosbag2Reader(Reader):
             if missing:
                 if not self.recover:
                     raise FormatError(f"storage file(s) missing: {', '.join(missing)}", meta)
-                self._errors.append(f"{meta}: storage file(s) missing: {', '.join(missing)}")
+                self._note(f"{meta}: storage file(s) missing: {', '.join(missing)}")
                 files = [f for f in files if f.path not in missing]
             if self.recover:  # storage files the metadata does not list (a later split)
                 known = {os.path.normpath(f.path) for f in files} | {os.path.normpath(m) for m in missing}
@@ -155,7 +156,7 @@ class Rosbag2Reader(Reader):
                     "no metadata.yaml (an interrupted write?): `polybag recover` rebuilds the bag", directory
                 )
             files = [FileInfo(n) for n in _storage_files(directory)]
-            self._errors.append(f"{directory}: no metadata.yaml; rebuilt from the storage files")
+            self._note(f"{directory}: no metadata.yaml; rebuilt from the storage files")
         declared = self.info.storage_identifier if self.info is not None else ""
         self._files: list[FileInfo] = []  # the files opened, one per storage
         for f in files:
@@ -165,7 +166,7 @@ class Rosbag2Reader(Reader):
             except PolybagError as e:
                 if not self.recover:
                     raise
-                self._errors.append(str(e))
+                self._note(str(e))
                 continue
             self._storages.append(st)
             self._files.append(f)
@@ -198,7 +199,7 @@ class Rosbag2Reader(Reader):
             except PolybagError as e:
                 if not self.recover:
                     raise
-                self._errors.append(str(e))
+                self._note(str(e))
                 file_topics.append([])
         defs: dict[str, tuple[str, bytes]] = {}
         for tops in file_topics:
@@ -276,7 +277,7 @@ class Rosbag2Reader(Reader):
                             s.message_counts[ch.id] = s.message_counts.get(ch.id, 0) + n
                     a, b = st.times()
                 except PolybagError as e:
-                    self._errors.append(str(e))
+                    self._note(str(e))
                     continue
                 if a is not None and b is not None:
                     lo.append(a)
@@ -358,13 +359,21 @@ class Rosbag2Reader(Reader):
                         what = f"topic {m.channel.topic}, time {m.log_time}: {e}"
                         if not self.recover:
                             raise FormatError(what, st.path) from None
-                        self._errors.append(f"{st.path}: {what}")
+                        self._note(f"{st.path}: {what}")
                         continue
                     yield m
         except PolybagError as e:
             if not self.recover:
                 raise
-            self._errors.append(str(e))
+            self._note(str(e))
+
+    def _note(self, text: str) -> None:
+        """Record damage a recovering read met (the first 200 places; then only a count)."""
+        self._noted += 1
+        if self._noted <= 200:
+            self._errors.append(text)
+        elif self._noted == 201:
+            self._errors.append("more damage; only the first 200 places are listed")
 
     def attachments(self) -> Iterator[Attachment]:
         """Attachments of MCAP storage files (rosbag2 itself writes none)."""

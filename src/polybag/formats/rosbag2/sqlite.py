@@ -33,6 +33,7 @@ from polybag.errors import FormatError
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _JOURNALS = ("-journal", "-wal")
 _BATCH = 2048
+_MAX_NOTES = 200
 # what SQLite raises on a damaged file: its own errors, and a UnicodeDecodeError (a ValueError)
 # when an error message quotes undecodable bytes of the file
 _DB_ERRORS = (sqlite3.Error, ValueError)
@@ -72,6 +73,7 @@ class SqliteStorage:
         self.path = path
         self.recover = recover
         self.errors: list[str] = []
+        self.noted = 0
         self._tmp: str | None = None
         try:
             with open(path, "rb") as f:
@@ -258,9 +260,7 @@ class SqliteStorage:
                     r = rows[-1]
                     last = (r[1], r[3]) if isinstance(r[1], int) and isinstance(r[3], int) else last
             except _DB_ERRORS as e:
-                self.errors.append(
-                    f"{self.path}: the timestamp index is damaged ({e}); the rest in row order"
-                )
+                self.note(f"{self.path}: the timestamp index is damaged ({e}); the rest in row order")
 
         def after(r: Any) -> bool:  # not given yet by the index pass
             if last is None or not isinstance(r[1], int):
@@ -270,6 +270,11 @@ class SqliteStorage:
         cond = where + (" AND " if where else " WHERE ") + "id > ?"
         pos = -(1 << 63)
         skips = 0
+        walked = 0
+        try:
+            limit = os.path.getsize(self.path) // 4 + _BATCH  # a row takes more than 4 bytes
+        except OSError:
+            limit = 1 << 40
         while True:
             try:
                 got = self.conn.execute(
@@ -278,15 +283,30 @@ class SqliteStorage:
                 ).fetchall()
             except _DB_ERRORS as e:
                 skips += 1
-                self.errors.append(f"{self.path}: damaged rows after id {pos}: {e}")
+                self.note(f"{self.path}: damaged rows after id {pos}: {e}")
                 if skips > 40:
                     return
                 pos = pos + (1 << skips) if pos >= 0 else 0
                 continue
             if not got:
                 return
-            pos = got[-1][3] if isinstance(got[-1][3], int) else pos + len(got)
+            ids = [r[3] for r in got if isinstance(r[3], int)]
+            nxt = max(ids) if ids else pos
+            # a damaged b-tree may give rows out of order: the walk always moves forward
+            pos = nxt if nxt > pos else (pos + _BATCH if pos >= 0 else 0)
+            walked += len(got)
+            if walked > limit:  # more rows than the file can hold: a loop in damaged pages
+                self.note(f"{self.path}: the row walk found more rows than the file can hold; stopped")
+                return
             yield self._good([r for r in got if after(r)])
+
+    def note(self, text: str) -> None:
+        """Record damage a recovering read met; past :data:`_MAX_NOTES` only counted."""
+        self.noted += 1
+        if self.noted <= _MAX_NOTES:
+            self.errors.append(text)
+        elif self.noted == _MAX_NOTES + 1:
+            self.errors.append(f"{self.path}: more damage; only the first {_MAX_NOTES} places are listed")
 
     def _good(self, rows: list[Any]) -> list[tuple[int, int, bytes, int]]:
         out = []
@@ -294,7 +314,7 @@ class SqliteStorage:
             try:
                 tid, ts, data = self.checked(r)
             except FormatError as e:
-                self.errors.append(str(e))
+                self.note(str(e))
                 continue
             out.append((tid, ts, data, 1))
         return out

@@ -93,7 +93,7 @@ class Storage:
         text = f"{self.path}: a message on topic id {tid}, which the file does not declare"
         if not self.recover:
             raise FormatError(f"a message on topic id {tid}, which the file does not declare", self.path)
-        if text not in self.errors:
+        if text not in self.errors and len(self.errors) < 200:
             self.errors.append(text)
 
     def size(self) -> int:
