@@ -31,7 +31,7 @@ _MI_DTYPE = np.dtype(R.MESSAGE_INDEX_DTYPE)
 _REC_DTYPE = np.dtype(
     [("op", "u1"), ("len", "<u8"), ("cid", "<u2"), ("seq", "<u4"), ("lt", "<u8"), ("pt", "<u8")]
 )
-_AR31 = np.arange(RECORD_MESSAGE_HEAD_LEN, dtype=np.int64)
+_V31 = np.dtype(f"V{_REC_DTYPE.itemsize}")  # the same bytes, copied whole (faster than field by field)
 _COPY_BELOW = 4096  # average payloads smaller than this are copied (cheaper than views)
 
 
@@ -57,16 +57,7 @@ def _bulk_heads(
         return np.zeros(0, _REC_DTYPE), offs
     if int(offs.max()) + RECORD_MESSAGE_HEAD_LEN > n or int(offs.min()) < 0:
         raise _NeedSlowPath
-    a = np.frombuffer(buf, np.uint8)
-    k = len(offs)
-    step = int(offs[1] - offs[0]) if k > 1 else 0
-    if step >= RECORD_MESSAGE_HEAD_LEN and bool((np.diff(offs) == step).all()):
-        # records at a constant stride (one channel, equal sizes): rows of a strided view
-        o0 = int(offs[0])
-        heads = np.lib.stride_tricks.as_strided(a[o0:], (k, RECORD_MESSAGE_HEAD_LEN), (step, 1), writeable=False)
-        rec = np.ascontiguousarray(heads).view(_REC_DTYPE)[:, 0]
-    else:
-        rec = a[offs[:, None] + _AR31].view(_REC_DTYPE)[:, 0]
+    rec = _at_every_byte(buf, _V31)[offs].view(_REC_DTYPE)  # one 31-byte copy per record
     ln = rec["len"]
     if not bool(np.all(rec["op"] == 5)) or not bool(np.all(ln >= 22)):
         raise _NeedSlowPath
@@ -88,6 +79,14 @@ def _bulk_heads(
             rec = rec[o]
             offs = offs[o]
     return rec, offs
+
+
+def _at_every_byte(buf: bytes | memoryview, dtype: np.dtype, skip: int = 0) -> np.ndarray:
+    """A read-only view of ``buf`` with one ``dtype`` item starting at every byte offset
+    ``skip + i`` (stride 1, items overlapping), so that ``view[offs]`` gathers the items at
+    arbitrary offsets ``offs + skip`` in one fancy index.  ``len(buf) >= skip + dtype.itemsize``."""
+    n = len(buf) - skip - dtype.itemsize + 1
+    return np.ndarray((n,), dtype, buffer=buf, offset=skip, strides=(1,))
 
 
 def _heads_mask(
@@ -122,20 +121,43 @@ def _messages_from_heads(
     lens = rec["len"].astype(np.int64)
     starts = (offs + RECORD_MESSAGE_HEAD_LEN).tolist()
     ends = (offs + 9 + lens).tolist()
-    cids = rec["cid"].tolist()
-    try:
-        chans = list(map(channels.__getitem__, cids))
-    except KeyError as e:
-        raise _UnknownChannel(e.args[0], 0) from None
+    chans = _channel_of_each(rec["cid"], channels)
     src = buf if isinstance(buf, memoryview) or int(lens.sum()) < _COPY_BELOW * len(lens) else memoryview(buf)
     was = gc.isenabled()
     gc.disable()
     try:
-        data = list(map(src.__getitem__, map(slice, starts, ends)))
-        return list(map(Message, chans, rec["lt"].tolist(), rec["pt"].tolist(), rec["seq"].tolist(), data))
+        lts = rec["lt"].tolist()
+        # writers often publish at the log time: then the same int objects serve both
+        pts = lts if np.array_equal(rec["pt"], rec["lt"]) else rec["pt"].tolist()
+        M = Message
+        return [M(c, lt, pt, sq, src[a:b]) for c, lt, pt, sq, a, b in zip(chans, lts, pts, rec["seq"].tolist(), starts, ends)]
     finally:
         if was:
             gc.enable()
+
+
+def _channel_of_each(cids: np.ndarray, channels: dict[int, Channel]) -> list[Channel]:
+    """The channel of each id of ``cids`` (uint16): a lookup table indexed in C when the
+    ids are fewer than the messages, else one dict lookup per message; :class:`_UnknownChannel` for an id
+    ``channels`` lacks."""
+    top = int(cids.max())
+    if top < len(cids):  # the table costs less than a lookup per message
+        table = np.empty(top + 1, object)
+        known = np.zeros(top + 1, bool)
+        get = channels.get
+        for cid in range(top + 1):
+            ch = get(cid)
+            if ch is not None:
+                table[cid] = ch
+                known[cid] = True
+        ok = known[cids]
+        if not bool(ok.all()):
+            raise _UnknownChannel(int(cids[int(np.argmin(ok))]), 0)
+        return table[cids].tolist()
+    try:
+        return list(map(channels.__getitem__, cids.tolist()))
+    except KeyError as e:
+        raise _UnknownChannel(e.args[0], 0) from None
 
 
 @dataclass
@@ -177,7 +199,7 @@ def _batch_from_messages(msgs: list[Message]) -> _Batch:
     return _Batch(np.fromiter((m.log_time for m in msgs), np.uint64, n), buf, starts, sizes)
 
 
-_AR_LEN = np.arange(1, 9, dtype=np.int64)
+_U64 = np.dtype("<u8")
 
 
 def _defs_between_messages(buf: bytes | memoryview, offs: np.ndarray, defs: Callable[[int, int, int], None]) -> bool:
@@ -191,8 +213,7 @@ def _defs_between_messages(buf: bytes | memoryview, offs: np.ndarray, defs: Call
         return True
     if int(offs[0]) < 0 or int(offs[-1]) + 9 > n:
         return False
-    a = np.frombuffer(buf, np.uint8)
-    lens = a[offs[:, None] + _AR_LEN].view("<u8")[:, 0]
+    lens = _at_every_byte(buf, _U64, 1)[offs]
     if bool((lens > np.uint64(n)).any()):
         return False
     ends = offs + 9 + lens.astype(np.int64)

@@ -9,8 +9,9 @@ reader then spools the stream first (:meth:`McapReader._materialize`).
 
 from __future__ import annotations
 
+import itertools
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from polybag._merge import Segment
 from polybag._merge import const as _const
@@ -32,6 +33,25 @@ from polybag.formats.mcap.records import MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U
 from polybag.model import Message
 from polybag.reader import TopicSelector
 from polybag.source import StreamSource
+
+
+class _Flat(itertools.chain):  # type: ignore[type-arg]
+    """The messages of a generator of message lists, iterated in C (no Python frame resumed
+    per message), with the generator's ``close``."""
+
+    __slots__ = ("_lists",)
+
+    _lists: Generator[list[Message], None, None]
+
+    @classmethod
+    def over(cls, lists: Generator[list[Message], None, None]) -> _Flat:
+        flat = cls.from_iterable(lists)
+        flat._lists = lists
+        return flat
+
+    def close(self) -> None:
+        """Stop reading: the stream is left where it is."""
+        self._lists.close()
 
 
 class StreamMixin(McapState):
@@ -91,14 +111,14 @@ class StreamMixin(McapState):
     def _stream_messages(self, topics: TopicSelector, start: int | None, end: int | None, order: str) -> Iterator[Message]:
         want = self._want(topics)
 
-        def inner() -> Iterator[Message]:
+        def lists() -> Iterator[list[Message]]:
             try:
                 for _s, _r, load in self._stream_segments(want, start, end):
-                    yield from load()
+                    yield load()
             finally:
                 self._drop_want(want)
 
-        return inner()
+        return _Flat.over(lists())
 
     def _stream_segments(self, want: set[int] | None, start: int | None, end: int | None) -> Iterator[Segment]:
         """The stream's wanted messages as segments in file order: one per chunk (decoded once
