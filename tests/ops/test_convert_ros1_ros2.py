@@ -324,3 +324,32 @@ def test_translated_type_round_trip(tmp_path: Path) -> None:
         assert m.channel.metadata["md5sum"] == codec.md5sum
         value["header"]["seq"] = 0
         assert _norm(message_to_dict(m.channel, m.data)) == _norm(codec.to_dict(codec.encode(value)))
+
+
+def test_ros2_without_definitions_uses_bundled_types(tmp_path: Path) -> None:
+    """A ROS 2 file that names its types and carries no definitions (rosbag2 before Iron):
+    the bundled Jazzy definitions decode it, and the bag gets ROS 1's own md5sum."""
+    from polybag.codecs.cdr import codec_for_type as cdr_codec
+    from polybag.codecs.ros2 import definition_for as ros2_definition
+
+    imu = cdr_codec("sensor_msgs/msg/Imu", ros2_definition("sensor_msgs/msg/Imu"))
+    src, out = tmp_path / "old.mcap", tmp_path / "old.bag"
+    with polybag.Writer(src, profile="ros2") as w:
+        ch = w.add_channel("/imu", "cdr", w.add_schema("sensor_msgs/msg/Imu", "ros2msg", b""))
+        w.write(
+            ch,
+            imu.encode(
+                {"header": {"frame_id": "imu", "stamp": {"sec": 2, "nanosec": 3}}, "orientation": {"w": 1.0}}
+            ),
+            5,
+        )
+    r = ops.convert(src, out)
+    assert (r.messages, r.dropped_messages) == (1, 0)
+    with polybag.open(out) as rd:
+        (m,) = list(rd.messages())
+        assert m.channel.metadata["md5sum"] == ros1_codec("sensor_msgs/Imu").md5sum
+        d = m.to_dict()
+    assert (
+        d["header"] == {"seq": 0, "stamp": {"sec": 2, "nsec": 3}, "frame_id": "imu"}
+        and d["orientation"]["w"] == 1.0
+    )
