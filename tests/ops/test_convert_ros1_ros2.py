@@ -353,3 +353,15 @@ def test_ros2_without_definitions_uses_bundled_types(tmp_path: Path) -> None:
         d["header"] == {"seq": 0, "stamp": {"sec": 2, "nsec": 3}, "frame_id": "imu"}
         and d["orientation"]["w"] == 1.0
     )
+
+
+def test_names_ros2_refuses_are_kept_and_named(tmp_path: Path) -> None:
+    bag = CORPORA / "rosbag" / "matlab_rosbag" / "constants.bag"
+    r = ops.convert(bag, tmp_path / "c.mcap", profile="ros2")
+    assert r.dropped_messages == 0
+    (warning,) = [w for w in r.warnings if "ROS 2 tools refuse" in w]
+    assert "test_roscpp_serialization/msg/Constants" in warning and "constant 'a'" in warning
+    clean = ops.convert(
+        CORPORA / "rosbag" / "foxglove-rosbag" / "example.bag", tmp_path / "e.mcap", profile="ros2"
+    )
+    assert not [w for w in clean.warnings if "refuse" in w]

@@ -32,8 +32,9 @@ QoS
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -109,6 +110,7 @@ class Mapped:
     transform: Callable[[bytes | memoryview], bytes | None]
     failures: int = 0
     last_error: str = ""
+    name_problems: list[str] = field(default_factory=list)
 
 
 def ros1_name(name: str) -> str:
@@ -197,6 +199,26 @@ def ros2_types_for(src: TypeSet, name: str) -> TypeSet:
             continue
         out.add(parse_msg(full_name(n2), _ros2_text(src.get(n)), "ros2"))
     out.finalize()
+    return out
+
+
+_ROS2_TYPE = re.compile(r"[A-Z][A-Za-z0-9]*")
+_ROS2_FIELD = re.compile(r"[a-z]([a-z0-9_]?[a-z0-9]+)*")
+_ROS2_CONSTANT = re.compile(r"[A-Z]([A-Z0-9_]?[A-Z0-9]+)*")
+
+
+def ros2_name_problems(types: TypeSet) -> list[str]:
+    """Names of translated types (``types``' own, not the known ones) that ROS 2 tools
+    (rosidl) refuse: lower-case type names, upper-case field names, lower-case constants.
+    They are kept as they are (as rosbags-convert does); this says which."""
+    out = []
+    for d in types.types.values():
+        short = d.name.rsplit("/", 1)[-1]
+        bad = [] if _ROS2_TYPE.fullmatch(short) else [f"type name {short!r}"]
+        bad += [f"field {f.name!r}" for f in d.fields if not _ROS2_FIELD.fullmatch(f.name)]
+        bad += [f"constant {c.name!r}" for c in d.constants if not _ROS2_CONSTANT.fullmatch(c.name)]
+        if bad:
+            out.append(f"{full_name(d.name)}: {', '.join(bad)}")
     return out
 
 
@@ -429,6 +451,7 @@ def ros1_channel_to_ros2(ch: Channel) -> Mapped:
     mapped = Mapped(
         full_name(name2), "ros2msg", definition_for(name2, dst).encode(), "cdr", md, lambda _d: None
     )
+    mapped.name_problems = ros2_name_problems(dst)
     mapped.transform = _bridge(mapped, codec, plan, name, dst_codec.encode, ch.topic)
     return mapped
 
@@ -502,6 +525,10 @@ class RosBridgeMap(ChannelMap):
             self.result.warn(f"topic {ch.topic}: cannot map {tname} to {label}: {e}; dropped")
             return None, None
         self.mapped[ch.topic] = mp
+        if mp.name_problems:
+            self.result.warn(
+                f"topic {ch.topic}: names ROS 2 tools refuse, kept as they are: {'; '.join(mp.name_problems)}"
+            )
         key = (ch.topic, mp.message_encoding, (mp.schema_name, mp.schema_encoding, mp.schema_data),
                tuple(sorted(mp.metadata.items())))  # fmt: skip
         out = self._by_key.get(key)
