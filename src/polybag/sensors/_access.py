@@ -86,6 +86,14 @@ def as_bytes(value: Any, type_name: str, name: str = "data") -> memoryview | np.
     raise DecodeError(f"{name} is {type(value).__name__}, not bytes", type_name=type_name, field=name)
 
 
+def require_size(data: memoryview | np.ndarray, need: int, fewer_than: str, type_name: str) -> None:
+    """A :class:`DecodeError` on field ``data`` when the buffer ``data`` holds fewer than
+    ``need`` bytes; its message is ``data has N bytes, fewer than`` and ``fewer_than``."""
+    size = len(data) if isinstance(data, memoryview) else int(data.size)
+    if size < need:
+        raise DecodeError(f"data has {size} bytes, fewer than {fewer_than}", type_name=type_name, field="data")
+
+
 def short_type(name: str) -> str:
     """``sensor_msgs/Image`` for ``sensor_msgs/msg/Image`` (ROS 2) and ``sensor_msgs/Image``."""
     parts = name.split("/")

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from polybag.errors import DecodeError, UnsupportedError, UsageError
-from polybag.sensors._access import as_bytes, field, integer, text
+from polybag.sensors._access import as_bytes, field, integer, require_size, text
 from polybag.sensors._access import holder as _holder
 
 IMAGE = "sensor_msgs/Image"
@@ -125,13 +125,7 @@ def pixels(
             field="step",
         )
     need = step * height
-    size = len(data) if isinstance(data, memoryview) else int(data.size)
-    if size < need:
-        raise DecodeError(
-            f"data has {size} bytes, fewer than step x height = {step} x {height} = {need}",
-            type_name=IMAGE,
-            field="data",
-        )
+    require_size(data, need, f"step x height = {step} x {height} = {need}", IMAGE)
     dtype = enc.dtype.newbyteorder(">" if big else "<") if enc.dtype.itemsize > 1 else enc.dtype
     swap = not dtype.isnative
     shape: tuple[int, ...] = (height, width) if enc.channels == 1 else (height, width, enc.channels)

@@ -109,46 +109,33 @@ def _vector(msg: Any, name: str, t: str, keys: str) -> list[float]:
     return [_float(v, k, t) for k in keys]
 
 
-IMU_COLUMNS = (
-    "orientation.x",
-    "orientation.y",
-    "orientation.z",
-    "orientation.w",
-    "angular_velocity.x",
-    "angular_velocity.y",
-    "angular_velocity.z",
-    "linear_acceleration.x",
-    "linear_acceleration.y",
-    "linear_acceleration.z",
-)
+#: a message's vector fields and their keys, in column order
+_Vectors = tuple[tuple[str, str], ...]
+
+_IMU_VECTORS: _Vectors = (("orientation", "xyzw"), ("angular_velocity", "xyz"), ("linear_acceleration", "xyz"))
+_POSE_VECTORS: _Vectors = (("position", "xyz"), ("orientation", "xyzw"))
+_TWIST_VECTORS: _Vectors = (("linear", "xyz"), ("angular", "xyz"))
+
+
+def _vector_columns(vectors: _Vectors) -> tuple[str, ...]:
+    """The column names of ``vectors``: ``orientation.x``, ``orientation.y``..."""
+    return tuple(f"{name}.{k}" for name, keys in vectors for k in keys)
+
+
+def _vectors(msg: Any, vectors: _Vectors, t: str) -> list[float]:
+    """The values of ``vectors`` of ``msg`` (a message of type ``t``), in column order."""
+    return [x for name, keys in vectors for x in _vector(msg, name, t, keys)]
+
+
+IMU_COLUMNS = _vector_columns(_IMU_VECTORS)
 
 
 def imu_to_numpy(msg: Any) -> np.ndarray:
     """A ``sensor_msgs/Imu`` as a row of :data:`IMU_COLUMNS` (covariances left out)."""
-    t = "sensor_msgs/Imu"
-    return np.array(
-        _vector(msg, "orientation", t, "xyzw")
-        + _vector(msg, "angular_velocity", t, "xyz")
-        + _vector(msg, "linear_acceleration", t, "xyz"),
-        np.float64,
-    )
+    return np.array(_vectors(msg, _IMU_VECTORS, "sensor_msgs/Imu"), np.float64)
 
 
-ODOMETRY_COLUMNS = (
-    "position.x",
-    "position.y",
-    "position.z",
-    "orientation.x",
-    "orientation.y",
-    "orientation.z",
-    "orientation.w",
-    "linear.x",
-    "linear.y",
-    "linear.z",
-    "angular.x",
-    "angular.y",
-    "angular.z",
-)
+ODOMETRY_COLUMNS = _vector_columns(_POSE_VECTORS + _TWIST_VECTORS)
 
 
 def odometry_to_numpy(msg: Any) -> np.ndarray:
@@ -157,13 +144,7 @@ def odometry_to_numpy(msg: Any) -> np.ndarray:
     t = "nav_msgs/Odometry"
     pose = field(field(msg, "pose", t), "pose", t)
     twist = field(field(msg, "twist", t), "twist", t)
-    return np.array(
-        _vector(pose, "position", t, "xyz")
-        + _vector(pose, "orientation", t, "xyzw")
-        + _vector(twist, "linear", t, "xyz")
-        + _vector(twist, "angular", t, "xyz"),
-        np.float64,
-    )
+    return np.array(_vectors(pose, _POSE_VECTORS, t) + _vectors(twist, _TWIST_VECTORS, t), np.float64)
 
 
 def occupancygrid_to_numpy(msg: Any, masked: bool = False) -> np.ndarray:

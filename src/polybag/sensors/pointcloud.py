@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from polybag.errors import DecodeError, UsageError
-from polybag.sensors._access import as_bytes, field, integer, text
+from polybag.sensors._access import as_bytes, field, integer, require_size, text
 from polybag.sensors._access import holder as _holder
 from polybag.sensors.image import default_header
 
@@ -124,13 +124,7 @@ def points(
         )
     stride = row_step if height > 1 else max(row_step, row)
     need = (height - 1) * stride + row if height and width else 0
-    size = len(data) if isinstance(data, memoryview) else int(data.size)
-    if size < need:
-        raise DecodeError(
-            f"data has {size} bytes, fewer than the {height} x {width} points need ({need})",
-            type_name=POINTCLOUD2,
-            field="data",
-        )
+    require_size(data, need, f"the {height} x {width} points need ({need})", POINTCLOUD2)
     if height == 0 or width == 0:
         return np.zeros((height, width), dtype)
     return np.ndarray(

@@ -138,6 +138,23 @@ def every_nth(messages: Iterator[Message], ids: set[int], every: int) -> Iterato
             yield m
 
 
+def sensor_messages(
+    reader: Any,
+    topics: TopicSelector,
+    kinds: dict[str, str],
+    what: str,
+    start: int | None,
+    end: int | None,
+    every: int,
+    strict: bool,
+) -> Iterator[Message]:
+    """Every ``every``-th message (counted per topic) of the channels of ``topics`` whose type
+    is one of ``kinds`` (see :func:`sensor_channels`), in log-time order."""
+    chans = sensor_channels(reader, topics, kinds, what, strict)
+    msgs = reader.messages(topics=sorted({c.topic for c in chans}), start=start, end=end)
+    return every_nth(msgs, {c.id for c in chans}, every)
+
+
 def frames(
     reader: Any,
     topics: TopicSelector,
@@ -149,10 +166,9 @@ def frames(
 ) -> Iterator[Frame]:
     """Every ``every``-th image of the image topics in ``topics`` (raw and compressed), in
     log-time order, as :class:`Frame` s (counted per topic)."""
-    chans = sensor_channels(reader, topics, IMAGE_TYPES, "image", strict)
+    msgs = sensor_messages(reader, topics, IMAGE_TYPES, "image", start, end, every, strict)
     fr = FrameReader(copy)
-    msgs = reader.messages(topics=sorted({c.topic for c in chans}), start=start, end=end)
-    for m in every_nth(msgs, {c.id for c in chans}, every):
+    for m in msgs:
         yield fr.read(m)
 
 
@@ -191,10 +207,9 @@ def clouds(
     strict: bool = True,
 ) -> Iterator[tuple[Message, np.ndarray]]:
     """``(message, points)`` of every ``every``-th cloud of the cloud topics in ``topics``."""
-    chans = sensor_channels(reader, topics, CLOUD_TYPES, "PointCloud2", strict)
-    msgs = reader.messages(topics=sorted({c.topic for c in chans}), start=start, end=end)
+    msgs = sensor_messages(reader, topics, CLOUD_TYPES, "PointCloud2", start, end, every, strict)
     cr = CloudReader()
-    for m in every_nth(msgs, {c.id for c in chans}, every):
+    for m in msgs:
         yield m, read_cloud(m, skip_nans=skip_nans, split_rgb=split_rgb, layout=cr)
 
 
