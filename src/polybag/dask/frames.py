@@ -8,10 +8,18 @@ Dask itself is imported only here, when a collection is built (:func:`_require`)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from polybag.dask.plan import DEFAULT_PARTITION_MESSAGES, Partition, PathsLike, _order, _plan, expand_paths
+from polybag.dask.plan import (
+    DEFAULT_PARTITION_MESSAGES,
+    Partition,
+    PathsLike,
+    _order,
+    _plan,
+    expand_paths,
+    partitions,
+)
 from polybag.dask.read import (
     _SUMMARY_COLUMNS,
     _add_file_column,
@@ -115,15 +123,26 @@ def read_messages(
     (the message as nested dicts, or its raw bytes with ``decode=False``) and ``file``.
     Partitioned like :func:`read_topic`; items are in log-time order within a partition.
     """
+    return _partition_bag(paths, topics, start, end, partition_messages, _message_partition, decode=decode)
+
+
+def _partition_bag(
+    paths: PathsLike,
+    topics: TopicSelector,
+    start: int | None,
+    end: int | None,
+    partition_messages: int,
+    task: Callable[..., Any],
+    **options: Any,
+) -> Any:
+    """A ``dask.bag.Bag`` of the items ``task(part, topics=topics, **options)`` gives for
+    each of the :func:`~polybag.dask.plan.partitions` of ``topics`` across ``paths`` (one
+    empty partition when there is none)."""
     db = _require("bag")
-    start, end = TimeWindow.of_ns(start, end)
-    files = expand_paths(paths)
-    plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
-    parts, _div = _order(plans, start, end, partition_messages)
+    parts = partitions(paths, topics, start=start, end=end, partition_messages=partition_messages)
     if not parts:
         return db.from_sequence([], npartitions=1)
-    seq = db.from_sequence(parts, partition_size=1)
-    return seq.map(_message_partition, topics=topics, decode=decode).flatten()
+    return db.from_sequence(parts, partition_size=1).map(task, topics=topics, **options).flatten()
 
 
 def file_summaries(paths: PathsLike, *, errors: str = "record") -> Any:

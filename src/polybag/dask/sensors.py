@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from polybag.dask.frames import _require
-from polybag.dask.plan import DEFAULT_PARTITION_MESSAGES, Partition, PathsLike, _order, _plan, expand_paths
+from polybag.dask.frames import _partition_bag
+from polybag.dask.plan import DEFAULT_PARTITION_MESSAGES, Partition, PathsLike
 from polybag.dask.read import _detach, _open
 from polybag.reader import TopicSelector
-from polybag.timefmt import TimeWindow
 
 
 def _first(item: tuple[int, np.ndarray]) -> int:
@@ -46,26 +45,6 @@ def _sensor_partition(
     return list(heapq.merge(*lists, key=_first))
 
 
-def _bag(
-    paths: PathsLike,
-    topics: TopicSelector,
-    kind: str,
-    start: int | None,
-    end: int | None,
-    partition_messages: int,
-    skip_nans: bool = False,
-) -> Any:
-    db = _require("bag")
-    start, end = TimeWindow.of_ns(start, end)
-    files = expand_paths(paths)
-    plans = _plan(files, topics, start, end, partition_messages, lambda _p: False)
-    parts, _div = _order(plans, start, end, partition_messages)
-    if not parts:
-        return db.from_sequence([], npartitions=1)
-    seq = db.from_sequence(parts, partition_size=1)
-    return seq.map(_sensor_partition, topics=topics, kind=kind, skip_nans=skip_nans).flatten()
-
-
 def read_images(
     paths: PathsLike,
     topics: TopicSelector,
@@ -76,7 +55,7 @@ def read_images(
 ) -> Any:
     """``(log_time, pixels)`` of every image (``sensor_msgs/Image`` or ``CompressedImage``)
     on ``topics`` across ``paths`` (a path, a glob or a list) as a ``dask.bag.Bag``."""
-    return _bag(paths, topics, "images", start, end, partition_messages)
+    return _partition_bag(paths, topics, start, end, partition_messages, _sensor_partition, kind="images", skip_nans=False)
 
 
 def read_pointclouds(
@@ -90,4 +69,6 @@ def read_pointclouds(
 ) -> Any:
     """``(log_time, points)`` of every ``sensor_msgs/PointCloud2`` on ``topics`` across
     ``paths`` as a ``dask.bag.Bag`` of structured arrays."""
-    return _bag(paths, topics, "pointclouds", start, end, partition_messages, skip_nans)
+    return _partition_bag(
+        paths, topics, start, end, partition_messages, _sensor_partition, kind="pointclouds", skip_nans=skip_nans
+    )
