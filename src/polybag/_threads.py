@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (concurrent.futures imports logging: ~10 ms that a reader never needs)
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 MAX_WORKERS = 4
 
@@ -42,6 +44,8 @@ def helpers() -> int:
 def finished(value: Any) -> Future[Any]:
     """A future that already holds ``value`` (work done in the calling thread, queued with
     the work of the pool's)."""
+    from concurrent.futures import Future
+
     f: Future[Any] = Future()
     f.set_result(value)
     return f
@@ -52,6 +56,8 @@ def pool() -> ThreadPoolExecutor:
     global _POOL
     with _LOCK:
         if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             _POOL = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="polybag")
         return _POOL
 

@@ -21,14 +21,41 @@ Memory never depends on what a file declares:
 
 from __future__ import annotations
 
-import bz2 as _bz2
+import importlib
 import operator
 import threading
-
-import lz4.frame as _lz4f
-import zstandard as _zstd
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from polybag.errors import FormatError, UnsupportedError, UsageError
+
+
+class _Lazy:
+    """A module imported on first use: zstandard and lz4 cost ~7 ms to import, which a
+    process that reads a ULog log (or an uncompressed file) need not pay."""
+
+    __slots__ = ("_name", "_mod")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._mod: ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        mod = self._mod
+        if mod is None:
+            mod = self._mod = importlib.import_module(self._name)
+        return getattr(mod, attr)
+
+
+if TYPE_CHECKING:
+    import bz2 as _bz2
+
+    import lz4.frame as _lz4f
+    import zstandard as _zstd
+else:
+    _bz2 = _Lazy("bz2")
+    _lz4f = _Lazy("lz4.frame")
+    _zstd = _Lazy("zstandard")
 
 _PIECE = 1 << 22  # output is produced 4 MiB at a time (the transient beyond the chunk itself)
 
@@ -39,7 +66,7 @@ _max_chunk = DEFAULT_MAX_CHUNK_BYTES  # the process-wide default (the CLI's --ma
 _NONE_NAMES = ("", "none")
 NAMES = ("none", "zstd", "lz4", "bz2")
 
-_zstd_d = _zstd.ZstdDecompressor()  # the main thread's; other threads get their own (_zstd_dctx)
+_zstd_d: _zstd.ZstdDecompressor | None = None  # the main thread's; other threads get their own (_zstd_dctx)
 _local = threading.local()  # zstd contexts: one per thread (a context is not thread-safe)
 
 
@@ -249,6 +276,9 @@ def _zstd_dctx() -> _zstd.ZstdDecompressor:
     """This thread's decompression context (a context used by two threads at once corrupts
     both outputs: readers run in threads under dask's threaded scheduler)."""
     if threading.current_thread() is threading.main_thread():
+        global _zstd_d
+        if _zstd_d is None:
+            _zstd_d = _zstd.ZstdDecompressor()
         return _zstd_d
     d: _zstd.ZstdDecompressor | None = getattr(_local, "zstd_d", None)
     if d is None:
