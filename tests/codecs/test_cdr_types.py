@@ -121,6 +121,9 @@ def test_cli_types_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["cat", str(log), "--json", "--types", str(tmp_path / "ws")]) == 0
     out = capsys.readouterr().out
     assert '"value":1.5' in out and '"nanosec":2' in out
+    # before the command too (the top level's folders join the command's)
+    assert main(["--types", str(tmp_path / "ws"), "cat", str(log), "--json", "--types", str(tmp_path)]) == 0
+    assert '"value":1.5' in capsys.readouterr().out
 
 
 # --- CDR rules ----------------------------------------------------------------------------

@@ -83,8 +83,12 @@ def _add_max_chunk(parser: argparse.ArgumentParser) -> None:
 
 def _add_types(parser: argparse.ArgumentParser) -> None:
     """``--types DIR`` (repeatable) everywhere: a workspace's ROS 2 ``.msg``/``.idl`` files
-    (``pkg/msg/Name.msg``) for files that carry no definitions."""
-    _add_everywhere(parser, "--types", dest="types", metavar="DIR", action="append", help="add the ROS 2 .msg/.idl files under DIR (pkg/msg/Name.msg) to the known types")
+    (``pkg/msg/Name.msg``) for files that carry no definitions.  The top level keeps its own
+    list (a command's namespace replaces the top level's values), joined when the command runs."""
+    helptext = "add the ROS 2 .msg/.idl files under DIR (pkg/msg/Name.msg) to the known types"
+    if not any("--types" in a.option_strings for a in parser._actions):
+        parser.add_argument("--types", dest="types_top", metavar="DIR", action="append", default=argparse.SUPPRESS, help=helptext)
+    _add_everywhere(parser, "--types", dest="types", metavar="DIR", action="append", help=helptext)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,7 +126,7 @@ def _show_polybag_warnings(command: str) -> None:
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -> int:
     _no_sigxfsz()
     try:
-        for folder in getattr(args, "types", None) or ():
+        for folder in [*(getattr(args, "types_top", None) or ()), *(getattr(args, "types", None) or ())]:
             from polybag.codecs import add_types
 
             add_types(folder)
