@@ -24,101 +24,45 @@ from typing import Any
 from polybag.cli._common import print_json
 from polybag.errors import UsageError
 
+#: ``polybag record``'s arguments: each one's names (flags) and its ``add_argument`` keywords, in
+#: the order ``--help`` lists them
+_ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("topics",), {"nargs": "*", "metavar": "TOPIC", "help": "topics (regular expressions with -e)"}),
+    (("--topic",), {"action": "append", "default": [], "dest": "extra_topics", "help": "topic to record"}),
+    (("-a", "--all"), {"action": "store_true", "help": "record all topics"}),
+    (("-e", "--regex"), {"action": "store_true", "help": "match topics using regular expressions"}),
+    (("-x", "--exclude"), {"metavar": "EXCLUDE_REGEX", "help": "exclude topics matching this regular expression"}),
+    (("-q", "--quiet"), {"action": "store_true", "help": "suppress console output"}),
+    (("-p", "--publish"), {"action": "store_true", "help": "publish a msg (std_msgs/Empty on begin_write) when a bag begins"}),
+    (("-o", "--output-prefix"), {"metavar": "PREFIX", "help": "prepend PREFIX to the bag name (name ends with the date)"}),
+    (("-O", "--output-name"), {"metavar": "NAME", "help": "record to NAME.bag (NAME.mcap: MCAP)"}),
+    (("--split",), {"nargs": "?", "const": 0, "default": None, "type": float, "metavar": "MB", "help": "split the bag when --size or --duration is reached (rosbag's --split=MB also works)"}),
+    (("--max-splits",), {"type": int, "default": 0, "metavar": "N", "help": "keep at most N finished parts, deleting the oldest"}),
+    (("--size",), {"type": float, "default": 0, "metavar": "MB", "help": "maximum size of the bag in MB"}),
+    (("--duration",), {"metavar": "DURATION", "help": "maximum duration: seconds, or with m or h appended"}),
+    (("-b", "--buffsize"), {"type": float, "default": 256, "metavar": "MB", "help": "internal buffer in MB (default 256, 0 = infinite)"}),
+    (("--chunksize",), {"type": int, "default": 768, "metavar": "KB", "help": "chunk size in KB (default 768)"}),
+    (("-l", "--limit"), {"type": int, "default": 0, "metavar": "NUM", "help": "only record NUM messages on each topic"}),
+    (("-L", "--min-space"), {"default": "1G", "metavar": "SIZE", "help": "minimum free space on the disk (G, M, k multipliers; default 1G)"}),
+    (("-j", "--bz2"), {"action": "store_true", "help": "use BZ2 compression"}),
+    (("--lz4",), {"action": "store_true", "help": "use LZ4 compression"}),
+    (("--node",), {"help": "record all topics subscribed to by this node"}),
+    (("--tcpnodelay",), {"action": "store_true", "help": "use TCP_NODELAY when subscribing"}),
+    (("--udp",), {"action": "store_true", "help": "UDP transport (not supported: refused)"}),
+    (("--repeat-latched",), {"action": "store_true", "help": "repeat latched messages at the start of each new bag"}),
+    (("-s", "--snapshot"), {"action": "store_true", "help": "keep the last --buffsize MB in memory; a message on snapshot_trigger writes them to a new bag"}),
+    (("--snapshot-window",), {"type": float, "metavar": "SECONDS", "help": "snapshot: keep only the last SECONDS of each topic (also bounded by --buffsize; implies -s)"}),
+    (("--namespace",), {"metavar": "NS", "help": "the recorder node's namespace (its snapshot_trigger topic); also __ns:=NS"}),
+    (("--config",), {"metavar": "FILE.yaml", "help": "several recorders on one node: a YAML file with 'recorders:', entries of long option names"}),
+    (("--master-uri",), {"help": "ROS master (default: $ROS_MASTER_URI or http://localhost:11311)"}),
+    (("--json",), {"action": "store_true", "help": "print the final report as JSON"}),
+)
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("record", help="record ROS 1 topics to a bag or MCAP file (like rosbag record)")
-    p.add_argument("topics", nargs="*", metavar="TOPIC", help="topics (regular expressions with -e)")
-    p.add_argument("--topic", action="append", default=[], dest="extra_topics", help="topic to record")
-    p.add_argument("-a", "--all", action="store_true", help="record all topics")
-    p.add_argument("-e", "--regex", action="store_true", help="match topics using regular expressions")
-    p.add_argument(
-        "-x", "--exclude", metavar="EXCLUDE_REGEX", help="exclude topics matching this regular expression"
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="suppress console output")
-    p.add_argument(
-        "-p",
-        "--publish",
-        action="store_true",
-        help="publish a msg (std_msgs/Empty on begin_write) when a bag begins",
-    )
-    p.add_argument(
-        "-o",
-        "--output-prefix",
-        metavar="PREFIX",
-        help="prepend PREFIX to the bag name (name ends with the date)",
-    )
-    p.add_argument("-O", "--output-name", metavar="NAME", help="record to NAME.bag (NAME.mcap: MCAP)")
-    p.add_argument(
-        "--split",
-        nargs="?",
-        const=0,
-        default=None,
-        type=float,
-        metavar="MB",
-        help="split the bag when --size or --duration is reached (rosbag's --split=MB also works)",
-    )
-    p.add_argument(
-        "--max-splits",
-        type=int,
-        default=0,
-        metavar="N",
-        help="keep at most N finished parts, deleting the oldest",
-    )
-    p.add_argument("--size", type=float, default=0, metavar="MB", help="maximum size of the bag in MB")
-    p.add_argument(
-        "--duration", metavar="DURATION", help="maximum duration: seconds, or with m or h appended"
-    )
-    p.add_argument(
-        "-b",
-        "--buffsize",
-        type=float,
-        default=256,
-        metavar="MB",
-        help="internal buffer in MB (default 256, 0 = infinite)",
-    )
-    p.add_argument("--chunksize", type=int, default=768, metavar="KB", help="chunk size in KB (default 768)")
-    p.add_argument(
-        "-l", "--limit", type=int, default=0, metavar="NUM", help="only record NUM messages on each topic"
-    )
-    p.add_argument(
-        "-L",
-        "--min-space",
-        default="1G",
-        metavar="SIZE",
-        help="minimum free space on the disk (G, M, k multipliers; default 1G)",
-    )
-    p.add_argument("-j", "--bz2", action="store_true", help="use BZ2 compression")
-    p.add_argument("--lz4", action="store_true", help="use LZ4 compression")
-    p.add_argument("--node", help="record all topics subscribed to by this node")
-    p.add_argument("--tcpnodelay", action="store_true", help="use TCP_NODELAY when subscribing")
-    p.add_argument("--udp", action="store_true", help="UDP transport (not supported: refused)")
-    p.add_argument(
-        "--repeat-latched", action="store_true", help="repeat latched messages at the start of each new bag"
-    )
-    p.add_argument(
-        "-s",
-        "--snapshot",
-        action="store_true",
-        help="keep the last --buffsize MB in memory; a message on snapshot_trigger writes them to a new bag",
-    )
-    p.add_argument(
-        "--snapshot-window",
-        type=float,
-        metavar="SECONDS",
-        help="snapshot: keep only the last SECONDS of each topic (also bounded by --buffsize; implies -s)",
-    )
-    p.add_argument(
-        "--namespace",
-        metavar="NS",
-        help="the recorder node's namespace (its snapshot_trigger topic); also __ns:=NS",
-    )
-    p.add_argument(
-        "--config",
-        metavar="FILE.yaml",
-        help="several recorders on one node: a YAML file with 'recorders:', entries of long option names",
-    )
-    p.add_argument("--master-uri", help="ROS master (default: $ROS_MASTER_URI or http://localhost:11311)")
-    p.add_argument("--json", action="store_true", help="print the final report as JSON")
+    for flags, kwargs in _ARGUMENTS:
+        p.add_argument(*flags, **kwargs)
     p.set_defaults(func=run)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from polybag.errors import UsageError
 from polybag.record.live import LiveSource, Member
 from polybag.record.options import RecordOptions
-from polybag.record.recorder import Recorder
+from polybag.record.recorder import Recorder, _remove_if_unwritten
 
 # key -> (RecordOptions field, kind); kinds: bool, int, float, str, topics, duration, size
 _KEYS: dict[str, tuple[str, str]] = {
@@ -236,12 +236,7 @@ class RecorderGroup:
         except BaseException:
             self.close(raise_errors=False)
             for rec in self.recorders:
-                if not rec.report()["totals"]["written"]:  # (no empty file left by a failed start)
-                    for f in rec.files:
-                        try:
-                            os.remove(f)
-                        except OSError:
-                            pass
+                _remove_if_unwritten(rec.report(), rec.files)
             raise
         return self
 

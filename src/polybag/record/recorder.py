@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -115,6 +115,19 @@ class _Snapshot:
 
 def _free_bytes(path: str) -> int:
     return shutil.disk_usage(path).free
+
+
+def _remove_if_unwritten(report: dict[str, Any], files: Iterable[str]) -> None:
+    """After a failed start: delete ``files`` when ``report`` (a :meth:`Recorder.report`)
+    counts no message written, so that no empty bag is left behind (a file that cannot be
+    deleted is left)."""
+    if report["totals"]["written"]:
+        return
+    for f in files:
+        try:
+            os.remove(f)
+        except OSError:
+            pass
 
 
 class Recorder:
@@ -193,12 +206,7 @@ class Recorder:
                 self.source.start(self)
             except BaseException:
                 rep = self.close(raise_errors=False)
-                if not rep["totals"]["written"]:  # (no empty bag left behind by a failed start)
-                    for f in rep["files"]:
-                        try:
-                            os.remove(f)
-                        except OSError:
-                            pass
+                _remove_if_unwritten(rep, rep["files"])
                 raise
         return self
 
