@@ -280,15 +280,16 @@ class BagWriter(Writer):
         st = self._hot.get(channel.id)
         if st is None or st[0] is not channel:
             st = self._enter(channel, log_time)
-        if not 0 <= log_time <= _MAX_NS:
-            self._bad_time(channel, log_time)
         buf = self._buf
         off = len(buf)
         try:
+            # (a time out of range makes its seconds out of the u32 range: struct refuses it)
             buf += st[1](st[2], log_time // 1_000_000_000, log_time % 1_000_000_000, len(data))
             buf += data
         except (struct.error, TypeError) as e:  # (a float time, data that is not bytes)
             del buf[off:]
+            if isinstance(log_time, int) and not 0 <= log_time <= _MAX_NS:
+                self._bad_time(channel, log_time)
             raise WriteError(f"topic {channel.topic}: cannot write a message at {log_time} ns: {e}") from None
         st[3](off)
         if len(buf) >= self.chunk_size:
