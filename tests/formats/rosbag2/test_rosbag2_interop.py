@@ -213,3 +213,24 @@ def test_mcap_storage_keeps_metadata_records(tmp_path: Path) -> None:
     with pytest.raises(polybag.UnsupportedError, match="cannot hold metadata"):
         w.add_metadata("calibration", {"fx": "500"})
     w.abort(discard=True)
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_chunk_counts_and_dask_partitions(tmp_path: Path, storage: str) -> None:
+    import polybag.dask as pbd
+
+    bag = tmp_path / "bag"
+    write_rosbags_bag(bag, storage=storage, n=300)
+    with polybag.open(bag) as r:
+        pieces = r.chunk_message_counts()
+        assert pieces is not None and sum(n for _, _, n in pieces) == 300
+        assert all(lo <= hi for lo, hi, _ in pieces) and pieces == sorted(pieces)
+        imu = {c.id for c in r.summary.channels.values() if c.topic == "/imu"}
+        got = r.chunk_message_counts(imu)
+        assert got is not None and sum(n for _, _, n in got) == 100
+        direct = [(m.log_time, bytes(m.data)) for m in r.messages(topics=["/chatter"])]
+    lazy = pbd.read_topic([str(bag)], "/chatter", partition_messages=50)
+    assert lazy.npartitions > 1  # the bag's pieces split the read
+    frame = lazy.compute()
+    assert frame.index.tolist() == [t for t, _ in direct]
+    assert sorted(frame["data"].tolist()) == sorted(f"hello {i} ü" for i in range(300) if i % 3)

@@ -294,6 +294,24 @@ class Rosbag2Reader(Reader):
         """True when metadata.yaml gives the summary without reading the storage."""
         return self.info is not None and not self.recover
 
+    def chunk_message_counts(self, channel_ids: set[int] | None = None) -> list[tuple[int, int, int]] | None:
+        """Pieces of the bag for planners (``polybag.dask``): each MCAP file's chunks, each
+        SQLite file's messages in up to 64 spans of time (counted by SQLite from its
+        timestamp index), sorted by time; None without metadata.yaml or when a file has
+        no index."""
+        if not self.has_index:
+            return None
+        out: list[tuple[int, int, int]] = []
+        for st, local in zip(self._storages, self._local):
+            lids = None if channel_ids is None else {lid for lid, ch in local.items() if ch.id in channel_ids}
+            if lids is not None and not lids:
+                continue
+            got = st.time_buckets(lids)
+            if got is None:
+                return None
+            out.extend(got)
+        return sorted(out)
+
     def info_extras(self) -> dict[str, Any]:
         """Storage, metadata version, files, compression, ros_distro, custom data and each topic's QoS."""
         info = self.info

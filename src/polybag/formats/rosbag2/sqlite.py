@@ -195,6 +195,23 @@ class SqliteStorage:
         except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
 
+    def time_buckets(self, topic_ids: set[int] | None, buckets: int = 64) -> list[tuple[int, int, int]]:
+        """``(first, last log time, count)`` of the selected messages in up to ``buckets``
+        equal spans of time, computed by SQLite (the timestamp index alone when no topic is
+        selected), for planners that split a read."""
+        where, args = self._where(topic_ids, None, None)
+        lo_hi = self._all(f"SELECT MIN(timestamp), MAX(timestamp) FROM messages{where}", args)
+        lo, hi = lo_hi[0] if lo_hi else (None, None)
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            return []
+        width = max(1, (hi - lo) // max(1, buckets) + 1)
+        q = (
+            f"SELECT MIN(timestamp), MAX(timestamp), COUNT(*) FROM messages{where} "
+            "GROUP BY (timestamp - ?) / ? ORDER BY 1"
+        )
+        rows = self._all(q, (*args, lo, width))
+        return [(int(a), int(b), int(n)) for a, b, n in rows if isinstance(a, int) and isinstance(b, int)]
+
     def payloads(self, topic_ids: set[int]) -> tuple[list[int], list[bytes]]:
         """Log times and payloads of the topic ids, in log-time order (one query)."""
         where, args = self._where(topic_ids, None, None)

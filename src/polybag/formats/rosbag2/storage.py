@@ -83,6 +83,11 @@ class Storage:
         not offered (the reader iterates the messages)."""
         return None
 
+    def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
+        """``(first, last log time, count)`` per piece of the file (chunks, spans of time)
+        for the selected local topic ids, from indexes only; None when there is none."""
+        return None
+
     def records(self) -> tuple[list[Attachment], list[Metadata]]:
         """The file's attachments and metadata records (MCAP storage), but rosbag2's own
         ``rosbag2`` metadata record (the bag's metadata.yaml, kept in the file)."""
@@ -148,6 +153,9 @@ class SqliteFile(Storage):
 
     def payloads(self, topic_ids: set[int]) -> tuple[list[int], list[bytes | memoryview]] | None:
         return self.db.payloads(topic_ids)
+
+    def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
+        return self.db.time_buckets(topic_ids)
 
     def times(self) -> tuple[int | None, int | None]:
         return self.db.times()
@@ -286,6 +294,11 @@ class McapFile(Storage):
         if batch:
             yield batch
         self._collect()
+
+    def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
+        if not self.reader.has_index:
+            return None
+        return self.reader.chunk_message_counts(topic_ids)
 
     def records(self) -> tuple[list[Attachment], list[Metadata]]:
         return list(self.reader.attachments()), [m for m in self.reader.metadata() if m.name != "rosbag2"]
