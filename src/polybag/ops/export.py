@@ -82,14 +82,14 @@ def table_name(topic: str) -> str:
     return name or "root"
 
 
+@dataclass(eq=False, repr=False)  # (compared by identity, with the default repr)
 class Table:
     """One output table: a topic, or one group of its channels (``suffix`` names it)."""
 
-    def __init__(self, topic: str, channels: list[Channel], suffix: str | None = None, multi_id: int | None = None) -> None:
-        self.topic = topic
-        self.channels = channels
-        self.suffix = suffix
-        self.multi_id = multi_id
+    topic: str
+    channels: list[Channel]
+    suffix: str | None = None
+    multi_id: int | None = None
 
     @property
     def name(self) -> str:

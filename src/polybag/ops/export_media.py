@@ -25,9 +25,10 @@ rate (the median interval of the first frames) unless ``fps`` is given.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError
+from polybag.model import Message
 from polybag.ops._common import Input, OpResult, check_output, input_name, make_progress, opened, placed
 from polybag.ops.export import table_name
 from polybag.sensors.display import to_rgb8
@@ -195,10 +197,97 @@ def _write_file(path: Path, data: bytes, overwrite: bool) -> None:
         fh.write(data)
 
 
+def _sensor_topics(reader: Any, topics: str | Sequence[str] | None, types: dict[str, str], what: str) -> list[str]:
+    """The topics of ``types`` that ``topics`` selects (``what`` names them in errors; see
+    :func:`polybag.sensors.read.sensor_channels`), sorted."""
+    return sorted({c.topic for c in sensor_channels(reader, topics, types, what, strict=topics is not None)})
+
+
 def _image_topics(reader: Any, topics: str | Sequence[str] | None) -> list[str]:
-    return sorted(
-        {c.topic for c in sensor_channels(reader, topics, IMAGE_TYPES, "image", strict=topics is not None)}
-    )
+    return _sensor_topics(reader, topics, IMAGE_TYPES, "image")
+
+
+def _every_nth_of(
+    reader: Any, names: list[str], types: dict[str, str], window: TimeWindow, every: int
+) -> Iterator[Message]:
+    """Every ``every``-th message in ``window`` of the channels of ``types`` on ``names``
+    (counted per topic)."""
+    wanted = set(names)
+    ids = {c.id for c in reader.summary.channels.values() if c.topic in wanted and channel_type(c) in types}
+    return every_nth(reader.messages(topics=names, start=window.start, end=window.end), ids, every)
+
+
+#: what :func:`_export_files` writes for one message: the message (its topic and log time
+#: name the file), a function making the file's bytes (a PolybagError when it cannot) and
+#: what a failure is named (None: the file's path)
+_FileItem = tuple[Message, Callable[[], bytes], str | None]
+
+
+@dataclass(frozen=True)
+class _FileExport:
+    """What :func:`export_images` and :func:`export_pointclouds` differ in."""
+
+    kind: str  # MediaResult.kind
+    noun: str  # what a message of it is called in errors and warnings
+    formats: tuple[str, ...]
+    types: dict[str, str]  # the channel types it reads
+    what: str  # their name for sensor_channels
+    #: the files of (reader, topic names, window, every, format, result)
+    items: Callable[[Any, list[str], TimeWindow, int, str, MediaResult], Iterator[_FileItem]]
+
+
+def _export_files(
+    spec: _FileExport,
+    src: Input,
+    output_dir: str | os.PathLike[str],
+    topics: str | Sequence[str] | None,
+    format: str,  # noqa: A002
+    every: int,
+    start: int | str | None,
+    end: int | str | None,
+    progress: bool | None,
+    overwrite: bool,
+) -> MediaResult:
+    """One file per ``every``-th message of the topics of ``spec`` in ``topics``, written into
+    ``output_dir`` (:func:`export_images`, :func:`export_pointclouds`)."""
+    if format not in spec.formats:
+        raise UsageError(f"{spec.noun} format must be one of {', '.join(spec.formats)}, not {format!r}")
+    if every < 1:
+        raise UsageError(f"--every must be at least 1, not {every}")
+    out = Path(output_dir)
+    result = MediaResult(input=input_name(src), output=str(out), kind=spec.kind, format=format)
+    with opened(src) as r:
+        window = TimeWindow.parse(start, end, r.summary.start_time)
+        names = _sensor_topics(r, topics, spec.types, spec.what)
+        result.topics = names
+        _check_frames(out, names, format, overwrite)
+        out.mkdir(parents=True, exist_ok=True)
+        files = spec.items(r, names, window, every, format, result)
+        with make_progress(
+            _count(r, names, every), f"export {os.path.basename(result.input)}", progress
+        ) as bar:
+            for m, file_bytes, failure in files:
+                path = out / frame_name(m.channel.topic, m.log_time, format)
+                try:
+                    data = file_bytes()
+                except PolybagError as e:
+                    _failed(result, str(path) if failure is None else failure, e)
+                    continue
+                _write_file(path, data, overwrite)
+                result.files += 1
+                result.messages += 1
+                bar.update(1)
+    if result.files == 0 and result.failed == 0:
+        result.warn(f"no {spec.noun} in the time window")
+    return result
+
+
+def _image_files(
+    reader: Any, names: list[str], window: TimeWindow, every: int, fmt: str, result: MediaResult
+) -> Iterator[_FileItem]:
+    """The image files of :func:`export_images` (a frame that cannot be encoded is named by its path)."""
+    for f in _each_frame(reader, names, window, every, result):
+        yield f.message, functools.partial(image_file_bytes, f, fmt), None
 
 
 def export_images(
@@ -216,35 +305,7 @@ def export_images(
     """Write every ``every``-th image of the image topics in ``topics`` (default: all image
     topics) into ``output_dir``, one ``png``/``jpg``/``npy`` file per frame (see the module
     notes)."""
-    if format not in IMAGE_FORMATS:
-        raise UsageError(f"image format must be one of {', '.join(IMAGE_FORMATS)}, not {format!r}")
-    if every < 1:
-        raise UsageError(f"--every must be at least 1, not {every}")
-    out = Path(output_dir)
-    result = MediaResult(input=input_name(src), output=str(out), kind="images", format=format)
-    with opened(src) as r:
-        window = TimeWindow.parse(start, end, r.summary.start_time)
-        names = _image_topics(r, topics)
-        result.topics = names
-        _check_frames(out, names, format, overwrite)
-        out.mkdir(parents=True, exist_ok=True)
-        with make_progress(
-            _count(r, names, every), f"export {os.path.basename(result.input)}", progress
-        ) as bar:
-            for f in _each_frame(r, names, window, every, result):
-                path = out / frame_name(f.message.channel.topic, f.message.log_time, format)
-                try:
-                    data = image_file_bytes(f, format)
-                except PolybagError as e:
-                    _failed(result, str(path), e)
-                    continue
-                _write_file(path, data, overwrite)
-                result.files += 1
-                result.messages += 1
-                bar.update(1)
-    if result.files == 0 and result.failed == 0:
-        result.warn("no image in the time window")
-    return result
+    return _export_files(_IMAGE_FILES, src, output_dir, topics, format, every, start, end, progress, overwrite)
 
 
 def _each_frame(
@@ -252,12 +313,8 @@ def _each_frame(
 ) -> Iterator[Frame]:
     """The frames of ``names``; a frame whose pixels cannot be read is counted in
     ``result.failed`` and skipped (reading goes on with the next message)."""
-    wanted = set(names)
-    ids = {
-        c.id for c in reader.summary.channels.values() if c.topic in wanted and channel_type(c) in IMAGE_TYPES
-    }
     fr = FrameReader()
-    for m in every_nth(reader.messages(topics=names, start=window.start, end=window.end), ids, every):
+    for m in _every_nth_of(reader, names, IMAGE_TYPES, window, every):
         try:
             yield fr.read(m)
         except PolybagError as e:
@@ -528,35 +585,23 @@ def export_pointclouds(
 ) -> MediaResult:
     """Write every ``every``-th ``sensor_msgs/PointCloud2`` of the cloud topics in
     ``topics`` (default: all) into ``output_dir``, one ``pcd``/``ply``/``npy`` file each."""
-    if format not in CLOUD_FORMATS:
-        raise UsageError(f"point cloud format must be one of {', '.join(CLOUD_FORMATS)}, not {format!r}")
-    if every < 1:
-        raise UsageError(f"--every must be at least 1, not {every}")
-    out = Path(output_dir)
-    result = MediaResult(input=input_name(src), output=str(out), kind="pointclouds", format=format)
-    with opened(src) as r:
-        window = TimeWindow.parse(start, end, r.summary.start_time)
-        chans = sensor_channels(r, topics, CLOUD_TYPES, "PointCloud2", strict=topics is not None)
-        names = sorted({c.topic for c in chans})
-        result.topics = names
-        _check_frames(out, names, format, overwrite)
-        out.mkdir(parents=True, exist_ok=True)
-        msgs = r.messages(topics=names, start=window.start, end=window.end)
-        layout = CloudReader()
-        with make_progress(
-            _count(r, names, every), f"export {os.path.basename(result.input)}", progress
-        ) as bar:
-            for m in every_nth(msgs, {c.id for c in chans}, every):
-                path = out / frame_name(m.channel.topic, m.log_time, format)
-                try:
-                    data = cloud_file_bytes(read_cloud(m, layout=layout), format)
-                except PolybagError as e:
-                    _failed(result, f"{m.channel.topic} at {m.log_time}", e)
-                    continue
-                _write_file(path, data, overwrite)
-                result.files += 1
-                result.messages += 1
-                bar.update(1)
-    if result.files == 0 and result.failed == 0:
-        result.warn("no point cloud in the time window")
-    return result
+    return _export_files(_CLOUD_FILES, src, output_dir, topics, format, every, start, end, progress, overwrite)
+
+
+def _cloud_files(
+    reader: Any, names: list[str], window: TimeWindow, every: int, fmt: str, result: MediaResult
+) -> Iterator[_FileItem]:
+    """The cloud files of :func:`export_pointclouds` (a cloud that cannot be read or encoded
+    is named by its topic and log time)."""
+    msgs = _every_nth_of(reader, names, CLOUD_TYPES, window, every)  # (the log is asked here, not when the first is read)
+    layout = CloudReader()
+    return ((m, functools.partial(_cloud_file_bytes, m, layout, fmt), f"{m.channel.topic} at {m.log_time}") for m in msgs)
+
+
+def _cloud_file_bytes(m: Message, layout: CloudReader, fmt: str) -> bytes:
+    """The file of cloud message ``m`` in ``fmt`` (read through ``layout``)."""
+    return cloud_file_bytes(read_cloud(m, layout=layout), fmt)
+
+
+_IMAGE_FILES = _FileExport("images", "image", IMAGE_FORMATS, IMAGE_TYPES, "image", _image_files)
+_CLOUD_FILES = _FileExport("pointclouds", "point cloud", CLOUD_FORMATS, CLOUD_TYPES, "PointCloud2", _cloud_files)
