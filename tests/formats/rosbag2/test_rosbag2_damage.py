@@ -469,3 +469,21 @@ def test_a_damaged_btree_cannot_loop_the_row_walk(tmp_path: Path) -> None:
         got = sum(1 for _ in r.messages())
         report = r.recovery_report
     assert 0 < got <= 300 and report is not None and 0 < len(report["errors"]) <= 202
+
+
+def test_metadata_types_spelled_otherwise_make_no_phantom_topics(tmp_path: Path) -> None:
+    bag = _bag(tmp_path)
+
+    def old_spelling(m: dict) -> None:
+        for t in m["topics_with_message_count"]:
+            t["topic_metadata"]["type"] = t["topic_metadata"]["type"].replace("/msg/", "/")
+
+    _edit_meta(bag, old_spelling)
+    with polybag.open(bag) as r:
+        chans = r.summary.channels.values()
+        assert sorted((c.topic, c.type_name) for c in chans) == [
+            ("/chatter", "std_msgs/msg/String"),
+            ("/imu", "sensor_msgs/msg/Imu"),
+        ]
+        assert r.summary.topic_message_counts() == {"/chatter": 20, "/imu": 10}
+        assert len(list(r.messages())) == 30

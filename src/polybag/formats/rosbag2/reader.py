@@ -32,6 +32,7 @@ from polybag.formats.rosbag2.metadata import (
     METADATA_FILE,
     BagInfo,
     FileInfo,
+    TopicInfo,
     parse_metadata,
     qos_summary,
 )
@@ -190,7 +191,10 @@ class Rosbag2Reader(Reader):
         order metadata.yaml lists the topics; each file's local ids mapped to them."""
         by_key: dict[tuple[str, str, str], Channel] = {}
         schemas: dict[tuple[str, str, bytes], Schema] = {}
-        meta_topics = {(t.name, t.type): t for t in (self.info.topics if self.info is not None else [])}
+        meta_list = self.info.topics if self.info is not None else []
+        meta_topics: dict[tuple[str, str], TopicInfo] = {}
+        for t in meta_list:
+            meta_topics.setdefault((t.name, t.type), t)
         self._local: list[dict[int, Channel]] = []
         file_topics: list[list[StorageTopic]] = []
         for st in self._storages:
@@ -224,16 +228,47 @@ class Rosbag2Reader(Reader):
                 ch = by_key[key] = Channel(len(by_key) + 1, name, fmt, schema, md)
             return ch
 
+        # a storage topic's metadata.yaml entry: same name and type, or the one entry of its
+        # name (a metadata type spelled otherwise, ``pkg/Type``): the file's type is used
+        by_name: dict[str, list[TopicInfo]] = {}
         for t in meta_topics.values():
-            channel(t.name, t.type, t.serialization_format, t.offered_qos_profiles, t.type_description_hash)
+            by_name.setdefault(t.name, []).append(t)
+
+        def meta_for(t: StorageTopic) -> TopicInfo | None:
+            got = meta_topics.get((t.name, t.type))
+            if got is None and len(by_name.get(t.name, ())) == 1:
+                got = by_name[t.name][0]
+            return got
+
+        matched: dict[int, StorageTopic] = {}  # id(metadata entry) -> first storage topic
+        for tops in file_topics:
+            for t in tops:
+                mt = meta_for(t)
+                if mt is not None:
+                    matched.setdefault(id(mt), t)
+        self._meta_channel: dict[int, Channel] = {}
+        for mt in meta_list:  # the channels in metadata.yaml's order
+            st_topic = matched.get(id(mt))
+            typ = st_topic.type if st_topic is not None else mt.type
+            ch = channel(
+                mt.name, typ, mt.serialization_format, mt.offered_qos_profiles, mt.type_description_hash
+            )
+            self._meta_channel[id(mt)] = ch
         for tops in file_topics:
             local: dict[int, Channel] = {}
             for t in tops:
-                mt = meta_topics.get((t.name, t.type))
-                qos = mt.offered_qos_profiles if mt is not None else t.offered_qos_profiles
-                th = (mt.type_description_hash if mt is not None else "") or t.type_description_hash
-                fmt = mt.serialization_format if mt is not None else t.serialization_format
-                local[t.id] = channel(t.name, t.type, fmt, qos, th)
+                mt = meta_for(t)
+                if mt is not None:
+                    qos, th = mt.offered_qos_profiles, mt.type_description_hash or t.type_description_hash
+                    local[t.id] = channel(t.name, t.type, mt.serialization_format, qos, th)
+                else:
+                    local[t.id] = channel(
+                        t.name,
+                        t.type,
+                        t.serialization_format,
+                        t.offered_qos_profiles,
+                        t.type_description_hash,
+                    )
             self._local.append(local)
         self._channels = {c.id: c for c in by_key.values()}
         self._schemas = {s.id: s for s in schemas.values()}
@@ -258,9 +293,12 @@ class Rosbag2Reader(Reader):
             file_size=self.source_size,
         )
         if info is not None and not self.recover:
-            counts = {(t.name, t.type): t.message_count for t in info.topics}
-            for ch in self._channels.values():
-                s.message_counts[ch.id] = counts.get((ch.topic, ch.type_name), 0)
+            for cid in self._channels:
+                s.message_counts[cid] = 0
+            for t in info.topics:
+                ch = self._meta_channel.get(id(t))
+                if ch is not None:
+                    s.message_counts[ch.id] += t.message_count
             if info.message_count and info.starting_time is not None:
                 s.start_time = info.starting_time
                 s.end_time = info.starting_time + (info.duration or 0)
