@@ -31,12 +31,6 @@ class Series:
     points: int = 0
 
 
-#: frames in an image topic's thumbnail strip
-THUMBNAILS = 8
-#: widest thumbnail, in pixels (frames are shrunk by whole steps to fit)
-THUMB_WIDTH = 160
-
-
 @dataclass
 class PlotResult(OpResult):
     input: str = ""
@@ -143,6 +137,13 @@ def collect(reader: Reader, specs: Sequence[str], bar: Any = None) -> list[tuple
         for fld in fields:
             out.append((topic, fld, t, np.asarray(values[fld], dtype=float)))
     return out
+
+
+# --- thumbnails of image topics ------------------------------------------------------------
+#: frames in an image topic's thumbnail strip
+THUMBNAILS = 8
+#: widest thumbnail, in pixels (frames are shrunk by whole steps to fit)
+THUMB_WIDTH = 160
 
 
 def image_specs(reader: Reader, specs: Sequence[str]) -> list[str]:
