@@ -1,0 +1,353 @@
+"""A DDS participant on a ROS 2 graph through Cyclone DDS (the ``cyclonedds`` package).
+
+* :class:`Graph` joins ``ROS_DOMAIN_ID`` with the discovery range ROS 2 uses
+  (``ROS_LOCALHOST_ONLY=1`` or ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``: the loopback
+  interface, unicast to the local participants' ports; ``OFF``: no discovery;
+  ``ROS_STATIC_PEERS``: those hosts too), and lists the publications of the built-in
+  topic ``DCPSPublication`` as :class:`Publication` (ROS 2 topic and type names, the offered
+  QoS as a rosbag2 profile, the type hash from USER_DATA).
+* :meth:`Graph.reader` / :meth:`Graph.writer` make a :class:`RawReader` /
+  :class:`RawWriter` on a topic: they move the serialized CDR bytes exactly as they travel
+  (with their 4-byte encapsulation header), never decoding them.
+
+How raw bytes are had: the Python binding deserializes in Python (``DataReader.take`` calls
+``data_type.deserialize`` on the bytes its C layer returns), so we call the C layer's
+``ddspy_take`` / ``ddspy_write`` directly with the serialized bytes; the topic's type is a
+stand-in keyless ``IdlStruct`` carrying only the DDS type name (ROS 2 types are keyless,
+and rmw writers announce no XTypes type information, so DDS matches them on the name).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from polybag.errors import PolybagError, UsageError
+from polybag.net.ros2 import names
+from polybag.net.ros2.qos import dds_qos, offered_profile
+
+
+class Ros2GraphError(PolybagError):
+    """The ROS 2 graph could not be joined (no DDS binding, a bad domain, a DDS failure)."""
+
+
+def _dds() -> Any:
+    try:
+        import cyclonedds.domain  # noqa: F401
+    except ImportError as e:
+        raise Ros2GraphError(
+            f"ROS 2 needs the Cyclone DDS Python binding: pip install 'polybag[ros2]' ({e})"
+        ) from None
+    import cyclonedds
+
+    return cyclonedds
+
+
+def domain_id(env: dict[str, str] | None = None) -> int:
+    """``ROS_DOMAIN_ID`` (default 0); a :class:`UsageError` for what is not 0..232."""
+    e = os.environ if env is None else env
+    text = str(e.get("ROS_DOMAIN_ID", "") or "0").strip()
+    try:
+        n = int(text)
+    except ValueError:
+        raise UsageError(f"ROS_DOMAIN_ID={text!r} is not a number") from None
+    if not 0 <= n <= 232:
+        raise UsageError(f"ROS_DOMAIN_ID={n} is outside 0..232")
+    return n
+
+
+def discovery_range(env: dict[str, str] | None = None) -> str:
+    """``LOCALHOST``, ``SUBNET`` (the default), ``OFF`` or ``SYSTEM_DEFAULT`` as ROS 2 Jazzy
+    reads them (``ROS_LOCALHOST_ONLY=1`` wins, as rmw does while it is honoured)."""
+    e = os.environ if env is None else env
+    if str(e.get("ROS_LOCALHOST_ONLY", "")).strip() == "1":
+        return "LOCALHOST"
+    r = str(e.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "") or "SUBNET").strip().upper()
+    if r not in ("LOCALHOST", "SUBNET", "OFF", "SYSTEM_DEFAULT"):
+        raise UsageError(
+            f"ROS_AUTOMATIC_DISCOVERY_RANGE={r!r}: expected LOCALHOST, SUBNET, OFF or SYSTEM_DEFAULT"
+        )
+    return r
+
+
+def _xml_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def cyclone_config(env: dict[str, str] | None = None) -> str | None:
+    """The Cyclone DDS XML configuration for the discovery range (None: Cyclone's defaults)."""
+    e = os.environ if env is None else env
+    rng = discovery_range(e)
+    peers = [p.strip() for p in str(e.get("ROS_STATIC_PEERS", "")).split(";") if p.strip()]
+    if rng in ("SUBNET", "SYSTEM_DEFAULT") and not peers:
+        return None
+    general = ""
+    disc = "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex>"
+    if rng == "LOCALHOST":
+        general = (
+            '<General><Interfaces><NetworkInterface address="127.0.0.1"/></Interfaces>'
+            "<AllowMulticast>false</AllowMulticast></General>"
+        )
+        peers = ["127.0.0.1", *peers]
+    elif rng == "OFF":
+        general = "<General><AllowMulticast>false</AllowMulticast></General>"
+    peer_xml = "".join(f'<Peer address="{_xml_escape(p)}"/>' for p in peers)
+    return (
+        f'<CycloneDDS><Domain id="any">{general}<Discovery>{disc}'
+        f"<Peers>{peer_xml}</Peers></Discovery></Domain></CycloneDDS>"
+    )
+
+
+@dataclass
+class Publication:
+    """One DDS writer on a ROS 2 topic, from ``DCPSPublication``."""
+
+    key: str  # the writer's GUID
+    participant: str  # its participant's GUID
+    topic: str  # ROS 2 name: /ns/chatter
+    type: str  # ROS 2 name: std_msgs/msg/String ("" when the DDS type name is not a ROS 2 one)
+    dds_type: str
+    qos: dict[str, Any] = field(default_factory=dict)  # the offered profile (rosbag2 keys)
+    type_hash: str = ""  # RIHS01_... from USER_DATA (Iron and later), else ""
+    handle: int = 0  # the DDS instance handle (to notice it going away)
+
+
+_raw_types: dict[str, type] = {}
+_raw_lock = threading.Lock()
+
+
+def raw_type(dds_type_name: str) -> type:
+    """The stand-in keyless IDL struct for a DDS type name (one per name, cached)."""
+    with _raw_lock:
+        t = _raw_types.get(dds_type_name)
+        if t is None:
+            from cyclonedds.idl import IdlStruct
+
+            def body(ns: dict[str, Any]) -> None:
+                ns["__annotations__"] = {"raw": int}
+
+            t = types.new_class("RawSample", (IdlStruct,), {"typename": dds_type_name}, body)
+            _raw_types[dds_type_name] = t
+        return t
+
+
+class RawReader:
+    """A DDS reader on one topic handing out the serialized samples (bytes with the CDR
+    header) and their source timestamps."""
+
+    def __init__(self, graph: Graph, dds_topic: str, dds_type_name: str, profile: dict[str, Any]) -> None:
+        dds = _dds()
+        from cyclonedds.sub import DataReader
+        from cyclonedds.topic import Topic
+
+        self.profile = dict(profile)
+        self.topic = dds_topic
+        try:
+            self._topic = Topic(graph.participant, dds_topic, raw_type(dds_type_name))
+            self._reader = DataReader(graph.participant, self._topic, qos=dds_qos(profile))
+        except dds.core.DDSException as e:
+            raise Ros2GraphError(f"cannot subscribe to {dds_topic} ({dds_type_name}): {e}") from None
+        from cyclonedds._clayer import ddspy_take
+
+        self._take = ddspy_take
+        self._ref = self._reader._ref
+        self.condition = dds.core.ReadCondition(
+            self._reader, dds.core.SampleState.Any | dds.core.ViewState.Any | dds.core.InstanceState.Any
+        )
+
+    def take(self, n: int = 256) -> list[tuple[bytes, int]]:
+        """Up to ``n`` samples as ``(serialized bytes, source timestamp ns)``, oldest first."""
+        ret = self._take(self._ref, 0xFFFFFFFF, n)
+        if isinstance(ret, int):
+            raise Ros2GraphError(f"taking samples from {self.topic} failed (DDS return code {ret})")
+        return [(data, info.source_timestamp) for data, info in ret if info.valid_data]
+
+    def publisher_count(self) -> int:
+        """How many writers this reader is matched with."""
+        return len(self._reader.get_matched_publications())
+
+    def close(self) -> None:
+        for ent in (self.condition, self._reader):
+            try:
+                ent.__del__()
+            except Exception:  # noqa: BLE001, S110 - closing is best effort
+                pass
+
+
+class RawWriter:
+    """A DDS writer on one topic sending serialized samples (bytes with the CDR header) as they are."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        dds_topic: str,
+        dds_type_name: str,
+        profile: dict[str, Any],
+        depth: int | None = None,
+    ) -> None:
+        dds = _dds()
+        from cyclonedds.pub import DataWriter
+        from cyclonedds.topic import Topic
+
+        self.topic = dds_topic
+        try:
+            self._topic = Topic(graph.participant, dds_topic, raw_type(dds_type_name))
+            self._writer = DataWriter(
+                graph.participant, self._topic, qos=dds_qos(profile, depth=depth, writer=True)
+            )
+        except dds.core.DDSException as e:
+            raise Ros2GraphError(f"cannot publish on {dds_topic} ({dds_type_name}): {e}") from None
+        from cyclonedds._clayer import ddspy_write
+
+        self._write = ddspy_write
+        self._ref = self._writer._ref
+
+    def write(self, data: bytes) -> None:
+        """Send one serialized sample (it must start with its 4-byte CDR encapsulation header)."""
+        if len(data) < 4:
+            raise UsageError(f"{self.topic}: a CDR sample is at least 4 bytes (its header), got {len(data)}")
+        ret = self._write(self._ref, data)
+        if isinstance(ret, int) and ret < 0:
+            raise Ros2GraphError(f"writing on {self.topic} failed (DDS return code {ret})")
+
+    def subscriber_count(self) -> int:
+        """How many readers this writer is matched with."""
+        return len(self._writer.get_matched_subscriptions())
+
+    def wait_for_acks(self, timeout: float) -> bool:
+        """Until every reliable reader has acknowledged what was written (or ``timeout`` s)."""
+        try:
+            return bool(self._writer.wait_for_acks(int(max(0.0, timeout) * 1e9)))
+        except Exception:  # noqa: BLE001 - a timeout is reported as an exception by the binding
+            return False
+
+    def close(self) -> None:
+        try:
+            self._writer.__del__()
+        except Exception:  # noqa: BLE001, S110 - closing is best effort
+            pass
+
+
+_domains: dict[tuple[int, str | None], Any] = {}
+
+
+class Graph:
+    """A participant on the ROS 2 graph of ``domain`` (default ``ROS_DOMAIN_ID``) with the
+    discovery range of the environment (see the module docstring)."""
+
+    def __init__(self, domain: int | None = None, env: dict[str, str] | None = None) -> None:
+        dds = _dds()
+        from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
+        from cyclonedds.domain import Domain, DomainParticipant
+
+        self.domain_id = domain_id(env) if domain is None else int(domain)
+        config = cyclone_config(env)
+        try:
+            key = (self.domain_id, config)
+            if config is not None and key not in _domains:
+                # (a Domain configures every participant made after it in this domain; kept
+                # for the life of the process)
+                _domains[key] = Domain(self.domain_id, config)
+            self.participant = DomainParticipant(self.domain_id)
+            self._pubs = BuiltinDataReader(self.participant, BuiltinTopicDcpsPublication)
+        except dds.core.DDSException as e:
+            raise Ros2GraphError(f"cannot join ROS 2 domain {self.domain_id}: {e}") from None
+        self._own = str(self.participant.guid)
+        self.publications: dict[str, Publication] = {}
+        self._lock = threading.Lock()
+
+    def poll(self) -> tuple[list[Publication], list[Publication]]:
+        """Read ``DCPSPublication``: the ROS 2 publications that appeared and those that went
+        away since the last call (our own writers are left out)."""
+        new: list[Publication] = []
+        gone: list[Publication] = []
+        with self._lock:
+            try:
+                samples = self._pubs.take(N=1000)
+            except Exception as e:  # noqa: BLE001 - the binding raises DDSException
+                raise Ros2GraphError(f"reading DCPSPublication failed: {e}") from None
+            for s in samples:
+                info = getattr(s, "sample_info", None)
+                key = str(getattr(s, "key", "") or getattr(info, "instance_handle", ""))
+                if info is not None and not info.valid_data:
+                    # (an invalid sample: the writer was disposed or lost)
+                    for k, p in list(self.publications.items()):
+                        if p.handle and info.instance_handle == p.handle:
+                            gone.append(self.publications.pop(k))
+                    continue
+                if str(getattr(s, "participant_key", "")) == self._own:
+                    continue
+                topic = names.ros_topic(str(s.topic_name))
+                if topic is None:
+                    continue
+                dtype = str(s.type_name)
+                ud = None
+                try:
+                    from cyclonedds.qos import Policy
+
+                    u = s.qos[Policy.Userdata]
+                    ud = u.data if u is not None else None
+                except Exception:  # noqa: BLE001, S110 - no USER_DATA: no type hash
+                    pass
+                pub = Publication(
+                    key=key,
+                    participant=str(s.participant_key),
+                    topic=topic,
+                    type=names.ros_type(dtype) or "",
+                    dds_type=dtype,
+                    qos=offered_profile(s.qos),
+                    type_hash=names.type_hash(ud),
+                )
+                if info is not None:
+                    pub.handle = int(info.instance_handle)
+                if key not in self.publications:
+                    self.publications[key] = pub
+                    new.append(pub)
+        return new, gone
+
+    def topics(self) -> dict[str, list[Publication]]:
+        """The known publications by ROS 2 topic."""
+        out: dict[str, list[Publication]] = {}
+        with self._lock:
+            for p in self.publications.values():
+                out.setdefault(p.topic, []).append(p)
+        return out
+
+    def wait_for(self, done: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+        """Poll discovery until ``done()`` or ``timeout`` seconds pass."""
+        end = time.monotonic() + timeout
+        while True:
+            self.poll()
+            if done():
+                return True
+            if time.monotonic() >= end:
+                return False
+            time.sleep(step)
+
+    def reader(self, topic: str, dds_type_name: str, profile: dict[str, Any]) -> RawReader:
+        """A :class:`RawReader` on the ROS 2 ``topic``."""
+        return RawReader(self, names.dds_topic(topic), dds_type_name, profile)
+
+    def writer(
+        self, topic: str, dds_type_name: str, profile: dict[str, Any], depth: int | None = None
+    ) -> RawWriter:
+        """A :class:`RawWriter` on the ROS 2 ``topic``."""
+        return RawWriter(self, names.dds_topic(topic), dds_type_name, profile, depth)
+
+    def waitset(self) -> Any:
+        """A new Cyclone DDS ``WaitSet`` on this participant."""
+        from cyclonedds.core import WaitSet
+
+        return WaitSet(self.participant)
+
+    def close(self) -> None:
+        """Leave the graph (every reader and writer of this participant goes too)."""
+        try:
+            self.participant.__del__()
+        except Exception:  # noqa: BLE001, S110 - closing is best effort
+            pass

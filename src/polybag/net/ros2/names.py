@@ -1,0 +1,65 @@
+"""ROS 2 names on DDS: topic names (``rt/`` prefix) and type names (``pkg::msg::dds_::Type_``).
+
+rmw implementations put a ROS 2 topic ``/ns/chatter`` on the DDS topic ``rt/ns/chatter``
+(services use ``rq/``/``rr/``, which are not topics) and the type ``std_msgs/msg/String`` on
+the DDS type ``std_msgs::msg::dds_::String_``.
+"""
+
+from __future__ import annotations
+
+import re
+
+TOPIC_PREFIX = "rt/"
+_TYPE_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def ros_topic(dds_topic: str) -> str | None:
+    """``rt/ns/chatter`` -> ``/ns/chatter``; None for DDS topics that are not ROS 2 topics."""
+    if not dds_topic.startswith(TOPIC_PREFIX) or len(dds_topic) <= len(TOPIC_PREFIX):
+        return None
+    return "/" + dds_topic[len(TOPIC_PREFIX) :].lstrip("/")
+
+
+def dds_topic(ros_topic: str) -> str:
+    """``/ns/chatter`` (or ``ns/chatter``) -> ``rt/ns/chatter``."""
+    return TOPIC_PREFIX + ros_topic.lstrip("/")
+
+
+def ros_type(dds_type: str) -> str | None:
+    """``std_msgs::msg::dds_::String_`` -> ``std_msgs/msg/String``; None when the name does
+    not follow the ROS 2 convention (the topic was not made by an rmw)."""
+    parts = dds_type.split("::")
+    if len(parts) != 4 or parts[2] != "dds_" or not parts[3].endswith("_") or len(parts[3]) < 2:
+        return None
+    pkg, kind, name = parts[0], parts[1], parts[3][:-1]
+    if not all(_TYPE_PART.match(p) for p in (pkg, kind, name)):
+        return None
+    return f"{pkg}/{kind}/{name}"
+
+
+def dds_type(ros_type: str) -> str:
+    """``std_msgs/msg/String`` (or ``std_msgs/String``) -> ``std_msgs::msg::dds_::String_``."""
+    parts = ros_type.strip("/").split("/")
+    if len(parts) == 2:
+        parts = [parts[0], "msg", parts[1]]
+    if len(parts) != 3 or not all(_TYPE_PART.match(p) for p in parts):
+        from polybag.errors import UsageError
+
+        raise UsageError(f"{ros_type!r} is not a ROS 2 type name (pkg/msg/Type)")
+    return f"{parts[0]}::{parts[1]}::dds_::{parts[2]}_"
+
+
+def type_hash(user_data: bytes | None) -> str:
+    """The ``RIHS01_...`` type hash an rmw (Iron and later) puts in USER_DATA
+    (``typehash=RIHS01_<hex>;``), or ``""``."""
+    if not user_data:
+        return ""
+    try:
+        text = bytes(user_data).decode("ascii", "replace")
+    except (TypeError, ValueError):
+        return ""
+    for item in text.split(";"):
+        key, _, value = item.partition("=")
+        if key.strip() == "typehash" and re.fullmatch(r"RIHS\d\d_[0-9a-f]{64}", value.strip()):
+            return value.strip()
+    return ""
