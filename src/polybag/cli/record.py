@@ -56,6 +56,9 @@ _ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--config",), {"metavar": "FILE.yaml", "help": "several recorders on one node: a YAML file with 'recorders:', entries of long option names"}),
     (("--master-uri",), {"help": "ROS master (default: $ROS_MASTER_URI or http://localhost:11311)"}),
     (("--json",), {"action": "store_true", "help": "print the final report as JSON"}),
+    (("--ros2",), {"action": "store_true", "help": "record a live ROS 2 graph (DDS, $ROS_DOMAIN_ID) to a rosbag2 bag (-O NAME.mcap: MCAP)"}),
+    (("--storage",), {"choices": ("sqlite3", "mcap"), "default": "sqlite3", "help": "--ros2: the rosbag2 storage (default sqlite3)"}),
+    (("--types",), {"action": "append", "default": [], "metavar": "DIR", "help": "--ros2: .msg/.idl files of a workspace's own types"}),
 )
 
 
@@ -198,6 +201,8 @@ def _group_options(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]
 def run(args: argparse.Namespace) -> int:
     from polybag.record.group import RecorderGroup
 
+    if args.ros2:
+        return _run_ros2(args)
     if args.config:
         all_opts, kw = _group_options(args)
     else:
@@ -248,4 +253,50 @@ def run(args: argparse.Namespace) -> int:
                 print(f"recorder {i}:", file=sys.stderr)
             for line in report_lines(rep):
                 print(line, file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _run_ros2(args: argparse.Namespace) -> int:
+    """``polybag record --ros2``: one recorder fed by :class:`polybag.record.live_ros2.Ros2Source`."""
+    from polybag.codecs.ros2 import add_types
+    from polybag.record.live_ros2 import Ros2Recorder, Ros2Source
+
+    if args.config:
+        raise UsageError("--config is not supported with --ros2 yet")
+    for folder in args.types:
+        add_types(folder)
+    opts = options_from_args(args)
+    opts.validate(live=True)
+    if opts.node:
+        raise UsageError("--node is a ROS 1 option")
+    stop = threading.Event()
+    source = Ros2Source(opts)
+    rec = Ros2Recorder(opts, source, storage=args.storage)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    def on_usr1(signum: int, frame: FrameType | None) -> None:
+        threading.Thread(target=rec.trigger, name="polybag-record-sigusr1", daemon=True).start()
+
+    sigs = {signal.SIGINT: on_signal, signal.SIGTERM: on_signal}
+    if sys.platform != "win32" and opts.snapshot:
+        sigs[signal.SIGUSR1] = on_usr1
+    old = {s: signal.signal(s, h) for s, h in sigs.items()}
+    try:
+        rec.start()
+        while not stop.is_set() and not rec.done.is_set():
+            stop.wait(0.2)
+        rep = rec.close(raise_errors=False)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    rep["errors"] += [f"source: {e}" for e in source.errors[:5]]
+    rep["warnings"] += [f"source: {w}" for w in source.warnings[:20]]
+    bad = _bad(opts, rep)
+    if args.json:
+        print_json(rep)
+    elif bad or not args.quiet:
+        for line in report_lines(rep):
+            print(line, file=sys.stderr)
     return 1 if bad else 0

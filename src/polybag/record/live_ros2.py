@@ -1,0 +1,417 @@
+"""The live ROS 2 source: record a ROS 2 graph through DDS (:mod:`polybag.net.ros2`).
+
+:class:`Ros2Source` watches ``DCPSPublication`` (every ``poll`` seconds) and subscribes to
+each selected topic (named topics, ``-e`` regexes, ``-a``; ``-x`` excluded; services and
+non-ROS DDS topics left out) with the QoS rosbag2 requests for the publishers' offers
+(reliable only when all offer it, transient_local only when all offer it).  One thread
+waits on every reader (a DDS wait set) and hands the serialized CDR samples, bytes as they
+came, to the recorder with the receive time.  The offered QoS profiles of each topic and
+the type hash from USER_DATA go to the file's metadata as ``ros2 bag record`` stores them.
+
+Types come from the known ROS 2 definitions (the bundled Jazzy ones and ``--types DIR``);
+a topic whose type is unknown is recorded anyway (raw CDR, no definition) with a warning.
+A publisher that appears later with a QoS the subscription cannot match (best effort on a
+reliable subscription) is named in a warning: its messages are not received (as rosbag2).
+
+:class:`Ros2Recorder` is the :class:`~polybag.record.recorder.Recorder` writing ROS 2
+files: a rosbag2 directory (``storage`` ``sqlite3`` or ``mcap``) or, for ``-O NAME.mcap``,
+an MCAP file with the ``ros2`` profile and ``cdr`` channels.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from polybag.errors import PolybagError, UsageError
+from polybag.record.options import RecordOptions
+from polybag.record.recorder import _MCAP_MSG_OVERHEAD, Recorder, _Item
+
+
+def _definition(type_name: str) -> str:
+    """The full ``ros2msg`` text of a known type, ``""`` when it is not known."""
+    from polybag.codecs.ros2 import definition_for
+
+    try:
+        return definition_for(type_name)
+    except Exception:  # noqa: BLE001 - any failure means: not known
+        return ""
+
+
+class Ros2Recorder(Recorder):
+    """A :class:`Recorder` writing ROS 2 logs (see the module docstring).
+
+    ``storage``: the rosbag2 storage (``sqlite3`` or ``mcap``); ignored when the output is
+    an MCAP file (``-O NAME.mcap`` or ``options.format="mcap"``).
+    """
+
+    def __init__(
+        self, options: RecordOptions | None = None, source: Any = None, *, storage: str = "sqlite3", **kw: Any
+    ) -> None:
+        super().__init__(options, source, **kw)
+        o = self.options
+        self.storage = (storage or "sqlite3").lower()
+        if self.storage not in ("sqlite3", "mcap"):
+            raise UsageError(f"--storage {storage!r}: sqlite3 or mcap")
+        if o.bz2:
+            raise UsageError("ROS 2 recordings cannot be bz2 compressed (rosbag2: zstd)")
+        self._qos: dict[str, tuple[str, str]] = {}  # topic -> (offered_qos_profiles, type hash)
+        self._overhead = _MCAP_MSG_OVERHEAD
+
+    def set_topic_info(self, topic: str, qos_text: str, type_hash: str = "") -> None:
+        """The offered QoS profiles (YAML text) and type hash stored for ``topic``."""
+        with self._cond:
+            self._qos[topic] = (qos_text, type_hash)
+
+    def _open(self, t: float | None = None, *, path: str | None = None) -> None:
+        from polybag.errors import OutputExistsError, WriteError
+        from polybag.writer import Writer
+
+        o = self.options
+        mcap = o.output_format == "mcap"
+        if path is not None:
+            mcap = path.lower().endswith(".mcap")
+            if self.options.directory and not os.path.isabs(path):
+                path = os.path.join(self.options.directory, path)
+            if path in self._used_names or os.path.lexists(path) or os.path.lexists(path + ".active"):
+                raise OutputExistsError(f"{path} exists; a snapshot never replaces a file")
+            name = path
+        else:
+            name = o.file_name(self._split_index if o.split else None, t)
+            if not mcap and name.endswith(".bag"):
+                name = name[: -len(".bag")]  # (a rosbag2 bag is a directory)
+            name = self._unique(name)
+        self._used_names.add(name)
+        directory = os.path.dirname(os.path.abspath(name))
+        if not os.path.isdir(directory):
+            raise WriteError(f"cannot record to {name}: directory {directory} does not exist")
+        overwrite = not o.snapshot
+        if mcap:
+            w = Writer(
+                name,
+                format="mcap",
+                compression="lz4" if o.lz4 else "zstd",
+                chunk_size=o.chunk_bytes,
+                profile="ros2",
+                overwrite=overwrite,
+            )
+        else:
+            w = Writer(
+                name,
+                format="rosbag2",
+                storage=self.storage,
+                compression="none",
+                overwrite=overwrite,
+            )
+        self._writer = w
+        self._channels = {}
+        self.current_file = name
+        self._bag_bytes = self._fresh_bytes = 4096
+        self._part_messages = 0
+        self._bag_start = None
+        self._say(f"Recording to '{name}'.")
+        for hook in self._open_hooks:
+            try:
+                hook(name)
+            except Exception as e:  # noqa: BLE001
+                self.errors.append(f"on-open hook: {e}")
+
+    def _put(self, item: _Item, *, count: bool = True) -> None:
+        w = self._writer
+        ck = (item.topic, item.key)
+        ch = self._channels.get(ck)
+        if ch is None:
+            typ, _md5, definition, _callerid, _latching = item.key
+            with self._cond:
+                qos, type_hash = self._qos.get(item.topic, ("", ""))
+            md = {"offered_qos_profiles": qos} if qos else {}
+            if type_hash:
+                md["topic_type_hash"] = type_hash
+            schema = w.add_schema(typ, "ros2msg", definition.encode("utf-8"))
+            ch = self._channels[ck] = w.add_channel(item.topic, "cdr", schema, md)
+            self._bag_bytes += 100 + len(item.topic) + len(typ) + len(definition) + len(qos)
+        w.write(ch, item.data, item.time, item.time)
+        self._bag_bytes += len(item.data) + self._overhead
+        self._part_messages += 1
+        if count:
+            with self._cond:
+                self.stats[item.topic].written += 1
+
+
+class _Sub:
+    __slots__ = ("topic", "type", "definition", "type_hash", "reader", "requested", "latched", "offers")
+
+    def __init__(
+        self,
+        topic: str,
+        typ: str,
+        definition: str,
+        type_hash: str,
+        reader: Any,
+        requested: dict[str, Any],
+        offers: list[dict[str, Any]],
+    ) -> None:
+        self.topic = topic
+        self.type = typ
+        self.definition = definition
+        self.type_hash = type_hash
+        self.reader = reader
+        self.requested = requested
+        self.latched = requested.get("durability") == "transient_local"
+        self.offers = offers
+
+
+class Ros2Source:
+    """Feeds one :class:`Ros2Recorder` from a live ROS 2 graph (see the module docstring).
+
+    ``graph``: an existing :class:`polybag.net.ros2.Graph` (else one is made from the
+    environment and closed by :meth:`stop`); ``poll``: the discovery period in seconds;
+    ``log(text)``: where warnings are said (default: stderr unless the options are quiet).
+    """
+
+    def __init__(
+        self, options: RecordOptions | None = None, *, graph: Any = None, poll: float = 0.25, log: Any = None
+    ) -> None:
+        self.options = options
+        self._graph = graph
+        self._own_graph = graph is None
+        self.poll = poll
+        self._log = log
+        self._rec: Any = None
+        self._subs: dict[str, _Sub] = {}
+        self._done: set[str] = set()
+        self._warned: set[tuple[str, str]] = set()
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._waitset: Any = None
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+
+    @property
+    def graph(self) -> Any:
+        return self._graph
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics subscribed so far."""
+        with self._lock:
+            return sorted(self._subs)
+
+    def start(self, recorder: Any) -> None:
+        """Join the graph and start discovering and receiving for ``recorder``."""
+        from polybag.net.ros2 import Graph
+
+        self._rec = recorder
+        if self.options is None:
+            self.options = recorder.options
+        if self._graph is None:
+            self._graph = Graph()
+        self._waitset = self._graph.waitset()
+        self._discover()
+        self._thread = threading.Thread(target=self._run, name="polybag-record-ros2", daemon=True)
+        self._thread.start()
+
+    # --- discovery ---------------------------------------------------------------------------
+    def _discover(self) -> None:
+        from polybag.net.ros2 import Ros2GraphError
+
+        try:
+            new, _gone = self._graph.poll()
+        except Ros2GraphError as e:
+            self._error(str(e))
+            return
+        if not new:
+            return
+        by_topic = self._graph.topics()
+        for topic in sorted({p.topic for p in new}):
+            if topic in self._done or not self.options.selects(topic, explicit_required=True):
+                continue
+            with self._lock:
+                sub = self._subs.get(topic)
+            if sub is None:
+                self._subscribe(topic, by_topic.get(topic, []))
+            else:
+                self._check_new(sub, [p for p in new if p.topic == topic])
+
+    def _subscribe(self, topic: str, pubs: list[Any]) -> None:
+        from polybag.net.ros2 import Ros2GraphError
+        from polybag.net.ros2.qos import profiles_text, requested_profile
+
+        typed = [p for p in pubs if p.type]
+        if not typed:
+            self._warn_once(
+                topic,
+                "dds",
+                f"topic {topic}: DDS type {pubs[0].dds_type!r} is not a ROS 2 type name; not recorded",
+            )
+            return
+        typ = typed[0].type
+        dds_type = typed[0].dds_type
+        others = sorted({p.type for p in typed if p.type != typ})
+        if others:
+            self._warn_once(
+                topic,
+                "types",
+                f"topic {topic}: published as {typ} and {', '.join(others)}; recording {typ} only",
+            )
+        same = [p for p in typed if p.type == typ]
+        offers = [p.qos for p in same]
+        requested = requested_profile(offers)
+        definition = _definition(typ)
+        if not definition:
+            self._warn_once(
+                topic,
+                "unknown",
+                f"topic {topic}: type {typ} is not known (add its .msg files with --types DIR); "
+                "recorded as raw CDR without a definition",
+            )
+        type_hash = next((p.type_hash for p in same if p.type_hash), "")
+        try:
+            reader = self._graph.reader(topic, dds_type, requested)
+        except Ros2GraphError as e:
+            self._error(str(e))
+            return
+        sub = _Sub(topic, typ, definition, type_hash, reader, requested, offers)
+        set_info = getattr(self._rec, "set_topic_info", None)
+        if callable(set_info):
+            set_info(topic, profiles_text(offers), type_hash)
+        with self._lock:
+            self._subs[topic] = sub
+            self._waitset.attach(reader.condition)
+        self._say(f"Subscribing to {topic} ({typ}, {requested['reliability']} {requested['durability']})")
+
+    def _check_new(self, sub: _Sub, pubs: list[Any]) -> None:
+        from polybag.net.ros2.qos import incompatibility, profiles_text
+
+        for p in pubs:
+            if p.type and p.type != sub.type:
+                self._warn_once(
+                    sub.topic,
+                    "type:" + p.type,
+                    f"topic {sub.topic}: a publisher of {p.type} is ignored (recording {sub.type})",
+                )
+                continue
+            why = incompatibility(p.qos, sub.requested)
+            if why:
+                self._warn_once(
+                    sub.topic,
+                    "qos:" + p.key,
+                    f"topic {sub.topic}: publisher {p.key} has an incompatible QoS ({why}); its messages are not recorded",
+                )
+                continue
+            sub.offers.append(p.qos)
+            set_info = getattr(self._rec, "set_topic_info", None)
+            if callable(set_info):
+                set_info(sub.topic, profiles_text(sub.offers), sub.type_hash)
+
+    # --- receiving -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        next_poll = time.monotonic() + self.poll
+        while not self._stop.is_set():
+            try:
+                self._waitset.wait(50_000_000)  # 50 ms
+            except Exception as e:  # noqa: BLE001 - the binding raises DDSException
+                self._error(f"waiting for samples: {e}")
+                self._stop.wait(0.05)
+            self._drain()
+            if time.monotonic() >= next_poll:
+                self._discover()
+                next_poll = time.monotonic() + self.poll
+        self._drain()
+
+    def _drain(self) -> None:
+        from polybag.net.ros2 import Ros2GraphError
+
+        with self._lock:
+            subs = list(self._subs.values())
+        rec = self._rec
+        for sub in subs:
+            while True:
+                try:
+                    got = sub.reader.take(256)
+                except Ros2GraphError as e:
+                    self._error(str(e))
+                    break
+                if not got:
+                    break
+                now = time.time_ns()
+                for data, _stamp in got:
+                    rec.write(
+                        sub.topic,
+                        data,
+                        type=sub.type,
+                        md5sum=sub.type_hash or "*",
+                        definition=sub.definition,
+                        receive_time=now,
+                        latching=sub.latched,
+                    )
+                if len(got) < 256:
+                    break
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop receiving ``topic`` (its -l limit was reached)."""
+        with self._lock:
+            self._done.add(topic)
+            sub = self._subs.pop(topic, None)
+        if sub is not None:
+            try:
+                self._waitset.detach(sub.reader.condition)
+            except Exception:  # noqa: BLE001, S110 - best effort
+                pass
+            sub.reader.close()
+
+    def stop(self) -> None:
+        """Stop receiving (what was taken is handed over first) and leave the graph if ours."""
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=5)
+        with self._lock:
+            subs = list(self._subs.values())
+            self._subs.clear()
+        for sub in subs:
+            sub.reader.close()
+        if self._own_graph and self._graph is not None:
+            self._graph.close()
+            self._graph = None
+
+    # --- messages for people ---------------------------------------------------------------------
+    def _warn_once(self, topic: str, what: str, text: str) -> None:
+        key = (topic, what)
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        self.warnings.append(text)
+        self._say(f"warning: {text}")
+
+    def _error(self, text: str) -> None:
+        if len(self.errors) < 100:
+            self.errors.append(text)
+        self._say(f"error: {text}")
+
+    def _say(self, text: str) -> None:
+        if self._log is not None:
+            self._log(text)
+        elif self.options is None or not self.options.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+
+def record_ros2(
+    options: RecordOptions, *, storage: str = "sqlite3", stop: threading.Event | None = None
+) -> tuple[dict[str, Any], Ros2Source]:
+    """Record until ``stop`` is set or the recorder ends by itself (-l, --duration); the
+    recorder's report and the source (its errors and warnings)."""
+    source = Ros2Source(options)
+    rec = Ros2Recorder(options, source, storage=storage)
+    stop = stop or threading.Event()
+    try:
+        rec.start()
+    except PolybagError:
+        raise
+    while not stop.is_set() and not rec.done.is_set():
+        stop.wait(0.2)
+    return rec.close(raise_errors=False), source
