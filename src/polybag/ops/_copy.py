@@ -26,6 +26,7 @@ from polybag.ops._common import (
     report_dropped,
     target_format,
 )
+from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
 from polybag.reader import Reader
 
 
@@ -73,7 +74,7 @@ class CopyJob:
         overwrite: bool = False,
         *,
         profile: str | None = None,
-        channel_map: type[ChannelMap] = ChannelMap,
+        channel_map: type[ChannelMap] = RosBridgeMap,
     ) -> None:
         if profile is None and fmt == "mcap":
             profile = profile_for(channels, *readers)
@@ -84,6 +85,8 @@ class CopyJob:
         self.profile = profile
         self.writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
         self.cmap = channel_map(self.writer, fmt, result)
+        if isinstance(self.cmap, RosBridgeMap):  # ROS 1 <-> ROS 2 where the output holds only one
+            self.cmap.target = target_ros(fmt, profile)
         self.bar: Any = None  # the progress bar of :meth:`copy`, while it runs
 
     def __enter__(self) -> CopyJob:
@@ -98,6 +101,8 @@ class CopyJob:
         except BaseException:
             abort_writer(self.writer, self.dst)
             raise
+        if isinstance(self.cmap, RosBridgeMap):
+            self.cmap.report()
         report_dropped(self.result, self.result.dropped_topics, self.fmt)
 
     @property

@@ -31,7 +31,6 @@ from typing import Any
 from polybag.model import Message
 from polybag.ops._common import Input, Output, input_name, opened, summary_count
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
-from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
 
 
 @dataclass
@@ -76,14 +75,7 @@ def convert(
         result.input_format = reader.format
         summary = reader.summary
         channels = summary.channels.values()
-        job = CopyJob(
-            dst, fmt, result, [reader], channels, compression, chunk_size, overwrite,
-            profile=profile, channel_map=RosBridgeMap,
-        )  # fmt: skip
-        bridge = job.cmap
-        assert isinstance(bridge, RosBridgeMap)
-        bridge.target = target_ros(fmt, job.profile)
-        with job:
+        with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite, profile=profile) as job:
             result.profile = job.profile or ""
             messages = job.with_ulog_extras(reader, reader.messages(topics=topics, order="file"))
             job.add_channels(channels)
@@ -92,7 +84,6 @@ def convert(
                 job.copy_extras(reader)
             )
             result.channels = job.channels
-            bridge.report()
     return result
 
 

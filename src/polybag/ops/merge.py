@@ -32,9 +32,10 @@ from typing import Any
 
 from polybag.errors import WriteError
 from polybag.model import Channel, Message
-from polybag.ops._common import ChannelMap, Input, PathLike, input_name, opened, summary_count
+from polybag.ops._common import Input, PathLike, input_name, opened, summary_count
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 from polybag.ops.convert import ulog_metadata_to
+from polybag.ops.ros1_ros2 import RosBridgeMap
 from polybag.ops.split import UlogTimeline
 from polybag.writer import Writer
 
@@ -50,8 +51,8 @@ class MergeResult(CopyResult):
     param_conflicts: list[str] = field(default_factory=list)
 
 
-class _MergeChannels(ChannelMap):
-    """For a ULog output, subscriptions of several inputs with the same name, instance and
+class _MergeChannels(RosBridgeMap):
+    """ROS 1 <-> ROS 2 as convert does (:class:`RosBridgeMap`); for a ULog output, subscriptions of several inputs with the same name, instance and
     format share one subscription (``msg_id`` is only a file's own numbering); a format
     that differs from one already written cannot be held: the topic is dropped, warned."""
 

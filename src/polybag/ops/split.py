@@ -45,7 +45,6 @@ from polybag.errors import OutputExistsError, PolybagError
 from polybag.model import Message
 from polybag.ops._common import (
     RELEASE_EVERY,
-    ChannelMap,
     Input,
     OpResult,
     WriteOptions,
@@ -66,6 +65,7 @@ from polybag.ops._common import (
     target_format,
 )
 from polybag.ops.convert import ulog_metadata_to
+from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
 from polybag.timefmt import duration_ns, time_ns
 from polybag.writer import Writer
 
@@ -326,7 +326,7 @@ def split(
         data_channel = next((c for c in channels if c.topic != LOG_TOPIC), None)
 
         writer: Writer | None = None
-        cmap: ChannelMap | None = None
+        cmap: RosBridgeMap | None = None
         part: Part | None = None
         key: Any = None
         first_time: int | None = None
@@ -341,7 +341,8 @@ def split(
             path = os.path.join(out_dir, f"{base_name}_{idx:03d}{out_ext}")
             check_distinct(src, path)
             writer = make_writer(path, fmt, w.compression, w.chunk_size, profile, overwrite=w.overwrite)
-            cmap = ChannelMap(writer, fmt, result)
+            cmap = RosBridgeMap(writer, fmt, result)
+            cmap.target = target_ros(fmt, profile)  # ROS 1 <-> ROS 2 where the output holds only one
             cache = {}
             part = Part(path=path)
             result.parts.append(part)
@@ -358,6 +359,8 @@ def split(
             if writer is not None:
                 writer.close()
                 writer = None
+                if cmap is not None:
+                    cmap.report()
                 assert part is not None
                 finished.append(part.path)
 
