@@ -68,6 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how far ahead of --rate-control-topic playback may run (default 1)")
     p.add_argument("--node", default="/play", help="node name (default /play, made anonymous)")
     p.add_argument("--json", action="store_true", help="print the counts and lateness as JSON at the end")
+    p.add_argument("--ros2", action="store_true",
+                   help="publish to a live ROS 2 graph (DDS, $ROS_DOMAIN_ID) with the recorded QoS")
     p.add_argument("--realtime", action="store_true",
                    help="play from a SCHED_FIFO thread (Linux, needs the privilege): on-time messages "
                    "on a busy machine")
@@ -272,10 +274,21 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         # inputs first: an unreadable file fails before anything is advertised
         readers = [stack.enter_context(polybag.open(f)) for f in files]
-        node = stack.enter_context(
-            Node(node_name, special.get("__master"), host=host, anonymous=name is None)
-        )
-        sink = Ros1Sink(node, prefix=args.prefix, namespace=ns)
+        sink: Any
+        if args.ros2:
+            from polybag.net.ros2 import Graph
+            from polybag.play.ros2_sink import Ros2Sink
+
+            if opts.rate_control_topic:
+                raise UsageError("--rate-control-topic is not supported with --ros2 yet")
+            graph = Graph()
+            stack.callback(graph.close)
+            sink = Ros2Sink(graph, prefix=args.prefix, namespace=ns)
+        else:
+            node = stack.enter_context(
+                Node(node_name, special.get("__master"), host=host, anonymous=name is None)
+            )
+            sink = Ros1Sink(node, prefix=args.prefix, namespace=ns)
         with Player(readers, opts, sink) as player:
             if opts.rate_control_topic:
                 rc_topic = _resolve(opts.rate_control_topic, ns)

@@ -1,0 +1,206 @@
+"""Publish played messages to a live ROS 2 graph through DDS (:mod:`polybag.net.ros2`).
+
+Each ROS 2 channel (``cdr`` messages: a rosbag2 bag, an MCAP file with the ``ros2``
+profile) gets a DDS writer on ``rt/<topic>`` with the type's DDS name and the recorded QoS
+(the first of its ``offered_qos_profiles``: reliability, durability; keep_last with the
+player's queue, or the recorded depth (at least 1) for transient_local topics, so a late
+subscriber gets the last messages as from the original publisher).  The stored payload
+bytes (CDR with their header) are sent unchanged.  ROS 1 channels are converted on the fly
+with :mod:`polybag.ops.ros1_ros2` (latched topics become transient_local).  Other channels
+are skipped and listed in ``skipped``.
+
+With ``clock`` on, ``/clock`` (``rosgraph_msgs/msg/Clock``, best effort as ROS 2's clock
+QoS) carries the bag time.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from polybag.model import Channel, Message
+from polybag.play.player import PlayOptions
+
+CLOCK_TOPIC = "/clock"
+CLOCK_DDS_TYPE = "rosgraph_msgs::msg::dds_::Clock_"
+CLOCK_QOS: dict[str, Any] = {
+    "history": "keep_last",
+    "depth": 1,
+    "reliability": "best_effort",
+    "durability": "volatile",
+}
+_CLOCK = struct.Struct("<4siI")
+_CDR_LE = b"\x00\x01\x00\x00"
+
+
+def clock_payload(time_ns: int) -> bytes:
+    """``rosgraph_msgs/msg/Clock`` as CDR (little endian, with its header): int32 sec, uint32 nanosec."""
+    secs, nsecs = divmod(max(0, time_ns), 1_000_000_000)
+    return _CLOCK.pack(_CDR_LE, min(secs, 0x7FFFFFFF), nsecs)
+
+
+class _Route:
+    __slots__ = ("writer", "transform")
+
+    def __init__(self, writer: Any, transform: Callable[[Any], bytes | None] | None) -> None:
+        self.writer = writer
+        self.transform = transform
+
+
+def ros2_route(ch: Channel) -> tuple[str, str, dict[str, Any], Callable[[Any], bytes | None] | None]:
+    """``(topic, ROS 2 type, QoS profile, transform)`` to publish ``ch`` on ROS 2.
+
+    Raises :class:`polybag.errors.UnsupportedError` for channels ROS 2 cannot carry.
+    """
+    from polybag.errors import UnsupportedError
+    from polybag.net.ros2.qos import parse_profiles
+
+    transform = None
+    md: Any = ch.metadata
+    if ch.message_encoding == "cdr":
+        tname = ch.schema.name if ch.schema is not None and ch.schema.name else str(md.get("type", ""))
+    elif ch.message_encoding == "ros1":
+        from polybag.ops.ros1_ros2 import ros1_channel_to_ros2
+
+        mapped = ros1_channel_to_ros2(ch)
+        tname, md, transform = mapped.schema_name, mapped.metadata, mapped.transform
+    else:
+        raise UnsupportedError(
+            f"topic {ch.topic}: message encoding {ch.message_encoding!r} cannot be sent to ROS 2"
+        )
+    if not tname:
+        raise UnsupportedError(f"topic {ch.topic}: no message type")
+    profiles = parse_profiles(str(md.get("offered_qos_profiles", "") or ""))
+    profile = dict(profiles[0]) if profiles else {"reliability": "reliable", "durability": "volatile"}
+    return ch.topic, tname, profile, transform
+
+
+class Ros2Sink:
+    """Makes a DDS writer for every played channel on ``graph`` (a
+    :class:`polybag.net.ros2.Graph`) and publishes the payloads.  Writers are closed by
+    :meth:`close`; the graph stays the caller's."""
+
+    def __init__(
+        self,
+        graph: Any,
+        *,
+        prefix: str = "",
+        remap: dict[str, str] | None = None,
+        namespace: str = "/",
+        warn: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.graph = graph
+        self.prefix = prefix.rstrip("/")
+        self.namespace = "/" + namespace.strip("/")
+        self.remap: dict[str, str] = dict(remap or {})
+        self.warn = warn or (lambda text: print(f"polybag play: warning: {text}", file=sys.stderr))
+        self.writers: dict[str, Any] = {}  # output topic -> writer
+        self._types: dict[str, str] = {}
+        self._routes: dict[int, _Route | None] = {}
+        self._channels: list[Channel] = []
+        self.skipped: list[str] = []
+        self.clock_writer: Any = None
+        self.published = 0
+        self.queue_size = 100
+
+    def open(self, channels: Sequence[Channel], options: PlayOptions) -> None:
+        self.queue_size = max(1, options.queue)
+        if options.prefix and not self.prefix:
+            self.prefix = options.prefix.rstrip("/")
+        self.remap = {**options.remap, **self.remap}
+        for ch in channels:
+            self._route(ch)
+        if options.clock:
+            from polybag.net.ros2.graph import Ros2GraphError
+
+            try:
+                self.clock_writer = self.graph.writer(
+                    self.remap.get(CLOCK_TOPIC, CLOCK_TOPIC), CLOCK_DDS_TYPE, CLOCK_QOS, depth=1
+                )
+            except Ros2GraphError as e:
+                self.warn(f"/clock: {e}")
+
+    def _out_topic(self, topic: str) -> str:
+        if self.prefix:
+            topic = self.prefix + (topic if topic.startswith("/") else "/" + topic)
+        if not topic.startswith("/"):
+            topic = self.namespace.rstrip("/") + "/" + topic
+        return self.remap.get(topic, topic)
+
+    def _route(self, ch: Channel) -> _Route | None:
+        key = id(ch)
+        if key in self._routes:
+            return self._routes[key]
+        self._channels.append(ch)
+        from polybag.errors import PolybagError
+        from polybag.net.ros2.names import dds_type
+
+        route: _Route | None = None
+        try:
+            topic, tname, profile, transform = ros2_route(ch)
+            dtype = dds_type(tname)
+            out = self._out_topic(topic)
+            w = self.writers.get(out)
+            if w is None:
+                latched = profile.get("durability") == "transient_local"
+                depth = max(1, int(profile.get("depth") or 0)) if latched else self.queue_size
+                w = self.graph.writer(out, dtype, profile, depth=depth)
+                self.writers[out] = w
+                self._types[out] = tname
+                route = _Route(w, transform)
+            elif self._types[out] != tname:
+                self.skipped.append(ch.topic)
+                self.warn(f"topic {out}: already published as {self._types[out]}, skipping {tname}")
+            else:
+                route = _Route(w, transform)
+        except PolybagError as e:
+            self.skipped.append(ch.topic)
+            self.warn(str(e))
+        self._routes[key] = route
+        return route
+
+    def publish(self, message: Message) -> None:
+        route = self._routes.get(id(message.channel), False)
+        if route is False:
+            route = self._route(message.channel)
+        if route is None:
+            return
+        assert isinstance(route, _Route)
+        data: Any = message.data
+        if route.transform is not None:
+            data = route.transform(data)
+            if data is None:
+                return
+        route.writer.write(bytes(data))
+        self.published += 1
+
+    def clock(self, time_ns: int) -> None:
+        if self.clock_writer is not None:
+            self.clock_writer.write(clock_payload(time_ns))
+
+    def wait_for_subscribers(self, stopped: Callable[[], bool]) -> bool:
+        """Until every topic's writer is matched with a subscriber (--wait-for-subscribers)."""
+        for w in self.writers.values():
+            while w.subscriber_count() < 1:
+                if stopped():
+                    return False
+                time.sleep(0.05)
+        return not stopped()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Until every reliable subscriber has acknowledged what was written (bounded by ``timeout``)."""
+        end = time.monotonic() + timeout
+        ok = True
+        for w in self.writers.values():
+            ok = w.wait_for_acks(max(0.0, end - time.monotonic())) and ok
+        return ok
+
+    def close(self) -> None:
+        self.flush()
+        for w in [*self.writers.values(), *([self.clock_writer] if self.clock_writer is not None else [])]:
+            w.close()
+        self.writers.clear()
+        self.clock_writer = None
