@@ -20,7 +20,6 @@ an MCAP file with the ``ros2`` profile and ``cdr`` channels.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -66,79 +65,42 @@ class Ros2Recorder(Recorder):
         with self._cond:
             self._qos[topic] = (qos_text, type_hash)
 
-    def _open(self, t: float | None = None, *, path: str | None = None) -> None:
-        from polybag.errors import OutputExistsError, WriteError
-        from polybag.writer import Writer
+    _mcap_profile = "ros2"
 
+    def _target(self, t: float | None, path: str | None) -> tuple[str, str]:
+        """The format (``rosbag2`` or ``mcap``) and the name of the file :meth:`_open` starts
+        (a rosbag2 bag is a directory: the options' ``.bag`` name without it)."""
+        if path is not None:
+            return ("mcap" if path.lower().endswith(".mcap") else "rosbag2"), self._snapshot_path(path)
         o = self.options
         mcap = o.output_format == "mcap"
-        if path is not None:
-            mcap = path.lower().endswith(".mcap")
-            if self.options.directory and not os.path.isabs(path):
-                path = os.path.join(self.options.directory, path)
-            if path in self._used_names or os.path.lexists(path) or os.path.lexists(path + ".active"):
-                raise OutputExistsError(f"{path} exists; a snapshot never replaces a file")
-            name = path
-        else:
-            name = o.file_name(self._split_index if o.split else None, t)
-            if not mcap and name.endswith(".bag"):
-                name = name[: -len(".bag")]  # (a rosbag2 bag is a directory)
-            name = self._unique(name)
-        self._used_names.add(name)
-        directory = os.path.dirname(os.path.abspath(name))
-        if not os.path.isdir(directory):
-            raise WriteError(f"cannot record to {name}: directory {directory} does not exist")
-        overwrite = not o.snapshot
-        if mcap:
-            w = Writer(
-                name,
-                format="mcap",
-                compression="lz4" if o.lz4 else "zstd",
-                chunk_size=o.chunk_bytes,
-                profile="ros2",
-                overwrite=overwrite,
-            )
-        else:
-            w = Writer(
-                name,
-                format="rosbag2",
-                storage=self.storage,
-                compression="none",
-                overwrite=overwrite,
-            )
-        self._writer = w
-        self._channels = {}
-        self.current_file = name
-        self._bag_bytes = self._fresh_bytes = 4096
-        self._part_messages = 0
-        self._bag_start = None
-        self._say(f"Recording to '{name}'.")
-        for hook in self._open_hooks:
-            try:
-                hook(name)
-            except Exception as e:  # noqa: BLE001
-                self.errors.append(f"on-open hook: {e}")
+        name = o.file_name(self._split_index if o.split else None, t)
+        if not mcap and name.endswith(".bag"):
+            name = name[: -len(".bag")]  # (a rosbag2 bag is a directory)
+        return ("mcap" if mcap else "rosbag2"), self._unique(name)
 
-    def _put(self, item: _Item, *, count: bool = True) -> None:
-        w = self._writer
-        ck = (item.topic, item.key)
-        ch = self._channels.get(ck)
-        if ch is None:
-            typ, _md5, definition, _callerid, _latching = item.key
-            with self._cond:
-                qos, type_hash = self._qos.get(item.topic, ("", ""))
-            md = {"offered_qos_profiles": qos} if qos else {}
-            if type_hash:
-                md["topic_type_hash"] = type_hash
-            schema = w.add_schema(typ, "ros2msg", definition.encode("utf-8"))
-            ch = self._channels[ck] = w.add_channel(item.topic, "cdr", schema, md)
-            self._bag_bytes += 100 + len(item.topic) + len(typ) + len(definition) + len(qos)
-        w.write(ch, item.data, item.time, item.time)
-        self._bag_bytes += len(item.data) + self._overhead
-        self._part_messages += 1
-        if count:
-            with self._cond:
-                self.stats[item.topic].written += 1
+    def _new_writer(self, name: str, fmt: str, overwrite: bool) -> tuple[Any, int]:
+        """An MCAP writer (the ``ros2`` profile) or a rosbag2 one (``storage``); either
+        header is counted as 4096 bytes."""
+        if fmt == "mcap":
+            return super()._new_writer(name, fmt, overwrite)[0], 4096
+        from polybag.writer import Writer
+
+        return Writer(name, format="rosbag2", storage=self.storage, compression="none", overwrite=overwrite), 4096
+
+    def _add_channel(self, w: Any, item: _Item) -> Any:
+        """The ``cdr`` channel of ``item``'s topic in writer ``w``, with the offered QoS and
+        type hash of :meth:`set_topic_info` in its metadata."""
+        typ, _md5, definition, _callerid, _latching = item.key
+        with self._cond:
+            qos, type_hash = self._qos.get(item.topic, ("", ""))
+        md = {"offered_qos_profiles": qos} if qos else {}
+        if type_hash:
+            md["topic_type_hash"] = type_hash
+        schema = w.add_schema(typ, "ros2msg", definition.encode("utf-8"))
+        ch = w.add_channel(item.topic, "cdr", schema, md)
+        self._bag_bytes += 100 + len(item.topic) + len(typ) + len(definition) + len(qos)
+        return ch
 
 
 class _Sub:

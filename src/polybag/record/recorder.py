@@ -582,19 +582,25 @@ class Recorder:
         ck = (item.topic, item.key)
         ch = self._channels.get(ck)
         if ch is None:
-            typ, md5, definition, callerid, latching = item.key
-            md = {"md5sum": md5, "type": typ, "latching": "1" if latching else "0"}
-            if callerid:
-                md["callerid"] = callerid
-            schema = w.add_schema(typ, "ros1msg", definition.encode("utf-8"))
-            ch = self._channels[ck] = w.add_channel(item.topic, "ros1", schema, md)
-            self._bag_bytes += 100 + len(item.topic) + len(typ) + len(md5) + len(definition) + len(callerid)
+            ch = self._channels[ck] = self._add_channel(w, item)
         w.write(ch, item.data, item.time, item.time)
         self._bag_bytes += len(item.data) + self._overhead
         self._part_messages += 1
         if count:
             with self._cond:
                 self.stats[item.topic].written += 1
+
+    def _add_channel(self, w: Any, item: _Item) -> Any:
+        """The channel of ``item``'s topic and connection in writer ``w`` (its bytes counted
+        towards ``--size``)."""
+        typ, md5, definition, callerid, latching = item.key
+        md = {"md5sum": md5, "type": typ, "latching": "1" if latching else "0"}
+        if callerid:
+            md["callerid"] = callerid
+        schema = w.add_schema(typ, "ros1msg", definition.encode("utf-8"))
+        ch = w.add_channel(item.topic, "ros1", schema, md)
+        self._bag_bytes += 100 + len(item.topic) + len(typ) + len(md5) + len(definition) + len(callerid)
+        return ch
 
     def _write_snapshot(self, job: _Snapshot) -> None:
         """Write one trigger's messages to a new file (writer thread); settle its future."""
@@ -637,45 +643,14 @@ class Recorder:
         return f"{stem}-{n}{ext}"
 
     def _open(self, t: float | None = None, *, path: str | None = None) -> None:
-        from polybag.writer import Writer
-
-        o = self.options
-        fmt = o.output_format
-        if path is not None:  # trigger(path): that name exactly, never replacing a file
-            low = path.lower()
-            if low.endswith(".mcap"):
-                fmt = "mcap"
-            elif low.endswith(".bag"):
-                fmt = "bag"
-            else:
-                path += o.extension
-            if self.options.directory and not os.path.isabs(path):
-                path = os.path.join(self.options.directory, path)
-            if path in self._used_names or os.path.lexists(path) or os.path.lexists(path + ".active"):
-                raise OutputExistsError(f"{path} exists; a snapshot never replaces a file")
-            name = path
-        else:
-            name = self._unique(o.file_name(self._split_index if o.split else None, t))
+        """Start the next file (``t``: the time its name is made of), or the file ``path``
+        (a snapshot's own name: never replacing a file)."""
+        fmt, name = self._target(t, path)
         self._used_names.add(name)
         directory = os.path.dirname(os.path.abspath(name))
         if not os.path.isdir(directory):
             raise WriteError(f"cannot record to {name}: directory {directory} does not exist")
-        overwrite = not o.snapshot
-        if fmt == "mcap":
-            w = Writer(
-                name,
-                format="mcap",
-                compression="lz4" if o.lz4 else "zstd",
-                chunk_size=o.chunk_bytes,
-                profile="ros1",
-                overwrite=overwrite,
-            )
-            header = 8 + 9 + 64
-        else:
-            w = Writer(
-                name, format="bag", compression=o.compression, chunk_size=o.chunk_bytes, overwrite=overwrite
-            )
-            header = _BAG_HEADER
+        w, header = self._new_writer(name, fmt, overwrite=not self.options.snapshot)
         self._writer = w
         self._channels = {}
         self.current_file = name
@@ -688,6 +663,52 @@ class Recorder:
                 hook(name)
             except Exception as e:  # noqa: BLE001
                 self.errors.append(f"on-open hook: {e}")
+
+    def _target(self, t: float | None, path: str | None) -> tuple[str, str]:
+        """The format (``bag`` or ``mcap``) and the name of the file :meth:`_open` starts."""
+        o = self.options
+        fmt = o.output_format
+        if path is None:
+            return fmt, self._unique(o.file_name(self._split_index if o.split else None, t))
+        low = path.lower()
+        if low.endswith(".mcap"):
+            fmt = "mcap"
+        elif low.endswith(".bag"):
+            fmt = "bag"
+        else:
+            path += o.extension
+        return fmt, self._snapshot_path(path)
+
+    def _snapshot_path(self, path: str) -> str:
+        """``path`` (in the options' directory when relative); an :class:`OutputExistsError`
+        when it names a file that exists or was recorded: a snapshot never replaces one."""
+        if self.options.directory and not os.path.isabs(path):
+            path = os.path.join(self.options.directory, path)
+        if path in self._used_names or os.path.lexists(path) or os.path.lexists(path + ".active"):
+            raise OutputExistsError(f"{path} exists; a snapshot never replaces a file")
+        return path
+
+    #: the profile of the MCAP files written
+    _mcap_profile = "ros1"
+
+    def _new_writer(self, name: str, fmt: str, overwrite: bool) -> tuple[Any, int]:
+        """A :class:`polybag.writer.Writer` of file ``name`` in ``fmt`` and the bytes its
+        header is counted as (towards ``--size``)."""
+        from polybag.writer import Writer
+
+        o = self.options
+        if fmt == "mcap":
+            w = Writer(
+                name,
+                format="mcap",
+                compression="lz4" if o.lz4 else "zstd",
+                chunk_size=o.chunk_bytes,
+                profile=self._mcap_profile,
+                overwrite=overwrite,
+            )
+            return w, 8 + 9 + 64
+        w = Writer(name, format="bag", compression=o.compression, chunk_size=o.chunk_bytes, overwrite=overwrite)
+        return w, _BAG_HEADER
 
     _fresh_bytes = 0
     _part_messages = 0
