@@ -150,3 +150,27 @@ def test_stream_messages_close_drops_the_topic_filter() -> None:
         assert len(r._live_wants) == 1  # type: ignore[attr-defined]
         it.close()  # type: ignore[attr-defined]
         assert r._live_wants == []  # type: ignore[attr-defined]
+
+
+def test_message_batches_equal_the_list() -> None:
+    """A stream builds a chunk's messages in batches of ``_BATCH``: the same messages."""
+    from polybag.formats.mcap import bulk
+    from polybag.formats.mcap.walk import _record_offsets
+
+    rows = [(i % 3, 5000 + i, 5000 + (i % 2) * i, i, bytes([i % 251]) * (i % 13)) for i in range(2 * bulk._BATCH + 7)]
+    data = peer_file(rows, 3, 1 << 22, "none")
+    with polybag.open(io.BytesIO(data)) as r:
+        list(r.messages())
+        (off, _len, _s, _e), = r._chunk_list()  # type: ignore[attr-defined]
+        buf = r._chunk_data(off)  # type: ignore[attr-defined]
+        offs = np.array(_record_offsets(buf), np.int64)
+        offs = offs[np.frombuffer(buf, np.uint8)[offs] == 5]
+        rec, sel = bulk._bulk_heads(buf, offs, r._channels, None, None, None, False)  # type: ignore[attr-defined]
+        whole = bulk._messages_from_heads(buf, rec, sel, r._channels)  # type: ignore[attr-defined]
+        parts = list(bulk._message_batches(buf, rec, sel, r._channels))  # type: ignore[attr-defined]
+    assert [len(p) for p in parts] == [bulk._BATCH, bulk._BATCH, 7]
+    flat = [m for p in parts for m in p]
+    assert [(m.channel, m.log_time, m.publish_time, m.sequence, bytes(m.data)) for m in flat] == [
+        (m.channel, m.log_time, m.publish_time, m.sequence, bytes(m.data)) for m in whole
+    ]
+    assert ours(data, stream=True) == peer_messages(data)

@@ -34,6 +34,7 @@ from polybag.formats.mcap.bulk import (
     _batch_from_heads,
     _bulk_heads,
     _defs_between_messages,
+    _message_batches,
     _messages_from_heads,
     _u64_at,
 )
@@ -103,13 +104,16 @@ class ChunksMixin(McapState):
         gap_defs: bool = False,
         arrays: bool = False,
         expect_cid: np.ndarray | None = None,
+        batches: bool = False,
     ) -> Any:
         """The wanted messages of one decompressed chunk: file order, or log-time order if ``sort``.
 
         ``positions`` are message offsets from the message indexes; with ``gap_defs`` the
         Schema/Channel records between those messages are registered too (streams).  With
         ``arrays`` the bulk path returns a :class:`_Batch` of payloads instead of messages
-        (the record-by-record fallback still returns a list of messages).
+        (the record-by-record fallback still returns a list of messages).  With ``batches``
+        it returns an iterator of message lists instead (:func:`_message_batches`; the
+        fallback: one list).
         """
         defs = self._defs_for(buf, 0, offset)
         mark = len(self._changes)
@@ -127,6 +131,8 @@ class ChunksMixin(McapState):
                 rec, sel = _bulk_heads(buf, offs, chans, want, start, end, sort, ecid)
                 if arrays:
                     return _batch_from_heads(buf, rec, sel)
+                if batches:
+                    return _message_batches(buf, rec, sel, chans)
                 return _messages_from_heads(buf, rec, sel, chans)
             except _UnknownChannel as u:
                 if positions is not None:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 
-from polybag._merge import Segment
-from polybag._merge import const as _const
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import (
@@ -33,6 +31,9 @@ from polybag.formats.mcap.records import MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U
 from polybag.model import Message
 from polybag.reader import TopicSelector
 from polybag.source import StreamSource
+
+# (log time or 0, rank, the messages in lists): a segment of the stream
+_Batches = tuple[int, int, Callable[[], Iterable[list[Message]]]]
 
 
 class _Flat(itertools.chain):  # type: ignore[type-arg]
@@ -114,15 +115,16 @@ class StreamMixin(McapState):
         def lists() -> Iterator[list[Message]]:
             try:
                 for _s, _r, load in self._stream_segments(want, start, end):
-                    yield load()
+                    yield from load()
             finally:
                 self._drop_want(want)
 
         return _Flat.over(lists())
 
-    def _stream_segments(self, want: set[int] | None, start: int | None, end: int | None) -> Iterator[Segment]:
-        """The stream's wanted messages as segments in file order: one per chunk (decoded once
-        the Message Index records after it have been seen) and one per loose message."""
+    def _stream_segments(self, want: set[int] | None, start: int | None, end: int | None) -> Iterator[_Batches]:
+        """The stream's wanted messages in file order: (0 or log time, rank, the messages in
+        lists) per chunk (decoded once the Message Index records after it have been seen)
+        and per loose message."""
         lo = -1 if start is None else start
         hi = 1 << 64 if end is None else end
         rank = 0
@@ -161,7 +163,8 @@ class StreamMixin(McapState):
                     if want is not None and ch.id not in want:
                         continue
                     data = memoryview(body)[MESSAGE_HEAD_LEN:] if len(body) >= MESSAGE_HEAD_LEN else b""
-                    yield rec.log_time, rank, _const([Message(ch, rec.log_time, rec.publish_time, rec.sequence, data)])
+                    one = [[Message(ch, rec.log_time, rec.publish_time, rec.sequence, data)]]
+                    yield rec.log_time, rank, lambda one=one: one
                     rank += 1
                 elif op == _OP_DATA_END:
                     ended = True
@@ -181,7 +184,7 @@ class StreamMixin(McapState):
         want: set[int] | None,
         start: int | None,
         end: int | None,
-    ) -> tuple[Segment, PolybagError | None]:
+    ) -> tuple[_Batches, PolybagError | None]:
         """The segment of a chunk read from the stream (``chunk``: its record body and offset;
         ``index_bodies``: the Message Index records that followed it), and the damage met
         after the messages it holds, if any."""
@@ -190,7 +193,8 @@ class StreamMixin(McapState):
         positions = _positions_from_index_records(index_bodies, len(buf)) if index_bodies else None
         late: PolybagError | None = None
         try:
-            out = self._chunk_messages(buf, pos, want, start, end, positions, False, gap_defs=True)
+            out = self._chunk_messages(buf, pos, want, start, end, positions, False, gap_defs=True, batches=True)
         except _Partial as p:
             out, late = p.msgs, p.err
-        return (0, rank, _const(out)), late
+        got: Iterable[list[Message]] = [out] if isinstance(out, list) else out
+        return (0, rank, lambda: got), late
