@@ -6,7 +6,8 @@
     .venv/bin/python bench/run_all.py --only ulog --profile-ulog   # where a fresh ULog process spends its time
 
 Each row runs polybag and the peer on the same generated file, alternately (polybag, peer,
-polybag, peer...), and keeps each side's best run; the ratio is peer time / polybag time.
+polybag, peer...), and keeps each side's best run; the ratio is peer time / polybag time
+(``median``: the same of each side's median run, on a shared machine the steadier figure).
 The measuring code lives in the other bench modules (``bench_mcap``, ``bench_decode``,
 ``bench_bag``, ``bench_convert``, ``bench_ulog``); this script only builds the files, picks
 the clock and prints the table.
@@ -29,6 +30,7 @@ import hashlib
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -111,6 +113,7 @@ class Row:
     polybag: float = math.nan
     peer: float = math.nan
     ratio: float = math.nan
+    ratio_median: float = math.nan  # median peer run / median polybag run (the best runs: ``ratio``)
     met: bool | None = None
     polybag_runs: list[dict[str, Any]] = field(default_factory=list)
     peer_runs: list[dict[str, Any]] = field(default_factory=list)
@@ -128,6 +131,7 @@ def side_by_side(row: Row, pb: Runner, peer: Runner, repeat: int, same_out: bool
     row.polybag = min(key(r) for r in pbs)
     row.peer = min(key(r) for r in peers)
     row.ratio = row.peer / row.polybag
+    row.ratio_median = statistics.median(key(r) for r in peers) / statistics.median(key(r) for r in pbs)
     row.met = None if row.target is None else row.ratio >= row.target
     row.polybag_runs = [{"wall": r.wall, "cpu": r.cpu, **r.extra} for r in pbs]
     row.peer_runs = [{"wall": r.wall, "cpu": r.cpu, **r.extra} for r in peers]
@@ -311,7 +315,7 @@ ROWS: dict[str, Callable[[dict[str, Any], dict[str, int]], list[Row]]] = {
 
 
 # --- printing ------------------------------------------------------------------------------
-HEAD = f"{'what':<64} {'polybag':>9} {'peer':>9} {'ratio':>7} {'target':>7} {'met':>4}  clock  peer"
+HEAD = f"{'what':<64} {'polybag':>9} {'peer':>9} {'ratio':>7} {'median':>7} {'target':>7} {'met':>4}  clock  peer"
 
 
 def _fmt(t: float) -> str:
@@ -322,7 +326,7 @@ def _line(r: Row) -> str:
     target = f">={r.target:g}x" if r.target is not None else "ref"
     met = "-" if r.met is None else ("yes" if r.met else "NO")
     return (
-        f"{r.what:<64} {_fmt(r.polybag):>9} {_fmt(r.peer):>9} {r.ratio:>6.2f}x {target:>7} {met:>4}  "
+        f"{r.what:<64} {_fmt(r.polybag):>9} {_fmt(r.peer):>9} {r.ratio:>6.2f}x {r.ratio_median:>6.2f}x {target:>7} {met:>4}  "
         f"{r.clock:<5}  {r.peer_name}{r.note}"
     )
 
