@@ -25,7 +25,7 @@ from polybag.errors import (
 )
 from polybag.model import Attachment, Channel, ChunkInfo, Message, Metadata, Schema, Summary
 from polybag.reader import Reader
-from polybag.source import MappedSource, open_source
+from polybag.source import MappedSource, Source, open_source
 from polybag.writer import Writer
 
 
@@ -36,7 +36,9 @@ def open(  # noqa: A001 - the public name the issue asks for
 ) -> Reader:
     """Open a log for reading; the format comes from its magic bytes (or ``format=``).
 
-    ``target`` is a path, a bytes-like buffer, or a binary stream (seekable files are
+    ``target`` is a path, a URL (any fsspec URL: ``s3://``, ``gs://``, ``http(s)://``,
+    ``file://``; read by range requests, see :mod:`polybag.remote`; pass
+    ``storage_options={...}`` for fsspec), a bytes-like buffer, or a binary stream (seekable files are
     mapped; pipes such as ``sys.stdin.buffer`` are read forward only).  A path may also be a
     directory (or a file inside one) of a format registered with a path probe
     (:mod:`polybag.formats.registry`).  ``options`` go to the format's reader (for example
@@ -52,11 +54,26 @@ def open(  # noqa: A001 - the public name the issue asks for
 
     if options.get("max_chunk_bytes") is not None:
         options["max_chunk_bytes"] = max_chunk_bytes(options["max_chunk_bytes"])  # UsageError if not a size
+    storage_options = options.pop("storage_options", None)
+    if isinstance(target, str) and "://" in target:
+        from polybag.remote import file_url_path, is_url, open_url
+
+        if is_url(target):
+            local = file_url_path(target)
+            if local is None:
+                return _open_source(open_url(target, storage_options), format, options)
+            target = local
     if isinstance(target, (str, os.PathLike)):
         by_path = registry.probe_path(target)  # a directory (or multi-file) format
         if by_path is not None and (format is None or registry.lookup(format) is by_path):
             return by_path.open_by_path(os.fspath(target), **options)
-    source = open_source(target)
+    return _open_source(open_source(target), format, options)
+
+
+def _open_source(source: Source, format: str | None, options: dict[str, Any]) -> Reader:  # noqa: A002
+    """The reader of an opened byte source (the format sniffed unless given)."""
+    from polybag.formats import registry
+
     path = source.path
     if isinstance(source, MappedSource):
         head = bytes(source.view[: registry.SNIFF_BYTES])
@@ -80,6 +97,8 @@ def open(  # noqa: A001 - the public name the issue asks for
         raise UnsupportedError(f"unknown format {fmt!r} (known: {', '.join(registry.names())})")
     opener = spec.load_opener()
     try:
+        if not spec.ranged and isinstance(source, MappedSource):
+            source.need_all()  # a remote file this format reads front to back
         reader: Reader = opener(source, path, **options)
     except BaseException:
         source.close()

@@ -2,7 +2,8 @@
 
 Formats never open files themselves.  A seekable source (:class:`MappedSource`) maps the
 file and hands out ``memoryview`` slices; a forward-only source (:class:`StreamSource`)
-wraps a pipe or ``sys.stdin.buffer``.  Both check every request against what the file can
+wraps a pipe or ``sys.stdin.buffer``; a remote object (:mod:`polybag.remote`) is a
+``MappedSource`` filled by range requests as a format :meth:`~MappedSource.need` s ranges.  All check every request against what the file can
 hold, so a lying length field becomes a :class:`~polybag.errors.TruncatedError`, never a
 huge allocation.
 
@@ -18,7 +19,8 @@ import mmap
 import os
 import stat
 import tempfile
-from typing import BinaryIO
+from collections.abc import Iterable
+from typing import Any, BinaryIO
 
 from polybag.errors import PolybagError, TruncatedError
 
@@ -106,6 +108,19 @@ class MappedSource:
         except (AttributeError, OSError):
             pass
         return cls(p, mm)
+
+    #: requests and bytes fetched (a remote source, :mod:`polybag.remote`); None for a local file
+    stats: dict[str, Any] | None = None
+
+    def need(self, offset: int, length: int) -> None:
+        """Make ``view[offset:offset + length]`` readable: nothing to do for a local file; a
+        remote source fetches the range (formats call this before touching a range)."""
+
+    def need_many(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """:meth:`need` of several ``(offset, length)`` ranges at once."""
+
+    def need_all(self) -> None:
+        """Make the whole file readable (a format that reads it front to back)."""
 
     def read_at(self, offset: int, length: int, what: str = "bytes") -> memoryview:
         """``length`` bytes at ``offset``; TruncatedError if the file ends before."""
@@ -290,7 +305,8 @@ def _check_stream(target: BinaryIO, name: str | None) -> None:
 
 
 def open_source(target: str | os.PathLike[str] | BinaryIO | bytes | bytearray | memoryview) -> Source:
-    """A byte source for a path, an in-memory buffer or a binary stream."""
+    """A byte source for a path, an in-memory buffer or a binary stream (URLs:
+    :func:`polybag.remote.open_url`)."""
     if isinstance(target, (bytes, bytearray, memoryview)):
         return MappedSource(None, target)
     if isinstance(target, (str, os.PathLike)):

@@ -64,6 +64,9 @@ class FormatSpec:
     open_path: str | None = None
     #: free text for ``--help`` and error messages
     description: str = ""
+    #: the reader asks its source for the byte ranges it reads (``source.need``), so a remote
+    #: file is fetched by range requests; False: a remote file is fetched whole before opening
+    ranged: bool = False
 
     def load_opener(self) -> Callable[..., Any]:
         """The opener function (imported on first use)."""
@@ -240,6 +243,7 @@ register(
         magics=(MCAP_MAGIC,),
         extensions=(".mcap",),
         opener="polybag.formats.mcap.reader:open_mcap",
+        ranged=True,
         writer="polybag.formats.mcap.writer:McapWriter",
         compressions=("none", "zstd", "lz4"),
         default_compression="zstd",
@@ -253,6 +257,7 @@ register(
         magics=BAG_MAGICS,
         extensions=(".bag",),
         opener="polybag.formats.bag.reader:open_bag",
+        ranged=True,
         writer="polybag.formats.bag.writer:BagWriter",
         compressions=("none", "bz2", "lz4"),
         default_compression="none",

@@ -180,6 +180,7 @@ class ChunksMixin(BagV2State):
         """``ci``'s uncompressed bytes (what was recovered of it, for a damaged one)."""
         if ci.buffer is not None:
             return ci.buffer
+        self.source.need(ci.data_start, ci.data_len)
         raw = self.view[ci.data_start : ci.data_start + ci.data_len]
         return self._decompress(ci.compression, raw, ci.size, ci.pos)
 

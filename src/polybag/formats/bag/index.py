@@ -69,6 +69,7 @@ class IndexMixin(ChunksMixin):
         if not self.data_start <= self.index_pos <= self.size:
             raise FormatError(f"index_pos {self.index_pos} lies outside the file", p, 13)
         pos = self.index_pos
+        self.source.need(pos, self.size - pos)  # a remote file: the index section only
         view = self.view
         conns: dict[int, Connection] = {}
         infos: list[Chunk] = []
@@ -117,6 +118,7 @@ class IndexMixin(ChunksMixin):
             raise FormatError(
                 f"bag header declares {self.header_conn_count} connections, index has {len(conns)}", p, self.index_pos
             )
+        self.source.need_many((ci.pos, 128) for ci in infos)  # the chunk records' headers
         for ci in infos:
             self._read_chunk_header(ci)
             for cid in ci.counts:
@@ -128,6 +130,8 @@ class IndexMixin(ChunksMixin):
         p = self.path
         if not self.data_start <= ci.pos < self.index_pos:
             raise FormatError(f"chunk info points at {ci.pos}, outside the data section", p, ci.pos)
+        if ci.pos + 4 <= self.index_pos:  # a remote file: the whole header, however long
+            self.source.need(ci.pos, 8 + int.from_bytes(self.view[ci.pos : ci.pos + 4], "little"))
         h, ds, dl, nxt = read_record_at(self.view, ci.pos, self.index_pos, p)
         op = op_of(h, p, ci.pos)
         if op != OP_CHUNK:
@@ -151,9 +155,13 @@ class IndexMixin(ChunksMixin):
         parts: list[np.ndarray] = []
         conn_parts: list[np.ndarray] = []
         limit = self.index_pos
+        src = self.source
+        src.need(pos, 12 * sum(ci.counts.values()) + 256 * len(ci.counts))  # the index data records
         try:
             while pos < limit:
+                src.need(pos, 1024)
                 h, ds, dl, nxt = read_record_at(self.view, pos, limit, p)
+                src.need(ds, dl)
                 if op_of(h, p, pos) != OP_INDEX_DATA:
                     break
                 f = HeaderFields(h, p, pos, "index data")

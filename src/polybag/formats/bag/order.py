@@ -136,6 +136,8 @@ class OrderMixin(IndexMixin):
 
     def _load(self, ci: Chunk) -> bytes | memoryview:
         """Entries of ``ci`` (index data, or a record scan) and its uncompressed bytes."""
+        # a remote file: the chunk record and the index data after it in one request
+        self.source.need(ci.pos, ci.record_len + 12 * sum(ci.counts.values()) + 256 * len(ci.counts))
         if ci.times is None:
             self._chunk_index(ci)
         buf = self._chunk_buffer(ci)

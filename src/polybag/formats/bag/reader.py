@@ -29,6 +29,7 @@ def open_bag(source: Source, path: str | None = None, *, recover: bool = False, 
         from .reader_v2 import BagV2Reader
 
         return BagV2Reader(source, path, recover=recover, **options)
+    source.need_all()  # the older versions have no index to read by ranges
     if head.startswith(b"#ROSRECORD V1.2\n"):
         from .reader_v1 import BagV12Reader
 

@@ -48,6 +48,8 @@ class BagV2Reader(OrderMixin, ScanMixin):
     def __init__(self, source: MappedSource, path: str | None, *, recover: bool = False, **options: Any) -> None:
         super().__init__(source, path)
         self._init_state(source, recover, options)
+        if recover:
+            source.need_all()  # recovery reads every record
         self._read_bag_header()
         if not recover and self.index_pos:
             try:

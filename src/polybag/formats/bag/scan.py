@@ -71,6 +71,7 @@ class ScanMixin(ChunksMixin):
     def _scan(self) -> None:
         """Read the file record by record (no index): chunks, loose records, damage."""
         self._scanned = True
+        self.source.need_all()  # a remote file: the scan reads every record
         view, size, p = self.view, self.size, self.path
         pos = self.data_start
         chunks: list[Chunk] = []

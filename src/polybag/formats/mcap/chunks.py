@@ -59,11 +59,13 @@ class ChunksMixin(McapState):
         view = src.view
         if offset + 9 > src.size:
             raise self._err(TruncatedError, "expected a Chunk record header", offset)
+        src.need(offset, 9)
         op, ln = RECORD_HEAD.unpack_from(view, offset)
         if op != _OP_CHUNK:
             raise self._err(FormatError, f"expected a Chunk record (opcode 0x06), found opcode 0x{op:02x}", offset)
         if ln > src.size - offset - 9:
             raise self._err(TruncatedError, f"Chunk declares {ln} bytes, file has {src.size - offset - 9} left", offset)
+        src.need(offset, 9 + ln)
         return self._decode_chunk(view, offset + 9, offset + 9 + ln, offset)
 
     def _decode_chunk(self, buf: memoryview | bytes, start: int, end: int, offset: int) -> bytes:
@@ -288,6 +290,7 @@ class ChunksMixin(McapState):
             return None
         src = self.source
         assert isinstance(src, MappedSource)
+        src.need(ci.chunk_start_offset + ci.chunk_length, ci.message_index_length)
         view = src.view
         parts = []
         for cid, off in mio.items():

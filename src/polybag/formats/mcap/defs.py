@@ -281,6 +281,7 @@ class DefinitionsMixin(McapState):
     def _walk_all_definitions(self, src: MappedSource) -> None:
         """The census walk: register every definition of the data section in file order
         (top-level records, and each chunk's, decompressed once); damage is skipped."""
+        src.need_all()  # every definition of the data section
         view, size = src.view, src.size
         pos = self._header_end or 8
         while pos + 9 <= size:

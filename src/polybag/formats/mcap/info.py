@@ -184,6 +184,7 @@ class InfoMixin(McapState):
         """
         src = self.source
         assert isinstance(src, MappedSource)
+        src.need_many((ci.chunk_start_offset + ci.chunk_length, ci.message_index_length) for ci in cis)
         view = src.view
         counts: dict[int, int] = {}
         chunk_counts = [0] * len(cis)
@@ -325,6 +326,7 @@ class InfoMixin(McapState):
     def _chunk_header_info(self, off: int) -> tuple[str, int, int]:
         src = self.source
         assert isinstance(src, MappedSource)
+        src.need(off, 4096)
         view = src.view
         p = off + 9 + CHUNK_HEAD.size
         usize = CHUNK_HEAD.unpack_from(view, off + 9)[2]

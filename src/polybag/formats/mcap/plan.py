@@ -76,6 +76,7 @@ class PlanMixin(McapState):
         offs = offs[room]
         if not len(offs):
             return
+        src.need_many((int(o), 25) for o in offs)
         a = np.frombuffer(src.view, np.uint8)
         ops = a[offs]
         heads = a[(offs + 9)[:, None] + _AR16].view("<u8")
@@ -215,6 +216,12 @@ class PlanMixin(McapState):
             unknown = (arr["start"] == 0) & (arr["end"] == 0)  # no times: read it wherever
             if start is not None or end is not None:
                 sel |= unknown
+            if merge:  # a remote file: the Message Indexes checked below, in one batch
+                cis = self.chunk_indexes
+                self.source.need_many(
+                    (cis[i].chunk_start_offset + cis[i].chunk_length, cis[i].message_index_length)
+                    for i in np.nonzero(sel)[0].tolist()
+                )
             for i in np.nonzero(sel)[0].tolist():
                 ci = self.chunk_indexes[i]
                 mio = ci.message_index_offsets

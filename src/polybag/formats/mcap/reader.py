@@ -168,6 +168,7 @@ class McapReader(
             if not self.recover:
                 raise self._err(TruncatedError, f"Header declares {ln} bytes, file has {src.size - pos - 9} left", pos)
         else:
+            src.need(pos, 9 + ln)
             try:
                 rec = R.parse_record(op, src.view, pos + 9, pos + 9 + ln, self.path, 0)
             except FormatError as e:
@@ -181,6 +182,7 @@ class McapReader(
         if not self.recover:
             self._read_summary_or_scan()
         else:
+            src.need_all()  # recovery reads the whole file
             self._borrow_summary_definitions()
 
     def _open_stream(self) -> None:

@@ -73,6 +73,7 @@ class ScanMixin(McapState):
         """The pass itself (:meth:`_scan` runs it once per reader)."""
         src = self.source
         assert isinstance(src, MappedSource)
+        src.need_all()  # a pass over every top-level record
         sr = self._scan_result = _ScanResult()
         view = src.view
         size = src.size

@@ -98,6 +98,7 @@ class SummarySectionMixin(McapState):
                 f"footer points the summary at {ss} (offsets at {sos}), outside {self._header_end}..{foot}",
                 foot,
             )
+        src.need(ss, src.size - ss)  # a remote file: the summary section only
         if footer.summary_crc and self.validate_crcs:
             crc = zlib.crc32(src.view[ss : foot + 25])
             if crc != footer.summary_crc:

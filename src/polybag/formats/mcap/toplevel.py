@@ -68,6 +68,7 @@ class RecordsMixin(McapState):
     def _mapped_records(self) -> Iterator[tuple[int, memoryview, int]]:
         src = self.source
         assert isinstance(src, MappedSource)
+        src.need_all()  # every record in file order
         view = src.view
         size = src.size
         pos = self._header_end
@@ -111,11 +112,13 @@ class RecordsMixin(McapState):
         assert isinstance(src, MappedSource)
         if offset + 9 > src.size:
             raise self._err(TruncatedError, f"expected a {what} record header", offset)
+        src.need(offset, 9)
         op, ln = RECORD_HEAD.unpack_from(src.view, offset)
         if op != op_expected:
             raise self._err(FormatError, f"expected a {what} record (opcode 0x{op_expected:02x}), found opcode 0x{op:02x}", offset)
         if ln > src.size - offset - 9:
             raise self._err(TruncatedError, f"{what} declares {ln} bytes, file has {src.size - offset - 9} left", offset)
+        src.need(offset + 9, ln)
         body = src.view[offset + 9 : offset + 9 + ln]
         return R.parse_record(op, body, 0, ln, self.path, offset + 9), body
 

@@ -1,0 +1,318 @@
+"""Remote files (any fsspec URL) read by range requests.
+
+A :class:`RemoteSource` is a :class:`~polybag.source.MappedSource` whose ``view`` maps a
+sparse temporary file as large as the remote object.  Nothing is downloaded up front but
+the first 16 and the last 64 KiB (magic, bag header, MCAP footer); a reader asks for the ranges it
+is about to touch with :meth:`~RemoteSource.need` / :meth:`~RemoteSource.need_many`
+(a no-op on a local file), and the source fetches the missing 2 KiB blocks of them:
+
+- neighbouring ranges (gaps under 64 KiB) go out as one request, long runs as several
+  concurrent requests of at most 8 MiB;
+- reads that follow each other (a chunk after the chunk before it) switch on background
+  read-ahead, doubling from 1 MiB up to 64 MiB ahead of the reader, so a sequential pass
+  overlaps the network with decoding;
+- every byte fetched and every request is counted (:attr:`RemoteSource.stats`).
+
+A format that cannot say what it needs (ULog, a bag without an index, an MCAP without a
+summary, recovery) calls :meth:`~RemoteSource.need_all`: the whole object, fetched in
+concurrent 8 MiB parts.  Fetched bytes live in the temporary file (anonymous: gone when the
+source closes), so memory stays that of the pages a reader touches.
+
+URLs are resolved with :func:`fsspec.core.url_to_fs` (``http(s)://`` needs aiohttp,
+``s3://`` s3fs, ``gs://`` gcsfs); ``file://`` URLs are mapped like local paths by
+:func:`polybag.source.open_source`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from polybag.errors import PolybagError, UsageError
+from polybag.source import MappedSource
+
+#: bookkeeping granularity: what a small request is rounded to (one state byte per block)
+BLOCK = 2048
+#: ranges closer than this are fetched in one request
+COALESCE = 64 << 10
+#: the longest single request; longer runs are split and fetched concurrently
+PART = 8 << 20
+#: what is fetched at open from the start (magic, MCAP header, bag header) and the end
+#: (MCAP footer and, often, the whole summary) of the object
+HEAD = 16 << 10
+TAIL = 64 << 10
+#: read-ahead window of a sequential pass: from 1 MiB, doubling up to this
+MAX_AHEAD = 64 << 10 << 10
+#: concurrent requests of one source
+WORKERS = 8
+
+_MISSING, _INFLIGHT, _PRESENT = 0, 1, 2
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
+def is_url(target: object) -> bool:
+    """True for a string that names a URL (``scheme://...``), False for a local path."""
+    return isinstance(target, str) and bool(_URL.match(target))
+
+
+def file_url_path(url: str) -> str | None:
+    """The local path of a ``file://`` URL; None for any other URL."""
+    if not url.lower().startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(url).path)
+
+
+def _fs_for(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
+    try:
+        import fsspec.core
+    except ImportError as e:  # pragma: no cover - the remote extra
+        raise UsageError(f"{url}: reading URLs needs fsspec (pip install 'polybag[remote]')") from e
+    try:
+        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except (ImportError, ValueError) as e:
+        raise UsageError(f"{url}: cannot read this URL: {e}") from e
+
+
+class RemoteSource(MappedSource):
+    """A remote object as a lazily filled ``memoryview`` (see the module notes)."""
+
+    def __init__(self, url: str, fs: Any, fpath: str, size: int) -> None:
+        self.url = url
+        self._fs = fs
+        self._fpath = fpath
+        self._tmp = tempfile.TemporaryFile(prefix="polybag-remote-")  # noqa: SIM115 - owned by the source
+        try:
+            self._tmp.truncate(size)  # sparse: takes no space until written
+            self._fd = self._tmp.fileno()
+            buf: bytes | mmap.mmap = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) if size else b""
+        except OSError as e:
+            self._tmp.close()
+            raise PolybagError(
+                f"{url}: cannot create a temporary file for {size} bytes: {e.strerror or e}"
+            ) from e
+        super().__init__(url, buf)
+        self._spool = self._tmp  # closed (and so freed) with the source
+        self._state = np.zeros((size + BLOCK - 1) // BLOCK, np.uint8)
+        self._cv = threading.Condition()
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="polybag-fetch")
+        self._closed = False
+        self._next = -1  # where the last need ended (sequential detection)
+        self._run_start = 0  # where the current sequential run began
+        self._ahead_to = 0  # read-ahead of the current run was scheduled up to here
+        self.requests = 0
+        self.bytes_fetched = 0
+
+    # --- what readers call ---------------------------------------------------------------
+    @property
+    def stats(self) -> dict[str, Any]:  # type: ignore[override]
+        """Requests made and bytes fetched so far (and the object's size)."""
+        with self._cv:
+            return {
+                "url": self.url,
+                "size": self.size,
+                "requests": self.requests,
+                "bytes_fetched": self.bytes_fetched,
+            }
+
+    def need(self, offset: int, length: int) -> None:
+        """Make ``[offset, offset + length)`` (clipped to the object) readable in ``view``."""
+        self.need_many(((offset, length),))
+
+    def need_many(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Make all ``(offset, length)`` ranges readable; neighbours share requests."""
+        spans = self._blocks(ranges)
+        if not spans:
+            return
+        self._ensure(spans)
+        lo, hi = spans[0][0] * BLOCK, min(self.size, spans[-1][1] * BLOCK)
+        self._maybe_read_ahead(lo, hi)
+
+    def need_all(self) -> None:
+        """Fetch the whole object (concurrent parts); for formats read front to back."""
+        if self.size:
+            self._ensure([(0, len(self._state))])
+
+    # --- block bookkeeping ------------------------------------------------------------------
+    def _blocks(self, ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Block spans ``[b0, b1)`` of ``ranges``, sorted, neighbours (under COALESCE) merged."""
+        out: list[tuple[int, int]] = []
+        gap = COALESCE // BLOCK
+        for off, ln in sorted((max(0, o), o + n) for o, n in ranges if n > 0):
+            end = min(self.size, ln)
+            if off >= end:
+                continue
+            b0, b1 = off // BLOCK, (end + BLOCK - 1) // BLOCK
+            if out and b0 <= out[-1][1] + gap:
+                out[-1] = (out[-1][0], max(out[-1][1], b1))
+            else:
+                out.append((b0, b1))
+        return out
+
+    def _claim(self, b0: int, b1: int) -> list[tuple[int, int]]:
+        """Mark the missing blocks of ``[b0, b1)`` in flight (caller holds the lock); returns
+        the byte ranges to fetch: runs of them, split at PART.  Runs are not joined across
+        blocks others have in flight (a fetch settles exactly the blocks of its range)."""
+        seg = self._state[b0:b1]
+        miss = seg == _MISSING
+        if not miss.any():
+            return []
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], miss.view(np.int8), [0]))))
+        seg[miss] = _INFLIGHT
+        runs: list[list[int]] = []
+        gap = COALESCE // BLOCK
+        for i in range(0, len(edges), 2):
+            s, e = b0 + int(edges[i]), b0 + int(edges[i + 1])
+            if runs and s - runs[-1][1] <= gap and bool((self._state[runs[-1][1] : s] == _PRESENT).all()):
+                self._state[runs[-1][1] : s] = _INFLIGHT  # re-reading a few present blocks beats a request
+                runs[-1][1] = e
+            else:
+                runs.append([s, e])
+        out: list[tuple[int, int]] = []
+        step = PART // BLOCK
+        for s, e in runs:
+            for p in range(s, e, step):
+                out.append((p * BLOCK, min(self.size, min(e, p + step) * BLOCK)))
+        return out
+
+    def _settle(self, start: int, end: int, ok: bool) -> None:
+        """Blocks of a finished fetch: present, or (failed) missing again for a retry."""
+        b0, b1 = start // BLOCK, (end + BLOCK - 1) // BLOCK
+        with self._cv:
+            seg = self._state[b0:b1]
+            if ok:
+                seg[seg == _INFLIGHT] = _PRESENT
+            else:
+                seg[seg == _INFLIGHT] = _MISSING
+            self._cv.notify_all()
+
+    def _fetch(self, start: int, end: int) -> None:
+        """One range request, written into the temporary file."""
+        try:
+            if self._closed:
+                raise PolybagError(f"{self.url}: source closed")
+            try:
+                data = self._fs.cat_file(self._fpath, start=start, end=end)
+            except PolybagError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any transport error becomes one clear error
+                raise PolybagError(
+                    f"{self.url}: cannot read bytes {start}..{end}: {type(e).__name__}: {e}"
+                ) from e
+            if len(data) != end - start:
+                raise PolybagError(
+                    f"{self.url}: asked for bytes {start}..{end}, got {len(data)} bytes (does the server honour Range?)"
+                )
+            try:
+                os.pwrite(self._fd, data, start)
+            except OSError as e:
+                raise PolybagError(
+                    f"{self.url}: cannot write to the temporary file: {e.strerror or e}"
+                ) from e
+        except BaseException:
+            self._settle(start, end, False)
+            raise
+        with self._cv:
+            self.requests += 1
+            self.bytes_fetched += len(data)
+        self._settle(start, end, True)
+
+    def _ensure(self, spans: list[tuple[int, int]]) -> None:
+        """Fetch what is missing of the block spans and wait for what others are fetching."""
+        while True:
+            with self._cv:
+                todo = [r for b0, b1 in spans for r in self._claim(b0, b1)]
+                if not todo:
+                    if all(bool((self._state[b0:b1] == _PRESENT).all()) for b0, b1 in spans):
+                        return
+                    self._cv.wait(1.0)  # in flight elsewhere (read-ahead): wait for it
+                    continue
+            if len(todo) == 1:
+                self._fetch(*todo[0])
+                continue
+            futs: list[Future[None]] = []
+            try:
+                futs = [self._pool.submit(self._fetch, s, e) for s, e in todo]
+            except RuntimeError as e:  # the pool is shut down: the source was closed
+                for s, e_ in todo[len(futs) :]:
+                    self._settle(s, e_, False)
+                raise PolybagError(f"{self.url}: source closed") from e
+            err: BaseException | None = None
+            for f in futs:
+                try:
+                    f.result()
+                except BaseException as e:  # noqa: BLE001 - the first one is raised below
+                    err = err or e
+            if err is not None:
+                raise err
+
+    def _maybe_read_ahead(self, lo: int, hi: int) -> None:
+        """Background fetch of what follows ``[lo, hi)`` when reads run front to back.
+
+        A run is a sequence of needs each starting within 64 KiB of where the one before
+        ended; the read-ahead is as long as the run so far (at least 1 MiB, at most
+        MAX_AHEAD), so a short read (a time window) fetches little beyond what it reads."""
+        sequential = self._next >= 0 and self._next - COALESCE <= lo <= self._next + COALESCE
+        self._next = hi
+        if not sequential:
+            self._run_start = lo
+            self._ahead_to = hi
+            return
+        if hi >= self.size:
+            return
+        start = max(hi, self._ahead_to)
+        end = min(self.size, hi + min(MAX_AHEAD, max(1 << 20, hi - self._run_start)))
+        if end - start < (1 << 20) and end < self.size:
+            return  # enough is already on the way
+        with self._cv:
+            todo = self._claim(start // BLOCK, (end + BLOCK - 1) // BLOCK)
+        self._ahead_to = end
+        for s, e in todo:
+            try:
+                self._pool.submit(self._background, s, e)
+            except RuntimeError:  # closed meanwhile
+                self._settle(s, e, False)
+
+    def _background(self, start: int, end: int) -> None:
+        try:
+            self._fetch(start, end)
+        except BaseException:  # noqa: BLE001 - a foreground need retries and reports it
+            pass
+
+    def close(self) -> None:
+        self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        super().close()
+
+
+def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteSource:
+    """A :class:`RemoteSource` for ``url`` with its first 16 and last 64 KiB fetched."""
+    fs, fpath = _fs_for(url, storage_options)
+    try:
+        info = fs.info(fpath)
+    except FileNotFoundError as e:
+        raise PolybagError(f"{url}: cannot open: no such object") from e
+    except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
+        raise PolybagError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
+    if info.get("type") == "directory":
+        raise PolybagError(f"{url}: is a directory, not a log file")
+    size = info.get("size")
+    if not isinstance(size, int) or size < 0:
+        raise PolybagError(f"{url}: the server does not say how large the object is")
+    src = RemoteSource(url, fs, fpath, size)
+    try:
+        src.need_many(((0, HEAD), (size - TAIL, TAIL)))
+        src._next = -1  # the edges are not the start of a sequential pass
+    except BaseException:
+        src.close()
+        raise
+    return src

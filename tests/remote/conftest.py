@@ -1,0 +1,70 @@
+"""Fixtures of the remote tests: the generated logs (once per session), an HTTP server
+honouring Range requests and moto's S3 server, both on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from remote_helpers import RangeServer, serve, write_big
+
+import polybag
+
+
+@pytest.fixture(scope="session")
+def remote_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The generated logs: 200 MB indexed MCAP and bag, small ones, an unindexed bag, a ULog."""
+    d = tmp_path_factory.mktemp("remote")
+    write_big(d / "big.mcap")
+    write_big(d / "big.bag")
+    write_big(d / "mid.mcap", n=150)
+    write_big(d / "mid.bag", n=150)
+    # an unindexed bag: the index section cut off and index_pos zeroed in the header
+    data = bytearray((d / "mid.bag").read_bytes())
+    with polybag.open(str(d / "mid.bag")) as r:
+        index_pos = r.index_pos  # type: ignore[attr-defined]
+    head = bytes(data[13 : 13 + 4096])
+    i = head.index(b"index_pos=") + 10
+    data[13 + i : 13 + i + 8] = bytes(8)
+    (d / "unindexed.bag").write_bytes(bytes(data[:index_pos]))
+    from ulog_helpers import synthetic_log
+
+    (d / "flight.ulg").write_bytes(synthetic_log()[0])
+    return d
+
+
+@pytest.fixture(scope="session")
+def http(remote_dir: Path) -> Iterator[RangeServer]:
+    yield from serve(remote_dir)
+
+
+@pytest.fixture(scope="session")
+def s3(remote_dir: Path) -> Iterator[dict[str, Any]]:
+    """moto's S3 server with bucket ``logs`` holding the mid-size files; s3fs options."""
+    pytest.importorskip("s3fs")
+    from moto.server import ThreadedMotoServer
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    opts = {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": f"http://{host}:{port}", "region_name": "us-east-1"},
+    }
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**opts)
+    fs.mkdir("logs")
+    for name in ("mid.mcap", "mid.bag", "flight.ulg"):
+        fs.put_file(str(remote_dir / name), f"logs/{name}")
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        yield opts
+    finally:
+        server.stop()

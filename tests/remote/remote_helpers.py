@@ -1,0 +1,141 @@
+"""The remote tests' HTTP server honouring Range requests (on 127.0.0.1) and log generator."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import polybag
+
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+
+# the big files: 2000 messages of 100 KB on /big (payload: index, then zeros), 1 ms apart,
+# and a small /small message every 10 ms; chunks of about 1 MB, no compression
+BIG_N = 2000
+BIG_PAYLOAD = 100_000
+T0 = 1_700_000_000_000_000_000
+STEP = 1_000_000
+
+
+class RangeServer(ThreadingHTTPServer):
+    """Serves ``root`` over HTTP/1.1 with single byte ranges; counts requests and bytes."""
+
+    daemon_threads = True
+
+    def __init__(self, root: Path, ranges: bool = True) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.root = root
+        self.ranges = ranges
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.bytes_served = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests = 0
+            self.bytes_served = 0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: RangeServer
+
+    def setup(self) -> None:
+        super().setup()
+        # headers and body go out in two writes: without this, Nagle's algorithm holds the
+        # body until the client's delayed ACK of the headers (40 ms per request)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._serve(head=True)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._serve(head=False)
+
+    def _serve(self, head: bool) -> None:
+        path = self.server.root / unquote(self.path.split("?", 1)[0].lstrip("/"))
+        if not path.is_file():
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        size = path.stat().st_size
+        start, end = 0, size
+        m = _RANGE.match(self.headers.get("Range", "")) if self.server.ranges else None
+        if m and (m.group(1) or m.group(2)):
+            if m.group(1):
+                start = int(m.group(1))
+                end = min(size, int(m.group(2)) + 1) if m.group(2) else size
+            else:
+                start = max(0, size - int(m.group(2)))
+            if start >= size or start >= end:
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{size}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+        else:
+            self.send_response(200)
+        if self.server.ranges:
+            self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(end - start))
+        self.end_headers()
+        if head:
+            return
+        self.wfile.flush()
+        with open(path, "rb") as f:
+            sent = 0
+            while sent < end - start:
+                n = self.connection.sendfile(f, start + sent, end - start - sent)
+                if not n:
+                    break
+                sent += n
+        with self.server.lock:
+            self.server.requests += 1
+            self.server.bytes_served += sent
+
+
+def serve(root: Path, ranges: bool = True) -> Iterator[RangeServer]:
+    srv = RangeServer(root, ranges)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join()
+
+
+def write_big(path: Path, n: int = BIG_N, payload: int = BIG_PAYLOAD, **options: Any) -> Path:
+    """A log with ``n`` messages of ``payload`` bytes on /big and one on /small every ten."""
+    fmt = "bag" if path.suffix == ".bag" else "mcap"
+    w = polybag.Writer(str(path), format=fmt, compression="none", chunk_size=1 << 20, **options)
+    sch = w.add_schema("test_msgs/Blob", "ros1msg", b"uint8[] data\n")
+    big = w.add_channel("/big", "ros1", sch)
+    small = w.add_channel("/small", "ros1", sch)
+    body = bytearray(4 + payload)
+    body[:4] = payload.to_bytes(4, "little")
+    for i in range(n):
+        body[4:12] = i.to_bytes(8, "little")
+        w.write(big, bytes(body), log_time=T0 + i * STEP)
+        if i % 10 == 0:
+            w.write(small, (8).to_bytes(4, "little") + i.to_bytes(8, "little"), log_time=T0 + i * STEP + 1)
+    w.close()
+    return path
