@@ -65,7 +65,7 @@ def test_info_stdin_version0_with_format(monkeypatch: pytest.MonkeyPatch, capsys
 
 def test_format_choices_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
-        main(["cat", "x.bag", "--format", "rosbag2"])
+        main(["cat", "x.bag", "--format", "rosbag3"])
     assert e.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
 

@@ -72,3 +72,30 @@ def test_an_mcap_output_keeps_cdr_as_it_is(tmp_path: Path) -> None:
         assert [(m.channel.message_encoding, bytes(m.data)) for m in b.messages()] == [
             (m.channel.message_encoding, bytes(m.data)) for m in a.messages()
         ]
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_convert_to_rosbag2_storage_from_the_cli(storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``convert IN OUTDIR --storage S``: an output without an extension is a rosbag2 bag
+    directory, written with the storage asked for, read back by rosbags message for message."""
+    from rosbags.rosbag2 import Reader as RosbagsReader
+
+    from polybag.cli import main
+
+    out = tmp_path / "run"
+    assert main(["convert", str(SAMPLE), str(out), "--storage", storage]) == 0
+    files = sorted(p.name for p in out.iterdir())
+    assert "metadata.yaml" in files and any(f.endswith(".db3" if storage == "sqlite3" else ".mcap") for f in files)
+    with polybag.open(SAMPLE) as a:
+        want = [(m.channel.topic, m.log_time, bytes(m.data)) for m in a.messages()]
+    with RosbagsReader(out) as rb:
+        got = [(c.topic, t, bytes(d)) for c, t, d in rb.messages()]
+    assert got == want
+
+
+def test_storage_does_not_apply_to_other_formats(tmp_path: Path) -> None:
+    from polybag.errors import PolybagError
+
+    with pytest.raises(PolybagError, match="storage"):
+        ops.filter(SAMPLE, tmp_path / "x.mcap", storage="sqlite3")
+    assert not (tmp_path / "x.mcap").exists() and not (tmp_path / "x.mcap.active").exists()

@@ -29,6 +29,7 @@ def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
         if s.writer is not None and len(s.compressions) > 1
     )
     p.add_argument("--compression", metavar="C", help=f"chunk compression ({per_format})")
+    p.add_argument("--storage", choices=("sqlite3", "mcap"), help="a rosbag2 output's storage (default sqlite3)")
     if chunk:
         p.add_argument(
             "--chunk-size", type=parse_size, metavar="N", help="chunk size in bytes (K/M/G suffixes)"
@@ -63,6 +64,7 @@ def write_options(args: argparse.Namespace) -> dict[str, Any]:
         "chunk_size": args.chunk_size,
         "progress": None,
         "overwrite": args.force,
+        "storage": getattr(args, "storage", None),
     }
 
 

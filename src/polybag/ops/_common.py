@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         pass
 
 import polybag
-from polybag.errors import OutputExistsError, PolybagError, UnsupportedError
+from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError
 from polybag.formats import registry
 from polybag.model import Attachment, Channel, Message, Metadata, Schema
 from polybag.reader import Reader
@@ -49,13 +49,15 @@ class WriteOptions(TypedDict, total=False):
     ``format``: the output format (default: from the extension); ``compression``,
     ``chunk_size``: the writer's chunking (the format's defaults); ``progress``: a progress
     bar (None: only on a terminal); ``overwrite``: replace an existing output (refused
-    otherwise; an input never is)."""
+    otherwise; an input never is); ``storage``: a rosbag2 output's storage (``sqlite3`` or
+    ``mcap``)."""
 
     format: str | None
     compression: str | None
     chunk_size: int | None
     progress: bool | None
     overwrite: bool
+    storage: str | None
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Writing:
     chunk_size: int | None = None
     progress: bool | None = False
     overwrite: bool = False
+    storage: str | None = None
 
     @classmethod
     def of(cls, operation: str, options: Mapping[str, Any]) -> Writing:
@@ -205,7 +208,14 @@ def target_format(path: PathLike, format: str | None) -> str:  # noqa: A002
         raise UnsupportedError(
             f"writing to a stream needs an explicit format (--format {'|'.join(registry.writable())})"
         )
-    return format_for_path(path)
+    try:
+        return format_for_path(path)
+    except UnsupportedError:
+        # no extension: a directory format's output (a rosbag2 bag), when exactly one is writable
+        dirs = [s.name for s in registry.formats() if s.writer is not None and s.open_path is not None]
+        if os.path.splitext(os.fspath(path))[1] or len(dirs) != 1:
+            raise
+        return dirs[0]
 
 
 def writer_accepts(fmt: str, name: str) -> bool:
@@ -240,8 +250,11 @@ def make_writer(
     if profile is not None and writer_accepts(fmt, "profile"):
         kwargs["profile"] = profile
     for k, v in extra.items():
-        if v is not None and writer_accepts(fmt, k):
-            kwargs[k] = v
+        if v is None:
+            continue
+        if not writer_accepts(fmt, k):
+            raise UsageError(f"{k} {v!r} does not apply to a {fmt} output")
+        kwargs[k] = v
     if not _is_path(path):  # a binary stream (stdout): the writer writes it directly
         return Writer(path, format=fmt, **kwargs)
     os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))) or ".", exist_ok=True)

@@ -75,6 +75,7 @@ class CopyJob:
         *,
         profile: str | None = None,
         channel_map: type[ChannelMap] = RosBridgeMap,
+        storage: str | None = None,
     ) -> None:
         if profile is None and fmt == "mcap":
             profile = profile_for(channels, *readers)
@@ -83,7 +84,7 @@ class CopyJob:
         self.result = result
         self.readers = list(readers)
         self.profile = profile
-        self.writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite)
+        self.writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite, storage=storage)
         self.cmap = channel_map(self.writer, fmt, result)
         if isinstance(self.cmap, RosBridgeMap):  # ROS 1 <-> ROS 2 where the output holds only one
             self.cmap.target = target_ros(fmt, profile)

@@ -55,6 +55,7 @@ def convert(
     topics: Any = None,
     progress: bool | None = False,
     overwrite: bool = False,
+    storage: str | None = None,
     **reader_options: Any,
 ) -> ConvertResult:
     """Copy every message (and attachment/metadata the target can hold) of ``src`` to ``dst``.
@@ -63,7 +64,8 @@ def convert(
     writer (its defaults otherwise); ``profile`` overrides the MCAP profile, which is
     ``ros1`` when every channel is ROS 1 (bags, ULog).  ``profile="ros2"`` turns ROS 1
     messages into ROS 2 (CDR) ones; CDR messages into a bag (or ``profile="ros1"``) become
-    ROS 1 messages (:mod:`polybag.ops.ros1_ros2`).
+    ROS 1 messages (:mod:`polybag.ops.ros1_ros2`).  ``storage`` is a rosbag2 output's storage (``sqlite3``, the
+    default, or ``mcap``); an output path without an extension is a rosbag2 directory.
 
     An existing ``dst`` is an :class:`~polybag.errors.OutputExistsError` unless
     ``overwrite``; ``dst`` is never the input.  On any failure (a full disk, an interrupt) no
@@ -75,7 +77,7 @@ def convert(
         result.input_format = reader.format
         summary = reader.summary
         channels = summary.channels.values()
-        with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite, profile=profile) as job:
+        with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite, profile=profile, storage=storage) as job:
             result.profile = job.profile or ""
             messages = job.with_ulog_extras(reader, reader.messages(topics=topics, order="file"))
             job.add_channels(channels)

@@ -146,7 +146,7 @@ def filter(  # noqa: A001 - the command's name
                 decoded = codec_for(msg.channel).decode(msg.data, topic=msg.channel.topic)
                 return bool(fn(msg.channel.topic, decoded, Time(msg.log_time)))
 
-        with CopyJob(dst, fmt, result, [reader], kept_channels, w.compression, w.chunk_size, w.overwrite) as job:
+        with CopyJob(dst, fmt, result, [reader], kept_channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage) as job:
             job.add_channels(kept_channels)
             counts = summary.message_counts
             total = sum(counts.get(c.id, 0) for c in kept_channels)

@@ -168,6 +168,7 @@ def merge(
     topics: str | Sequence[str] | None = None,
     progress: bool | None = False,
     overwrite: bool = False,
+    storage: str | None = None,
 ) -> MergeResult:
     """Merge ``inputs`` into ``dst`` in log-time order (an existing ``dst`` only with
     ``overwrite``; never one of the inputs; nothing is left behind on failure)."""
@@ -181,7 +182,7 @@ def merge(
         readers = [stack.enter_context(opened(s)) for s in inputs]
         all_channels = [c for r in readers for c in r.summary.channels.values()]
         job = CopyJob(
-            dst, fmt, result, readers, all_channels, compression, chunk_size, overwrite, channel_map=_MergeChannels
+            dst, fmt, result, readers, all_channels, compression, chunk_size, overwrite, channel_map=_MergeChannels, storage=storage
         )
         with job:
             ulogs = [(result.inputs[i], r.ulog) for i, r in enumerate(readers) if r.ulog is not None]

@@ -114,7 +114,7 @@ def recover(
             channels = []
         crc = 0
         plain = True
-        with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite) as job:
+        with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage) as job:
 
             def digest(m: Message) -> None:
                 nonlocal crc, plain

@@ -35,7 +35,7 @@ def sort(
     with opened(src) as reader:
         summary = reader.summary
         channels = summary.channels.values()
-        with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite) as job:
+        with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage) as job:
             job.add_channels(channels)
             # was_sorted: chunks whose time ranges overlap out of order
             chunks = summary.chunks

@@ -340,7 +340,7 @@ def split(
             idx = len(result.parts)
             path = os.path.join(out_dir, f"{base_name}_{idx:03d}{out_ext}")
             check_distinct(src, path)
-            writer = make_writer(path, fmt, w.compression, w.chunk_size, profile, overwrite=w.overwrite)
+            writer = make_writer(path, fmt, w.compression, w.chunk_size, profile, overwrite=w.overwrite, storage=w.storage)
             cmap = RosBridgeMap(writer, fmt, result)
             cmap.target = target_ros(fmt, profile)  # ROS 1 <-> ROS 2 where the output holds only one
             cache = {}
