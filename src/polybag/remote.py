@@ -294,6 +294,32 @@ class RemoteSource(MappedSource):
         super().close()
 
 
+def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -> bytes:
+    """The first ``n`` bytes of the object at ``url`` (one small request; for sniffing)."""
+    fs, fpath = _fs_for(url, storage_options)
+    try:
+        size = fs.size(fpath)
+        return bytes(fs.cat_file(fpath, start=0, end=min(n, size))) if size else b""
+    except FileNotFoundError as e:
+        raise PolybagError(f"{url}: cannot open: no such object") from e
+    except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
+        raise PolybagError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
+
+
+def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """The URLs a glob URL (``s3://bucket/logs/*.mcap``) matches, sorted; a plain URL as is."""
+    import glob as _glob
+
+    if not _glob.has_magic(url):
+        return [url]
+    fs, _fpath = _fs_for(url, storage_options)
+    try:
+        hits = sorted(fs.glob(url))
+    except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
+        raise PolybagError(f"{url}: cannot list: {type(e).__name__}: {e}") from e
+    return [h if is_url(h) else fs.unstrip_protocol(h) for h in hits]
+
+
 def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteSource:
     """A :class:`RemoteSource` for ``url`` with its first 16 and last 64 KiB fetched."""
     fs, fpath = _fs_for(url, storage_options)

@@ -57,12 +57,19 @@ def s3(remote_dir: Path) -> Iterator[dict[str, Any]]:
         "secret": "testing",
         "client_kwargs": {"endpoint_url": f"http://{host}:{port}", "region_name": "us-east-1"},
     }
+    import boto3
     import s3fs
 
-    fs = s3fs.S3FileSystem(**opts)
-    fs.mkdir("logs")
+    client = boto3.client(
+        "s3",
+        endpoint_url=f"http://{host}:{port}",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    client.create_bucket(Bucket="logs")
     for name in ("mid.mcap", "mid.bag", "flight.ulg"):
-        fs.put_file(str(remote_dir / name), f"logs/{name}")
+        client.upload_file(str(remote_dir / name), "logs", name)
     s3fs.S3FileSystem.clear_instance_cache()
     try:
         yield opts

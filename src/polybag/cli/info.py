@@ -28,12 +28,17 @@ from polybag.reader import Reader
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("info", help="summarize a log (format, topics, counts, times, chunks)")
-    p.add_argument("file", help="log file (bag, mcap, ulog), or - for stdin")
+    p.add_argument("file", help="log file (bag, mcap, ulog), a URL (s3://, gs://, http(s)://), or - for stdin")
     add_format_option(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON instead of a table")
     fmt.add_argument(
         "--yaml", action="store_true", help="print YAML (for bags the `rosbag info --yaml` layout)"
+    )
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="a URL: print the bytes fetched and the requests made to stderr (--json has them as 'fetched')",
     )
     p.set_defaults(func=run)
 
@@ -109,7 +114,23 @@ def info_dict(reader: Reader) -> dict[str, Any]:
         "attachment_count": s.attachment_count,
         "metadata_count": s.metadata_count,
         "extras": reader.info_extras(),
-    }
+    } | fetched(reader)
+
+
+def fetched(reader: Reader) -> dict[str, Any]:
+    """``{"fetched": {requests, bytes_fetched, size, url}}`` of a remote log; {} for a local one."""
+    stats = reader.source.stats
+    return {} if stats is None else {"fetched": stats}
+
+
+def print_stats(reader: Reader, prog: str = "polybag") -> None:
+    """What reading a remote log cost, on stderr (nothing for a local one)."""
+    stats = reader.source.stats
+    if stats is not None:
+        print(
+            f"{prog}: fetched {stats['bytes_fetched']} of {stats['size']} bytes in {stats['requests']} requests",
+            file=sys.stderr,
+        )
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -294,6 +315,8 @@ def _describe(reader: Reader, args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     with open_input(args.file, getattr(args, "input_format", None)) as reader:
         _describe(reader, args)
+        if getattr(args, "stats", False):
+            print_stats(reader, "polybag info")
         problems = damage(reader)
         if problems:
             sys.stdout.flush()

@@ -25,6 +25,11 @@ builds its result in memory it owns, and closes the file before returning.
 >>> import polybag.dask as pbd
 >>> df = pbd.read_topic("logs/*.mcap", "/imu", fields=["linear_acceleration"])
 >>> df["linear_acceleration.x"].mean().compute()
+>>> sizes = pbd.map_messages("s3://bucket/logs/*.bag", len_of_data, topics=["/camera"])
+
+Paths may be URLs (``s3://``, ``gs://``, ``http(s)://``; a glob URL lists the bucket): the
+driver plans from the remote files' indexes and every task reads its chunks by range
+requests (:mod:`polybag.remote`).
 
 Dask is optional: ``pip install polybag[dask]``.
 
@@ -37,7 +42,7 @@ clouds).  Every name is importable from ``polybag.dask`` itself.
 from __future__ import annotations
 
 # every name of the module before the split stays importable from here (tests call helpers)
-from polybag.dask.frames import _require, file_summaries, read_messages, read_topic  # noqa: F401
+from polybag.dask.frames import _require, file_summaries, map_messages, read_messages, read_topic  # noqa: F401
 from polybag.dask.plan import (  # noqa: F401
     _PLAN_THREADS,
     DEFAULT_PARTITION_MESSAGES,
@@ -79,6 +84,7 @@ from polybag.dask.sensors import read_images, read_pointclouds
 __all__ = [
     "Partition",
     "file_summaries",
+    "map_messages",
     "partitions",
     "read_images",
     "read_messages",

@@ -23,12 +23,14 @@ from polybag.dask.plan import (
 from polybag.dask.read import (
     _SUMMARY_COLUMNS,
     _add_file_column,
+    _map_partition,
     _message_partition,
     _meta_for,
     _summary_row,
     _topic_partition,
 )
 from polybag.errors import UnsupportedError, UsageError
+from polybag.model import Message
 from polybag.reader import TopicSelector
 from polybag.timefmt import TimeWindow
 
@@ -124,6 +126,27 @@ def read_messages(
     Partitioned like :func:`read_topic`; items are in log-time order within a partition.
     """
     return _partition_bag(paths, topics, start, end, partition_messages, _message_partition, decode=decode)
+
+
+def map_messages(
+    paths: PathsLike,
+    fn: Callable[[Message], Any],
+    topics: TopicSelector = None,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    partition_messages: int = DEFAULT_PARTITION_MESSAGES,
+) -> Any:
+    """``fn(message)`` of every message of ``topics`` across ``paths`` (files, globs, URLs),
+    as a ``dask.bag.Bag`` of the results, partitioned like :func:`read_topic`.
+
+    ``fn`` runs in the workers on each :class:`polybag.Message` in log-time order within a
+    partition; the message's ``data`` is a view into the file that is released when the
+    partition's file closes, so ``fn`` returns what it derives (``m.decode().x``,
+    ``len(m.data)``, ``bytes(m.data)``), never the message itself.  ``fn`` must pickle for
+    the process and distributed schedulers (a module-level function).
+    """
+    return _partition_bag(paths, topics, start, end, partition_messages, _map_partition, fn=fn)
 
 
 def _partition_bag(

@@ -22,6 +22,7 @@ import numpy as np
 
 from polybag.errors import UsageError
 from polybag.reader import TopicSelector, topic_filter
+from polybag.remote import expand_url, is_url, read_head
 from polybag.timefmt import TimeWindow
 
 if TYPE_CHECKING:
@@ -38,12 +39,18 @@ PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 def expand_paths(paths: PathsLike) -> list[str]:
-    """A path, a glob pattern, or a list of either, as a list of file paths (globs sorted)."""
+    """A path, a glob pattern, a URL (a glob URL too), or a list of them, as a list of file
+    paths and URLs (globs sorted)."""
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     out: list[str] = []
     for p in items:
         s = os.fspath(p)
-        if _glob.has_magic(s) and not os.path.exists(s):
+        if is_url(s):  # s3://, gs://, http(s)://: read by range requests (polybag.remote)
+            hits = expand_url(s)
+            if not hits:
+                raise UsageError(f"no objects match {s!r}")
+            out.extend(hits)
+        elif _glob.has_magic(s) and not os.path.exists(s):
             hits = sorted(h for h in _glob.glob(s, recursive=True) if os.path.isfile(h))
             if not hits:
                 raise UsageError(f"no files match {s!r}")
@@ -237,6 +244,9 @@ def _plan_file(
 def _sniff_path(path: str) -> str | None:
     from polybag.formats import registry
 
+    if is_url(path):
+        head = read_head(path, registry.SNIFF_BYTES)
+        return registry.sniff(head) or (registry.by_extension(path, headless=True) if head else None)
     return registry.sniff_path(path)
 
 

@@ -12,13 +12,14 @@ empty frame with the columns and dtypes every partition is made to match.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from polybag.dask.plan import Partition, _FilePlan, _sniff_path
 from polybag.errors import PolybagError, UnsupportedError, UsageError
+from polybag.model import Message
 from polybag.reader import TopicSelector
 from polybag.timefmt import TimeWindow
 
@@ -279,6 +280,22 @@ def _message_partition(part: Partition, topics: TopicSelector, decode: bool) -> 
         return lists[0]
     # heapq.merge is stable: ties keep the order of the files
     return list(heapq.merge(*lists, key=_log_time))
+
+
+def _map_partition(part: Partition, topics: TopicSelector, fn: Callable[[Message], Any]) -> list[Any]:
+    """One partition of :func:`~polybag.dask.frames.map_messages`: ``fn`` of each message in
+    log-time order (files of a shared window merged by log time; runs in a worker)."""
+    lists: list[list[tuple[int, Any]]] = []
+    for path, fmt in part.files:
+        with _open(path, fmt, topics) as r:
+            lists.append([(m.log_time, fn(m)) for m in r.messages(topics=topics, start=part.start, end=part.end)])
+    if len(lists) == 1:
+        return [v for _t, v in lists[0]]
+    return [v for _t, v in heapq.merge(*lists, key=_first)]
+
+
+def _first(item: tuple[int, Any]) -> int:
+    return item[0]
 
 
 def _log_time(item: dict[str, Any]) -> int:
