@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from polybag.errors import PolybagError, UsageError
@@ -103,27 +104,22 @@ class Ros2Recorder(Recorder):
         return ch
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class _Sub:
-    __slots__ = ("topic", "type", "definition", "type_hash", "reader", "requested", "latched", "offers")
+    """One subscription of a :class:`Ros2Source`: its topic, type and DDS reader, the QoS it
+    requested and the publishers' offered QoS profiles."""
 
-    def __init__(
-        self,
-        topic: str,
-        typ: str,
-        definition: str,
-        type_hash: str,
-        reader: Any,
-        requested: dict[str, Any],
-        offers: list[dict[str, Any]],
-    ) -> None:
-        self.topic = topic
-        self.type = typ
-        self.definition = definition
-        self.type_hash = type_hash
-        self.reader = reader
-        self.requested = requested
-        self.latched = requested.get("durability") == "transient_local"
-        self.offers = offers
+    topic: str
+    type: str
+    definition: str
+    type_hash: str
+    reader: Any
+    requested: dict[str, Any]
+    offers: list[dict[str, Any]]
+    latched: bool = field(init=False)  # (transient_local requested)
+
+    def __post_init__(self) -> None:
+        self.latched = self.requested.get("durability") == "transient_local"
 
 
 class Ros2Source:
