@@ -392,9 +392,7 @@ def _time_to1(v: dict[str, Any]) -> dict[str, Any]:
     return {"sec": v["sec"], "nsec": v["nanosec"]}
 
 
-def _transform(
-    mapped: Mapped, decode: Callable[[Any], Any], conv: Conv | None, encode: Callable[[Any], bytes]
-) -> Callable[[bytes | memoryview], bytes | None]:
+def _transform(mapped: Mapped, decode: Callable[[Any], Any], conv: Conv | None, encode: Callable[[Any], bytes]) -> Callable[[bytes | memoryview], bytes | None]:
     def tf(data: bytes | memoryview) -> bytes | None:
         try:
             d = decode(data)
@@ -407,14 +405,7 @@ def _transform(
     return tf
 
 
-def _bridge(
-    mapped: Mapped,
-    codec: Any,
-    plan: _Planner,
-    name: str,
-    encode: Callable[[Any], bytes],
-    topic: str,
-) -> Callable[[bytes | memoryview], bytes | None]:
+def _bridge(mapped: Mapped, codec: Any, plan: _Planner, name: str, encode: Callable[[Any], bytes], topic: str) -> Callable[[bytes | memoryview], bytes | None]:
     """The payload transform: decoded objects re-encoded when they carry over as they are
     (:meth:`_Planner.objects_carry`), else dicts converted by the plan."""
     if plan.objects_carry(name):

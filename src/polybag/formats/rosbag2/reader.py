@@ -376,9 +376,7 @@ class Rosbag2Reader(Reader):
             out["qos"] = qos
         return out
 
-    def _messages(
-        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[Message]:
+    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         ids = topic_filter(topics, self._channels.values())
         streams = [
             self._file_messages(i, ids, start, end, reverse, order) for i in range(len(self._storages))
@@ -390,9 +388,7 @@ class Rosbag2Reader(Reader):
         # heapq.merge breaks ties by stream order (reversed when ``reverse``): file order
         return heapq.merge(*streams, key=_log_time, reverse=reverse)
 
-    def _file_messages(
-        self, i: int, ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[Message]:
+    def _file_messages(self, i: int, ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         st = self._storages[i]
         local = self._local[i]
         local_ids = None if ids is None else {lid for lid, ch in local.items() if ch.id in ids}

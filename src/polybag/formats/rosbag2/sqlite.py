@@ -42,6 +42,12 @@ _MMAP = 256 << 20
 _OK = "(typeof(topic_id) = 'integer' AND typeof(timestamp) = 'integer' AND timestamp >= 0 AND typeof(data) = 'blob')"
 
 
+def _fetched(cur: sqlite3.Cursor) -> Iterator[list[Any]]:
+    """A query's rows in batches of :data:`_BATCH`."""
+    while rows := cur.fetchmany(_BATCH):
+        yield rows
+
+
 @dataclass(frozen=True)
 class TopicRow:
     """One row of ``topics``."""
@@ -186,12 +192,7 @@ class SqliteStorage:
         by = f"timestamp{desc}, id{desc}" if order == "log_time" else f"id{desc}"
         q = f"SELECT topic_id, timestamp, data, {_OK} FROM messages{where} ORDER BY {by}"
         try:
-            cur = self.conn.execute(q, args)
-            while True:
-                rows = cur.fetchmany(_BATCH)
-                if not rows:
-                    break
-                yield rows
+            yield from _fetched(self.conn.execute(q, args))
         except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
 
@@ -225,9 +226,7 @@ class SqliteStorage:
             raise FormatError(f"messages: row at timestamp {bad[0]!r} is not a message", self.path)
         return [r[0] for r in rows], [r[1] for r in rows]
 
-    def _where(
-        self, topic_ids: set[int] | None, start: int | None, end: int | None
-    ) -> tuple[str, tuple[Any, ...]]:
+    def _where(self, topic_ids: set[int] | None, start: int | None, end: int | None) -> tuple[str, tuple[Any, ...]]:
         conds: list[str] = []
         args: list[Any] = []
         if topic_ids is not None:
@@ -256,9 +255,7 @@ class SqliteStorage:
                 raise FormatError(f"messages: row at timestamp {ts} has no data", self.path)
         return tid, ts, data
 
-    def _salvage(
-        self, where: str, args: tuple[Any, ...], reverse: bool, order: str
-    ) -> Iterator[list[tuple[int, int, bytes, int]]]:
+    def _salvage(self, where: str, args: tuple[Any, ...], reverse: bool, order: str) -> Iterator[list[tuple[int, int, bytes, int]]]:
         """A recovering read, streamed: log-time order through the index while the index
         reads, then (or for file order) a walk in row-id order that steps past damaged
         pages; rows that are not messages and what the walk cannot reach are reported in
@@ -268,14 +265,11 @@ class SqliteStorage:
             desc = " DESC" if reverse else ""
             q = f"SELECT topic_id, timestamp, data, id FROM messages{where} ORDER BY timestamp{desc}, id{desc}"
             try:
-                cur = self.conn.execute(q, args)
-                while True:
-                    rows = cur.fetchmany(_BATCH)
-                    if not rows:
-                        return
+                for rows in _fetched(self.conn.execute(q, args)):
                     yield self._good(rows)
                     r = rows[-1]
                     last = (r[1], r[3]) if isinstance(r[1], int) and isinstance(r[3], int) else last
+                return
             except _DB_ERRORS as e:
                 self.note(f"{self.path}: the timestamp index is damaged ({e}); the rest in row order")
 

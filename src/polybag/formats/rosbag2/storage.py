@@ -65,13 +65,7 @@ class Storage:
         raise NotImplementedError
 
     def messages(
-        self,
-        local: dict[int, Channel],
-        topic_ids: set[int] | None,
-        start: int | None,
-        end: int | None,
-        reverse: bool,
-        order: str,
+        self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[list[Message]]:
         """Batches of the messages selected (``topic_ids``: local ids), each on the bag's
         channel ``local`` maps its local topic id to.  A message on a topic id the file does
@@ -161,13 +155,7 @@ class SqliteFile(Storage):
         return self.db.times()
 
     def messages(
-        self,
-        local: dict[int, Channel],
-        topic_ids: set[int] | None,
-        start: int | None,
-        end: int | None,
-        reverse: bool,
-        order: str,
+        self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[list[Message]]:
         for rows in self.db.messages(topic_ids, start, end, reverse, order):
             try:  # the common case: every row a message on a known topic, built in one go
@@ -258,13 +246,7 @@ class McapFile(Storage):
         return s.start_time, s.end_time
 
     def messages(
-        self,
-        local: dict[int, Channel],
-        topic_ids: set[int] | None,
-        start: int | None,
-        end: int | None,
-        reverse: bool,
-        order: str,
+        self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[list[Message]]:
         topics = None
         if topic_ids is not None:

@@ -155,13 +155,7 @@ class Rosbag2Writer(Writer):
         self._schemas[s.id] = s
         return s
 
-    def add_channel(
-        self,
-        topic: str,
-        message_encoding: str,
-        schema: Schema | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> Channel:
+    def add_channel(self, topic: str, message_encoding: str, schema: Schema | None = None, metadata: Mapping[str, str] | None = None) -> Channel:
         """A topic (one per topic, type and serialization format); its QoS profiles and type hash are kept from ``metadata``."""
         check_open(self.closed)
         md = dict(metadata or {})
@@ -204,14 +198,7 @@ class Rosbag2Writer(Writer):
         self._counts[cid] = 0
         return ch
 
-    def write(
-        self,
-        channel: Channel,
-        data: bytes | memoryview,
-        log_time: int,
-        publish_time: int | None = None,
-        sequence: int = 0,
-    ) -> None:
+    def write(self, channel: Channel, data: bytes | memoryview, log_time: int, publish_time: int | None = None, sequence: int = 0) -> None:
         """One message (zstd-compressed first with ``compression_mode='message'``)."""
         check_open(self.closed)
         self._check_channel(channel, self._channels.get(channel.id))
