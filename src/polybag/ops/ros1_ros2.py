@@ -153,15 +153,7 @@ def _ros2_text(d: MsgDef) -> str:
             lines.append(f'string {c.name}="{text}"')
         else:
             lines.append(f"{ctype} {c.name}={c.text}")
-    for f in d.fields:
-        t = f.type
-        if t.base in PRIMITIVE_FORMATS:
-            base = _word(t)
-        elif t.base in _STRINGS:
-            base = t.base
-        else:
-            base = _TIME2.get(t.base) or LEGACY_RENAMES.get(t.base, t.base)
-        lines.append(f"{base}{_suffix(t, False)} {f.name}")
+    lines += _field_lines(d, lambda b: b, lambda b: _TIME2.get(b) or LEGACY_RENAMES.get(b, b))
     return "\n".join(lines) + "\n"
 
 
@@ -176,16 +168,24 @@ def _ros1_text(d: MsgDef) -> str:
             lines.append(f"bool {c.name}={bool(c.value)}")
         else:
             lines.append(f"{base} {c.name}={c.text}")
+    lines += _field_lines(d, lambda b: "string", lambda b: _TIME1.get(b) or ros1_name(b))
+    return "\n".join(lines) + "\n"
+
+
+def _field_lines(d: MsgDef, string: Callable[[str], str], nested: Callable[[str], str]) -> list[str]:
+    """The ``.msg`` lines of ``d``'s fields: primitives by their word, strings as ``string``
+    names them, other types as ``nested`` names them (suffixes: arrays, bounds dropped)."""
+    out = []
     for f in d.fields:
         t = f.type
         if t.base in PRIMITIVE_FORMATS:
             base = _word(t)
         elif t.base in _STRINGS:
-            base = "string"
+            base = string(t.base)
         else:
-            base = _TIME1.get(t.base) or ros1_name(t.base)
-        lines.append(f"{base}{_suffix(t, False)} {f.name}")
-    return "\n".join(lines) + "\n"
+            base = nested(t.base)
+        out.append(f"{base}{_suffix(t, False)} {f.name}")
+    return out
 
 
 def ros2_types_for(src: TypeSet, name: str) -> TypeSet:
@@ -424,14 +424,18 @@ def _qos_latched(text: str) -> bool:
 
 
 # --- channels ------------------------------------------------------------------------------
+def _source(ch: Channel, cls: type[Ros1Codec] | type[CdrCodec], what: str, types_for: Callable[[TypeSet, str], TypeSet]) -> tuple[Any, TypeSet, str, TypeSet]:
+    """``ch``'s codec (a ``cls``: UnsupportedError otherwise), its types and type name, and
+    the other ROS's types for that name (``types_for``)."""
+    codec = codec_for(ch)
+    if not isinstance(codec, cls):
+        raise UnsupportedError(f"topic {ch.topic}: not a {what} channel")
+    return codec, codec.typeset, codec.type_name, types_for(codec.typeset, codec.type_name)
+
+
 def ros1_channel_to_ros2(ch: Channel) -> Mapped:
     """A ROS 1 channel as a ROS 2 (CDR, ``ros2msg``) one, see the module notes."""
-    codec = codec_for(ch)
-    if not isinstance(codec, Ros1Codec):
-        raise UnsupportedError(f"topic {ch.topic}: not a ROS 1 channel")
-    src = codec.typeset
-    name = codec.type_name
-    dst = ros2_types_for(src, name)
+    codec, src, name, dst = _source(ch, Ros1Codec, "ROS 1", ros2_types_for)
     name2 = LEGACY_RENAMES.get(name, name)
     dst_codec = CdrCodec(dst, full_name(name2))
     plan = _Planner(src, dst, lambda n: LEGACY_RENAMES.get(n, n))
@@ -449,12 +453,7 @@ def ros1_channel_to_ros2(ch: Channel) -> Mapped:
 
 def ros2_channel_to_ros1(ch: Channel) -> Mapped:
     """A ROS 2 (CDR) channel as a ROS 1 one, see the module notes."""
-    codec = codec_for(ch)
-    if not isinstance(codec, CdrCodec):
-        raise UnsupportedError(f"topic {ch.topic}: not a CDR channel")
-    src = codec.typeset
-    name = codec.type_name
-    dst = ros1_types_for(src, name)
+    codec, src, name, dst = _source(ch, CdrCodec, "CDR", ros1_types_for)
     name1 = ros1_name(name)
     dst_codec = Ros1Codec(dst, name1)
     plan = _Planner(src, dst, ros1_name)
