@@ -123,10 +123,12 @@ def serve(root: Path, ranges: bool = True) -> Iterator[RangeServer]:
         t.join()
 
 
-def write_big(path: Path, n: int = BIG_N, payload: int = BIG_PAYLOAD, **options: Any) -> Path:
+def write_big(
+    path: Path, n: int = BIG_N, payload: int = BIG_PAYLOAD, chunk_size: int = 1 << 20, **options: Any
+) -> Path:
     """A log with ``n`` messages of ``payload`` bytes on /big and one on /small every ten."""
     fmt = "bag" if path.suffix == ".bag" else "mcap"
-    w = polybag.Writer(str(path), format=fmt, compression="none", chunk_size=1 << 20, **options)
+    w = polybag.Writer(str(path), format=fmt, compression="none", chunk_size=chunk_size, **options)
     sch = w.add_schema("test_msgs/Blob", "ros1msg", b"uint8[] data\n")
     big = w.add_channel("/big", "ros1", sch)
     small = w.add_channel("/small", "ros1", sch)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from polybag.cli._ops import add_log_to_log, emit, warn, write_options
+from polybag.cli.batch import add_jobs, report_batch
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,15 +26,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_log_to_log(
         p,
         run,
-        input_help="input log ('-' for stdin: MCAP streams, others are read whole)",
-        output_help="output log ('-' for stdout, with --format)",
+        input_help="input log, or URL ('-' for stdin: MCAP streams, others are read whole)",
+        output_help="output log ('-' for stdout, with --format); with --jobs: the last of IN... OUTDIR",
     )
+    add_jobs(p, "IN... OUTDIR: convert many logs into OUTDIR/<name><ext of --format, default mcap>")
 
 
 def run(args: argparse.Namespace) -> int:
     import sys
 
     from polybag.ops import convert
+
+    if args.jobs is not None or args.scheduler or args.more:
+        from polybag.ops.batch import convert_many
+
+        *inputs, outdir = [args.input, args.output, *args.more]
+        opts = write_options(args)
+        del opts["progress"]
+        res = convert_many(inputs, outdir, format=opts.pop("format") or "mcap", jobs=args.jobs, scheduler=args.scheduler, profile=args.profile, **opts)
+        return report_batch("convert", args, res)
 
     src = sys.stdin.buffer if args.input == "-" else args.input
     dst = sys.stdout.buffer if args.output == "-" else args.output

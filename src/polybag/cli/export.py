@@ -22,6 +22,7 @@ import sys
 
 from polybag.cli._common import format_size, print_json
 from polybag.cli._ops import add_force
+from polybag.cli.batch import add_jobs, report_batch
 from polybag.errors import PolybagError, UsageError
 from polybag.ops.export import Table, plan_tables, table_name
 
@@ -50,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--end", default=None, help="end time, exclusive")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_force(p, "existing tables")
+    add_jobs(p, "FILE... -o DIR: export many logs, each into DIR/<name>/")
     p.set_defaults(func=run)
 
 
@@ -58,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     chosen = {"images": args.images, "video": args.video, "pointclouds": args.pointclouds}
     media = [k for k, v in chosen.items() if v is not None]
+    if (media or args.output is None) and (args.jobs is not None or args.scheduler or args.more):
+        raise UsageError("several files (--jobs/--scheduler) export tables: give -o DIR")
     if media or args.output is None:
         return run_media(args, media)
     if args.format is None:
@@ -65,6 +69,22 @@ def run(args: argparse.Namespace) -> int:
     if args.format not in ("csv", "parquet", "jsonl"):
         raise UsageError(f"--format {args.format} is for --images or --pointclouds; tables are csv, parquet or jsonl")
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
+    if args.jobs is not None or args.scheduler or args.more:
+        from polybag.ops.batch import export_many
+
+        res_many = export_many(
+            [args.input, *args.more],
+            args.output,
+            jobs=args.jobs,
+            scheduler=args.scheduler,
+            format=args.format,
+            topics=args.topics,
+            fields=fields,
+            start=args.start,
+            end=args.end,
+            overwrite=args.force,
+        )
+        return report_batch("export", args, res_many)
     try:
         res = export(
             args.input,
