@@ -25,7 +25,7 @@ from polybag.codecs.ros1.msgdef import (
     check_field_names,
     parse_full,
 )
-from polybag.codecs.ros1.serde import Compiler, EncodeError, run_encoder  # noqa: F401 - importable here as before
+from polybag.codecs.ros1.serde import Compiler, EncodeError, left_over, run_encoder  # noqa: F401 - importable here as before
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 
@@ -415,12 +415,7 @@ class CdrCodec:
                 msg, topic=topic, type_name=self.full_name, field=e.field, offset=e.offset
             ) from None
         if n - pos >= 4 or pos > n:
-            raise DecodeError(
-                f"{n - pos} bytes left over after the message ({n} byte payload)",
-                topic=topic,
-                type_name=self.full_name,
-                offset=pos,
-            )
+            raise left_over(n, pos, topic, self.full_name)
         return value
 
     def _other(self, data: bytes | memoryview, topic: str | None = None) -> Any:

@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from polybag.codecs.ros1.msgdef import MsgDefError, TypeSet, add_folder, canonical, parse_full
-from polybag.codecs.ros1.serde import Compiler, Duration, EncodeError, RosMessage, Time, run_encoder
+from polybag.codecs.ros1.serde import (
+    Compiler,
+    Duration,
+    EncodeError,
+    RosMessage,
+    Time,
+    left_over,
+    run_encoder,
+)
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 
@@ -148,12 +156,7 @@ class Ros1Codec:
         except DecodeError as e:
             raise self._error(e, topic) from None
         if pos != end:
-            raise DecodeError(
-                f"{end - pos} bytes left over after the message ({end} byte payload)",
-                topic=topic,
-                type_name=self.full_name,
-                offset=pos,
-            )
+            raise left_over(end, pos, topic, self.full_name)
         return value
 
     def decode(self, data: bytes | memoryview, topic: str | None = None) -> Any:

@@ -54,6 +54,11 @@ __all__ = [
 _EMPTY_CDR_FIELD = md.Field("structure_needs_at_least_one_member", md.FieldType("uint8"))
 
 
+def left_over(end: int, pos: int, topic: str | None, type_name: str) -> DecodeError:
+    """The error of a payload of ``end`` bytes whose message ended at ``pos``."""
+    return DecodeError(f"{end - pos} bytes left over after the message ({end} byte payload)", topic=topic, type_name=type_name, offset=pos)
+
+
 def run_encoder(fn: Callable[[bytearray, Any], Any], obj: Any, type_name: str) -> bytearray:
     """``fn(out, obj)`` with a compiled encoder (ROS 1 or CDR) into a new buffer; a value
     that does not fit its field is an :class:`EncodeError` naming the type and the field."""
