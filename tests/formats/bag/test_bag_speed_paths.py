@@ -67,3 +67,24 @@ def test_any_times_written_or_refused(tmp_path_factory: pytest.TempPathFactory, 
     assert _peer_read(p) == sorted(kept, key=lambda e: e[0])
     with polybag.open(str(p)) as r:
         assert sorted((m.log_time, bytes(m.data)) for m in r.messages()) == sorted(kept)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 0xFFFFFFFF), st.integers(0, 999_999_999)), min_size=32, max_size=300))
+def test_index_entries_from_records_equal_the_simple_path(times: list[tuple[int, int]]) -> None:
+    """The numpy path of the index entries (times gathered from the records, offsets in an
+    ``array``) gives the bytes of the one-entry-at-a-time path, out-of-order and equal
+    times included."""
+    import struct
+    from array import array
+
+    from polybag.formats.bag.writer import _ENTRY, _TIME_AT, _entries
+
+    buf = bytearray(len(times) * 60 + 64)
+    offs = [i * 60 for i in range(len(times))]
+    for o, (s, ns) in zip(offs, times):
+        struct.pack_into("<II", buf, o + _TIME_AT, s, ns)
+    ents = sorted(zip([s * 1_000_000_000 + ns for s, ns in times], offs), key=lambda e: e[0])
+    want = b"".join(_ENTRY.pack(t // 1_000_000_000, t % 1_000_000_000, o) for t, o in ents)
+    assert _entries(None, array("q", offs), buf) == (want, ents[0][0], ents[-1][0])
+    assert _entries(None, offs, buf) == (want, ents[0][0], ents[-1][0])

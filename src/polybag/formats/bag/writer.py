@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+from array import array
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -56,14 +57,14 @@ _OP = {op: bytes([op]) for op in range(1, 8)}
 
 _TIME = struct.Struct("<II")
 _TIME_AT = 34  # a message record's time (sec, nsec) from the record's start, as write lays it out
-_TIME_BYTES = np.arange(_TIME_AT, _TIME_AT + 8, dtype=np.intp)
+_TIME_DTYPE = np.dtype([("sec", "<u4"), ("nsec", "<u4")])
 
 # a chunk's index: connection id -> (times ns, or None: read them from the chunk's message
 # records; record offsets), in the order written
-ChunkIndex = dict[int, tuple[list[int] | None, list[int]]]
+ChunkIndex = dict[int, tuple[list[int] | None, "list[int] | array[int]"]]
 
 
-def _entries(times: list[int] | None, offsets: list[int], buf: Any) -> tuple[bytes, int, int]:
+def _entries(times: list[int] | None, offsets: list[int] | array[int], buf: Any) -> tuple[bytes, int, int]:
     """The index data entries (sorted by time, stably), the first and the last time.
 
     ``times`` None: the times are read from the message records at ``offsets`` in ``buf``
@@ -77,14 +78,11 @@ def _entries(times: list[int] | None, offsets: list[int], buf: Any) -> tuple[byt
             ents = sorted(zip(times, offsets), key=lambda e: e[0])
             body = b"".join([_ENTRY.pack(t // 1_000_000_000, t % 1_000_000_000, o) for t, o in ents])
             return body, ents[0][0], ents[-1][0]
+        if times is None:  # every record's (sec, nsec), gathered at each offset
+            o64 = np.frombuffer(offsets, np.int64) if isinstance(offsets, array) else np.array(offsets, np.int64)
+            return _entries_from_records(o64, buf)
         o = np.array(offsets, dtype=np.uint64)
-        if times is None:  # every record's (sec, nsec): 8 bytes gathered at each offset
-            b = np.frombuffer(buf, dtype=np.uint8)
-            pairs = b[o.astype(np.intp)[:, None] + _TIME_BYTES].view("<u4")
-            t = pairs[:, 0].astype(np.uint64) * 1_000_000_000 + pairs[:, 1]
-            del b, pairs
-        else:
-            t = np.array(times, dtype=np.uint64)
+        t = np.array(times, dtype=np.uint64)
     except (struct.error, OverflowError, TypeError, ValueError) as e:
         raise WriteError(f"bag index entry out of range: {e}") from None
     if (t[1:] < t[:-1]).any():
@@ -97,6 +95,31 @@ def _entries(times: list[int] | None, offsets: list[int], buf: Any) -> tuple[byt
     rec["nsec"] = t % 1_000_000_000
     rec["offset"] = o
     return rec.tobytes(), int(t[0]), int(t[-1])
+
+
+def _entries_from_records(o: np.ndarray, buf: Any) -> tuple[bytes, int, int]:
+    """:func:`_entries` of message records as :meth:`BagWriter.write` lays them out (their
+    times already checked: u32 seconds, nanoseconds below 1e9), ``o`` their offsets (int64):
+    each record's (sec, nsec) gathered through one view with an item at every byte, sorted
+    by (sec, nsec) only if they are not in order already."""
+    view = np.ndarray((len(buf) - _TIME_AT - 7,), _TIME_DTYPE, buffer=buf, offset=_TIME_AT, strides=(1,))
+    pairs = view[o]
+    sec, nsec = pairs["sec"], pairs["nsec"]
+    if len(o) > 1:
+        key = (sec.astype(np.uint64) << np.uint64(32)) | nsec
+        if bool((key[1:] < key[:-1]).any()):
+            order = np.argsort(key, kind="stable")
+            pairs, o = pairs[order], o[order]
+            sec, nsec = pairs["sec"], pairs["nsec"]
+    if int(o.max()) > 0xFFFFFFFF:  # (as struct would refuse)
+        raise WriteError("bag index entry out of range: 32-bit seconds and offsets")
+    rec = np.empty(len(o), dtype=_ENTRY_DTYPE)
+    rec["sec"] = sec
+    rec["nsec"] = nsec
+    rec["offset"] = o
+    first = int(sec[0]) * 1_000_000_000 + int(nsec[0])
+    last = int(sec[-1]) * 1_000_000_000 + int(nsec[-1])
+    return rec.tobytes(), first, last
 
 
 def _md5_for(type_name: str, definition: bytes) -> str | None:
@@ -314,7 +337,7 @@ class BagWriter(Writer):
         st = self._hot.get(cid)
         if st is None:
             got = self._index.get(cid)
-            offsets: list[int] = [] if got is None else got[1]
+            offsets: list[int] | array[int] = array("q") if got is None else got[1]
             self._index[cid] = (None, offsets)  # (the times are in the records)
             st = self._hot[cid] = (known, self._header[cid], self._prefix[cid], offsets.append)
         return st
