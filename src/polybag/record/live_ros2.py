@@ -87,7 +87,9 @@ class Ros2Recorder(Recorder):
             return super()._new_writer(name, fmt, overwrite)[0], 4096
         from polybag.writer import Writer
 
-        return Writer(name, format="rosbag2", storage=self.storage, compression="none", overwrite=overwrite), 4096
+        return Writer(
+            name, format="rosbag2", storage=self.storage, compression="none", overwrite=overwrite
+        ), 4096
 
     def _add_channel(self, w: Any, item: _Item) -> Any:
         """The ``cdr`` channel of ``item``'s topic in writer ``w``, with the offered QoS and
@@ -229,7 +231,8 @@ class Ros2Source:
             )
         type_hash = next((p.type_hash for p in same if p.type_hash), "")
         try:
-            reader = self._graph.reader(topic, dds_type, requested)
+            typeid = next((p.typeid for p in same if p.typeid is not None), None)
+            reader = self._graph.reader(topic, dds_type, requested, typeid)
         except Ros2GraphError as e:
             self._error(str(e))
             return

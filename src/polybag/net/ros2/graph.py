@@ -115,6 +115,7 @@ class Publication:
     qos: dict[str, Any] = field(default_factory=dict)  # the offered profile (rosbag2 keys)
     type_hash: str = ""  # RIHS01_... from USER_DATA (Iron and later), else ""
     handle: int = 0  # the DDS instance handle (to notice it going away)
+    typeid: Any = None  # the XTypes TypeIdentifier a writer announced (not rmw writers), or None
 
 
 _raw_types: dict[str, type] = {}
@@ -140,7 +141,9 @@ class RawReader:
     """A DDS reader on one topic handing out the serialized samples (bytes with the CDR
     header) and their source timestamps."""
 
-    def __init__(self, graph: Graph, dds_topic: str, dds_type_name: str, profile: dict[str, Any]) -> None:
+    def __init__(
+        self, graph: Graph, dds_topic: str, dds_type_name: str, profile: dict[str, Any], typeid: Any = None
+    ) -> None:
         dds = _dds()
         from cyclonedds.sub import DataReader
         from cyclonedds.topic import Topic
@@ -148,7 +151,7 @@ class RawReader:
         self.profile = dict(profile)
         self.topic = dds_topic
         try:
-            self._topic = Topic(graph.participant, dds_topic, raw_type(dds_type_name))
+            self._topic = Topic(graph.participant, dds_topic, graph.data_type(dds_type_name, typeid))
             self._reader = DataReader(graph.participant, self._topic, qos=dds_qos(profile))
         except dds.core.DDSException as e:
             raise Ros2GraphError(f"cannot subscribe to {dds_topic} ({dds_type_name}): {e}") from None
@@ -259,6 +262,7 @@ class Graph:
             raise Ros2GraphError(f"cannot join ROS 2 domain {self.domain_id}: {e}") from None
         self._own = str(self.participant.guid)
         self.publications: dict[str, Publication] = {}
+        self._xtypes: dict[str, type] = {}
         self._lock = threading.Lock()
 
     def poll(self) -> tuple[list[Publication], list[Publication]]:
@@ -302,6 +306,7 @@ class Graph:
                     dds_type=dtype,
                     qos=offered_profile(s.qos),
                     type_hash=names.type_hash(ud),
+                    typeid=getattr(s, "type_id", None),
                 )
                 if info is not None:
                     pub.handle = int(info.instance_handle)
@@ -329,9 +334,29 @@ class Graph:
                 return False
             time.sleep(step)
 
-    def reader(self, topic: str, dds_type_name: str, profile: dict[str, Any]) -> RawReader:
-        """A :class:`RawReader` on the ROS 2 ``topic``."""
-        return RawReader(self, names.dds_topic(topic), dds_type_name, profile)
+    def reader(
+        self, topic: str, dds_type_name: str, profile: dict[str, Any], typeid: Any = None
+    ) -> RawReader:
+        """A :class:`RawReader` on the ROS 2 ``topic`` (``typeid``: the writers' XTypes type, if they announced one)."""
+        return RawReader(self, names.dds_topic(topic), dds_type_name, profile, typeid)
+
+    def data_type(self, dds_type_name: str, typeid: Any = None) -> type:
+        """The IDL type a reader uses: when the writers announced XTypes type information
+        (plain DDS writers do; rmw writers do not), the type they describe, fetched with
+        the type lookup service (DDS matches on it); else the stand-in carrying only the name."""
+        if typeid is None:
+            return raw_type(dds_type_name)
+        key = repr(typeid)
+        got = self._xtypes.get(key)
+        if got is None:
+            try:
+                from cyclonedds.dynamic import get_types_for_typeid
+
+                got = get_types_for_typeid(self.participant, typeid, 2_000_000_000)[0]
+            except Exception:  # noqa: BLE001 - no type lookup: match on the name only
+                got = raw_type(dds_type_name)
+            self._xtypes[key] = got
+        return got
 
     def writer(
         self, topic: str, dds_type_name: str, profile: dict[str, Any], depth: int | None = None

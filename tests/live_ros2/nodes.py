@@ -1,0 +1,172 @@
+"""ROS 2 nodes the live tests run as subprocesses (real rclpy on Fast DDS, or Cyclone DDS).
+
+``python nodes.py talker N``: publishes a transient_local String on /latched at once, waits
+(at most 30 s) until /chatter, /imu and /scan have a subscriber, publishes N messages on
+each, prints what it published as JSON, stays 1 s for the last acknowledgements.
+``python nodes.py listener N SECONDS``: subscribes to /chatter (reliable), /imu and
+/latched (transient_local); prints what it got as JSON once it has N on /chatter and /imu
+and the latched one, or when SECONDS pass.
+``python nodes.py ddspub TOPIC DDS_TYPE RELIABILITY N``: a plain Cyclone DDS writer of a
+struct {int32 a; string b;} (no ROS 2 stack), waiting for a reader first (at most 30 s).
+"""
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+
+try:  # (the ddspub struct's annotations are resolved in this module)
+    from cyclonedds.idl.types import int32
+except ImportError:  # pragma: no cover
+    int32 = int  # type: ignore[misc]
+
+
+def _qos(depth: int, latched: bool = False, best_effort: bool = False) -> object:
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(
+        depth=depth,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
+        reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE,
+    )
+
+
+def talker(n: int) -> None:
+    import rclpy
+    from sensor_msgs.msg import Imu, LaserScan
+    from std_msgs.msg import String
+
+    rclpy.init()
+    node = rclpy.create_node("polybag_test_talker")
+    latched = node.create_publisher(String, "/latched", _qos(1, latched=True))
+    chatter = node.create_publisher(String, "/chatter", _qos(n + 10))
+    imu = node.create_publisher(Imu, "/imu", _qos(n + 10))
+    scan = node.create_publisher(LaserScan, "/scan", _qos(n + 10, best_effort=True))
+    latched.publish(String(data="latched hello"))
+    print("ready", file=sys.stderr, flush=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not all(p.get_subscription_count() for p in (chatter, imu, scan)):
+        time.sleep(0.05)
+    time.sleep(0.5)  # (discovery of the subscriber's side finishes too)
+    out: dict[str, list] = {"/latched": ["latched hello"], "/chatter": [], "/imu": [], "/scan": []}
+    for i in range(n):
+        s = String(data=f"hello {i} ü")
+        chatter.publish(s)
+        out["/chatter"].append(s.data)
+        m = Imu()
+        m.header.frame_id = f"imu{i}"
+        m.header.stamp.sec = 100 + i
+        m.header.stamp.nanosec = 7 * i
+        m.orientation.w = 1.0 + i
+        m.angular_velocity.z = -0.5 * i
+        m.linear_acceleration_covariance = [float(i + k) for k in range(9)]
+        imu.publish(m)
+        out["/imu"].append(
+            [
+                m.header.frame_id,
+                m.header.stamp.sec,
+                m.orientation.w,
+                m.angular_velocity.z,
+                list(m.linear_acceleration_covariance),
+            ]
+        )
+        sc = LaserScan()
+        sc.header.frame_id = "laser"
+        sc.ranges = [float(i)] * (i % 5)
+        sc.angle_max = 0.25 * i
+        scan.publish(sc)
+        out["/scan"].append([sc.angle_max, list(sc.ranges)])
+        time.sleep(0.02)
+    time.sleep(1.0)
+    print(json.dumps(out), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
+def listener(n: int, seconds: float) -> None:
+    import rclpy
+    from sensor_msgs.msg import Imu
+    from std_msgs.msg import String
+
+    rclpy.init()
+    node = rclpy.create_node("polybag_test_listener")
+    got: dict[str, list] = {"/chatter": [], "/imu": [], "/latched": []}
+    node.create_subscription(String, "/chatter", lambda m: got["/chatter"].append(m.data), _qos(1000))
+    node.create_subscription(
+        Imu,
+        "/imu",
+        lambda m: got["/imu"].append(
+            [m.header.frame_id, m.header.stamp.sec, m.orientation.w, list(m.linear_acceleration_covariance)]
+        ),
+        _qos(1000),
+    )
+    node.create_subscription(
+        String, "/latched", lambda m: got["/latched"].append(m.data), _qos(1, latched=True)
+    )
+    print("ready", file=sys.stderr, flush=True)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        if len(got["/chatter"]) >= n and len(got["/imu"]) >= n and got["/latched"]:
+            break
+    print(json.dumps(got), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
+def ddspub(topic: str, dds_type: str, reliability: str, n: int) -> None:
+    from cyclonedds.domain import Domain, DomainParticipant
+    from cyclonedds.idl import IdlStruct
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.qos import Policy, Qos
+    from cyclonedds.topic import Topic
+
+    from polybag.net.ros2 import cyclone_config, domain_id
+
+    dom = domain_id()
+    cfg = cyclone_config()
+    keep = Domain(dom, cfg) if cfg else None
+
+    @dataclass
+    class Thing(IdlStruct, typename=dds_type):
+        a: int32
+        b: str
+
+    t = Thing
+    dp = DomainParticipant(dom)
+    rel = (
+        Policy.Reliability.BestEffort
+        if reliability == "best_effort"
+        else Policy.Reliability.Reliable(100_000_000)
+    )
+    w = DataWriter(
+        dp,
+        Topic(dp, topic, t),
+        qos=Qos(
+            rel, Policy.History.KeepLast(n + 10), Policy.DataRepresentation(use_cdrv0_representation=True)
+        ),
+    )
+    print("ready", file=sys.stderr, flush=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not w.get_matched_subscriptions():
+        time.sleep(0.05)
+    print("matched", file=sys.stderr, flush=True)
+    time.sleep(0.5)
+    for i in range(n):
+        w.write(t(a=i, b=f"thing {i}"))
+        time.sleep(0.01)
+    time.sleep(1.0)
+    print(json.dumps({"sent": n}), flush=True)
+    del keep
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "talker":
+        talker(int(sys.argv[2]))
+    elif mode == "listener":
+        listener(int(sys.argv[2]), float(sys.argv[3]))
+    elif mode == "ddspub":
+        ddspub(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    else:
+        raise SystemExit(f"unknown mode {mode}")

@@ -1,0 +1,223 @@
+"""``polybag record --ros2`` against a real rclpy talker (Fast DDS) and plain Cyclone DDS writers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ros2_graph import (
+    POLYBAG,
+    cyclone_problem,
+    finish,
+    last_json,
+    node,
+    process,
+    rclpy_problem,
+    ros2_env,
+    stop_recorder,
+    wait_ready,
+)
+
+pytestmark = pytest.mark.skipif(bool(cyclone_problem()), reason=cyclone_problem() or "cyclonedds")
+needs_rclpy = pytest.mark.skipif(bool(rclpy_problem()), reason=rclpy_problem() or "rclpy")
+
+N = 25
+
+
+def _read_rosbags(path: Path) -> dict[str, list]:
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_JAZZY)
+    got: dict[str, list] = {}
+    with Reader(path) as r:
+        for conn, _t, raw in r.messages():
+            got.setdefault(conn.topic, []).append(store.deserialize_cdr(raw, conn.msgtype))
+    return got
+
+
+def _qos(path: Path) -> dict[str, str]:
+    meta = yaml.safe_load((path / "metadata.yaml").read_text())
+    out = {}
+    for t in meta["rosbag2_bagfile_information"]["topics_with_message_count"]:
+        out[t["topic_metadata"]["name"]] = str(t["topic_metadata"]["offered_qos_profiles"])
+    return out
+
+
+@needs_rclpy
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_record_rclpy_talker_every_message_and_qos(tmp_path: Path, storage: str) -> None:
+    env = ros2_env()
+    out = tmp_path / "rec"
+    with node("talker", N, env=env) as talker:
+        wait_ready(talker)
+        args = [
+            *POLYBAG,
+            "record",
+            "--ros2",
+            "/chatter",
+            "/imu",
+            "/latched",
+            "/scan",
+            "-O",
+            str(out),
+            "--storage",
+            storage,
+            "--json",
+        ]
+        with process(args, env) as rec:
+            code, talker_out, _ = finish(talker, 90)
+            assert code == 0
+            sent = last_json(talker_out)
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    assert report["errors"] == []
+    for topic in ("/chatter", "/imu", "/latched"):
+        assert report["topics"][topic]["written"] == len(sent[topic]), (topic, report)
+    got = _read_rosbags(out)
+    assert [m.data for m in got["/chatter"]] == sent["/chatter"]
+    assert [m.data for m in got["/latched"]] == ["latched hello"]
+    imu = [
+        [
+            m.header.frame_id,
+            m.header.stamp.sec,
+            m.orientation.w,
+            m.angular_velocity.z,
+            list(m.linear_acceleration_covariance),
+        ]
+        for m in got["/imu"]
+    ]
+    assert imu == sent["/imu"]
+    # best effort on the loopback: what arrived is what was sent, in order
+    scans = [[m.angle_max, list(m.ranges)] for m in got["/scan"]]
+    assert scans and all(s in sent["/scan"] for s in scans)
+    assert [sent["/scan"].index(s) for s in scans] == sorted(sent["/scan"].index(s) for s in scans)
+    qos = _qos(out)
+    assert "transient_local" in qos["/latched"] or "durability: 1" in qos["/latched"]
+    assert "best_effort" in qos["/scan"] or "reliability: 2" in qos["/scan"]
+    assert "volatile" in qos["/chatter"] or "durability: 2" in qos["/chatter"]
+
+
+@needs_rclpy
+def test_record_rclpy_to_mcap_ros2_profile(tmp_path: Path) -> None:
+    from mcap.reader import make_reader
+
+    env = ros2_env()
+    out = tmp_path / "rec.mcap"
+    with node("talker", 10, env=env) as talker:
+        wait_ready(talker)
+        with process(
+            [
+                *POLYBAG,
+                "record",
+                "--ros2",
+                "-a",
+                "-x",
+                "/(rosout|parameter_events)",
+                "-O",
+                str(out),
+                "--json",
+            ],
+            env,
+        ) as rec:
+            code, talker_out, _ = finish(talker, 90)
+            sent = last_json(talker_out)
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    with open(out, "rb") as f:
+        r = make_reader(f)
+        header = r.get_header()
+        summary = r.get_summary()
+        assert summary is not None
+        assert header.profile == "ros2"
+        chans = {c.topic: c for c in summary.channels.values()}
+        assert set(chans) == {"/chatter", "/imu", "/latched", "/scan"}
+        assert all(c.message_encoding == "cdr" for c in chans.values())
+        assert "offered_qos_profiles" in chans["/latched"].metadata
+        assert summary.schemas[chans["/imu"].schema_id].name == "sensor_msgs/msg/Imu"
+        counts = summary.statistics.channel_message_counts if summary.statistics else {}
+        assert counts[chans["/chatter"].id] == len(sent["/chatter"])
+
+
+def test_unknown_type_recorded_raw_with_warning_and_types_dir(tmp_path: Path) -> None:
+    env = ros2_env()
+    out = tmp_path / "raw"
+    with node("ddspub", "rt/thing", "my_pkg::msg::dds_::Thing_", "reliable", 12, env=env) as pub:
+        wait_ready(pub)
+        with process([*POLYBAG, "record", "--ros2", "/thing", "-O", str(out), "--json"], env) as rec:
+            code, _o, _e = finish(pub, 60)
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    assert report["topics"]["/thing"]["written"] == 12
+    assert any("my_pkg/msg/Thing" in w and "not known" in w for w in report["warnings"]), report["warnings"]
+    import polybag
+
+    with polybag.open(out) as r:
+        msgs = list(r.messages())
+        assert len(msgs) == 12
+        assert msgs[0].channel.schema is not None and msgs[0].channel.schema.name == "my_pkg/msg/Thing"
+        # the bytes as sent: CDR header, int32 a, string b
+        assert bytes(msgs[3].data)[:8] == b"\x00\x01\x00\x00\x03\x00\x00\x00"
+        assert b"thing 3\x00" in bytes(msgs[3].data)
+
+    # with --types the definition is known and the messages decode
+    types = tmp_path / "types" / "my_pkg" / "msg"
+    types.mkdir(parents=True)
+    (types / "Thing.msg").write_text("int32 a\nstring b\n")
+    env = ros2_env()
+    out2 = tmp_path / "typed"
+    with node("ddspub", "rt/thing", "my_pkg::msg::dds_::Thing_", "reliable", 5, env=env) as pub:
+        wait_ready(pub)
+        with process(
+            [
+                *POLYBAG,
+                "record",
+                "--ros2",
+                "/thing",
+                "--types",
+                str(tmp_path / "types"),
+                "-O",
+                str(out2),
+                "--json",
+            ],
+            env,
+        ) as rec:
+            finish(pub, 60)
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    assert not any("not known" in w for w in report["warnings"])
+    with polybag.open(out2) as r:
+        vals = [m.decode() for m in r.messages()]
+    assert [(v.a, v.b) for v in vals] == [(i, f"thing {i}") for i in range(5)]
+
+
+def test_incompatible_qos_publisher_named_in_warning(tmp_path: Path) -> None:
+    env = ros2_env()
+    out = tmp_path / "mixed"
+    with node("ddspub", "rt/mixed", "std_msgs::msg::dds_::String_", "reliable", 200, env=env) as good:
+        wait_ready(good)
+        with process([*POLYBAG, "record", "--ros2", "/mixed", "-O", str(out), "--json"], env) as rec:
+            # the recorder subscribes reliable; then a best-effort writer appears
+            wait_ready(good, word="matched")
+            with node("ddspub", "rt/mixed", "std_msgs::msg::dds_::String_", "best_effort", 1, env=env) as bad:
+                wait_ready(bad)
+                finish(good, 60)
+                bad.kill()
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    warnings = [w for w in report["warnings"] if "incompatible QoS" in w]
+    assert warnings and "/mixed" in warnings[0] and "best_effort" in warnings[0], report["warnings"]
+
+
+def test_empty_domain_records_nothing_and_exits_cleanly(tmp_path: Path) -> None:
+    import time
+
+    env = ros2_env()
+    out = tmp_path / "empty"
+    with process([*POLYBAG, "record", "--ros2", "-a", "-O", str(out), "--json"], env) as rec:
+        time.sleep(2.0)
+        code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    assert report["topics"] == {} and report["errors"] == []
+    assert (out / "metadata.yaml").exists()
