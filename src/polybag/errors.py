@@ -61,13 +61,7 @@ class DecodeError(PolybagError):
     """A message payload does not match its schema."""
 
     def __init__(
-        self,
-        message: str,
-        *,
-        topic: str | None = None,
-        type_name: str | None = None,
-        field: str | None = None,
-        offset: int | None = None,
+        self, message: str, *, topic: str | None = None, type_name: str | None = None, field: str | None = None, offset: int | None = None
     ) -> None:
         self.topic = topic
         self.type_name = type_name

@@ -282,12 +282,7 @@ class Player:
     """
 
     def __init__(
-        self,
-        paths: PathArg | Reader | Iterable[PathArg | Reader],
-        options: PlayOptions | None = None,
-        sink: Sink | None = None,
-        *,
-        clock: Clock | None = None,
+        self, paths: PathArg | Reader | Iterable[PathArg | Reader], options: PlayOptions | None = None, sink: Sink | None = None, *, clock: Clock | None = None
     ) -> None:
         import polybag
 

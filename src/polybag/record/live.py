@@ -57,14 +57,7 @@ class LiveSource:
     """
 
     def __init__(
-        self,
-        options: RecordOptions | None = None,
-        *,
-        master_uri: str | None = None,
-        node: Any = None,
-        poll: float = 1.0,
-        node_name: str | None = None,
-        namespace: str | None = None,
+        self, options: RecordOptions | None = None, *, master_uri: str | None = None, node: Any = None, poll: float = 1.0, node_name: str | None = None, namespace: str | None = None
     ) -> None:
         self.options = options
         self.master_uri = master_uri

@@ -50,9 +50,7 @@ def select(channels: Sequence[Channel], topics: TopicSelector) -> list[Channel]:
     return [c for c in channels if c.topic in wanted]
 
 
-def sensor_channels(
-    reader: Any, topics: TopicSelector, kinds: dict[str, str], what: str, strict: bool = True
-) -> list[Channel]:
+def sensor_channels(reader: Any, topics: TopicSelector, kinds: dict[str, str], what: str, strict: bool = True) -> list[Channel]:
     """The channels of ``topics`` whose type is one of ``kinds``.
 
     A regular expression takes the matching topics of those types and leaves the others
@@ -139,14 +137,7 @@ def every_nth(messages: Iterator[Message], ids: set[int], every: int) -> Iterato
 
 
 def sensor_messages(
-    reader: Any,
-    topics: TopicSelector,
-    kinds: dict[str, str],
-    what: str,
-    start: int | None,
-    end: int | None,
-    every: int,
-    strict: bool,
+    reader: Any, topics: TopicSelector, kinds: dict[str, str], what: str, start: int | None, end: int | None, every: int, strict: bool
 ) -> Iterator[Message]:
     """Every ``every``-th message (counted per topic) of the channels of ``topics`` whose type
     is one of ``kinds`` (see :func:`sensor_channels`), in log-time order."""
@@ -156,13 +147,7 @@ def sensor_messages(
 
 
 def frames(
-    reader: Any,
-    topics: TopicSelector,
-    start: int | None = None,
-    end: int | None = None,
-    copy: bool = False,
-    every: int = 1,
-    strict: bool = True,
+    reader: Any, topics: TopicSelector, start: int | None = None, end: int | None = None, copy: bool = False, every: int = 1, strict: bool = True
 ) -> Iterator[Frame]:
     """Every ``every``-th image of the image topics in ``topics`` (raw and compressed), in
     log-time order, as :class:`Frame` s (counted per topic)."""
@@ -183,12 +168,7 @@ def images(
 
 
 def pointclouds(
-    reader: Any,
-    topic: TopicSelector,
-    start: int | None = None,
-    end: int | None = None,
-    skip_nans: bool = False,
-    split_rgb: bool = False,
+    reader: Any, topic: TopicSelector, start: int | None = None, end: int | None = None, skip_nans: bool = False, split_rgb: bool = False
 ) -> Iterator[tuple[int, np.ndarray]]:
     """``(log_time, points)`` of every ``sensor_msgs/PointCloud2`` on ``topic``, in log-time
     order (see :func:`polybag.sensors.pointcloud2_to_numpy` for the options)."""
@@ -197,14 +177,7 @@ def pointclouds(
 
 
 def clouds(
-    reader: Any,
-    topics: TopicSelector,
-    start: int | None = None,
-    end: int | None = None,
-    every: int = 1,
-    skip_nans: bool = False,
-    split_rgb: bool = False,
-    strict: bool = True,
+    reader: Any, topics: TopicSelector, start: int | None = None, end: int | None = None, every: int = 1, skip_nans: bool = False, split_rgb: bool = False, strict: bool = True
 ) -> Iterator[tuple[Message, np.ndarray]]:
     """``(message, points)`` of every ``every``-th cloud of the cloud topics in ``topics``."""
     msgs = sensor_messages(reader, topics, CLOUD_TYPES, "PointCloud2", start, end, every, strict)
@@ -213,9 +186,7 @@ def clouds(
         yield m, read_cloud(m, skip_nans=skip_nans, split_rgb=split_rgb, layout=cr)
 
 
-def read_cloud(
-    m: Message, skip_nans: bool = False, split_rgb: bool = False, layout: CloudReader | None = None
-) -> np.ndarray:
+def read_cloud(m: Message, skip_nans: bool = False, split_rgb: bool = False, layout: CloudReader | None = None) -> np.ndarray:
     """The points of PointCloud2 message ``m``: in place through ``layout`` (a
     :class:`CloudReader` kept across the messages of a read), else through the codec."""
     msg = (
