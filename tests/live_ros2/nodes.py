@@ -3,8 +3,8 @@
 ``python nodes.py talker N``: publishes a transient_local String on /latched at once, waits
 (at most 30 s) until /chatter, /imu and /scan have a subscriber, publishes N messages on
 each, prints what it published as JSON, stays 1 s for the last acknowledgements.
-``python nodes.py listener N SECONDS``: subscribes to /chatter (reliable), /imu and
-/latched (transient_local); prints what it got as JSON once it has N on /chatter and /imu
+``python nodes.py listener N SECONDS``: subscribes to /chatter (reliable), /imu,
+/latched (transient_local) and /clock (best effort); prints what it got as JSON once it has N on /chatter and /imu
 and the latched one, or when SECONDS pass.
 ``python nodes.py ddspub TOPIC DDS_TYPE RELIABILITY N``: a plain Cyclone DDS writer of a
 struct {int32 a; string b;} (no ROS 2 stack), waiting for a reader first (at most 30 s).
@@ -102,6 +102,16 @@ def listener(n: int, seconds: float) -> None:
     )
     node.create_subscription(
         String, "/latched", lambda m: got["/latched"].append(m.data), _qos(1, latched=True)
+    )
+    from rclpy.qos import qos_profile_sensor_data
+    from rosgraph_msgs.msg import Clock
+
+    got["/clock"] = []
+    node.create_subscription(
+        Clock,
+        "/clock",
+        lambda m: got["/clock"].append(m.clock.sec * 10**9 + m.clock.nanosec),
+        qos_profile_sensor_data,
     )
     print("ready", file=sys.stderr, flush=True)
     end = time.monotonic() + seconds
