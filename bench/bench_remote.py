@@ -1,0 +1,201 @@
+"""Remote reads and many files (issue 17): bytes fetched and wall time over HTTP and S3,
+and the 2-worker speed-up of exporting one topic from 8 files.
+
+    .venv/bin/python bench/bench_remote.py            # 200 MB logs, 8 files of 1,000,000 messages
+    .venv/bin/python bench/bench_remote.py --quick    # 40 MB logs, 8 files of 50,000 messages
+
+Part 1: an indexed MCAP and bag (100 KB payloads on /big, a small /small every ten, ~1 MB
+uncompressed chunks) served from local disk, from a local HTTP server honouring Range
+requests (the tests' server) and from moto's S3 server through s3fs.  For each: ``info``
+(open + summary), a 1% time window, and a full read (every message, its payload touched):
+wall time, bytes fetched, requests, and the remote/local time ratio.
+
+Part 2: 8 MCAP files of N small messages (two topics), ``export`` of one topic to csv:
+one process (``jobs=1``) against 2 local processes (``jobs=2``) and a 2-worker
+``dask.distributed`` LocalCluster (``--scheduler``); the per-partition overhead is the wall
+time per file of the same runs on 8 files of 10 messages (and of ``polybag.dask.read_topic``
+per partition).  The target: 2 workers at most 0.6x the single-process time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "remote"))
+
+from remote_helpers import STEP, T0, serve, write_big  # noqa: E402
+
+import polybag  # noqa: E402
+
+
+def timed(fn: Callable[[], Any], repeat: int = 2) -> tuple[float, Any]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def _read(target: str, opts: dict[str, Any], job: str, n: int) -> dict[str, Any] | None:
+    with polybag.open(target, **opts) as r:
+        if job == "info":
+            r.summary  # noqa: B018
+        elif job == "window":
+            lo = T0 + n // 2 * STEP
+            sum(len(m.data) for m in r.messages(start=lo, end=lo + n // 100 * STEP))
+        else:
+            sum(len(m.data) + m.data[-1] for m in r.messages())
+        return r.source.stats
+
+
+def part1(d: Path, n: int, repeat: int) -> None:
+    print(f"== remote reads: {n} messages of 100 KB (+{n // 10} small), ~1 MB chunks, no compression")
+    files = [d / "big.mcap", d / "big.bag"]
+    for f in files:
+        if not f.exists():
+            write_big(f, n=n)
+    targets: list[tuple[str, Callable[[str], tuple[str, dict[str, Any]]]]] = [("local", lambda name: (str(d / name), {}))]
+    gen = serve(d)
+    srv = next(gen)
+    targets.append(("http", lambda name: (f"{srv.url}/{name}", {})))
+    moto = None
+    try:
+        import boto3
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        moto.start()
+        host, port = moto.get_host_and_port()
+        ep = f"http://{host}:{port}"
+        client = boto3.client("s3", endpoint_url=ep, aws_access_key_id="k", aws_secret_access_key="s", region_name="us-east-1")
+        client.create_bucket(Bucket="logs")
+        for f in files:
+            client.upload_file(str(f), "logs", f.name)
+        s3o = {"storage_options": {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": ep, "region_name": "us-east-1"}}}
+        targets.append(("s3", lambda name: (f"s3://logs/{name}", s3o)))
+    except ImportError as e:
+        print(f"(no S3 rows: {e})")
+    print(f"{'file':10} {'job':7} {'where':6} {'wall s':>8} {'x local':>8} {'fetched':>12} {'% file':>7} {'requests':>8} {'MB/s':>8}")
+    try:
+        for f in files:
+            size = f.stat().st_size
+            for job in ("info", "window", "full"):
+                base = None
+                for where, make in targets:
+                    target, opts = make(f.name)
+                    wall, stats = timed(lambda t=target, o=opts, j=job: _read(t, o, j, n), repeat)
+                    base = wall if base is None else base
+                    got = stats["bytes_fetched"] if stats else 0
+                    reqs = stats["requests"] if stats else 0
+                    rate = (got / wall / 1e6) if stats else size / wall / 1e6 if job == "full" else 0
+                    print(
+                        f"{f.name:10} {job:7} {where:6} {wall:8.3f} {wall / base:8.2f} {got:12d} "
+                        f"{100 * got / size:6.2f}% {reqs:8d} {rate:8.0f}"
+                    )
+    finally:
+        gen.close()
+        if moto is not None:
+            moto.stop()
+
+
+def _small_files(d: Path, k: int, n: int) -> list[str]:
+    out = []
+    for i in range(k):
+        p = d / f"f{i}.mcap"
+        if not p.exists():
+            w = polybag.Writer(str(p), compression="zstd", chunk_size=1 << 20)
+            s = w.add_schema("bench/Pair", "ros1msg", b"float64 a\nfloat64 b\n")
+            a = w.add_channel("/pair", "ros1", s)
+            o = w.add_channel("/other", "ros1", s)
+            base = T0 + i * 10**13
+            import struct
+
+            pk = struct.Struct("<dd").pack
+            for j in range(n):
+                w.write(a, pk(j * 0.5, -j), log_time=base + j * 1000)
+                if j % 4 == 0:
+                    w.write(o, pk(0.0, 1.0), log_time=base + j * 1000 + 1)
+            w.close()
+        out.append(str(p))
+    return out
+
+
+def part2(d: Path, n: int, files: int) -> None:
+    from polybag.ops.batch import export_many
+
+    print(f"\n== export of one topic (csv) from {files} files of {n} messages: 1 process vs 2 workers")
+    big = _small_files(d / "many", files, n) if (d / "many").mkdir(exist_ok=True) is None else []
+    tiny = _small_files(d / "tiny", files, 10) if (d / "tiny").mkdir(exist_ok=True) is None else []
+
+    def run(paths: list[str], **kw: Any) -> float:
+        out = tempfile.mkdtemp(prefix="bench-remote-", dir=d)
+        t = time.perf_counter()
+        res = export_many(paths, out, topics=["/pair"], format="csv", overwrite=True, **kw)
+        wall = time.perf_counter() - t
+        assert res.failed == 0, res.to_dict()
+        shutil.rmtree(out)
+        return wall
+
+    import distributed
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        addr = c.scheduler_address
+        run(tiny, jobs=1)  # warm the imports
+        rows = []
+        for label, kw in (("1 process", {"jobs": 1}), ("2 processes (pool)", {"jobs": 2}), ("2 dask workers", {"scheduler": addr})):
+            wall = run(big, **kw)
+            over = run(tiny, **kw) / files
+            rows.append((label, wall, over))
+        one = rows[0][1]
+        print(f"{'runner':22} {'wall s':>8} {'x 1 process':>12} {'overhead/file ms':>17}")
+        for label, wall, over in rows:
+            print(f"{label:22} {wall:8.2f} {wall / one:12.2f} {over * 1000:17.1f}")
+        best = min(r[1] for r in rows[1:])
+        print(f"2-worker speed-up: {one / best:.2f}x (target: wall <= 0.6x, i.e. >= 1.67x): {'met' if best <= 0.6 * one else 'NOT met'}")
+        import polybag.dask as pbd
+
+        with distributed.Client(addr):
+            df = pbd.read_topic(tiny, "/pair")
+            t = time.perf_counter()
+            df.compute()
+            per = (time.perf_counter() - t) / df.npartitions
+        print(f"polybag.dask.read_topic per-partition overhead (tiny files, 2 workers): {per * 1000:.1f} ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="40 MB logs, 8 files of 50,000 messages, one run")
+    ap.add_argument("--messages", type=int, default=None, help="100 KB messages of the remote logs (default 2000)")
+    ap.add_argument("--export-messages", type=int, default=None, help="messages per export file (default 1,000,000)")
+    ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--dir", default=str(Path(__file__).resolve().parent / "data" / "remote"))
+    ap.add_argument("--skip-remote", action="store_true")
+    ap.add_argument("--skip-export", action="store_true")
+    a = ap.parse_args()
+    n = a.messages or (400 if a.quick else 2000)
+    m = a.export_messages or (50_000 if a.quick else 1_000_000)
+    d = Path(a.dir) / f"{n}_{m}"
+    d.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "k")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "s")
+    print(f"cpus: {os.cpu_count()}, load: {os.getloadavg()}, threads: {threading.active_count()}")
+    if not a.skip_remote:
+        part1(d, n, 1 if a.quick else 2)
+    if not a.skip_export:
+        part2(d, m, a.files)
+
+
+if __name__ == "__main__":
+    main()
