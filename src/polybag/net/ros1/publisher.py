@@ -17,6 +17,7 @@ import select
 import socket
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from polybag.errors import PolybagError
@@ -166,36 +167,26 @@ class _SubscriberLink:
             self.topic.remove_link(self)
 
 
+@dataclass(eq=False, repr=False)
 class _PubTopic:
     """A topic this node publishes: shared by every Publisher handle on it."""
 
-    def __init__(
-        self,
-        node: Node,
-        name: str,
-        type: str,
-        md5sum: str,
-        definition: str,
-        latch: bool,
-        callerid: str,
-        queue_size: int,
-    ) -> None:
-        self.node = node
-        self.name = name
-        self.type = type
-        self.md5sum = md5sum
-        self.definition = definition
-        self.latch = latch
-        self.callerid = callerid
-        self.queue_size = queue_size
-        self.links: list[_SubscriberLink] = []
-        self.latched: bytes | None = None
-        self.cond = threading.Condition()
-        self.handles = 0
-        self.dropped = 0
-        self.published = 0
-        self.errors: list[str] = []
-        self.closed = False
+    node: Node
+    name: str
+    type: str
+    md5sum: str
+    definition: str
+    latch: bool
+    callerid: str
+    queue_size: int
+    links: list[_SubscriberLink] = field(default_factory=list, init=False)
+    latched: bytes | None = field(default=None, init=False)
+    cond: threading.Condition = field(default_factory=threading.Condition, init=False)
+    handles: int = field(default=0, init=False)
+    dropped: int = field(default=0, init=False)
+    published: int = field(default=0, init=False)
+    errors: list[str] = field(default_factory=list, init=False)
+    closed: bool = field(default=False, init=False)
 
     def response_header(self) -> bytes:
         return encode_header(
