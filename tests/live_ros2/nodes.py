@@ -135,7 +135,7 @@ def ddspub(topic: str, dds_type: str, reliability: str, n: int) -> None:
 
     dom = domain_id()
     cfg = cyclone_config()
-    keep = Domain(dom, cfg) if cfg else None
+    keep = Domain(dom, cfg)
 
     @dataclass
     class Thing(IdlStruct, typename=dds_type):

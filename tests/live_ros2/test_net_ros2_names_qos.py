@@ -84,7 +84,10 @@ def test_domain_and_discovery_range_from_environment() -> None:
     assert discovery_range({"ROS_AUTOMATIC_DISCOVERY_RANGE": "off"}) == "OFF"
     with pytest.raises(UsageError):
         discovery_range({"ROS_AUTOMATIC_DISCOVERY_RANGE": "everywhere"})
-    assert cyclone_config({}) is None
+    default = cyclone_config({})
+    assert (
+        "SocketReceiveBufferSize" in default and "Peer" not in default and "NetworkInterface" not in default
+    )
     local = cyclone_config({"ROS_LOCALHOST_ONLY": "1"})
     assert local is not None and 'address="127.0.0.1"' in local and "<AllowMulticast>false" in local
     off = cyclone_config({"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"})

@@ -293,7 +293,7 @@ class Ros2Source:
         for sub in subs:
             while True:
                 try:
-                    got = sub.reader.take(256)
+                    got = sub.reader.take(1024)
                 except Ros2GraphError as e:
                     self._error(str(e))
                     break
@@ -310,7 +310,7 @@ class Ros2Source:
                         receive_time=now,
                         latching=sub.latched,
                     )
-                if len(got) < 256:
+                if len(got) < 1024:
                     break
 
     def unsubscribe(self, topic: str) -> None:

@@ -79,13 +79,19 @@ def _xml_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-def cyclone_config(env: dict[str, str] | None = None) -> str | None:
-    """The Cyclone DDS XML configuration for the discovery range (None: Cyclone's defaults)."""
+#: the UDP receive buffer asked for (Cyclone takes what the system allows up to this)
+RECEIVE_BUFFER = "8MB"
+
+
+def cyclone_config(env: dict[str, str] | None = None) -> str:
+    """The Cyclone DDS XML configuration for the discovery range and the receive buffer."""
     e = os.environ if env is None else env
     rng = discovery_range(e)
     peers = [p.strip() for p in str(e.get("ROS_STATIC_PEERS", "")).split(";") if p.strip()]
+    # (a recorder takes bursts: a larger socket buffer than the system default, when allowed)
+    internal = f'<Internal><SocketReceiveBufferSize min="default" max="{RECEIVE_BUFFER}"/></Internal>'
     if rng in ("SUBNET", "SYSTEM_DEFAULT") and not peers:
-        return None
+        return f'<CycloneDDS><Domain id="any">{internal}</Domain></CycloneDDS>'
     general = ""
     disc = "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex>"
     if rng == "LOCALHOST":
@@ -98,7 +104,7 @@ def cyclone_config(env: dict[str, str] | None = None) -> str | None:
         general = "<General><AllowMulticast>false</AllowMulticast></General>"
     peer_xml = "".join(f'<Peer address="{_xml_escape(p)}"/>' for p in peers)
     return (
-        f'<CycloneDDS><Domain id="any">{general}<Discovery>{disc}'
+        f'<CycloneDDS><Domain id="any">{general}{internal}<Discovery>{disc}'
         f"<Peers>{peer_xml}</Peers></Discovery></Domain></CycloneDDS>"
     )
 
@@ -249,10 +255,10 @@ class Graph:
         from cyclonedds.domain import Domain, DomainParticipant
 
         self.domain_id = domain_id(env) if domain is None else int(domain)
-        config = cyclone_config(env)
+        config: str | None = cyclone_config(env)
         try:
             key = (self.domain_id, config)
-            if config is not None and key not in _domains:
+            if key not in _domains:
                 # (a Domain configures every participant made after it in this domain; kept
                 # for the life of the process)
                 _domains[key] = Domain(self.domain_id, config)

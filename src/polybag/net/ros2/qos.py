@@ -18,7 +18,7 @@ import yaml
 
 INFINITE_NS = 0x7FFFFFFFFFFFFFFF
 #: the depth of a recorder's reader queue (keep_last): it is emptied continuously
-READER_DEPTH = 1000
+READER_DEPTH = 4000
 
 
 def _duration(ns: int | None) -> dict[str, int]:
