@@ -88,40 +88,13 @@ def rewrite_file(
 
     require_regular_file(path)
     if output_dir:
-        os.makedirs(output_dir, exist_ok=True)
-        name = os.path.basename(path)
-        if name.endswith(".active"):
-            name = name[: -len(".active")]
-        out = os.path.join(output_dir, name)
-        if os.path.abspath(out) == os.path.abspath(path):
-            raise OutputExistsError(f"{path}: --output-dir would overwrite the input")
-        check_distinct(path, out)  # the same file through a symlinked directory or a hard link
-        if os.path.lexists(out + ".active"):
-            raise OutputExistsError(
-                f"{out}.active exists (a recording in progress, or an interrupted write?); not overwritten"
-            )
-        if not force:
-            refuse_existing(out)
-        return out, produce(out)
+        return _rewrite_into_dir(path, produce, output_dir, force)
     if os.path.lexists(path + ".active"):
         raise OutputExistsError(
             f"{path}: {path}.active exists (a recording or an interrupted run?); move it away first"
         )
-    if backup:
-        bk = backup_path(path)
-        if os.path.exists(bk):
-            if not force:
-                text = f"{path}: backup {bk} exists, skipping (use -f to overwrite it)"
-                if on_skip is None:
-                    print(text, file=sys.stderr)
-                else:
-                    on_skip(text)
-                return None
-            os.unlink(bk)
-        try:
-            os.link(path, bk)
-        except OSError:
-            shutil.copy2(path, bk)
+    if backup and not _make_backup(path, force, on_skip):
+        return None
     # The writer writes <path>.active and renames it over <path> on success.
     try:
         report = produce(path)
@@ -133,6 +106,48 @@ def rewrite_file(
                 pass
         raise
     return path, report
+
+
+def _rewrite_into_dir(
+    path: str, produce: Callable[[str], dict[str, Any]], output_dir: str, force: bool
+) -> tuple[str, dict[str, Any]]:
+    """``rewrite_file`` with ``output_dir``: ``produce`` the file of the same name there
+    (never the input, never over a ``.active``, over an existing file only with ``force``)."""
+    os.makedirs(output_dir, exist_ok=True)
+    name = os.path.basename(path)
+    if name.endswith(".active"):
+        name = name[: -len(".active")]
+    out = os.path.join(output_dir, name)
+    if os.path.abspath(out) == os.path.abspath(path):
+        raise OutputExistsError(f"{path}: --output-dir would overwrite the input")
+    check_distinct(path, out)  # the same file through a symlinked directory or a hard link
+    if os.path.lexists(out + ".active"):
+        raise OutputExistsError(
+            f"{out}.active exists (a recording in progress, or an interrupted write?); not overwritten"
+        )
+    if not force:
+        refuse_existing(out)
+    return out, produce(out)
+
+
+def _make_backup(path: str, force: bool, on_skip: Callable[[str], None] | None) -> bool:
+    """Hard-link (or copy) ``path`` to its backup; False (the reason given to ``on_skip``,
+    default: printed to stderr) when the backup exists and not ``force``."""
+    bk = backup_path(path)
+    if os.path.exists(bk):
+        if not force:
+            text = f"{path}: backup {bk} exists, skipping (use -f to overwrite it)"
+            if on_skip is None:
+                print(text, file=sys.stderr)
+            else:
+                on_skip(text)
+            return False
+        os.unlink(bk)
+    try:
+        os.link(path, bk)
+    except OSError:
+        shutil.copy2(path, bk)
+    return True
 
 
 def recompress_copy(src: str, dst: str, comp: str, progress: Callable[[int], None]) -> dict[str, Any]:
