@@ -105,6 +105,25 @@ def compile_expression(expression: str) -> tuple[Callable[[Message], bool], bool
     return pred, uses_m
 
 
+def _predicate(
+    expression: str | Callable[[str, Any, Time], bool] | None,
+) -> Callable[[Message], bool] | None:
+    """The message test of ``filter``'s ``expression`` (None: every message is kept)."""
+    pred: Callable[[Message], bool] | None = None
+    if isinstance(expression, str) and expression.strip():
+        pred, _ = compile_expression(expression)
+    elif callable(expression):
+        fn = expression
+
+        def pred(msg: Message) -> bool:
+            from polybag.codecs import codec_for
+
+            decoded = codec_for(msg.channel).decode(msg.data, topic=msg.channel.topic)
+            return bool(fn(msg.channel.topic, decoded, Time(msg.log_time)))
+
+    return pred
+
+
 def filter(  # noqa: A001 - the command's name
     src: Input,
     dst: PathLike,
@@ -134,18 +153,7 @@ def filter(  # noqa: A001 - the command's name
         topics = select_topics(channels, include_topics, exclude_topics)
         result.topics = topics
         kept_channels = [c for c in channels if c.topic in set(topics)]
-        pred: Callable[[Message], bool] | None = None
-        if isinstance(expression, str) and expression.strip():
-            pred, _ = compile_expression(expression)
-        elif callable(expression):
-            fn = expression
-
-            def pred(msg: Message) -> bool:
-                from polybag.codecs import codec_for
-
-                decoded = codec_for(msg.channel).decode(msg.data, topic=msg.channel.topic)
-                return bool(fn(msg.channel.topic, decoded, Time(msg.log_time)))
-
+        pred = _predicate(expression)
         with CopyJob(dst, fmt, result, [reader], kept_channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage) as job:
             job.add_channels(kept_channels)
             counts = summary.message_counts
