@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,65 @@ def test_empty_domain_records_nothing_and_exits_cleanly(tmp_path: Path) -> None:
     assert code == 0, err
     assert report["topics"] == {} and report["errors"] == []
     assert (out / "metadata.yaml").exists()
+
+
+def test_limit_stops_by_itself_and_split_by_duration(tmp_path: Path) -> None:
+    import polybag
+
+    env = ros2_env()
+    out = tmp_path / "lim"
+    with node("ddspub", "rt/thing", "my_pkg::msg::dds_::Thing_", "reliable", 50, env=env) as pub:
+        wait_ready(pub)
+        with process(
+            [*POLYBAG, "record", "--ros2", "/thing", "-l", "5", "-O", str(out), "--json", "-q"], env
+        ) as rec:
+            code, out_text, err = finish(rec, 60)  # (ends by itself: -l reached on every named topic)
+            finish(pub, 60)
+    assert code == 0, err
+    report = json.loads(out_text)  # (--json: the report alone on stdout)
+    assert report["topics"]["/thing"]["written"] == 5
+    with polybag.open(out) as r:
+        assert sum(1 for _ in r.messages()) == 5
+
+    env = ros2_env()
+    prefix = tmp_path / "part"
+    with node("ddspub", "rt/thing", "my_pkg::msg::dds_::Thing_", "reliable", 150, env=env) as pub:
+        wait_ready(pub)
+        args = [
+            *POLYBAG,
+            "record",
+            "--ros2",
+            "/thing",
+            "--split",
+            "--duration",
+            "0.5",
+            "-O",
+            str(prefix),
+            "--json",
+        ]
+        with process(args, env) as rec:
+            finish(pub, 60)
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    files = report["files"]
+    assert len(files) >= 2, files
+    total = 0
+    for f in files:
+        assert not f.endswith(".bag") and (Path(f) / "metadata.yaml").exists()
+        with polybag.open(f) as r:
+            total += sum(1 for _ in r.messages())
+    assert total == report["topics"]["/thing"]["written"] == 150
+
+
+def test_bag_output_name_refused(tmp_path: Path) -> None:
+    import subprocess
+
+    env = ros2_env()
+    p = subprocess.run(
+        [*POLYBAG, "record", "--ros2", "/x", "-O", str(tmp_path / "x.bag")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "rosbag2 directory" in p.stderr

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.errors import PolybagError, UsageError
+from polybag.errors import UsageError
 from polybag.record.options import RecordOptions
 from polybag.record.recorder import _MCAP_MSG_OVERHEAD, Recorder, _Item
 
@@ -58,6 +58,11 @@ class Ros2Recorder(Recorder):
             raise UsageError(f"--storage {storage!r}: sqlite3 or mcap")
         if o.bz2:
             raise UsageError("ROS 2 recordings cannot be bz2 compressed (rosbag2: zstd)")
+        for name in (o.output_name, o.output_prefix):
+            if name and name.lower().endswith(".bag"):
+                raise UsageError(
+                    f"{name}: a ROS 2 recording is a rosbag2 directory (-O NAME) or MCAP (-O NAME.mcap), not a .bag"
+                )
         self._qos: dict[str, tuple[str, str]] = {}  # topic -> (offered_qos_profiles, type hash)
         self._overhead = _MCAP_MSG_OVERHEAD
 
@@ -237,9 +242,8 @@ class Ros2Source:
             self._error(str(e))
             return
         sub = _Sub(topic, typ, definition, type_hash, reader, requested, offers)
-        set_info = getattr(self._rec, "set_topic_info", None)
-        if callable(set_info):
-            set_info(topic, profiles_text(offers), type_hash)
+        if isinstance(self._rec, Ros2Recorder):
+            self._rec.set_topic_info(topic, profiles_text(offers), type_hash)
         with self._lock:
             self._subs[topic] = sub
             self._waitset.attach(reader.condition)
@@ -265,9 +269,8 @@ class Ros2Source:
                 )
                 continue
             sub.offers.append(p.qos)
-            set_info = getattr(self._rec, "set_topic_info", None)
-            if callable(set_info):
-                set_info(sub.topic, profiles_text(sub.offers), sub.type_hash)
+            if isinstance(self._rec, Ros2Recorder):
+                self._rec.set_topic_info(sub.topic, profiles_text(sub.offers), sub.type_hash)
 
     # --- receiving -----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -359,20 +362,3 @@ class Ros2Source:
             self._log(text)
         elif self.options is None or not self.options.quiet:
             print(text, file=sys.stderr, flush=True)
-
-
-def record_ros2(
-    options: RecordOptions, *, storage: str = "sqlite3", stop: threading.Event | None = None
-) -> tuple[dict[str, Any], Ros2Source]:
-    """Record until ``stop`` is set or the recorder ends by itself (-l, --duration); the
-    recorder's report and the source (its errors and warnings)."""
-    source = Ros2Source(options)
-    rec = Ros2Recorder(options, source, storage=storage)
-    stop = stop or threading.Event()
-    try:
-        rec.start()
-    except PolybagError:
-        raise
-    while not stop.is_set() and not rec.done.is_set():
-        stop.wait(0.2)
-    return rec.close(raise_errors=False), source
