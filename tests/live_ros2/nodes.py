@@ -3,7 +3,7 @@
 ``python nodes.py talker N``: publishes a transient_local String on /latched at once, waits
 (at most 30 s) until /chatter, /imu and /scan have a subscriber, publishes N messages on
 each, prints what it published as JSON, stays 1 s for the last acknowledgements.
-``python nodes.py listener N SECONDS``: subscribes to /chatter (reliable), /imu,
+``python nodes.py listener N SECONDS [N_IMU]``: subscribes to /chatter (reliable), /imu,
 /latched (transient_local) and /clock (best effort); prints what it got as JSON once it has N on /chatter and /imu
 and the latched one, or when SECONDS pass.
 ``python nodes.py ddspub TOPIC DDS_TYPE RELIABILITY N``: a plain Cyclone DDS writer of a
@@ -83,7 +83,7 @@ def talker(n: int) -> None:
     rclpy.shutdown()
 
 
-def listener(n: int, seconds: float) -> None:
+def listener(n: int, seconds: float, n_imu: int | None = None) -> None:
     import rclpy
     from sensor_msgs.msg import Imu
     from std_msgs.msg import String
@@ -117,7 +117,11 @@ def listener(n: int, seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         rclpy.spin_once(node, timeout_sec=0.05)
-        if len(got["/chatter"]) >= n and len(got["/imu"]) >= n and got["/latched"]:
+        if (
+            len(got["/chatter"]) >= n
+            and len(got["/imu"]) >= (n if n_imu is None else n_imu)
+            and got["/latched"]
+        ):
             break
     print(json.dumps(got), flush=True)
     node.destroy_node()
@@ -175,7 +179,7 @@ if __name__ == "__main__":
     if mode == "talker":
         talker(int(sys.argv[2]))
     elif mode == "listener":
-        listener(int(sys.argv[2]), float(sys.argv[3]))
+        listener(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
     elif mode == "ddspub":
         ddspub(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:

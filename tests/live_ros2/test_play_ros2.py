@@ -107,3 +107,32 @@ def test_play_remaps_topic_and_transient_local_reaches_late_subscriber(tmp_path:
     got = last_json(out)
     assert got["/chatter"] == texts
     assert got["/latched"] == ["latched!"]
+
+
+def test_play_ros1_bag_converted_into_rclpy(tmp_path: Path) -> None:
+    from play_helpers import make_bag
+
+    items = [("/latched", T0)] + [("/chatter", T0 + (i + 1) * 10_000_000) for i in range(N)]
+    bag = make_bag(tmp_path / "r1.bag", items, latch_topic="/latched")
+    env = ros2_env()
+    with node("listener", N, 60, 0, env=env) as lis:
+        wait_ready(lis)
+        args = [
+            *POLYBAG,
+            "play",
+            "--ros2",
+            "--wait-for-subscribers",
+            "-r",
+            "4",
+            "--topics",
+            "/chatter",
+            "/latched",
+            str(bag),
+        ]
+        with process(args, env) as play:
+            code, _o, err = finish(play, 90)
+            assert code == 0, err
+        code, out, _ = finish(lis, 90)
+    got = last_json(out)
+    assert got["/chatter"] == [f"r1 /chatter {t}" for topic, t in items if topic == "/chatter"]
+    assert got["/latched"] == [f"r1 /latched {T0}"]
