@@ -133,8 +133,10 @@ class RemoteSource(MappedSource):
         spans = self._blocks(ranges)
         if not spans:
             return
-        self._ensure(spans)
         lo, hi = spans[0][0] * BLOCK, min(self.size, spans[-1][1] * BLOCK)
+        if hi <= self._next and self._held(spans):
+            return  # a look back at bytes already here: the sequential run goes on
+        self._ensure(spans)
         self._maybe_read_ahead(lo, hi)
 
     def need_all(self) -> None:
@@ -157,6 +159,10 @@ class RemoteSource(MappedSource):
             else:
                 out.append((b0, b1))
         return out
+
+    def _held(self, spans: list[tuple[int, int]]) -> bool:
+        with self._cv:
+            return all(bool((self._state[b0:b1] == _PRESENT).all()) for b0, b1 in spans)
 
     def _claim(self, b0: int, b1: int) -> list[tuple[int, int]]:
         """Mark the missing blocks of ``[b0, b1)`` in flight (caller holds the lock); returns
