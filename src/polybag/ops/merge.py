@@ -205,21 +205,34 @@ def merge(
             total = sum(summary_count(r) for r in readers)
             result.messages = job.copy(merged, total, f"merge -> {dst}", progress)
             result.input_messages = counts
-            for r in readers:
-                a, _, md, _ = job.copy_extras(r)
-                result.attachments += a
-                result.metadata += md
-            if defs is not None and fmt == "ulog":
-                defs.restore(job.writer)
-            if timeline is not None:
-                kinds = [e[2] for e in timeline.events]
-                result.parameter_changes = kinds.count("P")
-                result.dropouts = kinds.count("O")
-            result.channels = job.channels
-            result.conflicts = job.cmap.conflicts()
-            for c in result.conflicts:
-                result.warn(c)
+            _finish(job, readers, fmt, defs, timeline, result)
     return result
+
+
+def _finish(
+    job: CopyJob,
+    readers: Sequence[Any],
+    fmt: str,
+    defs: UlogDefinitions | None,
+    timeline: UlogTimeline | None,
+    result: MergeResult,
+) -> None:
+    """After the messages: every input's attachments and metadata, the ULog definitions
+    restored, the counts of timed records, channels and conflicts into ``result``."""
+    for r in readers:
+        a, _, md, _ = job.copy_extras(r)
+        result.attachments += a
+        result.metadata += md
+    if defs is not None and fmt == "ulog":
+        defs.restore(job.writer)
+    if timeline is not None:
+        kinds = [e[2] for e in timeline.events]
+        result.parameter_changes = kinds.count("P")
+        result.dropouts = kinds.count("O")
+    result.channels = job.channels
+    result.conflicts = job.cmap.conflicts()
+    for c in result.conflicts:
+        result.warn(c)
 
 
 def _definitions_to(
