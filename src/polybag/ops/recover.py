@@ -107,35 +107,7 @@ def recover(
         result.format = reader.format
         fmt = target_format(dst, w.format)
         result.bytes_total = reader.source_size
-        try:
-            channels = list(reader.summary.channels.values())
-        except PolybagError as e:
-            result.errors.append(f"summary: {e}")
-            channels = []
-        crc = 0
-        plain = True
-        with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage) as job:
-
-            def digest(m: Message) -> None:
-                nonlocal crc, plain
-                ent = job.cmap._by_obj.get(id(m.channel))
-                if ent is not None and ent[2] is not None:
-                    plain = False
-                crc = _digest(crc, m, m.data)
-
-            def safe(msgs: Any) -> Any:
-                try:
-                    yield from msgs
-                except PolybagError as e:  # a reader that still raised: keep what came before
-                    result.errors.append(str(e))
-
-            msgs = job.with_ulog_extras(reader, reader.messages(order="file"))
-            total = result.messages_expected or 0
-            written = job.copy(safe(msgs), total, f"recover {result.input}", w.progress, on_message=digest)
-            try:
-                result.attachments, _, result.metadata, _ = job.copy_extras(reader)
-            except PolybagError as e:
-                result.errors.append(f"attachments/metadata: {e}")
+        written, crc, plain = _copy_intact(reader, dst, fmt, w, result)
         report = reader.recovery_report or {}
         result.bytes_lost = int(report.get("bytes_skipped", 0) or 0)
         result.errors.extend(str(e) for e in report.get("errors", []) or [])
@@ -144,6 +116,50 @@ def recover(
             reader.close()
 
     # re-read our own output before claiming anything
+    _verify(dst, written, crc, plain, result)
+    return result
+
+
+def _copy_intact(
+    reader: Reader, dst: PathLike, fmt: str, w: Writing, result: RecoverResult
+) -> tuple[int, int, bool]:
+    """Copy the intact messages, attachments and metadata of ``reader`` into ``dst``;
+    returns ``(messages written, CRC of them, whether they were copied unchanged)``."""
+    try:
+        channels = list(reader.summary.channels.values())
+    except PolybagError as e:
+        result.errors.append(f"summary: {e}")
+        channels = []
+    crc = 0
+    plain = True
+    with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage) as job:
+
+        def digest(m: Message) -> None:
+            nonlocal crc, plain
+            ent = job.cmap._by_obj.get(id(m.channel))
+            if ent is not None and ent[2] is not None:
+                plain = False
+            crc = _digest(crc, m, m.data)
+
+        def safe(msgs: Any) -> Any:
+            try:
+                yield from msgs
+            except PolybagError as e:  # a reader that still raised: keep what came before
+                result.errors.append(str(e))
+
+        msgs = job.with_ulog_extras(reader, reader.messages(order="file"))
+        total = result.messages_expected or 0
+        written = job.copy(safe(msgs), total, f"recover {result.input}", w.progress, on_message=digest)
+        try:
+            result.attachments, _, result.metadata, _ = job.copy_extras(reader)
+        except PolybagError as e:
+            result.errors.append(f"attachments/metadata: {e}")
+    return written, crc, plain
+
+
+def _verify(dst: PathLike, written: int, crc: int, plain: bool, result: RecoverResult) -> None:
+    """Read ``dst`` back and compare it with what was written (count, and the CRC when the
+    messages were copied unchanged); then fill in what was kept and lost."""
     n = 0
     crc2 = 0
     with polybag.open(dst) as out:
@@ -168,4 +184,3 @@ def recover(
                 else ""
             )
         )
-    return result
