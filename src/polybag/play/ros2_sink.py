@@ -104,6 +104,7 @@ class Ros2Sink:
         self.skipped: list[str] = []
         self.clock_writer: Any = None
         self.published = 0
+        self.bad = 0  # payloads too short to be CDR (skipped, the first one named in a warning)
         self.queue_size = 100
 
     def open(self, channels: Sequence[Channel], options: PlayOptions) -> None:
@@ -174,7 +175,13 @@ class Ros2Sink:
             data = route.transform(data)
             if data is None:
                 return
-        route.writer.write(bytes(data))
+        payload = bytes(data)
+        if len(payload) < 4:  # (not CDR: no encapsulation header)
+            self.bad += 1
+            if self.bad == 1:
+                self.warn(f"topic {message.channel.topic}: a {len(payload)}-byte payload is not CDR; skipped")
+            return
+        route.writer.write(payload)
         self.published += 1
 
     def clock(self, time_ns: int) -> None:
