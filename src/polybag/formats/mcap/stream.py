@@ -51,7 +51,9 @@ class _Flat(itertools.chain):  # type: ignore[type-arg]
         return flat
 
     def close(self) -> None:
-        """Stop reading: the stream is left where it is."""
+        """Stop reading: no further chunk is read (what is left of the list in hand, at most
+        one batch of messages already made, may still be iterated); the stream is left
+        where it is."""
         self._lists.close()
 
 
