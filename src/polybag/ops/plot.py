@@ -235,55 +235,79 @@ def plot(
         strips = [(spec, thumbnails(reader, spec)) for spec in images]
     title = title or os.path.basename(result.input)
     if html:
-        try:
-            import plotly.graph_objects as go  # type: ignore[import-not-found]
-        except ImportError:
-            raise UnsupportedError("--html needs plotly: pip install plotly") from None
-        fig = go.Figure()
-        for topic, fld, t, v in series:
-            fig.add_trace(go.Scatter(x=t, y=v, mode="lines", name=f"{topic}.{fld}"))
-        fig.update_layout(title=title, xaxis_title="time [s]")
-        if strips:
-            result.warn("image thumbnails are drawn in PNG plots only, not --html")
-        with placed(output, overwrite) as tmp:
-            fig.write_html(tmp)
+        _write_html(output, overwrite, title, series, strips, result)
     else:
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise UnsupportedError("plot needs matplotlib: pip install 'polybag[plot]'") from None
-        lines = bool(series) or not strips
-        rows = [3.5] * lines + [1.6] * len(strips)
-        fig = plt.figure(figsize=(10, sum(rows) + 1), dpi=100)
-        grid = fig.add_gridspec(len(rows), 1, height_ratios=rows)
-        if lines:
-            ax = fig.add_subplot(grid[0])
-            for topic, fld, t, v in series:
-                ax.plot(t, v, label=f"{topic}.{fld}", linewidth=1)
-            ax.set_xlabel("time since log start [s]")
-            ax.set_title(title)
-            ax.grid(True, alpha=0.3)
-            if series:
-                ax.legend(loc="best", fontsize="small")
-        else:
-            fig.suptitle(title)
-        if strips:
-            _draw_strips(fig, grid, int(lines), strips)
-        fig.tight_layout()
-        ext = os.path.splitext(os.fspath(output))[1].lstrip(".").lower() or "png"
-        try:
-            with placed(output, overwrite) as tmp:
-                fig.savefig(tmp, format=ext)
-        except ValueError as e:  # matplotlib: an extension it cannot write
-            raise UsageError(f"{os.fspath(output)}: {e}") from None
-        finally:
-            plt.close(fig)
+        _write_image(output, overwrite, title, series, strips)
     for topic, fld, _t, v in series:
         result.series.append(Series(topic, fld, len(v)))
         result.messages = max(result.messages, len(v))
     for spec, thumbs in strips:
         result.series.append(Series(spec, "[thumbnails]", len(thumbs)))
     return result
+
+
+def _write_html(
+    output: str | os.PathLike[str],
+    overwrite: bool,
+    title: str,
+    series: list[tuple[str, str, Any, Any]],
+    strips: list[tuple[str, list[tuple[float, Any]]]],
+    result: PlotResult,
+) -> None:
+    """The lines of ``series`` as a plotly HTML page (image strips are not drawn: a warning)."""
+    try:
+        import plotly.graph_objects as go  # type: ignore[import-not-found]
+    except ImportError:
+        raise UnsupportedError("--html needs plotly: pip install plotly") from None
+    fig = go.Figure()
+    for topic, fld, t, v in series:
+        fig.add_trace(go.Scatter(x=t, y=v, mode="lines", name=f"{topic}.{fld}"))
+    fig.update_layout(title=title, xaxis_title="time [s]")
+    if strips:
+        result.warn("image thumbnails are drawn in PNG plots only, not --html")
+    with placed(output, overwrite) as tmp:
+        fig.write_html(tmp)
+
+
+def _write_image(
+    output: str | os.PathLike[str],
+    overwrite: bool,
+    title: str,
+    series: list[tuple[str, str, Any, Any]],
+    strips: list[tuple[str, list[tuple[float, Any]]]],
+) -> None:
+    """The lines of ``series`` and the image ``strips`` under them as a matplotlib image
+    (PNG, or the format of ``output``'s extension)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UnsupportedError("plot needs matplotlib: pip install 'polybag[plot]'") from None
+    lines = bool(series) or not strips
+    rows = [3.5] * lines + [1.6] * len(strips)
+    fig = plt.figure(figsize=(10, sum(rows) + 1), dpi=100)
+    grid = fig.add_gridspec(len(rows), 1, height_ratios=rows)
+    if lines:
+        ax = fig.add_subplot(grid[0])
+        for topic, fld, t, v in series:
+            ax.plot(t, v, label=f"{topic}.{fld}", linewidth=1)
+        ax.set_xlabel("time since log start [s]")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        if series:
+            ax.legend(loc="best", fontsize="small")
+    else:
+        fig.suptitle(title)
+    if strips:
+        _draw_strips(fig, grid, int(lines), strips)
+    fig.tight_layout()
+    ext = os.path.splitext(os.fspath(output))[1].lstrip(".").lower() or "png"
+    try:
+        with placed(output, overwrite) as tmp:
+            fig.savefig(tmp, format=ext)
+    except ValueError as e:  # matplotlib: an extension it cannot write
+        raise UsageError(f"{os.fspath(output)}: {e}") from None
+    finally:
+        plt.close(fig)
