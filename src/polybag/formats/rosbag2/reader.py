@@ -21,23 +21,15 @@ from __future__ import annotations
 
 import heapq
 import os
-import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from polybag.compression import decompress
 from polybag.errors import FormatError, PolybagError, UnsupportedError
-from polybag.formats.rosbag2.metadata import (
-    MAX_METADATA_BYTES,
-    METADATA_FILE,
-    BagInfo,
-    FileInfo,
-    TopicInfo,
-    parse_metadata,
-    qos_summary,
-)
-from polybag.formats.rosbag2.storage import Decompressed, Storage, StorageTopic, open_storage
-from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary
+from polybag.formats.rosbag2.metadata import METADATA_FILE, BagInfo, qos_summary
+from polybag.formats.rosbag2.opening import Rosbag2Opening, _storage_files
+from polybag.formats.rosbag2.storage import Decompressed, Storage
+from polybag.model import Attachment, Message, Metadata, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.source import MappedSource, Source
 
@@ -45,9 +37,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-
-#: storage file names recognised in a directory without metadata.yaml
-_STORAGE_RE = re.compile(r".+\.(db3|mcap)(\.zstd|\.active)?$")
 
 
 def bag_directory(path: str) -> str | None:
@@ -70,33 +59,9 @@ def looks_like_rosbag2(path: str) -> bool:
     return path.lower().endswith(".db3") and os.path.isfile(path)
 
 
-def _storage_files(directory: str) -> list[str]:
-    """rosbag2 storage files of a directory without metadata.yaml: every ``.db3`` (and
-    ``.db3.zstd``), and ``.mcap`` files named after the directory as rosbag2 and rosbags
-    name them (``NAME_<n>.mcap``, ``NAME.mcap``)."""
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return []
-    base = os.path.basename(os.path.normpath(directory))
-    if base.endswith(".active"):
-        base = base[: -len(".active")]
-    out = []
-    for n in names:
-        if not _STORAGE_RE.fullmatch(n) or not os.path.isfile(os.path.join(directory, n)):
-            continue
-        if ".db3" in n or re.fullmatch(re.escape(base) + r"(_\d+)?\.mcap(\.zstd|\.active)?", n):
-            out.append(n)
-
-    def index(n: str) -> tuple[int, str]:
-        m = re.search(r"_(\d+)\.(db3|mcap)", n)
-        return (int(m.group(1)) if m else 0, n)
-
-    return sorted(out, key=index)
-
-
-class Rosbag2Reader(Reader):
-    """A rosbag2 bag directory (``sqlite3`` or ``mcap`` storage, one or several files)."""
+class Rosbag2Reader(Rosbag2Opening, Reader):
+    """A rosbag2 bag directory (``sqlite3`` or ``mcap`` storage, one or several files);
+    opening it (metadata.yaml, storage files, channels) is :class:`Rosbag2Opening`'s."""
 
     format = "rosbag2"
     native_profile = "ros2"
@@ -121,158 +86,6 @@ class Rosbag2Reader(Reader):
         except BaseException:
             self.close()
             raise
-
-    # --- opening ---------------------------------------------------------------------------------
-    def _open(self, directory: str, single: str | None, options: dict[str, Any]) -> None:
-        meta = os.path.join(directory, METADATA_FILE)
-        files: list[FileInfo]
-        if single is None and os.path.isfile(meta):
-            try:
-                self.info = parse_metadata(_read_metadata(meta), meta)
-            except PolybagError as e:
-                if not self.recover:
-                    raise
-                self._note(f"{meta}: {e}")
-        if self.info is not None:
-            files = list(self.info.files)
-            if self.info.storage_identifier not in ("sqlite3", "mcap", ""):
-                if not self.recover and not files:
-                    raise UnsupportedError(
-                        f"{meta}: storage {self.info.storage_identifier!r} is not sqlite3 or mcap"
-                    )
-            missing = [f.path for f in files if not os.path.isfile(os.path.join(directory, f.path))]
-            if missing:
-                if not self.recover:
-                    raise FormatError(f"storage file(s) missing: {', '.join(missing)}", meta)
-                self._note(f"{meta}: storage file(s) missing: {', '.join(missing)}")
-                files = [f for f in files if f.path not in missing]
-            if self.recover:  # storage files the metadata does not list (a later split)
-                known = {os.path.normpath(f.path) for f in files} | {os.path.normpath(m) for m in missing}
-                files += [FileInfo(n) for n in _storage_files(directory) if n not in known]
-        elif single is not None:
-            files = [FileInfo(single)]
-        else:
-            if not self.recover:
-                raise FormatError(
-                    "no metadata.yaml (an interrupted write?): `polybag recover` rebuilds the bag", directory
-                )
-            files = [FileInfo(n) for n in _storage_files(directory)]
-            self._note(f"{directory}: no metadata.yaml; rebuilt from the storage files")
-        declared = self.info.storage_identifier if self.info is not None else ""
-        self._files: list[FileInfo] = []  # the files opened, one per storage
-        for f in files:
-            p = os.path.join(directory, f.path)
-            try:
-                st, tmp = open_storage(p, declared, recover=self.recover, **options)
-            except PolybagError as e:
-                if not self.recover:
-                    raise
-                self._note(str(e))
-                continue
-            self._storages.append(st)
-            self._files.append(f)
-            if tmp is not None:
-                self._temps.append(tmp)
-        mode = self.info.compression_mode if self.info is not None else ""
-        fmt = self.info.compression_format if self.info is not None else ""
-        if mode and mode not in ("file", "message", "none"):
-            raise UnsupportedError(f"{meta}: compression mode {mode!r} is not file or message")
-        if mode in ("file", "message") and fmt not in ("zstd", ""):
-            raise UnsupportedError(f"{meta}: compression format {fmt!r} is not zstd")
-        self._per_message = mode == "message"
-        # without metadata.yaml (a killed writer) per-message compression is unknown: a
-        # recovering read decompresses the payloads that are zstd frames (CDR starts 00 0x)
-        self._sniff_zstd = self.recover and self.info is None
-        self._max_bytes = options.get("max_chunk_bytes")
-        self._build_channels()
-
-    def _build_channels(self) -> None:
-        """One channel per (topic, type, serialization format) over every file, in the
-        order metadata.yaml lists the topics; each file's local ids mapped to them."""
-        by_key: dict[tuple[str, str, str], Channel] = {}
-        schemas: dict[tuple[str, str, bytes], Schema] = {}
-        meta_list = self.info.topics if self.info is not None else []
-        meta_topics: dict[tuple[str, str], TopicInfo] = {}
-        for t in meta_list:
-            meta_topics.setdefault((t.name, t.type), t)
-        self._local: list[dict[int, Channel]] = []
-        file_topics: list[list[StorageTopic]] = []
-        for st in self._storages:
-            try:
-                file_topics.append(st.topics())
-            except PolybagError as e:
-                if not self.recover:
-                    raise
-                self._note(str(e))
-                file_topics.append([])
-        defs: dict[str, tuple[str, bytes]] = {}
-        for tops in file_topics:
-            for t in tops:
-                if t.definition_encoding and t.type not in defs:
-                    defs[t.type] = (t.definition_encoding, t.definition)
-
-        def channel(name: str, type_name: str, fmt: str, qos: str, type_hash: str) -> Channel:
-            key = (name, type_name, fmt)
-            ch = by_key.get(key)
-            if ch is None:
-                enc, data = defs.get(type_name, ("ros2msg", b""))
-                skey = (type_name, enc, data)
-                schema = schemas.get(skey)
-                if schema is None:
-                    schema = schemas[skey] = Schema(len(schemas) + 1, type_name, enc, data)
-                md: dict[str, str] = {}
-                if qos:
-                    md["offered_qos_profiles"] = qos
-                if type_hash:
-                    md["topic_type_hash"] = type_hash
-                ch = by_key[key] = Channel(len(by_key) + 1, name, fmt, schema, md)
-            return ch
-
-        # a storage topic's metadata.yaml entry: same name and type, or the one entry of its
-        # name (a metadata type spelled otherwise, ``pkg/Type``): the file's type is used
-        by_name: dict[str, list[TopicInfo]] = {}
-        for t in meta_topics.values():
-            by_name.setdefault(t.name, []).append(t)
-
-        def meta_for(t: StorageTopic) -> TopicInfo | None:
-            got = meta_topics.get((t.name, t.type))
-            if got is None and len(by_name.get(t.name, ())) == 1:
-                got = by_name[t.name][0]
-            return got
-
-        matched: dict[int, StorageTopic] = {}  # id(metadata entry) -> first storage topic
-        for tops in file_topics:
-            for t in tops:
-                mt = meta_for(t)
-                if mt is not None:
-                    matched.setdefault(id(mt), t)
-        self._meta_channel: dict[int, Channel] = {}
-        for mt in meta_list:  # the channels in metadata.yaml's order
-            st_topic = matched.get(id(mt))
-            typ = st_topic.type if st_topic is not None else mt.type
-            ch = channel(
-                mt.name, typ, mt.serialization_format, mt.offered_qos_profiles, mt.type_description_hash
-            )
-            self._meta_channel[id(mt)] = ch
-        for tops in file_topics:
-            local: dict[int, Channel] = {}
-            for t in tops:
-                mt = meta_for(t)
-                if mt is not None:
-                    qos, th = mt.offered_qos_profiles, mt.type_description_hash or t.type_description_hash
-                    local[t.id] = channel(t.name, t.type, mt.serialization_format, qos, th)
-                else:
-                    local[t.id] = channel(
-                        t.name,
-                        t.type,
-                        t.serialization_format,
-                        t.offered_qos_profiles,
-                        t.type_description_hash,
-                    )
-            self._local.append(local)
-        self._channels = {c.id: c for c in by_key.values()}
-        self._schemas = {s.id: s for s in schemas.values()}
-        self._summary: Summary | None = None
 
     # --- the interface ---------------------------------------------------------------------------
     @property
@@ -419,14 +232,6 @@ class Rosbag2Reader(Reader):
                 raise
             self._note(str(e))
 
-    def _note(self, text: str) -> None:
-        """Record damage a recovering read met (the first 200 places; then only a count)."""
-        self._noted += 1
-        if self._noted <= 200:
-            self._errors.append(text)
-        elif self._noted == 201:
-            self._errors.append("more damage; only the first 200 places are listed")
-
     def attachments(self) -> Iterator[Attachment]:
         """Attachments of MCAP storage files (rosbag2 itself writes none)."""
         for st in self._storages:
@@ -515,19 +320,6 @@ def _log_time(m: Message) -> int:
 def _chain(streams: list[Iterator[Message]]) -> Iterator[Message]:
     for s in streams:
         yield from s
-
-
-def _read_metadata(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_METADATA_BYTES + 1)
-    except OSError as e:
-        raise FormatError(f"cannot read: {e.strerror or e}", path) from None
-    if len(data) > MAX_METADATA_BYTES:
-        raise FormatError(
-            f"metadata.yaml is over {MAX_METADATA_BYTES} bytes: not a rosbag2 metadata file", path
-        )
-    return data
 
 
 def open_rosbag2(path: str, **options: Any) -> Rosbag2Reader:
