@@ -460,89 +460,138 @@ def export(
     with opened(src) as r:
         summary = r.summary
         window = TimeWindow.parse(start, end, summary.start_time)
-        names = sorted(summary.topics())
-        if isinstance(topics, str):
-            rx = re.compile(topics)
-            names = [t for t in names if rx.fullmatch(t)]
-        elif topics is not None:
-            wanted = set(topics)
-            names = [t for t in names if t in wanted]
-        if not names:
-            raise PolybagError(f"no topic matches {topics!r}")
-        by_topic: dict[str, list[Channel]] = {}
-        for ch in summary.channels.values():
-            by_topic.setdefault(ch.topic, []).append(ch)
+        names, by_topic = _select_topics(summary, topics)
         plan = [(topic, table) for topic in names for table in plan_tables(topic, by_topic.get(topic, []))]
         _check_tables(src, [out / f"{table.name}.{format}" for _, table in plan], overwrite)
         made_dir = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
         counts = summary.message_counts or {}
         total = sum(int(counts.get(c.id, 0)) for t in names for c in by_topic.get(t, []))
-        is_ulog = r.ulog is not None  # ULog instances: tables from its own records
-        release = _page_releaser(r)  # drop the input's mapped pages already exported
-        written: list[Path] = []  # the tables of this call, removed if it stops half-way
-        tmp: Path | None = None
-        try:
-            with make_progress(total, f"export {os.path.basename(result.input)}", progress) as bar:
-                for topic, table in plan:
-                    path = out / f"{table.name}.{format}"
-                    tmp = path.with_name(path.name + ".active")
-                    tr = TableResult(topic=topic, table=table.name, path=str(path))
-                    result.tables.append(tr)
-                    damage: list[str] = []
-                    try:
-                        if format == "jsonl":
-                            tr.rows = _jsonl(r, table, tmp, window.start, window.end, bar, release, damage)
-                        else:
-                            sink: Any = _CsvSink(tmp) if format == "csv" else _ParquetSink(tmp)
-                            try:
-                                ulog = is_ulog and table.multi_id is not None
-                                blocks = _blocks(r, table, fields, window, batch_bytes, batch_messages, damage, ulog)
-                                for cols, n in blocks:
-                                    sink.write(cols, n)
-                                    bar.update(n)
-                                    del cols
-                                    if release is not None:
-                                        release()
-                            finally:
-                                sink.close()
-                            tr.rows = sink.rows
-                            late = getattr(sink, "late", None)
-                            if late:
-                                result.warn(f"{table.name}: columns first seen after the first block left out: {', '.join(sorted(late))}")
-                    except PolybagError as e:
-                        result.failed += 1
-                        label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
-                        tr.error = str(e)
-                        result.warn(f"{label}: {e}")
-                        tmp.unlink(missing_ok=True)
-                        tmp = None
-                        continue
-                    if damage:
-                        # the rows before the damage are kept; the table is reported as short
-                        result.damaged += 1
-                        tr.damage = damage[0]
-                        label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
-                        result.warn(f"the input is damaged; tables end at the damage: {damage[0]}")
-                        result.warn(f"{label}: cut short by the damage ({tr.rows} rows before it written)")
-                    place_file(tmp, path, overwrite)
-                    tmp = None
-                    written.append(path)
-                    tr.bytes = path.stat().st_size
-                    result.messages += tr.rows
-        except BaseException as e:
-            failed_table = tmp
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
-            for p in written:
-                p.unlink(missing_ok=True)
-            if made_dir:
-                try:
-                    out.rmdir()  # only if empty
-                except OSError:
-                    pass
-            if isinstance(e, OSError) and e.filename is None and failed_table is not None:
-                # a full disk: name the table being written
-                raise named_os_error(e, str(failed_table)[: -len(".active")]) from e
-            raise
+        job = _Export(
+            r=r, out=out, format=format, fields=fields, window=window, batch_bytes=batch_bytes,
+            batch_messages=batch_messages, overwrite=overwrite, result=result,
+            is_ulog=r.ulog is not None,  # ULog instances: tables from its own records
+            release=_page_releaser(r),  # drop the input's mapped pages already exported
+        )
+        _write_tables(job, plan, total, progress, made_dir)
     return result
+
+
+def _select_topics(
+    summary: Any, topics: str | Sequence[str] | None
+) -> tuple[list[str], dict[str, list[Channel]]]:
+    """The topic names ``topics`` selects (sorted; none is an error) and every topic's channels."""
+    names = sorted(summary.topics())
+    if isinstance(topics, str):
+        rx = re.compile(topics)
+        names = [t for t in names if rx.fullmatch(t)]
+    elif topics is not None:
+        wanted = set(topics)
+        names = [t for t in names if t in wanted]
+    if not names:
+        raise PolybagError(f"no topic matches {topics!r}")
+    by_topic: dict[str, list[Channel]] = {}
+    for ch in summary.channels.values():
+        by_topic.setdefault(ch.topic, []).append(ch)
+    return names, by_topic
+
+
+@dataclass
+class _Export:
+    """One ``export`` call: what its tables are written from and with, and what it wrote."""
+
+    r: Any
+    out: Path
+    format: str
+    fields: Sequence[str] | None
+    window: TimeWindow
+    batch_bytes: int
+    batch_messages: int
+    overwrite: bool
+    result: ExportResult
+    is_ulog: bool = False
+    release: Callable[[], None] | None = None
+    written: list[Path] = field(default_factory=list)  # the tables of this call, removed if it stops half-way
+    tmp: Path | None = None  # the table being written (``.active``)
+
+
+def _write_tables(
+    job: _Export, plan: list[tuple[str, Table]], total: int, progress: bool | None, made_dir: bool
+) -> None:
+    """Every table of ``plan``; on a failure that stops the export, every table written by
+    this call is removed (and the output directory, if made by it and empty)."""
+    try:
+        with make_progress(total, f"export {os.path.basename(job.result.input)}", progress) as bar:
+            for topic, table in plan:
+                _write_table(job, topic, table, bar)
+    except BaseException as e:
+        failed_table = job.tmp
+        if job.tmp is not None:
+            job.tmp.unlink(missing_ok=True)
+        for p in job.written:
+            p.unlink(missing_ok=True)
+        if made_dir:
+            try:
+                job.out.rmdir()  # only if empty
+            except OSError:
+                pass
+        if isinstance(e, OSError) and e.filename is None and failed_table is not None:
+            # a full disk: name the table being written
+            raise named_os_error(e, str(failed_table)[: -len(".active")]) from e
+        raise
+
+
+def _write_table(job: _Export, topic: str, table: Table, bar: Any) -> None:
+    """One table, as ``.active`` renamed when complete; a table that fails (undecodable
+    data) is removed and counted, one cut short by damage in the input is kept and reported."""
+    result = job.result
+    path = job.out / f"{table.name}.{job.format}"
+    tmp = job.tmp = path.with_name(path.name + ".active")
+    tr = TableResult(topic=topic, table=table.name, path=str(path))
+    result.tables.append(tr)
+    damage: list[str] = []
+    try:
+        if job.format == "jsonl":
+            tr.rows = _jsonl(job.r, table, tmp, job.window.start, job.window.end, bar, job.release, damage)
+        else:
+            _write_columns(job, table, tmp, bar, tr, damage)
+    except PolybagError as e:
+        result.failed += 1
+        label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
+        tr.error = str(e)
+        result.warn(f"{label}: {e}")
+        tmp.unlink(missing_ok=True)
+        job.tmp = None
+        return
+    if damage:
+        # the rows before the damage are kept; the table is reported as short
+        result.damaged += 1
+        tr.damage = damage[0]
+        label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
+        result.warn(f"the input is damaged; tables end at the damage: {damage[0]}")
+        result.warn(f"{label}: cut short by the damage ({tr.rows} rows before it written)")
+    place_file(tmp, path, job.overwrite)
+    job.tmp = None
+    job.written.append(path)
+    tr.bytes = path.stat().st_size
+    result.messages += tr.rows
+
+
+def _write_columns(job: _Export, table: Table, tmp: Path, bar: Any, tr: TableResult, damage: list[str]) -> None:
+    """A csv or parquet table into ``tmp``, a batch of columns at a time."""
+    sink: Any = _CsvSink(tmp) if job.format == "csv" else _ParquetSink(tmp)
+    try:
+        ulog = job.is_ulog and table.multi_id is not None
+        blocks = _blocks(job.r, table, job.fields, job.window, job.batch_bytes, job.batch_messages, damage, ulog)
+        for cols, n in blocks:
+            sink.write(cols, n)
+            bar.update(n)
+            del cols
+            if job.release is not None:
+                job.release()
+    finally:
+        sink.close()
+    tr.rows = sink.rows
+    late = getattr(sink, "late", None)
+    if late:
+        job.result.warn(f"{table.name}: columns first seen after the first block left out: {', '.join(sorted(late))}")
