@@ -17,7 +17,6 @@ topic's order), after ``w.copy_extras(reader.ulog)`` for info, parameters and dr
 from __future__ import annotations
 
 import heapq
-import re
 import shutil
 import struct
 import tempfile
@@ -32,21 +31,23 @@ from polybag.codecs.ulog import (
     FormatDef,
     UlogType,
     compile_type,
-    nested_formats,
-    parse_format,
     parse_schema_text,
     schema_text,
     unpack_logged_string,
 )
 from polybag.errors import UnsupportedError, WriteError
 from polybag.formats.ulog import records as rec
+from polybag.formats.ulog.writer_definitions import UlogDefinitions
 from polybag.model import Channel, Schema
 from polybag.writer import AtomicFile, Writer, check_open
 
 _D_HEAD = struct.Struct("<HBH")
 
 
-class UlogWriter(Writer):
+class UlogWriter(UlogDefinitions, Writer):
+    """A ULog file written from the model or from columns (see the module notes); the
+    definitions section (formats, info, parameters) is :class:`UlogDefinitions`'."""
+
     format = "ulog"
 
     def __init__(
@@ -86,91 +87,7 @@ class UlogWriter(Writer):
         self._since_sync = 0
         self.closed = False
 
-    # --- definitions --------------------------------------------------------------------
-    def add_format(self, text: str | FormatDef) -> FormatDef:
-        """Register a message format (``name:type field;...``)."""
-        check_open(self.closed)
-        try:
-            fmt = parse_format(text) if isinstance(text, str) else text
-        except ValueError as e:
-            raise WriteError(str(e)) from None
-        old = self.formats.get(fmt.name)
-        if old is not None and old != fmt:
-            raise WriteError(f"format {fmt.name} is already defined differently")
-        self.formats[fmt.name] = fmt
-        return fmt
-
-    def add_info(self, key: str, value: Any, type: str | None = None) -> None:  # noqa: A002
-        """An ``I`` message; the type is inferred (strings char[n], ints int32, floats float)."""
-        check_open(self.closed)
-        self.info[key] = (type or rec.info_type_for(value), value)
-
-    def add_info_multiple(self, key: str, values: Sequence[Any], type: str | None = None) -> None:  # noqa: A002
-        """One multi-info entry: ``values`` are written as one message and its continuations."""
-        check_open(self.closed)
-        if not values:
-            return
-        self.info_multiple.append((key, type or rec.info_type_for(values[0]), list(values)))
-
-    def add_param(self, name: str, value: int | float) -> None:
-        check_open(self.closed)
-        self.params[name] = value
-
-    def add_default_param(self, name: str, value: int | float, default_types: int = 1) -> None:
-        """A ``Q`` message; ``default_types`` bit 0: system default, bit 1: current setup."""
-        check_open(self.closed)
-        old = self.default_params.get(name)
-        if old is not None and old[1] == value and type(old[1]) is type(value):
-            default_types |= old[0]
-        elif old is not None:
-            # a different value for another default type: keep both as separate messages
-            self.default_params[f"{name}\0{default_types}"] = (default_types, value)
-            return
-        self.default_params[name] = (default_types, value)
-        self.compat_flags[0] |= rec.COMPAT_DEFAULT_PARAMETERS
-
-    def add_format_extras(self, name: str, metadata: Mapping[str, str]) -> bool:
-        """The ``ulog_info`` / ``ulog_params`` / ``ulog_default_params_<bit>`` metadata
-        records of a ULog converted to MCAP, back into info, parameter and default
-        parameter messages (integers stay integers; values that are no number are left
-        out of the parameters); True when ``name`` is one of them (see
-        :meth:`polybag.writer.Writer.add_format_extras`)."""
-        if name == "ulog_info":
-            for k, v in metadata.items():
-                num = _number(v) if re.fullmatch(r"-?\d+", v or "") else None
-                self.add_info(k, num if num is not None else v)
-            return True
-        if name == "ulog_params":
-            for k, v in metadata.items():
-                num = _number(v)
-                if num is not None:
-                    self.add_param(k, num)
-            return True
-        m = re.fullmatch(r"ulog_default_params_(\d+)", name)
-        if m is not None:
-            for k, v in metadata.items():
-                num = _number(v)
-                if num is not None:
-                    self.add_default_param(k, num, int(m.group(1)))
-            return True
-        return False
-
-    def copy_definitions(self, ulog: Any) -> None:
-        """Info, multi-info, parameters and defaults of ``ulog`` (a read log or anything with
-        those dicts), and its compat flags or-ed into this writer's."""
-        for k, v in ulog.info.items():
-            self.add_info(k, v, ulog.info_types.get(k))
-        for k, sets in ulog.info_multiple.items():
-            typ = ulog.info_multiple_types.get(k)
-            for vs in sets:
-                self.add_info_multiple(k, vs, typ)
-        for k, v in ulog.params.items():
-            self.add_param(k, v)
-        for bit, d in sorted(ulog.default_params.items()):
-            for k, v in d.items():
-                self.add_default_param(k, v, 1 << bit)
-        self.compat_flags = [a | b for a, b in zip(self.compat_flags, ulog.compat_flags)]
-
+    # --- definitions (the rest in UlogDefinitions) ------------------------------------------
     def copy_extras(self, ulog: Any, *, changed_params: bool = True, dropouts: bool = True, formats: bool = True, syncs: bool = True) -> None:
         """Info, multi-info, parameters, defaults (and timed changes, dropouts) of a read log;
         with ``formats`` every format it defines (also those no subscription uses), with
@@ -343,48 +260,43 @@ class UlogWriter(Writer):
         blocks: list[np.ndarray] = []
         keys: list[np.ndarray] = []
         for channel, columns in items:
-            utype = self._types[channel.id]
-            dt = utype.dtype
-            n = len(np.asarray(columns["timestamp"]))
-            arr = np.zeros(n, dtype=dt)
-            for name, values in columns.items():
-                if name == "log_time":
-                    continue
-                if name not in (dt.names or ()):
-                    raise WriteError(f"{channel.topic}: no field {name!r} in its format")
-                arr[name] = np.asarray(values)
-            rows = np.empty((n, 5 + dt.itemsize), dtype=np.uint8)
-            rows[:, :5] = np.frombuffer(
-                _D_HEAD.pack(dt.itemsize + 2, rec.DATA, self._msg_ids[channel.id]), dtype=np.uint8
-            )
-            if dt.itemsize:
-                rows[:, 5:] = arr.view(np.uint8).reshape(n, dt.itemsize)
-            ts = arr["timestamp"].astype(np.int64) * (1000 if utype.timestamp_type == "uint8_t" else 1)
+            rows, ts = self._column_rows(channel, columns)
             blocks.append(rows)
             keys.append(ts)
         if not blocks:
             return 0
-        lengths = np.array([b.shape[1] for b in blocks], dtype=np.int64)
-        topic = np.concatenate([np.full(len(k), i, dtype=np.int64) for i, k in enumerate(keys)])
-        allts = np.concatenate(keys)
-        order = np.argsort(allts, kind="stable")
-        sizes = lengths[topic[order]]
-        starts_sorted = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else sizes
-        starts = np.empty_like(starts_sorted)
-        starts[order] = starts_sorted
-        out = np.empty(int(sizes.sum()), dtype=np.uint8)
-        first = 0
-        step = 1 << 14
-        for rows in blocks:
-            n, width = rows.shape
-            st = starts[first : first + n]
-            cols = np.arange(width, dtype=np.int64)
-            for a in range(0, n, step):
-                idx = st[a : a + step, None] + cols
-                out[idx] = rows[a : a + step]
-            first += n
-        # parameter changes and dropouts waiting for their time go between the rows
-        ts_sorted = allts[order]
+        out, allts, order, starts_sorted = _interleave(blocks, keys)
+        self._write_interleaved(out, allts[order], starts_sorted)
+        if len(allts):
+            self._note_time(int(allts.min()))
+            self._note_time(int(allts.max()))
+        return len(allts)
+
+    def _column_rows(self, channel: Channel, columns: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """One subscription's columns as whole ``D`` messages (an ``(n, 5 + size)`` uint8
+        array) and their timestamps in us."""
+        utype = self._types[channel.id]
+        dt = utype.dtype
+        n = len(np.asarray(columns["timestamp"]))
+        arr = np.zeros(n, dtype=dt)
+        for name, values in columns.items():
+            if name == "log_time":
+                continue
+            if name not in (dt.names or ()):
+                raise WriteError(f"{channel.topic}: no field {name!r} in its format")
+            arr[name] = np.asarray(values)
+        rows = np.empty((n, 5 + dt.itemsize), dtype=np.uint8)
+        rows[:, :5] = np.frombuffer(
+            _D_HEAD.pack(dt.itemsize + 2, rec.DATA, self._msg_ids[channel.id]), dtype=np.uint8
+        )
+        if dt.itemsize:
+            rows[:, 5:] = arr.view(np.uint8).reshape(n, dt.itemsize)
+        ts = arr["timestamp"].astype(np.int64) * (1000 if utype.timestamp_type == "uint8_t" else 1)
+        return rows, ts
+
+    def _write_interleaved(self, out: np.ndarray, ts_sorted: np.ndarray, starts_sorted: np.ndarray) -> None:
+        """Write the interleaved rows ``out``; parameter changes and dropouts waiting for
+        their time go between the rows."""
         done = 0
         running = self._running_max
         while self._pending and len(ts_sorted):
@@ -399,42 +311,8 @@ class UlogWriter(Writer):
             self._data.write(heapq.heappop(self._pending)[2])
         if done < len(out):
             self._data.write(out[done:].tobytes())
-        if len(allts):
-            self._note_time(int(allts.min()))
-            self._note_time(int(allts.max()))
-        return len(allts)
 
     # --- closing --------------------------------------------------------------------------
-    def _definitions(self) -> bytes:
-        parts: list[bytes] = []
-        start = self.start_timestamp if self.start_timestamp is not None else (self._first_time or 0)
-        parts.append(rec.FileHeader(self.version, max(0, int(start))).pack())
-        parts.append(rec.FlagBits(self.compat_flags, [0] * 8, []).pack())
-        written: set[str] = set()
-        for name in self.formats:
-            for fmt in reversed(nested_formats(name, self.formats)):
-                if fmt.name not in written:
-                    written.add(fmt.name)
-                    parts.append(rec.pack_message(rec.FORMAT, fmt.text().encode("utf-8")))
-        for key, (typ, value) in self.info.items():
-            parts.append(rec.pack_info(rec.INFO, typ, key, value))
-        for key, typ, values in self.info_multiple:
-            for i, v in enumerate(values):
-                parts.append(rec.pack_info(rec.INFO_MULTIPLE, typ, key, v, bytes([1 if i else 0])))
-        for name, value in self.params.items():
-            parts.append(rec.pack_info(rec.PARAMETER, rec.param_type_for(value), name, value))
-        for name, (types, value) in self.default_params.items():
-            parts.append(
-                rec.pack_info(
-                    rec.PARAMETER_DEFAULT,
-                    rec.param_type_for(value),
-                    name.split("\0")[0],
-                    value,
-                    bytes([types]),
-                )
-            )
-        return b"".join(parts)
-
     def close(self) -> None:
         if self.closed:
             return
@@ -464,16 +342,29 @@ class UlogWriter(Writer):
         self._out.discard()
 
 
-def _number(text: str) -> int | float | None:
-    """``text`` as an int, else as a float, else None."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return None
+def _interleave(blocks: list[np.ndarray], keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of every block in one buffer, by timestamp (stable); returns the buffer,
+    all timestamps (in block order), the sorting order and each sorted row's offset."""
+    lengths = np.array([b.shape[1] for b in blocks], dtype=np.int64)
+    topic = np.concatenate([np.full(len(k), i, dtype=np.int64) for i, k in enumerate(keys)])
+    allts = np.concatenate(keys)
+    order = np.argsort(allts, kind="stable")
+    sizes = lengths[topic[order]]
+    starts_sorted = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else sizes
+    starts = np.empty_like(starts_sorted)
+    starts[order] = starts_sorted
+    out = np.empty(int(sizes.sum()), dtype=np.uint8)
+    first = 0
+    step = 1 << 14
+    for rows in blocks:
+        n, width = rows.shape
+        st = starts[first : first + n]
+        cols = np.arange(width, dtype=np.int64)
+        for a in range(0, n, step):
+            idx = st[a : a + step, None] + cols
+            out[idx] = rows[a : a + step]
+        first += n
+    return out, allts, order, starts_sorted
 
 
 def write_ulog(target: Any, channels_columns: Iterable[tuple[str, int, Mapping[str, Any]]], formats: Iterable[str], **options: Any) -> None:
