@@ -6,6 +6,7 @@ each, prints what it published as JSON, stays 1 s for the last acknowledgements.
 ``python nodes.py listener N SECONDS [N_IMU]``: subscribes to /chatter (reliable), /imu,
 /latched (transient_local) and /clock (best effort); prints what it got as JSON once it has N on /chatter and /imu
 and the latched one, or when SECONDS pass.
+``python nodes.py trigger TOPIC``: one std_msgs/msg/Empty on TOPIC (rclpy) once matched.
 ``python nodes.py ddspub TOPIC DDS_TYPE RELIABILITY N``: a plain Cyclone DDS writer of a
 struct {int32 a; string b;} (no ROS 2 stack), waiting for a reader first (at most 30 s).
 """
@@ -128,6 +129,26 @@ def listener(n: int, seconds: float, n_imu: int | None = None) -> None:
     rclpy.shutdown()
 
 
+def trigger(topic: str) -> None:
+    """Publish one std_msgs/msg/Empty on ``topic`` once a subscriber is matched (at most 30 s)."""
+    import rclpy
+    from std_msgs.msg import Empty
+
+    rclpy.init()
+    node = rclpy.create_node("polybag_test_trigger")
+    pub = node.create_publisher(Empty, topic, _qos(10))
+    print("ready", file=sys.stderr, flush=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not pub.get_subscription_count():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    pub.publish(Empty())
+    time.sleep(1.0)
+    print(json.dumps({"triggered": topic}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
 def ddspub(topic: str, dds_type: str, reliability: str, n: int) -> None:
     from cyclonedds.domain import Domain, DomainParticipant
     from cyclonedds.idl import IdlStruct
@@ -180,6 +201,8 @@ if __name__ == "__main__":
         talker(int(sys.argv[2]))
     elif mode == "listener":
         listener(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
+    elif mode == "trigger":
+        trigger(sys.argv[2])
     elif mode == "ddspub":
         ddspub(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:

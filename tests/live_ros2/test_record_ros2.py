@@ -284,3 +284,35 @@ def test_bag_output_name_refused(tmp_path: Path) -> None:
         timeout=60,
     )
     assert p.returncode == 2 and "rosbag2 directory" in p.stderr
+
+
+@needs_rclpy
+def test_snapshot_triggered_by_ros2_topic_in_namespace(tmp_path: Path) -> None:
+    import polybag
+
+    env = ros2_env()
+    prefix = tmp_path / "snap"
+    with node("ddspub", "rt/thing", "my_pkg::msg::dds_::Thing_", "reliable", 40, env=env) as pub:
+        wait_ready(pub)
+        args = [
+            *POLYBAG,
+            "record",
+            "--ros2",
+            "/thing",
+            "-s",
+            "--namespace",
+            "robot1",
+            "-o",
+            str(prefix),
+            "--json",
+        ]
+        with process(args, env) as rec:
+            finish(pub, 60)  # (all 40 sent and in the ring)
+            with node("trigger", "/robot1/snapshot_trigger", env=env) as trig:
+                code, _o, err = finish(trig, 60)
+                assert code == 0, err
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    assert len(report["files"]) == 1, report
+    with polybag.open(report["files"][0]) as r:
+        assert sum(1 for _ in r.messages()) == 40

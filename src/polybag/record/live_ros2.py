@@ -153,6 +153,7 @@ class Ros2Source:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._waitset: Any = None
+        self._trigger_reader: Any = None
         self.errors: list[str] = []
         self.warnings: list[str] = []
 
@@ -176,6 +177,8 @@ class Ros2Source:
         if self._graph is None:
             self._graph = Graph()
         self._waitset = self._graph.waitset()
+        if self.options.snapshot:
+            self._subscribe_trigger()
         self._discover()
         self._thread = threading.Thread(target=self._run, name="polybag-record-ros2", daemon=True)
         self._thread.start()
@@ -201,6 +204,22 @@ class Ros2Source:
                 self._subscribe(topic, by_topic.get(topic, []))
             else:
                 self._check_new(sub, [p for p in new if p.topic == topic])
+
+    def _subscribe_trigger(self) -> None:
+        """Snapshot mode: a reader of ``snapshot_trigger`` in the namespace (std_msgs/msg/Empty,
+        reliable, volatile); every sample triggers the recorder (as rosbag's)."""
+        from polybag.net.ros2 import Ros2GraphError
+        from polybag.net.ros2.qos import requested_profile
+
+        topic = self.options.trigger_topic
+        try:
+            reader = self._graph.reader(topic, "std_msgs::msg::dds_::Empty_", requested_profile([{}]))
+        except Ros2GraphError as e:
+            self._error(f"snapshot trigger {topic}: {e}")
+            return
+        self._trigger_reader = reader
+        self._waitset.attach(reader.condition)
+        self._done.add(topic)  # (never recorded by -a)
 
     def _subscribe(self, topic: str, pubs: list[Any]) -> None:
         from polybag.net.ros2 import Ros2GraphError
@@ -290,6 +309,16 @@ class Ros2Source:
     def _drain(self) -> None:
         from polybag.net.ros2 import Ros2GraphError
 
+        trig = self._trigger_reader
+        if trig is not None:
+            try:
+                fired = trig.take(64)
+            except Ros2GraphError as e:
+                self._error(str(e))
+                fired = []
+            for _ in fired:
+                self._rec.trigger()  # returns at once; the file is written by the writer thread
+
         with self._lock:
             subs = list(self._subs.values())
         rec = self._rec
@@ -339,6 +368,9 @@ class Ros2Source:
             self._subs.clear()
         for sub in subs:
             sub.reader.close()
+        if self._trigger_reader is not None:
+            self._trigger_reader.close()
+            self._trigger_reader = None
         if self._own_graph and self._graph is not None:
             self._graph.close()
             self._graph = None

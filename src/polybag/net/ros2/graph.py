@@ -134,9 +134,12 @@ def raw_type(dds_type_name: str) -> type:
         t = _raw_types.get(dds_type_name)
         if t is None:
             from cyclonedds.idl import IdlStruct
+            from cyclonedds.idl.types import uint8
 
             def body(ns: dict[str, Any]) -> None:
-                ns["__annotations__"] = {"raw": int}
+                # (the binding checks each sample against the type: one byte, which every
+                # ROS 2 message has (an empty one carries a dummy uint8), passes any payload)
+                ns["__annotations__"] = {"raw": uint8}
 
             t = types.new_class("RawSample", (IdlStruct,), {"typename": dds_type_name}, body)
             _raw_types[dds_type_name] = t
