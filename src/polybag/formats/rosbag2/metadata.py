@@ -244,15 +244,7 @@ def parse_metadata(text: bytes, path: str) -> BagInfo:
         raise FormatError("no rosbag2_bagfile_information mapping: not a rosbag2 metadata.yaml", path)
     top = _Fields(doc["rosbag2_bagfile_information"], "rosbag2_bagfile_information", path)
     info = BagInfo()
-    version = top.count("version", required=True)
-    assert version is not None
-    if version < 1:
-        raise FormatError(f"rosbag2_bagfile_information.version: {version} is not a rosbag2 version", path)
-    if version > LATEST_VERSION:
-        raise UnsupportedError(
-            f"{path}: rosbag2 metadata version {version} is newer than polybag reads (1-9)"
-        )
-    info.version = version
+    info.version = _version(top, path)
     info.storage_identifier = top.text("storage_identifier", "sqlite3").strip().lower()
     info.starting_time = top.nested_time("starting_time", "nanoseconds_since_epoch")
     info.duration = top.nested_time("duration", "nanoseconds")
@@ -263,10 +255,33 @@ def parse_metadata(text: bytes, path: str) -> BagInfo:
     custom = top.data.get("custom_data")
     if isinstance(custom, dict) and len(custom) <= MAX_ENTRIES:
         info.custom_data = {str(k): str(v) for k, v in custom.items()}
+    info.topics.extend(_topics(top, path))
+    info.files = _files(top, path)
+    for fi in info.files:
+        check_relative(fi.path, path)
+    return info
+
+
+def _version(top: _Fields, path: str) -> int:
+    """The metadata version (1..LATEST_VERSION; newer is an :class:`UnsupportedError`)."""
+    version = top.count("version", required=True)
+    assert version is not None
+    if version < 1:
+        raise FormatError(f"rosbag2_bagfile_information.version: {version} is not a rosbag2 version", path)
+    if version > LATEST_VERSION:
+        raise UnsupportedError(
+            f"{path}: rosbag2 metadata version {version} is newer than polybag reads (1-9)"
+        )
+    return version
+
+
+def _topics(top: _Fields, path: str) -> list[TopicInfo]:
+    """The ``topics_with_message_count`` entries."""
+    topics: list[TopicInfo] = []
     for i, item in enumerate(top.items("topics_with_message_count")):
         entry = _Fields(item, f"topics_with_message_count[{i}]", path)
         tm = _Fields(entry.data.get("topic_metadata"), f"topics_with_message_count[{i}].topic_metadata", path)
-        info.topics.append(
+        topics.append(
             TopicInfo(
                 name=tm.text("name"),
                 type=tm.text("type"),
@@ -276,6 +291,12 @@ def parse_metadata(text: bytes, path: str) -> BagInfo:
                 message_count=entry.count("message_count") or 0,
             )
         )
+    return topics
+
+
+def _files(top: _Fields, path: str) -> list[FileInfo]:
+    """The storage files: ``relative_file_paths`` (else those of ``files``), each with its
+    ``files`` entry when there is one; a name listed twice once."""
     per_file: dict[str, FileInfo] = {}
     for i, item in enumerate(top.items("files")):
         f = _Fields(item, f"files[{i}]", path)
@@ -293,10 +314,7 @@ def parse_metadata(text: bytes, path: str) -> BagInfo:
         names.append(p)
     if not names:
         names = list(per_file)
-    info.files = [per_file.get(n) or FileInfo(n) for n in dict.fromkeys(names)]
-    for fi in info.files:
-        check_relative(fi.path, path)
-    return info
+    return [per_file.get(n) or FileInfo(n) for n in dict.fromkeys(names)]
 
 
 def check_relative(name: str, path: str) -> None:

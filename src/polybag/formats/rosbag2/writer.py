@@ -46,6 +46,29 @@ _I64 = (1 << 63) - 1
 DEFAULT_VERSION = 8
 
 
+def _checked_options(
+    storage: str, compression: str | None, compression_mode: str, version: int
+) -> tuple[str, str, str]:
+    """The storage id, compression and compression mode asked for, normalised (lower case,
+    ``none`` for no compression); an :class:`UnsupportedError` for one polybag cannot write."""
+    storage_id = (storage or "sqlite3").lower()
+    if storage_id not in ("sqlite3", "mcap"):
+        raise UnsupportedError(f"rosbag2 storage can be sqlite3 or mcap, not {storage!r}")
+    comp = (compression or "none").lower()
+    if comp in ("", "none"):
+        comp = "none"
+    if comp not in ("none", "zstd"):
+        raise UnsupportedError(f"rosbag2 bags can be compressed with zstd, not {compression!r}")
+    mode = (compression_mode or "file").lower()
+    if mode not in ("file", "message"):
+        raise UnsupportedError(
+            f"rosbag2 compression mode can be file or message, not {compression_mode!r}"
+        )
+    if version not in (5, 6, 7, 8, 9):
+        raise UnsupportedError(f"polybag writes rosbag2 metadata versions 5-9, not {version!r}")
+    return storage_id, comp, mode
+
+
 class Rosbag2Writer(Writer):
     """A rosbag2 bag directory (see the module notes).
 
@@ -77,21 +100,7 @@ class Rosbag2Writer(Writer):
             raise UnsupportedError(f"Rosbag2Writer writes rosbag2, not {format!r}")
         if not isinstance(path, (str, os.PathLike)):
             raise UnsupportedError("a rosbag2 bag is a directory: give a path, not a stream")
-        self.storage_id = (storage or "sqlite3").lower()
-        if self.storage_id not in ("sqlite3", "mcap"):
-            raise UnsupportedError(f"rosbag2 storage can be sqlite3 or mcap, not {storage!r}")
-        comp = (compression or "none").lower()
-        if comp in ("", "none"):
-            comp = "none"
-        if comp not in ("none", "zstd"):
-            raise UnsupportedError(f"rosbag2 bags can be compressed with zstd, not {compression!r}")
-        mode = (compression_mode or "file").lower()
-        if mode not in ("file", "message"):
-            raise UnsupportedError(
-                f"rosbag2 compression mode can be file or message, not {compression_mode!r}"
-            )
-        if version not in (5, 6, 7, 8, 9):
-            raise UnsupportedError(f"polybag writes rosbag2 metadata versions 5-9, not {version!r}")
+        self.storage_id, comp, mode = _checked_options(storage, compression, compression_mode, version)
         self.compression = comp
         self.compression_mode = mode if comp == "zstd" else ""
         self.version = version
@@ -103,9 +112,22 @@ class Rosbag2Writer(Writer):
         self._make_directory()
         ext = ".db3" if self.storage_id == "sqlite3" else ".mcap"
         self._storage_name = f"{self.name}_0{ext}"
-        storage_path = os.path.join(self.active_path, self._storage_name)
         self._db: SqliteStorageWriter | None = None
         self._mcap: Any = None
+        self._open_storage(os.path.join(self.active_path, self._storage_name), chunk_size, chunk_compression)
+        self._schemas: dict[int, Schema] = {}
+        self._channels: dict[int, Channel] = {}
+        self._by_key: dict[tuple[str, str, str], Channel] = {}
+        self._mcap_channels: dict[int, Any] = {}
+        self._mcap_schemas: dict[tuple[str, str, bytes], Any] = {}
+        self._defined: set[str] = set()
+        self._counts: dict[int, int] = {}
+        self._start = _I64
+        self._end = -1
+
+    def _open_storage(self, storage_path: str, chunk_size: int | None, chunk_compression: str) -> None:
+        """Create the storage file (a SQLite database or an MCAP writer) in the ``.active``
+        directory; the directory is removed when that fails."""
         try:
             if self.storage_id == "sqlite3":
                 self._db = SqliteStorageWriter(storage_path)
@@ -122,15 +144,6 @@ class Rosbag2Writer(Writer):
         except BaseException:
             shutil.rmtree(self.active_path, ignore_errors=True)
             raise
-        self._schemas: dict[int, Schema] = {}
-        self._channels: dict[int, Channel] = {}
-        self._by_key: dict[tuple[str, str, str], Channel] = {}
-        self._mcap_channels: dict[int, Any] = {}
-        self._mcap_schemas: dict[tuple[str, str, bytes], Any] = {}
-        self._defined: set[str] = set()
-        self._counts: dict[int, int] = {}
-        self._start = _I64
-        self._end = -1
 
     def _make_directory(self) -> None:
         if not self.overwrite:
