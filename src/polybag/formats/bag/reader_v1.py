@@ -324,47 +324,74 @@ class BagV12Reader(_FlatReader):
         """Summary from the bag header's index_pos and the index data records (ver 0):
         counts and times per topic, and each topic's md5sum/definition from the record its
         first entry points at.  False (and nothing kept) when anything does not fit."""
-        view, size, p = self.view, self.size, self.path
         try:
-            h, ds, dl, pos = read_record_at(view, self._data_start, size, p)
-            f = HeaderFields(h, p, self._data_start, "bag header")
-            if op_of(h, p, self._data_start) != OP_FILE_HEADER:
+            index_pos = self._index_pos()
+            if index_pos is None:
                 return False
-            index_pos = f.u64("index_pos")
-            if not pos <= index_pos < size:
+            got = self._read_index(index_pos)
+            if got is None:
                 return False
-            per_topic: dict[str, tuple[str, np.ndarray]] = {}
-            md5s: dict[str, str] = {}
-            q = index_pos
-            while q < size:
-                h, ds, dl, nxt = read_record_at(view, q, size, p)
-                f = HeaderFields(h, p, q, "index data")
-                if op_of(h, p, q) != OP_INDEX_DATA or f.u32("ver") != 0:
-                    return False
-                count = f.u32("count")
-                if dl != count * INDEX_V0_DTYPE.itemsize:
-                    return False
-                arr = np.frombuffer(view[ds : ds + dl], INDEX_V0_DTYPE)
-                if len(arr) and int(arr["pos"].max()) >= index_pos:
-                    return False
-                topic = f.str("topic")
-                times = arr["sec"].astype(np.int64) * 1_000_000_000 + arr["nsec"].astype(np.int64)
-                if topic in per_topic:
-                    times = np.concatenate([per_topic[topic][1], times])
-                per_topic[topic] = (f.str("type"), times)
-                if count:
-                    first = int(arr["pos"][0])
-                    rh, rds, rdl, _n = read_record_at(view, first, index_pos, p)
-                    rf = HeaderFields(rh, p, first, "record")
-                    md5 = rf.str("md5", rf.str("md5sum", ""))
-                    if op_of(rh, p, first) == OP_MSG_DEF and rf.has("def"):
-                        self._defs[topic + "\0" + md5] = rf.raw("def")
-                    md5s[topic] = md5
-                q = nxt
         except FormatError:
             self._channels.clear()
             self._defs.clear()
             return False
+        self._keep_index(index_pos, *got)
+        return True
+
+    def _index_pos(self) -> int | None:
+        """The bag header's index_pos; None when the first record is no bag header or the
+        position lies outside the file."""
+        view, size, p = self.view, self.size, self.path
+        h, ds, dl, pos = read_record_at(view, self._data_start, size, p)
+        f = HeaderFields(h, p, self._data_start, "bag header")
+        if op_of(h, p, self._data_start) != OP_FILE_HEADER:
+            return None
+        index_pos = f.u64("index_pos")
+        if not pos <= index_pos < size:
+            return None
+        return index_pos
+
+    def _read_index(self, index_pos: int) -> tuple[dict[str, tuple[str, np.ndarray]], dict[str, str]] | None:
+        """The index data records from ``index_pos`` on: each topic's type and times, and its
+        md5sum (definitions kept as they are found); None when a record does not fit."""
+        view, size, p = self.view, self.size, self.path
+        per_topic: dict[str, tuple[str, np.ndarray]] = {}
+        md5s: dict[str, str] = {}
+        q = index_pos
+        while q < size:
+            h, ds, dl, nxt = read_record_at(view, q, size, p)
+            f = HeaderFields(h, p, q, "index data")
+            if op_of(h, p, q) != OP_INDEX_DATA or f.u32("ver") != 0:
+                return None
+            count = f.u32("count")
+            if dl != count * INDEX_V0_DTYPE.itemsize:
+                return None
+            arr = np.frombuffer(view[ds : ds + dl], INDEX_V0_DTYPE)
+            if len(arr) and int(arr["pos"].max()) >= index_pos:
+                return None
+            topic = f.str("topic")
+            times = arr["sec"].astype(np.int64) * 1_000_000_000 + arr["nsec"].astype(np.int64)
+            if topic in per_topic:
+                times = np.concatenate([per_topic[topic][1], times])
+            per_topic[topic] = (f.str("type"), times)
+            if count:
+                md5s[topic] = self._first_md5(topic, int(arr["pos"][0]), index_pos)
+            q = nxt
+        return per_topic, md5s
+
+    def _first_md5(self, topic: str, first: int, index_pos: int) -> str:
+        """The md5sum of the record at ``first`` (a topic's first index entry), keeping its
+        definition when it is a definition record that has one."""
+        p = self.path
+        rh, rds, rdl, _n = read_record_at(self.view, first, index_pos, p)
+        rf = HeaderFields(rh, p, first, "record")
+        md5 = rf.str("md5", rf.str("md5sum", ""))
+        if op_of(rh, p, first) == OP_MSG_DEF and rf.has("def"):
+            self._defs[topic + "\0" + md5] = rf.raw("def")
+        return md5
+
+    def _keep_index(self, index_pos: int, per_topic: dict[str, tuple[str, np.ndarray]], md5s: dict[str, str]) -> None:
+        """The channels, counts, times and index info of the index read."""
         counts: dict[int, int] = {}
         tmap: dict[int, np.ndarray] = {}
         t0: int | None = None
@@ -380,7 +407,6 @@ class BagV12Reader(_FlatReader):
         self._index_summary = (counts, t0, t1)
         self._index_times = tmap
         self.index_info = {"index_pos": index_pos, "index_counts": {t: len(v[1]) for t, v in per_topic.items()}}
-        return True
 
     def _scan(self, pos: int) -> None:
         view, size, p = self.view, self.size, self.path
