@@ -37,7 +37,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -307,146 +307,222 @@ def split(
     base_name = prefix if prefix is not None else stem
     stale = _check_parts(src, out_dir, base_name, out_ext, w.overwrite)
     with opened(src) as reader:
-        summary = reader.summary
-        start = summary.start_time
-        dur = None
-        points: list[int] = []
-        if duration is not None:
-            dur = duration_ns(duration)
-            if dur <= 0:
-                raise PolybagError("split duration must be positive")
-        if at is not None:
-            points = sorted(time_ns(t, start) for t in at)
-        channels = list(summary.channels.values())
-        profile = profile_for(channels, reader) if fmt == "mcap" else None
-        ulog = reader.ulog
-        timeline = UlogTimeline.of([ulog], syncs=True) if ulog is not None else None
-        ulog_writer = fmt == "ulog"
-        next_ns = timeline.next_ns if timeline is not None else _NEVER
-        data_channel = next((c for c in channels if c.topic != LOG_TOPIC), None)
-
-        writer: Writer | None = None
-        cmap: RosBridgeMap | None = None
-        part: Part | None = None
-        key: Any = None
-        first_time: int | None = None
-        cache: dict[int, Any] = {}
-        budget_est = SizeBudget(fmt, w.chunk_size)
-        keep: list[Any] = []  # channels seen, so their id() stays unique
-
-        def open_part(first_ns: int) -> None:
-            nonlocal writer, cmap, part, cache, budget_est
-            budget_est = SizeBudget(fmt, w.chunk_size)
-            idx = len(result.parts)
-            path = os.path.join(out_dir, f"{base_name}_{idx:03d}{out_ext}")
-            check_distinct(src, path)
-            writer = make_writer(path, fmt, w.compression, w.chunk_size, profile, overwrite=w.overwrite, storage=w.storage)
-            cmap = RosBridgeMap(writer, fmt, result)
-            cmap.target = target_ros(fmt, profile)  # ROS 1 <-> ROS 2 where the output holds only one
-            cache = {}
-            part = Part(path=path)
-            result.parts.append(part)
-            if idx == 0:
-                copy_attachments_and_metadata(reader, writer, fmt, result)
-            if ulog is not None and timeline is not None:
-                start_us = None if idx == 0 else first_ns // 1000
-                budget_est.base += ulog_part_extras(writer, fmt, ulog, timeline.params, result, start_us)
-
-        finished: list[str] = []  # the parts closed (renamed into place) so far
-
-        def close_part() -> None:
-            nonlocal writer
-            if writer is not None:
-                writer.close()
-                writer = None
-                if cmap is not None:
-                    cmap.report()
-                assert part is not None
-                finished.append(part.path)
-
+        start = reader.summary.start_time
+        dur, points = _boundaries(duration, at, start)
+        parts = _Parts.of(src, reader, result, out_dir, base_name, out_ext, fmt, w)
         bar = make_progress(summary_count(reader), f"split {name}", w.progress)
         release = _page_releaser(reader)
-        budget = RELEASE_EVERY
         try:
             with bar:
-                m: Message
-                for m in reader.messages(order="log_time"):
-                    t = m.log_time
-                    if first_time is None:
-                        first_time = t if start is None else min(start, t)
-                    n = len(m.data)
-                    if size is not None:
-                        new = part is None or (part.messages > 0 and budget_est.cost(m.channel, n) > size)
-                    else:
-                        k = (t - first_time) // dur if dur is not None else bisect.bisect_right(points, t)
-                        new = part is None or k != key
-                        key = k
-                    if new:
-                        if part is not None and t >= next_ns and timeline is not None:
-                            # records before this message belong to the part that ends
-                            timeline.flush(writer if ulog_writer else None, t // 1000, part)
-                            next_ns = timeline.next_ns
-                        close_part()
-                        open_part(t)
-                    assert cmap is not None and part is not None and writer is not None
-                    ent = cache.get(id(m.channel))
-                    if ent is None or ent[0] is not m.channel:
-                        out, tf = cmap.get(m.channel)
-                        ent = cache[id(m.channel)] = (m.channel, out, tf)
-                    if ent[1] is None:
-                        result.dropped_messages += 1
-                        result.dropped_topics[m.channel.topic] = result.dropped_topics.get(m.channel.topic, 0) + 1
-                        continue
-                    if t >= next_ns and timeline is not None:
-                        if (
-                            ulog_writer
-                            and not part.messages
-                            and m.channel.topic == LOG_TOPIC
-                            and data_channel
-                        ):
-                            # pyulog takes records before the first subscription or logged
-                            # string for definitions: start the data section first
-                            cmap.get(data_channel)
-                        budget_est.base += timeline.flush(writer if ulog_writer else None, t // 1000, part)
-                        next_ns = timeline.next_ns
-                    data = m.data if ent[2] is None else apply_transform(ent[2], m.data, t)
-                    if data is None:
-                        result.dropped_messages += 1
-                        result.dropped_topics[m.channel.topic] = result.dropped_topics.get(m.channel.topic, 0) + 1
-                        continue
-                    writer.write(ent[1], data, t, m.publish_time, m.sequence)
-                    part.messages += 1
-                    if size is not None:
-                        if id(m.channel) not in budget_est.channels:
-                            keep.append(m.channel)
-                        budget_est.add(m.channel, n)
-                    part.bytes += n
-                    if part.start_time is None:
-                        part.start_time = t
-                    part.end_time = t
-                    result.messages += 1
-                    bar.update(1)
-                    if release is not None:
-                        budget -= n
-                        if budget < 0:
-                            release()
-                            budget = RELEASE_EVERY
-            if timeline is not None and part is not None:
-                timeline.flush(writer if ulog_writer else None, None, part)
-            close_part()
+                parts.write(reader.messages(order="log_time"), size, dur, points, start, bar, release)
+            parts.finish()
         except BaseException:
-            if writer is not None:
-                abort_writer(writer)
-            for path in finished:  # a split is complete or not there
-                try:
-                    os.remove(path)
-                except OSError:
-                    pass
+            parts.abort()
             raise
+    _warn_stale(result, stale)
+    report_dropped(result, result.dropped_topics, fmt)
+    return result
+
+
+def _boundaries(
+    duration: int | str | None, at: Sequence[int | str] | None, start: int | None
+) -> tuple[int | None, list[int]]:
+    """``(duration in ns or None, the sorted ``at`` times in ns)``; ``start``: the log's
+    start, for times relative to it."""
+    dur = None
+    points: list[int] = []
+    if duration is not None:
+        dur = duration_ns(duration)
+        if dur <= 0:
+            raise PolybagError("split duration must be positive")
+    if at is not None:
+        points = sorted(time_ns(t, start) for t in at)
+    return dur, points
+
+
+def _warn_stale(result: SplitResult, stale: list[str]) -> None:
+    """Warn of the parts that were there before the split and were not replaced by it."""
     written = {p.path for p in result.parts}
     old = [p for p in stale if p not in written]
     if old:
         more = f" and {len(old) - 3} more" if len(old) > 3 else ""
         result.warn(f"older parts not from this split are still there: {', '.join(old[:3])}{more}")
-    report_dropped(result, result.dropped_topics, fmt)
-    return result
+
+
+@dataclass
+class _Parts:
+    """The parts of one split as they are written: a part is opened when its first message
+    arrives and closed (renamed into place) when the next one starts; on a failure every
+    part written so far is removed."""
+
+    src: Input
+    reader: Any
+    result: SplitResult
+    out_dir: str
+    base_name: str
+    out_ext: str
+    fmt: str
+    w: Writing
+    profile: Any
+    ulog: Any
+    timeline: UlogTimeline | None
+    data_channel: Any  # a channel of data (not logged strings), to start a ULog data section
+    writer: Writer | None = None
+    cmap: RosBridgeMap | None = None
+    part: Part | None = None
+    cache: dict[int, Any] = field(default_factory=dict)
+    budget: SizeBudget = field(init=False)
+    finished: list[str] = field(default_factory=list)  # the parts closed (renamed into place) so far
+
+    def __post_init__(self) -> None:
+        self.budget = SizeBudget(self.fmt, self.w.chunk_size)
+
+    @classmethod
+    def of(
+        cls,
+        src: Input,
+        reader: Any,
+        result: SplitResult,
+        out_dir: str,
+        base_name: str,
+        out_ext: str,
+        fmt: str,
+        w: Writing,
+    ) -> _Parts:
+        """The parts of ``reader``'s split (its channels' profile, its ULog's timed records)."""
+        channels = list(reader.summary.channels.values())
+        profile = profile_for(channels, reader) if fmt == "mcap" else None
+        ulog = reader.ulog
+        timeline = UlogTimeline.of([ulog], syncs=True) if ulog is not None else None
+        data_channel = next((c for c in channels if c.topic != LOG_TOPIC), None)
+        return cls(src, reader, result, out_dir, base_name, out_ext, fmt, w, profile, ulog, timeline, data_channel)
+
+    def open(self, first_ns: int) -> None:
+        """Start the next part, whose first message is at ``first_ns``."""
+        w, fmt, result = self.w, self.fmt, self.result
+        self.budget = SizeBudget(fmt, w.chunk_size)
+        idx = len(result.parts)
+        path = os.path.join(self.out_dir, f"{self.base_name}_{idx:03d}{self.out_ext}")
+        check_distinct(self.src, path)
+        self.writer = writer = make_writer(
+            path, fmt, w.compression, w.chunk_size, self.profile, overwrite=w.overwrite, storage=w.storage
+        )
+        self.cmap = RosBridgeMap(writer, fmt, result)
+        self.cmap.target = target_ros(fmt, self.profile)  # ROS 1 <-> ROS 2 where the output holds only one
+        self.cache = {}
+        self.part = Part(path=path)
+        result.parts.append(self.part)
+        if idx == 0:
+            copy_attachments_and_metadata(self.reader, writer, fmt, result)
+        if self.ulog is not None and self.timeline is not None:
+            start_us = None if idx == 0 else first_ns // 1000
+            self.budget.base += ulog_part_extras(writer, fmt, self.ulog, self.timeline.params, result, start_us)
+
+    def close(self) -> None:
+        """Close the current part, if one is open."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+            if self.cmap is not None:
+                self.cmap.report()
+            assert self.part is not None
+            self.finished.append(self.part.path)
+
+    def finish(self) -> None:
+        """After the last message: the timed records left go to the last part; close it."""
+        if self.timeline is not None and self.part is not None:
+            self.timeline.flush(self.writer if self.fmt == "ulog" else None, None, self.part)
+        self.close()
+
+    def abort(self) -> None:
+        """Drop the part being written and remove those closed: a split is complete or not there."""
+        if self.writer is not None:
+            abort_writer(self.writer)
+        for path in self.finished:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
+    def write(
+        self,
+        messages: Iterable[Message],
+        size: int | None,
+        dur: int | None,
+        points: list[int],
+        start: int | None,
+        bar: Any,
+        release: Callable[[], None] | None,
+    ) -> None:
+        """Every message into its part (a new part by ``size``, ``dur`` or ``points``).
+
+        The per-message loop is deliberately inline (issue 15's hot-loop exception): the
+        part's state is held in locals, taken from ``self`` again only when a part starts.
+        """
+        result, timeline = self.result, self.timeline
+        ulog_writer = self.fmt == "ulog"
+        next_ns = timeline.next_ns if timeline is not None else _NEVER
+        data_channel = self.data_channel
+        writer, cmap, part, cache, budget_est = self.writer, self.cmap, self.part, self.cache, self.budget
+        key: Any = None
+        first_time: int | None = None
+        keep: list[Any] = []  # channels seen, so their id() stays unique
+        budget = RELEASE_EVERY
+        m: Message
+        for m in messages:
+            t = m.log_time
+            if first_time is None:
+                first_time = t if start is None else min(start, t)
+            n = len(m.data)
+            if size is not None:
+                new = part is None or (part.messages > 0 and budget_est.cost(m.channel, n) > size)
+            else:
+                k = (t - first_time) // dur if dur is not None else bisect.bisect_right(points, t)
+                new = part is None or k != key
+                key = k
+            if new:
+                if part is not None and t >= next_ns and timeline is not None:
+                    # records before this message belong to the part that ends
+                    timeline.flush(writer if ulog_writer else None, t // 1000, part)
+                    next_ns = timeline.next_ns
+                self.close()
+                self.open(t)
+                writer, cmap, part, cache, budget_est = self.writer, self.cmap, self.part, self.cache, self.budget
+            assert cmap is not None and part is not None and writer is not None
+            ent = cache.get(id(m.channel))
+            if ent is None or ent[0] is not m.channel:
+                out, tf = cmap.get(m.channel)
+                ent = cache[id(m.channel)] = (m.channel, out, tf)
+            if ent[1] is None:
+                result.dropped_messages += 1
+                result.dropped_topics[m.channel.topic] = result.dropped_topics.get(m.channel.topic, 0) + 1
+                continue
+            if t >= next_ns and timeline is not None:
+                if ulog_writer and not part.messages and m.channel.topic == LOG_TOPIC and data_channel:
+                    # pyulog takes records before the first subscription or logged
+                    # string for definitions: start the data section first
+                    cmap.get(data_channel)
+                budget_est.base += timeline.flush(writer if ulog_writer else None, t // 1000, part)
+                next_ns = timeline.next_ns
+            data = m.data if ent[2] is None else apply_transform(ent[2], m.data, t)
+            if data is None:
+                result.dropped_messages += 1
+                result.dropped_topics[m.channel.topic] = result.dropped_topics.get(m.channel.topic, 0) + 1
+                continue
+            writer.write(ent[1], data, t, m.publish_time, m.sequence)
+            part.messages += 1
+            if size is not None:
+                if id(m.channel) not in budget_est.channels:
+                    keep.append(m.channel)
+                budget_est.add(m.channel, n)
+            part.bytes += n
+            if part.start_time is None:
+                part.start_time = t
+            part.end_time = t
+            result.messages += 1
+            bar.update(1)
+            if release is not None:
+                budget -= n
+                if budget < 0:
+                    release()
+                    budget = RELEASE_EVERY
