@@ -272,18 +272,36 @@ def test_limit_stops_by_itself_and_split_by_duration(tmp_path: Path) -> None:
     assert total == report["topics"]["/thing"]["written"] == 150
 
 
-def test_bag_output_name_refused(tmp_path: Path) -> None:
-    import subprocess
+@needs_rclpy
+def test_record_to_ros1_bag_converted(tmp_path: Path) -> None:
+    from rosbags.rosbag1 import Reader
+    from rosbags.typesys import Stores, get_typestore
 
     env = ros2_env()
-    p = subprocess.run(
-        [*POLYBAG, "record", "--ros2", "/x", "-O", str(tmp_path / "x.bag")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 2 and "rosbag2 directory" in p.stderr
+    out = tmp_path / "r1.bag"
+    with node("talker", 10, env=env) as talker:
+        wait_ready(talker)
+        with process(
+            [*POLYBAG, "record", "--ros2", "/chatter", "/imu", "/latched", "/scan", "-O", str(out), "--json"],
+            env,
+        ) as rec:
+            code, talker_out, _ = finish(talker, 90)
+            sent = last_json(talker_out)
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    store = get_typestore(Stores.ROS1_NOETIC)
+    got: dict[str, list] = {}
+    latching = {}
+    with Reader(out) as r:
+        for c in r.connections:
+            latching[c.topic] = c.ext.latching
+        for conn, _t, raw in r.messages():
+            got.setdefault(conn.topic, []).append(store.deserialize_ros1(raw, conn.msgtype))
+    assert [m.data for m in got["/chatter"]] == sent["/chatter"]
+    assert [m.header.frame_id for m in got["/imu"]] == [x[0] for x in sent["/imu"]]
+    assert [list(m.linear_acceleration_covariance) for m in got["/imu"]] == [x[4] for x in sent["/imu"]]
+    assert [m.data for m in got["/latched"]] == ["latched hello"]
+    assert latching["/latched"] == 1 and not latching["/chatter"]
 
 
 @needs_rclpy

@@ -15,7 +15,9 @@ reliable subscription) is named in a warning: its messages are not received (as 
 
 :class:`Ros2Recorder` is the :class:`~polybag.record.recorder.Recorder` writing ROS 2
 files: a rosbag2 directory (``storage`` ``sqlite3`` or ``mcap``) or, for ``-O NAME.mcap``,
-an MCAP file with the ``ros2`` profile and ``cdr`` channels.
+an MCAP file with the ``ros2`` profile and ``cdr`` channels; for ``-O NAME.bag`` a ROS 1
+bag, each message converted with :mod:`polybag.ops.ros1_ros2` (a type that cannot be
+converted is named in a warning and not recorded).
 """
 
 from __future__ import annotations
@@ -56,13 +58,13 @@ class Ros2Recorder(Recorder):
         self.storage = (storage or "sqlite3").lower()
         if self.storage not in ("sqlite3", "mcap"):
             raise UsageError(f"--storage {storage!r}: sqlite3 or mcap")
-        if o.bz2:
-            raise UsageError("ROS 2 recordings cannot be bz2 compressed (rosbag2: zstd)")
-        for name in (o.output_name, o.output_prefix):
-            if name and name.lower().endswith(".bag"):
-                raise UsageError(
-                    f"{name}: a ROS 2 recording is a rosbag2 directory (-O NAME) or MCAP (-O NAME.mcap), not a .bag"
-                )
+        # -O NAME.bag / -o PREFIX.bag: a ROS 1 bag, each message converted (polybag.ops.ros1_ros2)
+        self.ros1 = any(n and n.lower().endswith(".bag") for n in (o.output_name, o.output_prefix))
+        if o.bz2 and not self.ros1:
+            raise UsageError(
+                "ROS 2 recordings cannot be bz2 compressed (rosbag2: zstd; -O NAME.bag: a ROS 1 bag)"
+            )
+        self._ros1_file = False  # the file being written is a ROS 1 bag
         self._qos: dict[str, tuple[str, str]] = {}  # topic -> (offered_qos_profiles, type hash)
         self._overhead = _MCAP_MSG_OVERHEAD
 
@@ -77,10 +79,14 @@ class Ros2Recorder(Recorder):
         """The format (``rosbag2`` or ``mcap``) and the name of the file :meth:`_open` starts
         (a rosbag2 bag is a directory: the options' ``.bag`` name without it)."""
         if path is not None:
-            return ("mcap" if path.lower().endswith(".mcap") else "rosbag2"), self._snapshot_path(path)
+            low = path.lower()
+            fmt = "mcap" if low.endswith(".mcap") else "bag" if low.endswith(".bag") else "rosbag2"
+            return fmt, self._snapshot_path(path)
         o = self.options
         mcap = o.output_format == "mcap"
         name = o.file_name(self._split_index if o.split else None, t)
+        if not mcap and self.ros1:
+            return "bag", self._unique(name)
         if not mcap and name.endswith(".bag"):
             name = name[: -len(".bag")]  # (a rosbag2 bag is a directory)
         return ("mcap" if mcap else "rosbag2"), self._unique(name)
@@ -88,13 +94,70 @@ class Ros2Recorder(Recorder):
     def _new_writer(self, name: str, fmt: str, overwrite: bool) -> tuple[Any, int]:
         """An MCAP writer (the ``ros2`` profile) or a rosbag2 one (``storage``); either
         header is counted as 4096 bytes."""
-        if fmt == "mcap":
-            return super()._new_writer(name, fmt, overwrite)[0], 4096
+        self._ros1_file = fmt == "bag"
+        if fmt in ("mcap", "bag"):
+            w, header = super()._new_writer(name, fmt, overwrite)
+            return w, max(header, 4096)
         from polybag.writer import Writer
 
         return Writer(
             name, format="rosbag2", storage=self.storage, compression="none", overwrite=overwrite
         ), 4096
+
+    def _put(self, item: _Item, *, count: bool = True) -> None:
+        if self._ros1_file:
+            self._put_ros1(item, count=count)
+        else:
+            super()._put(item, count=count)
+
+    def _put_ros1(self, item: _Item, *, count: bool) -> None:
+        """Write ``item`` converted to ROS 1; a type that cannot be converted (unknown) is
+        named in a warning once and its messages counted as dropped (another type)."""
+        from polybag.errors import PolybagError
+        from polybag.model import Channel, Schema
+        from polybag.ops.ros1_ros2 import ros2_channel_to_ros1
+
+        w = self._writer
+        ck = (item.topic, item.key)
+        got = self._channels.get(ck)
+        if got is None:
+            typ, _md5, definition, _callerid, _latching = item.key
+            with self._cond:
+                qos, _hash = self._qos.get(item.topic, ("", ""))
+            ch = Channel(
+                0,
+                item.topic,
+                "cdr",
+                Schema(0, typ, "ros2msg", definition.encode()),
+                {"offered_qos_profiles": qos},
+            )
+            try:
+                if not definition:
+                    raise UsageError("its definition is not known")
+                mapped = ros2_channel_to_ros1(ch)
+            except PolybagError as e:
+                got = self._channels[ck] = (None, None)
+                text = f"topic {item.topic}: {typ} cannot be converted to ROS 1 ({e}); not recorded"
+                with self._cond:
+                    self.warnings.append(text)
+                self._say(f"warning: {text}")
+            else:
+                schema = w.add_schema(mapped.schema_name, mapped.schema_encoding, mapped.schema_data)
+                out = w.add_channel(item.topic, mapped.message_encoding, schema, mapped.metadata)
+                got = self._channels[ck] = (out, mapped.transform)
+                self._bag_bytes += 100 + len(item.topic) + len(mapped.schema_data)
+        out, transform = got
+        data = transform(item.data) if out is not None and transform is not None else None
+        if out is None or data is None:
+            with self._cond:
+                self.stats[item.topic].dropped_type += 1
+            return
+        w.write(out, data, item.time, item.time)
+        self._bag_bytes += len(data) + self._overhead
+        self._part_messages += 1
+        if count:
+            with self._cond:
+                self.stats[item.topic].written += 1
 
     def _add_channel(self, w: Any, item: _Item) -> Any:
         """The ``cdr`` channel of ``item``'s topic in writer ``w``, with the offered QoS and
