@@ -234,10 +234,11 @@ def plot(
             series = collect(reader, [f for f in fields if f not in images], bar)
         strips = [(spec, thumbnails(reader, spec)) for spec in images]
     title = title or os.path.basename(result.input)
+    drawing = _Drawing(output, overwrite, title, series, strips)
     if html:
-        _write_html(output, overwrite, title, series, strips, result)
+        _write_html(drawing, result)
     else:
-        _write_image(output, overwrite, title, series, strips)
+        _write_image(drawing)
     for topic, fld, _t, v in series:
         result.series.append(Series(topic, fld, len(v)))
         result.messages = max(result.messages, len(v))
@@ -246,15 +247,20 @@ def plot(
     return result
 
 
-def _write_html(
-    output: str | os.PathLike[str],
-    overwrite: bool,
-    title: str,
-    series: list[tuple[str, str, Any, Any]],
-    strips: list[tuple[str, list[tuple[float, Any]]]],
-    result: PlotResult,
-) -> None:
-    """The lines of ``series`` as a plotly HTML page (image strips are not drawn: a warning)."""
+@dataclass
+class _Drawing:
+    """What a plot draws (a title, lines, image strips) and where to."""
+
+    output: str | os.PathLike[str]
+    overwrite: bool
+    title: str
+    series: list[tuple[str, str, Any, Any]]  # (topic, field, t_seconds, values)
+    strips: list[tuple[str, list[tuple[float, Any]]]]  # (image topic spec, thumbnails)
+
+
+def _write_html(d: _Drawing, result: PlotResult) -> None:
+    """The lines as a plotly HTML page (image strips are not drawn: a warning)."""
+    output, overwrite, title, series, strips = d.output, d.overwrite, d.title, d.series, d.strips
     try:
         import plotly.graph_objects as go  # type: ignore[import-not-found]
     except ImportError:
@@ -269,15 +275,10 @@ def _write_html(
         fig.write_html(tmp)
 
 
-def _write_image(
-    output: str | os.PathLike[str],
-    overwrite: bool,
-    title: str,
-    series: list[tuple[str, str, Any, Any]],
-    strips: list[tuple[str, list[tuple[float, Any]]]],
-) -> None:
-    """The lines of ``series`` and the image ``strips`` under them as a matplotlib image
-    (PNG, or the format of ``output``'s extension)."""
+def _write_image(d: _Drawing) -> None:
+    """The lines and the image strips under them as a matplotlib image (PNG, or the format
+    of the output's extension)."""
+    output, overwrite, title, series, strips = d.output, d.overwrite, d.title, d.series, d.strips
     try:
         import matplotlib
 
