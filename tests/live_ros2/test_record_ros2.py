@@ -334,3 +334,19 @@ def test_snapshot_triggered_by_ros2_topic_in_namespace(tmp_path: Path) -> None:
     assert len(report["files"]) == 1, report
     with polybag.open(report["files"][0]) as r:
         assert sum(1 for _ in r.messages()) == 40
+
+
+def test_discovery_off_sees_no_publisher(tmp_path: Path) -> None:
+    import time
+
+    env = ros2_env()
+    off = {**env, "ROS_LOCALHOST_ONLY": "0", "ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"}
+    out = tmp_path / "off"
+    with node("ddspub", "rt/thing", "my_pkg::msg::dds_::Thing_", "reliable", 5, env=env) as pub:
+        wait_ready(pub)
+        with process([*POLYBAG, "record", "--ros2", "-a", "-O", str(out), "--json"], off) as rec:
+            time.sleep(3.0)
+            code, report, err = stop_recorder(rec)
+        assert pub.poll() is None  # (still waiting for a subscriber: nobody found it)
+    assert code == 0, err
+    assert report["topics"] == {}
