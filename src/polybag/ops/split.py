@@ -307,9 +307,11 @@ def split(
     base_name = prefix if prefix is not None else stem
     stale = _check_parts(src, out_dir, base_name, out_ext, w.overwrite)
     with opened(src) as reader:
-        start = reader.summary.start_time
+        summary = reader.summary
+        start = summary.start_time
         dur, points = _boundaries(duration, at, start)
-        parts = _Parts.of(src, reader, result, out_dir, base_name, out_ext, fmt, w)
+        channels = list(summary.channels.values())
+        parts = _Parts.of(src, reader, channels, result, out_dir, base_name, out_ext, fmt, w)
         bar = make_progress(summary_count(reader), f"split {name}", w.progress)
         release = _page_releaser(reader)
         try:
@@ -382,6 +384,7 @@ class _Parts:
         cls,
         src: Input,
         reader: Any,
+        channels: list[Any],
         result: SplitResult,
         out_dir: str,
         base_name: str,
@@ -389,8 +392,7 @@ class _Parts:
         fmt: str,
         w: Writing,
     ) -> _Parts:
-        """The parts of ``reader``'s split (its channels' profile, its ULog's timed records)."""
-        channels = list(reader.summary.channels.values())
+        """The parts of ``reader``'s split (its ``channels``' profile, its ULog's timed records)."""
         profile = profile_for(channels, reader) if fmt == "mcap" else None
         ulog = reader.ulog
         timeline = UlogTimeline.of([ulog], syncs=True) if ulog is not None else None
