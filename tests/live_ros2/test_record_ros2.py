@@ -350,3 +350,30 @@ def test_discovery_off_sees_no_publisher(tmp_path: Path) -> None:
         assert pub.poll() is None  # (still waiting for a subscriber: nobody found it)
     assert code == 0, err
     assert report["topics"] == {}
+
+
+def test_config_several_recorders_share_one_subscription(tmp_path: Path) -> None:
+    import polybag
+
+    cfg = tmp_path / "rec.yaml"
+    a, b = tmp_path / "a", tmp_path / "b.mcap"
+    cfg.write_text(
+        "recorders:\n"
+        f"  - {{topics: [/thing], output_name: {a}, limit: 3}}\n"
+        f"  - {{all: true, exclude: '/(rosout|parameter_events)', output_name: {b}}}\n"
+    )
+    env = ros2_env()
+    with node("ddspub", "rt/thing", "my_pkg::msg::dds_::Thing_", "reliable", 20, env=env) as pub:
+        wait_ready(pub)
+        with process([*POLYBAG, "record", "--ros2", "--config", str(cfg), "--json"], env) as rec:
+            finish(pub, 60)
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    first, second = report["recorders"]
+    assert first["topics"]["/thing"]["written"] == 3
+    assert second["topics"]["/thing"]["written"] == 20
+    with polybag.open(a) as r:
+        assert sum(1 for _ in r.messages()) == 3
+    with polybag.open(b) as r:
+        assert sum(1 for _ in r.messages()) == 20
+    assert err.count("Subscribing to /thing") <= 1

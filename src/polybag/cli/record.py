@@ -257,46 +257,68 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_ros2(args: argparse.Namespace) -> int:
-    """``polybag record --ros2``: one recorder fed by :class:`polybag.record.live_ros2.Ros2Source`."""
+    """``polybag record --ros2``: recorders fed by one :class:`polybag.record.live_ros2.Ros2Source`
+    (several with ``--config``, each topic subscribed once)."""
     from polybag.codecs.ros2 import add_types
-    from polybag.record.live_ros2 import Ros2Recorder, Ros2Source
+    from polybag.record.live_ros2 import Ros2Member, Ros2Recorder, Ros2Source
 
-    if args.config:
-        raise UsageError("--config is not supported with --ros2 yet")
     for folder in args.types:
         add_types(folder)
-    opts = options_from_args(args)
-    opts.validate(live=True)
-    if opts.node:
+    if args.config:
+        all_opts, _kw = _group_options(args)
+    else:
+        opts = options_from_args(args)
+        opts.validate(live=True)
+        all_opts = [opts]
+    if any(o.node for o in all_opts):
         raise UsageError("--node is a ROS 1 option")
     stop = threading.Event()
-    source = Ros2Source(opts)
-    rec = Ros2Recorder(opts, source, storage=args.storage)
+    source = Ros2Source(None if args.config else all_opts[0])
+    recs = [
+        Ros2Recorder(o, Ros2Member(source) if args.config else source, storage=args.storage) for o in all_opts
+    ]
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    def trigger_all() -> None:
+        for r in recs:
+            if r.options.snapshot:
+                r.trigger()
+
     def on_usr1(signum: int, frame: FrameType | None) -> None:
-        threading.Thread(target=rec.trigger, name="polybag-record-sigusr1", daemon=True).start()
+        threading.Thread(target=trigger_all, name="polybag-record-sigusr1", daemon=True).start()
 
     sigs = {signal.SIGINT: on_signal, signal.SIGTERM: on_signal}
-    if sys.platform != "win32" and opts.snapshot:
+    if sys.platform != "win32" and any(o.snapshot for o in all_opts):
         sigs[signal.SIGUSR1] = on_usr1
     old = {s: signal.signal(s, h) for s, h in sigs.items()}
     try:
-        rec.start()
-        while not stop.is_set() and not rec.done.is_set():
+        try:
+            for r in recs:
+                r.start()
+        except BaseException:
+            for r in recs:
+                r.close(raise_errors=False)
+            raise
+        while not stop.is_set() and not all(r.done.is_set() for r in recs):
             stop.wait(0.2)
-        rep = rec.close(raise_errors=False)
+        reports = [r.close(raise_errors=False) for r in recs]
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    rep["errors"] += [f"source: {e}" for e in source.errors[:5]]
-    rep["warnings"] += [f"source: {w}" for w in source.warnings[:20]]
-    bad = _bad(opts, rep)
+    bad = False
+    for o, rep in zip(all_opts, reports):
+        rep["errors"] += [f"source: {e}" for e in source.errors[:5]]
+        rep["warnings"] += [f"source: {w}" for w in source.warnings[:20]]
+        bad = _bad(o, rep) or bad
+    out: dict[str, Any] = reports[0] if not args.config else {"recorders": reports}
     if args.json:
-        print_json(rep)
+        print_json(out)
     elif bad or not args.quiet:
-        for line in report_lines(rep):
-            print(line, file=sys.stderr)
+        for i, rep in enumerate(reports):
+            if args.config:
+                print(f"recorder {i}:", file=sys.stderr)
+            for line in report_lines(rep):
+                print(line, file=sys.stderr)
     return 1 if bad else 0

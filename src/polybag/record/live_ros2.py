@@ -193,11 +193,14 @@ class _Sub:
 
 
 class Ros2Source:
-    """Feeds one :class:`Ros2Recorder` from a live ROS 2 graph (see the module docstring).
+    """Feeds one or several :class:`Ros2Recorder` from a live ROS 2 graph (see the module
+    docstring): each topic is subscribed once and every sample goes to each recorder that
+    selects it (several recorders: give each a :class:`Ros2Member` of this source).
 
-    ``graph``: an existing :class:`polybag.net.ros2.Graph` (else one is made from the
-    environment and closed by :meth:`stop`); ``poll``: the discovery period in seconds;
-    ``log(text)``: where warnings are said (default: stderr unless the options are quiet).
+    ``options``: the options of the recorder :meth:`start` is called with (None: each
+    recorder's own); ``graph``: an existing :class:`polybag.net.ros2.Graph` (else one is
+    made from the environment and closed by :meth:`stop`); ``poll``: the discovery period
+    in seconds; ``log(text)``: where warnings are said (default: stderr unless quiet).
     """
 
     def __init__(
@@ -208,15 +211,17 @@ class Ros2Source:
         self._own_graph = graph is None
         self.poll = poll
         self._log = log
-        self._rec: Any = None
+        self._recs: tuple[Any, ...] = ()  # the attached recorders (read without the lock per sample)
+        self._rec_done: dict[int, set[str]] = {}  # id(recorder) -> topics it is done with (-l)
         self._subs: dict[str, _Sub] = {}
-        self._done: set[str] = set()
+        self._closed_topics: set[str] = set()
         self._warned: set[tuple[str, str]] = set()
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._waitset: Any = None
-        self._trigger_reader: Any = None
+        self._triggers: dict[str, Any] = {}  # snapshot trigger topic -> reader
+        self._started = False
         self.errors: list[str] = []
         self.warnings: list[str] = []
 
@@ -231,23 +236,47 @@ class Ros2Source:
             return sorted(self._subs)
 
     def start(self, recorder: Any) -> None:
-        """Join the graph and start discovering and receiving for ``recorder``."""
+        """Feed ``recorder`` too; the first call joins the graph and starts discovering and receiving."""
         from polybag.net.ros2 import Graph
 
-        self._rec = recorder
-        if self.options is None:
-            self.options = recorder.options
-        if self._graph is None:
-            self._graph = Graph()
-        self._waitset = self._graph.waitset()
-        if self.options.snapshot:
-            self._subscribe_trigger()
-        self._discover()
-        self._thread = threading.Thread(target=self._run, name="polybag-record-ros2", daemon=True)
-        self._thread.start()
+        with self._lock:
+            if any(r is recorder for r in self._recs):
+                return
+            self._recs = (*self._recs, recorder)
+            self._rec_done[id(recorder)] = set()
+            first = not self._started
+            self._started = True
+        if first:
+            if self._graph is None:
+                self._graph = Graph()
+            self._waitset = self._graph.waitset()
+        if recorder.options.snapshot:
+            self._subscribe_trigger(recorder.options.trigger_topic)
+        self._discover(rescan=not first)
+        if first:
+            self._thread = threading.Thread(target=self._run, name="polybag-record-ros2", daemon=True)
+            self._thread.start()
+
+    def detach(self, recorder: Any) -> None:
+        """Stop feeding ``recorder``; when no recorder is left the source stops."""
+        with self._lock:
+            self._recs = tuple(r for r in self._recs if r is not recorder)
+            left = bool(self._recs)
+        if not left:
+            self.stop()
+
+    def _wanted(self, topic: str) -> bool:
+        if topic in self._triggers or topic in self._closed_topics:
+            return False
+        return any(
+            topic not in self._rec_done.get(id(r), ()) and r.options.selects(topic, explicit_required=True)
+            for r in self._recs
+        )
 
     # --- discovery ---------------------------------------------------------------------------
-    def _discover(self) -> None:
+    def _discover(self, *, rescan: bool = False) -> None:
+        """Poll discovery; subscribe the new wanted topics (``rescan``: every known topic,
+        for a recorder attached late)."""
         from polybag.net.ros2 import Ros2GraphError
 
         try:
@@ -255,46 +284,51 @@ class Ros2Source:
         except Ros2GraphError as e:
             self._error(str(e))
             return
-        if not new:
+        if not new and not rescan:
             return
         by_topic = self._graph.topics()
-        for topic in sorted({p.topic for p in new}):
-            if topic in self._done or not self.options.selects(topic, explicit_required=True):
-                continue
+        topics = set(by_topic) if rescan else {p.topic for p in new}
+        for topic in sorted(topics):
             with self._lock:
                 sub = self._subs.get(topic)
             if sub is None:
-                self._subscribe(topic, by_topic.get(topic, []))
+                if self._wanted(topic):
+                    self._subscribe(topic, by_topic.get(topic, []))
             else:
                 self._check_new(sub, [p for p in new if p.topic == topic])
 
-    def _subscribe_trigger(self) -> None:
-        """Snapshot mode: a reader of ``snapshot_trigger`` in the namespace (std_msgs/msg/Empty,
-        reliable, volatile); every sample triggers the recorder (as rosbag's)."""
+    def _subscribe_trigger(self, topic: str) -> None:
+        """Snapshot mode: a reader of ``snapshot_trigger`` in a recorder's namespace
+        (std_msgs/msg/Empty, reliable, volatile); every sample triggers the snapshot
+        recorders of that namespace (as rosbag's)."""
         from polybag.net.ros2 import Ros2GraphError
         from polybag.net.ros2.qos import requested_profile
 
-        topic = self.options.trigger_topic
+        with self._lock:
+            if topic in self._triggers:
+                return
+            self._triggers[topic] = None
         try:
             reader = self._graph.reader(topic, "std_msgs::msg::dds_::Empty_", requested_profile([{}]))
         except Ros2GraphError as e:
             self._error(f"snapshot trigger {topic}: {e}")
             return
-        self._trigger_reader = reader
-        self._waitset.attach(reader.condition)
-        self._done.add(topic)  # (never recorded by -a)
+        with self._lock:
+            self._triggers[topic] = reader
+            self._waitset.attach(reader.condition)
 
     def _subscribe(self, topic: str, pubs: list[Any]) -> None:
         from polybag.net.ros2 import Ros2GraphError
-        from polybag.net.ros2.qos import profiles_text, requested_profile
+        from polybag.net.ros2.qos import requested_profile
 
         typed = [p for p in pubs if p.type]
         if not typed:
-            self._warn_once(
-                topic,
-                "dds",
-                f"topic {topic}: DDS type {pubs[0].dds_type!r} is not a ROS 2 type name; not recorded",
-            )
+            if pubs:
+                self._warn_once(
+                    topic,
+                    "dds",
+                    f"topic {topic}: DDS type {pubs[0].dds_type!r} is not a ROS 2 type name; not recorded",
+                )
             return
         typ = typed[0].type
         dds_type = typed[0].dds_type
@@ -324,15 +358,22 @@ class Ros2Source:
             self._error(str(e))
             return
         sub = _Sub(topic, typ, definition, type_hash, reader, requested, offers)
-        if isinstance(self._rec, Ros2Recorder):
-            self._rec.set_topic_info(topic, profiles_text(offers), type_hash)
+        self._topic_info(sub)
         with self._lock:
             self._subs[topic] = sub
             self._waitset.attach(reader.condition)
         self._say(f"Subscribing to {topic} ({typ}, {requested['reliability']} {requested['durability']})")
 
+    def _topic_info(self, sub: _Sub) -> None:
+        from polybag.net.ros2.qos import profiles_text
+
+        text = profiles_text(sub.offers)
+        for r in self._recs:
+            if isinstance(r, Ros2Recorder):
+                r.set_topic_info(sub.topic, text, sub.type_hash)
+
     def _check_new(self, sub: _Sub, pubs: list[Any]) -> None:
-        from polybag.net.ros2.qos import incompatibility, profiles_text
+        from polybag.net.ros2.qos import incompatibility
 
         for p in pubs:
             if p.type and p.type != sub.type:
@@ -351,8 +392,7 @@ class Ros2Source:
                 )
                 continue
             sub.offers.append(p.qos)
-            if isinstance(self._rec, Ros2Recorder):
-                self._rec.set_topic_info(sub.topic, profiles_text(sub.offers), sub.type_hash)
+            self._topic_info(sub)
 
     # --- receiving -----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -372,19 +412,19 @@ class Ros2Source:
     def _drain(self) -> None:
         from polybag.net.ros2 import Ros2GraphError
 
-        trig = self._trigger_reader
-        if trig is not None:
+        with self._lock:
+            triggers = [(t, r) for t, r in self._triggers.items() if r is not None]
+            subs = list(self._subs.values())
+        for topic, reader in triggers:
             try:
-                fired = trig.take(64)
+                fired = reader.take(64)
             except Ros2GraphError as e:
                 self._error(str(e))
                 fired = []
             for _ in fired:
-                self._rec.trigger()  # returns at once; the file is written by the writer thread
-
-        with self._lock:
-            subs = list(self._subs.values())
-        rec = self._rec
+                for rec in self._recs:
+                    if rec.options.snapshot and rec.options.trigger_topic == topic:
+                        rec.trigger()  # returns at once; the file is written by its writer thread
         for sub in subs:
             while True:
                 try:
@@ -395,23 +435,31 @@ class Ros2Source:
                 if not got:
                     break
                 now = time.time_ns()
+                recs = [r for r in self._recs if sub.topic not in self._rec_done.get(id(r), ())]
                 for data, _stamp in got:
-                    rec.write(
-                        sub.topic,
-                        data,
-                        type=sub.type,
-                        md5sum=sub.type_hash or "*",
-                        definition=sub.definition,
-                        receive_time=now,
-                        latching=sub.latched,
-                    )
+                    for rec in recs:
+                        rec.write(
+                            sub.topic,
+                            data,
+                            type=sub.type,
+                            md5sum=sub.type_hash or "*",
+                            definition=sub.definition,
+                            receive_time=now,
+                            latching=sub.latched,
+                        )
                 if len(got) < 1024:
                     break
 
-    def unsubscribe(self, topic: str) -> None:
-        """Stop receiving ``topic`` (its -l limit was reached)."""
+    def unsubscribe(self, topic: str, recorder: Any = None) -> None:
+        """``recorder`` (None: every recorder) is done with ``topic`` (its -l limit was
+        reached); the reader goes when no recorder wants the topic any more."""
         with self._lock:
-            self._done.add(topic)
+            for r in self._recs:
+                if recorder is None or r is recorder:
+                    self._rec_done.setdefault(id(r), set()).add(topic)
+            if self._wanted(topic):
+                return
+            self._closed_topics.add(topic)
             sub = self._subs.pop(topic, None)
         if sub is not None:
             try:
@@ -427,13 +475,13 @@ class Ros2Source:
         if t is not None and t is not threading.current_thread():
             t.join(timeout=5)
         with self._lock:
-            subs = list(self._subs.values())
+            readers = [s.reader for s in self._subs.values()] + [
+                r for r in self._triggers.values() if r is not None
+            ]
             self._subs.clear()
-        for sub in subs:
-            sub.reader.close()
-        if self._trigger_reader is not None:
-            self._trigger_reader.close()
-            self._trigger_reader = None
+            self._triggers.clear()
+        for reader in readers:
+            reader.close()
         if self._own_graph and self._graph is not None:
             self._graph.close()
             self._graph = None
@@ -455,5 +503,27 @@ class Ros2Source:
     def _say(self, text: str) -> None:
         if self._log is not None:
             self._log(text)
-        elif self.options is None or not self.options.quiet:
+            return
+        quiet = self.options.quiet if self.options is not None else all(r.options.quiet for r in self._recs)
+        if not quiet:
             print(text, file=sys.stderr, flush=True)
+
+
+class Ros2Member:
+    """One recorder's handle on a shared :class:`Ros2Source` (what the recorder calls
+    ``source``): stopping detaches only this recorder, -l unsubscribes only for it."""
+
+    def __init__(self, shared: Ros2Source) -> None:
+        self.shared = shared
+        self._rec: Any = None
+
+    def start(self, recorder: Any) -> None:
+        self._rec = recorder
+        self.shared.start(recorder)
+
+    def stop(self) -> None:
+        if self._rec is not None:
+            self.shared.detach(self._rec)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.shared.unsubscribe(topic, self._rec)
