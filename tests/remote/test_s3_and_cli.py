@@ -90,3 +90,22 @@ def test_cli_cat_and_convert_take_urls(http: RangeServer, remote_dir: Path, tmp_
     p = _polybag("info", f"{http.url}/nope.bag")
     assert p.returncode != 0
     assert "Traceback" not in p.stderr and "nope.bag" in p.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cat", "{u}", "--topics", "/small"],
+        ["list", "channels", "{u}"],
+        ["du", "{u}"],
+        ["check", "{u}"],
+        ["filter", "{u}", "{out}/f.bag", "--include-topic", "/small"],
+        ["sort", "{u}", "{out}/s.bag"],
+        ["export", "{u}", "--topics", "/small", "-o", "{out}/e"],
+    ],
+)
+def test_cli_commands_take_urls(http: RangeServer, tmp_path: Path, args: list[str]) -> None:
+    u = f"{http.url}/mid.bag"
+    p = _polybag(*(a.format(u=u, out=tmp_path) for a in args))
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr

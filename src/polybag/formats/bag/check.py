@@ -11,6 +11,7 @@ import numpy as np
 
 from polybag.codecs.checks import md5_problems
 from polybag.errors import PolybagError
+from polybag.remote import is_url, open_url
 from polybag.source import MappedSource
 
 from .reader import open_bag
@@ -21,7 +22,11 @@ def check_bag(path: str) -> dict[str, Any]:
     """``{"problems": [...], "notes": [...], "messages": n, "version": v}``; problems name offsets."""
     problems: list[Any] = []
     notes: list[str] = []
-    src = MappedSource.from_path(path)
+    if is_url(path):  # a remote bag: checked whole (every record is read)
+        src: MappedSource = open_url(path)
+        src.need_all()
+    else:
+        src = MappedSource.from_path(path)
     try:
         r = open_bag(src, path, verify_checksums=True)
     except PolybagError as e:
