@@ -7,6 +7,7 @@ each, prints what it published as JSON, stays 1 s for the last acknowledgements.
 /latched (transient_local) and /clock (best effort); prints what it got as JSON once it has N on /chatter and /imu
 and the latched one, or when SECONDS pass.
 ``python nodes.py trigger TOPIC``: one std_msgs/msg/Empty on TOPIC (rclpy) once matched.
+``python nodes.py empties TOPIC SECONDS``: counts std_msgs/msg/Empty on TOPIC (rclpy).
 ``python nodes.py ddspub TOPIC DDS_TYPE RELIABILITY N``: a plain Cyclone DDS writer of a
 struct {int32 a; string b;} (no ROS 2 stack), waiting for a reader first (at most 30 s).
 """
@@ -149,6 +150,24 @@ def trigger(topic: str) -> None:
     rclpy.shutdown()
 
 
+def empties(topic: str, seconds: float) -> None:
+    """Count std_msgs/msg/Empty on ``topic`` (transient_local) for ``seconds``; print the count."""
+    import rclpy
+    from std_msgs.msg import Empty
+
+    rclpy.init()
+    node = rclpy.create_node("polybag_test_empties")
+    got: list[int] = []
+    node.create_subscription(Empty, topic, lambda m: got.append(1), _qos(10, latched=True))
+    print("ready", file=sys.stderr, flush=True)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    print(json.dumps({"empties": len(got)}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
 def ddspub(topic: str, dds_type: str, reliability: str, n: int) -> None:
     from cyclonedds.domain import Domain, DomainParticipant
     from cyclonedds.idl import IdlStruct
@@ -203,6 +222,8 @@ if __name__ == "__main__":
         listener(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
     elif mode == "trigger":
         trigger(sys.argv[2])
+    elif mode == "empties":
+        empties(sys.argv[2], float(sys.argv[3]))
     elif mode == "ddspub":
         ddspub(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:

@@ -377,3 +377,34 @@ def test_config_several_recorders_share_one_subscription(tmp_path: Path) -> None
     with polybag.open(b) as r:
         assert sum(1 for _ in r.messages()) == 20
     assert err.count("Subscribing to /thing") <= 1
+
+
+@needs_rclpy
+def test_publish_begin_write_on_every_new_file(tmp_path: Path) -> None:
+    env = ros2_env()
+    prefix = tmp_path / "p"
+    with node("empties", "/begin_write", 12, env=env) as lis:
+        wait_ready(lis)
+        with node("ddspub", "rt/thing", "my_pkg::msg::dds_::Thing_", "reliable", 120, env=env) as pub:
+            wait_ready(pub)
+            args = [
+                *POLYBAG,
+                "record",
+                "--ros2",
+                "/thing",
+                "-p",
+                "--split",
+                "--duration",
+                "0.3",
+                "-O",
+                str(prefix),
+                "--json",
+            ]
+            with process(args, env) as rec:
+                finish(pub, 60)
+                code, report, err = stop_recorder(rec)
+        _c, out, _e = finish(lis, 60)
+    assert code == 0, err
+    n_files = len(report["files"])
+    assert n_files >= 2
+    assert n_files - 1 <= last_json(out)["empties"] <= n_files

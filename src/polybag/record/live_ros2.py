@@ -32,6 +32,9 @@ from polybag.errors import UsageError
 from polybag.record.options import RecordOptions
 from polybag.record.recorder import _MCAP_MSG_OVERHEAD, Recorder, _Item
 
+#: std_msgs/msg/Empty serialized (CDR little endian: its one dummy uint8)
+EMPTY_CDR = b"\x00\x01\x00\x00\x00"
+
 
 def _definition(type_name: str) -> str:
     """The full ``ros2msg`` text of a known type, ``""`` when it is not known."""
@@ -221,6 +224,7 @@ class Ros2Source:
         self._thread: threading.Thread | None = None
         self._waitset: Any = None
         self._triggers: dict[str, Any] = {}  # snapshot trigger topic -> reader
+        self._begin_writers: dict[str, Any] = {}  # -p: begin_write topic -> writer
         self._started = False
         self.errors: list[str] = []
         self.warnings: list[str] = []
@@ -252,6 +256,12 @@ class Ros2Source:
             self._waitset = self._graph.waitset()
         if recorder.options.snapshot:
             self._subscribe_trigger(recorder.options.trigger_topic)
+        if recorder.options.publish:
+            topic = recorder.options.begin_write_topic
+            self._advertise_begin_write(topic)
+            recorder.on_open(lambda _path: self._begin_write(topic))
+            if recorder.current_file is not None:
+                self._begin_write(topic)
         self._discover(rescan=not first)
         if first:
             self._thread = threading.Thread(target=self._run, name="polybag-record-ros2", daemon=True)
@@ -316,6 +326,39 @@ class Ros2Source:
         with self._lock:
             self._triggers[topic] = reader
             self._waitset.attach(reader.condition)
+
+    def _advertise_begin_write(self, topic: str) -> None:
+        """``-p``: a std_msgs/msg/Empty writer on ``begin_write`` (transient_local, depth 1:
+        latched, as rosbag's)."""
+        from polybag.net.ros2 import Ros2GraphError
+
+        with self._lock:
+            if topic in self._begin_writers:
+                return
+        profile = {
+            "reliability": "reliable",
+            "durability": "transient_local",
+            "history": "keep_last",
+            "depth": 1,
+        }
+        try:
+            w = self._graph.writer(topic, "std_msgs::msg::dds_::Empty_", profile, depth=1)
+        except Ros2GraphError as e:
+            self._error(f"-p: {e}")
+            return
+        with self._lock:
+            self._begin_writers[topic] = w
+
+    def _begin_write(self, topic: str) -> None:
+        from polybag.net.ros2 import Ros2GraphError
+
+        with self._lock:
+            w = self._begin_writers.get(topic)
+        if w is not None:
+            try:
+                w.write(EMPTY_CDR)
+            except Ros2GraphError as e:
+                self._error(f"-p: {e}")
 
     def _subscribe(self, topic: str, pubs: list[Any]) -> None:
         from polybag.net.ros2 import Ros2GraphError
@@ -482,6 +525,11 @@ class Ros2Source:
             self._triggers.clear()
         for reader in readers:
             reader.close()
+        with self._lock:
+            writers = list(self._begin_writers.values())
+            self._begin_writers.clear()
+        for w in writers:
+            w.close()
         if self._own_graph and self._graph is not None:
             self._graph.close()
             self._graph = None
