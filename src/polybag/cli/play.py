@@ -337,6 +337,6 @@ def run(args: argparse.Namespace) -> int:
                 if stats.lateness.count:
                     out.write(f"Timing: {stats.lateness.stats()}\n")
                 if sink.skipped:
-                    out.write(f"Skipped (not ROS 1): {', '.join(sorted(set(sink.skipped)))}\n")
+                    out.write(f"Skipped (not ROS {2 if args.ros2 else 1}): {', '.join(sorted(set(sink.skipped)))}\n")
                 out.flush()
     return 0
