@@ -239,9 +239,7 @@ BAG_MAGICS = (b"#ROSBAG V", b"#ROSRECORD V", b"#ROSLOG V")
 
 register(
     FormatSpec(
-        name="mcap",
-        magics=(MCAP_MAGIC,),
-        extensions=(".mcap",),
+        name="mcap", magics=(MCAP_MAGIC,), extensions=(".mcap",),
         opener="polybag.formats.mcap.reader:open_mcap",
         ranged=True,
         writer="polybag.formats.mcap.writer:McapWriter",
@@ -253,9 +251,7 @@ register(
 )
 register(
     FormatSpec(
-        name="bag",
-        magics=BAG_MAGICS,
-        extensions=(".bag",),
+        name="bag", magics=BAG_MAGICS, extensions=(".bag",),
         opener="polybag.formats.bag.reader:open_bag",
         ranged=True,
         writer="polybag.formats.bag.writer:BagWriter",

@@ -14,23 +14,18 @@ import zlib
 from collections.abc import Callable, Generator, Iterable, Iterator
 
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
+from polybag.formats.mcap import base
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import (
-    _OP_CHANNEL,
-    _OP_CHUNK,
-    _OP_DATA_END,
-    _OP_FOOTER,
-    _OP_MESSAGE,
-    _OP_MESSAGE_INDEX,
-    _OP_SCHEMA,
-    McapState,
-    _Partial,
-)
+from polybag.formats.mcap.base import McapState, _Partial
 from polybag.formats.mcap.bulk import _positions_from_index_records
 from polybag.formats.mcap.records import MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U32
 from polybag.model import Message
 from polybag.reader import TopicSelector
 from polybag.source import StreamSource
+
+# the opcodes the stream walk compares against, as module globals (the loop runs per record)
+_OP_CHANNEL, _OP_CHUNK, _OP_DATA_END, _OP_FOOTER = base._OP_CHANNEL, base._OP_CHUNK, base._OP_DATA_END, base._OP_FOOTER
+_OP_MESSAGE, _OP_MESSAGE_INDEX, _OP_SCHEMA = base._OP_MESSAGE, base._OP_MESSAGE_INDEX, base._OP_SCHEMA
 
 # (log time or 0, rank, the messages in lists): a segment of the stream
 _Batches = tuple[int, int, Callable[[], Iterable[list[Message]]]]
