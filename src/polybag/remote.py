@@ -51,6 +51,11 @@ HEAD = 16 << 10
 TAIL = 64 << 10
 #: read-ahead window of a sequential pass: from 1 MiB, doubling up to this
 MAX_AHEAD = 64 << 10 << 10
+#: objects up to this size are cached in anonymous memory (what is fetched stays resident);
+#: larger ones in a sparse temporary file (what is fetched goes to disk)
+MEMORY_CACHE = 1 << 30
+#: the least read-ahead of a sequential run
+MIN_AHEAD = 4 << 20
 #: concurrent requests of one source
 WORKERS = 8
 
@@ -90,17 +95,25 @@ class RemoteSource(MappedSource):
         self.url = url
         self._fs = fs
         self._fpath = fpath
-        self._tmp = tempfile.TemporaryFile(prefix="polybag-remote-")  # noqa: SIM115 - owned by the source
+        self._tmp: Any = None
+        self._anon: mmap.mmap | None = None
+        self._fd = -1
+        buf: bytes | mmap.mmap = b""
         try:
-            self._tmp.truncate(size)  # sparse: takes no space until written
-            self._fd = self._tmp.fileno()
-            buf: bytes | mmap.mmap = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) if size else b""
+            if 0 < size <= MEMORY_CACHE:
+                # anonymous memory: untouched pages cost nothing, a copy in is a memcpy
+                buf = self._anon = mmap.mmap(-1, size)
+            elif size:
+                self._tmp = tempfile.TemporaryFile(prefix="polybag-remote-")  # noqa: SIM115 - owned by the source
+                self._tmp.truncate(size)  # sparse: takes no space until written
+                self._fd = self._tmp.fileno()
+                buf = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ)
         except OSError as e:
-            self._tmp.close()
-            raise PolybagError(
-                f"{url}: cannot create a temporary file for {size} bytes: {e.strerror or e}"
-            ) from e
+            if self._tmp is not None:
+                self._tmp.close()
+            raise PolybagError(f"{url}: cannot set up a cache for {size} bytes: {e.strerror or e}") from e
         super().__init__(url, buf)
+        self.view = self.view.toreadonly()
         self._spool = self._tmp  # closed (and so freed) with the source
         self._state = np.zeros((size + BLOCK - 1) // BLOCK, np.uint8)
         self._cv = threading.Condition()
@@ -219,7 +232,10 @@ class RemoteSource(MappedSource):
                     f"{self.url}: asked for bytes {start}..{end}, got {len(data)} bytes (does the server honour Range?)"
                 )
             try:
-                os.pwrite(self._fd, data, start)
+                if self._anon is not None:
+                    self._anon[start:end] = data
+                else:
+                    os.pwrite(self._fd, data, start)
             except OSError as e:
                 raise PolybagError(
                     f"{self.url}: cannot write to the temporary file: {e.strerror or e}"
@@ -265,8 +281,9 @@ class RemoteSource(MappedSource):
         """Background fetch of what follows ``[lo, hi)`` when reads run front to back.
 
         A run is a sequence of needs each starting within 64 KiB of where the one before
-        ended; the read-ahead is as long as the run so far (at least 1 MiB, at most
-        MAX_AHEAD), so a short read (a time window) fetches little beyond what it reads."""
+        ended; the read-ahead is twice as long as the run so far (at least MIN_AHEAD, at most
+        MAX_AHEAD), so a short read (a time window) fetches little beyond what it reads; it
+        is topped up when half of it is used, in requests of up to PART bytes."""
         sequential = self._next >= 0 and self._next - COALESCE <= lo <= self._next + COALESCE
         self._next = hi
         if not sequential:
@@ -275,10 +292,11 @@ class RemoteSource(MappedSource):
             return
         if hi >= self.size:
             return
+        window = min(MAX_AHEAD, max(MIN_AHEAD, 2 * (hi - self._run_start)))
+        if self._ahead_to - hi > window // 2:
+            return  # enough is on the way: top up in large requests, not a little per need
         start = max(hi, self._ahead_to)
-        end = min(self.size, hi + min(MAX_AHEAD, max(1 << 20, hi - self._run_start)))
-        if end - start < (1 << 20) and end < self.size:
-            return  # enough is already on the way
+        end = min(self.size, hi + window)
         with self._cv:
             todo = self._claim(start // BLOCK, (end + BLOCK - 1) // BLOCK)
         self._ahead_to = end
@@ -293,6 +311,12 @@ class RemoteSource(MappedSource):
             self._fetch(start, end)
         except BaseException:  # noqa: BLE001 - a foreground need retries and reports it
             pass
+
+    def release_pages(self) -> None:
+        """Drop the pages of a file-backed cache from the resident set (their bytes stay in
+        the temporary file); nothing for an in-memory cache, whose pages are the only copy."""
+        if self._anon is None:
+            super().release_pages()
 
     def close(self) -> None:
         self._closed = True

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polybag.errors import PolybagError
-from polybag.remote import BLOCK, COALESCE, PART, RemoteSource, is_url
+from polybag.remote import BLOCK, COALESCE, MIN_AHEAD, PART, RemoteSource, is_url
 
 
 class FakeFS:
@@ -84,7 +84,7 @@ def test_sequential_needs_read_ahead_in_the_background() -> None:
             src.need(off, step)
         fetched = src.stats["bytes_fetched"]
         assert fetched > 4 << 20  # read ahead of the reader
-        assert fetched <= (4 << 20) * 2 + (1 << 20)  # about as far as the run is long
+        assert fetched <= (4 << 20) * 3 + MIN_AHEAD  # about twice as far as the run is long
         before = len(fs.calls)
         src.need(4 << 20, 1 << 20)  # already fetched (or on its way): no new request of its own
         assert all(s >= 4 << 20 for s, _e in fs.calls[before:]) or len(fs.calls) == before
