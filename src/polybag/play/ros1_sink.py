@@ -14,13 +14,13 @@ With ``clock`` on, ``/clock`` (``rosgraph_msgs/Clock``) carries the bag time.
 from __future__ import annotations
 
 import struct
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from polybag.model import Channel, Message
 from polybag.play.player import PlayOptions
+from polybag.play.routing import Route, RoutingSink
 
 CLOCK_TOPIC = "/clock"
 CLOCK_TYPE = "rosgraph_msgs/Clock"
@@ -42,14 +42,6 @@ def clock_payload(time_ns: int) -> bytes:
 
 def _truthy(v: object) -> bool:
     return str(v).strip().lower() in ("1", "true", "yes")
-
-
-class _Route:
-    __slots__ = ("publisher", "repack")
-
-    def __init__(self, publisher: Any, repack: Callable[[Any], bytes | None] | None) -> None:
-        self.publisher = publisher
-        self.repack = repack
 
 
 def ros1_connection(ch: Channel) -> tuple[str, str, str, str, bool, Callable[[Any], bytes | None] | None]:
@@ -105,7 +97,7 @@ def _drain(pub: Any, end: float) -> bool:
     return False
 
 
-class Ros1Sink:
+class Ros1Sink(RoutingSink):
     """Advertises every played channel on ``node`` and publishes the payloads.
 
     ``node`` is a :class:`polybag.net.ros1.Node` (or anything with its ``advertise``).
@@ -113,57 +105,24 @@ class Ros1Sink:
     """
 
     def __init__(
-        self,
-        node: Any,
-        *,
-        prefix: str = "",
-        remap: dict[str, str] | None = None,
-        namespace: str = "/",
-        warn: Callable[[str], Any] | None = None,
+        self, node: Any, *, prefix: str = "", remap: dict[str, str] | None = None, namespace: str = "/", warn: Callable[[str], Any] | None = None
     ) -> None:
+        super().__init__(prefix=prefix, remap=remap, namespace=namespace, warn=warn)
         self.node = node
-        self.prefix = prefix.rstrip("/")
-        self.namespace = "/" + namespace.strip("/")  # where relative topic names land
-        self.remap: dict[str, str] = dict(remap or {})
-        self.warn = warn or (lambda text: print(f"polybag play: warning: {text}", file=sys.stderr))
         self.publishers: dict[str, Any] = {}  # output topic -> publisher
-        self._types: dict[str, str] = {}  # output topic -> md5sum advertised
-        self._routes: dict[int, _Route | None] = {}  # id(channel) -> route (None: skipped)
-        self._channels: list[Channel] = []
-        self.skipped: list[str] = []
         self.clock_publisher: Any = None
-        self.published = 0
-        self.queue_size = 100
 
     def open(self, channels: Sequence[Channel], options: PlayOptions) -> None:
-        self.queue_size = max(1, options.queue)
-        if options.prefix and not self.prefix:
-            self.prefix = options.prefix.rstrip("/")
-        self.remap = {**options.remap, **self.remap}
-        for ch in channels:
-            self._route(ch)
+        self._open_routes(channels, options)
         if options.clock:
             # /clock is never prefixed (as rosbag), but it is remapped
             clock_topic = self.remap.get(CLOCK_TOPIC, CLOCK_TOPIC)
             self.clock_publisher = self.node.advertise(clock_topic, CLOCK_TYPE, CLOCK_MD5, CLOCK_DEFINITION)
 
-    def _out_topic(self, topic: str) -> str:
-        """The topic to publish ``topic`` on: prefixed, resolved in the namespace when relative,
-        then remapped (as rosbag's node does)."""
-        if self.prefix:
-            topic = self.prefix + (topic if topic.startswith("/") else "/" + topic)
-        if not topic.startswith("/"):
-            topic = self.namespace.rstrip("/") + "/" + topic
-        return self.remap.get(topic, topic)
-
-    def _route(self, ch: Channel) -> _Route | None:
-        key = id(ch)
-        if key in self._routes:
-            return self._routes[key]
-        self._channels.append(ch)  # keeps id(ch) unique while the route lives
+    def _make_route(self, ch: Channel) -> Route | None:
         from polybag.errors import PolybagError
 
-        route: _Route | None = None
+        route: Route | None = None
         try:
             topic, tname, md5, definition, latch, repack = ros1_connection(ch)
         except PolybagError as e:
@@ -176,29 +135,17 @@ class Ros1Sink:
                 pub = self.node.advertise(out, tname, md5, definition, latch=latch, queue_size=self.queue_size)
                 self.publishers[out] = pub
                 self._types[out] = md5
-                route = _Route(pub, repack)
+                route = Route(pub, repack)
             elif self._types[out] != md5:
                 self.skipped.append(ch.topic)
                 self.warn(f"topic {out}: already advertised with md5sum {self._types[out]}, skipping {tname} ({md5})")
             else:
-                route = _Route(pub, repack)
-        self._routes[key] = route
+                route = Route(pub, repack)
         return route
 
-    def publish(self, message: Message) -> None:
-        route = self._routes.get(id(message.channel), False)
-        if route is False:
-            route = self._route(message.channel)
-        if route is None:
-            return
-        assert isinstance(route, _Route)
-        data: Any = message.data
-        if route.repack is not None:
-            data = route.repack(data)
-            if data is None:
-                return
-        route.publisher.publish(bytes(data))
-        self.published += 1
+    def _send(self, target: Any, payload: bytes, message: Message) -> bool:
+        target.publish(payload)
+        return True
 
     def clock(self, time_ns: int) -> None:
         if self.clock_publisher is not None:

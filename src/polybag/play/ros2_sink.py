@@ -16,13 +16,13 @@ QoS) carries the bag time.
 from __future__ import annotations
 
 import struct
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from polybag.model import Channel, Message
 from polybag.play.player import PlayOptions
+from polybag.play.routing import Route, RoutingSink
 
 CLOCK_TOPIC = "/clock"
 CLOCK_DDS_TYPE = "rosgraph_msgs::msg::dds_::Clock_"
@@ -40,14 +40,6 @@ def clock_payload(time_ns: int) -> bytes:
     """``rosgraph_msgs/msg/Clock`` as CDR (little endian, with its header): int32 sec, uint32 nanosec."""
     secs, nsecs = divmod(max(0, time_ns), 1_000_000_000)
     return _CLOCK.pack(_CDR_LE, min(secs, 0x7FFFFFFF), nsecs)
-
-
-class _Route:
-    __slots__ = ("writer", "transform")
-
-    def __init__(self, writer: Any, transform: Callable[[Any], bytes | None] | None) -> None:
-        self.writer = writer
-        self.transform = transform
 
 
 def ros2_route(ch: Channel) -> tuple[str, str, dict[str, Any], Callable[[Any], bytes | None] | None]:
@@ -78,42 +70,22 @@ def ros2_route(ch: Channel) -> tuple[str, str, dict[str, Any], Callable[[Any], b
     return ch.topic, tname, profile, transform
 
 
-class Ros2Sink:
+class Ros2Sink(RoutingSink):
     """Makes a DDS writer for every played channel on ``graph`` (a
     :class:`polybag.net.ros2.Graph`) and publishes the payloads.  Writers are closed by
     :meth:`close`; the graph stays the caller's."""
 
     def __init__(
-        self,
-        graph: Any,
-        *,
-        prefix: str = "",
-        remap: dict[str, str] | None = None,
-        namespace: str = "/",
-        warn: Callable[[str], Any] | None = None,
+        self, graph: Any, *, prefix: str = "", remap: dict[str, str] | None = None, namespace: str = "/", warn: Callable[[str], Any] | None = None
     ) -> None:
+        super().__init__(prefix=prefix, remap=remap, namespace=namespace, warn=warn)
         self.graph = graph
-        self.prefix = prefix.rstrip("/")
-        self.namespace = "/" + namespace.strip("/")
-        self.remap: dict[str, str] = dict(remap or {})
-        self.warn = warn or (lambda text: print(f"polybag play: warning: {text}", file=sys.stderr))
         self.writers: dict[str, Any] = {}  # output topic -> writer
-        self._types: dict[str, str] = {}
-        self._routes: dict[int, _Route | None] = {}
-        self._channels: list[Channel] = []
-        self.skipped: list[str] = []
         self.clock_writer: Any = None
-        self.published = 0
         self.bad = 0  # payloads too short to be CDR (skipped, the first one named in a warning)
-        self.queue_size = 100
 
     def open(self, channels: Sequence[Channel], options: PlayOptions) -> None:
-        self.queue_size = max(1, options.queue)
-        if options.prefix and not self.prefix:
-            self.prefix = options.prefix.rstrip("/")
-        self.remap = {**options.remap, **self.remap}
-        for ch in channels:
-            self._route(ch)
+        self._open_routes(channels, options)
         if options.clock:
             from polybag.net.ros2.graph import Ros2GraphError
 
@@ -124,22 +96,11 @@ class Ros2Sink:
             except Ros2GraphError as e:
                 self.warn(f"/clock: {e}")
 
-    def _out_topic(self, topic: str) -> str:
-        if self.prefix:
-            topic = self.prefix + (topic if topic.startswith("/") else "/" + topic)
-        if not topic.startswith("/"):
-            topic = self.namespace.rstrip("/") + "/" + topic
-        return self.remap.get(topic, topic)
-
-    def _route(self, ch: Channel) -> _Route | None:
-        key = id(ch)
-        if key in self._routes:
-            return self._routes[key]
-        self._channels.append(ch)
+    def _make_route(self, ch: Channel) -> Route | None:
         from polybag.errors import PolybagError
         from polybag.net.ros2.names import dds_type
 
-        route: _Route | None = None
+        route: Route | None = None
         try:
             topic, tname, profile, transform = ros2_route(ch)
             dtype = dds_type(tname)
@@ -151,38 +112,25 @@ class Ros2Sink:
                 w = self.graph.writer(out, dtype, profile, depth=depth)
                 self.writers[out] = w
                 self._types[out] = tname
-                route = _Route(w, transform)
+                route = Route(w, transform)
             elif self._types[out] != tname:
                 self.skipped.append(ch.topic)
                 self.warn(f"topic {out}: already published as {self._types[out]}, skipping {tname}")
             else:
-                route = _Route(w, transform)
+                route = Route(w, transform)
         except PolybagError as e:
             self.skipped.append(ch.topic)
             self.warn(str(e))
-        self._routes[key] = route
         return route
 
-    def publish(self, message: Message) -> None:
-        route = self._routes.get(id(message.channel), False)
-        if route is False:
-            route = self._route(message.channel)
-        if route is None:
-            return
-        assert isinstance(route, _Route)
-        data: Any = message.data
-        if route.transform is not None:
-            data = route.transform(data)
-            if data is None:
-                return
-        payload = bytes(data)
+    def _send(self, target: Any, payload: bytes, message: Message) -> bool:
         if len(payload) < 4:  # (not CDR: no encapsulation header)
             self.bad += 1
             if self.bad == 1:
                 self.warn(f"topic {message.channel.topic}: a {len(payload)}-byte payload is not CDR; skipped")
-            return
-        route.writer.write(payload)
-        self.published += 1
+            return False
+        target.write(payload)
+        return True
 
     def clock(self, time_ns: int) -> None:
         if self.clock_writer is not None:
