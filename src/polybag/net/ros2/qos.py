@@ -94,19 +94,8 @@ def parse_profiles(text: str) -> list[dict[str, Any]]:
         return []
     if not isinstance(got, list):
         return []
-    numbers = {
-        "history": ("system_default", "keep_last", "keep_all", "unknown"),
-        "reliability": ("system_default", "reliable", "best_effort", "unknown", "best_available"),
-        "durability": ("system_default", "transient_local", "volatile", "unknown", "best_available"),
-        "liveliness": (
-            "system_default",
-            "automatic",
-            "manual_by_node",
-            "manual_by_topic",
-            "unknown",
-            "best_available",
-        ),
-    }
+    from polybag.formats.rosbag2.metadata import QOS_ENUMS as numbers  # the enums by number (metadata <= v8)
+
     out = []
     for p in got:
         if not isinstance(p, dict):
