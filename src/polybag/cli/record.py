@@ -237,23 +237,7 @@ def run(args: argparse.Namespace) -> int:
         for s, h in old.items():
             signal.signal(s, h)
     src = group.source
-    src_errors = [f"source: {e}" for e in (src.errors[:5] if src is not None else [])]
-    bad = False
-    src_warnings = [f"source: {w}" for w in (src.warnings[:5] if src is not None else [])]
-    for o, rep in zip(all_opts, reports):
-        rep["errors"] += src_errors
-        rep["warnings"] += src_warnings
-        bad = _bad(o, rep) or bad
-    out: dict[str, Any] = reports[0] if not args.config else {"recorders": reports}
-    if args.json:
-        print_json(out)
-    elif bad or not args.quiet:  # (-q: the report only when something went wrong)
-        for i, rep in enumerate(reports):
-            if args.config:
-                print(f"recorder {i}:", file=sys.stderr)
-            for line in report_lines(rep):
-                print(line, file=sys.stderr)
-    return 1 if bad else 0
+    return _report(args, all_opts, reports, src.errors[:5] if src is not None else [], src.warnings[:5] if src is not None else [])
 
 
 def _run_ros2(args: argparse.Namespace) -> int:
@@ -307,15 +291,21 @@ def _run_ros2(args: argparse.Namespace) -> int:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+    return _report(args, all_opts, reports, source.errors[:5], source.warnings[:20])
+
+
+def _report(args: argparse.Namespace, all_opts: list[Any], reports: list[dict[str, Any]], errors: list[str], warnings: list[str]) -> int:
+    """Add the source's ``errors``/``warnings`` to every recorder's report, print them (JSON,
+    or the text report unless ``-q`` and all went well) and return the exit status."""
     bad = False
     for o, rep in zip(all_opts, reports):
-        rep["errors"] += [f"source: {e}" for e in source.errors[:5]]
-        rep["warnings"] += [f"source: {w}" for w in source.warnings[:20]]
+        rep["errors"] += [f"source: {e}" for e in errors]
+        rep["warnings"] += [f"source: {w}" for w in warnings]
         bad = _bad(o, rep) or bad
     out: dict[str, Any] = reports[0] if not args.config else {"recorders": reports}
     if args.json:
         print_json(out)
-    elif bad or not args.quiet:
+    elif bad or not args.quiet:  # (-q: the report only when something went wrong)
         for i, rep in enumerate(reports):
             if args.config:
                 print(f"recorder {i}:", file=sys.stderr)
