@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-CORPORA = SHARED / "corpora"
+from paths import CORPORA, ROOT, SHARED  # noqa: F401 - importable from here as before
 
 
 @pytest.fixture(scope="session")

@@ -166,6 +166,13 @@ class Reader(Closing, ABC):
         """Bytes of the file behind the reader when known (a mapped file); 0 for a pipe."""
         return self.source.size if isinstance(self.source, MappedSource) else 0
 
+    @property
+    def fetch_stats(self) -> dict[str, Any] | None:
+        """What reading a remote log has cost so far (requests, bytes fetched, size, URL; see
+        :class:`polybag.remote.RemoteSource`); None for a local file or a stream."""
+        source = getattr(self, "source", None)  # (a reader made without Reader.__init__ has none)
+        return None if source is None else source.stats
+
     def release_pages(self) -> None:
         """Drop the mapped file's pages from this process's resident set (see
         :meth:`polybag.source.MappedSource.release_pages`); nothing for a stream.  Long
@@ -262,6 +269,9 @@ class ReaderProtocol(Protocol):
 
     @property
     def source_size(self) -> int: ...
+
+    @property
+    def fetch_stats(self) -> dict[str, Any] | None: ...
 
     def release_pages(self) -> None: ...
 

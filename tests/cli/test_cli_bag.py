@@ -9,7 +9,7 @@ import pytest
 
 import polybag
 from bag_helpers import write_sample
-from conftest import CORPORA
+from paths import CORPORA
 from polybag.cli import main
 from polybag.formats.bag.writer import BagWriter
 

@@ -22,7 +22,7 @@ import yaml
 
 import polybag
 import polybag.compression
-from conftest import CORPORA
+from paths import CORPORA
 from polybag.cli import main
 from polybag.errors import PolybagError, UsageError, WriteError
 from polybag.formats.bag.writer import BagWriter

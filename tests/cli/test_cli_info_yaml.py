@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polybag
-from conftest import CORPORA
+from paths import CORPORA
 from polybag.cli import main, render
 from polybag.cli.info import to_yaml
 

@@ -233,6 +233,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("cli/__init__.py", "args"): "argparse namespace: options some subcommands do not define",
     ("cli/__init__.py", "signal"): "SIGXFSZ exists on POSIX only",
     ("cli/cat.py", "args"): "argparse namespace: options some subcommands do not define",
+    ("cli/batch.py", "args"): "argparse namespace: options some subcommands do not define",
     ("cli/_common.py", "o"): "an object turned into JSON (numpy, slots, dataclasses; cat's decoded messages too)",
     ("cli/_ops.py", "result"): "an operation's result: only some have warnings",
     ("cli/_ops.py", "args"): "argparse namespace: options some subcommands do not define",

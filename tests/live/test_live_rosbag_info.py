@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 import polybag
-from conftest import CORPORA
+from paths import CORPORA
 
 ROSBAG = shutil.which("rosbag")
 BAGS = sorted(

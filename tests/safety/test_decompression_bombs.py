@@ -35,8 +35,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polybag
-from conftest import CORPORA
 from mcap_helpers import Pipe, to_bytes
+from paths import CORPORA
 from polybag import compression
 from polybag.cli import build_parser, main
 from polybag.compression import ChunkLimitError

@@ -119,13 +119,13 @@ def info_dict(reader: Reader) -> dict[str, Any]:
 
 def fetched(reader: Reader) -> dict[str, Any]:
     """``{"fetched": {requests, bytes_fetched, size, url}}`` of a remote log; {} for a local one."""
-    stats = reader.source.stats
+    stats = reader.fetch_stats
     return {} if stats is None else {"fetched": stats}
 
 
 def print_stats(reader: Reader, prog: str = "polybag") -> None:
     """What reading a remote log cost, on stderr (nothing for a local one)."""
-    stats = reader.source.stats
+    stats = reader.fetch_stats
     if stats is not None:
         print(
             f"{prog}: fetched {stats['bytes_fetched']} of {stats['size']} bytes in {stats['requests']} requests",

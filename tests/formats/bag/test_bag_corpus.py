@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import polybag
-from conftest import CORPORA
+from paths import CORPORA
 from polybag.cli import render
 from polybag.errors import PolybagError, UnknownFormatError
 

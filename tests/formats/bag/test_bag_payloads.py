@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polybag
-from conftest import CORPORA
+from paths import CORPORA
 from polybag.errors import PolybagError
 from polybag.formats.bag.payloads import Arena, gather
 from polybag.formats.bag.writer import BagWriter

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CORPORA
+from paths import CORPORA
 from polybag.formats.mcap import conformance
 
 SUITE = CORPORA / "mcap-conformance"

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 import polybag
-from conftest import CORPORA
 from mcap_helpers import TOPICS, Pipe, Row, expected, key, to_bytes, write_file
+from paths import CORPORA
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError, WriteError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.reader import McapReader

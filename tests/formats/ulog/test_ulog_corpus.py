@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import polybag
-from conftest import CORPORA
+from paths import CORPORA
 from polybag.cli import main, render
 
 ULOG = CORPORA / "ulog"

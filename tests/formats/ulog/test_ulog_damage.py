@@ -436,7 +436,7 @@ def _reference_walk(b: bytes, pos: int, end: int) -> tuple[list[int], int]:
 def test_fast_walk_is_the_sequential_walk(damage: list[tuple[int, bytes]], start_seed: int) -> None:
     """The run-skipping walk finds exactly the offsets a one-by-one walk finds, from any
     start, on intact and damaged data."""
-    from conftest import CORPORA
+    from paths import CORPORA
 
     raw = bytearray((CORPORA / "ulog" / "sample_log_small.ulg").read_bytes())
     for off, junk in damage:
@@ -456,7 +456,7 @@ def test_fast_walk_is_the_sequential_walk(damage: list[tuple[int, bytes]], start
 
 
 def test_small_walk_chunks_give_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conftest import CORPORA
+    from paths import CORPORA
     from polybag.formats.ulog import reader as ulog_reader
 
     path = CORPORA / "ulog" / "sample_logging_tagged_and_default_params.ulg"

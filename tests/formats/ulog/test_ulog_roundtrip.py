@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polybag
-from conftest import CORPORA
+from paths import CORPORA
 from polybag.codecs.ulog import codec_for_schema, compile_type, parse_format
 from polybag.errors import WriteError
 from polybag.formats.ulog.writer import UlogWriter

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import polybag
-from conftest import CORPORA
+from paths import CORPORA
 from polybag.formats.ulog.reader import TopicNotFoundError
 
 pyulog = pytest.importorskip("pyulog")
