@@ -228,8 +228,10 @@ def _status(player: Any, out: Any, done: threading.Event) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``polybag play``: open the inputs and the sink, play, print the result."""
+    import polybag
     from polybag.errors import UsageError
-    from polybag.play import Player, PlayOptions, Ros1Sink
+    from polybag.play import Player
 
     files = _split_inputs(args)
     if not files:
@@ -237,7 +239,34 @@ def run(args: argparse.Namespace) -> int:
     if args.loop_count is not None and not args.loop:
         args.loop = True
     remap, special = remapping_arguments(args.remaps)
-    opts = PlayOptions(
+    opts = _play_options(args, remap)
+    opts.validate()
+    out = sys.stdout
+    quiet = args.quiet or args.json
+    ns = special["__ns"]
+    node_name = _node_name(args, special)
+    with contextlib.ExitStack() as stack:
+        # inputs first: an unreadable file fails before anything is advertised
+        readers = [stack.enter_context(polybag.open(f)) for f in files]
+        sink, node = _open_sink(args, opts, special, node_name, stack)
+        with Player(readers, opts, sink) as player:
+            if opts.rate_control_topic:
+                rc_topic = _resolve(opts.rate_control_topic, ns)
+                node.subscribe(remap.get(rc_topic, rc_topic), lambda m: _rate_control(player, m.data))
+            if not quiet:
+                for f in files:
+                    out.write(f"[ INFO] Opening {f}\n")
+                out.flush()
+            stats = _play(player, opts, out, quiet)
+            _print_result(args, stats, sink, out, quiet)
+    return 0
+
+
+def _play_options(args: argparse.Namespace, remap: dict[str, str]) -> Any:
+    """The :class:`~polybag.play.PlayOptions` of the command line (not yet validated)."""
+    from polybag.play import PlayOptions
+
+    return PlayOptions(
         remap=remap,
         realtime=args.realtime_priority if args.realtime else None,
         rate=args.rate,
@@ -261,82 +290,88 @@ def run(args: argparse.Namespace) -> int:
         rate_control_topic=args.rate_control_topic,
         rate_control_max_delay=args.rate_control_max_delay,
     )
-    opts.validate()
-    import polybag
-    from polybag.net.ros1.node import Node
 
-    out = sys.stdout
-    quiet = args.quiet or args.json
+
+def _node_name(args: argparse.Namespace, special: dict[str, str]) -> str:
+    """The ROS 1 node's name: ``__name:=`` or ``--node``, resolved in ``__ns``."""
     ns = special["__ns"]
     name = special.get("__name")
-    node_name = _resolve(name, ns) if name else _resolve(args.node.lstrip("/") or "play", ns)
+    return _resolve(name, ns) if name else _resolve(args.node.lstrip("/") or "play", ns)
+
+
+def _open_sink(
+    args: argparse.Namespace, opts: Any, special: dict[str, str], node_name: str,
+    stack: contextlib.ExitStack,
+) -> tuple[Any, Any]:
+    """The sink to publish to, closed by ``stack``: ``(sink, ROS 1 node)``, a ROS 2 graph's
+    sink (node ``None``) with ``--ros2``."""
+    from polybag.errors import UsageError
+    from polybag.net.ros1.node import Node
+    from polybag.play import Ros1Sink
+
+    ns = special["__ns"]
+    if args.ros2:
+        from polybag.net.ros2 import Graph
+        from polybag.play.ros2_sink import Ros2Sink
+
+        if opts.rate_control_topic:
+            raise UsageError("--rate-control-topic is not supported with --ros2 yet")
+        graph = Graph()
+        stack.callback(graph.close)
+        return Ros2Sink(graph, prefix=args.prefix, namespace=ns), None
     host = special.get("__hostname") or special.get("__ip")
-    with contextlib.ExitStack() as stack:
-        # inputs first: an unreadable file fails before anything is advertised
-        readers = [stack.enter_context(polybag.open(f)) for f in files]
-        sink: Any
-        if args.ros2:
-            from polybag.net.ros2 import Graph
-            from polybag.play.ros2_sink import Ros2Sink
+    node = stack.enter_context(
+        Node(node_name, special.get("__master"), host=host, anonymous=special.get("__name") is None)
+    )
+    return Ros1Sink(node, prefix=args.prefix, namespace=ns), node
 
-            if opts.rate_control_topic:
-                raise UsageError("--rate-control-topic is not supported with --ros2 yet")
-            graph = Graph()
-            stack.callback(graph.close)
-            sink = Ros2Sink(graph, prefix=args.prefix, namespace=ns)
-        else:
-            node = stack.enter_context(
-                Node(node_name, special.get("__master"), host=host, anonymous=name is None)
-            )
-            sink = Ros1Sink(node, prefix=args.prefix, namespace=ns)
-        with Player(readers, opts, sink) as player:
-            if opts.rate_control_topic:
-                rc_topic = _resolve(opts.rate_control_topic, ns)
-                node.subscribe(remap.get(rc_topic, rc_topic), lambda m: _rate_control(player, m.data))
+
+def _play(player: Any, opts: Any, out: Any, quiet: bool) -> Any:
+    """Run ``player`` with the status line (on a terminal), SIGTERM stopping it and the
+    keyboard read; its stats."""
+    done = threading.Event()
+    status = None
+    if not quiet and out.isatty():
+        status = threading.Thread(target=_status, args=(player, out, done), daemon=True)
+        status.start()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM ends playback cleanly: publishers flushed and unregistered
+        previous = signal.signal(signal.SIGTERM, lambda *_: player.stop())
+    try:
+        with keyboard(player) as keys:
             if not quiet:
-                for f in files:
-                    out.write(f"[ INFO] Opening {f}\n")
+                if keys:
+                    out.write("Hit space to toggle paused, or 's' to step.\n")
+                if opts.pause:
+                    out.write("Paused.\n")
                 out.flush()
-            done = threading.Event()
-            status = None
-            if not quiet and out.isatty():
-                status = threading.Thread(target=_status, args=(player, out, done), daemon=True)
-                status.start()
-            previous = None
-            if threading.current_thread() is threading.main_thread():
-                # SIGTERM ends playback cleanly: publishers flushed and unregistered
-                previous = signal.signal(signal.SIGTERM, lambda *_: player.stop())
-            try:
-                with keyboard(player) as keys:
-                    if not quiet:
-                        if keys:
-                            out.write("Hit space to toggle paused, or 's' to step.\n")
-                        if opts.pause:
-                            out.write("Paused.\n")
-                        out.flush()
-                    stats = player.run()
-            except KeyboardInterrupt:
-                player.stop()
-                raise
-            finally:
-                if previous is not None:
-                    signal.signal(signal.SIGTERM, previous)
-                done.set()
-                if status is not None:
-                    status.join(1.0)
-                    out.write("\n")
-            if stats.realtime not in (None, "granted"):
-                print(f"polybag play: warning: --realtime: {stats.realtime}", file=sys.stderr)
-            if args.json:
-                from polybag.cli._common import print_json
+            return player.run()
+    except KeyboardInterrupt:
+        player.stop()
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        done.set()
+        if status is not None:
+            status.join(1.0)
+            out.write("\n")
 
-                print_json({**stats.as_dict(), "skipped": sorted(set(sink.skipped))}, out)
-            elif not quiet:
-                out.write(f"Done: {stats.published} messages on {len(stats.per_topic)} topics")
-                out.write(f" ({stats.loops} passes)\n" if stats.loops > 1 else "\n")
-                if stats.lateness.count:
-                    out.write(f"Timing: {stats.lateness.stats()}\n")
-                if sink.skipped:
-                    out.write(f"Skipped (not ROS {2 if args.ros2 else 1}): {', '.join(sorted(set(sink.skipped)))}\n")
-                out.flush()
-    return 0
+
+def _print_result(args: argparse.Namespace, stats: Any, sink: Any, out: Any, quiet: bool) -> None:
+    """The ``--realtime`` refusal warning, then the counts (as JSON with ``--json``)."""
+    if stats.realtime not in (None, "granted"):
+        print(f"polybag play: warning: --realtime: {stats.realtime}", file=sys.stderr)
+    if args.json:
+        from polybag.cli._common import print_json
+
+        print_json({**stats.as_dict(), "skipped": sorted(set(sink.skipped))}, out)
+    elif not quiet:
+        out.write(f"Done: {stats.published} messages on {len(stats.per_topic)} topics")
+        out.write(f" ({stats.loops} passes)\n" if stats.loops > 1 else "\n")
+        if stats.lateness.count:
+            out.write(f"Timing: {stats.lateness.stats()}\n")
+        if sink.skipped:
+            out.write(f"Skipped (not ROS {2 if args.ros2 else 1}): {', '.join(sorted(set(sink.skipped)))}\n")
+        out.flush()
