@@ -175,69 +175,86 @@ class _IdlParser:
         return out
 
     def definitions(self, scope: list[str]) -> None:
+        """The definitions of module ``scope`` up to its closing ``}`` (or the end)."""
         while self.peek() and self.peek() != "}":
             self.annotations()
             tok = self.peek()
             if tok == "module":
-                self.take()
-                name = self.take()
-                if len(scope) >= MAX_DEPTH:
-                    raise MsgDefError(f"IDL: modules nested more than {MAX_DEPTH} levels deep")
-                self.take("{")
-                self.definitions([*scope, name])
-                self.take("}")
-                self.take(";")
+                self.module(scope)
             elif tok == "struct":
                 self.struct(scope)
             elif tok == "typedef":
-                self.take()
-                t = self.type_spec(scope)
-                name = self.take()
-                while self.peek() == "[":
-                    self.take()
-                    n = self.size()
-                    self.take("]")
-                    if t.array is not None:
-                        raise MsgDefError(
-                            f"IDL: typedef {name}: arrays of arrays or sequences are not supported"
-                        )
-                    t = FieldType(t.base, n, None, t.string_bound, "")
-                self.take(";")
-                self.typedefs["/".join([*scope, name])] = t
+                self.typedef(scope)
             elif tok == "const":
-                self.take()
-                t = self.type_spec(scope)
-                name = self.take()
-                self.take("=")
-                val = []
-                while self.peek() != ";":
-                    val.append(self.take())
-                self.take(";")
-                text = " ".join(val)
-                value: Any = text
-                try:
-                    if t.base in ("string", "wstring"):
-                        value = text[1:-1] if text[:1] in "\"'" else text
-                    elif t.base == "bool":
-                        value = text.upper() == "TRUE"
-                    elif t.base.startswith("float"):
-                        value = float(text.replace(" ", ""))
-                    else:
-                        value = int(text.replace(" ", ""), 0)
-                except ValueError:
-                    pass
-                self.consts.setdefault("/".join(scope), []).append(Constant(name, t.base, value, text))
+                self.const(scope)
             elif tok == "enum":
-                self.take()
-                self.take()
-                self.take("{")
-                while self.take() != "}":
-                    pass
-                self.take(";")
+                self.enum()
             elif tok == ";":
                 self.take()
             else:
                 raise MsgDefError(f"IDL: unexpected {tok!r}")
+
+    def module(self, scope: list[str]) -> None:
+        """``module NAME { ... };``: its definitions, scoped in ``NAME``."""
+        self.take()
+        name = self.take()
+        if len(scope) >= MAX_DEPTH:
+            raise MsgDefError(f"IDL: modules nested more than {MAX_DEPTH} levels deep")
+        self.take("{")
+        self.definitions([*scope, name])
+        self.take("}")
+        self.take(";")
+
+    def typedef(self, scope: list[str]) -> None:
+        """``typedef TYPE NAME[N]...;`` into :attr:`typedefs` (one array dimension at most)."""
+        self.take()
+        t = self.type_spec(scope)
+        name = self.take()
+        while self.peek() == "[":
+            self.take()
+            n = self.size()
+            self.take("]")
+            if t.array is not None:
+                raise MsgDefError(
+                    f"IDL: typedef {name}: arrays of arrays or sequences are not supported"
+                )
+            t = FieldType(t.base, n, None, t.string_bound, "")
+        self.take(";")
+        self.typedefs["/".join([*scope, name])] = t
+
+    def const(self, scope: list[str]) -> None:
+        """``const TYPE NAME = VALUE;`` into :attr:`consts` (the text kept if not a value)."""
+        self.take()
+        t = self.type_spec(scope)
+        name = self.take()
+        self.take("=")
+        val = []
+        while self.peek() != ";":
+            val.append(self.take())
+        self.take(";")
+        text = " ".join(val)
+        value: Any = text
+        try:
+            if t.base in ("string", "wstring"):
+                value = text[1:-1] if text[:1] in "\"'" else text
+            elif t.base == "bool":
+                value = text.upper() == "TRUE"
+            elif t.base.startswith("float"):
+                value = float(text.replace(" ", ""))
+            else:
+                value = int(text.replace(" ", ""), 0)
+        except ValueError:
+            pass
+        self.consts.setdefault("/".join(scope), []).append(Constant(name, t.base, value, text))
+
+    def enum(self) -> None:
+        """``enum NAME { ... };``: skipped."""
+        self.take()
+        self.take()
+        self.take("{")
+        while self.take() != "}":
+            pass
+        self.take(";")
 
     def scoped(self, name: str, scope: list[str]) -> str:
         parts = name.split("::")
