@@ -12,32 +12,22 @@ from __future__ import annotations
 
 import os
 import struct
-import sys
-import threading
 import zlib
 from array import array
-from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import Future
 from typing import Any, BinaryIO
 
-import zstandard
-
-from polybag import _threads
 from polybag import compression as _compression
 from polybag.errors import UnsupportedError, WriteError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.records import MAGIC, RECORD_MESSAGE_HEAD, Opcode
+from polybag.formats.mcap.writer_chunks import ChunkOutputMixin
 from polybag.model import Channel, Schema
-from polybag.writer import AtomicFile, Writer, check_open
+from polybag.writer import Writer, check_open
 
-_LITTLE = sys.byteorder == "little"
 _MSG_PACK = RECORD_MESSAGE_HEAD.pack
 _MSG_PACK_INTO = RECORD_MESSAGE_HEAD.pack_into
-_KEEP_BUFFER = 64 << 20  # a chunk buffer up to this size is kept for the next chunk
 _LARGE = 1 << 16  # a payload this large makes the chunk buffer worth keeping
-# a Chunk record up to its compression name: opcode, length, start, end, size, crc, name length
-_CHUNK_RECORD_HEAD = struct.Struct("<BQQQQII")
 
 
 def _default_library() -> str:
@@ -46,47 +36,41 @@ def _default_library() -> str:
     return f"polybag {__version__}"
 
 
-class McapWriter(Writer):
+def _check_options(unknown: Mapping[str, Any], fmt: str | None, compression: str | None) -> str:
+    """The writer's compression name (normalized) once its options are known to be valid."""
+    if unknown:
+        # a misspelled option must not be silently dropped (chunksize= instead of chunk_size=)
+        raise WriteError(f"McapWriter got unknown option(s): {', '.join(sorted(unknown))}")
+    if fmt not in (None, "mcap"):
+        raise UnsupportedError(f"McapWriter writes MCAP, not {fmt!r}")
+    comp = _compression.normalize(compression)
+    if comp not in ("none", "zstd", "lz4"):
+        raise UnsupportedError(f"MCAP chunks cannot use {comp!r} compression (use zstd, lz4 or none)")
+    return comp
+
+
+class McapWriter(ChunkOutputMixin, Writer):
     """Write an MCAP file.
 
     ``compression`` is ``"zstd"`` (default), ``"lz4"`` or ``"none"``; ``chunk_size`` is the
     uncompressed size at which a chunk is closed.  The ``use_*`` and ``repeat_*`` options
-    switch off individual index records (all on by default).
+    switch off individual index records (all on by default).  The output and the chunks are
+    written by :class:`~polybag.formats.mcap.writer_chunks.ChunkOutputMixin`.
     """
 
     format = "mcap"
 
     def __init__(
-        self,
-        path_or_stream: str | os.PathLike[str] | BinaryIO,
-        *,
+        self, path_or_stream: str | os.PathLike[str] | BinaryIO, *,
         format: str | None = None,  # noqa: A002 - part of the Writer(...) signature
-        compression: str | None = "zstd",
-        chunk_size: int = 1 << 20,
-        compression_level: int | None = None,
-        profile: str = "",
-        library: str | None = None,
-        use_chunking: bool = True,
-        use_message_index: bool = True,
-        use_chunk_index: bool = True,
-        use_statistics: bool = True,
-        use_summary_offsets: bool = True,
-        use_attachment_index: bool = True,
-        use_metadata_index: bool = True,
-        repeat_schemas: bool = True,
-        repeat_channels: bool = True,
-        use_crcs: bool = True,
-        overwrite: bool = True,
-        **unknown: Any,
+        compression: str | None = "zstd", chunk_size: int = 1 << 20, compression_level: int | None = None,
+        profile: str = "", library: str | None = None, use_chunking: bool = True,
+        use_message_index: bool = True, use_chunk_index: bool = True, use_statistics: bool = True,
+        use_summary_offsets: bool = True, use_attachment_index: bool = True, use_metadata_index: bool = True,
+        repeat_schemas: bool = True, repeat_channels: bool = True, use_crcs: bool = True,
+        overwrite: bool = True, **unknown: Any,
     ) -> None:
-        if unknown:
-            # a misspelled option must not be silently dropped (chunksize= instead of chunk_size=)
-            raise WriteError(f"McapWriter got unknown option(s): {', '.join(sorted(unknown))}")
-        if format not in (None, "mcap"):
-            raise UnsupportedError(f"McapWriter writes MCAP, not {format!r}")
-        comp = _compression.normalize(compression)
-        if comp not in ("none", "zstd", "lz4"):
-            raise UnsupportedError(f"MCAP chunks cannot use {comp!r} compression (use zstd, lz4 or none)")
+        comp = _check_options(unknown, format, compression)
         self.compression = comp
         self._comp_name = "" if comp == "none" else comp
         self._comp_name_raw = self._comp_name.encode()
@@ -105,14 +89,15 @@ class McapWriter(Writer):
         self.repeat_channels = repeat_channels
         self.use_crcs = use_crcs
 
-        self._out = AtomicFile(path_or_stream, overwrite=overwrite)
-        self._file = self._out.file
-        # a file of ours goes to disk while it is written (the fsync on close waits less)
-        self._writeback = _threads.Writeback(self._file if self._out.active_path is not None else None)
-        self._pos = 0
-        self._crc = 0
+        self._init_output(path_or_stream, overwrite, use_chunking)
         self.closed = False
+        self._init_tables()
+        self._emit(MAGIC)
+        self._emit(R.encode(R.Header(self.profile, self.library)))
 
+    def _init_tables(self) -> None:
+        """The schemas and channels added so far, and the statistics and index records the
+        summary section is written from."""
         self._schemas: dict[int, Schema] = {}
         self._schema_records: list[R.SchemaRecord] = []
         self._schema_keys: dict[tuple[str, str, bytes], Schema] = {}
@@ -126,67 +111,6 @@ class McapWriter(Writer):
         self._chunk_indexes: list[R.ChunkIndex] = []
         self._attachment_indexes: list[R.AttachmentIndex] = []
         self._metadata_indexes: list[R.MetadataIndex] = []
-
-        # The open chunk.  Small messages are appended to a fresh bytearray per chunk
-        # (self._fill == -1: the chunk is all of it), the fastest per message.  After a chunk
-        # that held a large payload the buffer is kept for the next chunk and overwritten in
-        # place (its records are self._chunk[:self._fill]): payloads are copied into it
-        # exactly once and its pages stay mapped, which matters per byte, not per message.
-        self._chunk = bytearray()
-        self._fill = -1
-        self._large = False
-        self._chunk_index: dict[int, array[int]] = {}
-        # Closed chunks are checksummed and compressed by worker threads while the next
-        # ones fill (one per core but this thread's; when they are all busy this thread
-        # packs the chunk itself rather than wait); this thread writes them in order, so
-        # the bytes are exactly the one-thread writer's.  Every other write first writes
-        # out what is in flight.  Kept buffers come back as spares once written.
-        self._inflight: deque[tuple[Future[tuple[int, bytes | None]], bytearray, int, int, int, Any, bool]]
-        self._inflight = deque()
-        self._spares: list[bytearray] = []
-        self._depth = _threads.helpers()  # chunks packed by worker threads at once
-        self._pipeline = use_chunking and self._depth > 0
-        self._local = threading.local()
-
-        self._emit(MAGIC)
-        self._emit(R.encode(R.Header(self.profile, self.library)))
-
-    # --- output ----------------------------------------------------------------------------------
-    def _drain(self, keep: int = 0) -> None:
-        """Write out the chunks in flight, oldest first, until at most ``keep`` remain and
-        the oldest is not packed yet (and raise a failed one's error)."""
-        q = self._inflight
-        while q and (len(q) > keep or q[0][0].done()):
-            fut, buf, fill, start, end, index, kept = q.popleft()
-            crc, packed = fut.result()
-            self._emit_chunk(buf, fill, start, end, index, crc, packed)
-            if kept:
-                self._spares.append(buf)
-
-    def _emit(self, b: bytes | bytearray | memoryview) -> None:
-        self._file.write(b)
-        if self.use_crcs:
-            self._crc = zlib.crc32(b, self._crc)
-        self._pos += len(b)
-
-    def _compress(self, raw: memoryview) -> bytes:
-        """``raw`` compressed (zstd or lz4; thread-safe: one zstd context per thread)."""
-        if self.compression == "zstd":
-            c = getattr(self._local, "zstd", None)
-            if c is None:
-                # level 3 (zstd's default, as the reference writers use); one thread per
-                # context: chunks are compressed in parallel instead
-                lv = 3 if self.compression_level is None else self.compression_level
-                c = self._local.zstd = zstandard.ZstdCompressor(level=lv)
-            return c.compress(raw)
-        return bytes(_compression.compress(self.compression, raw, self.compression_level))
-
-    def _pack(self, buf: bytearray, fill: int) -> tuple[int, bytes | None]:
-        """A chunk's CRC and compressed bytes (None: stored as it is); runs in a worker
-        thread when pipelined."""
-        with memoryview(buf) as whole, whole[:fill] as raw:
-            crc = zlib.crc32(raw) if self.use_crcs else 0
-            return crc, (None if self.compression == "none" else self._compress(raw))
 
     def _define(self, rec: R.SchemaRecord | R.ChannelRecord) -> None:
         """Keep a Schema/Channel record for the summary, count it in the statistics and
@@ -334,95 +258,6 @@ class McapWriter(Writer):
                 st.message_end_time = log_time
         st.message_count += 1
         self._counts[cid] = self._counts.get(cid, 0) + 1
-
-    def _finish_chunk(self) -> None:
-        fill = self._fill
-        if fill < 0:
-            fill = len(self._chunk)
-        index = self._chunk_index
-        if not fill and not index:
-            return
-        st = self.statistics
-        n_msgs = 0
-        start = end = 0
-        for cid, idx in index.items():
-            times = idx[0::2]
-            n = len(times)
-            lo, hi = min(times), max(times)
-            if n_msgs == 0:
-                start, end = lo, hi
-            else:
-                start, end = min(start, lo), max(end, hi)
-            n_msgs += n
-            self._counts[cid] = self._counts.get(cid, 0) + n
-        if n_msgs:
-            if st.message_count == 0:
-                st.message_start_time, st.message_end_time = start, end
-            else:
-                st.message_start_time = min(st.message_start_time, start)
-                st.message_end_time = max(st.message_end_time, end)
-            st.message_count += n_msgs
-        keep = self._large and len(self._chunk) <= max(4 * self.chunk_size, _KEEP_BUFFER)
-        buf = self._chunk
-        if self._pipeline:
-            q = self._inflight
-            if sum(1 for item in q if not item[0].done()) < self._depth:
-                fut = _threads.pool().submit(self._pack, buf, fill)
-            else:  # the workers are all busy: this thread packs the chunk rather than wait
-                fut = _threads.finished(self._pack(buf, fill))
-            q.append((fut, buf, fill, start, end, index, keep))
-            self._drain(self._depth + 1)
-        else:
-            crc, packed = self._pack(buf, fill)
-            self._emit_chunk(buf, fill, start, end, index, crc, packed)
-            if keep:
-                self._spares.append(buf)
-        if keep:  # the next chunk overwrites a kept buffer (not after a huge message)
-            self._chunk = self._spares.pop() if self._spares else bytearray()
-            self._fill = 0
-        else:
-            self._chunk = bytearray()
-            self._fill = -1
-        self._large = False
-        self._chunk_index = {}
-
-    def _emit_chunk(self, buf: bytearray, fill: int, start: int, end: int, index: dict[int, array[int]], crc: int, packed: bytes | None) -> None:
-        """Write one chunk record (the compressed bytes as they are, or the buffer itself:
-        no concatenated copy) and its message indexes."""
-        cname = self._comp_name_raw
-        chunk_offset = self._pos
-        with memoryview(buf) as whole, whole[:fill] as raw:
-            body = raw if packed is None else packed
-            packed_size = len(body)
-            rec_len = 9 + 28 + 4 + len(cname) + 8 + packed_size
-            self._emit(
-                _CHUNK_RECORD_HEAD.pack(Opcode.CHUNK, rec_len - 9, start, end, fill, crc, len(cname))
-                + cname
-                + R.U64.pack(packed_size)
-            )
-            self._emit(body)
-            del body
-        mi_start = self._pos
-        offsets: dict[int, int] = {}
-        if self.use_message_index:
-            for cid, idx in index.items():
-                offsets[cid] = self._pos
-                if not _LITTLE:
-                    idx.byteswap()
-                entries = idx.tobytes()
-                self._emit(
-                    R.RECORD_HEAD.pack(Opcode.MESSAGE_INDEX, 6 + len(entries)) + R.U16.pack(cid) + R.U32.pack(len(entries))
-                )
-                self._emit(entries)
-        if self.use_chunk_index:
-            self._chunk_indexes.append(
-                R.ChunkIndex(
-                    start, end, chunk_offset, rec_len, offsets, self._pos - mi_start,
-                    self._comp_name, packed_size, fill,
-                )  # fmt: skip
-            )
-        self.statistics.chunk_count += 1
-        self._writeback.wrote(self._pos)
 
     def add_attachment(self, name: str, media_type: str, data: bytes, log_time: int = 0, create_time: int = 0) -> None:
         check_open(self.closed)
