@@ -13,7 +13,7 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import polybag
@@ -197,6 +197,9 @@ def test_truncated_bags_behave_like_messages(cut, compression, recover):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pos=st.integers(0, 10**6), val=st.integers(0, 255), compression=st.sampled_from(["none", "lz4"]),
        recover=st.booleans())
+# a chunk info whose times lie about its index data: messages() merges by the entries' own
+# times (as topic_payloads sorts), not by the claim (found by hypothesis in a clean-clone run)
+@example(pos=16850, val=2, compression="lz4", recover=False)
 def test_corrupted_bags_behave_like_messages(pos, val, compression, recover):
     entries = [(k % 2, 0, 10**9 + k) for k in range(200)]
     data = bytearray(make_bag(compression, entries, 400))

@@ -94,23 +94,16 @@ class OrderMixin(IndexMixin):
                     yield batch
                 return
             want = _Read(sel, start, end, False, order)  # runs load ascending; the merge reverses
+            # each chunk's span from its index data's own times (read without decompressing;
+            # the same entries its messages get their times from), not the chunk info's
+            # claim, which may lie: the merge is then exact, as topic_payloads' sort is
             ranked = sorted(chunks, key=lambda c: c.pos)
-            segs = [(ci.start, ci.end, r, self._chunk_loader(ci, want, chans)) for r, ci in enumerate(ranked)]
+            segs = [(*self._span(ci), r, self._chunk_loader(ci, want, chans)) for r, ci in enumerate(ranked)]
 
             def replan(loaded: set[int], rank: int) -> list[Run]:
-                """A chunk's times lie outside its chunk info's claim: plan the chunks not
-                loaded yet from their index data's real times."""
-                left = []
-                for r, ci in enumerate(ranked):
-                    if (-r if reverse else r) in loaded:
-                        continue
-                    if ci.times is None:
-                        self._chunk_index(ci)
-                    s, t = ci.start, ci.end
-                    if ci.times is not None and len(ci.times):
-                        s, t = int(ci.times.min()), int(ci.times.max())
-                    left.append((s, t, r, self._chunk_loader(ci, want, chans)))
-                return merge_plan(left, reverse)
+                """A chunk's messages lie outside its span after all (a scan found other
+                times than its index data): plan the chunks not loaded yet again."""
+                return merge_plan([(*self._span(ci), r, self._chunk_loader(ci, want, chans)) for r, ci in enumerate(ranked) if (-r if reverse else r) not in loaded], reverse)
 
             try:
                 for batch in merge_runs(merge_plan(segs, reverse), NEG_LOG_TIME if reverse else LOG_TIME, replan):
@@ -124,6 +117,15 @@ class OrderMixin(IndexMixin):
                     self.path,
                     ci.pos,
                 ) from None
+
+    def _span(self, ci: Chunk) -> tuple[int, int]:
+        """The first and last log time of ``ci``'s entries (its index data, read if not yet;
+        the chunk info's claim when it has none)."""
+        if ci.times is None:
+            self._chunk_index(ci)
+        if ci.times is not None and len(ci.times):
+            return int(ci.times.min()), int(ci.times.max())
+        return ci.start, ci.end
 
     def _chunk_loader(self, ci: Chunk, want: _Read, chans: dict[int, Channel]) -> Callable[[], list[Message]]:
         """The loader of ``ci``'s selected messages (for the log-time merge)."""
