@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -70,22 +69,10 @@ PUBLISHER = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(pred: Any, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            if pred():
-                return
-        except (OSError, xmlrpc.client.Error):
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"timed out waiting for {what}")
+# the free port and the wait of the live tests' graph (tests/ros1_graph.py, stdlib only)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from ros1_graph import free_port as _free_port  # noqa: E402
+from ros1_graph import wait_for as _wait  # noqa: E402
 
 
 def _cpu_and_wait(p: subprocess.Popen[Any], timeout: float = 60) -> float:
