@@ -157,15 +157,6 @@ NEEDED = [shutil.which("rosmaster"), shutil.which("rostopic")]
 POLYBAG = [sys.executable, "-m", "polybag"]
 
 
-@pytest.fixture
-def graph(tmp_path: Path):
-    g = Graph(tmp_path)
-    try:
-        yield g
-    finally:
-        g.close()
-
-
 def _bus_topics(graph: Graph, node: str) -> list[str]:
     uri = graph.master.lookupNode("/test", node)[2]
     info = xmlrpc.client.ServerProxy(uri).getBusInfo("/test")[2]

@@ -29,15 +29,6 @@ POLYBAG = [sys.executable, "-m", "polybag"]
 S = 1_000_000_000
 
 
-@pytest.fixture
-def graph(tmp_path: Path):
-    g = Graph(tmp_path)
-    try:
-        yield g
-    finally:
-        g.close()
-
-
 def _record(graph: Graph, *args: str) -> subprocess.Popen:
     return graph.start([*POLYBAG, "record", "--json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

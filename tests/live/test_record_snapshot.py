@@ -190,15 +190,6 @@ live = pytest.mark.skipif(not all(NEEDED), reason="Debian ROS 1 tools not instal
 POLYBAG = [sys.executable, "-m", "polybag"]
 
 
-@pytest.fixture
-def graph(tmp_path: Path):
-    g = Graph(tmp_path)
-    try:
-        yield g
-    finally:
-        g.close()
-
-
 def _stop(p: subprocess.Popen, timeout: float = 60) -> tuple[int, str, str]:
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=timeout)
