@@ -26,6 +26,7 @@ rate (the median interval of the first frames) unless ``fps`` is given.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -181,11 +182,7 @@ def image_file_bytes(f: Frame, fmt: str) -> bytes:
             f"a {f.array.shape[1]}x{f.array.shape[0]} image has no pixels to write as {fmt}"
         )
     if fmt == "npy":
-        import io
-
-        buf = io.BytesIO()
-        np.save(buf, np.ascontiguousarray(f.array), allow_pickle=False)
-        return buf.getvalue()
+        return npy_bytes(f.array)
     depth = depth_u16(f.array, f.encoding) if fmt == "png" else None
     if depth is not None:
         return _encode_image(depth, fmt)
@@ -564,8 +561,11 @@ def cloud_file_bytes(arr: np.ndarray, fmt: str) -> bytes:
         return pcd_bytes(arr)
     if fmt == "ply":
         return ply_bytes(arr)
-    import io
+    return npy_bytes(arr)
 
+
+def npy_bytes(arr: np.ndarray) -> bytes:
+    """``arr`` as a ``.npy`` file (C order, no pickles)."""
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
     return buf.getvalue()
