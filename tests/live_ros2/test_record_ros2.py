@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -46,32 +47,26 @@ def _qos(path: Path) -> dict[str, str]:
     return out
 
 
+def _record_talker(args: list[str], count: object, env: dict[str, str]) -> tuple[int, Any, int, Any, str]:
+    """``polybag ARGS`` recording while an rclpy talker sends ``count`` messages per topic:
+    (the talker's exit code, what it sent, the recorder's exit code, its JSON report, stderr)."""
+    with node("talker", count, env=env) as talker:
+        wait_ready(talker)
+        with process([*POLYBAG, *args], env) as rec:
+            talker_code, talker_out, _ = finish(talker, 90)
+            sent = last_json(talker_out)
+            code, report, err = stop_recorder(rec)
+    return talker_code, sent, code, report, err
+
+
 @needs_rclpy
 @pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
 def test_record_rclpy_talker_every_message_and_qos(tmp_path: Path, storage: str) -> None:
     env = ros2_env()
     out = tmp_path / "rec"
-    with node("talker", N, env=env) as talker:
-        wait_ready(talker)
-        args = [
-            *POLYBAG,
-            "record",
-            "--ros2",
-            "/chatter",
-            "/imu",
-            "/latched",
-            "/scan",
-            "-O",
-            str(out),
-            "--storage",
-            storage,
-            "--json",
-        ]
-        with process(args, env) as rec:
-            code, talker_out, _ = finish(talker, 90)
-            assert code == 0
-            sent = last_json(talker_out)
-            code, report, err = stop_recorder(rec)
+    args = ["record", "--ros2", "/chatter", "/imu", "/latched", "/scan", "-O", str(out), "--storage", storage, "--json"]
+    talker_code, sent, code, report, err = _record_talker(args, N, env)
+    assert talker_code == 0
     assert code == 0, err
     assert report["errors"] == []
     for topic in ("/chatter", "/imu", "/latched"):
@@ -106,25 +101,7 @@ def test_record_rclpy_to_mcap_ros2_profile(tmp_path: Path) -> None:
 
     env = ros2_env()
     out = tmp_path / "rec.mcap"
-    with node("talker", 10, env=env) as talker:
-        wait_ready(talker)
-        with process(
-            [
-                *POLYBAG,
-                "record",
-                "--ros2",
-                "-a",
-                "-x",
-                "/(rosout|parameter_events)",
-                "-O",
-                str(out),
-                "--json",
-            ],
-            env,
-        ) as rec:
-            code, talker_out, _ = finish(talker, 90)
-            sent = last_json(talker_out)
-            code, report, err = stop_recorder(rec)
+    _talker, sent, code, report, err = _record_talker(["record", "--ros2", "-a", "-x", "/(rosout|parameter_events)", "-O", str(out), "--json"], 10, env)
     assert code == 0, err
     with open(out, "rb") as f:
         r = make_reader(f)
@@ -279,15 +256,7 @@ def test_record_to_ros1_bag_converted(tmp_path: Path) -> None:
 
     env = ros2_env()
     out = tmp_path / "r1.bag"
-    with node("talker", 10, env=env) as talker:
-        wait_ready(talker)
-        with process(
-            [*POLYBAG, "record", "--ros2", "/chatter", "/imu", "/latched", "/scan", "-O", str(out), "--json"],
-            env,
-        ) as rec:
-            code, talker_out, _ = finish(talker, 90)
-            sent = last_json(talker_out)
-            code, report, err = stop_recorder(rec)
+    _talker, sent, code, report, err = _record_talker(["record", "--ros2", "/chatter", "/imu", "/latched", "/scan", "-O", str(out), "--json"], 10, env)
     assert code == 0, err
     store = get_typestore(Stores.ROS1_NOETIC)
     got: dict[str, list] = {}
