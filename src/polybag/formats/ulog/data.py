@@ -97,20 +97,37 @@ class _Data:
             self._d_chunks = (pos_chunks, sub_chunks)
             self._counts_pending = True
         else:
+            # every subscription's offsets on first need: one topic's by a mask per chunk
+            # (_subscription), all of them grouped at once when a read needs them all
+            # (_group_all); counting them is one bincount
             counts = _count_subs(sub_chunks, len(subs))
             for s in subs:
                 s.count = int(counts[s.index])
-            d_pos = np.concatenate(pos_chunks) if pos_chunks else np.zeros(0, np.int64)
-            d_sub = np.concatenate(sub_chunks) if sub_chunks else np.zeros(0, np.int32)
-            del pos_chunks, sub_chunks
-            if len(d_sub) and int(d_sub.min()) < 0:
-                is_data = d_sub >= 0
-                d_pos, d_sub = d_pos[is_data], d_sub[is_data]
-            # group data messages by subscription (stable: file order within each; radix sort)
-            key = d_sub.astype(np.int16) if len(subs) < (1 << 15) else d_sub
-            order = np.argsort(key, kind="stable")
-            bounds = np.concatenate([[0], np.cumsum(counts)])
-            for s in subs:
+            self._d_chunks = (pos_chunks, sub_chunks)
+            self._grouping_pending = True
+
+    def _group_all(self) -> None:
+        """The offsets of every subscription's data messages still left in the scan's chunks
+        (a full read needs them all): one stable sort of the subscription indexes."""
+        if not self._grouping_pending or self._d_chunks is None:
+            return
+        self._grouping_pending = False
+        subs = self._subs
+        pos_chunks, sub_chunks = self._d_chunks
+        self._d_chunks = None
+        counts = np.array([s.count for s in subs], dtype=np.int64)
+        d_pos = np.concatenate(pos_chunks) if pos_chunks else np.zeros(0, np.int64)
+        d_sub = np.concatenate(sub_chunks) if sub_chunks else np.zeros(0, np.int32)
+        del pos_chunks, sub_chunks
+        if len(d_sub) and int(d_sub.min()) < 0:
+            is_data = d_sub >= 0
+            d_pos, d_sub = d_pos[is_data], d_sub[is_data]
+        # group data messages by subscription (stable: file order within each; radix sort)
+        key = d_sub.astype(np.int16) if len(subs) < (1 << 15) else d_sub
+        order = np.argsort(key, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        for s in subs:
+            if s.positions is None:
                 s.positions = d_pos[order[bounds[s.index] : bounds[s.index + 1]]]
 
     def _ensure_counts(self) -> None:
@@ -199,6 +216,7 @@ class _Data:
         if self._times_done:
             return
         self._times_done = True
+        self._group_all()
         start = u.start_timestamp
         timed = [s for s in self._subs if s.type is not None and s.type.timestamp_offset >= 0]
         per = []
@@ -235,6 +253,7 @@ class _Data:
     def all_records(self) -> dict[tuple[str, int], np.ndarray]:
         """Every selected subscription's data as structured arrays, keyed ``(name, multi_id)``,
         gathered in one pass over the file in order (the full parse ``pyulog.ULog`` does)."""
+        self._group_all()
         todo = [s for s in self._subs if s.selected and s._records is None and s.type is not None]
         outs: dict[int, np.ndarray] = {}
         for s in todo:

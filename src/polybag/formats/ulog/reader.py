@@ -162,6 +162,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
         self._tables: tuple[Any, ...] | None = None
         self._d_chunks: tuple[list[np.ndarray], list[np.ndarray]] | None = None
         self._counts_pending = False
+        self._grouping_pending = False  # offsets of every subscription left in _d_chunks
         self._by_key: dict[tuple[str, int], list[_Sub]] | None = None
         self._scan()
 
@@ -270,6 +271,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
         """The summary: the selected channels, their counts, the time span and the info
         extras."""
         all_schemas, channels, counts = self._channels_built
+        self._group_all()
         times = []
         for s in self._subs:
             if s.selected and s.positions is not None and len(s.positions):
@@ -308,6 +310,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
         log time (or file) order, the logged strings among them; raises at the first damage
         without ``recover=True``."""
         chans = self._channels_built[1]
+        self._group_all()
         wanted = topic_filter(topics, chans.values())
         sel = [s for s in self._subs if s.selected and (wanted is None or s.index in wanted)]
         pos_parts = []
