@@ -8,6 +8,12 @@ Writer (version 9) into ``bench/data``.  Rows:
 * ``read+decode``: every Imu decoded (polybag's compiled CDR codec; rosbags' typestore)
 * ``window``: the middle tenth of the time range, one topic (pushed down to SQL / chunks)
 
+Then a sqlite3 bag of ``--small`` (default 1,000,000) small messages on four topics (the
+issue's size), in CPU time, best and median: ``read`` (``messages()`` vs rosbags'
+``Reader.messages()``), ``payloads`` (every topic's times and payloads in bulk through
+``topic_payloads`` vs rosbags' messages gathered per topic), and the floors: a bare loop over
+the same rows through the standard library's ``sqlite3`` and through apsw, and SQLite alone.
+
 The two sides alternate ``--repeat`` times; each keeps its best wall time; the ratio is
 rosbags / polybag (above 1: polybag faster).
 
@@ -72,6 +78,41 @@ def make_bag(path: Path, n: int, storage: str) -> None:
                 linear_acceleration_covariance=cov,
             )
             w.write(a, stamp, ts.serialize_cdr(msg, IMU))
+
+
+SMALL = (
+    ("/count", "std_msgs/msg/Int32"),
+    ("/value", "std_msgs/msg/Float64"),
+    ("/point", "geometry_msgs/msg/Point"),
+    ("/state", "std_msgs/msg/String"),
+)
+
+
+def make_small_bag(path: Path, n: int) -> None:
+    """``n`` small messages round robin on four topics (Int32, Float64, Point, String: 8 to
+    32 bytes each), written by rosbags' sqlite3 Writer (reused when already there)."""
+    if (path / "metadata.yaml").exists():
+        return
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    shutil.rmtree(path, ignore_errors=True)
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    t = ts.types
+    pay = [
+        [bytes(ts.serialize_cdr(t["std_msgs/msg/Int32"](data=i), "std_msgs/msg/Int32")) for i in range(97)],
+        [bytes(ts.serialize_cdr(t["std_msgs/msg/Float64"](data=i / 7), "std_msgs/msg/Float64")) for i in range(97)],
+        [
+            bytes(ts.serialize_cdr(t["geometry_msgs/msg/Point"](x=i, y=-i, z=0.5), "geometry_msgs/msg/Point"))
+            for i in range(97)
+        ],
+        [bytes(ts.serialize_cdr(t["std_msgs/msg/String"](data=f"ok {i}"), "std_msgs/msg/String")) for i in range(97)],
+    ]
+    with Writer(path, version=9, storage_plugin=StoragePlugin.SQLITE3) as w:
+        conns = [w.add_connection(topic, typ, typestore=ts) for topic, typ in SMALL]
+        for i in range(n):
+            k = i % 4
+            w.write(conns[k], T0 + i * 1_000_000, pay[k][i % 97])
 
 
 # --- the two sides ------------------------------------------------------------------------------
@@ -139,6 +180,116 @@ def rb_window(path: Path) -> int:
         return sum(1 for _c, _t, d in r.messages(connections=conns, start=lo, stop=hi) if bytes(d))
 
 
+# --- the 1M small-message bag ------------------------------------------------------------------
+def pb_payloads(path: Path) -> int:
+    """Every topic's log times and payloads in bulk (``topic_payloads``: numpy arrays)."""
+    n = 0
+    with polybag.open(path) as r:
+        for topic in sorted({c.topic for c in r.summary.channels.values()}):
+            got = r.topic_payloads(topic)
+            assert got is not None
+            n += len(got[0])
+    return n
+
+
+def rb_payloads(path: Path) -> int:
+    """The same with rosbags: its messages, log times and payloads gathered per topic."""
+    from rosbags.rosbag2 import Reader
+
+    times: dict[str, list[int]] = {}
+    datas: dict[str, list[bytes]] = {}
+    with Reader(path) as r:
+        for c, t, d in r.messages():
+            times.setdefault(c.topic, []).append(t)
+            datas.setdefault(c.topic, []).append(d)
+    return sum(len(v) for v in times.values())
+
+
+def _db(path: Path) -> str:
+    return str(next(path.glob("*.db3")).resolve())
+
+
+def floor_sqlite3(path: Path) -> int:
+    """The floor of the standard library: a bare loop over the index-ordered rows."""
+    import sqlite3
+
+    conn = sqlite3.connect(Path(_db(path)).as_uri() + "?mode=ro&immutable=1", uri=True)
+    n = 0
+    for _row in conn.execute("SELECT topic_id, timestamp, data FROM messages ORDER BY timestamp, id"):
+        n += 1
+    conn.close()
+    return n
+
+
+def floor_apsw(path: Path) -> int:
+    """The same bare loop through apsw (what rosbags reads with)."""
+    import apsw
+
+    conn = apsw.Connection(_db(path), flags=apsw.SQLITE_OPEN_READONLY)
+    n = 0
+    for _row in conn.execute("SELECT topic_id, timestamp, data FROM messages ORDER BY timestamp, id"):
+        n += 1
+    conn.close()
+    return n
+
+
+def floor_sql(path: Path) -> int:
+    """SQLite alone, no row reaching Python: the rows counted in C."""
+    import sqlite3
+
+    conn = sqlite3.connect(Path(_db(path)).as_uri() + "?mode=ro&immutable=1", uri=True)
+    q = "SELECT COUNT(*), SUM(LENGTH(data)) FROM (SELECT data FROM messages ORDER BY timestamp, id)"
+    n = int(conn.execute(q).fetchone()[0])
+    conn.close()
+    return n
+
+
+SMALL_ROWS: dict[str, tuple[Callable[[Path], int], Callable[[Path], int]]] = {
+    "read": (pb_read, rb_read),
+    "payloads": (pb_payloads, rb_payloads),
+}
+FLOORS: dict[str, Callable[[Path], int]] = {
+    "stdlib sqlite3 bare row loop": floor_sqlite3,
+    "apsw bare row loop": floor_apsw,
+    "SQLite in C (count, no rows)": floor_sql,
+}
+
+
+def cpu_runs(fn: Callable[[Path], int], path: Path) -> tuple[float, int]:
+    """One run in CPU time of this process (the machine is shared)."""
+    gc.collect()
+    t = time.process_time()
+    out = fn(path)
+    return time.process_time() - t, out
+
+
+def bench_small(n: int, repeat: int) -> None:
+    """The 1M small-message sqlite3 bag: both sides alternating, best and median CPU time."""
+    path = HERE / "data" / f"rosbag2_small_sqlite3_{n}"
+    make_small_bag(path, n)
+    print(f"\nsqlite3 bag of {n} small messages (4 topics), CPU s: best / median of {repeat}")
+    print(f"{'row':<10} {'polybag':>15} {'rosbags':>15} {'ratio best':>11} {'ratio median':>13}")
+    for row in SMALL_ROWS:
+        pb, rb = SMALL_ROWS[row]
+        tp: list[float] = []
+        tr: list[float] = []
+        for _ in range(repeat):
+            a, na = cpu_runs(pb, path)
+            b, nb = cpu_runs(rb, path)
+            if na != nb:
+                raise SystemExit(f"{row}: polybag counted {na}, rosbags {nb}")
+            tp.append(a)
+            tr.append(b)
+        mp, mr = sorted(tp)[len(tp) // 2], sorted(tr)[len(tr) // 2]
+        print(
+            f"{row:<10} {min(tp):>7.3f} / {mp:<6.3f} {min(tr):>7.3f} / {mr:<6.3f} "
+            f"{min(tr) / min(tp):>11.2f} {mr / mp:>13.2f}"
+        )
+    for label, fn in FLOORS.items():
+        runs = sorted(cpu_runs(fn, path)[0] for _ in range(repeat))
+        print(f"  floor: {label:<32} {runs[0]:.3f} / {runs[len(runs) // 2]:.3f}")
+
+
 ROWS: dict[str, tuple[Callable[[Path], int], Callable[[Path], int]]] = {
     "read": (pb_read, rb_read),
     "read+decode": (pb_decode, rb_decode),
@@ -163,6 +314,9 @@ def main() -> None:
     ap.add_argument("--storage", nargs="*", default=["sqlite3", "mcap"])
     ap.add_argument("--rows", nargs="*", default=list(ROWS))
     ap.add_argument("--repeat", type=int, default=3, help="alternate runs per side (default 3)")
+    ap.add_argument(
+        "--small", type=int, default=1_000_000, help="messages of the small-message sqlite3 bag (0: skip it)"
+    )
     args = ap.parse_args()
     data = HERE / "data"
     data.mkdir(exist_ok=True)
@@ -183,6 +337,8 @@ def main() -> None:
                     raise SystemExit(f"{storage} {row}: polybag counted {na}, rosbags {nb}")
                 tp, tr = min(tp, a), min(tr, b)
             print(f"{storage:<8} {row:<12} {tp:>10.3f} {tr:>10.3f} {tr / tp:>7.2f}")
+    if args.small:
+        bench_small(args.small, args.repeat)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,7 @@ class SqliteStorage:
         self.errors: list[str] = []
         self.noted = 0
         self._tmp: str | None = None
+        self._checked: dict[tuple[Any, ...], bool] = {}
         try:
             with open(path, "rb") as f:
                 head = f.read(len(SQLITE_MAGIC))
@@ -110,6 +111,8 @@ class SqliteStorage:
             uri = Path(self.path).resolve().as_uri() + "?mode=ro&immutable=1"
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
             conn.execute(f"PRAGMA mmap_size={_MMAP}")  # pages read in place, not copied to the cache
+            conn.execute("PRAGMA query_only=1")
+            conn.execute("PRAGMA temp_store=MEMORY")  # a sort SQLite needs (no index) stays off disk
             return conn
         # an interrupted writer's journal: roll it back in a copy, never in the input
         try:
@@ -179,22 +182,56 @@ class SqliteStorage:
         end: int | None,
         reverse: bool,
         order: str,
+        known: Iterable[int] = (),
     ) -> Iterator[list[tuple[int, int, bytes, int]]]:
         """Batches of ``(topic_id, timestamp, data, ok)`` rows selected, in log-time order
         (``timestamp`` then row id) or file order (row id); reversed when asked.  ``ok`` is
-        SQLite's own check that the row is a message (integer ids and times, a blob);
-        :meth:`checked` turns a row that is not into its error."""
+        SQLite's own check that the row is a message (integer ids and times, a blob) on one of
+        the ``known`` topic ids (when given); :meth:`checked` turns a row that is not into
+        its error."""
         where, args = self._where(topic_ids, start, end)
         desc = " DESC" if reverse else ""
         if self.recover:
             yield from self._salvage(where, args, reverse, order)
             return
         by = f"timestamp{desc}, id{desc}" if order == "log_time" else f"id{desc}"
-        q = f"SELECT topic_id, timestamp, data, {_OK} FROM messages{where} ORDER BY {by}"
+        ids = sorted({int(k) for k in known})
+        if self._all_ok(where, args, ids):  # checked in one pass: the rows need no check column
+            ok = "1"
+        elif ids:  # integers made here, not text from the file: safe in the query
+            ok = f"({_OK} AND topic_id IN ({', '.join(map(str, ids))}))"
+        else:
+            ok = _OK
+        q = f"SELECT topic_id, timestamp, data, {ok} FROM messages{where} ORDER BY {by}"
         try:
             yield from _fetched(self.conn.execute(q, args))
         except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
+
+    def _all_ok(self, where: str, args: tuple[Any, ...], ids: list[int]) -> bool:
+        """Whether every selected row is a message on one of the topic ``ids`` (any id when
+        none are given), asked of SQLite in one aggregate pass: a column of checks on every
+        row costs more than this pass (the whole table's answer is kept: the file is opened
+        read-only)."""
+        if "timestamp" not in where:
+            where, args = "", ()  # a topic selection: the whole table, checked once for all
+        key = (where, args, tuple(ids))
+        if key in self._checked:
+            return self._checked[key]
+        q = f"SELECT SUM(NOT {_OK}), MIN(topic_id), MAX(topic_id) FROM messages{where}"
+        try:
+            bad, lo, hi = self.conn.execute(q, args).fetchone()
+        except _DB_ERRORS:
+            return False  # the read itself reports the damage
+        good = not bad
+        if good and ids and isinstance(lo, int) and isinstance(hi, int):
+            have = set(ids)
+            good = hi - lo < 1 << 16 and all(k in have for k in range(lo, hi + 1))
+        if not where:
+            self._checked[key] = good
+            if good and ids:
+                self._checked[("", (), ())] = True
+        return good
 
     def time_buckets(self, topic_ids: set[int] | None, buckets: int = 64) -> list[tuple[int, int, int]]:
         """``(first, last log time, count)`` of the selected messages in up to ``buckets``
@@ -216,12 +253,13 @@ class SqliteStorage:
     def payloads(self, topic_ids: set[int]) -> tuple[list[int], list[bytes]]:
         """Log times and payloads of the topic ids, in log-time order (one query)."""
         where, args = self._where(topic_ids, None, None)
-        q = f"SELECT timestamp, data, {_OK} FROM messages{where} ORDER BY timestamp, id"
+        ok = "1" if self._all_ok(where, args, []) else _OK
+        q = f"SELECT timestamp, data, {ok} FROM messages{where} ORDER BY timestamp, id"
         try:
             rows = self.conn.execute(q, args).fetchall()
         except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
-        if not all(r[2] for r in rows):
+        if ok != "1" and not all(r[2] for r in rows):
             bad = next(r for r in rows if not r[2])
             raise FormatError(f"messages: row at timestamp {bad[0]!r} is not a message", self.path)
         return [r[0] for r in rows], [r[1] for r in rows]

@@ -157,10 +157,16 @@ class SqliteFile(Storage):
     def messages(
         self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[list[Message]]:
-        for rows in self.db.messages(topic_ids, start, end, reverse, order):
+        # channels by topic id in a list when the ids are small (SQLite checks each row's id
+        # is one of them: ``ok``), else the dict itself
+        top = max(local, default=-1)
+        chans: Any = local
+        if all(isinstance(k, int) and k >= 0 for k in local) and top < 4 * len(local) + 64:
+            chans = [local.get(k) for k in range(top + 1)]
+        for rows in self.db.messages(topic_ids, start, end, reverse, order, known=local):
             try:  # the common case: every row a message on a known topic, built in one go
-                batch = [Message(local[t], ts, ts, 0, d) for t, ts, d, ok in rows if ok]
-            except KeyError:
+                batch = [Message(chans[t], ts, ts, 0, d) for t, ts, d, ok in rows if ok]
+            except (KeyError, IndexError):
                 batch = []
             if len(batch) != len(rows):
                 batch = []
