@@ -24,6 +24,8 @@ from __future__ import annotations
 import importlib
 import operator
 import threading
+import zlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +58,22 @@ else:
     _bz2 = _Lazy("bz2")
     _lz4f = _Lazy("lz4.frame")
     _zstd = _Lazy("zstandard")
+
+
+def _crc32_impl() -> Callable[..., int]:
+    """ISA-L's CRC-32 (``isal``: carry-less multiply, ~4x zlib's on a large buffer) when
+    it is installed, else zlib's: the same function, values and signature."""
+    try:
+        from isal.isal_zlib import crc32 as fast
+    except ImportError:  # pragma: no cover - isal is a dependency; a platform without its wheel
+        return zlib.crc32
+    return fast  # type: ignore[no-any-return]
+
+
+crc32: Callable[..., int] = _crc32_impl()
+"""``crc32(data, value=0)``: zlib's CRC-32 of ``data`` (any buffer) continuing ``value``,
+computed by the fastest implementation installed (the MCAP writer's and reader's CRCs:
+about a sixth of a large zstd convert's CPU with zlib's)."""
 
 _PIECE = 1 << 22  # output is produced 4 MiB at a time (the transient beyond the chunk itself)
 

@@ -9,7 +9,6 @@ Message Index entries themselves (read without decompressing anything).
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -89,7 +88,7 @@ class ChunksMixin(McapState):
         except UnsupportedError as e:
             raise self._err(FormatError, f"Chunk uses unknown compression {comp!r}: {e}", offset) from None
         if ucrc and self.validate_crcs:
-            crc = zlib.crc32(out)
+            crc = compression.crc32(out)
             if crc != ucrc:
                 raise self._err(ChecksumError, f"Chunk records CRC is {crc:#010x}, the Chunk records {ucrc:#010x}", offset)
         return out

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from array import array
 from collections.abc import Mapping
 from typing import Any, BinaryIO
@@ -264,7 +263,7 @@ class McapWriter(ChunkOutputMixin, Writer):
         self._drain()
         rec = R.AttachmentRecord(log_time, create_time, name, media_type, bytes(data))
         covered = rec.covered()
-        body = covered + R.U32.pack(zlib.crc32(covered) if self.use_crcs else 0)
+        body = covered + R.U32.pack(_compression.crc32(covered) if self.use_crcs else 0)
         offset = self._pos
         raw = R.frame(Opcode.ATTACHMENT, body)
         self._emit(raw)
@@ -303,7 +302,7 @@ class McapWriter(ChunkOutputMixin, Writer):
             start = self._pos
             raw = b"".join(R.encode(r) for r in recs)
             self._file.write(raw)
-            scrc = zlib.crc32(raw, scrc)
+            scrc = _compression.crc32(raw, scrc)
             self._pos += len(raw)
             groups.append((op, start, len(raw)))
 
@@ -325,7 +324,7 @@ class McapWriter(ChunkOutputMixin, Writer):
         if self._pos == summary_start:
             summary_start = 0
         head = R.RECORD_HEAD.pack(Opcode.FOOTER, 20) + R.U64.pack(summary_start) + R.U64.pack(offsets_start)
-        scrc = zlib.crc32(head, scrc)
+        scrc = _compression.crc32(head, scrc)
         self._file.write(head + R.U32.pack(scrc if self.use_crcs else 0) + MAGIC)
         self._pos += len(head) + 4 + 8
         self._writeback.wait()

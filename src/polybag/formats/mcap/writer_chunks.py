@@ -12,7 +12,6 @@ import os
 import struct
 import sys
 import threading
-import zlib
 from array import array
 from collections import deque
 from concurrent.futures import Future
@@ -22,6 +21,7 @@ import zstandard
 
 from polybag import _threads
 from polybag import compression as _compression
+from polybag.compression import crc32 as _crc32
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.records import Opcode
 from polybag.writer import AtomicFile
@@ -93,7 +93,7 @@ class ChunkOutputMixin:
     def _emit(self, b: bytes | bytearray | memoryview) -> None:
         self._file.write(b)
         if self.use_crcs:
-            self._crc = zlib.crc32(b, self._crc)
+            self._crc = _crc32(b, self._crc)
         self._pos += len(b)
 
     def _compress(self, raw: memoryview) -> bytes:
@@ -112,7 +112,7 @@ class ChunkOutputMixin:
         """A chunk's CRC and compressed bytes (None: stored as it is); runs in a worker
         thread when pipelined."""
         with memoryview(buf) as whole, whole[:fill] as raw:
-            crc = zlib.crc32(raw) if self.use_crcs else 0
+            crc = _crc32(raw) if self.use_crcs else 0
             return crc, (None if self.compression == "none" else self._compress(raw))
 
     # --- chunks ----------------------------------------------------------------------------------

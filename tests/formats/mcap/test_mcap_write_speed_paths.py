@@ -1,0 +1,93 @@
+"""The MCAP writer's and reader's CRC-32 (``polybag.compression.crc32``: ISA-L's when
+``isal`` is installed) gives zlib's values, so the files are byte for byte the ones zlib's
+CRC wrote, and the `mcap` library validates every CRC in them."""
+
+from __future__ import annotations
+
+import io
+import zlib
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mcap.reader import make_reader
+
+import polybag
+from polybag import compression
+from polybag.errors import ChecksumError
+from polybag.formats.mcap import writer_chunks
+from polybag.formats.mcap.writer import McapWriter
+
+
+def test_fast_crc_is_installed() -> None:
+    """isal is a dependency: the CRC is ISA-L's, not zlib's."""
+    pytest.importorskip("isal")
+    assert compression.crc32 is not zlib.crc32
+    assert writer_chunks._crc32 is compression.crc32
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.binary(max_size=20_000),
+    value=st.integers(0, 2**32 - 1),
+    cut=st.integers(0, 20_000),
+    kind=st.sampled_from(["bytes", "bytearray", "memoryview"]),
+)
+def test_crc32_is_zlibs(data: bytes, value: int, cut: int, kind: str) -> None:
+    buf: Any = {"bytes": data, "bytearray": bytearray(data), "memoryview": memoryview(data)}[kind]
+    assert compression.crc32(buf) == zlib.crc32(data)
+    assert compression.crc32(buf, value) == zlib.crc32(data, value)
+    cut = min(cut, len(data))
+    # a running CRC over two pieces (the data section's CRC as the writer keeps it)
+    assert compression.crc32(buf[cut:], compression.crc32(buf[:cut])) == zlib.crc32(data)
+
+
+def test_crc32_large_buffer() -> None:
+    data = bytes(range(256)) * 40_000 + b"tail"  # ~10 MB: the implementations' wide paths
+    view = memoryview(data)[3:]
+    assert compression.crc32(view) == zlib.crc32(view)
+    assert compression.crc32(view, 0xDEADBEEF) == zlib.crc32(view, 0xDEADBEEF)
+
+
+def _write(rows: list[tuple[int, int, bytes]], comp: str, chunk_size: int) -> bytes:
+    f = io.BytesIO()
+    with McapWriter(f, compression=comp, chunk_size=chunk_size, profile="", library="t") as w:
+        sid = w.add_schema("pkg/M", "jsonschema", b"{}").id
+        chans = [w.add_channel(f"/t{i}", "json", sid) for i in range(3)]
+        for k, t, data in rows:
+            w.write(chans[k], data, t)
+        w.add_attachment("a.bin", "application/octet-stream", b"attached" * 100, 5, 6)
+        w.add_metadata("m", {"k": "v"})
+    return f.getvalue()
+
+
+rows_strategy = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 2**63), st.binary(max_size=3000)), max_size=60
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=rows_strategy, comp=st.sampled_from(["zstd", "lz4", "none"]), chunk_size=st.sampled_from([1, 500, 4096, 1 << 20]))
+def test_same_bytes_as_zlib_crc(rows: list[tuple[int, int, bytes]], comp: str, chunk_size: int) -> None:
+    fast = _write(rows, comp, chunk_size)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(writer_chunks, "_crc32", zlib.crc32)
+        mp.setattr(compression, "crc32", zlib.crc32)
+        slow = _write(rows, comp, chunk_size)
+    assert fast == slow
+    # the `mcap` library checks the chunk, data-section, summary and attachment CRCs
+    reader = make_reader(io.BytesIO(fast), validate_crcs=True)
+    got = [(c.topic, m.log_time, bytes(m.data)) for _s, c, m in reader.iter_messages(log_time_order=False)]
+    assert got == [(f"/t{k}", t, d) for k, t, d in rows]
+    assert [a.data for a in reader.iter_attachments()] == [b"attached" * 100]
+
+
+def test_reader_chunk_crc_still_checked() -> None:
+    rows = [(0, i, b"payload %d" % i) for i in range(50)]
+    data = bytearray(_write(rows, "none", 1 << 20))
+    i = bytes(data).index(b"payload 17")
+    data[i + 3] ^= 0x20
+    with pytest.raises(ChecksumError, match="Chunk"):
+        list(polybag.open(bytes(data)).messages())
+    assert len(list(polybag.open(bytes(data), validate_crcs=False).messages())) == 50
