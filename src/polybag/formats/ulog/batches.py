@@ -20,7 +20,6 @@ its state.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,29 +32,42 @@ from polybag.formats.ulog.scan import _LOW16, _MIN_TABLE, _SHIFT24, _unsound
 from polybag.recovery import Recovery
 
 
-@dataclass
 class _Batch:
     """One batch of walked messages on the general path of
     :meth:`_Batches._process_chunk`: what is known of its data messages (those before the
     first unsound control message) as the steps go."""
 
-    p: np.ndarray  # offsets of the messages
-    t: np.ndarray  # their type bytes (a view into the header words)
-    k: int  # index of the first unsound control message (len(p): none)
-    ctrl: np.ndarray  # indexes of the control messages before k
-    d_idx: np.ndarray  # indexes of the data messages before k
-    dpos: np.ndarray  # their offsets
-    dwords: np.ndarray  # their header words
-    msg_id: np.ndarray  # their msg_id
-    dsize: np.ndarray | None  # their body sizes without the msg_id (see sizes())
-    # subscriptions (A) of this batch, by message index
-    new_subs: list[tuple[int, _Sub]] = field(default_factory=list)
-    # those whose format does not compile (their data is counted and skipped)
-    new_dead: list[tuple[int, _DeadSub]] = field(default_factory=list)
-    entries: list[_Sub] = field(default_factory=list)  # every subscription, by index
-    # per data message: subscription index, -1 for none, -2 - index of a _DeadSub
-    cand: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    ok: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # valid for cand
+    __slots__ = ("p", "t", "k", "ctrl", "d_idx", "dpos", "dwords", "msg_id", "dsize", "new_subs", "new_dead", "entries", "cand", "ok")
+
+    def __init__(
+        self,
+        p: np.ndarray,
+        t: np.ndarray,
+        k: int,
+        ctrl: np.ndarray,
+        d_idx: np.ndarray,
+        dpos: np.ndarray,
+        dwords: np.ndarray,
+        msg_id: np.ndarray,
+        dsize: np.ndarray | None,
+    ) -> None:
+        self.p = p  # offsets of the messages
+        self.t = t  # their type bytes (a view into the header words)
+        self.k = k  # index of the first unsound control message (len(p): none)
+        self.ctrl = ctrl  # indexes of the control messages before k
+        self.d_idx = d_idx  # indexes of the data messages before k
+        self.dpos = dpos  # their offsets
+        self.dwords = dwords  # their header words
+        self.msg_id = msg_id  # their msg_id
+        self.dsize = dsize  # their body sizes without the msg_id (see sizes())
+        # subscriptions (A) of this batch, by message index
+        self.new_subs: list[tuple[int, _Sub]] = []
+        # those whose format does not compile (their data is counted and skipped)
+        self.new_dead: list[tuple[int, _DeadSub]] = []
+        self.entries: list[_Sub] = []  # every subscription, by index
+        # per data message: subscription index, -1 for none, -2 - index of a _DeadSub
+        self.cand: np.ndarray = np.zeros(0, np.int64)
+        self.ok: np.ndarray = np.zeros(0, bool)  # valid for cand
 
     def sizes(self) -> np.ndarray:
         """Body sizes of the data messages without the msg_id (made on first need)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,39 +28,92 @@ from polybag.formats.ulog.scan import _LETTER, _MAX_UNKNOWN, _MIN_TABLE, _RESYNC
 from polybag.model import Channel
 
 
-@dataclass
 class UlogData:
-    """The ULog-only facts of a log (``reader.ulog``), named like pyulog's where they exist."""
+    """The ULog-only facts of a log (``reader.ulog``), named like pyulog's where they exist.
 
-    version: int = 0
-    start_timestamp: int = 0  # us
-    compat_flags: list[int] = field(default_factory=lambda: [0] * 8)
-    incompat_flags: list[int] = field(default_factory=lambda: [0] * 8)
-    appended_offsets: list[int] = field(default_factory=list)
-    formats: dict[str, FormatDef] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-    info_types: dict[str, str] = field(default_factory=dict)
-    info_multiple: dict[str, list[list[Any]]] = field(default_factory=dict)
-    info_multiple_types: dict[str, str] = field(default_factory=dict)
-    params: dict[str, int | float] = field(default_factory=dict)
-    default_params: dict[int, dict[str, int | float]] = field(default_factory=dict)
-    logged_messages: list[rec.LoggedMessage] = field(default_factory=list)
-    subscriptions: list[rec.Subscription] = field(default_factory=list)
-    unsubscriptions: list[tuple[int, int]] = field(default_factory=list)  # (offset, msg_id)
-    sync_count: int = 0
-    sync_offsets: list[int] = field(default_factory=list)  # file offset of each sync (S) message
-    corruptions: list[dict[str, Any]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    # damage beyond the first reports (counted only)
-    unreported_damage: int = 0
-    # skipped (unknown) message types -> count
-    unknown_types: dict[str, int] = field(default_factory=dict)
-    # facts that need every data timestamp are worked out on first use
-    _last_timestamp: int | None = field(default=None, repr=False)
-    _changed_params: list[tuple[int, str, int | float]] | None = field(default=None, repr=False)
-    _dropouts: list[rec.Dropout] | None = field(default=None, repr=False)
-    _syncs: list[int] | None = field(default=None, repr=False)
-    _resolve: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    A plain class written out (compared and shown like the dataclass it was): a
+    ``@dataclass`` of this size costs ~1 ms of import time in every process that reads a
+    ULog log."""
+
+    # (name, default factory) of the fields, in order; the facts that need every data
+    # timestamp (the private ones) are worked out on first use and not shown
+    _FIELDS: tuple[tuple[str, Callable[[], Any]], ...] = (
+        ("version", int),
+        ("start_timestamp", int),  # us
+        ("compat_flags", lambda: [0] * 8),
+        ("incompat_flags", lambda: [0] * 8),
+        ("appended_offsets", list),
+        ("formats", dict),
+        ("info", dict),
+        ("info_types", dict),
+        ("info_multiple", dict),
+        ("info_multiple_types", dict),
+        ("params", dict),
+        ("default_params", dict),
+        ("logged_messages", list),
+        ("subscriptions", list),
+        ("unsubscriptions", list),  # (offset, msg_id)
+        ("sync_count", int),
+        ("sync_offsets", list),  # file offset of each sync (S) message
+        ("corruptions", list),
+        ("warnings", list),
+        ("unreported_damage", int),  # damage beyond the first reports (counted only)
+        ("unknown_types", dict),  # skipped (unknown) message types -> count
+    )
+    _PRIVATE = ("_last_timestamp", "_changed_params", "_dropouts", "_syncs")
+
+    version: int
+    start_timestamp: int
+    compat_flags: list[int]
+    incompat_flags: list[int]
+    appended_offsets: list[int]
+    formats: dict[str, FormatDef]
+    info: dict[str, Any]
+    info_types: dict[str, str]
+    info_multiple: dict[str, list[list[Any]]]
+    info_multiple_types: dict[str, str]
+    params: dict[str, int | float]
+    default_params: dict[int, dict[str, int | float]]
+    logged_messages: list[rec.LoggedMessage]
+    subscriptions: list[rec.Subscription]
+    unsubscriptions: list[tuple[int, int]]
+    sync_count: int
+    sync_offsets: list[int]
+    corruptions: list[dict[str, Any]]
+    warnings: list[str]
+    unreported_damage: int
+    unknown_types: dict[str, int]
+    _last_timestamp: int | None
+    _changed_params: list[tuple[int, str, int | float]] | None
+    _dropouts: list[rec.Dropout] | None
+    _syncs: list[int] | None
+    _resolve: Callable[[], None] | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = [n for n, _ in self._FIELDS] + [*self._PRIVATE, "_resolve"]
+        if len(args) > len(names):
+            raise TypeError(f"UlogData takes at most {len(names)} positional arguments")
+        given = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names or k in given:
+                raise TypeError(f"UlogData got an unexpected or repeated argument {k!r}")
+            given[k] = v
+        for n, make in self._FIELDS:
+            setattr(self, n, given[n] if n in given else make())
+        for n in (*self._PRIVATE, "_resolve"):
+            setattr(self, n, given.get(n))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n, _ in self._FIELDS)
+        return f"UlogData({inner})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names = [n for n, _ in self._FIELDS] + list(self._PRIVATE)
+        return all(getattr(self, n) == getattr(other, n) for n in names)
+
+    __hash__ = None  # type: ignore[assignment]
 
     def _need(self) -> None:
         """Work out the facts that need every data timestamp (once)."""
@@ -143,32 +195,36 @@ class UlogData:
         return f"v{major}.{minor}.{patch}{kind}"
 
 
-@dataclass
 class _DeadSub:
     """A subscription whose format cannot be compiled: its data messages are counted and
     skipped."""
 
-    sub: rec.Subscription
-    offset: int  # of its A message
-    reason: str
-    index: int  # position in the reader's list of them
-    count: int = 0
-    nbytes: int = 0
+    __slots__ = ("sub", "offset", "reason", "index", "count", "nbytes")
+
+    def __init__(self, sub: rec.Subscription, offset: int, reason: str, index: int) -> None:
+        self.sub = sub
+        self.offset = offset  # of its A message
+        self.reason = reason
+        self.index = index  # position in the reader's list of them
+        self.count = 0
+        self.nbytes = 0
 
 
-@dataclass
 class _Sub:
     """A subscription as the reader tracks it."""
 
-    sub: rec.Subscription
-    type: UlogType | None
-    index: int  # position in the subscription list
-    channel: Channel | None = None
-    selected: bool = True
-    positions: np.ndarray | None = None  # file offsets of its D messages (header start)
-    count: int = 0  # number of its D messages
-    ts_us: np.ndarray | None = None  # timestamps in us (unwrapped)
-    _records: np.ndarray | None = None
+    __slots__ = ("sub", "type", "index", "channel", "selected", "positions", "count", "ts_us", "_records")
+
+    def __init__(self, sub: rec.Subscription, type: UlogType | None, index: int) -> None:  # noqa: A002
+        self.sub = sub
+        self.type = type
+        self.index = index  # position in the subscription list
+        self.channel: Channel | None = None
+        self.selected = True
+        self.positions: np.ndarray | None = None  # file offsets of its D messages (header start)
+        self.count = 0  # number of its D messages
+        self.ts_us: np.ndarray | None = None  # timestamps in us (unwrapped)
+        self._records: np.ndarray | None = None
 
 
 class _Definitions:
