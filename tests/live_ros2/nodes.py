@@ -8,6 +8,12 @@ each, prints what it published as JSON, stays 1 s for the last acknowledgements.
 and the latched one, or when SECONDS pass.
 ``python nodes.py trigger TOPIC``: one std_msgs/msg/Empty on TOPIC (rclpy) once matched.
 ``python nodes.py empties TOPIC SECONDS``: counts std_msgs/msg/Empty on TOPIC (rclpy).
+``python nodes.py typed N``: an rclpy node ``/ns1/typed_talker`` publishing test_msgs/msg/Arrays
+on /arr and test_msgs/msg/BasicTypes on /basic (types polybag does not bundle), and
+std_msgs/msg/String on the hidden /_hidden and /vis/_priv/x and on /shown; waits (at most
+30 s) for subscribers on /arr and /basic, publishes N of each, prints what it sent as JSON.
+``python nodes.py pulses TOPIC SPEC``: std_msgs/msg/String on TOPIC (rclpy, reliable) in bursts:
+SPEC is ``count@period,gap,...`` (e.g. ``5@0.1,1.5,5@0.1``: 5 at 0.1 s, silence 1.5 s, 5 more).
 ``python nodes.py ddspub TOPIC DDS_TYPE RELIABILITY N``: a plain Cyclone DDS writer of a
 struct {int32 a; string b;} (no ROS 2 stack), waiting for a reader first (at most 30 s).
 """
@@ -168,6 +174,93 @@ def empties(topic: str, seconds: float) -> None:
     rclpy.shutdown()
 
 
+def typed(n: int) -> None:
+    import rclpy
+    from std_msgs.msg import String
+    from test_msgs.msg import Arrays, BasicTypes
+
+    rclpy.init()
+    node = rclpy.create_node("typed_talker", namespace="/ns1")
+    arr = node.create_publisher(Arrays, "/arr", _qos(n + 10))
+    basic = node.create_publisher(BasicTypes, "/basic", _qos(n + 10))
+    strings = {
+        t: node.create_publisher(String, t, _qos(n + 10)) for t in ("/_hidden", "/vis/_priv/x", "/shown")
+    }
+    print("ready", file=sys.stderr, flush=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not (arr.get_subscription_count() and basic.get_subscription_count()):
+        rclpy.spin_once(node, timeout_sec=0.05)
+    out: dict[str, list] = {"/arr": [], "/basic": [], "/_hidden": [], "/vis/_priv/x": [], "/shown": []}
+    # (the type description service answers from this thread: spin between messages)
+    t = time.monotonic() + 0.5
+    while time.monotonic() < t:
+        rclpy.spin_once(node, timeout_sec=0.02)
+    for i in range(n):
+        a = Arrays()
+        a.int32_values = [i, -i, 7]
+        a.float64_values = [0.5 * i, 1.0, -2.0]
+        a.string_values = [f"s{i}", "", "ü"]
+        a.bool_values = [True, False, i % 2 == 0]
+        a.basic_types_values[1].int8_value = -i
+        a.basic_types_values[2].uint64_value = 2**63 + i
+        arr.publish(a)
+        out["/arr"].append(
+            [
+                [int(x) for x in a.int32_values],
+                [float(x) for x in a.float64_values],
+                list(a.string_values),
+                [bool(x) for x in a.bool_values],
+                int(a.basic_types_values[1].int8_value),
+                int(a.basic_types_values[2].uint64_value),
+            ]
+        )
+        b = BasicTypes(int16_value=i - 100, float32_value=0.25 * i, uint8_value=i % 256, bool_value=True)
+        basic.publish(b)
+        out["/basic"].append(
+            [int(b.int16_value), float(b.float32_value), int(b.uint8_value), bool(b.bool_value)]
+        )
+        for topic, pub in strings.items():
+            pub.publish(String(data=f"{topic} {i}"))
+            out[topic].append(f"{topic} {i}")
+        rclpy.spin_once(node, timeout_sec=0.02)
+    t = time.monotonic() + 1.0
+    while time.monotonic() < t:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    print(json.dumps(out), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
+def pulses(topic: str, spec: str) -> None:
+    import rclpy
+    from std_msgs.msg import String
+
+    rclpy.init()
+    node = rclpy.create_node("polybag_test_pulses")
+    pub = node.create_publisher(String, topic, _qos(100))
+    print("ready", file=sys.stderr, flush=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not pub.get_subscription_count():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    sent = []
+    k = 0
+    for part in spec.split(","):
+        if "@" in part:
+            count, period = part.split("@")
+            for _ in range(int(count)):
+                pub.publish(String(data=f"pulse {k}"))
+                sent.append(time.time())
+                k += 1
+                time.sleep(float(period))
+        else:
+            time.sleep(float(part))
+    time.sleep(0.5)
+    print(json.dumps({"sent": sent}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
 def ddspub(topic: str, dds_type: str, reliability: str, n: int) -> None:
     from cyclonedds.domain import Domain, DomainParticipant
     from cyclonedds.idl import IdlStruct
@@ -224,6 +317,10 @@ if __name__ == "__main__":
         trigger(sys.argv[2])
     elif mode == "empties":
         empties(sys.argv[2], float(sys.argv[3]))
+    elif mode == "typed":
+        typed(int(sys.argv[2]))
+    elif mode == "pulses":
+        pulses(sys.argv[2], sys.argv[3])
     elif mode == "ddspub":
         ddspub(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:

@@ -64,7 +64,19 @@ def _record_talker(args: list[str], count: object, env: dict[str, str]) -> tuple
 def test_record_rclpy_talker_every_message_and_qos(tmp_path: Path, storage: str) -> None:
     env = ros2_env()
     out = tmp_path / "rec"
-    args = ["record", "--ros2", "/chatter", "/imu", "/latched", "/scan", "-O", str(out), "--storage", storage, "--json"]
+    args = [
+        "record",
+        "--ros2",
+        "/chatter",
+        "/imu",
+        "/latched",
+        "/scan",
+        "-O",
+        str(out),
+        "--storage",
+        storage,
+        "--json",
+    ]
     talker_code, sent, code, report, err = _record_talker(args, N, env)
     assert talker_code == 0
     assert code == 0, err
@@ -101,7 +113,9 @@ def test_record_rclpy_to_mcap_ros2_profile(tmp_path: Path) -> None:
 
     env = ros2_env()
     out = tmp_path / "rec.mcap"
-    _talker, sent, code, report, err = _record_talker(["record", "--ros2", "-a", "-x", "/(rosout|parameter_events)", "-O", str(out), "--json"], 10, env)
+    _talker, sent, code, report, err = _record_talker(
+        ["record", "--ros2", "-a", "-x", "/(rosout|parameter_events)", "-O", str(out), "--json"], 10, env
+    )
     assert code == 0, err
     with open(out, "rb") as f:
         r = make_reader(f)
@@ -256,7 +270,9 @@ def test_record_to_ros1_bag_converted(tmp_path: Path) -> None:
 
     env = ros2_env()
     out = tmp_path / "r1.bag"
-    _talker, sent, code, report, err = _record_talker(["record", "--ros2", "/chatter", "/imu", "/latched", "/scan", "-O", str(out), "--json"], 10, env)
+    _talker, sent, code, report, err = _record_talker(
+        ["record", "--ros2", "/chatter", "/imu", "/latched", "/scan", "-O", str(out), "--json"], 10, env
+    )
     assert code == 0, err
     store = get_typestore(Stores.ROS1_NOETIC)
     got: dict[str, list] = {}

@@ -59,6 +59,8 @@ _ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--ros2",), {"action": "store_true", "help": "record a live ROS 2 graph (DDS, $ROS_DOMAIN_ID) to a rosbag2 bag (-O NAME.mcap: MCAP)"}),
     (("--storage",), {"choices": ("sqlite3", "mcap"), "default": "sqlite3", "help": "--ros2: the rosbag2 storage (default sqlite3)"}),
     (("--types",), {"action": "append", "default": [], "metavar": "DIR", "help": "--ros2: .msg/.idl files of a workspace's own types"}),
+    (("--include-hidden-topics",), {"action": "store_true", "help": "--ros2: -a/-e also take hidden topics (a name part starting with _)"}),
+    (("--type-timeout",), {"type": float, "default": 5.0, "metavar": "SECONDS", "help": "--ros2: how long to wait for a publisher's type description service for a type not known (0: never ask; default 5)"}),
 )
 
 
@@ -257,7 +259,11 @@ def _run_ros2(args: argparse.Namespace) -> int:
     if any(o.node for o in all_opts):
         raise UsageError("--node is a ROS 1 option")
     stop = threading.Event()
-    source = Ros2Source(None if args.config else all_opts[0])
+    source = Ros2Source(
+        None if args.config else all_opts[0],
+        include_hidden=args.include_hidden_topics,
+        type_timeout=max(0.0, args.type_timeout),
+    )
     recs = [
         Ros2Recorder(o, Ros2Member(source) if args.config else source, storage=args.storage) for o in all_opts
     ]

@@ -8,8 +8,17 @@ waits on every reader (a DDS wait set) and hands the serialized CDR samples, byt
 came, to the recorder with the receive time.  The offered QoS profiles of each topic and
 the type hash from USER_DATA go to the file's metadata as ``ros2 bag record`` stores them.
 
-Types come from the known ROS 2 definitions (the bundled Jazzy ones and ``--types DIR``);
-a topic whose type is unknown is recorded anyway (raw CDR, no definition) with a warning.
+Types come from the known ROS 2 definitions (the bundled Jazzy ones and ``--types DIR``),
+else from the publishing node's type description service (Jazzy and later; asked in a
+thread of its own, the samples that arrive meanwhile held in memory, at most
+:data:`MAX_PENDING` bytes, then written in order; the definition's REP 2011 hash must be the
+one the publisher announced); a topic whose type stays unknown is recorded anyway (raw CDR,
+no definition) with a warning.
+
+Hidden topics (a name part starting with ``_``: ``/_private``, actions' ``/_action/``
+topics, services' ``/_service_event``) are not taken by ``-a`` or ``-e`` unless
+``include_hidden`` (``--include-hidden-topics``), as ``ros2 bag record``; a hidden topic
+named on the command line is recorded.
 A publisher that appears later with a QoS the subscription cannot match (best effort on a
 reliable subscription) is named in a warning: its messages are not received (as rosbag2).
 
@@ -34,6 +43,9 @@ from polybag.record.recorder import _MCAP_MSG_OVERHEAD, Recorder, _Item
 
 #: std_msgs/msg/Empty serialized (CDR little endian: its one dummy uint8)
 EMPTY_CDR = b"\x00\x01\x00\x00\x00"
+
+#: the samples held (bytes) per topic while its type is asked for; beyond, recorded raw
+MAX_PENDING = 64 * 1024 * 1024
 
 
 def _definition(type_name: str) -> str:
@@ -190,6 +202,11 @@ class _Sub:
     requested: dict[str, Any]
     offers: list[dict[str, Any]]
     latched: bool = field(init=False)  # (transient_local requested)
+    # while the type is asked for: the samples taken meanwhile (data, receive time), their
+    # bytes, and the event set when the answer (or the failure) is in ``definition``
+    pending: list[tuple[bytes, int]] | None = None
+    pending_bytes: int = 0
+    resolved: threading.Event | None = None
 
     def __post_init__(self) -> None:
         self.latched = self.requested.get("durability") == "transient_local"
@@ -203,13 +220,25 @@ class Ros2Source:
     ``options``: the options of the recorder :meth:`start` is called with (None: each
     recorder's own); ``graph``: an existing :class:`polybag.net.ros2.Graph` (else one is
     made from the environment and closed by :meth:`stop`); ``poll``: the discovery period
-    in seconds; ``log(text)``: where warnings are said (default: stderr unless quiet).
+    in seconds; ``log(text)``: where warnings are said (default: stderr unless quiet);
+    ``include_hidden``: ``-a``/``-e`` take hidden topics too; ``type_timeout``: seconds to
+    wait for a publisher's type description service (0: never ask).
     """
 
     def __init__(
-        self, options: RecordOptions | None = None, *, graph: Any = None, poll: float = 0.25, log: Any = None
+        self,
+        options: RecordOptions | None = None,
+        *,
+        graph: Any = None,
+        poll: float = 0.25,
+        log: Any = None,
+        include_hidden: bool = False,
+        type_timeout: float = 5.0,
     ) -> None:
         self.options = options
+        self.include_hidden = include_hidden
+        self.type_timeout = type_timeout
+        self._fetched: dict[tuple[str, str], str] = {}  # (type, hash) -> definition from a node
         self._graph = graph
         self._own_graph = graph is None
         self.poll = poll
@@ -276,12 +305,23 @@ class Ros2Source:
             self.stop()
 
     def _wanted(self, topic: str) -> bool:
+        from polybag.net.ros2.names import hidden
+
         if topic in self._triggers or topic in self._closed_topics:
             return False
-        return any(
-            topic not in self._rec_done.get(id(r), ()) and r.options.selects(topic, explicit_required=True)
-            for r in self._recs
-        )
+        skip_hidden = not self.include_hidden and hidden(topic)
+        wanted = False
+        for r in self._recs:
+            o = r.options
+            if topic in self._rec_done.get(id(r), ()) or not o.selects(topic, explicit_required=True):
+                continue
+            if skip_hidden and (o.all or o.regex):
+                if (topic, "hidden") not in self._warned:
+                    self._warned.add((topic, "hidden"))
+                    self._say(f"Hidden topic {topic} not recorded (--include-hidden-topics records it)")
+                continue
+            wanted = True
+        return wanted
 
     # --- discovery ---------------------------------------------------------------------------
     def _discover(self, *, rescan: bool = False) -> None:
@@ -386,14 +426,15 @@ class Ros2Source:
         offers = [p.qos for p in same]
         requested = requested_profile(offers)
         definition = _definition(typ)
-        if not definition:
-            self._warn_once(
-                topic,
-                "unknown",
-                f"topic {topic}: type {typ} is not known (add its .msg files with --types DIR); "
-                "recorded as raw CDR without a definition",
-            )
         type_hash = next((p.type_hash for p in same if p.type_hash), "")
+        ask = None
+        if not definition:
+            with self._lock:
+                definition = self._fetched.get((typ, type_hash), "")
+            if not definition and type_hash and self.type_timeout > 0:
+                ask = next(p for p in same if p.type_hash == type_hash).participant
+            elif not definition:
+                self._warn_unknown(topic, typ, "")
         try:
             typeid = next((p.typeid for p in same if p.typeid is not None), None)
             reader = self._graph.reader(topic, dds_type, requested, typeid)
@@ -401,11 +442,48 @@ class Ros2Source:
             self._error(str(e))
             return
         sub = _Sub(topic, typ, definition, type_hash, reader, requested, offers)
+        if ask is not None:
+            sub.pending = []
+            sub.resolved = threading.Event()
+            threading.Thread(
+                target=self._ask_type, args=(sub, ask), name="polybag-ros2-type", daemon=True
+            ).start()
         self._topic_info(sub)
         with self._lock:
             self._subs[topic] = sub
             self._waitset.attach(reader.condition)
         self._say(f"Subscribing to {topic} ({typ}, {requested['reliability']} {requested['durability']})")
+
+    def _warn_unknown(self, topic: str, typ: str, why: str) -> None:
+        asked = f"; its publisher's type description service: {why}" if why else ""
+        self._warn_once(
+            topic,
+            "unknown",
+            f"topic {topic}: type {typ} is not known (add its .msg files with --types DIR){asked}; "
+            "recorded as raw CDR without a definition",
+        )
+
+    def _ask_type(self, sub: _Sub, participant: str) -> None:
+        """(its own thread) The definition of ``sub``'s type from the publishing node's type
+        description service; the receive thread writes the held samples once it is known."""
+        from polybag.net.ros2 import Ros2GraphError
+        from polybag.net.ros2.typedesc import fetch_definition
+
+        assert sub.resolved is not None
+        try:
+            text = fetch_definition(self._graph, participant, sub.type, sub.type_hash, self.type_timeout)
+        except Ros2GraphError as e:
+            self._warn_unknown(sub.topic, sub.type, str(e))
+        except Exception as e:  # noqa: BLE001 - never lose the topic over the lookup
+            self._warn_unknown(sub.topic, sub.type, f"{type(e).__name__}: {e}")
+        else:
+            with self._lock:
+                self._fetched[(sub.type, sub.type_hash)] = text
+                if not sub.resolved.is_set():  # (else the held samples were written raw already)
+                    sub.definition = text
+            self._say(f"Type {sub.type} of {sub.topic} from its publisher's type description service")
+        with self._lock:
+            sub.resolved.set()
 
     def _topic_info(self, sub: _Sub) -> None:
         from polybag.net.ros2.qos import profiles_text
@@ -450,9 +528,9 @@ class Ros2Source:
             if time.monotonic() >= next_poll:
                 self._discover()
                 next_poll = time.monotonic() + self.poll
-        self._drain()
+        self._drain(final=True)
 
-    def _drain(self) -> None:
+    def _drain(self, final: bool = False) -> None:
         from polybag.net.ros2 import Ros2GraphError
 
         with self._lock:
@@ -475,6 +553,10 @@ class Ros2Source:
                 except Ros2GraphError as e:
                     self._error(str(e))
                     break
+                if sub.pending is not None:
+                    if not self._hold(sub, got, final):
+                        break
+                    continue
                 if not got:
                     break
                 now = time.time_ns()
@@ -492,6 +574,45 @@ class Ros2Source:
                         )
                 if len(got) < 1024:
                     break
+
+    def _hold(self, sub: _Sub, got: list[tuple[bytes, int]], final: bool) -> bool:
+        """While ``sub``'s type is asked for, keep what arrives (``got``); once it is known
+        (or given up: the end, or more than :data:`MAX_PENDING` bytes held) write what was
+        held in order and stop holding.  True when the caller should take more."""
+        assert sub.pending is not None and sub.resolved is not None
+        now = time.time_ns()
+        for data, _stamp in got:
+            sub.pending.append((data, now))
+            sub.pending_bytes += len(data)
+        if sub.pending_bytes > MAX_PENDING or final:
+            with self._lock:
+                gave_up = not sub.resolved.is_set()
+                sub.resolved.set()
+            if gave_up:
+                why = (
+                    "no answer before the recording stopped"
+                    if final
+                    else f"no answer before {MAX_PENDING >> 20} MB arrived"
+                )
+                self._warn_unknown(sub.topic, sub.type, why)
+        if not sub.resolved.is_set():
+            return len(got) == 1024
+        held, sub.pending, sub.pending_bytes = sub.pending, None, 0
+        with self._lock:
+            definition = sub.definition
+        recs = [r for r in self._recs if sub.topic not in self._rec_done.get(id(r), ())]
+        for data, t in held:
+            for rec in recs:
+                rec.write(
+                    sub.topic,
+                    data,
+                    type=sub.type,
+                    md5sum=sub.type_hash or "*",
+                    definition=definition,
+                    receive_time=t,
+                    latching=sub.latched,
+                )
+        return True
 
     def unsubscribe(self, topic: str, recorder: Any = None) -> None:
         """``recorder`` (None: every recorder) is done with ``topic`` (its -l limit was

@@ -271,6 +271,7 @@ class Graph:
             raise Ros2GraphError(f"cannot join ROS 2 domain {self.domain_id}: {e}") from None
         self._own = str(self.participant.guid)
         self.publications: dict[str, Publication] = {}
+        self._servers: dict[str, tuple[str, str, int]] = {}  # reply writer -> (participant, node, handle)
         self._xtypes: dict[str, type] = {}
         self._lock = threading.Lock()
 
@@ -292,11 +293,18 @@ class Graph:
                     for k, p in list(self.publications.items()):
                         if p.handle and info.instance_handle == p.handle:
                             gone.append(self.publications.pop(k))
+                    for k, (_p, _n, h) in list(self._servers.items()):
+                        if h and info.instance_handle == h:
+                            del self._servers[k]
                     continue
                 if str(getattr(s, "participant_key", "")) == self._own:
                     continue
                 topic = names.ros_topic(str(s.topic_name))
                 if topic is None:
+                    node = names.type_service_node(str(s.topic_name), str(s.type_name))
+                    if node:  # (a node's type description service: its reply writer)
+                        h = int(info.instance_handle) if info is not None else 0
+                        self._servers[key] = (str(s.participant_key), node, h)
                     continue
                 dtype = str(s.type_name)
                 ud = None
@@ -323,6 +331,19 @@ class Graph:
                     self.publications[key] = pub
                     new.append(pub)
         return new, gone
+
+    def type_servers(self, participant: str) -> list[str]:
+        """The nodes (``/ns/name``) of ``participant`` that serve ``~/get_type_description``."""
+        with self._lock:
+            return sorted({n for p, n, _h in self._servers.values() if p == participant})
+
+    def raw_reader(self, dds_topic: str, dds_type_name: str, profile: dict[str, Any]) -> RawReader:
+        """A :class:`RawReader` on a DDS topic named as it is on the wire (``rr/...``)."""
+        return RawReader(self, dds_topic, dds_type_name, profile)
+
+    def raw_writer(self, dds_topic: str, dds_type_name: str, profile: dict[str, Any]) -> RawWriter:
+        """A :class:`RawWriter` on a DDS topic named as it is on the wire (``rq/...``)."""
+        return RawWriter(self, dds_topic, dds_type_name, profile)
 
     def topics(self) -> dict[str, list[Publication]]:
         """The known publications by ROS 2 topic."""

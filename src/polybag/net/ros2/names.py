@@ -20,6 +20,26 @@ def ros_topic(dds_topic: str) -> str | None:
     return "/" + dds_topic[len(TOPIC_PREFIX) :].lstrip("/")
 
 
+def type_service_node(dds_topic: str, dds_type: str) -> str | None:
+    """``rr/ns/talker/get_type_descriptionReply`` (a node's type description reply writer)
+    -> ``/ns/talker``; None for any other DDS topic."""
+    suffix = "/get_type_descriptionReply"
+    if (
+        not dds_topic.startswith("rr/")
+        or not dds_topic.endswith(suffix)
+        or dds_type != "type_description_interfaces::srv::dds_::GetTypeDescription_Response_"
+    ):
+        return None
+    node = dds_topic[len("rr") : -len(suffix)]
+    return node if len(node) > 1 else None
+
+
+def hidden(topic: str) -> bool:
+    """Whether a ROS 2 name is hidden (a part of it starts with ``_``, as rclpy and
+    ``ros2 bag record`` decide: ``/ns/_private``, ``/fib/_action/status``, ``/srv/_service_event``)."""
+    return any(part.startswith("_") for part in topic.split("/") if part)
+
+
 def dds_topic(ros_topic: str) -> str:
     """``/ns/chatter`` (or ``ns/chatter``) -> ``rt/ns/chatter``."""
     return TOPIC_PREFIX + ros_topic.lstrip("/")
