@@ -18,7 +18,6 @@ import io
 import mmap
 import os
 import stat
-import tempfile
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
@@ -240,6 +239,8 @@ class StreamSource:
             data = b"".join(parts)
             self.position += len(data) - len(head)
             return MappedSource(label, data)
+        import tempfile  # here: only a long stream needs it (~3 ms of import for every process)
+
         tmpdir = tempfile.gettempdir()
         try:
             spool = tempfile.TemporaryFile(prefix="polybag-stream-")  # noqa: SIM115 - owned by the source
