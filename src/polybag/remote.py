@@ -26,7 +26,6 @@ URLs are resolved with :func:`fsspec.core.url_to_fs` (``http(s)://`` needs aioht
 from __future__ import annotations
 
 import mmap
-import os
 import re
 import tempfile
 import threading
@@ -37,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from polybag.errors import PolybagError, UsageError
+from polybag.remote_http import HttpRanges, http_transport
 from polybag.source import MappedSource
 
 #: bookkeeping granularity: what a small request is rounded to (one state byte per block)
@@ -58,6 +58,10 @@ MEMORY_CACHE = 1 << 30
 MIN_AHEAD = 4 << 20
 #: concurrent requests of one source
 WORKERS = 8
+#: a range this short is batched with others (a multi-range request, ``cat_ranges``)
+SMALL = 256 << 10
+#: most ranges in one batch
+BATCH = 256
 
 _MISSING, _INFLIGHT, _PRESENT = 0, 1, 2
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
@@ -93,26 +97,25 @@ class RemoteSource(MappedSource):
 
     def __init__(self, url: str, fs: Any, fpath: str, size: int) -> None:
         self.url = url
-        self._fs = fs
+        self._fs = fs  # an fsspec filesystem (cat_file, maybe cat_ranges) or an HttpRanges
         self._fpath = fpath
         self._tmp: Any = None
-        self._anon: mmap.mmap | None = None
-        self._fd = -1
         buf: bytes | mmap.mmap = b""
         try:
             if 0 < size <= MEMORY_CACHE:
                 # anonymous memory: untouched pages cost nothing, a copy in is a memcpy
-                buf = self._anon = mmap.mmap(-1, size)
+                buf = mmap.mmap(-1, size)
             elif size:
                 self._tmp = tempfile.TemporaryFile(prefix="polybag-remote-")  # noqa: SIM115 - owned by the source
                 self._tmp.truncate(size)  # sparse: takes no space until written
-                self._fd = self._tmp.fileno()
-                buf = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ)
+                buf = mmap.mmap(self._tmp.fileno(), size)
         except OSError as e:
             if self._tmp is not None:
                 self._tmp.close()
             raise PolybagError(f"{url}: cannot set up a cache for {size} bytes: {e.strerror or e}") from e
+        self._file_backed = self._tmp is not None
         super().__init__(url, buf)
+        self._wview = self.view  # fetches write here; readers get the read-only view
         self.view = self.view.toreadonly()
         self._spool = self._tmp  # closed (and so freed) with the source
         self._state = np.zeros((size + BLOCK - 1) // BLOCK, np.uint8)
@@ -122,6 +125,8 @@ class RemoteSource(MappedSource):
         self._next = -1  # where the last need ended (sequential detection)
         self._run_start = 0  # where the current sequential run began
         self._ahead_to = 0  # read-ahead of the current run was scheduled up to here
+        self._hints: list[tuple[int, int]] = []  # block spans a reader said it will read, in order
+        self._hint_at = 0  # the first hinted span not yet scheduled
         self.requests = 0
         self.bytes_fetched = 0
 
@@ -214,39 +219,94 @@ class RemoteSource(MappedSource):
                 seg[seg == _INFLIGHT] = _MISSING
             self._cv.notify_all()
 
+    def _sink(self, start: int, end: int) -> memoryview:
+        return self._wview[start:end]
+
     def _fetch(self, start: int, end: int) -> None:
-        """One range request, written into the temporary file."""
+        """One range request, written into the cache."""
         try:
             if self._closed:
                 raise PolybagError(f"{self.url}: source closed")
-            try:
-                data = self._fs.cat_file(self._fpath, start=start, end=end)
-            except PolybagError:
-                raise
-            except Exception as e:  # noqa: BLE001 - any transport error becomes one clear error
-                raise PolybagError(
-                    f"{self.url}: cannot read bytes {start}..{end}: {type(e).__name__}: {e}"
-                ) from e
-            if len(data) != end - start:
-                raise PolybagError(
-                    f"{self.url}: asked for bytes {start}..{end}, got {len(data)} bytes (does the server honour Range?)"
-                )
-            try:
-                if self._anon is not None:
-                    self._anon[start:end] = data
-                else:
-                    os.pwrite(self._fd, data, start)
-            except OSError as e:
-                raise PolybagError(
-                    f"{self.url}: cannot write to the temporary file: {e.strerror or e}"
-                ) from e
+            if isinstance(self._fs, HttpRanges):
+                got = self._fs.read_into(start, end, self._sink)
+            else:
+                try:
+                    data = self._fs.cat_file(self._fpath, start=start, end=end)
+                except PolybagError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - any transport error becomes one clear error
+                    raise PolybagError(
+                        f"{self.url}: cannot read bytes {start}..{end}: {type(e).__name__}: {e}"
+                    ) from e
+                got = self._store(start, end, data)
         except BaseException:
             self._settle(start, end, False)
             raise
         with self._cv:
             self.requests += 1
-            self.bytes_fetched += len(data)
+            self.bytes_fetched += got
         self._settle(start, end, True)
+
+    def _store(self, start: int, end: int, data: bytes) -> int:
+        if len(data) != end - start:
+            raise PolybagError(
+                f"{self.url}: asked for bytes {start}..{end}, got {len(data)} bytes (does the server honour Range?)"
+            )
+        try:
+            self._wview[start:end] = data
+        except OSError as e:  # pragma: no cover - a full disk under the file-backed cache
+            raise PolybagError(f"{self.url}: cannot write to the temporary file: {e.strerror or e}") from e
+        return len(data)
+
+    def _fetch_many(self, ranges: list[tuple[int, int]]) -> None:
+        """Several small ranges in as few requests as the transport allows: one multi-range
+        request over HTTP, fsspec's concurrent ``cat_ranges`` otherwise, else one by one."""
+        todo = list(ranges)
+        try:
+            if self._closed:
+                raise PolybagError(f"{self.url}: source closed")
+            fs = self._fs
+            if isinstance(fs, HttpRanges) and fs.multirange:
+                done = fs.read_many(todo, self._sink)
+                if done:
+                    with self._cv:
+                        self.requests += 1
+                        self.bytes_fetched += sum(e - s for s, e in done)
+                    for s, e in done:
+                        self._settle(s, e, True)
+                    held = set(done)
+                    todo = [r for r in todo if r not in held]
+            elif not isinstance(fs, HttpRanges) and hasattr(fs, "cat_ranges"):
+                try:
+                    datas = fs.cat_ranges(
+                        [self._fpath] * len(todo), [s for s, _ in todo], [e for _, e in todo]
+                    )
+                except Exception as e:  # noqa: BLE001 - any transport error becomes one clear error
+                    raise PolybagError(
+                        f"{self.url}: cannot read {len(todo)} ranges: {type(e).__name__}: {e}"
+                    ) from e
+                for (s, e), data in zip(todo, datas):
+                    if isinstance(data, BaseException):
+                        raise PolybagError(
+                            f"{self.url}: cannot read bytes {s}..{e}: {type(data).__name__}: {data}"
+                        )
+                    got = self._store(s, e, data)
+                    with self._cv:
+                        self.requests += 1
+                        self.bytes_fetched += got
+                    self._settle(s, e, True)
+                todo = []
+        except BaseException:
+            for s, e in todo:
+                self._settle(s, e, False)
+            raise
+        for i, (s, e) in enumerate(todo):
+            try:
+                self._fetch(s, e)
+            except BaseException:
+                for s2, e2 in todo[i + 1 :]:
+                    self._settle(s2, e2, False)
+                raise
 
     def _ensure(self, spans: list[tuple[int, int]]) -> None:
         """Fetch what is missing of the block spans and wait for what others are fetching."""
@@ -261,12 +321,21 @@ class RemoteSource(MappedSource):
             if len(todo) == 1:
                 self._fetch(*todo[0])
                 continue
+            # small scattered ranges (headers, indexes) go out in batches, large ones alone
+            small = [r for r in todo if r[1] - r[0] <= SMALL]
+            jobs: list[tuple[Any, tuple[Any, ...]]] = [(self._fetch, r) for r in todo if r[1] - r[0] > SMALL]
+            if len(small) > 1:
+                jobs += [(self._fetch_many, (small[i : i + BATCH],)) for i in range(0, len(small), BATCH)]
+            else:
+                jobs += [(self._fetch, r) for r in small]
             futs: list[Future[None]] = []
             try:
-                futs = [self._pool.submit(self._fetch, s, e) for s, e in todo]
+                for fn, args in jobs:
+                    futs.append(self._pool.submit(fn, *args))
             except RuntimeError as e:  # the pool is shut down: the source was closed
-                for s, e_ in todo[len(futs) :]:
-                    self._settle(s, e_, False)
+                for fn, args in jobs[len(futs) :]:
+                    for s, e_ in args[0] if fn == self._fetch_many else (args,):
+                        self._settle(s, e_, False)
                 raise PolybagError(f"{self.url}: source closed") from e
             err: BaseException | None = None
             for f in futs:
@@ -315,17 +384,31 @@ class RemoteSource(MappedSource):
     def release_pages(self) -> None:
         """Drop the pages of a file-backed cache from the resident set (their bytes stay in
         the temporary file); nothing for an in-memory cache, whose pages are the only copy."""
-        if self._anon is None:
+        if self._file_backed:
             super().release_pages()
 
     def close(self) -> None:
         self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if isinstance(self._fs, HttpRanges):
+            self._fs.close()
+        self._wview.release()
         super().close()
 
 
 def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -> bytes:
     """The first ``n`` bytes of the object at ``url`` (one small request; for sniffing)."""
+    fast = http_transport(url, storage_options)
+    if fast is not None:
+        try:
+            size = fast.open()
+            if not size:
+                return b""
+            out = bytearray(min(n, size))
+            fast.read_into(0, len(out), lambda s, e: memoryview(out)[s:e])
+            return bytes(out)
+        finally:
+            fast.close()
     fs, fpath = _fs_for(url, storage_options)
     try:
         size = fs.size(fpath)
@@ -351,20 +434,32 @@ def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[
 
 
 def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteSource:
-    """A :class:`RemoteSource` for ``url`` with its first 16 and last 64 KiB fetched."""
-    fs, fpath = _fs_for(url, storage_options)
-    try:
-        info = fs.info(fpath)
-    except FileNotFoundError as e:
-        raise PolybagError(f"{url}: cannot open: no such object") from e
-    except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-        raise PolybagError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
-    if info.get("type") == "directory":
-        raise PolybagError(f"{url}: is a directory, not a log file")
-    size = info.get("size")
-    if not isinstance(size, int) or size < 0:
-        raise PolybagError(f"{url}: the server does not say how large the object is")
-    src = RemoteSource(url, fs, fpath, size)
+    """A :class:`RemoteSource` for ``url`` with its first 16 and last 64 KiB fetched.
+
+    Plain ``http(s)://`` URLs (without storage options other than ``headers``) are read by
+    :class:`polybag.remote_http.HttpRanges`; everything else through fsspec."""
+    fast = http_transport(url, storage_options)
+    if fast is not None:
+        try:
+            size = fast.open()
+        except BaseException:
+            fast.close()
+            raise
+        src = RemoteSource(url, fast, url, size)
+    else:
+        fs, fpath = _fs_for(url, storage_options)
+        try:
+            info = fs.info(fpath)
+        except FileNotFoundError as e:
+            raise PolybagError(f"{url}: cannot open: no such object") from e
+        except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
+            raise PolybagError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
+        if info.get("type") == "directory":
+            raise PolybagError(f"{url}: is a directory, not a log file")
+        size = info.get("size")
+        if not isinstance(size, int) or size < 0:
+            raise PolybagError(f"{url}: the server does not say how large the object is")
+        src = RemoteSource(url, fs, fpath, size)
     try:
         src.need_many(((0, HEAD), (size - TAIL, TAIL)))
         src._next = -1  # the edges are not the start of a sequential pass

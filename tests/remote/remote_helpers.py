@@ -14,6 +14,7 @@ from urllib.parse import unquote
 import polybag
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+_MULTI = re.compile(r"bytes=(\d+-\d+)(,\d+-\d+)+$")
 
 # the big files: 2000 messages of 100 KB on /big (payload: index, then zeros), 1 ms apart,
 # and a small /small message every 10 ms; chunks of about 1 MB, no compression
@@ -28,10 +29,14 @@ class RangeServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, root: Path, ranges: bool = True) -> None:
+    def __init__(self, root: Path, ranges: bool = True, multirange: bool = True) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.root = root
         self.ranges = ranges
+        self.multirange = multirange  # answer ``bytes=a-b,c-d`` with multipart/byteranges
+        #: a failure every GET shows: "forbidden" (403), "short" (half the body, then the
+        #: connection closes), "grown" (Content-Range says the object is 1000 bytes larger)
+        self.fault: str | None = None
         self.lock = threading.Lock()
         self.requests = 0
         self.bytes_served = 0
@@ -73,6 +78,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         size = path.stat().st_size
+        fault = None if head else self.server.fault
+        if fault == "forbidden":
+            self.send_response(403)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        spec = self.headers.get("Range", "")
+        if self.server.ranges and self.server.multirange and _MULTI.match(spec):
+            self._serve_multi(path, size, spec, head, fault)
+            return
         start, end = 0, size
         m = _RANGE.match(self.headers.get("Range", "")) if self.server.ranges else None
         if m and (m.group(1) or m.group(2)):
@@ -88,7 +103,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self.end_headers()
                 return
             self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+            self.send_header(
+                "Content-Range", f"bytes {start}-{end - 1}/{size + (1000 if fault == 'grown' else 0)}"
+            )
         else:
             self.send_response(200)
         if self.server.ranges:
@@ -99,6 +116,9 @@ class _Handler(BaseHTTPRequestHandler):
         if head:
             return
         self.wfile.flush()
+        if fault == "short":
+            end = start + (end - start) // 2
+            self.close_connection = True
         with open(path, "rb") as f:
             sent = 0
             while sent < end - start:
@@ -110,9 +130,36 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.requests += 1
             self.server.bytes_served += sent
 
+    def _serve_multi(self, path: Path, size: int, spec: str, head: bool, fault: str | None) -> None:
+        """A multi-range request: a ``multipart/byteranges`` body (RFC 9110 14.6)."""
+        parts = []
+        payload = 0  # the object's bytes sent (the multipart framing is not counted)
+        with open(path, "rb") as f:
+            for r in spec[6:].split(","):
+                a, b = (int(x) for x in r.split("-"))
+                b = min(b, size - 1)
+                f.seek(a)
+                head_lines = f"\r\n--BOUNDARY\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes {a}-{b}/{size}\r\n\r\n"
+                parts.append(head_lines.encode() + f.read(b + 1 - a))
+                payload += b + 1 - a
+        body = b"".join(parts) + b"\r\n--BOUNDARY--\r\n"
+        self.send_response(206)
+        self.send_header("Content-Type", "multipart/byteranges; boundary=BOUNDARY")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if head:
+            return
+        if fault == "short":
+            body = body[: len(body) // 2]
+            self.close_connection = True
+        self.wfile.write(body)
+        with self.server.lock:
+            self.server.requests += 1
+            self.server.bytes_served += payload
 
-def serve(root: Path, ranges: bool = True) -> Iterator[RangeServer]:
-    srv = RangeServer(root, ranges)
+
+def serve(root: Path, ranges: bool = True, multirange: bool = True) -> Iterator[RangeServer]:
+    srv = RangeServer(root, ranges, multirange)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     try:
