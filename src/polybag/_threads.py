@@ -77,12 +77,14 @@ class Writeback:
     calls ``fdatasync`` each time ``every`` more bytes have been written, so the disk works
     while the writer computes and the final fsync has only the tail left.  The bytes and
     the final fsync are unchanged.  Only for a regular file the writer owns; :meth:`wait`
-    before the file is closed.
+    before the file is closed.  ``every`` is 8 MiB: with 32 MiB a 36 MB bag (100k Imu)
+    had one sync that started at 32 MiB and then waited for it at close (wall 164 ms
+    for 107 ms of CPU; 107-110 ms with 8 MiB); a 509 MB MCAP takes ~64 syncs.
     """
 
     __slots__ = ("_fd", "_every", "_next", "_fut")
 
-    def __init__(self, file: Any, every: int = 32 << 20) -> None:
+    def __init__(self, file: Any, every: int = 8 << 20) -> None:
         self._fd: int | None = None
         self._every = every
         self._next = every
