@@ -7,6 +7,8 @@ Writer (version 9) into ``bench/data``.  Rows:
 * ``read``: every message's topic, time and bytes (``bytes(data)`` on both sides)
 * ``read+decode``: every Imu decoded (polybag's compiled CDR codec; rosbags' typestore)
 * ``window``: the middle tenth of the time range, one topic (pushed down to SQL / chunks)
+* ``columns``: the Imu topic as numpy columns (``topic_columns``, every field) vs rosbags
+  decoding every Imu and gathering seven fields into arrays
 
 Then a sqlite3 bag of ``--small`` (default 1,000,000) small messages on four topics (the
 issue's size), in CPU time, best and median: ``read`` (``messages()`` vs rosbags'
@@ -157,6 +159,36 @@ def rb_decode(path: Path) -> int:
     return n
 
 
+def pb_columns(path: Path) -> int:
+    """Every field of the Imu topic as numpy columns (``topic_columns``: CDR fixed layout)."""
+    with polybag.open(path) as r:
+        cols = r.topic_columns("/imu")
+    return int((cols["header.stamp"] > 0).sum()) + len(cols["orientation.x"]) * 0
+
+
+def rb_columns(path: Path) -> int:
+    """rosbags: read the topic, decode every message, gather the same fields into arrays."""
+    import numpy as np
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    with Reader(path) as r:
+        conns = [c for c in r.connections if c.topic == "/imu"]
+        msgs = [ts.deserialize_cdr(d, c.msgtype) for c, _t, d in r.messages(connections=conns)]
+    stamp = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in msgs])
+    cols = {
+        "header.stamp": stamp,
+        "header.frame_id": np.array([m.header.frame_id for m in msgs], dtype=object),
+        "orientation.x": np.array([m.orientation.x for m in msgs]),
+        "orientation.w": np.array([m.orientation.w for m in msgs]),
+        "angular_velocity.z": np.array([m.angular_velocity.z for m in msgs]),
+        "linear_acceleration.x": np.array([m.linear_acceleration.x for m in msgs]),
+        "orientation_covariance": np.stack([m.orientation_covariance for m in msgs]),
+    }
+    return int((cols["header.stamp"] > 0).sum())
+
+
 def _window(path: Path) -> tuple[int, int]:
     with polybag.open(path) as r:
         s = r.summary
@@ -294,6 +326,7 @@ ROWS: dict[str, tuple[Callable[[Path], int], Callable[[Path], int]]] = {
     "read": (pb_read, rb_read),
     "read+decode": (pb_decode, rb_decode),
     "window": (pb_window, rb_window),
+    "columns": (pb_columns, rb_columns),
 }
 
 

@@ -34,6 +34,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from polybag.codecs import codec_for
+from polybag.codecs.cdr import CdrCodec
+from polybag.codecs.cdr_columns import cdr_columns
 from polybag.codecs.columns_export import columns_to_arrow, columns_to_pandas
 from polybag.codecs.columns_fixed import Limits, fixed_from_payloads, fixed_layout, string_layout
 from polybag.codecs.columns_walk import _generic, walk_in_blocks
@@ -180,6 +182,8 @@ def _walk_chunked(
     fixed = _fixed_layout(codec, blob, starts, sizes, want)
     if fixed is None:
         fixed = _string_layout(codec, blob, starts, sizes, want)
+    if fixed is None and isinstance(codec, CdrCodec):
+        fixed = cdr_columns(codec, blob, starts, sizes, want, _limits())
     if fixed is not None:
         return fixed
     return walk_in_blocks(codec, blob, starts, sizes, want, topic, _CHUNK_BYTES)
