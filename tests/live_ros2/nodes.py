@@ -12,8 +12,10 @@ and the latched one, or when SECONDS pass.
 on /arr and test_msgs/msg/BasicTypes on /basic (types polybag does not bundle), and
 std_msgs/msg/String on the hidden /_hidden and /vis/_priv/x and on /shown; waits (at most
 30 s) for subscribers on /arr and /basic, publishes N of each, prints what it sent as JSON.
-``python nodes.py pulses TOPIC SPEC``: std_msgs/msg/String on TOPIC (rclpy, reliable) in bursts:
-SPEC is ``count@period,gap,...`` (e.g. ``5@0.1,1.5,5@0.1``: 5 at 0.1 s, silence 1.5 s, 5 more).
+``python nodes.py rate_control TOPIC ACK N STAMP_NS LATER_NS``: publishes a std_msgs/msg/Header
+stamped STAMP_NS on ACK (transient_local), counts the std_msgs/msg/String on TOPIC; once they
+stop for 1.5 s it notes how many came (``held_at``) and publishes LATER_NS; prints JSON when
+N came (or after 40 s).
 ``python nodes.py ddspub TOPIC DDS_TYPE RELIABILITY N``: a plain Cyclone DDS writer of a
 struct {int32 a; string b;} (no ROS 2 stack), waiting for a reader first (at most 30 s).
 """
@@ -231,32 +233,34 @@ def typed(n: int) -> None:
     rclpy.shutdown()
 
 
-def pulses(topic: str, spec: str) -> None:
+def rate_control(topic: str, ack: str, n: int, stamp: int, later: int) -> None:
     import rclpy
-    from std_msgs.msg import String
+    from std_msgs.msg import Header, String
 
     rclpy.init()
-    node = rclpy.create_node("polybag_test_pulses")
-    pub = node.create_publisher(String, topic, _qos(100))
+    node = rclpy.create_node("polybag_test_rate_control")
+    got: list[str] = []
+    node.create_subscription(String, topic, lambda m: got.append(m.data), _qos(1000))
+    pub = node.create_publisher(Header, ack, _qos(1, latched=True))
+
+    def header(ns: int) -> Header:
+        h = Header(frame_id="ack")
+        h.stamp.sec, h.stamp.nanosec = divmod(ns, 10**9)
+        return h
+
+    pub.publish(header(stamp))
     print("ready", file=sys.stderr, flush=True)
-    end = time.monotonic() + 30
-    while time.monotonic() < end and not pub.get_subscription_count():
-        time.sleep(0.05)
-    time.sleep(0.5)
-    sent = []
-    k = 0
-    for part in spec.split(","):
-        if "@" in part:
-            count, period = part.split("@")
-            for _ in range(int(count)):
-                pub.publish(String(data=f"pulse {k}"))
-                sent.append(time.time())
-                k += 1
-                time.sleep(float(period))
-        else:
-            time.sleep(float(part))
-    time.sleep(0.5)
-    print(json.dumps({"sent": sent}), flush=True)
+    held_at = None
+    last_n, last_t = 0, time.monotonic()
+    end = time.monotonic() + 40
+    while time.monotonic() < end and len(got) < n:
+        rclpy.spin_once(node, timeout_sec=0.02)
+        if len(got) != last_n:
+            last_n, last_t = len(got), time.monotonic()
+        elif held_at is None and got and time.monotonic() - last_t > 1.5:
+            held_at = len(got)
+            pub.publish(header(later))
+    print(json.dumps({"held_at": held_at, "got": got}), flush=True)
     node.destroy_node()
     rclpy.shutdown()
 
@@ -319,8 +323,8 @@ if __name__ == "__main__":
         empties(sys.argv[2], float(sys.argv[3]))
     elif mode == "typed":
         typed(int(sys.argv[2]))
-    elif mode == "pulses":
-        pulses(sys.argv[2], sys.argv[3])
+    elif mode == "rate_control":
+        rate_control(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
     elif mode == "ddspub":
         ddspub(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:

@@ -252,7 +252,14 @@ def run(args: argparse.Namespace) -> int:
         with Player(readers, opts, sink) as player:
             if opts.rate_control_topic:
                 rc_topic = _resolve(opts.rate_control_topic, ns)
-                node.subscribe(remap.get(rc_topic, rc_topic), lambda m: _rate_control(player, m.data))
+                rc_topic = remap.get(rc_topic, rc_topic)
+                if node is None:  # (--ros2: a DDS reader, once the topic's publisher is known)
+                    from polybag.play.ros2_sink import RateControl
+
+                    warn = lambda text: print(f"polybag play: warning: {text}", file=sys.stderr)  # noqa: E731
+                    stack.enter_context(RateControl(sink.graph, rc_topic, player.rate_control, warn))
+                else:
+                    node.subscribe(rc_topic, lambda m: _rate_control(player, m.data))
             if not quiet:
                 for f in files:
                     out.write(f"[ INFO] Opening {f}\n")
@@ -305,7 +312,6 @@ def _open_sink(
 ) -> tuple[Any, Any]:
     """The sink to publish to, closed by ``stack``: ``(sink, ROS 1 node)``, a ROS 2 graph's
     sink (node ``None``) with ``--ros2``."""
-    from polybag.errors import UsageError
     from polybag.net.ros1.node import Node
     from polybag.play import Ros1Sink
 
@@ -314,8 +320,6 @@ def _open_sink(
         from polybag.net.ros2 import Graph
         from polybag.play.ros2_sink import Ros2Sink
 
-        if opts.rate_control_topic:
-            raise UsageError("--rate-control-topic is not supported with --ros2 yet")
         graph = Graph()
         stack.callback(graph.close)
         return Ros2Sink(graph, prefix=args.prefix, namespace=ns), None

@@ -11,11 +11,18 @@ are skipped and listed in ``skipped``.
 
 With ``clock`` on, ``/clock`` (``rosgraph_msgs/msg/Clock``, best effort as ROS 2's clock
 QoS) carries the bag time.
+
+:class:`RateControl` (``--rate-control-topic`` with ``--ros2``) subscribes, through DDS, to
+a topic whose messages start with a ``std_msgs/Header`` and hands each header stamp to the
+player, which holds while the next message is more than ``--rate-control-max-delay``
+ahead of the latest stamp (as the ROS 1 player: a silent topic stops playback).  The topic's
+DDS type comes from its publishers, so the reader is made once one is discovered.
 """
 
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -76,7 +83,13 @@ class Ros2Sink(RoutingSink):
     :meth:`close`; the graph stays the caller's."""
 
     def __init__(
-        self, graph: Any, *, prefix: str = "", remap: dict[str, str] | None = None, namespace: str = "/", warn: Callable[[str], Any] | None = None
+        self,
+        graph: Any,
+        *,
+        prefix: str = "",
+        remap: dict[str, str] | None = None,
+        namespace: str = "/",
+        warn: Callable[[str], Any] | None = None,
     ) -> None:
         super().__init__(prefix=prefix, remap=remap, namespace=namespace, warn=warn)
         self.graph = graph
@@ -159,3 +172,112 @@ class Ros2Sink(RoutingSink):
             w.close()
         self.writers.clear()
         self.clock_writer = None
+
+
+def header_stamp(data: bytes) -> int | None:
+    """The stamp (ns) of the ``std_msgs/msg/Header`` a CDR message starts with (int32 sec,
+    uint32 nanosec after the 4-byte encapsulation header), or None when too short."""
+    if len(data) < 12 or data[1] not in (0, 1):
+        return None
+    e = "<" if data[1] == 1 else ">"
+    sec, nsec = struct.unpack_from(e + "iI", data, 4)
+    return sec * 1_000_000_000 + nsec
+
+
+def _starts_with_header(type_name: str) -> bool | None:
+    """Whether the known type ``type_name`` starts with a ``std_msgs/Header`` (or is one:
+    its stamp comes first too); None when the type is not known."""
+    from polybag.codecs.ros2 import known_types
+
+    if type_name in ("std_msgs/msg/Header", "std_msgs/Header"):
+        return True
+    d = known_types().lookup(type_name)
+    if d is None:
+        return None
+    return bool(d.fields) and d.fields[0].type.base in ("std_msgs/Header", "std_msgs/msg/Header")
+
+
+class RateControl:
+    """Watches the ROS 2 ``topic`` on ``graph`` (a thread) and calls ``on_stamp(ns)`` with
+    the header stamp of every message; a known type that does not start with a header is
+    named in a warning (``warn``) and not used.  A context manager; :meth:`close` stops it."""
+
+    def __init__(
+        self, graph: Any, topic: str, on_stamp: Callable[[int], Any], warn: Callable[[str], Any] | None = None
+    ) -> None:
+        self.graph = graph
+        self.topic = topic
+        self.on_stamp = on_stamp
+        self.warn = warn or (lambda _text: None)
+        self.stamps = 0  # messages whose stamp was used
+        self._reader: Any = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="polybag-play-rate-control", daemon=True)
+        self._thread.start()
+
+    def _connect(self) -> bool:
+        """Make the reader once a publisher of the topic is known; False while none is."""
+        from polybag.net.ros2.graph import Ros2GraphError
+        from polybag.net.ros2.qos import requested_profile
+
+        self.graph.poll()
+        pubs = [p for p in self.graph.topics().get(self.topic, []) if p.type]
+        if not pubs:
+            return False
+        typ = pubs[0].type
+        if _starts_with_header(typ) is False:
+            self.warn(
+                f"--rate-control-topic {self.topic}: {typ} does not start with a std_msgs/Header; ignored"
+            )
+            self._stop.set()
+            return False
+        same = [p for p in pubs if p.type == typ]
+        try:
+            self._reader = self.graph.reader(
+                self.topic, same[0].dds_type, requested_profile([p.qos for p in same])
+            )
+        except Ros2GraphError as e:
+            self.warn(f"--rate-control-topic {self.topic}: {e}")
+            self._stop.set()
+            return False
+        return True
+
+    def _run(self) -> None:
+        from polybag.net.ros2.graph import Ros2GraphError
+
+        while not self._stop.is_set():
+            if self._reader is None:
+                try:
+                    if not self._connect():
+                        self._stop.wait(0.1)
+                        continue
+                except Ros2GraphError as e:
+                    self.warn(f"--rate-control-topic {self.topic}: {e}")
+                    return
+            try:
+                got = self._reader.take(256)
+            except Ros2GraphError as e:
+                self.warn(f"--rate-control-topic {self.topic}: {e}")
+                return
+            for data, _t in got:
+                stamp = header_stamp(data)
+                if stamp is not None:
+                    self.stamps += 1
+                    self.on_stamp(stamp)
+            if not got:
+                self._stop.wait(0.01)
+
+    def close(self) -> None:
+        """Stop watching and close the reader."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def __enter__(self) -> RateControl:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
