@@ -71,6 +71,17 @@ def _count_subs(sub_chunks: list[np.ndarray], n: int) -> np.ndarray:
     return counts
 
 
+def _unwrap(raw: np.ndarray, width: int) -> np.ndarray:
+    """Timestamps in us (int64) from their raw field of ``width`` bytes: 64-bit ones
+    clamped so that log times fit int64 ns, narrower ones unwrapped where they run
+    backwards (``uint8`` timestamps are milliseconds)."""
+    if width == 8:
+        return np.minimum(raw, np.uint64(_MAX_US)).astype(np.int64)
+    iv = raw.astype(np.int64)
+    wraps = np.concatenate([[0], np.cumsum(np.diff(iv) < 0)])
+    return (iv + wraps * (1 << (8 * width))) * (1000 if width == 1 else 1)
+
+
 class _Data:
     """Positions, timestamps, records and columns of the data messages (a part of the
     ULog reader)."""
@@ -199,14 +210,42 @@ class _Data:
             return s.ts_us
         width = BASE_TYPES[t.timestamp_type][1]
         raw = self._gather_sparse(pos + 5 + t.timestamp_offset, np.dtype(f"<u{width}"))
-        if width == 8:
-            us = np.minimum(raw, np.uint64(_MAX_US)).astype(np.int64)  # log times fit int64 ns
-        else:
-            iv = raw.astype(np.int64)
-            wraps = np.concatenate([[0], np.cumsum(np.diff(iv) < 0)])
-            us = (iv + wraps * (1 << (8 * width))) * (1000 if width == 1 else 1)
-        s.ts_us = us
-        return us
+        s.ts_us = _unwrap(raw, width)
+        return s.ts_us
+
+    def _times_many(self, subs: list[_Sub]) -> None:
+        """The timestamps of several subscriptions (:meth:`_sub_times`) in one ordered pass
+        over the file: each ``_GATHER_SPAN`` window of it is read for every subscription,
+        then released once.  (One pass per subscription faulted the whole file's pages in
+        again for each: two thirds of the time of a summary of 23 topics.)"""
+        todo = [
+            s
+            for s in subs
+            if s.ts_us is None
+            and s.type is not None
+            and s.type.timestamp_offset >= 0
+            and s.positions is not None
+            and len(s.positions)
+        ]
+        if len(todo) < 2:
+            return
+        raws = []
+        for s in todo:
+            assert s.type is not None and s.positions is not None
+            raws.append(np.empty(len(s.positions), np.dtype(f"<u{BASE_TYPES[s.type.timestamp_type][1]}")))
+        lo = min(int(s.positions[0]) for s in todo if s.positions is not None)
+        hi = max(int(s.positions[-1]) for s in todo if s.positions is not None) + 1
+        for a in range(lo, hi, _GATHER_SPAN):
+            b = a + _GATHER_SPAN
+            for s, raw in zip(todo, raws):
+                assert s.type is not None and s.positions is not None
+                pos = s.positions
+                i0, i1 = (int(x) for x in np.searchsorted(pos, [a, b]))
+                if i1 > i0:
+                    raw[i0:i1] = _gather(self._view, self._size, pos[i0:i1] + (5 + s.type.timestamp_offset), raw.dtype)
+            self._release(a, b)
+        for s, raw in zip(todo, raws):
+            s.ts_us = _unwrap(raw, raw.dtype.itemsize)
 
     def _resolve_times(self) -> None:
         """Fill the facts that need every data timestamp: the last timestamp, when parameter
@@ -219,6 +258,7 @@ class _Data:
         self._group_all()
         start = u.start_timestamp
         timed = [s for s in self._subs if s.type is not None and s.type.timestamp_offset >= 0]
+        self._times_many(timed)
         per = []
         for s in timed:
             ts = self._sub_times(s)

@@ -272,6 +272,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
         extras."""
         all_schemas, channels, counts = self._channels_built
         self._group_all()
+        self._times_many([s for s in self._subs if s.selected])
         times = []
         for s in self._subs:
             if s.selected and s.positions is not None and len(s.positions):
@@ -313,6 +314,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
         self._group_all()
         wanted = topic_filter(topics, chans.values())
         sel = [s for s in self._subs if s.selected and (wanted is None or s.index in wanted)]
+        self._times_many(sel)
         pos_parts = []
         cid_parts = []
         t_parts = []
