@@ -11,7 +11,8 @@ and the latched one, or when SECONDS pass.
 ``python nodes.py typed N``: an rclpy node ``/ns1/typed_talker`` publishing test_msgs/msg/Arrays
 on /arr and test_msgs/msg/BasicTypes on /basic (types polybag does not bundle), and
 std_msgs/msg/String on the hidden /_hidden and /vis/_priv/x and on /shown; waits (at most
-30 s) for subscribers on /arr and /basic, publishes N of each, prints what it sent as JSON.
+30 s) for subscribers on /arr and /basic, publishes N of each, prints what it sent as JSON
+(``typed N nospin``: never spins, so its type description service never answers).
 ``python nodes.py rate_control TOPIC ACK N STAMP_NS LATER_NS``: publishes a std_msgs/msg/Header
 stamped STAMP_NS on ACK (transient_local), counts the std_msgs/msg/String on TOPIC; once they
 stop for 1.5 s it notes how many came (``held_at``) and publishes LATER_NS; prints JSON when
@@ -176,7 +177,17 @@ def empties(topic: str, seconds: float) -> None:
     rclpy.shutdown()
 
 
-def typed(n: int) -> None:
+def _spin(node: object, spin: bool, seconds: float) -> None:
+    """Serve the node's callbacks (its services) for up to ``seconds``, or just sleep."""
+    import rclpy
+
+    if spin:
+        rclpy.spin_once(node, timeout_sec=seconds)
+    else:
+        time.sleep(seconds)
+
+
+def typed(n: int, spin: bool = True) -> None:
     import rclpy
     from std_msgs.msg import String
     from test_msgs.msg import Arrays, BasicTypes
@@ -191,12 +202,12 @@ def typed(n: int) -> None:
     print("ready", file=sys.stderr, flush=True)
     end = time.monotonic() + 30
     while time.monotonic() < end and not (arr.get_subscription_count() and basic.get_subscription_count()):
-        rclpy.spin_once(node, timeout_sec=0.05)
+        _spin(node, spin, 0.05)
     out: dict[str, list] = {"/arr": [], "/basic": [], "/_hidden": [], "/vis/_priv/x": [], "/shown": []}
     # (the type description service answers from this thread: spin between messages)
     t = time.monotonic() + 0.5
     while time.monotonic() < t:
-        rclpy.spin_once(node, timeout_sec=0.02)
+        _spin(node, spin, 0.02)
     for i in range(n):
         a = Arrays()
         a.int32_values = [i, -i, 7]
@@ -224,10 +235,10 @@ def typed(n: int) -> None:
         for topic, pub in strings.items():
             pub.publish(String(data=f"{topic} {i}"))
             out[topic].append(f"{topic} {i}")
-        rclpy.spin_once(node, timeout_sec=0.02)
+        _spin(node, spin, 0.02)
     t = time.monotonic() + 1.0
     while time.monotonic() < t:
-        rclpy.spin_once(node, timeout_sec=0.05)
+        _spin(node, spin, 0.05)
     print(json.dumps(out), flush=True)
     node.destroy_node()
     rclpy.shutdown()
@@ -322,7 +333,7 @@ if __name__ == "__main__":
     elif mode == "empties":
         empties(sys.argv[2], float(sys.argv[3]))
     elif mode == "typed":
-        typed(int(sys.argv[2]))
+        typed(int(sys.argv[2]), spin=len(sys.argv) < 4 or sys.argv[3] != "nospin")
     elif mode == "rate_control":
         rate_control(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
     elif mode == "ddspub":

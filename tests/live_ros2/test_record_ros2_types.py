@@ -154,3 +154,28 @@ def test_hidden_topic_named_is_recorded(tmp_path: Path) -> None:
             code, report, err = stop_recorder(rec)
     assert code == 0, err
     assert report["topics"]["/ns/_private"]["written"] == 6
+
+
+@needs_test_msgs
+def test_service_that_does_not_answer_falls_back_to_raw_keeping_every_message(tmp_path: Path) -> None:
+    import polybag
+
+    env = ros2_env()
+    out = tmp_path / "raw"
+    args = ["record", "--ros2", "/arr", "/basic", "--type-timeout", "1.5", "-O", str(out), "--json"]
+    with node("typed", N, "nospin", env=env) as talker:
+        wait_ready(talker)
+        with process([*POLYBAG, *args], env) as rec:
+            tcode, tout, terr = finish(talker, 90)
+            assert tcode == 0, terr
+            code, report, err = stop_recorder(rec)
+    assert code == 0, err
+    warned = [w for w in report["warnings"] if "not known" in w]
+    assert len(warned) == 2 and all("did not answer" in w for w in warned), report["warnings"]
+    assert report["topics"]["/arr"]["written"] == N and report["topics"]["/basic"]["written"] == N
+    with polybag.open(out) as r:
+        msgs = list(r.messages(topics=["/basic"]))
+    assert len(msgs) == N
+    assert all(m.channel.schema is not None and m.channel.schema.data == b"" for m in msgs)
+    # the bytes as sent: CDR header, then BasicTypes' bool true first
+    assert bytes(msgs[0].data)[:5] == b"\x00\x01\x00\x00\x01"
