@@ -294,6 +294,13 @@ with polybag.open(path) as r:
     rows = len(r.topic_columns(topic)["timestamp"])
 """,
     ),
+    # the imports alone (what polybag.open of a .ulg imports: numpy, the registry, the
+    # ULog reader and its codec), the fixed cost each side pays before any work
+    ("polybag", "import"): (
+        "import polybag, polybag.compression, polybag.formats.registry, polybag.formats.ulog.reader",
+        "rows = 0",
+    ),
+    ("pyulog", "import"): ("from pyulog import ULog", "rows = 0"),
     ("pyulog", "full"): (
         "from pyulog import ULog",
         """
@@ -354,6 +361,32 @@ def fresh(side: str, what: str, path: str, topic: str = "") -> dict[str, float]:
     res = json.loads(out.decode().strip().splitlines()[-1])
     res.update(wall=wall, cpu=ru.ru_utime + ru.ru_stime)
     return res
+
+
+_REEXEC_GUARD = "_ROS_WHEELS_BOOTSTRAP_COMPLETE"
+
+
+def bare(code: str, reexec: bool = False) -> dict[str, float]:
+    """``python -c code`` in a new interpreter with the fresh runs' environment (the floor
+    rows: ``pass``, ``import numpy``): ``wall`` (start to exit) and ``cpu`` (the child's
+    user + system time).
+
+    ``reexec``: without the guard variable of the ``ros_wheels_bootstrapper`` ``.pth`` that
+    the ROS 2 test wheels put in this venv.  Started from a shell, every interpreter of the
+    venv runs ``site``, imports that module (and ``pathlib``) and ``execve``'s itself once
+    to set ``LD_LIBRARY_PATH``; a process started from one of them (as every fresh run
+    here) inherits the guard and starts once.  Both sides pay the same either way."""
+    env = fresh_env()
+    if reexec:
+        env = {k: v for k, v in env.items() if k != _REEXEC_GUARD}
+    t = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", code], env=env)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"python -c {code!r} exited with {p.returncode}")
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime}
 
 
 def profile_fresh(side: str, what: str, path: str, topic: str = "", top: int = 35) -> str:

@@ -91,6 +91,16 @@ def fresh_ulog(side: str, what: str, path: Path) -> Runner:
     return run
 
 
+def fresh_bare(code: str, reexec: bool = False) -> Runner:
+    """``python -c code`` in a new interpreter (``bench_ulog.bare``): the fixed cost rows."""
+
+    def run() -> Run:
+        r = bench_ulog.bare(code, reexec)
+        return Run(r["wall"], r["cpu"], 0)
+
+    return run
+
+
 def convert_route(route: str, src: Path, dst: Path) -> Runner:
     """``bench_convert.run``: the route in a fresh process, elapsed time."""
 
@@ -285,6 +295,31 @@ def rows_ulog(sz: dict[str, Any], rep: dict[str, int]) -> list[Row]:
             fresh_ulog("pyulog", "one", p),
             rep["fresh"],
         ),
+        # the fixed cost of a fresh process, paid by both sides (the same code on both)
+        side_by_side(
+            Row("ulog_pass", "  ref: fresh `python -c pass` (both sides)", "the same", "wall", None),
+            fresh_bare("pass"),
+            fresh_bare("pass"),
+            rep["fresh"],
+        ),
+        side_by_side(
+            Row("ulog_pass_reexec", "  ref: the same started from a shell (.pth re-exec)", "the same", "wall", None),
+            fresh_bare("pass", reexec=True),
+            fresh_bare("pass", reexec=True),
+            rep["fresh"],
+        ),
+        side_by_side(
+            Row("ulog_numpy", "  ref: fresh `python -c 'import numpy'` (both sides)", "the same", "wall", None),
+            fresh_bare("import numpy"),
+            fresh_bare("import numpy"),
+            rep["fresh"],
+        ),
+        side_by_side(
+            Row("ulog_imports", "  ref: fresh, imports only (numpy + ULog reader)", "from pyulog import ULog", "wall", None),
+            fresh_ulog("polybag", "import", p),
+            fresh_ulog("pyulog", "import", p),
+            rep["fresh"],
+        ),
         side_by_side(
             Row("ulog_full_inproc", "  ref: all topics, in-process (bench_ulog)", "pyulog ULog(path)", "wall", None),
             inproc(lambda: bench_ulog.polybag_full(str(p))),
@@ -337,16 +372,29 @@ def _print_row(r: Row) -> None:
     print("  " + _line(r), flush=True)
 
 
+def _best_wall(r: Row) -> float:
+    """The best wall time of either side of a row whose two sides run the same code."""
+    return min(x["wall"] for x in r.polybag_runs + r.peer_runs)
+
+
 def ulog_breakdown(rows: list[Row]) -> list[str]:
-    """Where a fresh ULog process's time goes: interpreter start, imports, the work, and the
-    cost both sides pay (interpreter + numpy import)."""
-    bare = min(_interpreter("pass") for _ in range(5))
-    floor = min(_interpreter("import numpy") for _ in range(5))
+    """Where a fresh ULog process's time goes: interpreter start, imports, the work; the
+    cost both sides pay (interpreter + numpy import, the ``ref`` rows of the same run); and
+    whether each target is within reach of that floor."""
+    by = {r.key: r for r in rows}
+    bare = _best_wall(by["ulog_pass"])
+    floor = _best_wall(by["ulog_numpy"])
     out = [
         "fresh-process ULog runs, best run of each side (`import` is the script's own import line; polybag "
         "imports its ULog reader and numpy inside polybag.open, so they count in `open + columns`):",
-        f"  `python -c pass` {_fmt(bare)}, `python -c 'import numpy'` {_fmt(floor)} (paid by both sides)",
+        f"  `python -c pass` {_fmt(bare)} ({_fmt(_best_wall(by['ulog_pass_reexec']))} started from a shell: "
+        f"the .pth re-exec), `python -c 'import numpy'` {_fmt(floor)}: paid by both sides",
     ]
+    imp = by["ulog_imports"]
+    out.append(
+        f"  imports only: polybag + numpy + ULog reader {_fmt(imp.polybag)} ({_fmt(imp.polybag - floor)} above numpy), "
+        f"pyulog {_fmt(imp.peer)} ({_fmt(imp.peer - floor)} above numpy)"
+    )
     for r in rows:
         if r.key not in ("ulog_full", "ulog_one"):
             continue
@@ -356,13 +404,16 @@ def ulog_breakdown(rows: list[Row]) -> list[str]:
                 f"  {r.key:<10} {side:<8} wall {_fmt(b['wall']):>8}  cpu {_fmt(b['cpu']):>8}  "
                 f"import {_fmt(b['import']):>7}  open + columns {_fmt(b['work']):>8}"
             )
+        assert r.target is not None
+        need = r.peer / r.target
+        own = r.polybag - floor
+        above = f"{(r.peer - floor) / own:.1f}x" if own > 0.005 else "n/a (polybag within noise of the floor)"
+        out.append(
+            f"  {r.key:<10} {r.target:g}x needs polybag <= {_fmt(need)} in all; the floor (python + numpy) is "
+            f"{_fmt(floor)}: {'within reach' if need > floor else 'OUT OF REACH even for a process doing nothing but import numpy'}; "
+            f"above the floor the ratio is {above}"
+        )
     return out
-
-
-def _interpreter(code: str) -> float:
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
-    return time.perf_counter() - t
 
 
 def _commit() -> str:
