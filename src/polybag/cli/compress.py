@@ -1,4 +1,4 @@
-"""``polybag compress [--bz2|--lz4] FILE...``: recompress bags (and MCAP files) in place.
+"""``polybag compress [--bz2|--lz4|--zstd] FILE...``: recompress bags (and MCAP files, rosbag2 directories) in place.
 
 The logic is :func:`polybag.ops.compress`.  Like ``rosbag compress``: the original is kept as ``NAME.orig.EXT`` (unless
 ``--no-backup``), the new file is written as ``NAME.EXT.active`` and renamed over the
@@ -10,6 +10,7 @@ only with ``-f``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -28,6 +29,8 @@ def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
     if comp == "bz2" and getattr(args, "comp", None) == "bz2" and sniff_format(path) == "mcap":
         # asked for explicitly: MCAP has no bz2 chunks, and silently writing zstd would hide that
         raise UsageError(f"{path}: MCAP chunks can be none, zstd or lz4, not bz2 (use --zstd or --lz4)")
+    if os.path.isdir(path) and getattr(args, "comp", None) is None and comp == "bz2":
+        comp = "zstd"  # a rosbag2 directory: its only compression
     res = compress(
         path,
         comp,
@@ -35,6 +38,7 @@ def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
         backup=not args.no_backup,
         force=args.force,
         progress=None if not args.quiet else False,
+        compression_mode=getattr(args, "mode", None),
     )
     for w in res.warnings:
         kind = "error" if res.skipped else "warning"
@@ -77,7 +81,12 @@ def register(sub: Any) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("-j", "--bz2", dest="comp", action="store_const", const="bz2", help="bz2 (bag default)")
     g.add_argument("--lz4", dest="comp", action="store_const", const="lz4", help="lz4")
-    g.add_argument("--zstd", dest="comp", action="store_const", const="zstd", help="zstd (MCAP only; MCAP default)")
+    g.add_argument("--zstd", dest="comp", action="store_const", const="zstd", help="zstd (MCAP and rosbag2 default)")
+    p.add_argument(
+        "--mode",
+        choices=("file", "message"),
+        help="rosbag2 directories: compress each storage file whole (file, the default) or each message",
+    )
     add_common(p)
     p.set_defaults(func=_run, comp=None)
 

@@ -292,6 +292,7 @@ register(
         writer="polybag.formats.rosbag2.writer:Rosbag2Writer",
         compressions=("none", "zstd"),
         default_compression="none",
+        recompress="polybag.formats.rosbag2.recompress:recompress_rosbag2",
         aliases=("ros2bag",),
         probe=_probe_rosbag2,  # a directory with metadata.yaml, its metadata.yaml, a .db3
         open_path="polybag.formats.rosbag2.reader:open_rosbag2",

@@ -1,4 +1,5 @@
-"""``compress`` / ``decompress``: rewrite a bag's or MCAP file's chunks with another compression.
+"""``compress`` / ``decompress``: rewrite a bag's or MCAP file's chunks with another compression
+(a rosbag2 directory: its storage files or messages, into a new directory).
 
 Like ``rosbag compress``: in place, the original is kept as ``NAME.orig.EXT`` (unless
 ``backup=False``) and the new file is written as ``NAME.EXT.active`` and renamed over the
@@ -130,6 +131,70 @@ def _rewrite_into_dir(
     return out, produce(out)
 
 
+def rewrite_dir(
+    path: str,
+    produce: Callable[[str], dict[str, Any]],
+    *,
+    output_dir: str | None,
+    backup: bool,
+    force: bool,
+    on_skip: Callable[[str], None] | None = None,
+) -> tuple[str, dict[str, Any]] | None:
+    """:func:`rewrite_file` for a directory log (a rosbag2 bag): ``produce(target)`` writes
+    the new directory ``target`` (through ``target.active/``, renamed when complete).
+
+    With ``output_dir``: ``output_dir/NAME``.  In place: the new bag is written as
+    ``NAME.new`` first; then the input becomes the backup ``NAME.orig`` (removed after
+    the swap with ``backup=False``) and ``NAME.new`` becomes ``NAME``: an interruption at
+    any point leaves the input (or its backup) and nothing half-written under its name.
+    """
+    path = os.path.normpath(path)
+    if output_dir:
+        os.makedirs(output_dir, exist_ok=True)
+        out = os.path.join(output_dir, os.path.basename(path))
+        if os.path.realpath(out) == os.path.realpath(path):
+            raise OutputExistsError(f"{path}: --output-dir would overwrite the input")
+        if os.path.lexists(out + ".active"):
+            raise OutputExistsError(
+                f"{out}.active exists (a recording in progress, or an interrupted write?); not overwritten"
+            )
+        if not force:
+            refuse_existing(out)
+        return out, produce(out)
+    new, old = path + ".new", (backup_path(path) if backup else path + ".old")
+    for p in (path + ".active", new, new + ".active") + (() if backup else (old,)):
+        if os.path.lexists(p):
+            raise OutputExistsError(f"{path}: {p} exists (an interrupted run?); move it away first")
+    if backup and os.path.lexists(old):
+        if not force:
+            text = f"{path}: backup {old} exists, skipping (use -f to overwrite it)"
+            if on_skip is None:
+                print(text, file=sys.stderr)
+            else:
+                on_skip(text)
+            return None
+    report = produce(new)
+    if backup and os.path.lexists(old):
+        shutil.rmtree(old)  # -f: the old backup goes only once the new bag is complete
+    os.rename(path, old)
+    os.rename(new, path)
+    if not backup:
+        shutil.rmtree(old, ignore_errors=True)
+    return path, report
+
+
+def _tree_size(path: str) -> int:
+    """Bytes of the files directly in ``path`` (a bag directory's storage files)."""
+    total = 0
+    try:
+        for entry in os.scandir(path):
+            if entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        pass
+    return total
+
+
 def _make_backup(path: str, force: bool, on_skip: Callable[[str], None] | None) -> bool:
     """Hard-link (or copy) ``path`` to its backup; False (the reason given to ``on_skip``,
     default: printed to stderr) when the backup exists and not ``force``."""
@@ -184,14 +249,20 @@ def compress(
     backup: bool = True,
     force: bool = False,
     progress: bool | None = False,
+    compression_mode: str | None = None,
 ) -> CompressResult:
     """Rewrite ``path`` with ``compression`` chunks (bags: none/bz2/lz4, default bz2;
-    MCAP: none/zstd/lz4, default zstd, bz2 meaning zstd)."""
+    MCAP: none/zstd/lz4, default zstd, bz2 meaning zstd).  A rosbag2 directory becomes a new
+    directory (see :func:`rewrite_dir`) with ``zstd`` (the default) or ``none`` and
+    ``compression_mode`` ``file`` (default) or ``message``."""
     p = os.fspath(path)
-    comp = (compression or "bz2").lower()
+    directory = os.path.isdir(p)
+    comp = (compression or ("zstd" if directory else "bz2")).lower()
     fmt = sniff_format(p)
     result = CompressResult(input=p, format=fmt)
-    size = os.path.getsize(p)
+    if compression_mode is not None and not directory:
+        raise PolybagError(f"{p}: a compression mode (file/message) is for rosbag2 directories")
+    size = _tree_size(p) if directory else os.path.getsize(p)
     spec = registry.get(fmt)
     if spec.writer is None or len(spec.compressions) < 2:
         raise PolybagError(f"{p}: {fmt} files have no chunk compression to change")
@@ -204,12 +275,17 @@ def compress(
     rewrite = registry._load(spec.recompress) if spec.recompress else recompress_copy
     with make_progress(size, os.path.basename(p), progress) as prog:
 
+        extra: dict[str, Any] = {}
+        if directory:  # the new directory's writer: the mode, and replacing an output only with force
+            extra = {"compression_mode": compression_mode, "overwrite": force}
+
         def produce(target: str) -> dict[str, Any]:
-            report: dict[str, Any] = rewrite(p, target, chosen, prog.update)
+            report: dict[str, Any] = rewrite(p, target, chosen, prog.update, **extra)
             return report
 
         out_dir = os.fspath(output_dir) if output_dir is not None else None
-        got = rewrite_file(p, produce, output_dir=out_dir, backup=backup, force=force, on_skip=result.warn)
+        place = rewrite_dir if directory else rewrite_file
+        got = place(p, produce, output_dir=out_dir, backup=backup, force=force, on_skip=result.warn)
     if got is None:
         result.skipped = True
         return result
@@ -223,7 +299,8 @@ def compress(
 
 
 def decompress(path: PathLike, *, output_dir: PathLike | None = None, backup: bool = True, force: bool = False, progress: bool | None = False) -> CompressResult:
-    """Rewrite ``path`` with uncompressed chunks (see :func:`compress`)."""
+    """Rewrite ``path`` with uncompressed chunks (see :func:`compress`; a rosbag2 directory
+    with uncompressed storage files and messages)."""
     return compress(path, "none", output_dir=output_dir, backup=backup, force=force, progress=progress)
 
 
