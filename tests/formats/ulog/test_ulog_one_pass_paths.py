@@ -1,0 +1,140 @@
+"""The ULog reader's speed paths give what the general paths give, and what pyulog gives.
+
+* One topic read right after open pulls that subscription's offsets out of the scan's chunks
+  (a mask per chunk); a summary or a full read groups every subscription's offsets with one
+  stable sort.  Both orders must give the same columns, counts and times.
+* The summary, ``messages()`` and the time facts gather every subscription's timestamps in
+  one ordered pass over the file (windows of ``_GATHER_SPAN`` bytes); one topic's
+  timestamps alone are gathered on their own.  Both must give the same times.
+
+(pyulog drops data messages that carry their trailing padding, which polybag reads as the
+spec says: against pyulog, the rows it keeps are compared.)
+
+The logs: multi-instance topics, a nested type, trailing padding left out of some data
+messages, a format with ``_padding0`` twice, and the same logs cut inside a message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polybag
+from polybag.formats.ulog import data as ulog_data
+from ulog_helpers import (
+    POS_FMT,
+    data,
+    flags,
+    fmt,
+    header,
+    pos_payload,
+    pyulog_columns,
+    sub,
+    synthetic_log,
+    write,
+)
+
+pytest.importorskip("pyulog")
+
+# the repeated padding name: the second gap is trailing and left out of the data (as PX4 does)
+TRAIL = "trail:uint64_t timestamp;uint8_t a;uint8_t[3] _padding0;float b;uint16_t c;uint8_t[2] _padding0;"
+
+
+def _trail_log(n: int = 150) -> bytes:
+    import struct
+
+    out = [header(), flags(), fmt(TRAIL), fmt(POS_FMT), sub(0, 0, "trail"), sub(1, 1, "pos"), sub(0, 2, "pos")]
+    for i in range(n):
+        ts = 2_000_000 + i * 500
+        out.append(data(0, struct.pack("<QB3sfH", ts, i % 256, b"\xaa" * 3, -i * 1.5, i % 65536)))
+        out.append(data(1, pos_payload(ts + 1, i)))
+        if i % 3 == 0:
+            out.append(data(2, pos_payload(ts + 2, i + 7, padded=i % 2 == 0)))
+    return b"".join(out)
+
+
+def _logs() -> dict[str, bytes]:
+    synth, _ = synthetic_log(60, padded=True)
+    trail = _trail_log()
+    return {
+        "synthetic": synth,
+        "synthetic_cut": synth[: len(synth) - 9],  # ends inside a message
+        "trail": trail,
+        "trail_cut": trail[: len(trail) - 4],
+    }
+
+
+LOGS = _logs()
+
+
+def _instances(path: str) -> list[tuple[str, int]]:
+    with polybag.open(path, recover=True) as r:
+        return sorted(
+            {(ch.topic, int(ch.metadata["multi_id"])) for ch in r.summary.channels.values() if ch.topic != "log_message"}
+        )
+
+
+def _same_columns(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert list(a) == list(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype, k
+        assert np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind == "f"), k
+
+
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_one_topic_first_reads_like_the_grouped_path_and_pyulog(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path, f"{name}.ulg", LOGS[name])
+    theirs = pyulog_columns(path)
+    instances = _instances(path)
+    assert len(instances) >= 3
+    for topic, mid in instances:
+        with polybag.open(path, recover=True) as lazy:  # this topic's offsets only
+            first = lazy.topic_columns(topic, mid, padding=True, log_time=True)
+            assert lazy._grouping_pending  # the others are still in the scan's chunks
+            lazy_summary = lazy.summary
+            lazy_msgs = [(m.channel.id, m.log_time, m.sequence, bytes(m.data)) for m in lazy.messages()]
+        with polybag.open(path, recover=True) as grouped:
+            grouped_summary = grouped.summary  # every subscription grouped first
+            assert not grouped._grouping_pending
+            second = grouped.topic_columns(topic, mid, padding=True, log_time=True)
+            grouped_msgs = [(m.channel.id, m.log_time, m.sequence, bytes(m.data)) for m in grouped.messages()]
+        _same_columns(first, second)
+        assert lazy_summary.message_counts == grouped_summary.message_counts
+        assert (lazy_summary.start_time, lazy_summary.end_time) == (grouped_summary.start_time, grouped_summary.end_time)
+        assert lazy_msgs == grouped_msgs
+        # pyulog drops the data messages that carry their trailing padding (polybag reads
+        # them, as the spec says): the rows it keeps must be the same
+        peer = theirs[(topic, mid)]
+        kept = np.isin(first["timestamp"], peer["timestamp"])
+        assert len(peer["timestamp"]) == int(kept.sum()) >= len(first["timestamp"]) // 2 > 0
+        for k, v in peer.items():
+            if "_padding" in k:
+                continue
+            assert np.array_equal(first[k][kept], v, equal_nan=v.dtype.kind == "f"), (topic, mid, k)
+
+
+@pytest.mark.parametrize("span", [64, 1000, 16 << 20])
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_timestamps_in_one_pass_equal_one_topic_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, span: int
+) -> None:
+    monkeypatch.setattr(ulog_data, "_GATHER_SPAN", span)  # several windows, or one
+    path = write(tmp_path, f"{name}.ulg", LOGS[name])
+    with polybag.open(path, recover=True) as each:
+        each._group_all()
+        alone = {s.index: each._sub_times(s).copy() for s in each._subs}  # one gather per topic
+        each_facts = (each.ulog.last_timestamp, each.ulog.changed_params, each.ulog.dropouts, each.ulog.syncs)
+    with polybag.open(path, recover=True) as one_pass:
+        summary = one_pass.summary  # every topic's timestamps in one pass
+        together = {s.index: s.ts_us for s in one_pass._subs}
+        facts = (one_pass.ulog.last_timestamp, one_pass.ulog.changed_params, one_pass.ulog.dropouts, one_pass.ulog.syncs)
+    assert alone.keys() == together.keys()
+    for k, v in alone.items():
+        w = together[k]
+        assert w is not None and w.dtype == np.int64
+        assert np.array_equal(v, w), k
+    assert facts == each_facts
+    lo = min(int(v.min()) for v in alone.values() if len(v))
+    assert summary.start_time is not None and summary.start_time <= lo * 1000
