@@ -3,7 +3,9 @@
 The fixed cost of a new interpreter is most of what a short ULog read costs (issue 13), so
 ``import polybag`` and reading a ULog log must not import the chunk compressors
 (zstandard, lz4) or ``concurrent.futures`` (which imports ``logging``); they are imported on
-first use, and compression still works once they are.
+first use, and compression still works once they are; and the whole read path (open, one
+topic, summary, every topic, every message) imports no other format, codec, writer,
+operation, the CLI, nor the stream spool's ``tempfile``.
 """
 
 from __future__ import annotations
@@ -63,3 +65,72 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "ok"
+
+
+# What a ULog read has no use for: other formats and codecs, writers, operations, the CLI,
+# remote access, YAML, data frames, the stream spool (tempfile: shutil, random, bz2, lzma).
+# Each costs import time in every fresh process that only reads a ULog log (issue 13).
+NOT_NEEDED = (
+    "tempfile",
+    "shutil",
+    "random",
+    "lzma",
+    "bz2",
+    "yaml",
+    "pandas",
+    "pyarrow",
+    "polybag.formats.mcap",
+    "polybag.formats.bag",
+    "polybag.formats.ulog.writer",
+    "polybag.formats.ulog.events",
+    "polybag.codecs.ros1",
+    "polybag.codecs.cdr",
+    "polybag.codecs.columns",
+    "polybag.ops",
+    "polybag.cli",
+    "polybag.remote",
+    "polybag.dask",
+    "polybag.net",
+)
+
+CHILD_ALL = """
+import json, sys
+sys.path.insert(0, {src!r})
+import polybag
+with polybag.open(sys.argv[1]) as r:
+    one = r.topic_columns("pos", 1)
+    n = {{ch.topic + "/" + ch.metadata.get("multi_id", ""): len(r.topic_columns(ch.topic, ch.metadata.get("multi_id", "0"))["timestamp"])
+         for ch in r.summary.channels.values()}}
+    span = [r.summary.start_time, r.summary.end_time]
+    msgs = sum(1 for _ in r.messages())
+loaded = sorted(m for m in sys.modules if any(m == x or m.startswith(x + ".") for x in {names!r}))
+print(json.dumps({{"loaded": loaded, "n": n, "span": span, "msgs": msgs,
+                   "one": [int(t) for t in one["timestamp"]]}}))
+"""
+
+
+def test_ulog_read_path_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
+    """A fresh process that opens a ULog log, reads one topic, the summary, every topic's
+    columns and every message imports none of :data:`NOT_NEEDED`; and reads what pyulog
+    reads."""
+    data, _spans = synthetic_log(25)
+    path = write(tmp_path, "b.ulg", data)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD_ALL.format(src=SRC, names=NOT_NEEDED), path],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["loaded"] == []
+    theirs = pyulog_columns(path)
+    assert got["n"] == {
+        "pos/0": len(theirs[("pos", 0)]["timestamp"]),
+        "pos/1": len(theirs[("pos", 1)]["timestamp"]),
+        "nest/0": len(theirs[("nest", 0)]["timestamp"]),
+        "log_message/": 3,  # hello, the tagged warning, bye
+    }
+    assert np.array_equal(np.array(got["one"], np.uint64), theirs[("pos", 1)]["timestamp"].astype(np.uint64))
+    first = min(int(v["timestamp"][0]) for v in theirs.values())
+    assert got["span"][0] <= first * 1000 < got["span"][1]
+    assert got["msgs"] == sum(got["n"].values())
