@@ -1,7 +1,9 @@
 """Many files in parallel: ``convert --jobs N IN... OUTDIR`` and ``export --jobs N FILE... -o DIR``.
 
-One operation per input file runs in a local process pool (``jobs`` processes, started
-with ``forkserver`` so that no parent thread is copied), or on a Dask distributed cluster
+One operation per input file runs in a local process pool (``jobs`` processes, forked when
+this process runs no other thread, else started by the ``forkserver`` so that no parent
+thread is copied; each worker's helper threads capped so ``jobs`` workers share the cores
+instead of each starting a thread per core), or on a Dask distributed cluster
 when a scheduler address is given (``--scheduler tcp://host:8786``; the workers need
 polybag and read the inputs by their paths or URLs).  Every file's outcome is reported:
 the operation's result dictionary, or its error message, so one bad file does not stop
@@ -17,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import posixpath
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -88,8 +91,59 @@ def _export_one(src: str, dst: str, options: dict[str, Any]) -> dict[str, Any]:
     return export(src, dst, **options).to_dict()
 
 
-def _guarded(task: Callable[[str, str, dict[str, Any]], dict[str, Any]], src: str, dst: str, options: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-    """``task`` in a worker: its result, or the message of the polybag error that stopped it."""
+#: what the forkserver imports once, so that each worker it forks starts with them loaded
+#: (otherwise every worker pays the imports of numpy and the operations on its first file)
+_PRELOAD = ["numpy", "polybag.ops.convert", "polybag.ops.export"]
+_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def limit_threads(threads: int) -> None:
+    """Cap the threads one worker uses beside its own (polybag's chunk packing and
+    scanning helpers, numpy's BLAS, pyarrow): ``jobs`` workers on as many cores would
+    otherwise each start one thread per core and take turns on them."""
+    from polybag import _threads
+
+    n = max(1, threads)
+    _threads.MAX_WORKERS = min(_threads.MAX_WORKERS, n)
+    for var in _THREAD_ENV:
+        os.environ[var] = str(n)
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:  # already loaded (a preload): its pool was sized at import
+        pa.set_cpu_count(n)
+        pa.set_io_thread_count(max(2, n))
+
+
+def _threads_per_worker(workers: int) -> int:
+    from polybag import _threads
+
+    return max(1, _threads.cores() // max(1, workers))
+
+
+def _mp_context() -> Any:
+    """How the workers start: forked from this process when it runs no other thread (they
+    begin with everything imported, at once); otherwise from the forkserver (a fork would
+    copy locks other threads may hold), which preloads the operations (``_PRELOAD``)."""
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        # (the pool starts every worker before its own manager thread when it forks)
+        return multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)  # (ignored when the server already runs)
+    return ctx
+
+
+def _guarded(
+    task: Callable[[str, str, dict[str, Any]], dict[str, Any]],
+    src: str,
+    dst: str,
+    options: dict[str, Any],
+    threads: int = 0,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """``task`` in a worker: its result, or the message of the polybag error that stopped it
+    (``threads``: the worker's thread cap, see :func:`limit_threads`; 0 leaves it)."""
+    if threads:
+        limit_threads(threads)
     try:
         return task(src, dst, options), None
     except PolybagError as e:
@@ -120,17 +174,35 @@ def run_many(
         except (OSError, TimeoutError) as e:
             raise PolybagError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
         with client:
-            futs = [client.submit(_guarded, task, s, d, options, pure=False) for s, d in pairs]
+            # each worker's threads: its cores shared by the tasks it runs at once
+            per = _dask_threads(client)
+            futs = [client.submit(_guarded, task, s, d, options, per, pure=False) for s, d in pairs]
             got = client.gather(futs)
     elif n == 1 or len(pairs) <= 1:
         got = [_guarded(task, s, d, options) for s, d in pairs]
     else:
-        ctx = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(min(n, len(pairs)), mp_context=ctx) as ex:
-            got = list(ex.map(_guarded, [task] * len(pairs), [s for s, _ in pairs], [d for _, d in pairs], [options] * len(pairs)))
+        k = min(n, len(pairs))
+        per = _threads_per_worker(k)
+        with ProcessPoolExecutor(k, mp_context=_mp_context(), initializer=limit_threads, initargs=(per,)) as ex:
+            futs_ = [ex.submit(_guarded, task, s, d, options) for s, d in pairs]
+            got = [f.result() for f in futs_]
     for (s, d), (res, err) in zip(pairs, got):
         out.files.append(FileOutcome(s, d, res, err))
     return out
+
+
+def _dask_threads(client: Any) -> int:
+    """The thread cap of a task on the cluster: the fewest cores per task slot of any worker."""
+    try:
+        info = client.scheduler_info()["workers"].values()
+        slots = [max(1, int(w.get("nthreads", 1))) for w in info]
+    except (KeyError, TypeError, ValueError, AttributeError, OSError):
+        return 0
+    if not slots:
+        return 0
+    # the cores of a worker's machine are not reported: assume the local ones, split between
+    # the workers of this machine and their task slots
+    return max(1, _threads_per_worker(sum(slots)))
 
 
 def convert_many(
