@@ -280,11 +280,15 @@ def definition_from_reply(reply: TypeDescriptionReply, type_name: str, type_hash
 def fetch_definition(graph: Any, participant: str, type_name: str, type_hash: str, timeout: float) -> str:
     """Ask the type description servers of ``participant`` (every node of it that serves
     one) for ``type_name``; the verified ``ros2msg`` definition, or a :class:`Ros2GraphError`
-    (no server, no answer within ``timeout`` seconds, a refusal, a wrong hash)."""
+    (no server, no answer within ``timeout`` seconds, a refusal, a wrong hash).  The servers
+    are those ``graph`` has discovered: its owner keeps polling it meanwhile."""
     end = time.monotonic() + timeout
+    # (the servers come from the graph's discovery, which its owner polls: polling here would
+    # take the new publications the owner waits for)
+    wait_servers = time.monotonic() + min(2.0, timeout)
     nodes = graph.type_servers(participant)
-    if not nodes:
-        graph.wait_for(lambda: bool(graph.type_servers(participant)), min(1.0, timeout))
+    while not nodes and time.monotonic() < wait_servers:
+        time.sleep(0.05)
         nodes = graph.type_servers(participant)
     if not nodes:
         raise Ros2GraphError(f"no type description service on the participant publishing {type_name}")
