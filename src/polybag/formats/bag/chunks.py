@@ -208,12 +208,13 @@ class ChunksMixin(BagV2State):
                 f"index data points at offset {int(o[i])} of a {n}-byte chunk", self.path, ci.pos
             )
 
-        # every 4-byte window of the chunk as a row (a view, no copy); gathering rows and
-        # reading them as little-endian u32 decodes the header fields at many offsets at once
-        rows = np.lib.stride_tricks.as_strided(arr, shape=(max(n - 3, 0), 4), strides=(1, 1), writeable=False)
+        # a little-endian u32 starting at every byte of the chunk (a read-only view, no
+        # copy): one fancy index decodes the header fields at many offsets at once (half
+        # the time of gathering 4-byte rows and viewing them as u32)
+        every = np.ndarray((max(n - 3, 0),), "<u4", arr, 0, (1,))
 
         def u32_at(idx: np.ndarray) -> np.ndarray:
-            return rows[idx].view("<u4").reshape(-1).astype(np.int64)
+            return every[idx].astype(np.int64)
 
         hl = u32_at(o)
         lpos = o + 4 + hl
