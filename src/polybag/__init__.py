@@ -61,6 +61,10 @@ def open(  # noqa: A001 - the public name the issue asks for
         if is_url(target):
             local = file_url_path(target)
             if local is None:
+                from polybag.remote_dirs import is_bag_directory_url, open_remote_rosbag2
+
+                if is_bag_directory_url(target) and format in (None, "rosbag2"):
+                    return open_remote_rosbag2(target, storage_options, options)  # a rosbag2 directory
                 return _open_source(open_url(target, storage_options), format, options)
             target = local
     if isinstance(target, (str, os.PathLike)):

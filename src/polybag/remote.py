@@ -26,6 +26,7 @@ URLs are resolved with :func:`fsspec.core.url_to_fs` (``http(s)://`` needs aioht
 from __future__ import annotations
 
 import mmap
+import os
 import re
 import tempfile
 import threading
@@ -455,7 +456,7 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
         except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
             raise PolybagError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
         if info.get("type") == "directory":
-            raise PolybagError(f"{url}: is a directory, not a log file")
+            raise PolybagError(f"{url}: is a directory, not a log file (a rosbag2 bag: end the URL with /)")
         size = info.get("size")
         if not isinstance(size, int) or size < 0:
             raise PolybagError(f"{url}: the server does not say how large the object is")
@@ -467,3 +468,77 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
         src.close()
         raise
     return src
+
+
+def download(url: str, dest: str, storage_options: dict[str, Any] | None = None) -> int:
+    """Copy the whole object at ``url`` to the local file ``dest`` in PART-sized pieces
+    (memory stays one piece, whatever the object's size); returns the bytes copied.  For
+    what needs a local file (a rosbag2 sqlite3 storage file: SQLite reads files only)."""
+    fast = http_transport(url, storage_options)
+    fs: Any = None
+    fpath = url
+    try:
+        if fast is not None:
+            size = fast.open()
+        else:
+            fs, fpath = _fs_for(url, storage_options)
+            try:
+                size = int(fs.size(fpath))
+            except FileNotFoundError as e:
+                raise PolybagError(f"{url}: cannot open: no such object") from e
+            except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
+                raise PolybagError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
+        buf = bytearray(min(PART, size))
+        view = memoryview(buf)
+        try:
+            with open(dest, "wb") as out:
+                for start in range(0, size, PART):
+                    end = min(size, start + PART)
+                    if fast is not None:
+                        fast.read_into(start, end, lambda s, e, o=start: view[s - o : e - o])
+                        out.write(view[: end - start])
+                        continue
+                    try:
+                        data = fs.cat_file(fpath, start=start, end=end)
+                    except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
+                        raise PolybagError(
+                            f"{url}: cannot read bytes {start}..{end}: {type(e).__name__}: {e}"
+                        ) from e
+                    if len(data) != end - start:
+                        raise PolybagError(f"{url}: asked for bytes {start}..{end}, got {len(data)} bytes")
+                    out.write(data)
+        except OSError as e:
+            raise PolybagError(f"{dest}: cannot write a copy of {url}: {e.strerror or e}") from e
+        return size
+    finally:
+        if fast is not None:
+            fast.close()
+
+
+#: local stand-in paths of remote files (a remote rosbag2 bag's MCAP storage files): what
+#: :func:`source_for_path` opens by range requests instead of mapping
+_STAND_INS: dict[str, tuple[str, dict[str, Any] | None]] = {}
+_STAND_LOCK = threading.Lock()
+
+
+def add_stand_in(path: str, url: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Make :func:`source_for_path` open ``url`` (by range requests) for the local ``path``."""
+    with _STAND_LOCK:
+        _STAND_INS[os.path.abspath(path)] = (url, storage_options)
+
+
+def drop_stand_ins(paths: Iterable[str]) -> None:
+    """Forget stand-ins (their directory is being removed)."""
+    with _STAND_LOCK:
+        for p in paths:
+            _STAND_INS.pop(os.path.abspath(p), None)
+
+
+def source_for_path(path: str) -> MappedSource:
+    """The source of a local path: mapped, or, for a stand-in of a remote file, a
+    :class:`RemoteSource` reading the remote object by range requests."""
+    with _STAND_LOCK:
+        remote = _STAND_INS.get(os.path.abspath(path))
+    if remote is not None:
+        return open_url(*remote)
+    return MappedSource.from_path(path)

@@ -20,7 +20,7 @@ from polybag.errors import FormatError, PolybagError
 from polybag.formats import registry
 from polybag.formats.rosbag2.sqlite import SQLITE_MAGIC, SqliteStorage
 from polybag.model import Attachment, Channel, Message, Metadata
-from polybag.source import MappedSource
+from polybag.remote import source_for_path
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BLOCK = 1 << 20
@@ -199,7 +199,7 @@ class McapFile(Storage):
     def __init__(self, path: str, **options: Any) -> None:
         super().__init__(path, bool(options.get("recover")))
         opener = registry.get("mcap").load_opener()
-        source = MappedSource.from_path(path)
+        source = source_for_path(path)  # mapped; a remote bag's file by range requests
         try:
             self.reader = opener(source, path, **options)
         except BaseException:
