@@ -1,10 +1,14 @@
 """The MCAP writer's and reader's CRC-32 (``polybag.compression.crc32``: ISA-L's when
 ``isal`` is installed) gives zlib's values, so the files are byte for byte the ones zlib's
-CRC wrote, and the `mcap` library validates every CRC in them."""
+CRC wrote, and the `mcap` library validates every CRC in them.  Also: a fresh process that
+imports polybag before numpy gets OpenBLAS's short spin (``polybag/__init__.py``)."""
 
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import zlib
 from typing import Any
 
@@ -91,3 +95,19 @@ def test_reader_chunk_crc_still_checked() -> None:
     with pytest.raises(ChecksumError, match="Chunk"):
         list(polybag.open(bytes(data)).messages())
     assert len(list(polybag.open(bytes(data), validate_crcs=False).messages())) == 50
+
+
+def _blas_timeout(env: dict[str, str], code: str) -> str:
+    full = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_openblas_spin_is_short_when_polybag_comes_first() -> None:
+    """A process that imports polybag before numpy (a fresh convert) gets OpenBLAS's short
+    spin; a value the user set wins; numpy imported first is left alone."""
+    show = "import os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    assert _blas_timeout({}, f"import polybag, numpy; {show}") == "12"
+    assert _blas_timeout({"OPENBLAS_THREAD_TIMEOUT": "25"}, f"import polybag; {show}") == "25"
+    assert _blas_timeout({}, f"import numpy, polybag; {show}") == "None"
