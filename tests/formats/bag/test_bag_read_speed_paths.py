@@ -1,7 +1,9 @@
 """The bag reader's bulk payload positions (``ChunkReader._payloads``: each record's header
 and data lengths read as little-endian u32s through one view with an item at every byte)
 give the payloads rosbags reads, and a length that points past the chunk is a
-FormatError, never an IndexError or a wrong slice."""
+FormatError, never an IndexError or a wrong slice.  The payload arena's buffer comes from
+a pool (``polybag.payloads.pooled_empty``) only once every view of an earlier result is
+gone, and every byte a result exposes is written by the call that returns it."""
 
 from __future__ import annotations
 
@@ -86,3 +88,78 @@ def test_u32_view_reads_every_offset() -> None:
     every = np.ndarray((len(raw) - 3,), "<u4", arr, 0, (1,))
     idx = np.arange(len(raw) - 3)
     assert every[idx].tolist() == [struct.unpack_from("<I", raw, i)[0] for i in idx]
+
+
+
+def _big_bag(path: Path) -> dict[str, list[tuple[int, bytes]]]:
+    """~3 MB on each of two topics (an arena comes from the pool: 1-64 MiB)."""
+    rng = np.random.default_rng(7)
+    def text(n: int) -> bytes:  # a std_msgs/String payload: u32 length, then the letters
+        return struct.pack("<I", n) + rng.integers(97, 123, n, dtype=np.uint8).tobytes()
+
+    msgs = [(k, 1000 + i, text(3000 + 7 * k)) for i in range(1000) for k in (0, 1)]
+    _write(path, msgs, "lz4", 1 << 16)
+    return {f"/t{k}": [(t, d) for kk, t, d in msgs if kk == k] for k in (0, 1)}
+
+
+def _payloads(bag: polybag.Reader, topic: str) -> tuple[np.ndarray, list[tuple[int, bytes]]]:
+    times, blob, starts, sizes = bag.topic_payloads(topic)
+    return blob, [(int(t), bytes(blob[s : s + n])) for t, s, n in zip(times, starts, sizes)]
+
+
+def _addr(a: np.ndarray) -> int:
+    return int(a.__array_interface__["data"][0])
+
+
+def test_pooled_arena_is_reused_only_when_every_view_is_gone(tmp_path: Path) -> None:
+    from polybag import payloads
+
+    path = tmp_path / "big.bag"
+    want = _big_bag(path)
+    payloads._pool.clear()
+    with polybag.open(str(path)) as bag:
+        blob, got = _payloads(bag, "/t0")
+        assert got == want["/t0"]
+        assert type(blob) is np.ndarray and blob.flags.writeable
+        first = _addr(blob)
+        keep = blob[10:20].view(np.uint16)  # a view keeps the buffer out of the pool
+        del blob
+        assert payloads._pool == []
+        blob2, got2 = _payloads(bag, "/t1")
+        assert got2 == want["/t1"] and not np.shares_memory(keep, blob2)
+        assert bytes(keep.view(np.uint8)) == want["/t0"][0][1][10:20]  # untouched by the second call
+        second = _addr(blob2)
+        del keep
+        assert len(payloads._pool) == 1  # the first buffer, back once its last view went
+        del blob2
+        assert len(payloads._pool) == 2
+        # the next calls write into the pooled buffers (last in, first out), every byte they expose:
+        # /t0 into the buffer that held /t1's payloads, and the other way round
+        blob3, got3 = _payloads(bag, "/t0")
+        blob4, got4 = _payloads(bag, "/t1")
+        assert (_addr(blob3), _addr(blob4)) == (second, first)
+        assert got3 == want["/t0"] and got4 == want["/t1"]
+        cols = bag.topic_columns("/t1")
+    assert type(cols["log_time"]) is np.ndarray and len(cols["log_time"]) == 1000
+    assert cols["data"][0] == want["/t1"][0][1][4:].decode()
+    del blob3, blob4
+
+
+def test_pool_keeps_two_buffers_of_1_to_64_mib() -> None:
+    from polybag import payloads
+
+    payloads._pool.clear()
+    small = payloads.pooled_empty(1000)
+    big = payloads.pooled_empty(65 << 20)
+    mid = [payloads.pooled_empty(3 << 20) for _ in range(3)]
+    assert len(small) == 1000 and len(big) == 65 << 20 and all(len(m) == 3 << 20 for m in mid)
+    del small, big
+    assert payloads._pool == []  # (plain np.empty below 1 MiB and above 64 MiB)
+    del mid
+    assert len(payloads._pool) == 2
+    # a pooled buffer more than 4x the request is not handed out (it stays pooled)
+    payloads._pool.clear()
+    m = payloads.pooled_empty(20 << 20)
+    del m
+    small_one = payloads.pooled_empty(2 << 20)
+    assert len(payloads._pool) == 1 and len(small_one) == 2 << 20
