@@ -121,6 +121,10 @@ class MappedSource:
     def need_all(self) -> None:
         """Make the whole file readable (a format that reads it front to back)."""
 
+    def hint(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """The ``(offset, length)`` ranges a read will go through, in file order: nothing for
+        a local file; a remote source fetches them ahead of the reader in the background."""
+
     def read_at(self, offset: int, length: int, what: str = "bytes") -> memoryview:
         """``length`` bytes at ``offset``; TruncatedError if the file ends before."""
         if offset < 0 or length < 0 or offset + length > self.size:

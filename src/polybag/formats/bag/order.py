@@ -84,6 +84,8 @@ class OrderMixin(IndexMixin):
         chans = self.channel_map()
         sel = topic_filter(topics, chans.values())
         chunks = [ci for ci in self.chunks if self._wanted(ci, sel, start, end)]
+        # a remote file: the chunks (and the index data after each) fetched ahead, in order
+        self.source.hint((ci.pos, ci.record_len + 12 * sum(ci.counts.values()) + 256 * len(ci.counts)) for ci in sorted(chunks, key=lambda c: c.pos))
         with self.damage_pass() as done:
             if order == "file":
                 want = _Read(sel, start, end, reverse, order)

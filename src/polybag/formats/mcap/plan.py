@@ -222,15 +222,18 @@ class PlanMixin(McapState):
                     (cis[i].chunk_start_offset + cis[i].chunk_length, cis[i].message_index_length)
                     for i in np.nonzero(sel)[0].tolist()
                 )
+            hinted: list[tuple[int, int]] = []  # a remote file: the chunks fetched ahead, in order
             for i in np.nonzero(sel)[0].tolist():
                 ci = self.chunk_indexes[i]
                 mio = ci.message_index_offsets
                 if wfile is not None and mio and not (wfile & mio.keys()):
                     continue
+                hinted.append((ci.chunk_start_offset, ci.chunk_length + ci.message_index_length))
                 s, t = (0, _MAX_TIME) if unknown[i] else (ci.message_start_time, ci.message_end_time)
                 if merge and not self._index_times_fit(ci, wfile, s, t):
                     return self._verified_segments(want, start, end, sort, arrays)
                 out.append((s, t, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort, arrays)))
+            self.source.hint(sorted(hinted))
             return out, None
         sr = self._scan()
         for (off, _ln, s, t), rank in zip(sr.chunks, sr.chunk_ranks):
