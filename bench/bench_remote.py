@@ -8,7 +8,9 @@ Part 1: an indexed MCAP and bag (100 KB payloads on /big, a small /small every t
 uncompressed chunks) served from local disk, from a local HTTP server honouring Range
 requests (the tests' server) and from moto's S3 server through s3fs.  For each: ``info``
 (open + summary), a 1% time window, and a full read (every message, its payload touched):
-wall time, bytes fetched, requests, and the remote/local time ratio.
+wall time, bytes fetched, requests, and the time ratio to the local read ("local": the file
+in the page cache; "disk": its pages dropped first with posix_fadvise, so read from disk;
+the HTTP server reads from the page cache).
 
 Part 2: 8 MCAP files of N small messages (two topics), ``export`` of one topic to csv:
 one process (``jobs=1``) against 2 local processes (``jobs=2``) and a 2-worker
@@ -59,13 +61,27 @@ def _read(target: str, opts: dict[str, Any], job: str, n: int) -> dict[str, Any]
         return r.source.stats
 
 
+def _evicted(path: Path) -> str:
+    """``path`` after dropping its pages from the page cache (``posix_fadvise DONTNEED``):
+    the next read comes from the disk.  (Each timed run evicts again: see ``timed``.)"""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return str(path)
+
+
 def part1(d: Path, n: int, repeat: int) -> None:
     print(f"== remote reads: {n} messages of 100 KB (+{n // 10} small), ~1 MB chunks, no compression")
     files = [d / "big.mcap", d / "big.bag"]
     for f in files:
         if not f.exists():
             write_big(f, n=n)
-    targets: list[tuple[str, Callable[[str], tuple[str, dict[str, Any]]]]] = [("local", lambda name: (str(d / name), {}))]
+    targets: list[tuple[str, Callable[[str], tuple[str, dict[str, Any]]]]] = [
+        ("local", lambda name: (str(d / name), {})),
+        ("disk", lambda name: (_evicted(d / name), {})),
+    ]
     gen = serve(d)
     srv = next(gen)
     targets.append(("http", lambda name: (f"{srv.url}/{name}", {})))
@@ -87,21 +103,25 @@ def part1(d: Path, n: int, repeat: int) -> None:
         targets.append(("s3", lambda name: (f"s3://logs/{name}", s3o)))
     except ImportError as e:
         print(f"(no S3 rows: {e})")
-    print(f"{'file':10} {'job':7} {'where':6} {'wall s':>8} {'x local':>8} {'fetched':>12} {'% file':>7} {'requests':>8} {'MB/s':>8}")
+    print(f"{'file':10} {'job':7} {'where':6} {'wall s':>8} {'x local':>8} {'x disk':>7} {'fetched':>12} {'% file':>7} {'requests':>8} {'MB/s':>8}")
     try:
         for f in files:
             size = f.stat().st_size
             for job in ("info", "window", "full"):
-                base = None
+                base = disk = None
                 for where, make in targets:
                     target, opts = make(f.name)
-                    wall, stats = timed(lambda t=target, o=opts, j=job: _read(t, o, j, n), repeat)
+                    cold = where == "disk"
+                    wall, stats = timed(
+                        lambda t=target, o=opts, j=job, c=cold: _read(_evicted(Path(t)) if c else t, o, j, n), repeat
+                    )
                     base = wall if base is None else base
+                    disk = wall if where == "disk" else disk
                     got = stats["bytes_fetched"] if stats else 0
                     reqs = stats["requests"] if stats else 0
                     rate = (got / wall / 1e6) if stats else size / wall / 1e6 if job == "full" else 0
                     print(
-                        f"{f.name:10} {job:7} {where:6} {wall:8.3f} {wall / base:8.2f} {got:12d} "
+                        f"{f.name:10} {job:7} {where:6} {wall:8.3f} {wall / base:8.2f} {wall / (disk or wall):7.2f} {got:12d} "
                         f"{100 * got / size:6.2f}% {reqs:8d} {rate:8.0f}"
                     )
     finally:

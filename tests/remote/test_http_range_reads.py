@@ -106,8 +106,8 @@ def test_a_sequential_read_uses_few_large_requests(http: RangeServer) -> None:
         n = sum(1 for _ in r.messages(topics=["/big"], order="file"))
         stats = r.source.stats
     assert n == BIG_N
-    # read-ahead: far fewer requests than the ~190 chunks and their message indexes
-    assert stats is not None and stats["requests"] < 150
+    # the chunks hinted and fetched ahead in 8 MiB requests: far fewer than the ~190 chunks
+    assert stats is not None and stats["requests"] < 60
 
 
 def test_file_urls_are_mapped_like_paths(remote_dir: Path) -> None:

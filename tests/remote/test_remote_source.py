@@ -130,3 +130,40 @@ def test_any_needs_make_their_bytes_equal_the_object(ranges: list[tuple[int, int
             assert bytes(src.view[lo:hi]) == data[lo:hi]
     finally:
         src.close()
+
+
+def test_hinted_ranges_are_fetched_ahead_in_order_and_nothing_else() -> None:
+    size = 40 << 20
+    src, fs, data = _source(size)
+    try:
+        wanted = [(off, 300_000) for off in range(1 << 20, 30 << 20, 3 << 20)]  # gaps between
+        src.hint(wanted)
+        for off, ln in wanted:
+            src.need(off, ln)
+            assert bytes(src.view[off : off + ln]) == data[off : off + ln]
+        src._pool.shutdown(wait=True)  # let background fetches end
+        fetched = sorted(fs.calls)
+        # only the hinted ranges (rounded to blocks): no sequential read-ahead into the gaps
+        for s, e in fetched:
+            assert any(s < off + ln + BLOCK and e > off - BLOCK for off, ln in wanted), (s, e)
+        assert src.stats["bytes_fetched"] <= sum(ln + 2 * BLOCK for _o, ln in wanted)
+    finally:
+        src.close()
+
+
+def test_a_hinted_long_run_goes_out_in_large_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    import polybag.remote as remote
+
+    monkeypatch.setattr(remote, "HINT_AHEAD", 4 << 20)
+    monkeypatch.setattr(remote, "PART", 1 << 20)
+    size = 12 << 20
+    src, fs, data = _source(size)
+    try:
+        src.hint([(0, size)])
+        step = 64 << 10
+        for off in range(0, size, step):
+            src.need(off, step)
+        assert bytes(src.view) == data
+        assert len(fs.calls) <= size // (1 << 20) + 8  # PART-sized pieces, not one per need
+    finally:
+        src.close()
