@@ -113,7 +113,8 @@ def open_remote_rosbag2(url: str, storage_options: dict[str, Any] | None, option
             done()
 
     reader.close = close_and_clean
-    reader.url = url
+    reader.path = url  # what it is to the user (info, errors); the layout is local_layout
+    reader.local_layout = directory
     return reader
 
 

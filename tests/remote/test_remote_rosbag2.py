@@ -57,7 +57,8 @@ def test_remote_rosbag2_equals_local(server: RangeServer, bags: Path, name: str,
         assert r.format == "rosbag2"
         assert r.summary.message_count == summary.message_count == N + N // 3
         assert _rows(r) == expect
-        tmp = r.path
+        assert r.path == f"{server.url}/{name}{tail}"
+        tmp = r.local_layout  # type: ignore[attr-defined]
         assert os.path.isdir(tmp)
     assert not os.path.exists(tmp)  # the local layout goes with the reader
     assert not _STAND_INS
