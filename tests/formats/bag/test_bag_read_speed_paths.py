@@ -7,7 +7,9 @@ gone, and every byte a result exposes is written by the call that returns it."""
 
 from __future__ import annotations
 
+import gc
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -111,12 +113,27 @@ def _addr(a: np.ndarray) -> int:
     return int(a.__array_interface__["data"][0])
 
 
-def test_pooled_arena_is_reused_only_when_every_view_is_gone(tmp_path: Path) -> None:
+@pytest.fixture
+def quiet_pool() -> Iterator[None]:
+    """An empty pool, and no collection while a test runs: an earlier test's result that
+    the cyclic collector frees mid-test would hand its buffer to the pool."""
+    from polybag import payloads
+
+    gc.collect()
+    gc.disable()
+    payloads._pool.clear()
+    try:
+        yield
+    finally:
+        gc.enable()
+        payloads._pool.clear()
+
+
+def test_pooled_arena_is_reused_only_when_every_view_is_gone(tmp_path: Path, quiet_pool: None) -> None:
     from polybag import payloads
 
     path = tmp_path / "big.bag"
     want = _big_bag(path)
-    payloads._pool.clear()
     with polybag.open(str(path)) as bag:
         blob, got = _payloads(bag, "/t0")
         assert got == want["/t0"]
@@ -145,10 +162,9 @@ def test_pooled_arena_is_reused_only_when_every_view_is_gone(tmp_path: Path) -> 
     del blob3, blob4
 
 
-def test_pool_keeps_two_buffers_of_1_to_64_mib() -> None:
+def test_pool_keeps_two_buffers_of_1_to_64_mib(quiet_pool: None) -> None:
     from polybag import payloads
 
-    payloads._pool.clear()
     small = payloads.pooled_empty(1000)
     big = payloads.pooled_empty(65 << 20)
     mid = [payloads.pooled_empty(3 << 20) for _ in range(3)]
