@@ -41,6 +41,22 @@ def helpers() -> int:
     return workers() - 1
 
 
+# Chunks a writer may hold closed but not yet written (packed, or being packed by a worker)
+# before it waits for the oldest: up to QUEUE_CHUNKS while they hold at most QUEUE_BYTES.
+# Waiting as soon as one chunk was queued behind the worker's stalled the writing thread
+# whenever other processes kept the worker off the cores (convert under load: slower than
+# one thread); with room to queue, the writing thread packs the next chunks itself.
+QUEUE_CHUNKS = 8
+QUEUE_BYTES = 64 << 20
+
+
+def keep_in_flight(depth: int, held: int) -> int:
+    """How many closed chunks a writer with ``depth`` helper threads leaves in flight (see
+    ``_drain``) when they hold ``held`` bytes: room to queue while under
+    :data:`QUEUE_BYTES`, else one more than its helpers."""
+    return depth + 1 if held > QUEUE_BYTES else max(depth + 1, QUEUE_CHUNKS)
+
+
 def finished(value: Any) -> Future[Any]:
     """A future that already holds ``value`` (work done in the calling thread, queued with
     the work of the pool's)."""

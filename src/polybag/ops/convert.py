@@ -1,7 +1,8 @@
 """``convert``: any readable log into any writable format, streamed.
 
 Messages are copied in file order, one chunk at a time (the reader holds a chunk, the
-writer buffers one), so memory stays bounded by a few chunks whatever the file size.
+writer buffers one, and queues up to 8 closed ones, 64 MiB, while its worker threads
+pack them), so memory stays bounded by a few chunks whatever the file size.
 
 * bag -> MCAP: the ``ros1`` profile; schemas ``ros1msg`` with the full definition text,
   channels ``ros1`` with the bag connection's ``md5sum``/``type``/``callerid``/``latching``

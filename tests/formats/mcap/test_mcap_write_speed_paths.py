@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import zlib
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -111,3 +112,74 @@ def test_openblas_spin_is_short_when_polybag_comes_first() -> None:
     assert _blas_timeout({}, f"import polybag, numpy; {show}") == "12"
     assert _blas_timeout({"OPENBLAS_THREAD_TIMEOUT": "25"}, f"import polybag; {show}") == "25"
     assert _blas_timeout({}, f"import numpy, polybag; {show}") == "None"
+
+
+class _StalledFuture(Future):  # type: ignore[type-arg]
+    """A worker's chunk that is not packed until the test says so; waiting for it is an error."""
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not self.done():
+            raise AssertionError("the writer waited for the stalled worker's chunk")
+        return super().result(timeout)
+
+
+class _StalledPool:
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Future[Any], Any, tuple[Any, ...]]] = []
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        f: Future[Any] = _StalledFuture()
+        self.jobs.append((f, fn, args))
+        return f
+
+    def release(self) -> None:
+        for f, fn, args in self.jobs:
+            if not f.done():
+                f.set_result(fn(*args))
+
+
+def _chunks(w: McapWriter, ch: Any, n_chunks: int, first: int = 0) -> None:
+    for i in range(first * 2, (first + n_chunks) * 2):  # two 600-byte messages close a 1000-byte chunk
+        w.write(ch, bytes([i % 256]) * 600, i)
+
+
+def test_a_stalled_worker_does_not_stall_the_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the worker's chunk waits (its thread kept off the cores by other processes),
+    the writing thread packs the next chunks itself and queues them (up to QUEUE_CHUNKS),
+    instead of waiting; the file is byte for byte the one-thread writer's."""
+    from polybag import _threads
+
+    def write(pool: _StalledPool | None, helpers: int) -> bytes:
+        monkeypatch.setattr(_threads, "helpers", lambda: helpers)
+        if pool is not None:
+            monkeypatch.setattr(_threads, "pool", lambda: pool)
+        f = io.BytesIO()
+        w = McapWriter(f, compression="zstd", chunk_size=1000, library="t")
+        ch = w.add_channel("/a", "json", w.add_schema("s", "jsonschema", b"{}").id)
+        _chunks(w, ch, _threads.QUEUE_CHUNKS - 1)  # every chunk after the worker's is queued
+        if pool is not None:
+            assert len(pool.jobs) == 1 and len(w._inflight) == _threads.QUEUE_CHUNKS - 1
+            pool.release()
+        _chunks(w, ch, 5, _threads.QUEUE_CHUNKS - 1)
+        if pool is not None:
+            pool.release()
+        w.close()
+        return f.getvalue()
+
+    assert write(_StalledPool(), 1) == write(None, 0)
+
+
+def test_the_queue_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from polybag import _threads
+
+    pool = _StalledPool()
+    monkeypatch.setattr(_threads, "helpers", lambda: 1)
+    monkeypatch.setattr(_threads, "pool", lambda: pool)
+    w = McapWriter(io.BytesIO(), compression="zstd", chunk_size=1000, library="t")
+    ch = w.add_channel("/a", "json", w.add_schema("s", "jsonschema", b"{}").id)
+    _chunks(w, ch, _threads.QUEUE_CHUNKS)
+    with pytest.raises(AssertionError, match="waited for the stalled"):
+        _chunks(w, ch, 1, _threads.QUEUE_CHUNKS)  # one more: the writer waits for the oldest
+    assert _threads.keep_in_flight(1, _threads.QUEUE_BYTES + 1) == 2  # and less when they are large
+    pool.release()
+    w.abort(discard=True)

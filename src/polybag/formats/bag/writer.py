@@ -363,7 +363,7 @@ class BagWriter(Writer):
             else:
                 fut = _threads.finished(compress(self.compression, buf, self.level))
             q.append((fut, buf, index))
-            self._drain(self._depth + 1)
+            self._drain(_threads.keep_in_flight(self._depth, sum(len(item[1]) for item in q)))
         else:  # (nothing in flight)
             comp = self.compression
             data = compress(comp, buf, self.level) if comp != "none" else buf

@@ -152,7 +152,7 @@ class ChunkOutputMixin:
             else:  # the workers are all busy: this thread packs the chunk rather than wait
                 fut = _threads.finished(self._pack(buf, fill))
             q.append((fut, buf, fill, start, end, index, keep))
-            self._drain(self._depth + 1)
+            self._drain(_threads.keep_in_flight(self._depth, sum(item[2] for item in q)))
         else:
             crc, packed = self._pack(buf, fill)
             self._emit_chunk(buf, fill, start, end, index, crc, packed)
