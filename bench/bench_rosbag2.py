@@ -16,8 +16,8 @@ issue's size), in CPU time, best and median: ``read`` (``messages()`` vs rosbags
 ``topic_payloads`` vs rosbags' messages gathered per topic), and the floors: a bare loop over
 the same rows through the standard library's ``sqlite3`` and through apsw, and SQLite alone.
 
-The two sides alternate ``--repeat`` times; each keeps its best wall time; the ratio is
-rosbags / polybag (above 1: polybag faster).
+The two sides alternate ``--repeat`` times; times are CPU time of this process (the machine
+is shared), best and median; the ratios are rosbags / polybag (above 1: polybag faster).
 
     .venv/bin/python bench/bench_rosbag2.py
     .venv/bin/python bench/bench_rosbag2.py -n 20000 --repeat 2 --storage sqlite3
@@ -32,7 +32,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
@@ -330,17 +329,6 @@ ROWS: dict[str, tuple[Callable[[Path], int], Callable[[Path], int]]] = {
 }
 
 
-def best(fn: Callable[[Path], int], path: Path, repeat: int) -> tuple[float, Any]:
-    out = None
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t = time.perf_counter()
-        out = fn(path)
-        times.append(time.perf_counter() - t)
-    return min(times), out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=100_000, help="messages (default 100,000)")
@@ -354,22 +342,29 @@ def main() -> None:
     data = HERE / "data"
     data.mkdir(exist_ok=True)
     print(
-        f"rosbag2 read, {args.n} messages; times are the best of {args.repeat} (rosbags/polybag: above 1, polybag faster)"
+        f"rosbag2 read, {args.n} messages; CPU s, best / median of {args.repeat} "
+        "(rosbags/polybag: above 1, polybag faster)"
     )
-    print(f"{'storage':<8} {'row':<12} {'polybag s':>10} {'rosbags s':>10} {'ratio':>7}")
+    print(f"{'storage':<8} {'row':<12} {'polybag':>15} {'rosbags':>15} {'ratio best':>11} {'ratio median':>13}")
     for storage in args.storage:
         path = data / f"rosbag2_{storage}_{args.n}"
         make_bag(path, args.n, storage)
         for row in args.rows:
             pb, rb = ROWS[row]
-            tp = tr = float("inf")
+            tp: list[float] = []
+            tr: list[float] = []
             for _ in range(args.repeat):  # alternate the sides
-                a, na = best(pb, path, 1)
-                b, nb = best(rb, path, 1)
+                a, na = cpu_runs(pb, path)
+                b, nb = cpu_runs(rb, path)
                 if na != nb:
                     raise SystemExit(f"{storage} {row}: polybag counted {na}, rosbags {nb}")
-                tp, tr = min(tp, a), min(tr, b)
-            print(f"{storage:<8} {row:<12} {tp:>10.3f} {tr:>10.3f} {tr / tp:>7.2f}")
+                tp.append(a)
+                tr.append(b)
+            mp, mr = sorted(tp)[len(tp) // 2], sorted(tr)[len(tr) // 2]
+            print(
+                f"{storage:<8} {row:<12} {min(tp):>7.3f} / {mp:<6.3f} {min(tr):>7.3f} / {mr:<6.3f} "
+                f"{min(tr) / min(tp):>11.2f} {mr / mp:>13.2f}"
+            )
     if args.small:
         bench_small(args.small, args.repeat)
 

@@ -257,14 +257,16 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
                 continue
             got = None if self._per_message or self.recover else st.payloads(lids)
             if got is None:
-                got = ([], [])
+                ts: list[int] = []
+                ds: list[bytes | memoryview] = []
                 for m in self._file_messages(i, ids, None, None, False, "log_time"):
-                    got[0].append(m.log_time)
-                    got[1].append(m.data)
+                    ts.append(m.log_time)
+                    ds.append(m.data)
+                got = (ts, ds)
             times.extend(got[0])
             datas.extend(got[1])
         t = np.array(times, dtype=np.uint64)
-        sizes = np.fromiter((len(d) for d in datas), dtype=np.int64, count=len(datas))
+        sizes = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
         if len(self._storages) > 1 and len(t) > 1:
             order = np.argsort(t, kind="stable")  # several files: by time, ties in file order
             t, sizes = t[order], sizes[order]

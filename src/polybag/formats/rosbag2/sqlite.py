@@ -23,8 +23,9 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -250,19 +251,45 @@ class SqliteStorage:
         rows = self._all(q, (*args, lo, width))
         return [(int(a), int(b), int(n)) for a, b, n in rows if isinstance(a, int) and isinstance(b, int)]
 
-    def payloads(self, topic_ids: set[int]) -> tuple[list[int], list[bytes]]:
-        """Log times and payloads of the topic ids, in log-time order (one query)."""
+    def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes]]:
+        """Log times and payloads of the topic ids, in log-time order (ties by row id).
+
+        The rows come in row-id order (a scan of the table: no walk of the timestamp index
+        with a table lookup per row) and are sorted by time afterwards when they are not in
+        order already (a stable sort, so equal times stay in row-id order).  Their types are
+        checked on the columns as Python sees them; a row that is not a message sends the
+        read through the checked query, which names it."""
+        import numpy as np
+
         where, args = self._where(topic_ids, None, None)
-        ok = "1" if self._all_ok(where, args, []) else _OK
-        q = f"SELECT timestamp, data, {ok} FROM messages{where} ORDER BY timestamp, id"
         try:
-            rows = self.conn.execute(q, args).fetchall()
+            rows = self.conn.execute(f"SELECT timestamp, data FROM messages{where} ORDER BY id", args).fetchall()
         except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
-        if ok != "1" and not all(r[2] for r in rows):
-            bad = next(r for r in rows if not r[2])
-            raise FormatError(f"messages: row at timestamp {bad[0]!r} is not a message", self.path)
-        return [r[0] for r in rows], [r[1] for r in rows]
+        if not rows:
+            return [], []
+        times = list(map(itemgetter(0), rows))  # (zip(*rows) costs 5x more)
+        datas = list(map(itemgetter(1), rows))
+        del rows
+        if set(map(type, times)) != {int} or set(map(type, datas)) != {bytes}:
+            return self._checked_payloads(where, args)
+        t = np.array(times, dtype=np.int64)  # SQLite integers are 64-bit: they fit
+        if int(t.min()) < 0:
+            return self._checked_payloads(where, args)
+        if len(t) > 1 and bool((t[1:] < t[:-1]).any()):
+            order = np.argsort(t, kind="stable").tolist()
+            return [times[i] for i in order], [datas[i] for i in order]
+        return times, datas
+
+    def _checked_payloads(self, where: str, args: tuple[Any, ...]) -> tuple[list[int], list[bytes]]:
+        """:meth:`payloads` with every row checked as :meth:`messages` checks it (text data
+        is taken as its bytes); the first row that is not a message is a FormatError."""
+        q = f"SELECT topic_id, timestamp, data FROM messages{where} ORDER BY timestamp, id"
+        try:
+            rows = [self.checked(r) for r in self.conn.execute(q, args).fetchall()]
+        except _DB_ERRORS as e:
+            raise FormatError(f"damaged SQLite database: {e}", self.path) from None
+        return [r[1] for r in rows], [r[2] for r in rows]
 
     def _where(self, topic_ids: set[int] | None, start: int | None, end: int | None) -> tuple[str, tuple[Any, ...]]:
         conds: list[str] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +72,7 @@ class Storage:
         not declare is a FormatError (noted in :attr:`errors` and skipped when recovering)."""
         raise NotImplementedError
 
-    def payloads(self, topic_ids: set[int]) -> tuple[list[int], list[bytes | memoryview]] | None:
+    def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
         """``(log times, payloads)`` of the local topic ids in log-time order, in bulk; None:
         not offered (the reader iterates the messages)."""
         return None
@@ -145,7 +145,7 @@ class SqliteFile(Storage):
     def counts(self) -> dict[int, int]:
         return self.db.counts()
 
-    def payloads(self, topic_ids: set[int]) -> tuple[list[int], list[bytes | memoryview]] | None:
+    def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
         return self.db.payloads(topic_ids)
 
     def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
