@@ -184,12 +184,12 @@ class SqliteStorage:
         reverse: bool,
         order: str,
         known: Iterable[int] = (),
-    ) -> Iterator[list[tuple[int, int, bytes, int]]]:
-        """Batches of ``(topic_id, timestamp, data, ok)`` rows selected, in log-time order
-        (``timestamp`` then row id) or file order (row id); reversed when asked.  ``ok`` is
-        SQLite's own check that the row is a message (integer ids and times, a blob) on one of
-        the ``known`` topic ids (when given); :meth:`checked` turns a row that is not into
-        its error."""
+    ) -> Iterator[list[Any]]:
+        """Batches of the rows selected, in log-time order (``timestamp`` then row id) or file
+        order (row id); reversed when asked.  Rows are ``(topic_id, timestamp, data)`` when
+        SQLite checked every selected row beforehand (one aggregate pass: each is a message,
+        on one of the ``known`` topic ids), else ``(topic_id, timestamp, data, ok)`` with
+        ``ok`` that check per row; :meth:`checked` turns a row that is not into its error."""
         where, args = self._where(topic_ids, start, end)
         desc = " DESC" if reverse else ""
         if self.recover:
@@ -198,12 +198,12 @@ class SqliteStorage:
         by = f"timestamp{desc}, id{desc}" if order == "log_time" else f"id{desc}"
         ids = sorted({int(k) for k in known})
         if self._all_ok(where, args, ids):  # checked in one pass: the rows need no check column
-            ok = "1"
+            ok = ""
         elif ids:  # integers made here, not text from the file: safe in the query
             ok = f"({_OK} AND topic_id IN ({', '.join(map(str, ids))}))"
         else:
             ok = _OK
-        q = f"SELECT topic_id, timestamp, data, {ok} FROM messages{where} ORDER BY {by}"
+        q = f"SELECT topic_id, timestamp, data{', ' + ok if ok else ''} FROM messages{where} ORDER BY {by}"
         try:
             yield from _fetched(self.conn.execute(q, args))
         except _DB_ERRORS as e:

@@ -165,8 +165,11 @@ class SqliteFile(Storage):
             chans = [local.get(k) for k in range(top + 1)]
         for rows in self.db.messages(topic_ids, start, end, reverse, order, known=local):
             try:  # the common case: every row a message on a known topic, built in one go
-                batch = [Message(chans[t], ts, ts, 0, d) for t, ts, d, ok in rows if ok]
-            except (KeyError, IndexError):
+                if rows and len(rows[0]) == 3:  # SQLite checked every row beforehand
+                    batch = [Message(chans[t], ts, ts, 0, d) for t, ts, d in rows]
+                else:
+                    batch = [Message(chans[t], ts, ts, 0, d) for t, ts, d, ok in rows if ok]
+            except (KeyError, IndexError, TypeError):
                 batch = []
             if len(batch) != len(rows):
                 batch = []
