@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from polybag.compression import decompress
@@ -202,13 +203,23 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         return heapq.merge(*streams, key=_log_time, reverse=reverse)
 
     def _file_messages(self, i: int, ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
-        st = self._storages[i]
+        """Storage file ``i``'s messages selected; without compressed messages and not
+        recovering, the storage's batches flattened in C (no Python frame per message)."""
         local = self._local[i]
         local_ids = None if ids is None else {lid for lid, ch in local.items() if ch.id in ids}
         if local_ids is not None and not local_ids:
-            return
+            return iter(())
+        if not self._per_message and not self._sniff_zstd and not self.recover:
+            return chain.from_iterable(self._storages[i].messages(local, local_ids, start, end, reverse, order))
+        return self._file_messages_checked(i, local_ids, start, end, reverse, order)
+
+    def _file_messages_checked(
+        self, i: int, local_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[Message]:
+        """:meth:`_file_messages` decompressing messages, or noting damage when recovering."""
+        st = self._storages[i]
         try:
-            batches = st.messages(local, local_ids, start, end, reverse, order)
+            batches = st.messages(self._local[i], local_ids, start, end, reverse, order)
             if not self._per_message and not self._sniff_zstd:
                 for batch in batches:
                     yield from batch
