@@ -64,7 +64,7 @@ def add_common(
     """``FILE...``, ``--output-dir``, ``--force`` (and ``--no-backup``, ``-q``) of a command
     that rewrites files in place (compress, decompress, reindex)."""
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--output-dir", metavar="DIR", help=output_help)
+    p.add_argument("-o", "--output-dir", metavar="DIR", help=output_help)
     p.add_argument(
         "-f",
         "--force",

@@ -158,7 +158,7 @@ def test_cli_compress_and_decompress(tmp_path: Path, capsys: pytest.CaptureFixtu
     bag = tmp_path / "run"
     write_rosbags_bag(bag, storage="mcap", n=12)
     want = sorted(rosbags_view(bag))
-    assert main(["compress", "--mode", "message", "--output-dir", str(tmp_path / "z"), str(bag)]) == 0
+    assert main(["compress", "--mode", "message", "-o", str(tmp_path / "z"), str(bag)]) == 0
     assert "12 messages" in capsys.readouterr().out
     assert _meta(tmp_path / "z" / "run")["compression_mode"] == "MESSAGE"
     assert main(["decompress", "-q", "--output-dir", str(tmp_path / "plain"), str(tmp_path / "z" / "run")]) == 0
