@@ -167,3 +167,19 @@ def test_cli_compress_and_decompress(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["compress", "-q", str(bag)]) == 0  # in place, zstd per file
     assert _meta(bag)["compression_mode"] == "FILE" and os.path.isdir(tmp_path / "run.orig")
     assert main(["compress", "-q", "--bz2", "--output-dir", str(tmp_path / "x"), str(bag)]) != 0
+
+
+def test_ros_distro_and_custom_data_are_kept(tmp_path: Path) -> None:
+    from rosbag2_helpers import STRING, typestore
+    from rosbags.rosbag2 import Writer
+
+    bag = tmp_path / "run"
+    ts = typestore()
+    with Writer(bag, version=9) as w:
+        w.set_custom_data("robot", "r2")
+        c = w.add_connection("/s", STRING, typestore=ts)
+        w.write(c, 5, ts.serialize_cdr(ts.types[STRING](data="x"), STRING))
+    ops.compress(bag, output_dir=tmp_path / "z")
+    meta = _meta(tmp_path / "z" / "run")
+    assert meta["custom_data"] == {"robot": "r2"}
+    assert meta["ros_distro"] == _meta(bag)["ros_distro"] == "rosbags"

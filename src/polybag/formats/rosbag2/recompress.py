@@ -52,8 +52,16 @@ def recompress_rosbag2(
         kinds = {st.kind for st in r._storages}
         storage = kinds.pop() if len(kinds) == 1 else "sqlite3"
         version = 9 if r.info is not None and r.info.version >= 9 else 8
+        info = r.info
         w = Rosbag2Writer(
-            dst, storage=storage, compression=compression, compression_mode=mode, version=version, overwrite=overwrite
+            dst,
+            storage=storage,
+            compression=compression,
+            compression_mode=mode,
+            version=version,
+            overwrite=overwrite,
+            ros_distro=(info.ros_distro if info is not None and info.ros_distro else "polybag"),
+            custom_data=info.custom_data if info is not None else None,
         )
         try:
             for m in r.messages(order="file"):

@@ -75,7 +75,8 @@ class Rosbag2Writer(Writer):
     Options: ``storage`` (``sqlite3``, the default, or ``mcap``), ``compression``
     (``none`` or ``zstd``), ``compression_mode`` (``file``: each storage file compressed
     whole, the default; ``message``: each payload), ``version`` (8, the default, or 9),
-    ``chunk_size``/``chunk_compression`` (MCAP storage chunks), ``overwrite``.
+    ``chunk_size``/``chunk_compression`` (MCAP storage chunks), ``overwrite``,
+    ``ros_distro`` and ``custom_data`` (metadata.yaml's, versions 8 and 6 on).
     """
 
     format = "rosbag2"
@@ -92,6 +93,8 @@ class Rosbag2Writer(Writer):
         chunk_size: int | None = None,
         chunk_compression: str = "none",
         overwrite: bool = True,
+        ros_distro: str = "polybag",
+        custom_data: Mapping[str, str] | None = None,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -105,6 +108,8 @@ class Rosbag2Writer(Writer):
         self.compression_mode = mode if comp == "zstd" else ""
         self.version = version
         self.overwrite = overwrite
+        self.ros_distro = str(ros_distro)
+        self.custom_data = {str(k): str(v) for k, v in (custom_data or {}).items()}
         self.final_path = os.path.normpath(os.fspath(path))
         self.active_path = self.final_path + ".active"
         self.name = os.path.basename(self.final_path)
@@ -271,7 +276,8 @@ class Rosbag2Writer(Writer):
             message_count=count,
             compression_mode=self.compression_mode,
             compression_format="zstd" if self.compression_mode else "",
-            ros_distro="polybag",
+            ros_distro=self.ros_distro,
+            custom_data=dict(self.custom_data),
         )
 
     def close(self) -> None:
