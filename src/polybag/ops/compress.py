@@ -112,7 +112,7 @@ def rewrite_file(
 def _rewrite_into_dir(
     path: str, produce: Callable[[str], dict[str, Any]], output_dir: str, force: bool
 ) -> tuple[str, dict[str, Any]]:
-    """``rewrite_file`` with ``output_dir``: ``produce`` the file of the same name there
+    """``rewrite_file``/``rewrite_dir`` with ``output_dir``: ``produce`` the file (or bag directory) of the same name there
     (never the input, never over a ``.active``, over an existing file only with ``force``)."""
     os.makedirs(output_dir, exist_ok=True)
     name = os.path.basename(path)
@@ -150,29 +150,14 @@ def rewrite_dir(
     """
     path = os.path.normpath(path)
     if output_dir:
-        os.makedirs(output_dir, exist_ok=True)
-        out = os.path.join(output_dir, os.path.basename(path))
-        if os.path.realpath(out) == os.path.realpath(path):
-            raise OutputExistsError(f"{path}: --output-dir would overwrite the input")
-        if os.path.lexists(out + ".active"):
-            raise OutputExistsError(
-                f"{out}.active exists (a recording in progress, or an interrupted write?); not overwritten"
-            )
-        if not force:
-            refuse_existing(out)
-        return out, produce(out)
+        return _rewrite_into_dir(path, produce, output_dir, force)
     new, old = path + ".new", (backup_path(path) if backup else path + ".old")
     for p in (path + ".active", new, new + ".active") + (() if backup else (old,)):
         if os.path.lexists(p):
             raise OutputExistsError(f"{path}: {p} exists (an interrupted run?); move it away first")
-    if backup and os.path.lexists(old):
-        if not force:
-            text = f"{path}: backup {old} exists, skipping (use -f to overwrite it)"
-            if on_skip is None:
-                print(text, file=sys.stderr)
-            else:
-                on_skip(text)
-            return None
+    if backup and os.path.lexists(old) and not force:
+        _skip(f"{path}: backup {old} exists, skipping (use -f to overwrite it)", on_skip)
+        return None
     report = produce(new)
     if backup and os.path.lexists(old):
         shutil.rmtree(old)  # -f: the old backup goes only once the new bag is complete
@@ -195,17 +180,21 @@ def _tree_size(path: str) -> int:
     return total
 
 
+def _skip(text: str, on_skip: Callable[[str], None] | None) -> None:
+    """Tell why a file is skipped: to ``on_skip``, or by default on stderr."""
+    if on_skip is None:
+        print(text, file=sys.stderr)
+    else:
+        on_skip(text)
+
+
 def _make_backup(path: str, force: bool, on_skip: Callable[[str], None] | None) -> bool:
     """Hard-link (or copy) ``path`` to its backup; False (the reason given to ``on_skip``,
     default: printed to stderr) when the backup exists and not ``force``."""
     bk = backup_path(path)
     if os.path.exists(bk):
         if not force:
-            text = f"{path}: backup {bk} exists, skipping (use -f to overwrite it)"
-            if on_skip is None:
-                print(text, file=sys.stderr)
-            else:
-                on_skip(text)
+            _skip(f"{path}: backup {bk} exists, skipping (use -f to overwrite it)", on_skip)
             return False
         os.unlink(bk)
     try:
