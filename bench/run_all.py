@@ -295,6 +295,12 @@ def rows_ulog(sz: dict[str, Any], rep: dict[str, int]) -> list[Row]:
             fresh_ulog("pyulog", "one", p),
             rep["fresh"],
         ),
+        side_by_side(
+            Row("ulog_full_summary", "  ref: all topics, the channels listed by r.summary (times read)", "pyulog ULog(path)", "wall", None),
+            fresh_ulog("polybag", "full_summary", p),
+            fresh_ulog("pyulog", "full", p),
+            rep["fresh"],
+        ),
         # the fixed cost of a fresh process, paid by both sides (the same code on both)
         side_by_side(
             Row("ulog_pass", "  ref: fresh `python -c pass` (both sides)", "the same", "wall", None),

@@ -168,7 +168,12 @@ class _Data:
         self._ensure_counts()
         with_data = [s for s in found if s.count]
         s = (with_data or found)[0]
+        if s.positions is None and self._grouping_pending and self._masked:
+            # a second topic: every subscription's offsets in one sort (a mask per chunk for
+            # each topic costs more from the third topic on)
+            self._group_all()
         if s.positions is None and self._d_chunks is not None:  # not selected up front
+            self._masked = True
             pos_chunks, sub_chunks = self._d_chunks
             found = [pc[sc == s.index] for pc, sc in zip(pos_chunks, sub_chunks)]
             s.positions = np.concatenate(found) if found else np.zeros(0, np.int64)

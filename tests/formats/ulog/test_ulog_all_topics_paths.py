@@ -1,0 +1,209 @@
+"""Reading every topic of a ULog log the way a script does (``channels()``, then
+``topic_columns`` of each) gives exactly what the grouped path and pyulog give.
+
+The speed paths checked here (issue 13's all-topics row):
+
+* ``channels()`` comes from the open, without the summary (no timestamp is read);
+* the first topic asked for pulls its offsets out of the scan's chunks by a mask, the
+  second groups every subscription's offsets with one stable sort, in whatever order the
+  topics are asked for;
+* a small file keeps its mapped pages through the scan (a large one releases them as it
+  goes): the same values either way;
+* the candidate scan runs in plain threads; an error in one of them is raised in the
+  caller.
+
+The logs: multi-instance topics, a nested type, trailing padding left out of some data
+messages, a format with ``_padding0`` twice, a log cut inside a message, a damaged one, and
+one with appended data.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import polybag
+from polybag.formats.ulog import reader as ulog_reader
+from polybag.formats.ulog import scan as ulog_scan
+from ulog_helpers import (
+    POS_FMT,
+    data,
+    flags,
+    fmt,
+    header,
+    log,
+    pos_payload,
+    pyulog_columns,
+    sub,
+    synthetic_log,
+    write,
+)
+
+pytest.importorskip("pyulog")
+
+TRAIL = "trail:uint64_t timestamp;uint8_t a;uint8_t[3] _padding0;float b;uint16_t c;uint8_t[2] _padding0;"
+
+
+def _trail_log(n: int = 120) -> bytes:
+    out = [header(), flags(), fmt(TRAIL), fmt(POS_FMT)]
+    out += [sub(0, 0, "trail"), sub(1, 1, "pos"), sub(0, 2, "pos")]
+    for i in range(n):
+        ts = 2_000_000 + i * 500
+        out.append(data(0, struct.pack("<QB3sfH", ts, i % 256, b"\xaa" * 3, -i * 1.5, i % 65536)))
+        out.append(data(1, pos_payload(ts + 1, i)))
+        if i % 3 == 0:
+            out.append(data(2, pos_payload(ts + 2, i + 7, padded=i % 2 == 0)))
+    return b"".join(out)
+
+
+def _appended_log() -> bytes:
+    base = header() + flags(incompat=1, offsets=(0,)) + fmt(POS_FMT) + sub(0, 0, "pos") + sub(1, 1, "pos")
+    part1 = b"".join(data(i % 2, pos_payload(10 + i, i)) for i in range(9))
+    partial = data(0, pos_payload(99, 99))[:9]  # cut off by the crash
+    off = len(base) + len(part1) + len(partial)
+    appended = b"".join(data(i % 2, pos_payload(30 + i, i)) for i in range(5)) + log(ord("6"), 40, "after")
+    b = bytearray(base + part1 + partial + appended)
+    b[16 + 3 + 16 : 16 + 3 + 24] = struct.pack("<Q", off)  # appended_offsets[0]
+    return bytes(b)
+
+
+def _damaged(raw: bytes, spans: list[tuple[int, int, int]]) -> bytes:
+    """``raw`` with an impossible size in the header of a data message two thirds in."""
+    b = bytearray(raw)
+    q = next(start for start, _end, kind in spans if kind >= 0 and start > len(b) * 2 // 3)
+    b[q : q + 2] = b"\xff\xff"
+    return bytes(b)
+
+
+def _logs() -> dict[str, bytes]:
+    synth, spans = synthetic_log(60, padded=True)
+    trail = _trail_log()
+    return {
+        "synthetic": synth,
+        "synthetic_cut": synth[: len(synth) - 9],
+        "synthetic_damaged": _damaged(synth, spans),
+        "trail": trail,
+        "trail_cut": trail[: len(trail) - 4],
+        "appended": _appended_log(),
+    }
+
+
+LOGS = _logs()
+
+
+def _grouped(path: str) -> tuple[dict[tuple[str, int], dict[str, np.ndarray]], dict[int, object]]:
+    """Every topic's columns after the summary grouped every subscription first."""
+    with polybag.open(path, recover=True) as r:
+        chans = r.summary.channels
+        assert not r._grouping_pending
+        cols = {
+            (ch.topic, int(ch.metadata.get("multi_id", "0"))): r.topic_columns(
+                ch.topic, ch.metadata.get("multi_id", "0"), padding=True, log_time=True
+            )
+            for ch in chans.values()
+        }
+        return cols, dict(chans)
+
+
+def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert list(a) == list(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype, k
+        assert np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind == "f"), k
+
+
+def _read_in_order(path: str, order: list[int]) -> tuple[dict[tuple[str, int], dict[str, np.ndarray]], dict]:
+    with polybag.open(path, recover=True) as r:
+        chans = r.channels()
+        assert r._summary is None  # listing the channels made no summary
+        lst = list(chans.values())
+        got = {}
+        for i in order:
+            ch = lst[i % len(lst)]
+            got[(ch.topic, int(ch.metadata.get("multi_id", "0")))] = r.topic_columns(
+                ch.topic, ch.metadata.get("multi_id", "0"), padding=True, log_time=True
+            )
+        return got, dict(chans)
+
+
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_channels_then_every_topic_equals_the_grouped_path_and_pyulog(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path, f"{name}.ulg", LOGS[name])
+    want, want_chans = _grouped(path)
+    with polybag.open(path, recover=True) as r:
+        chans = r.channels()
+        assert r._summary is None
+        assert chans == want_chans
+        got = {}
+        for i, ch in enumerate(chans.values()):
+            key = (ch.topic, int(ch.metadata.get("multi_id", "0")))
+            got[key] = r.topic_columns(ch.topic, ch.metadata.get("multi_id", "0"), padding=True, log_time=True)
+            if i == 0 and ch.topic != "log_message":
+                assert r._grouping_pending  # the first topic: a mask, the others wait
+        assert not r._grouping_pending or len(chans) < 3
+        assert r.summary.channels == chans  # the summary made afterwards: the same channels
+        assert bool(r.ulog.corruptions) == (name in ("synthetic_damaged", "synthetic_cut", "trail_cut"))
+    assert got.keys() == want.keys()
+    for k in want:
+        _same(got[k], want[k])
+    if name in ("synthetic_damaged", "appended"):
+        return  # pyulog stops at the damage / forgets the appended part's subscriptions
+    theirs = pyulog_columns(path)
+    for key, peer in theirs.items():
+        mine = got[key]
+        kept = np.isin(mine["timestamp"], peer["timestamp"])  # pyulog drops padded messages
+        assert int(kept.sum()) == len(peer["timestamp"]) > 0
+        for k, v in peer.items():
+            if "_padding" not in k:
+                assert np.array_equal(mine[k][kept], v, equal_nan=v.dtype.kind == "f"), (key, k)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(sorted(LOGS)), order=st.lists(st.integers(0, 50), min_size=1, max_size=12))
+def test_topics_in_any_order_equal_the_grouped_path(tmp_path: Path, name: str, order: list[int]) -> None:
+    path = write(tmp_path, f"{name}.ulg", LOGS[name])
+    want, _ = _grouped(path)
+    got, _ = _read_in_order(path, order)
+    for k, v in got.items():
+        _same(v, want[k])
+
+
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_kept_or_released_pages_give_the_same_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    path = write(tmp_path, f"{name}.ulg", LOGS[name])
+    kept, _ = _read_in_order(path, list(range(50)))
+    monkeypatch.setattr(ulog_scan, "_KEEP_MAPPED", 0)  # release as a large file does
+    monkeypatch.setattr(ulog_reader, "_SCAN_CHUNK", 1 << 9)  # many chunks: many releases
+    released, _ = _read_in_order(path, list(range(50)))
+    assert kept.keys() == released.keys()
+    for k in kept:
+        _same(kept[k], released[k])
+
+
+def test_an_error_in_a_scanning_thread_is_raised_in_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synth, _ = synthetic_log(400)
+    path = write(tmp_path, "t.ulg", synth)
+    monkeypatch.setattr(ulog_reader, "_SCAN_CHUNK", 1 << 10)
+    monkeypatch.setattr(ulog_reader, "_scan_workers", lambda n: 2)
+    real = ulog_scan._Scan._scan_part
+    calls: list[int] = []
+
+    def failing(self: ulog_scan._Scan, a0: int, *args: object) -> object:
+        calls.append(a0)
+        if len(calls) > 1 or a0 > 1000:  # the second part (the thread's)
+            raise MemoryError("scan part")
+        return real(self, a0, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ulog_scan._Scan, "_scan_part", failing)
+    with pytest.raises(MemoryError, match="scan part"):
+        polybag.open(path)
+    assert len(calls) == 2
