@@ -259,6 +259,11 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         import numpy as np
 
         ids = topic_filter([topic], self._channels.values()) or set()
+        if len(self._storages) == 1 and not self._per_message and not self.recover:
+            lids = {lid for lid, ch in self._local[0].items() if ch.id in ids}
+            arrays = self._storages[0].payload_arrays(lids, self._local[0]) if lids else None
+            if arrays is not None:  # straight from the database's pages (no row through Python)
+                return arrays
         times: list[int] = []
         datas: list[bytes | memoryview] = []
         for i, st in enumerate(self._storages):

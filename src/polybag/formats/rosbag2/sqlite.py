@@ -83,6 +83,7 @@ class SqliteStorage:
         self.noted = 0
         self._tmp: str | None = None
         self._checked: dict[tuple[Any, ...], bool] = {}
+        self._pages: Any = None  # the PageTable (pages.py) once opened; False: not for this file
         try:
             with open(path, "rb") as f:
                 head = f.read(len(SQLITE_MAGIC))
@@ -208,6 +209,71 @@ class SqliteStorage:
             yield from _fetched(self.conn.execute(q, args))
         except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
+
+    def page_rows(
+        self, topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str, known: Iterable[int]
+    ) -> tuple[Any, Iterator[Any]] | None:
+        """``(PageTable, batches of Rows)``: the selected rows read straight from the file's
+        pages (:mod:`polybag.formats.rosbag2.pages`, 2-4x faster than rows through the
+        ``sqlite3`` module), every row of the table checked before the first batch; None when
+        the read goes through SQLite instead: recovering, a time window (the timestamp index
+        serves it without reading the rest), a database rolled back in a copy, or a file or
+        table the fast path does not read (found out before anything is given)."""
+        if self.recover or start is not None or end is not None or self._tmp is not None or self._pages is False:
+            return None
+        from polybag.formats.rosbag2.pages import GiveUp, PageTable
+
+        if self._pages is None:
+            self._pages = PageTable.open(self.path, self.conn) or False
+            if self._pages is False:
+                return None
+        table = self._pages
+        batches = table.select(topic_ids, {int(k) for k in known}, order, reverse)
+        try:
+            first = next(batches, None)
+        except GiveUp:
+            self._pages = False  # SQLite reads it, and reports what is wrong
+            table.close()
+            return None
+        return table, self._page_batches(first, batches)
+
+    def _page_batches(self, first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+        from polybag.formats.rosbag2.pages import GiveUp
+
+        if first is None:
+            return
+        yield first
+        try:
+            yield from rest
+        except GiveUp as e:  # the second pass over an immutable file: the first one passed
+            raise FormatError(f"the messages table changed while it was read: {e}", self.path) from None
+
+    def payload_arrays(self, topic_ids: set[int], known: Iterable[int]) -> tuple[Any, Any, Any, Any] | None:
+        """``(log times, blob, starts, sizes)`` of the topic ids in log-time order as numpy
+        arrays, from the file's pages: ``blob`` is the mapped file itself when no payload
+        spilled into overflow pages (nothing copied), else the payloads joined.  None: not
+        from the pages (:meth:`page_rows`)."""
+        import numpy as np
+
+        from polybag.formats.rosbag2.pages import Rows
+
+        got = self.page_rows(topic_ids, None, None, False, "log_time", known)
+        if got is None:
+            return None
+        table, batches = got
+        parts = list(batches)
+        if not parts:
+            e = np.zeros(0, np.int64)
+            return e.astype(np.uint64), np.zeros(0, np.uint8), e, e
+        rows = Rows.join(parts)
+        times = rows.ts.astype(np.uint64)
+        if not rows.extra:
+            return times, table.buf, rows.start, rows.size
+        blob = np.frombuffer(b"".join(table.payloads(rows, 0, len(rows))), np.uint8)
+        starts = np.zeros(len(rows), np.int64)
+        if len(rows) > 1:
+            np.cumsum(rows.size[:-1], out=starts[1:])
+        return times, blob, starts, rows.size.copy()
 
     def _all_ok(self, where: str, args: tuple[Any, ...], ids: list[int]) -> bool:
         """Whether every selected row is a message on one of the topic ``ids`` (any id when
@@ -397,6 +463,9 @@ class SqliteStorage:
 
     def close(self) -> None:
         """Close the database and remove a temporary copy."""
+        if self._pages:
+            self._pages.close()
+        self._pages = False
         conn = getattr(self, "conn", None)
         if conn is not None:
             try:

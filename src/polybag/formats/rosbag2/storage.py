@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,8 @@ from polybag.formats import registry
 from polybag.formats.rosbag2.sqlite import SQLITE_MAGIC, SqliteStorage
 from polybag.model import Attachment, Channel, Message, Metadata
 from polybag.remote import source_for_path
+
+_PAGE_BATCH = 2048  # messages built per batch from rows read off the pages
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BLOCK = 1 << 20
@@ -75,6 +77,11 @@ class Storage:
     def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
         """``(log times, payloads)`` of the local topic ids in log-time order, in bulk; None:
         not offered (the reader iterates the messages)."""
+        return None
+
+    def payload_arrays(self, topic_ids: set[int], known: Iterable[int]) -> tuple[Any, Any, Any, Any] | None:
+        """``(log times, blob, starts, sizes)`` of the local topic ids in log-time order as
+        numpy arrays (``known``: every local topic id); None: not offered (:meth:`payloads`)."""
         return None
 
     def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
@@ -148,6 +155,9 @@ class SqliteFile(Storage):
     def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
         return self.db.payloads(topic_ids)
 
+    def payload_arrays(self, topic_ids: set[int], known: Iterable[int]) -> tuple[Any, Any, Any, Any] | None:
+        return self.db.payload_arrays(topic_ids, known)
+
     def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
         return self.db.time_buckets(topic_ids)
 
@@ -163,6 +173,18 @@ class SqliteFile(Storage):
         chans: Any = local
         if all(isinstance(k, int) and k >= 0 for k in local) and top < 4 * len(local) + 64:
             chans = [local.get(k) for k in range(top + 1)]
+        paged = self.db.page_rows(topic_ids, start, end, reverse, order, known=local)
+        if paged is not None:  # read from the file's pages: every row already checked
+            table, batches = paged
+            for rows in batches:
+                for lo in range(0, len(rows), _PAGE_BATCH):
+                    hi = lo + _PAGE_BATCH
+                    datas = table.payloads(rows, lo, hi)
+                    yield [
+                        Message(chans[t], ts, ts, 0, d)
+                        for t, ts, d in zip(rows.tid[lo:hi].tolist(), rows.ts[lo:hi].tolist(), datas)
+                    ]
+            return
         for rows in self.db.messages(topic_ids, start, end, reverse, order, known=local):
             try:  # the common case: every row a message on a known topic, built in one go
                 if rows and len(rows[0]) == 3:  # SQLite checked every row beforehand
