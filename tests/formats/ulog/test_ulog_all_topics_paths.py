@@ -207,3 +207,30 @@ def test_an_error_in_a_scanning_thread_is_raised_in_the_caller(
     with pytest.raises(MemoryError, match="scan part"):
         polybag.open(path)
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("nsubs", [3, 128, 129, 300])
+def test_grouping_of_many_subscriptions_with_control_messages_between(tmp_path: Path, nsubs: int) -> None:
+    """The grouping sorts one-byte keys up to 128 subscriptions and wider ones above; the
+    control messages' offsets among the data (logged strings here) are never a topic's."""
+    names = ["pos" if i < 200 else "qos" for i in range(nsubs)]  # (a multi_id is one byte)
+    out = [header(), flags(), fmt(POS_FMT), fmt(POS_FMT.replace("pos:", "qos:"))]
+    out += [sub(i % 200, i, names[i]) for i in range(nsubs)]
+    want: dict[int, list[int]] = {i: [] for i in range(nsubs)}
+    for k in range(nsubs * 4 + 7):
+        i = (k * 7) % nsubs
+        ts = 5_000 + k
+        want[i].append(ts)
+        out.append(data(i, pos_payload(ts, k)))
+        if k % 5 == 0:
+            out.append(log(ord("6"), ts, f"text {k}"))
+    path = write(tmp_path, f"many{nsubs}.ulg", b"".join(out))
+    with polybag.open(path) as r:
+        chans = [ch for ch in r.channels().values() if ch.topic != "log_message"]
+        assert len(chans) == nsubs
+        got = {int(ch.metadata["msg_id"]): r.topic_columns(ch.topic, ch.metadata["multi_id"]) for ch in chans}
+        assert not r._grouping_pending
+    assert {i: c["timestamp"].tolist() for i, c in got.items()} == want
+    theirs = pyulog_columns(path)
+    for i, c in got.items():
+        _same({k: v for k, v in c.items() if "_padding" not in k}, dict(theirs[(names[i], i % 200)]))

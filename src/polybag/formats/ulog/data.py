@@ -128,18 +128,24 @@ class _Data:
         self._d_chunks = None
         counts = np.array([s.count for s in subs], dtype=np.int64)
         d_pos = np.concatenate(pos_chunks) if pos_chunks else np.zeros(0, np.int64)
-        d_sub = np.concatenate(sub_chunks) if sub_chunks else np.zeros(0, np.int32)
+        if len(subs) <= 128:
+            # one byte per key: the radix sort takes one pass; the offsets of control
+            # messages (-1) and dropped data (< -1) wrap to 128..255 and sort after every
+            # subscription's
+            key = np.concatenate([sc.astype(np.uint8) for sc in sub_chunks]) if sub_chunks else np.zeros(0, np.uint8)
+        else:
+            d_sub = np.concatenate(sub_chunks) if sub_chunks else np.zeros(0, np.int32)
+            key = np.where(d_sub < 0, len(subs), d_sub).astype(np.int16 if len(subs) < (1 << 15) else np.int32)
         del pos_chunks, sub_chunks
-        if len(d_sub) and int(d_sub.min()) < 0:
-            is_data = d_sub >= 0
-            d_pos, d_sub = d_pos[is_data], d_sub[is_data]
         # group data messages by subscription (stable: file order within each; radix sort)
-        key = d_sub.astype(np.int16) if len(subs) < (1 << 15) else d_sub
         order = np.argsort(key, kind="stable")
-        bounds = np.concatenate([[0], np.cumsum(counts)])
+        del key
+        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        grouped = d_pos[order[: bounds[-1]]]  # every subscription's offsets, one after the other
+        del order, d_pos
         for s in subs:
             if s.positions is None:
-                s.positions = d_pos[order[bounds[s.index] : bounds[s.index + 1]]]
+                s.positions = grouped[bounds[s.index] : bounds[s.index + 1]]
 
     def _ensure_counts(self) -> None:
         """The data message count of every subscription (those of topics not selected up
