@@ -234,3 +234,57 @@ def test_grouping_of_many_subscriptions_with_control_messages_between(tmp_path: 
     theirs = pyulog_columns(path)
     for i, c in got.items():
         _same({k: v for k, v in c.items() if "_padding" not in k}, dict(theirs[(names[i], i % 200)]))
+
+
+def _late_subs_log() -> bytes:
+    """Subscriptions added among the data (each batch may bring new ones), one of them for a
+    format that cannot be laid out, and a msg_id subscribed again."""
+    out = [header(), flags(), fmt(POS_FMT), fmt(TRAIL), fmt("bad:nosuch x;")]
+    out.append(sub(0, 0, "pos"))
+    for k in range(400):
+        if k == 50:
+            out.append(sub(1, 1, "pos"))
+        if k == 120:
+            out.append(sub(0, 2, "trail"))
+            out.append(sub(0, 3, "bad"))
+        if k == 300:
+            out.append(sub(2, 1, "pos"))  # msg_id 1 again
+        out.append(data(0, pos_payload(1000 + k, k)))
+        if k >= 50:
+            out.append(data(1, pos_payload(5000 + k, k)))
+        if k >= 120:
+            out.append(data(2, struct.pack("<QB3sfH", 9000 + k, k % 256, b"\xaa" * 3, k * 0.5, k)))
+            out.append(data(3, b"\x01" * 9))
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("limit", [7, 64, 1 << 16])
+@pytest.mark.parametrize("name", [*sorted(LOGS), "late_subs"])
+def test_fast_batches_equal_the_general_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, limit: int
+) -> None:
+    """Batches checked by the msg_id tables (kept from the batch that brought the
+    subscriptions) read exactly what the general path of every batch reads."""
+    raw = _late_subs_log() if name == "late_subs" else LOGS[name]
+    path = write(tmp_path, f"{name}.ulg", raw)
+    monkeypatch.setattr(ulog_reader, "_WALK_LIMIT", limit)
+
+    def read() -> tuple[object, ...]:
+        with polybag.open(path, recover=True, warn=False) as r:
+            cols = {
+                (ch.topic, ch.metadata.get("multi_id")): r.topic_columns(ch.topic, ch.metadata.get("multi_id", "0"))
+                for ch in r.channels().values()
+            }
+            return cols, r.summary.message_counts, r.ulog.corruptions, r.recovery_report["errors"]
+
+    fast = read()
+    from polybag.formats.ulog import batches
+
+    monkeypatch.setattr(batches._Batches, "_fast_chunk", lambda self, p, words: False)
+    general = read()
+    assert fast[1:] == general[1:]
+    assert fast[0].keys() == general[0].keys()  # type: ignore[attr-defined]
+    for k in fast[0]:  # type: ignore[attr-defined]
+        _same(fast[0][k], general[0][k])  # type: ignore[index]
+    if name == "late_subs":
+        assert fast[2]  # the topic without a usable format is reported

@@ -37,7 +37,7 @@ class _Batch:
     :meth:`_Batches._process_chunk`: what is known of its data messages (those before the
     first unsound control message) as the steps go."""
 
-    __slots__ = ("p", "t", "k", "ctrl", "d_idx", "dpos", "dwords", "msg_id", "dsize", "new_subs", "new_dead", "entries", "cand", "ok")
+    __slots__ = ("p", "t", "k", "ctrl", "d_idx", "dpos", "dwords", "msg_id", "dsize", "new_subs", "new_dead", "entries", "cand", "ok", "tables")
 
     def __init__(
         self,
@@ -68,6 +68,9 @@ class _Batch:
         # per data message: subscription index, -1 for none, -2 - index of a _DeadSub
         self.cand: np.ndarray = np.zeros(0, np.int64)
         self.ok: np.ndarray = np.zeros(0, bool)  # valid for cand
+        # the msg_id tables of _match_by_table with this batch's subscriptions (they serve
+        # the next batches once the whole batch took effect)
+        self.tables: tuple[Any, ...] | None = None
 
     def sizes(self) -> np.ndarray:
         """Body sizes of the data messages without the msg_id (made on first need)."""
@@ -312,6 +315,10 @@ class _Batches:
         self._pending_damage = []
         self._apply_controls(bt, b)
         self._store_data(bt, b, dropped)
+        if bt.tables is not None and b == len(p) and len(self._subs) == len(bt.entries):
+            # every subscription of the batch took effect: its tables are those of the
+            # subscriptions now in force (each msg_id once), for the next batch's fast path
+            self._tables = (self._table_key(), *bt.tables[1:])
         return b if b < len(p) else None
 
     def _parse_subscriptions(self, bt: _Batch) -> None:
@@ -354,6 +361,8 @@ class _Batches:
             tables = _msg_id_tables(entries, dead_entries, key)
             if not new_subs and not new_dead:  # the same tables serve the next chunks
                 self._tables = tables
+            else:
+                bt.tables = tables
         else:
             tables = self._tables
         _key, sub_of, head_m, lo_m, hi_m, ranged, _hs = tables
