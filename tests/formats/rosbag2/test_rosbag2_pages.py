@@ -213,7 +213,7 @@ def test_tables_larger_than_what_is_kept_are_read_twice(tmp_path: Path, monkeypa
     streams them; out of time order they are read through SQLite's index instead."""
     monkeypatch.setattr(pages, "KEEP_ROWS", 100)
     monkeypatch.setattr(pages, "CACHE_ROWS", 100)
-    monkeypatch.setattr(pages, "BATCH_PAGES", 3)
+    monkeypatch.setattr(pages, "BATCH_BYTES", 3 * 1024)
     db = make_db(tmp_path / "b.db3", _rows(4000), 1024)
     assert page_rows(db) == sqlite_rows(db)
     assert page_rows(db, reverse=True) == sqlite_rows(db)[::-1]
@@ -267,6 +267,17 @@ def test_damaged_pages_give_sqlites_rows_or_a_polybag_error(tmp_path_factory: py
         return
     if want is not None and not any(x[1] not in (1, 2, 7) or not isinstance(x[3], bytes) for x in want):
         assert sorted(got) == sorted((x[2], x[3]) for x in want if isinstance(x[2], int) and x[2] >= 0)
+
+
+def test_reading_on_after_close_is_a_polybag_error(tmp_path: Path) -> None:
+    db = make_db(tmp_path / "b.db3", _rows(5000))
+    r = polybag.open(db)
+    it = r.messages()
+    next(it)
+    r.close()
+    with pytest.raises(PolybagError):
+        for _m in it:
+            pass
 
 
 def test_varints_of_every_length() -> None:

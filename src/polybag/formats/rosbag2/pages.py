@@ -38,11 +38,15 @@ import struct
 from collections.abc import Iterator
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
-# leaf pages parsed per batch (a 4 KiB page holds ~50-200 small rows)
-BATCH_PAGES = 2048
+from polybag.errors import FormatError
+
+# bytes of leaf pages parsed per batch (1,024 pages of 4 KiB, ~50-200 small rows each; the
+# batch's numpy temporaries take ~15x the bytes of its cell pointers)
+BATCH_BYTES = 4 << 20
 # selected rows kept in memory from the checking pass (40 bytes each)
-KEEP_ROWS = 8_000_000
+KEEP_ROWS = 4_000_000
 # a table of up to this many rows is kept parsed while the file is open (80 MB at most)
 CACHE_ROWS = 2_000_000
 _MAX_DEPTH = 40
@@ -103,48 +107,44 @@ class Rows:
         )
 
 
-def _varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray | int) -> tuple[np.ndarray, np.ndarray | int]:
+def _varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray | int | None = None) -> tuple[np.ndarray, np.ndarray | int]:
     """The SQLite varints at ``pos``: values (int64; a 9-byte varint's 64 bits as they
     are) and lengths (an int when every one has the same); each must end before ``limit``
-    (its page's end)."""
+    (its page's end) when one is given (else the caller checks where they ended)."""
     n = len(pos)
     if n == 0:
         return np.zeros(0, np.int64), 1
-    if int(pos.max()) >= len(buf):
+    top = int(pos.max())
+    if top >= len(buf):
         raise GiveUp("varint past the end of the file")
     b = buf[pos]
     if int(b.max()) < 0x80:  # the common case: every one a single byte
-        if bool(np.any(pos + 1 > limit)):
+        if limit is not None and bool(np.any(pos + 1 > limit)):
             raise GiveUp("varint crosses the end of its page")
         return b.astype(np.int64), 1
-    val = (b & 0x7F).astype(np.uint64)
-    ln = np.ones(n, np.int64)
-    more = np.flatnonzero(b & 0x80)
-    p = pos[more] + 1
-    for i in range(1, 9):
-        if not len(more):
-            break
-        if int(p.max()) >= len(buf):
-            raise GiveUp("varint past the end of the file")
-        b = buf[p].astype(np.uint64)
-        if i < 8:
-            val[more] = (val[more] << np.uint64(7)) | (b & np.uint64(0x7F))
-            ln[more] += 1
-            keep = (b & np.uint64(0x80)) != 0
-            more, p = more[keep], p[keep] + 1
-        else:
-            val[more] = (val[more] << np.uint64(8)) | b
-            ln[more] += 1
-    if bool(np.any(pos + ln > limit)):
+    if top + 9 > len(buf):
+        raise GiveUp("varint at the very end of the file")  # never in a page SQLite wrote
+    w = sliding_window_view(buf, 9)[pos]  # nine bytes from each: one copy per row
+    stop = w[:, :8] < 0x80
+    ln = np.where(stop.any(axis=1), stop.argmax(axis=1) + 1, 9)
+    val = np.zeros(n, np.uint64)
+    for k in range(min(int(ln.max()), 8)):
+        val = np.where(ln > k, (val << np.uint64(7)) | (w[:, k] & 0x7F).astype(np.uint64), val)
+    nine = ln == 9
+    if nine.any():
+        val = np.where(nine, (val << np.uint64(8)) | w[:, 8].astype(np.uint64), val)
+    if limit is not None and bool(np.any(pos + ln > limit)):
         raise GiveUp("varint crosses the end of its page")
     return val.view(np.int64), ln
 
 
 def _be_ints(buf: np.ndarray, pos: np.ndarray, types: np.ndarray) -> np.ndarray:
-    """Signed big-endian integers of SQLite serial ``types`` (1-6, 8, 9) at ``pos``."""
+    """Signed big-endian integers of SQLite serial ``types`` (1-6, 8, 9) at ``pos`` (each
+    ``size`` bytes gathered as one row of a sliding-window view: a copy per row, no index
+    per byte)."""
     if len(types) and int(types.min()) == int(types.max()) and _INT_SIZE[int(types[0])] in (1, 2, 4, 8):
         size = _INT_SIZE[int(types[0])]  # the common case: one width for every row
-        return buf[pos[:, None] + np.arange(size)].view(f">i{size}").ravel().astype(np.int64)
+        return sliding_window_view(buf, size)[pos].view(f">i{size}").ravel().astype(np.int64)
     out = np.zeros(len(pos), np.int64)
     for t, size in _INT_SIZE.items():
         m = types == t
@@ -153,12 +153,11 @@ def _be_ints(buf: np.ndarray, pos: np.ndarray, types: np.ndarray) -> np.ndarray:
         if size == 0:
             out[m] = t - 8
             continue
-        p = pos[m]
-        raw = buf[p[:, None] + np.arange(size)]
+        raw = sliding_window_view(buf, size)[pos[m]]
         if size in (1, 2, 4, 8):
             out[m] = raw.view(f">i{size}").ravel()
             continue
-        v = np.zeros(len(p), np.int64)  # 3 and 6 bytes: assembled, then sign-extended
+        v = np.zeros(len(raw), np.int64)  # 3 and 6 bytes: assembled, then sign-extended
         for k in range(size):
             v = (v << 8) | raw[:, k]
         top = 1 << (8 * size - 1)
@@ -201,13 +200,14 @@ class PageTable:
         self.path = path
         self.mm = mm
         self.buf = np.frombuffer(mm, dtype=np.uint8)
+        self.buf16 = self.buf[: len(self.buf) // 2 * 2].view(">u2")  # cell pointers: aligned
         self.ps = page_size
         self.usable = usable
         self.npages = len(mm) // page_size
         self.root = root
         self._leaves: np.ndarray | None = None
         self._cache: Rows | None = None  # the whole table, parsed (CACHE_ROWS)
-        self._cache_ids = np.zeros(0, np.int64)
+        self._cache_ids = np.zeros(0, np.int64)  # the known ids the cache was checked against
 
     @classmethod
     def open(cls, path: str, conn: sqlite3.Connection) -> PageTable | None:
@@ -300,8 +300,7 @@ class PageTable:
         pbase = np.repeat(base, n)
         pn = np.repeat(n, n)
         k = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
-        cp = pbase + 8 + 2 * k
-        off = (buf[cp].astype(np.int64) << 8) | buf[cp + 1]
+        off = self.buf16[(pbase >> 1) + 4 + k].astype(np.int64)
         if total and (bool(np.any(off < 8 + 2 * pn)) or bool(np.any(off >= u))):
             raise GiveUp("a cell outside its page")
         end = pbase + u
@@ -336,12 +335,14 @@ class PageTable:
         buf = self.buf
         if bool(np.any(s + p > end)):
             raise GiveUp("a record past the end of its page")
-        h, lh = _varints(buf, s, end)
-        t0, l0 = _varints(buf, s + lh, end)
-        t1, l1 = _varints(buf, s + lh + l0, end)
-        t2, l2 = _varints(buf, s + lh + l0 + l1, end)
-        t3, l3 = _varints(buf, s + lh + l0 + l1 + l2, end)
-        if bool(np.any(lh + l0 + l1 + l2 + l3 != h)) or bool(np.any(t0 != 0)):
+        # the header's varints are checked together: their lengths add up to its size, which
+        # lies within the record, which lies within its page
+        h, lh = _varints(buf, s)
+        t0, l0 = _varints(buf, s + lh)
+        t1, l1 = _varints(buf, s + lh + l0)
+        t2, l2 = _varints(buf, s + lh + l0 + l1)
+        t3, l3 = _varints(buf, s + lh + l0 + l1 + l2)
+        if bool(np.any(lh + l0 + l1 + l2 + l3 != h)) or bool(np.any(h > p)) or bool(np.any(t0 != 0)):
             raise GiveUp("a record that is not (id, topic_id, timestamp, data)")
         if not (_all_int_types(t1) and _all_int_types(t2)):
             raise GiveUp("topic_id or timestamp is not an integer")
@@ -396,8 +397,9 @@ class PageTable:
     def batches(self) -> Iterator[Rows]:
         """Every row, a batch of leaf pages at a time."""
         leaves = self.leaves()
-        for i in range(0, len(leaves), BATCH_PAGES):
-            yield self.parse(leaves[i : i + BATCH_PAGES])
+        step = max(1, BATCH_BYTES // self.ps)
+        for i in range(0, len(leaves), step):
+            yield self.parse(leaves[i : i + step])
 
     def select(self, topic_ids: set[int] | None, known: set[int], order: str, reverse: bool) -> Iterator[Rows]:
         """The rows on ``topic_ids`` (every one when None), in log-time order (timestamp, then
@@ -411,7 +413,7 @@ class PageTable:
         ids = np.array(sorted(known), np.int64)
         want = None if topic_ids is None else np.array(sorted(topic_ids), np.int64)
         if self._cache is not None:
-            if not bool(np.all(np.isin(self._cache_ids, ids))):
+            if not np.array_equal(ids, self._cache_ids) and not bool(np.all(np.isin(self._cache.tid, ids))):
                 raise GiveUp("a row on a topic id the topics table does not have")
             rows = self._cache if want is None else self._cache.take(np.isin(self._cache.tid, want))
             ts = rows.ts
@@ -444,7 +446,7 @@ class PageTable:
                         kept = None  # too many to keep: a second pass parses them again
         if whole is not None:
             self._cache = Rows.join(whole) if whole else self.parse(np.zeros(0, np.int64))
-            self._cache_ids = np.unique(self._cache.tid)
+            self._cache_ids = ids  # every row's topic id is one of these
             if want is None:
                 kept = [self._cache]  # the same rows: joined once
         if kept is not None:
@@ -470,9 +472,10 @@ class PageTable:
 
     def _again(self, want: np.ndarray | None, reverse: bool) -> Iterator[Rows]:
         leaves = self.leaves()
-        spans = list(range(0, len(leaves), BATCH_PAGES))
+        step = max(1, BATCH_BYTES // self.ps)
+        spans = list(range(0, len(leaves), step))
         for i in reversed(spans) if reverse else spans:
-            rows = self.parse(leaves[i : i + BATCH_PAGES])
+            rows = self.parse(leaves[i : i + step])
             if want is not None:
                 rows = rows.take(np.isin(rows.tid, want))
             if reverse:
@@ -483,6 +486,8 @@ class PageTable:
     def payloads(self, rows: Rows, lo: int, hi: int) -> list[bytes]:
         """The payloads of ``rows[lo:hi]`` as bytes."""
         mm = self.mm
+        if mm.closed:
+            raise FormatError("the database was closed while its messages were read", self.path)
         out = [mm[a : a + n] for a, n in zip(rows.start[lo:hi].tolist(), rows.size[lo:hi].tolist())]
         if rows.extra:
             for k, v in rows.extra.items():
@@ -492,7 +497,7 @@ class PageTable:
 
     def close(self) -> None:
         """Unmap the file (left to the garbage collector while a payload array still views it)."""
-        self.buf = np.zeros(0, np.uint8)
+        self.buf = self.buf16 = np.zeros(0, np.uint8)
         self._cache = None
         try:
             self.mm.close()
