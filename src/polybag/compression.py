@@ -70,10 +70,21 @@ def _crc32_impl() -> Callable[..., int]:
     return fast  # type: ignore[no-any-return]
 
 
-crc32: Callable[..., int] = _crc32_impl()
-"""``crc32(data, value=0)``: zlib's CRC-32 of ``data`` (any buffer) continuing ``value``,
-computed by the fastest implementation installed (the MCAP writer's and reader's CRCs:
-about a sixth of a large zstd convert's CPU with zlib's)."""
+# ``crc32(data, value=0)``: zlib's CRC-32 of ``data`` (any buffer) continuing ``value``,
+# computed by the fastest implementation installed (the MCAP writer's and reader's CRCs:
+# about a sixth of a large zstd convert's CPU with zlib's).  Made on first use (module
+# ``__getattr__``): importing ISA-L costs ~1 ms that a ULog or bag read never needs.
+if TYPE_CHECKING:
+    crc32: Callable[..., int]
+
+
+def __getattr__(name: str) -> Any:
+    """``crc32`` on first use (see above)."""
+    if name == "crc32":
+        fn = globals()["crc32"] = _crc32_impl()
+        return fn
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _PIECE = 1 << 22  # output is produced 4 MiB at a time (the transient beyond the chunk itself)
 

@@ -2,8 +2,8 @@
 
 The fixed cost of a new interpreter is most of what a short ULog read costs (issue 13), so
 ``import polybag`` and reading a ULog log must not import the chunk compressors
-(zstandard, lz4) or ``concurrent.futures`` (which imports ``logging``); they are imported on
-first use, and compression still works once they are; and the whole read path (open, one
+(zstandard, lz4), ISA-L (the CRC-32 of MCAP) or ``concurrent.futures`` (which imports
+``logging``); they are imported on first use, and compression still works once they are; and the whole read path (open, one
 topic, summary, every topic, every message) imports no other format, codec, writer,
 operation, the CLI, nor the stream spool's ``tempfile``.
 """
@@ -20,7 +20,7 @@ import numpy as np
 from ulog_helpers import pyulog_columns, synthetic_log, write
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
-LAZY = ("zstandard", "lz4", "lz4.frame", "concurrent.futures", "logging")
+LAZY = ("zstandard", "lz4", "lz4.frame", "concurrent.futures", "logging", "isal", "isal.isal_zlib")
 
 CHILD = """
 import json, sys
