@@ -30,7 +30,7 @@ import gc
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -275,6 +275,34 @@ def floor_sql(path: Path) -> int:
     return n
 
 
+def floor_messages(path: Path) -> int:
+    """The floor of any reader that gives one ``Message`` object per message: the objects
+    built from ready lists (times, channels, payload slices of one buffer) and the same
+    consumer loop as ``read`` (``bytes(m.data)``), with no file read at all."""
+    from itertools import chain
+
+    from polybag.model import Message
+
+    with polybag.open(path) as r:
+        n = r.summary.message_count
+        ch = next(iter(r.summary.channels.values()))
+    blob = bytes(16 * 2048)
+    times = list(range(2048))
+    chans = [ch] * 2048
+    datas = [blob[i * 16 : i * 16 + 16] for i in range(2048)]
+
+    def batches() -> Iterator[list[Message]]:
+        for lo in range(0, n, 2048):
+            k = min(2048, n - lo)
+            yield [Message(c, t, t, 0, d) for c, t, d in zip(chans[:k], times[:k], datas[:k])]
+
+    k = 0
+    for m in chain.from_iterable(batches()):
+        bytes(m.data)
+        k += 1
+    return k
+
+
 SMALL_ROWS: dict[str, tuple[Callable[[Path], int], Callable[[Path], int]]] = {
     "read": (pb_read, rb_read),
     "payloads": (pb_payloads, rb_payloads),
@@ -283,6 +311,7 @@ FLOORS: dict[str, Callable[[Path], int]] = {
     "stdlib sqlite3 bare row loop": floor_sqlite3,
     "apsw bare row loop": floor_apsw,
     "SQLite in C (count, no rows)": floor_sql,
+    "Message objects + loop, no file": floor_messages,
 }
 
 
