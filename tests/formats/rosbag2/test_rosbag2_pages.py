@@ -312,3 +312,85 @@ def _encode_varint(v: int) -> bytes:
         out.append((v & 0x7F) | 0x80)
         v >>= 7
     return bytes(reversed(out))
+
+
+def _root(db: Path) -> int:
+    con = sqlite3.connect(db)
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'messages'").fetchone()
+    con.close()
+    return int(root)
+
+
+def _gives_up(db: Path) -> None:
+    ro = sqlite3.connect(db.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    table = PageTable.open(str(db), ro)
+    try:
+        if table is not None:
+            with pytest.raises(GiveUp):
+                next(table.select(None, {1, 2, 7}, "log_time", False))
+            table.close()
+    finally:
+        ro.close()
+    try:  # and the reader: SQLite's answer, or a polybag error
+        with polybag.open(db) as r:
+            sum(1 for _m in r.messages())
+    except PolybagError:
+        pass
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "child_is_root",  # an interior page that points at itself: a loop
+        "child_outside",  # a child page past the end of the file
+        "right_is_sibling",  # two interior entries to one child: a page reached twice
+        "cells_overflow",  # a cell count whose pointer array runs off the page
+        "kind",  # the root is no B-tree page
+    ],
+)
+def test_hostile_tree_shapes_give_up(tmp_path: Path, damage: str) -> None:
+    db = make_db(tmp_path / "b.db3", _rows(3000, sizes=(10, 50)), 1024)
+    root = _root(db)
+    raw = bytearray(db.read_bytes())
+    base = (root - 1) * 1024
+    assert raw[base] == 5  # an interior table page
+    first = int.from_bytes(raw[base + 12 : base + 14], "big")  # the first cell's offset
+    if damage == "child_is_root":
+        raw[base + first : base + first + 4] = root.to_bytes(4, "big")
+    elif damage == "child_outside":
+        raw[base + first : base + first + 4] = (10**6).to_bytes(4, "big")
+    elif damage == "right_is_sibling":
+        raw[base + 8 : base + 12] = raw[base + first : base + first + 4]
+    elif damage == "cells_overflow":
+        raw[base + 3 : base + 5] = (0xFFFF).to_bytes(2, "big")
+    else:
+        raw[base] = 0x42
+    db.write_bytes(bytes(raw))
+    _gives_up(db)
+
+
+def test_an_overflow_chain_that_loops_gives_up(tmp_path: Path) -> None:
+    db = make_db(tmp_path / "b.db3", [(1, 5, b"a" * 5000), (2, 6, b"b" * 5000)], 1024)
+    raw = bytearray(db.read_bytes())
+    # every overflow page of the first payload points back at the first overflow page
+    con = sqlite3.connect(db)
+    pages_of = con.execute("SELECT pageno FROM dbstat WHERE name = 'messages' AND pagetype = 'overflow' ORDER BY pageno").fetchall()
+    con.close()
+    first = pages_of[0][0]
+    for (pg,) in pages_of:
+        raw[(pg - 1) * 1024 : (pg - 1) * 1024 + 4] = first.to_bytes(4, "big")
+    db.write_bytes(bytes(raw))
+    _gives_up(db)
+
+
+def test_an_absurd_header_is_read_through_sqlite(tmp_path: Path) -> None:
+    db = make_db(tmp_path / "b.db3", _rows(50))
+    raw = bytearray(db.read_bytes())
+    raw[16:18] = (3000).to_bytes(2, "big")  # not a power of two
+    db.write_bytes(bytes(raw))
+    ro = sqlite3.connect(db.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    try:
+        assert PageTable.open(str(db), ro) is None
+    except sqlite3.Error:
+        pass  # SQLite itself refuses the file
+    ro.close()
