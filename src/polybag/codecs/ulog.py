@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -58,11 +57,58 @@ MAX_NAME = 255  # longest format or field name (PX4's are a few dozen characters
 MAX_FLAT_NAME_CHARS = 1 << 24  # characters of all flattened field names of one message type
 
 
-@dataclass(frozen=True, slots=True)
-class FieldDef:
-    type: str
-    array: int  # 0: scalar, N: fixed array of N
-    name: str
+class _Plain:
+    """Records with ``__slots__`` compared, hashed and shown field by field as the
+    ``@dataclass`` they were (each ``@dataclass`` cost ~0.5 ms of import time, paid by every
+    process that reads a ULog log).  ``_fields``: the compared and shown fields;
+    ``_frozen``: attributes cannot be set after ``__init__`` (``AttributeError``)."""
+
+    __slots__: tuple[str, ...] = ()
+    _fields: tuple[str, ...] = ()
+    _frozen = False
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        if not self._frozen:
+            raise TypeError(f"unhashable type: {self.__class__.__name__!r}")
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{self.__class__.__qualname__}({inner})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._frozen:
+            raise AttributeError(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if self._frozen:
+            raise AttributeError(f"cannot delete field {name!r}")
+        object.__delattr__(self, name)
+
+
+class FieldDef(_Plain):
+    """One field of a format: base or nested type name, array length, name."""
+
+    __slots__ = ("type", "array", "name")
+    _fields = __slots__
+    _frozen = True
+
+    def __init__(self, type: str, array: int, name: str) -> None:  # noqa: A002
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "array", array)  # 0: scalar, N: fixed array of N
+        object.__setattr__(self, "name", name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FieldDef, (self.type, self.array, self.name))
 
     @property
     def is_padding(self) -> bool:
@@ -94,15 +140,21 @@ def unique_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
-class FormatDef:
-    name: str
-    fields: tuple[FieldDef, ...]
-    # the name each field is addressed by (repeated names made distinct, see unique_names)
-    names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+class FormatDef(_Plain):
+    """One format (``F`` message): its name and fields."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "names", unique_names([f.name for f in self.fields]))
+    __slots__ = ("name", "fields", "names")
+    _fields = ("name", "fields")
+    _frozen = True
+
+    def __init__(self, name: str, fields: tuple[FieldDef, ...]) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "fields", fields)
+        # the name each field is addressed by (repeated names made distinct, see unique_names)
+        object.__setattr__(self, "names", unique_names([f.name for f in fields]))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FormatDef, (self.name, self.fields))
 
     def text(self) -> str:
         return self.name + ":" + "".join(f.text() + ";" for f in self.fields)
@@ -144,28 +196,59 @@ def parse_format(text: str) -> FormatDef:
     return FormatDef(name, tuple(fields))
 
 
-@dataclass(slots=True)
-class FlatField:
-    name: str  # pyulog's flattened name
-    type: str  # base type
-    offset: int
-    padding: bool  # the name or one of its parents is a _padding field
+class FlatField(_Plain):
+    """One flattened field of a compiled type."""
+
+    __slots__ = ("name", "type", "offset", "padding")
+    _fields = __slots__
+
+    def __init__(self, name: str, type: str, offset: int, padding: bool) -> None:  # noqa: A002
+        self.name = name  # pyulog's flattened name
+        self.type = type  # base type
+        self.offset = offset
+        self.padding = padding  # the name or one of its parents is a _padding field
 
 
-@dataclass(slots=True)
-class UlogType:
+class UlogType(_Plain):
     """A message type compiled for reading: flattened fields and a numpy dtype."""
 
-    name: str
-    formats: dict[str, FormatDef]
-    flat: list[FlatField] = field(default_factory=list)
-    size: int = 0  # full size including a trailing padding field
-    min_size: int = 0  # size without trailing padding fields (the least a D message holds)
-    timestamp_offset: int = -1
-    timestamp_type: str = ""
-    _dtype: np.dtype | None = None
-    _struct: struct.Struct | None = None
-    _builder: list[Any] | None = None
+    __slots__ = (
+        "name",
+        "formats",
+        "flat",
+        "size",
+        "min_size",
+        "timestamp_offset",
+        "timestamp_type",
+        "_dtype",
+        "_struct",
+        "_builder",
+    )
+    _fields = __slots__
+
+    def __init__(
+        self,
+        name: str,
+        formats: dict[str, FormatDef],
+        flat: list[FlatField] | None = None,
+        size: int = 0,
+        min_size: int = 0,
+        timestamp_offset: int = -1,
+        timestamp_type: str = "",
+        _dtype: np.dtype | None = None,
+        _struct: struct.Struct | None = None,
+        _builder: list[Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.formats = formats
+        self.flat: list[FlatField] = [] if flat is None else flat
+        self.size = size  # full size including a trailing padding field
+        self.min_size = min_size  # size without trailing padding fields (the least a D message holds)
+        self.timestamp_offset = timestamp_offset
+        self.timestamp_type = timestamp_type
+        self._dtype = _dtype
+        self._struct = _struct
+        self._builder = _builder
 
     @property
     def dtype(self) -> np.dtype:
