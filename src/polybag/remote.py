@@ -18,9 +18,10 @@ summary, recovery) calls :meth:`~RemoteSource.need_all`: the whole object, fetch
 concurrent 8 MiB parts.  Fetched bytes live in the temporary file (anonymous: gone when the
 source closes), so memory stays that of the pages a reader touches.
 
-URLs are resolved with :func:`fsspec.core.url_to_fs` (``http(s)://`` needs aiohttp,
-``s3://`` s3fs, ``gs://`` gcsfs); ``file://`` URLs are mapped like local paths by
-:func:`polybag.source.open_source`.
+URLs are resolved with :func:`fsspec.core.url_to_fs` (``s3://`` needs s3fs); plain
+``http(s)://`` URLs are read by :mod:`polybag.remote_http`, ``gs://`` URLs by gcsfs when it is
+installed, else through GCS's XML API over the same transport (:mod:`polybag.remote_gcs`);
+``file://`` URLs are mapped like local paths by :func:`polybag.source.open_source`.
 """
 
 from __future__ import annotations
@@ -483,6 +484,11 @@ def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[
 
     if not _glob.has_magic(url):
         return [url]
+    if url.lower().startswith(("gs://", "gcs://")):
+        from polybag.remote_gcs import have_gcsfs, no_listing
+
+        if not have_gcsfs():
+            raise no_listing(url)
     fs, _fpath = _fs_for(url, storage_options)
     try:
         hits = sorted(fs.glob(url))

@@ -53,10 +53,10 @@ class HttpRanges:
     """Byte ranges of one ``http(s)://`` URL (see the module notes); thread-safe: each thread
     that fetches has its own keep-alive connection."""
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
-        self.url = url
+    def __init__(self, url: str, headers: dict[str, str] | None = None, target: str | None = None) -> None:
+        self.url = url  # what errors name (a gs:// URL read through its https:// ``target``)
         self._headers = dict(headers or {})
-        self._target = url  # where redirects led (the size request follows them)
+        self._target = target or url  # where redirects led (the size request follows them)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._conns: list[http.client.HTTPConnection] = []
@@ -294,7 +294,12 @@ class HttpRanges:
 
 def http_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRanges | None:
     """An :class:`HttpRanges` for a plain ``http(s)://`` URL whose storage options it can
-    honour (none, or only ``headers``); None to go through fsspec."""
+    honour (none, or only ``headers``), or for a ``gs://`` URL when gcsfs is not installed
+    (:mod:`polybag.remote_gcs`); None to go through fsspec."""
+    if url.lower().startswith(("gs://", "gcs://")):
+        from polybag.remote_gcs import gcs_transport
+
+        return gcs_transport(url, storage_options)  # type: ignore[no-any-return]
     if not url.lower().startswith(("http://", "https://")):
         return None
     opts = dict(storage_options or {})

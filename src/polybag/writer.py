@@ -38,12 +38,22 @@ class Writer:
     replaces a ``NAME`` that appeared meanwhile (the operations and the CLI use ``False``
     unless asked to overwrite).  ``abort(discard=True)`` stops without finishing and
     removes ``NAME.active``.  A failed write (a full disk) raises an ``OSError`` naming ``NAME``.
+
+    A URL (``s3://bucket/run.mcap``; ``storage_options=`` for fsspec) is written to a local
+    temporary file and uploaded by ``close`` (:mod:`polybag.remote_write`).
     """
 
     format: str = ""
 
     def __new__(cls, path: Any = None, *args: Any, format: str | None = None, **kwargs: Any) -> Writer:
         if cls is Writer:
+            if isinstance(path, str) and "://" in path:
+                from polybag.remote import is_url
+
+                if is_url(path):  # written locally, then uploaded (file://: the local path)
+                    from polybag.remote_write import RemoteWriter
+
+                    return RemoteWriter.__new__(RemoteWriter)
             from polybag.formats import registry
 
             spec = registry.writer_spec(format) if format else registry.get(format_for_path(path))

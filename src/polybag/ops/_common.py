@@ -136,6 +136,24 @@ def _is_path(target: Any) -> bool:
     return isinstance(target, (str, os.PathLike))
 
 
+def _url_output(target: Any) -> bool:
+    """Whether an output names a URL to upload to (not a path, a ``file://`` URL or a stream)."""
+    if not isinstance(target, str) or "://" not in target:
+        return False
+    from polybag.remote_write import output_url
+
+    return output_url(target) is not None
+
+
+def _local_output(target: Any) -> Any:
+    """An output with a ``file://`` URL turned into its local path."""
+    if isinstance(target, str) and "://" in target:
+        from polybag.remote_write import local_output
+
+        return local_output(target)
+    return target
+
+
 def input_name(target: Input) -> str:
     if isinstance(target, Reader):
         return str(target.path or "<stream>")
@@ -187,6 +205,12 @@ def check_output(dst: Output, inputs: Sequence[Input], overwrite: bool) -> None:
     interrupted write, is never overwritten)."""
     if not _is_path(dst):
         return
+    if _url_output(dst):  # an object store URL: written locally, then uploaded
+        from polybag.remote_write import check_url_output
+
+        check_url_output(os.fspath(dst), [input_name(s) for s in inputs], overwrite)
+        return
+    dst = _local_output(dst)
     for src in inputs:
         check_distinct(src, dst)  # type: ignore[arg-type]
     p = os.fspath(dst)
@@ -255,8 +279,9 @@ def make_writer(
         if not writer_accepts(fmt, k):
             raise UsageError(f"{k} {v!r} does not apply to a {fmt} output")
         kwargs[k] = v
-    if not _is_path(path):  # a binary stream (stdout): the writer writes it directly
-        return Writer(path, format=fmt, **kwargs)
+    if not _is_path(path) or _url_output(path):  # a stream (stdout), or a URL (uploaded on close)
+        return Writer(path if not _is_path(path) else os.fspath(path), format=fmt, **kwargs)
+    path = _local_output(path)
     os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))) or ".", exist_ok=True)
     return Writer(os.fspath(path), format=fmt, **kwargs)
 
@@ -274,8 +299,14 @@ def abort_writer(w: Writer, path: Output | None = None) -> None:
 def placed(output: PathLike, overwrite: bool) -> Iterator[str]:
     """For a file another library writes (a plot): yields ``NAME.active`` to write, renamed
     to ``NAME`` when the block ends (see :func:`polybag.writer.place_file`), removed if it
-    fails.  A failed write names ``NAME``."""
-    p = os.fspath(output)
+    fails.  A failed write names ``NAME``.  A URL: a local file, uploaded when the block ends."""
+    if _url_output(output):
+        from polybag.remote_write import staged
+
+        with staged(os.fspath(output), overwrite=overwrite) as local:
+            yield local
+        return
+    p = os.fspath(_local_output(output))
     tmp = p + ".active"
     if os.path.lexists(tmp):
         raise OutputExistsError(f"{tmp} exists (an interrupted write?); not overwritten: move it away")

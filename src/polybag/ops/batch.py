@@ -205,6 +205,27 @@ def _dask_threads(client: Any) -> int:
     return max(1, _threads_per_worker(sum(slots)))
 
 
+def _output_dir(output_dir: str, make: bool = True) -> str:
+    """OUTDIR of a batch: a URL prefix (checked writable: never an http(s) URL) or a local
+    directory (made; a ``file://`` URL is its path)."""
+    from polybag.remote_write import local_output, output_url, writable_fs
+
+    if output_url(output_dir) is not None:
+        writable_fs(output_dir)
+        return output_dir
+    output_dir = local_output(output_dir)
+    if make:
+        os.makedirs(output_dir, exist_ok=True)
+    return output_dir
+
+
+def _join(output_dir: str, name: str) -> str:
+    """``output_dir/name`` for a local directory or a URL prefix."""
+    if "://" in output_dir:
+        return output_dir.rstrip("/") + "/" + name
+    return os.path.join(output_dir, name)
+
+
 def convert_many(
     inputs: Sequence[str],
     output_dir: str,
@@ -219,8 +240,8 @@ def convert_many(
 
     fmt = target_format("x", format)
     stems = _unique_stems(inputs)
-    os.makedirs(output_dir, exist_ok=True)
-    pairs = [(p, os.path.join(output_dir, s + ext_for(fmt))) for p, s in zip(inputs, stems)]
+    output_dir = _output_dir(output_dir)
+    pairs = [(p, _join(output_dir, s + ext_for(fmt))) for p, s in zip(inputs, stems)]
     for p, d in pairs:
         if "://" not in p and os.path.abspath(p) == os.path.abspath(d):
             raise UsageError(f"{p}: the output would overwrite the input; choose another OUTDIR")
@@ -238,6 +259,7 @@ def export_many(
 ) -> BatchResult:
     """Export every input's tables into ``output_dir/<stem>/`` (``options``: :func:`polybag.ops.export.export`'s)."""
     stems = _unique_stems(inputs)
-    pairs = [(p, os.path.join(output_dir, s)) for p, s in zip(inputs, stems)]
+    output_dir = _output_dir(output_dir, make=False)
+    pairs = [(p, _join(output_dir, s)) for p, s in zip(inputs, stems)]
     options = dict(options, progress=None)
     return run_many(_export_one, pairs, options, jobs=jobs, scheduler=scheduler)

@@ -113,11 +113,20 @@ def _rewrite_into_dir(
     path: str, produce: Callable[[str], dict[str, Any]], output_dir: str, force: bool
 ) -> tuple[str, dict[str, Any]]:
     """``rewrite_file``/``rewrite_dir`` with ``output_dir``: ``produce`` the file (or bag directory) of the same name there
-    (never the input, never over a ``.active``, over an existing file only with ``force``)."""
-    os.makedirs(output_dir, exist_ok=True)
+    (never the input, never over a ``.active``, over an existing file only with ``force``).
+    A URL ``output_dir``: written locally, then uploaded (:mod:`polybag.remote_write`)."""
+    from polybag.remote_write import local_output, output_url, staged
+
     name = os.path.basename(path)
     if name.endswith(".active"):
         name = name[: -len(".active")]
+    if output_url(output_dir) is not None:
+        url = output_dir.rstrip("/") + "/" + name
+        with staged(url, directory=os.path.isdir(path), overwrite=force) as local:
+            report = produce(local)
+        return url, report
+    output_dir = local_output(output_dir)
+    os.makedirs(output_dir, exist_ok=True)
     out = os.path.join(output_dir, name)
     if os.path.abspath(out) == os.path.abspath(path):
         raise OutputExistsError(f"{path}: --output-dir would overwrite the input")

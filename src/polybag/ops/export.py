@@ -455,25 +455,40 @@ def export(
     """
     if format not in FORMATS:
         raise PolybagError(f"export format must be one of {', '.join(FORMATS)}, not {format!r}")
-    out = Path(output_dir)
-    result = ExportResult(input=input_name(src), output_dir=str(out), format=format)
+    from polybag.remote_write import local_output, output_url
+
+    url = output_url(output_dir)  # a URL prefix: the tables are written locally, then uploaded
+    out = Path(local_output(os.fspath(output_dir)))
+    result = ExportResult(input=input_name(src), output_dir=url or str(out), format=format)
     with opened(src) as r:
         summary = r.summary
         window = TimeWindow.parse(start, end, summary.start_time)
         names, by_topic = _select_topics(summary, topics)
         plan = [(topic, table) for topic in names for table in plan_tables(topic, by_topic.get(topic, []))]
-        _check_tables(src, [out / f"{table.name}.{format}" for _, table in plan], overwrite)
-        made_dir = not out.exists()
-        out.mkdir(parents=True, exist_ok=True)
         counts = summary.message_counts or {}
         total = sum(int(counts.get(c.id, 0)) for t in names for c in by_topic.get(t, []))
-        job = _Export(
-            r=r, out=out, format=format, fields=fields, window=window, batch_bytes=batch_bytes,
-            batch_messages=batch_messages, overwrite=overwrite, result=result,
-            is_ulog=r.ulog is not None,  # ULog instances: tables from its own records
-            release=_page_releaser(r),  # drop the input's mapped pages already exported
-        )
-        _write_tables(job, plan, total, progress, made_dir)
+
+        def run(out: Path, made_dir: bool) -> None:
+            out.mkdir(parents=True, exist_ok=True)
+            job = _Export(
+                r=r, out=out, format=format, fields=fields, window=window, batch_bytes=batch_bytes,
+                batch_messages=batch_messages, overwrite=overwrite, result=result,
+                is_ulog=r.ulog is not None,  # ULog instances: tables from its own records
+                release=_page_releaser(r),  # drop the input's mapped pages already exported
+            )
+            _write_tables(job, plan, total, progress, made_dir)
+
+        if url is None:
+            _check_tables(src, [out / f"{table.name}.{format}" for _, table in plan], overwrite)
+            run(out, not out.exists())
+            return result
+        from polybag.remote_write import check_url_files, join, staged
+
+        check_url_files(url, [f"{table.name}.{format}" for _, table in plan], overwrite)
+        with staged(url, merge=True, overwrite=overwrite, progress=progress) as local:
+            run(Path(local), True)
+        for tr in result.tables:
+            tr.path = join(url, os.path.basename(tr.path))
     return result
 
 

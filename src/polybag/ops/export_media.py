@@ -251,29 +251,49 @@ def _export_files(
         raise UsageError(f"{spec.noun} format must be one of {', '.join(spec.formats)}, not {format!r}")
     if every < 1:
         raise UsageError(f"--every must be at least 1, not {every}")
-    out = Path(output_dir)
-    result = MediaResult(input=input_name(src), output=str(out), kind=spec.kind, format=format)
+    from polybag.remote_write import local_output, output_url
+
+    url = output_url(output_dir)  # a URL prefix: the files are written locally, then uploaded
+    out = Path(local_output(os.fspath(output_dir)))
+    result = MediaResult(input=input_name(src), output=url or str(out), kind=spec.kind, format=format)
     with opened(src) as r:
         window = TimeWindow.parse(start, end, r.summary.start_time)
         names = _sensor_topics(r, topics, spec.types, spec.what)
         result.topics = names
-        _check_frames(out, names, format, overwrite)
-        out.mkdir(parents=True, exist_ok=True)
-        files = spec.items(r, names, window, every, format, result)
-        with make_progress(
-            _count(r, names, every), f"export {os.path.basename(result.input)}", progress
-        ) as bar:
-            for m, file_bytes, failure in files:
-                path = out / frame_name(m.channel.topic, m.log_time, format)
-                try:
-                    data = file_bytes()
-                except PolybagError as e:
-                    _failed(result, str(path) if failure is None else failure, e)
-                    continue
-                _write_file(path, data, overwrite)
-                result.files += 1
-                result.messages += 1
-                bar.update(1)
+
+        def run(out: Path) -> None:
+            out.mkdir(parents=True, exist_ok=True)
+            files = spec.items(r, names, window, every, format, result)
+            with make_progress(
+                _count(r, names, every), f"export {os.path.basename(result.input)}", progress
+            ) as bar:
+                for m, file_bytes, failure in files:
+                    path = out / frame_name(m.channel.topic, m.log_time, format)
+                    try:
+                        data = file_bytes()
+                    except PolybagError as e:
+                        _failed(result, str(path) if failure is None else failure, e)
+                        continue
+                    _write_file(path, data, overwrite)
+                    result.files += 1
+                    result.messages += 1
+                    bar.update(1)
+
+        if url is None:
+            _check_frames(out, names, format, overwrite)
+            run(out)
+        else:
+            from polybag.remote_write import list_names, staged
+
+            pats = [re.compile(re.escape(table_name(t)) + r"_\d+\." + re.escape(format)) for t in names]
+            taken = [n for n in list_names(url) if any(p.fullmatch(n) for p in pats)]
+            if taken and not overwrite:
+                raise OutputExistsError(
+                    f"{url.rstrip('/')}/{taken[0]}: frames exist; not overwritten (--force replaces them; "
+                    "in Python overwrite=True)"
+                )
+            with staged(url, merge=True, overwrite=overwrite, progress=progress) as local:
+                run(Path(local))
     if result.files == 0 and result.failed == 0:
         result.warn(f"no {spec.noun} in the time window")
     return result

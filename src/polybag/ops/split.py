@@ -248,6 +248,11 @@ def existing_parts(out_dir: str, base_name: str, ext: str) -> list[str]:
     """The files in ``out_dir`` named like parts ``<base_name>_<NNN><ext>`` (or their
     ``.active``), sorted."""
     rx = re.compile(re.escape(base_name) + r"_\d{3,}" + re.escape(ext) + r"(\.active)?")
+    if "://" in out_dir:  # a URL prefix (parts are uploaded): its objects
+        from polybag.remote_write import join, list_names, output_url
+
+        if output_url(out_dir) is not None:
+            return sorted(join(out_dir, n) for n in list_names(out_dir) if rx.fullmatch(n))
     try:
         names = os.listdir(out_dir)
     except OSError:  # no such directory yet: nothing to overwrite
@@ -301,6 +306,10 @@ def split(
     name = input_name(src)
     stem, ext = os.path.splitext(os.path.basename(name))
     out_dir = os.fspath(output_dir) if output_dir is not None else (os.path.dirname(name) or ".")
+    if out_dir.startswith(("file://", "FILE://")):
+        from polybag.remote_write import local_output
+
+        out_dir = local_output(out_dir)
     result = SplitResult(input=name)
     fmt = target_format("x" + (ext or ".mcap"), w.format) if w.format or ext else "mcap"
     out_ext = ext_for(fmt) if w.format else (ext or ext_for(fmt))
@@ -441,6 +450,11 @@ class _Parts:
         if self.writer is not None:
             abort_writer(self.writer)
         for path in self.finished:
+            if "://" in path:  # an uploaded part
+                from polybag.remote_write import remove
+
+                remove(path)
+                continue
             try:
                 os.remove(path)
             except OSError:

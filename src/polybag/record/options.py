@@ -180,6 +180,12 @@ class RecordOptions:
             raise UsageError("MCAP chunks cannot be bz2 compressed (use --lz4, or the default zstd)")
         if self.output_name and self.output_prefix:
             raise UsageError("use -o/--output-prefix or -O/--output-name, not both")
+        for given in (self.output_name, self.output_prefix, self.directory):
+            if isinstance(given, str) and re.match(r"[A-Za-z][A-Za-z0-9+.\-]*://", given):
+                raise UsageError(
+                    f"{given}: record writes local files (NAME.active while recording, splits, free-space "
+                    "checks); record locally, then copy to the URL (polybag convert IN URL)"
+                )
         for name, value in (
             ("--size", self.size),
             ("-b/--buffsize", self.buffsize),
