@@ -24,7 +24,7 @@ import mmap
 import threading
 from array import array
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -167,14 +167,8 @@ class _Scan:
             self._u64 = np.ndarray(buffer=self._view, dtype="<u8", shape=(size - 7,), strides=(1,))
         bounds, found = self._scan_parts(start, size - 4, sizes_ok)
         self._release(start, size)
-        parts = []
-        for c, w in found:  # (here, in the main thread: see _scan_parts)
-            nxt = np.bitwise_and(w, _LOW16).view(np.int64)
-            nxt += c
-            nxt += 3
-            parts.append((c, nxt, w, _run_ends(c, nxt)))
         # The parts stay apart (no copy into one array): runs end at part boundaries.
-        self._cands = (bounds[:-1], parts)
+        self._cands = (bounds[:-1], found)
         return self._cands
 
     def _data_sizes(self) -> np.ndarray:
@@ -189,10 +183,10 @@ class _Scan:
 
     def _scan_parts(
         self, start: int, stop: int, sizes_ok: np.ndarray
-    ) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray]]]:
-        """The candidates (positions, header words) of ``[start, stop)`` cut into parts of
-        whole chunks, each scanned by :meth:`_scan_part` in its own thread; with the bounds
-        of the parts (and ``stop`` last)."""
+    ) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]:
+        """The candidates of ``[start, stop)`` cut into parts of whole chunks, each scanned by
+        :meth:`_scan_part` in its own thread; with the bounds of the parts (and ``stop``
+        last)."""
         tune = self._tuning()
         chunk = tune.chunk
         nchunks = max(0, -(-(stop - start) // chunk))
@@ -208,6 +202,7 @@ class _Scan:
                 b,
                 sizes_ok,
                 np.empty(tune.capacity(b - a), np.int64),
+                np.empty(tune.capacity(b - a), np.int64),
                 np.empty(tune.capacity(b - a), "<u8"),
                 chunk,
                 tune.lookahead,
@@ -217,7 +212,7 @@ class _Scan:
         if workers > 1:
             # the first part here, the others in plain threads (the shared pool's
             # concurrent.futures costs a fresh process ~10 ms of imports): no thread waits idle
-            results: list[tuple[np.ndarray, np.ndarray] | BaseException | None] = [None] * len(jobs)
+            results: list[Any] = [None] * len(jobs)
 
             def run(k: int) -> None:
                 try:
@@ -233,15 +228,11 @@ class _Scan:
             finally:
                 for th in threads:
                     th.join()
-            found = []
             for res in results:
                 if isinstance(res, BaseException):
                     raise res
-                assert res is not None
-                found.append(res)
-        else:
-            found = [self._scan_part(*jobs[0])]
-        return bounds, found
+            return bounds, results
+        return bounds, [self._scan_part(*jobs[0])]
 
     def _candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The candidates of :meth:`_cand_parts` as one set of arrays (for tests and tools:
@@ -258,13 +249,15 @@ class _Scan:
         a1: int,
         sizes_ok: np.ndarray,
         cbuf: np.ndarray,
+        nbuf: np.ndarray,
         wbuf: np.ndarray,
         chunk: int,
         look: int,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The candidates (positions, header words) of the ``chunk``-sized pieces of
-        ``[a0, a1)`` (one part of :meth:`_cand_parts`), written into ``cbuf``/``wbuf`` (grown
-        if too small); runs in a worker thread.  ``look``: see :func:`_drop_payload_hits`."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The candidates of the ``chunk``-sized pieces of ``[a0, a1)`` (one part of
+        :meth:`_cand_parts`): positions, ends and header words written into ``cbuf``,
+        ``nbuf``, ``wbuf`` (grown if too small), and the index of the last candidate of each
+        run; runs in a worker thread.  ``look``: see :func:`_drop_payload_hits`."""
         u8 = self._u8
         size = self._size
         buf = np.empty(chunk, dtype=bool)
@@ -295,11 +288,19 @@ class _Scan:
             if n + k > len(cbuf):
                 cap = max(2 * len(cbuf), n + k)
                 cbuf = np.concatenate([cbuf[:n], np.empty(cap - n, cbuf.dtype)])
+                nbuf = np.concatenate([nbuf[:n], np.empty(cap - n, nbuf.dtype)])
                 wbuf = np.concatenate([wbuf[:n], np.empty(cap - n, wbuf.dtype)])
-            cbuf[n : n + k] = hits[keep]
-            wbuf[n : n + k] = w[keep]
+            c = cbuf[n : n + k]
+            c[:] = hits[keep]
+            cw = wbuf[n : n + k]
+            cw[:] = w[keep]
+            nxt = nbuf[n : n + k]
+            np.bitwise_and(cw, _LOW16, out=nxt.view(np.uint64))
+            nxt += c
+            nxt += 3
             n += k
-        return cbuf[:n], wbuf[:n]
+        c, nxt = cbuf[:n], nbuf[:n]
+        return c, nxt, wbuf[:n], _run_ends(c, nxt)
 
     def _walk_fast(self, pos: int, end: int, limit: int | None = None) -> tuple[np.ndarray, int]:
         """Offsets of the complete messages from ``pos`` (exactly what a one-by-one walk of
