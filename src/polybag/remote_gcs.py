@@ -56,13 +56,12 @@ def endpoint(storage_options: dict[str, Any] | None = None) -> str:
 
 
 def http_url(url: str, storage_options: dict[str, Any] | None = None) -> str:
-    """The XML API URL of the object ``gs://bucket/object`` (the object name quoted)."""
+    """The XML API URL of the object ``gs://bucket/object``: everything after the bucket is
+    the object's name (``?`` and ``#`` included, as GCS allows them), quoted."""
     rest = url.split("://", 1)[1]
     bucket, _, name = rest.partition("/")
     if not bucket or not name:
         raise UsageError(f"{url}: a gs:// URL names a bucket and an object (gs://bucket/path/to/object)")
-    if "?" in name or "#" in name:
-        raise UsageError(f"{url}: query strings and fragments are not supported in gs:// URLs")
     return f"{endpoint(storage_options)}/{quote(bucket, safe='')}/{quote(name, safe='/')}"
 
 
