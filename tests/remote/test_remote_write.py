@@ -367,6 +367,14 @@ def test_cli_every_output_takes_s3(
         fs.invalidate_cache()
         for k in keys:
             assert fs.exists(f"logs/{k}"), (args, k, fs.find("logs/cli"))
+    demo = Path(__file__).resolve().parents[2] / "samples" / "demo.mcap"
+    if demo.is_file():
+        p = _polybag(
+            env, tmp_path, "get", "attachment", str(demo), "calibration.yaml", "-o", "s3://logs/cli/cal.yaml"
+        )
+        assert p.returncode == 0, p.stderr
+        with polybag.open(str(demo)) as r:
+            assert fs.cat_file("logs/cli/cal.yaml") == bytes(next(iter(r.attachments())).data)
     assert list(tmp_path.iterdir()) == []
     with polybag.open("s3://logs/cli/sorted.bag", storage_options=fs.storage_options) as r:
         assert r.summary.message_count == 44
@@ -395,3 +403,17 @@ def test_convert_onto_its_own_input_url_is_refused(
     assert _polybag(env, tmp_path, "convert", str(small["bag"]), url).returncode == 0
     p = _polybag(env, tmp_path, "convert", url, url, "--force")
     assert p.returncode == 2 and "output is the input" in p.stderr
+
+
+def test_upload_progress_only_when_asked_or_on_a_terminal(
+    fs: Any, s3: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = polybag.Writer("s3://logs/lib/quiet.mcap", storage_options=s3)  # stderr is not a terminal here
+    _write_one(w)
+    w.close()
+    assert capsys.readouterr().err == ""
+    w = polybag.Writer("s3://logs/lib/bar.mcap", storage_options=s3, progress=True)
+    _write_one(w)
+    w.close()
+    err = capsys.readouterr().err
+    assert "upload s3://logs/lib/bar.mcap" in err and "100.0%" in err
