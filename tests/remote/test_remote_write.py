@@ -417,3 +417,13 @@ def test_upload_progress_only_when_asked_or_on_a_terminal(
     w.close()
     err = capsys.readouterr().err
     assert "upload s3://logs/lib/bar.mcap" in err and "100.0%" in err
+
+
+@pytest.mark.parametrize("field", ["output_name", "output_prefix", "directory"])
+def test_record_refuses_url_outputs(field: str) -> None:
+    """A recording stays local (NAME.active, splits, free-space checks): a URL is a usage error."""
+    from polybag.record.options import RecordOptions
+
+    with pytest.raises(UsageError, match="record writes local files"):
+        RecordOptions(**{field: "s3://logs/rec/run"}).validate()
+    RecordOptions(**{field: "run"}).validate()
