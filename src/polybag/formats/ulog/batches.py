@@ -180,7 +180,10 @@ class _Batches:
         an appended part begins there) in batches, resuming after damage."""
         u8 = self._u8
         pos = start
-        walk_limit = limit = self._tuning().walk_limit
+        walk_limit = self._tuning().walk_limit
+        # a small first batch: it usually holds the subscriptions (the general path), and
+        # the batches after it take the fast path with the tables it made
+        limit = min(walk_limit, 4096)
         while pos < end:
             p, words, stop = self._walk_words(pos, end, limit)
             more = len(p) >= limit and stop + 3 <= end and stop + 3 + int(self._u16[stop]) <= end
