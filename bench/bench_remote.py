@@ -10,7 +10,11 @@ requests (the tests' server) and from moto's S3 server through s3fs.  For each: 
 (open + summary), a 1% time window, and a full read (every message, its payload touched):
 wall time, bytes fetched, requests, and the time ratio to the local read ("local": the file
 in the page cache; "disk": its pages dropped first with posix_fadvise, so read from disk;
-the HTTP server reads from the page cache).
+the HTTP server reads from the page cache); ``gs``: the same server as a GCS endpoint,
+read through the XML API without gcsfs (``polybag.remote_gcs``).
+
+Part 3 (issue 17's writes): ``ops.convert`` of the big bag to MCAP to the local disk and to
+``s3://`` on moto (a local file uploaded with ``put_file``): wall times and the upload's share.
 
 Part 2: 8 MCAP files of N small messages (two topics), ``export`` of one topic to csv:
 one process (``jobs=1``) against 2 local processes (``jobs=2``) and a 2-worker
@@ -85,6 +89,12 @@ def part1(d: Path, n: int, repeat: int) -> None:
     gen = serve(d)
     srv = next(gen)
     targets.append(("http", lambda name: (f"{srv.url}/{name}", {})))
+    # gs:// without gcsfs: GCS's XML API (/<bucket>/<object>) against the same kind of server,
+    # serving the parent directory so that this directory is the bucket
+    gen_gs = serve(d.parent)
+    srv_gs = next(gen_gs)
+    gso = {"storage_options": {"endpoint_url": srv_gs.url}}
+    targets.append(("gs", lambda name: (f"gs://{d.name}/{name}", gso)))
     moto = None
     try:
         import boto3
@@ -126,8 +136,59 @@ def part1(d: Path, n: int, repeat: int) -> None:
                     )
     finally:
         gen.close()
+        gen_gs.close()
         if moto is not None:
             moto.stop()
+
+
+def part3(d: Path, repeat: int) -> None:
+    """Writing to a URL: ``ops.convert`` of the big bag to MCAP on the local disk against the
+    same convert to ``s3://`` (moto; written locally, then uploaded with put_file)."""
+    import boto3
+    import fsspec.config
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    from polybag import ops
+
+    src = d / "big.bag"
+    if not src.exists():
+        print("(no write rows: run part 1 first, it makes big.bag)")
+        return
+    size = src.stat().st_size
+    print(f"== writes: convert {src.name} ({size / 1e6:.0f} MB) to MCAP (uncompressed), local vs s3:// (moto)")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-write-", dir=d))
+    try:
+        host, port = moto.get_host_and_port()
+        ep = f"http://{host}:{port}"
+        boto3.client(
+            "s3", endpoint_url=ep, aws_access_key_id="k", aws_secret_access_key="s", region_name="us-east-1"
+        ).create_bucket(Bucket="out")
+        fsspec.config.conf["s3"] = {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": ep, "region_name": "us-east-1"}}
+        s3fs.S3FileSystem.clear_instance_cache()
+        k = iter(range(1000))
+
+        def local() -> None:
+            ops.convert(str(src), str(tmp / f"{next(k)}.mcap"), compression="none")
+
+        def remote() -> None:
+            ops.convert(str(src), f"s3://out/{next(k)}.mcap", compression="none")
+
+        t_local, _ = timed(local, repeat)
+        t_s3, _ = timed(remote, repeat)
+        out = max(tmp.glob("*.mcap"), key=lambda p: p.stat().st_mtime)
+        osize = out.stat().st_size
+        print(f"{'where':6} {'wall s':>8} {'x local':>8} {'output MB':>10}")
+        print(f"{'local':6} {t_local:8.3f} {1.0:8.2f} {osize / 1e6:10.1f}")
+        print(f"{'s3':6} {t_s3:8.3f} {t_s3 / t_local:8.2f} {osize / 1e6:10.1f}")
+        print(f"upload: {t_s3 - t_local:.3f} s more ({osize / max(t_s3 - t_local, 1e-9) / 1e6:.0f} MB/s to moto)")
+    finally:
+        fsspec.config.conf.pop("s3", None)
+        shutil.rmtree(tmp, ignore_errors=True)
+        moto.stop()
 
 
 def _small_files(d: Path, k: int, n: int) -> list[str]:
@@ -278,6 +339,7 @@ def main() -> None:
     ap.add_argument("--dir", default=str(Path(__file__).resolve().parent / "data" / "remote"))
     ap.add_argument("--skip-remote", action="store_true")
     ap.add_argument("--skip-export", action="store_true")
+    ap.add_argument("--skip-write", action="store_true", help="skip the convert-to-s3:// rows")
     ap.add_argument("--rounds", type=int, default=None, help="export rounds (default 5, --quick 2)")
     a = ap.parse_args()
     n = a.messages or (400 if a.quick else 2000)
@@ -289,6 +351,8 @@ def main() -> None:
     print(f"cpus: {os.cpu_count()}, load: {os.getloadavg()}, threads: {threading.active_count()}")
     if not a.skip_remote:
         part1(d, n, 1 if a.quick else 2)
+    if not a.skip_write:
+        part3(d, 1 if a.quick else 2)
     if not a.skip_export:
         part2(d, m, a.files, a.rounds or (2 if a.quick else 5))
 
