@@ -412,6 +412,19 @@ class RemoteWriter(Writer):
             raise AttributeError(name)
         return getattr(self.__dict__["_inner"], name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # settings of the format's writer (the ULog writer's start_timestamp) go to it
+        inner = self.__dict__.get("_inner")
+        if (
+            inner is not None
+            and name not in self.__dict__
+            and not hasattr(type(self), name)
+            and hasattr(inner, name)
+        ):
+            setattr(inner, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
     def close(self) -> None:
         """Finish the file and upload it (the local copy is removed either way)."""
         if self._closed:

@@ -428,3 +428,30 @@ def test_record_refuses_url_outputs(field: str) -> None:
     with pytest.raises(UsageError, match="record writes local files"):
         RecordOptions(**{field: "s3://logs/rec/run"}).validate()
     RecordOptions(**{field: "run"}).validate()
+
+
+def test_ulog_outputs_to_s3_match_local_ones(
+    remote_dir: Path, fs: Any, s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """ULog outputs (convert, split: the ULog writer's own settings such as its start
+    timestamp reach it through the URL writer) equal the same outputs written locally."""
+    import fsspec.config
+
+    from polybag import ops
+
+    monkeypatch.setitem(fsspec.config.conf, "s3", dict(s3))
+    s3fs.S3FileSystem.clear_instance_cache()
+    src = str(remote_dir / "flight.ulg")
+    ops.convert(src, str(tmp_path / "flight.ulg"))
+    ops.convert(src, "s3://logs/ulog/flight.ulg")
+    local = ops.split(src, size=1000, output_dir=str(tmp_path / "parts"))
+    remote = ops.split(src, size=1000, output_dir="s3://logs/ulog/parts")
+    assert len(local.parts) == len(remote.parts) >= 2
+    pairs = [(str(tmp_path / "flight.ulg"), "s3://logs/ulog/flight.ulg")]
+    pairs += [(a.path, b.path) for a, b in zip(local.parts, remote.parts)]
+    for a, b in pairs:
+        assert b.startswith("s3://logs/ulog/")
+        fs.invalidate_cache()
+        assert fs.cat_file(b) == Path(a).read_bytes()
+        with polybag.open(b, storage_options=s3) as r:
+            assert r.format == "ulog" and _rows(r) == _local_rows(Path(a))
