@@ -188,12 +188,13 @@ def test_threaded_scan_equals_one_thread(
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
 def test_threaded_scan_in_a_forked_child(big: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     """A child forked after the parent used the scanning threads makes its own (the
-    parent's do not exist in the child: waiting on them would hang)."""
+    parent's do not exist in the child: waiting on them would hang; the scan starts plain
+    threads per open, joined before it returns)."""
     import multiprocessing as mp
 
     monkeypatch.setattr(ulog_reader, "_SCAN_CHUNK", 1 << 14)
     monkeypatch.setattr(ulog_reader, "_scan_workers", lambda n: 2)
-    want = polybag.open(big).topic_columns("wide", 1)["f[2]"]  # the parent's pool exists now
+    want = polybag.open(big).topic_columns("wide", 1)["f[2]"]  # the parent's threads ran
     ctx = mp.get_context("fork")
     q = ctx.Queue()
 
