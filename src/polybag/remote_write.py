@@ -45,6 +45,8 @@ from polybag.writer import Writer
 
 #: the file of a directory output uploaded last (readers open a bag through it)
 LAST = "metadata.yaml"
+#: URL schemes whose first path component is a bucket (an output names something inside one)
+_BUCKETS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"}
 
 
 def output_url(target: object) -> str | None:
@@ -198,17 +200,41 @@ class Upload:
         self.overwrite = overwrite
         self.progress = progress
         self.fs, self.fpath = writable_fs(url, storage_options)
+        top = _scheme(url) in _BUCKETS and "/" not in self.fpath.strip("/")
+        if not self.fpath.strip("/") or (top and not merge):
+            raise UsageError(f"{url}: name an object (or a folder) in the bucket, not the bucket itself")
         self.existed = not merge and _exists(self.fs, self.fpath, url)
         if self.existed and not overwrite:
             raise OutputExistsError(
                 f"{url}: output exists; not overwritten (--force replaces it; in Python overwrite=True)"
             )
+        self._old_files: list[str] = []  # a replaced bag directory's files (from its metadata.yaml)
+        if self.existed and self.directory:
+            self._old_files = self._bag_files(url)
         self._tmp = tempfile.mkdtemp(prefix="polybag-upload-")
         name = posixpath.basename(self.fpath.rstrip("/")) or "output"
         self.local = os.path.join(self._tmp, name)
         self.done = False
         self._put: list[str] = []  # remote paths put by this upload (removed if it fails)
         self._kept: set[str] = set()  # (merge) objects that existed before: never removed
+
+    def _bag_files(self, url: str) -> list[str]:
+        """The files the rosbag2 bag at the URL lists (metadata.yaml too): what replacing it
+        may remove.  Anything else there is refused, even with overwrite: replacing a folder
+        that is not a bag would mean deleting what is in it."""
+        from polybag.formats.rosbag2.metadata import MAX_METADATA_BYTES, parse_metadata
+
+        meta = posixpath.join(self.fpath, LAST)
+        try:
+            size = int(self.fs.size(meta))
+            if size > MAX_METADATA_BYTES:
+                raise PolybagError("metadata.yaml too large")
+            info = parse_metadata(bytes(self.fs.cat_file(meta)), join(url, LAST))
+        except Exception as e:  # noqa: BLE001 - no readable metadata.yaml: not a bag
+            raise OutputExistsError(
+                f"{url}: exists and is not a rosbag2 bag ({type(e).__name__}: {e}); not replaced, even with --force"
+            ) from None
+        return [LAST] + [posixpath.normpath(f.path) for f in info.files]
 
     def _files(self) -> list[tuple[str, str]]:
         """(local file, path relative to the output) of a directory output, metadata.yaml last."""
@@ -250,11 +276,12 @@ class Upload:
                 )
             stale: list[str] = []
             if self.directory and self.existed and not self.merge:
-                have = {posixpath.join(self.fpath, rel) for _lp, rel in self._files()}
-                try:
-                    stale = [p for p in self.fs.find(self.fpath) if p.rstrip("/") not in have]
-                except Exception:  # noqa: BLE001 - stale files are only tidied up
-                    stale = []
+                have = {rel for _lp, rel in self._files()}
+                stale = [
+                    posixpath.join(self.fpath, rel)
+                    for rel in self._old_files
+                    if rel not in have and not rel.startswith(("..", "/"))
+                ]
             total = sum(os.path.getsize(lp) for lp, _rp in items)
             enabled = sys.stderr.isatty() if self.progress is None else self.progress
             cb = _upload_bar(total, f"upload {self.url}") if enabled and total else None

@@ -455,3 +455,32 @@ def test_ulog_outputs_to_s3_match_local_ones(
         assert fs.cat_file(b) == Path(a).read_bytes()
         with polybag.open(b, storage_options=s3) as r:
             assert r.format == "ulog" and _rows(r) == _local_rows(Path(a))
+
+
+def _r2(url: str, s3: dict[str, Any], n: int, **kw: Any) -> None:
+    w = polybag.Writer(url, storage_options=s3, **kw)
+    ch = w.add_channel("/c", "cdr", w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n"))
+    for i in range(n):
+        w.write(ch, b"\x00\x01\x00\x00" + (3).to_bytes(4, "little") + b"h%d\x00" % i, 10_000 + i)
+    w.close()
+
+
+def test_replacing_a_bag_directory_removes_only_its_old_files(fs: Any, s3: dict[str, Any]) -> None:
+    url = "s3://logs/replace/run"
+    _r2(url, s3, 3, storage="mcap")
+    fs.pipe("logs/replace/run/notes.txt", b"keep me")  # not the bag's: never removed
+    with pytest.raises(OutputExistsError, match="output exists"):
+        _r2(url, s3, 5, overwrite=False)
+    _r2(url, s3, 5, storage="sqlite3")  # overwrite=True
+    fs.invalidate_cache()
+    names = sorted(p.rsplit("/", 1)[1] for p in fs.find("logs/replace/run"))
+    assert names == ["metadata.yaml", "notes.txt", "run_0.db3"]  # the old run_0.mcap is gone
+    with polybag.open(url + "/", storage_options=s3) as r:
+        assert r.summary.message_count == 5
+    fs.pipe("logs/replace/other/data.bin", b"x")
+    with pytest.raises(OutputExistsError, match="not a rosbag2 bag.*not replaced, even with --force"):
+        _r2("s3://logs/replace/other", s3, 1)
+    fs.invalidate_cache()
+    assert fs.cat_file("logs/replace/other/data.bin") == b"x"
+    with pytest.raises(UsageError, match="not the bucket itself"):
+        _r2("s3://logs", s3, 1)
