@@ -1,5 +1,5 @@
-"""URLs of any fsspec filesystem (gs:// goes this way once gcsfs is installed: untested
-against a GCS server, none installable here works with this fsspec)."""
+"""URLs of any fsspec filesystem (gs:// goes this way once gcsfs is installed; without it,
+through GCS's XML API: tests/remote/test_gcs_xml.py)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,18 @@ def test_a_registered_fsspec_filesystem_is_read_by_ranges(remote_dir: Path) -> N
         fs.rm("/logs", recursive=True)
 
 
-def test_gs_without_gcsfs_says_what_to_install() -> None:
+def test_gs_without_gcsfs_says_what_needs_it() -> None:
+    """Without gcsfs, gs:// is read through the XML API (tests/remote/test_gcs_xml.py);
+    listing (a glob) and writing name gcsfs."""
     try:
         import gcsfs  # noqa: F401
     except ImportError:
         pass
     else:  # pragma: no cover - gcsfs installed: the message is not shown
         pytest.skip("gcsfs is installed")
-    with pytest.raises(UsageError, match=r"gs://bucket/x.mcap: cannot read this URL: .*gcsfs"):
-        polybag.open("gs://bucket/x.mcap")
+    from polybag.remote import expand_url
+
+    with pytest.raises(UsageError, match=r"gs://bucket/\*.mcap: listing gs:// URLs .*needs gcsfs"):
+        expand_url("gs://bucket/*.mcap")
+    with pytest.raises(UsageError, match=r"gs://bucket/x.mcap: writing gs:// URLs needs gcsfs"):
+        polybag.Writer("gs://bucket/x.mcap")
