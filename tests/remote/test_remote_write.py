@@ -354,6 +354,10 @@ def test_cli_every_output_takes_s3(
         (["export", bag, "--topics", "/small", "-o", "s3://logs/cli/tables"], ["cli/tables/small.csv"]),
         (["decompress", bag, "-o", "s3://logs/cli/plain"], ["cli/plain/in.bag"]),
         (["reindex", bag, "-o", "s3://logs/cli/reindexed"], ["cli/reindexed/in.bag"]),
+        (
+            ["export", bag, str(small["other"]), "--topics", "/small", "-o", "s3://logs/cli/many", "--jobs", "2"],
+            ["cli/many/in/small.csv", "cli/many/other/small.csv"],
+        ),
         (["compress", str(small["mcap"]), "-o", "s3://logs/cli/zstd"], ["cli/zstd/in.mcap"]),
         (
             ["convert", bag, str(small["other"]), "s3://logs/cli/batch/", "--jobs", "2"],
