@@ -35,6 +35,7 @@ import posixpath
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -286,13 +287,7 @@ class Upload:
             enabled = sys.stderr.isatty() if self.progress is None else self.progress
             cb = _upload_bar(total, f"upload {self.url}") if enabled and total else None
             try:
-                for lp, rp in items:
-                    self._put.append(rp)
-                    kw = {"callback": cb} if cb is not None else {}
-                    try:
-                        self.fs.put_file(lp, rp, **kw)
-                    except Exception as e:  # noqa: BLE001 - any transport error becomes one clear error
-                        raise PolybagError(f"{self.url}: upload failed: {type(e).__name__}: {e}") from e
+                self._put_all(items, {"callback": cb} if cb is not None else {})
             finally:
                 if cb is not None:
                     cb.bar.close()
@@ -307,6 +302,39 @@ class Upload:
             raise
         finally:
             self.discard()
+
+    def _put_all(self, items: list[tuple[str, str]], kw: dict[str, Any]) -> None:
+        """``put_file`` of every (local, remote) item, in order, in a thread of its own: an
+        interrupt (Ctrl-C) in the caller stops it after the put under way, which is waited
+        for so that what it put can then be removed (fsspec runs a put on its own event loop,
+        where an interrupt of the calling thread would not stop it)."""
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def work() -> None:
+            try:
+                for lp, rp in items:
+                    if stop.is_set():
+                        return
+                    self._put.append(rp)
+                    self.fs.put_file(lp, rp, **kw)
+            except BaseException as e:  # noqa: BLE001 - reported by the caller
+                errors.append(e)
+
+        t = threading.Thread(target=work, name="polybag-upload", daemon=True)
+        t.start()
+        try:
+            while t.is_alive():
+                t.join(0.2)
+        except BaseException:
+            stop.set()
+            t.join()  # a second interrupt stops waiting: the put under way may then complete
+            raise
+        if errors:
+            e = errors[0]
+            if isinstance(e, PolybagError):
+                raise e
+            raise PolybagError(f"{self.url}: upload failed: {type(e).__name__}: {e}") from e
 
     def _undo(self) -> None:
         """After a failed upload: remove what it put, unless it replaced existing objects

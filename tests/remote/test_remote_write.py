@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -488,3 +490,41 @@ def test_replacing_a_bag_directory_removes_only_its_old_files(fs: Any, s3: dict[
     assert fs.cat_file("logs/replace/other/data.bin") == b"x"
     with pytest.raises(UsageError, match="not the bucket itself"):
         _r2("s3://logs", s3, 1)
+
+
+def test_ctrl_c_during_the_upload_leaves_no_object(
+    fs: Any, s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interrupt while the object is being put: the put under way is waited for, then
+    removed (it runs on fsspec's event loop, which the interrupt does not stop)."""
+    import _thread
+    import asyncio
+
+    url = "s3://logs/lib/ctrl-c.mcap"
+    real = s3fs.S3FileSystem._put_file
+    started = threading.Event()
+
+    async def slow(self: Any, lpath: str, rpath: str, *args: Any, **kwargs: Any) -> Any:
+        started.set()
+        await asyncio.sleep(0.5)
+        return await real(self, lpath, rpath, *args, **kwargs)  # completes after the interrupt
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_put_file", slow)
+    s3fs.S3FileSystem.clear_instance_cache()
+    before = _uploads()
+    w = polybag.Writer(url, storage_options=s3)
+    _write_one(w)
+
+    def interrupt() -> None:
+        started.wait(10)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        w.close()
+    assert _uploads() == before
+    time.sleep(1.0)  # a put left running in the background would have completed by now
+    monkeypatch.setattr(s3fs.S3FileSystem, "_put_file", real)
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs.invalidate_cache()
+    assert not fs.exists(url)
