@@ -13,7 +13,9 @@ once complete**:
 - An existing object is refused unless ``overwrite`` (checked before any work and again
   just before the upload); a failed or interrupted upload removes what this upload put
   there when nothing was there before (an existing object being replaced is left as it
-  was: S3 keeps the old object when a put fails).  What a crash (a killed process) can
+  was: S3 keeps the old object when a put fails); Ctrl-C during the upload waits for the put
+  under way (it runs on fsspec's event loop, which the interrupt does not stop), then removes
+  it.  What a crash (a killed process) can
   leave: the local temporary directory, an unfinished multipart upload (invisible to
   readers; S3 lifecycle rules expire them), and, for a bag directory, the storage files
   uploaded before ``metadata.yaml``.
