@@ -528,3 +528,22 @@ def test_ctrl_c_during_the_upload_leaves_no_object(
     s3fs.S3FileSystem.clear_instance_cache()
     fs.invalidate_cache()
     assert not fs.exists(url)
+
+
+def test_compress_a_bag_directory_into_s3(fs: Any, s3: dict[str, Any], env: dict[str, str], tmp_path: Path) -> None:
+    bag = tmp_path / "in" / "run"
+    bag.parent.mkdir()
+    w = polybag.Writer(str(bag), format="rosbag2")
+    ch = w.add_channel("/c", "cdr", w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n"))
+    payloads = [b"\x00\x01\x00\x00" + (3).to_bytes(4, "little") + b"h%d\x00" % i for i in range(7)]
+    for i, p in enumerate(payloads):
+        w.write(ch, p, 10_000 + i)
+    w.close()
+    p = _polybag(env, tmp_path, "compress", str(bag), "-o", "s3://logs/r2z")
+    assert p.returncode == 0, p.stderr
+    fs.invalidate_cache()
+    names = sorted(x.rsplit("/", 1)[1] for x in fs.find("logs/r2z/run"))
+    assert "metadata.yaml" in names and any(n.endswith(".zstd") for n in names), names
+    with polybag.open("s3://logs/r2z/run/", storage_options=s3) as r:
+        assert [bytes(m.data) for m in r.messages()] == payloads
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["in"]
