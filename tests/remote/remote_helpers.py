@@ -188,3 +188,15 @@ def write_big(
             w.write(small, (8).to_bytes(4, "little") + i.to_bytes(8, "little"), log_time=T0 + i * STEP + 1)
     w.close()
     return path
+
+
+def write_chatter(w: Any) -> list[bytes]:
+    """Five std_msgs/msg/String messages on /chatter through writer ``w`` (closed after);
+    their CDR payloads."""
+    sch = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n")
+    ch = w.add_channel("/chatter", "cdr", sch)
+    payloads = [b"\x00\x01\x00\x00" + (3).to_bytes(4, "little") + b"h%d\x00" % i for i in range(5)]
+    for i, p in enumerate(payloads):
+        w.write(ch, p, 10_000 + i)
+    w.close()
+    return payloads

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from remote_helpers import BIG_N, STEP, T0, RangeServer, _Handler, serve
+from remote_helpers import BIG_N, STEP, T0, RangeServer, _Handler, serve, write_chatter
 
 import polybag
 from polybag.errors import PolybagError, UsageError
@@ -213,13 +213,7 @@ def test_concurrent_readers_share_nothing(emulator: RangeServer, remote_dir: Pat
 @pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
 def test_rosbag2_directory_over_gs(emulator: RangeServer, gcs_root: Path, storage: str) -> None:
     bag = gcs_root / "logs" / f"r2_{storage}"
-    w = polybag.Writer(str(bag), format="rosbag2", storage=storage)
-    sch = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n")
-    ch = w.add_channel("/chatter", "cdr", sch)
-    payloads = [b"\x00\x01\x00\x00" + (3).to_bytes(4, "little") + b"h%d\x00" % i for i in range(5)]
-    for i, p in enumerate(payloads):
-        w.write(ch, p, 10_000 + i)
-    w.close()
+    payloads = write_chatter(polybag.Writer(str(bag), format="rosbag2", storage=storage))
     with polybag.open(f"gs://logs/r2_{storage}/") as r:
         assert r.format == "rosbag2"
         assert [bytes(m.data) for m in r.messages()] == payloads

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from remote_helpers import write_big
+from remote_helpers import write_big, write_chatter
 
 import polybag
 from polybag.errors import OutputExistsError, PolybagError, UsageError
@@ -322,12 +322,7 @@ def test_rosbag2_directory_to_s3(
         target = f"{url}_{storage}"
         w = polybag.Writer(target, storage_options=s3, storage=storage)
         assert w.format == "rosbag2"
-        sch = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n")
-        ch = w.add_channel("/chatter", "cdr", sch)
-        payloads = [b"\x00\x01\x00\x00" + (3).to_bytes(4, "little") + b"h%d\x00" % i for i in range(5)]
-        for i, p in enumerate(payloads):
-            w.write(ch, p, 10_000 + i)
-        w.close()
+        payloads = write_chatter(w)
         assert order[-1] == "metadata.yaml" and len(order) >= 2
         with polybag.open(target + "/", storage_options=s3) as r:
             assert r.format == "rosbag2"
