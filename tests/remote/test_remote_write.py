@@ -498,10 +498,15 @@ def test_ctrl_c_during_the_upload_leaves_no_object(
     url = "s3://logs/lib/ctrl-c.mcap"
     real = s3fs.S3FileSystem._put_file
     started = threading.Event()
+    fired = threading.Event()
 
     async def slow(self: Any, lpath: str, rpath: str, *args: Any, **kwargs: Any) -> Any:
         started.set()
-        await asyncio.sleep(0.5)
+        for _ in range(400):  # until the interrupt is sent, however loaded the machine
+            if fired.is_set():
+                break
+            await asyncio.sleep(0.025)
+        await asyncio.sleep(0.3)
         return await real(self, lpath, rpath, *args, **kwargs)  # completes after the interrupt
 
     monkeypatch.setattr(s3fs.S3FileSystem, "_put_file", slow)
@@ -513,6 +518,7 @@ def test_ctrl_c_during_the_upload_leaves_no_object(
     def interrupt() -> None:
         started.wait(10)
         _thread.interrupt_main()
+        fired.set()
 
     threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
