@@ -29,6 +29,10 @@ def check_bag(path: str) -> dict[str, Any]:
         src = MappedSource.from_path(path)
     try:
         r = open_bag(src, path, verify_checksums=True)
+        if isinstance(r, BagV2Reader):
+            # every chunk record the index points at, checked before the read (as at open
+            # before headers were read lazily): an index that lies is not used
+            r.load_headers()
     except PolybagError as e:
         src.close()
         return {"problems": [str(e)], "notes": notes, "messages": 0, "version": "?"}

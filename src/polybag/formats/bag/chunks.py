@@ -17,7 +17,7 @@ import numpy as np
 from polybag.compression import OutputBuffer, decompress, max_chunk_bytes, normalize
 from polybag.errors import FormatError, PolybagError
 
-from .records import OP_CONNECTION, OP_MSG_DATA, U32, op_of, read_record_at
+from .records import OP_CHUNK, OP_CONNECTION, OP_MSG_DATA, OP_NAMES, U32, HeaderFields, op_of, read_record_at
 from .state import _EMPTY_I64, BagV2State, Chunk, Connection, _conn_from_record
 
 _u32 = U32.unpack_from
@@ -149,7 +149,58 @@ def partial_decompress(
 
 
 class ChunksMixin(BagV2State):
-    """A chunk's uncompressed bytes, its entries from its own records, its payload positions."""
+    """A chunk's header (read when first needed), its uncompressed bytes, its entries from
+    its own records, its payload positions."""
+
+    def _check_chunk_pos(self, ci: Chunk) -> None:
+        """A chunk info's ``chunk_pos`` lies in the data section (checked without reading)."""
+        if not self.data_start <= ci.pos < self.index_pos:
+            raise FormatError(f"chunk info points at {ci.pos}, outside the data section", self.path, ci.pos)
+
+    def _header(self, ci: Chunk) -> None:
+        """Fill in ``ci``'s header fields (compression, sizes, where its data lies) from its
+        chunk record, if not done yet.  A chunk info pointing at anything but an intact
+        chunk record header raises a FormatError naming the offset (each time it is asked)."""
+        if ci.lazy:
+            self._read_chunk_header(ci)
+            ci.lazy = False
+
+    def _headers(self, chunks: list[Chunk]) -> None:
+        """:meth:`_header` of every chunk in ``chunks``, their headers fetched in one batch
+        (a remote file: one multi-range request, or concurrent ones)."""
+        todo = [ci for ci in chunks if ci.lazy]
+        if todo:
+            self.source.need_many((ci.pos, 128) for ci in todo)
+            for ci in todo:
+                self._header(ci)
+
+    def _extent(self, ci: Chunk) -> int:
+        """How many bytes from ``ci.pos`` hold the chunk record and its index data records
+        (what a read of the chunk fetches): up to the next chunk (or the index section) for
+        a chunk of the index, whether its header is read or not; else the record and room
+        for the index data the chunk info announces."""
+        if ci.next_pos > ci.pos:
+            return ci.next_pos - ci.pos
+        return ci.record_len + 12 * sum(ci.counts.values()) + 256 * len(ci.counts)
+
+    def _read_chunk_header(self, ci: Chunk) -> None:
+        """Compression, sizes and data position of the chunk record a chunk info points at."""
+        p = self.path
+        self._check_chunk_pos(ci)
+        self.source.need(ci.pos, 128)
+        if ci.pos + 4 <= self.index_pos:  # a remote file: the whole header, however long
+            self.source.need(ci.pos, 8 + int.from_bytes(self.view[ci.pos : ci.pos + 4], "little"))
+        h, ds, dl, nxt = read_record_at(self.view, ci.pos, self.index_pos, p)
+        op = op_of(h, p, ci.pos)
+        if op != OP_CHUNK:
+            raise FormatError(f"chunk info points at a {OP_NAMES.get(op, f'op {op}')} record, not a chunk", p, ci.pos)
+        f = HeaderFields(h, p, ci.pos, "chunk")
+        ci.compression = normalize(f.str("compression", "none"))
+        ci.size = f.u32("size")
+        ci.data_start = ds
+        ci.data_len = dl
+        ci.record_len = nxt - ci.pos
+        ci.index_end = nxt
 
     def _scan_chunk_records(self, ci: Chunk) -> None:
         """Entries of ``ci`` from a walk over its records (its index data is damaged)."""
@@ -180,6 +231,7 @@ class ChunksMixin(BagV2State):
         """``ci``'s uncompressed bytes (what was recovered of it, for a damaged one)."""
         if ci.buffer is not None:
             return ci.buffer
+        self._header(ci)
         self.source.need(ci.data_start, ci.data_len)
         raw = self.view[ci.data_start : ci.data_start + ci.data_len]
         return self._decompress(ci.compression, raw, ci.size, ci.pos)

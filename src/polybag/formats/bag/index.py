@@ -1,9 +1,10 @@
 """The index of a 2.0 bag: the bag header record, the index section (connection records and
 chunk infos at ``index_pos``) and the index data records after each chunk.
 
-:class:`IndexMixin` reads them and checks them against each other and against the chunk
-records they point at (no chunk is decompressed); an index that does not hold together is
-not used (the reader scans the file instead).  A chunk's message entries come from its
+:class:`IndexMixin` reads them and checks them against each other (no chunk record is read
+at open: a chunk's header comes with its data, see
+:meth:`~polybag.formats.bag.chunks.ChunksMixin._header`); an index that does not hold
+together is not used (the reader scans the file instead).  A chunk's message entries come from its
 index data records in bulk, or from its own records when those are damaged.
 """
 
@@ -11,14 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from polybag.compression import normalize
 from polybag.errors import FormatError, UnsupportedError
 
 from .chunks import ChunksMixin
 from .records import (
     CHUNK_INFO_DTYPE,
     MAGIC_V20,
-    OP_CHUNK,
     OP_CHUNK_INFO,
     OP_CONNECTION,
     OP_FILE_HEADER,
@@ -85,6 +84,13 @@ class IndexMixin(ChunksMixin):
                 raise FormatError(f"unexpected {OP_NAMES.get(op, f'op {op}')} record in the index section", p, pos)
             pos = nxt
         self._check_index(conns, infos)
+        # each chunk's extent: up to the next chunk record (or the index section)
+        ends = sorted({ci.pos for ci in infos} | {self.index_pos})
+        nxt_of = dict(zip(ends, ends[1:]))
+        for ci in infos:
+            ci.next_pos = nxt_of[ci.pos]
+        if self.recover:  # the whole file is here: check every chunk record now (index_problem)
+            self._headers(infos)
         self.conns = conns
         self.chunks = infos
 
@@ -102,11 +108,13 @@ class IndexMixin(ChunksMixin):
         counts: dict[int, int] = {}
         for c_, n_ in zip(arr["conn"].tolist(), arr["count"].tolist()):
             counts[c_] = counts.get(c_, 0) + n_
-        return Chunk(f.u64("chunk_pos"), 0, 0, "none", 0, f.time("start_time"), f.time("end_time"), counts)
+        return Chunk(f.u64("chunk_pos"), 0, 0, "none", 0, f.time("start_time"), f.time("end_time"), counts, lazy=True)
 
     def _check_index(self, conns: dict[int, Connection], infos: list[Chunk]) -> None:
-        """The index section against the bag header's counts and the chunk records (read
-        into ``infos``: compression, sizes, where their data lies)."""
+        """The index section against the bag header's counts and itself: every chunk info
+        points into the data section and names known connections.  The chunk records are
+        not read here (see :meth:`_header`): a chunk info pointing at something else than a
+        chunk record is found when that chunk is first needed."""
         p = self.path
         if len(infos) != self.header_chunk_count:
             raise FormatError(
@@ -118,31 +126,11 @@ class IndexMixin(ChunksMixin):
             raise FormatError(
                 f"bag header declares {self.header_conn_count} connections, index has {len(conns)}", p, self.index_pos
             )
-        self.source.need_many((ci.pos, 128) for ci in infos)  # the chunk records' headers
         for ci in infos:
-            self._read_chunk_header(ci)
+            self._check_chunk_pos(ci)
             for cid in ci.counts:
                 if cid not in conns:
                     raise FormatError(f"chunk info names connection {cid}, which has no connection record", p, ci.pos)
-
-    def _read_chunk_header(self, ci: Chunk) -> None:
-        """Compression, sizes and data position of the chunk record a chunk info points at."""
-        p = self.path
-        if not self.data_start <= ci.pos < self.index_pos:
-            raise FormatError(f"chunk info points at {ci.pos}, outside the data section", p, ci.pos)
-        if ci.pos + 4 <= self.index_pos:  # a remote file: the whole header, however long
-            self.source.need(ci.pos, 8 + int.from_bytes(self.view[ci.pos : ci.pos + 4], "little"))
-        h, ds, dl, nxt = read_record_at(self.view, ci.pos, self.index_pos, p)
-        op = op_of(h, p, ci.pos)
-        if op != OP_CHUNK:
-            raise FormatError(f"chunk info points at a {OP_NAMES.get(op, f'op {op}')} record, not a chunk", p, ci.pos)
-        f = HeaderFields(h, p, ci.pos, "chunk")
-        ci.compression = normalize(f.str("compression", "none"))
-        ci.size = f.u32("size")
-        ci.data_start = ds
-        ci.data_len = dl
-        ci.record_len = nxt - ci.pos
-        ci.index_end = nxt
 
     def _chunk_index(self, ci: Chunk, fallback: bool = True) -> None:
         """Read the index data records after a chunk into ``ci.times/conns/offsets``.
@@ -150,16 +138,19 @@ class IndexMixin(ChunksMixin):
         When they are damaged, the chunk's own records are scanned instead (``fallback``)
         or the error is raised.
         """
+        self._header(ci)
         p = self.path
         pos = ci.pos + ci.record_len
         parts: list[np.ndarray] = []
         conn_parts: list[np.ndarray] = []
         limit = self.index_pos
+        if pos <= ci.next_pos:  # (an indexed bag) the next chunk record ends the index data
+            limit = ci.next_pos
         src = self.source
-        src.need(pos, 12 * sum(ci.counts.values()) + 256 * len(ci.counts))  # the index data records
+        src.need(pos, min(12 * sum(ci.counts.values()) + 256 * len(ci.counts), limit - pos))  # the index data
         try:
             while pos < limit:
-                src.need(pos, 1024)
+                src.need(pos, min(1024, limit - pos))
                 h, ds, dl, nxt = read_record_at(self.view, pos, limit, p)
                 src.need(ds, dl)
                 if op_of(h, p, pos) != OP_INDEX_DATA:

@@ -85,7 +85,8 @@ class OrderMixin(IndexMixin):
         sel = topic_filter(topics, chans.values())
         chunks = [ci for ci in self.chunks if self._wanted(ci, sel, start, end)]
         # a remote file: the chunks (and the index data after each) fetched ahead, in order
-        self.source.hint((ci.pos, ci.record_len + 12 * sum(ci.counts.values()) + 256 * len(ci.counts)) for ci in sorted(chunks, key=lambda c: c.pos))
+        # (a chunk whose header is not read yet: up to the next chunk, header and data together)
+        self.source.hint((ci.pos, self._extent(ci)) for ci in sorted(chunks, key=lambda c: c.pos))
         with self.damage_pass() as done:
             if order == "file":
                 want = _Read(sel, start, end, reverse, order)
@@ -140,8 +141,9 @@ class OrderMixin(IndexMixin):
 
     def _load(self, ci: Chunk) -> bytes | memoryview:
         """Entries of ``ci`` (index data, or a record scan) and its uncompressed bytes."""
-        # a remote file: the chunk record and the index data after it in one request
-        self.source.need(ci.pos, ci.record_len + 12 * sum(ci.counts.values()) + 256 * len(ci.counts))
+        # a remote file: the chunk record (header too, when not read yet) and the index data
+        # after it in one request
+        self.source.need(ci.pos, self._extent(ci))
         if ci.times is None:
             self._chunk_index(ci)
         buf = self._chunk_buffer(ci)

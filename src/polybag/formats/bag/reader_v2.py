@@ -29,7 +29,7 @@ import numpy as np
 
 from polybag.compression import decompress as decompress  # re-exported (tests patch it here)
 from polybag.errors import PolybagError
-from polybag.model import ChunkInfo, Message, Summary
+from polybag.model import Channel, ChunkInfo, Message, Summary
 from polybag.reader import TopicSelector, topic_filter
 from polybag.source import MappedSource
 
@@ -76,6 +76,7 @@ class BagV2Reader(OrderMixin, ScanMixin):
         """Connections, counts, times and chunks from the index (or the scan); ``extras``
         holds the bag header's fields, why the index was not used and the problems met."""
         if self._summary is None:
+            self.load_headers()  # compression and sizes of every chunk
             chans = self.channel_map()
             counts: dict[int, int] = {cid: 0 for cid in chans}
             for ci in self.chunks:
@@ -117,6 +118,29 @@ class BagV2Reader(OrderMixin, ScanMixin):
             )
         return self._summary
 
+    def load_headers(self) -> None:
+        """Read every chunk record's header now, in one batch (opening an indexed bag reads
+        none: a read fetches a chunk's header with its data).  When one is not an intact
+        chunk record header, the index is not used, as when that is found at open: the
+        problem becomes ``index_problem`` and the file is scanned (a read already under way
+        goes on, and raises that FormatError at that chunk)."""
+        if not self.indexed:
+            return
+        try:
+            self._headers(self.chunks)
+        except PolybagError as e:
+            self.index_problem = str(e)
+            self.indexed = False
+            self.conns = {}
+            self.chunks = []
+            self._channels = None
+            self._summary = None
+            self._scan()
+
+    def channels(self) -> dict[int, Channel]:
+        """The channels (from the connection records: no chunk record is read)."""
+        return self.channel_map()
+
     @property
     def has_index(self) -> bool:
         """True when the bag's index (connections and chunk infos) was read at open."""
@@ -156,6 +180,10 @@ class BagV2Reader(OrderMixin, ScanMixin):
         chans = self.channel_map()
         sel = topic_filter([topic], chans.values())
         chunks = sorted((ci for ci in self.chunks if self._wanted(ci, sel, None, None)), key=lambda c: c.pos)
+        # a remote file: the chunks fetched ahead, in order; their headers (declared sizes)
+        # come out of that stream
+        self.source.hint((ci.pos, self._extent(ci)) for ci in chunks)
+        self._headers(chunks)
         # declared sizes bound the blob; a lying header cannot make it outgrow the file much
         bound = sum(max(ci.size, 0) for ci in chunks)
         arena = Arena(min(bound, 4 * self.size + (1 << 20)))

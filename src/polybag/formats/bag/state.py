@@ -47,13 +47,20 @@ class Connection:
 
 @dataclass
 class Chunk:
-    """One chunk (or a run of records outside any chunk) and what is known about it."""
+    """One chunk (or a run of records outside any chunk) and what is known about it.
+
+    A chunk of an indexed bag starts from its chunk info record alone (``lazy``): its chunk
+    record's header fields (``data_start``, ``data_len``, ``compression``, ``size``,
+    ``record_len``, ``index_end``) are read when something first needs them
+    (:meth:`~polybag.formats.bag.index.IndexMixin._header`), so that opening a bag reads no
+    chunk record; until then its extent in the file runs to ``next_pos``.
+    """
 
     pos: int  # file offset of the chunk record (or of the first loose record)
-    data_start: int  # file offset of the (compressed) chunk data
-    data_len: int  # compressed length present in the file
-    compression: str
-    size: int  # declared uncompressed size (-1: unknown, cut chunk)
+    data_start: int  # file offset of the (compressed) chunk data (lazy: not read yet)
+    data_len: int  # compressed length present in the file (lazy: not read yet)
+    compression: str  # (lazy: not read yet)
+    size: int  # declared uncompressed size (-1: unknown, cut chunk; lazy: not read yet)
     start: int = 0
     end: int = 0
     counts: dict[int, int] = field(default_factory=dict)
@@ -68,6 +75,8 @@ class Chunk:
     index_end: int = 0  # file offset after the chunk's index data records
     valid_end: int = -1  # end of the last intact record in the uncompressed data (-1: all)
     damaged: bool = False
+    lazy: bool = False  # the chunk record's header is not read yet (see above)
+    next_pos: int = 0  # where the next chunk (or the index section) starts: this one's extent
 
 
 def _conn_from_record(
