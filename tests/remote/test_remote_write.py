@@ -25,6 +25,16 @@ from polybag.errors import OutputExistsError, PolybagError, UsageError
 s3fs = pytest.importorskip("s3fs")
 
 
+@pytest.fixture(autouse=True)
+def own_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A temporary directory of each test's own (not in ``tmp_path``, which tests check is
+    left empty): the staging directories are counted there (tests in other workers stage
+    theirs at the same time)."""
+    d = tmp_path_factory.mktemp("staging")
+    monkeypatch.setenv("TMPDIR", str(d))
+    monkeypatch.setattr(tempfile, "tempdir", str(d))
+
+
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Small generated logs: 40 messages of 2 KB on /big and 4 on /small."""
