@@ -123,9 +123,16 @@ class OrderMixin(IndexMixin):
 
     def _span(self, ci: Chunk) -> tuple[int, int]:
         """The first and last log time of ``ci``'s entries (its index data, read if not yet;
-        the chunk info's claim when it has none)."""
+        the chunk info's claim when it has none, or when the chunk record it points at is
+        not one: that FormatError is raised when the merge reaches the chunk, after the
+        messages before it)."""
         if ci.times is None:
-            self._chunk_index(ci)
+            try:
+                self._chunk_index(ci)
+            except FormatError:
+                if not ci.lazy:
+                    raise
+                return ci.start, ci.end
         if ci.times is not None and len(ci.times):
             return int(ci.times.min()), int(ci.times.max())
         return ci.start, ci.end
