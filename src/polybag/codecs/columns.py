@@ -56,6 +56,8 @@ class MessageSource(Protocol):
     @property
     def summary(self) -> Summary: ...
 
+    def channels(self) -> dict[int, Any]: ...
+
     def messages(self, topics: Sequence[str] | None = None) -> Iterator[Message]: ...
 
     def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -93,7 +95,7 @@ _INT64_MAX = (1 << 63) - 1
 
 def topic_columns(reader: MessageSource, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """One numpy array per leaf field of ``topic`` (log-time order), plus ``log_time``."""
-    channels = [c for c in reader.summary.channels.values() if c.topic == topic]
+    channels = [c for c in reader.channels().values() if c.topic == topic]  # (a bag: no chunk header read)
     if not channels:
         raise PolybagError(f"{reader.path}: no topic {topic!r}")
     codecs = {id(codec_for(c)) for c in channels}

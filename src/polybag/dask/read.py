@@ -54,7 +54,7 @@ def _columns_window(
     from polybag.codecs import codec_for
     from polybag.codecs.columns import payload_columns
 
-    channels = [c for c in r.summary.channels.values() if c.topic == topic]
+    channels = [c for c in r.channels().values() if c.topic == topic]  # (a bag: no chunk header read)
     if not channels:
         return {}
     if start is None and end is None:

@@ -417,3 +417,20 @@ def test_s3(big_bag):
         _check_counts(_remote_jobs(f"s3://lazy/{p.name}", opts), n_chunks, size)
     finally:
         moto.stop()
+
+
+def test_columns_read_no_other_chunk_header():
+    """``topic_columns`` and a Dask partition's window take the channels from the index (no
+    summary): only the chunks they read have their header read."""
+    from polybag.dask.read import _columns_window
+
+    data = make_bag()
+    r = open_bag(RecordingSource(data))
+    assert isinstance(r, BagV2Reader)
+    lo = 10**9 * 100 + 30 * 1000
+    cols = _columns_window(r, "/a", None, lo, lo + 3000)
+    assert cols["log_time"].tolist() == [lo + 1000, lo + 2000]
+    assert 1 <= sum(not ci.lazy for ci in r.chunks) <= 3 and r._summary is None
+    cols = r.topic_columns("/b")
+    assert len(cols["log_time"]) == 20 and r._summary is None
+    r.close()
