@@ -68,6 +68,9 @@ WORKERS = 8
 SMALL = 256 << 10
 #: most ranges in one batch
 BATCH = 256
+#: more small ranges than this inside a hinted read, on a transport without multi-range
+#: requests, are fetched with the hinted stream instead of one request each
+FEW = 4
 
 _MISSING, _INFLIGHT, _PRESENT = 0, 1, 2
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
@@ -165,7 +168,11 @@ class RemoteSource(MappedSource):
             return
         lo, hi = spans[0][0] * BLOCK, min(self.size, spans[-1][1] * BLOCK)
         if self._hint_at < len(self._hints):  # a hinted read: keep its ranges coming
-            self._pump(lo)
+            # many small ranges inside what the read will fetch anyway (an MCAP's Message
+            # Indexes after each chunk), on a transport that asks for one range a request (S3):
+            # the hinted stream fetched up to the last of them in large requests instead
+            scattered = len(spans) > FEW and not self._multirange() and self._inside_hints(spans)
+            self._pump(lo, hi if scattered else 0)
             self._ensure(spans)
             self._pump(hi)
             return
@@ -188,13 +195,32 @@ class RemoteSource(MappedSource):
         if spans:
             self._pump(spans[0][0] * BLOCK)
 
-    def _pump(self, pos: int) -> None:
-        """Start fetching the hinted blocks from ``pos`` up to HINT_AHEAD bytes beyond it."""
+    def _multirange(self) -> bool:
+        """Whether the transport takes several ranges in one request (HTTP servers that
+        answer ``multipart/byteranges``; not S3 or other fsspec stores)."""
+        return isinstance(self._fs, HttpRanges) and self._fs.multirange
+
+    def _inside_hints(self, spans: list[tuple[int, int]]) -> bool:
+        """Whether every block span lies within the hinted spans not yet passed."""
+        with self._cv:
+            hints = self._hints[self._hint_at :]
+        k = 0
+        for b0, b1 in spans:  # both sorted
+            while k < len(hints) and hints[k][1] < b1:
+                k += 1
+            if k == len(hints) or hints[k][0] > b0:
+                return False
+        return True
+
+    def _pump(self, pos: int, upto: int = 0) -> None:
+        """Start fetching the hinted blocks from ``pos`` up to HINT_AHEAD bytes beyond it (or
+        up to ``upto``, when that is further)."""
         todo: list[tuple[int, int]] = []
-        limit = (pos + HINT_AHEAD + BLOCK - 1) // BLOCK
+        limit = max((pos + HINT_AHEAD + BLOCK - 1) // BLOCK, (upto + BLOCK - 1) // BLOCK)
         first = pos // BLOCK
         with self._cv:
-            if self._hint_to - first > HINT_AHEAD // 2 // BLOCK:
+            half = HINT_AHEAD // 2 // BLOCK
+            if self._hint_to > max(first + half, limit - half):
                 return  # enough is on the way: top up in large requests, not a little per need
             self._hint_to = limit
             while self._hint_at < len(self._hints):

@@ -216,24 +216,26 @@ class PlanMixin(McapState):
             unknown = (arr["start"] == 0) & (arr["end"] == 0)  # no times: read it wherever
             if start is not None or end is not None:
                 sel |= unknown
+            cis = self.chunk_indexes
+            picked = [
+                i
+                for i in np.nonzero(sel)[0].tolist()
+                if wfile is None or not cis[i].message_index_offsets or wfile & cis[i].message_index_offsets.keys()
+            ]
+            # a remote file: the chunks to read are fetched ahead, in order (hinted first, so
+            # that the Message Indexes after them can come with them where that is cheaper)
+            self.source.hint(sorted((cis[i].chunk_start_offset, cis[i].chunk_length + cis[i].message_index_length) for i in picked))
             if merge:  # a remote file: the Message Indexes checked below, in one batch
-                cis = self.chunk_indexes
                 self.source.need_many(
                     (cis[i].chunk_start_offset + cis[i].chunk_length, cis[i].message_index_length)
                     for i in np.nonzero(sel)[0].tolist()
                 )
-            hinted: list[tuple[int, int]] = []  # a remote file: the chunks fetched ahead, in order
-            for i in np.nonzero(sel)[0].tolist():
-                ci = self.chunk_indexes[i]
-                mio = ci.message_index_offsets
-                if wfile is not None and mio and not (wfile & mio.keys()):
-                    continue
-                hinted.append((ci.chunk_start_offset, ci.chunk_length + ci.message_index_length))
+            for i in picked:
+                ci = cis[i]
                 s, t = (0, _MAX_TIME) if unknown[i] else (ci.message_start_time, ci.message_end_time)
                 if merge and not self._index_times_fit(ci, wfile, s, t):
                     return self._verified_segments(want, start, end, sort, arrays)
                 out.append((s, t, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort, arrays)))
-            self.source.hint(sorted(hinted))
             return out, None
         sr = self._scan()
         for (off, _ln, s, t), rank in zip(sr.chunks, sr.chunk_ranks):
