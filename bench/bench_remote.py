@@ -76,9 +76,9 @@ def _evicted(path: Path) -> str:
     return str(path)
 
 
-def part1(d: Path, n: int, repeat: int) -> None:
+def part1(d: Path, n: int, repeat: int, formats: tuple[str, ...] = ("mcap", "bag")) -> None:
     print(f"== remote reads: {n} messages of 100 KB (+{n // 10} small), ~1 MB chunks, no compression")
-    files = [d / "big.mcap", d / "big.bag"]
+    files = [d / f"big.{fmt}" for fmt in formats]
     for f in files:
         if not f.exists():
             write_big(f, n=n)
@@ -346,6 +346,7 @@ def main() -> None:
     ap.add_argument("--skip-remote", action="store_true")
     ap.add_argument("--skip-export", action="store_true")
     ap.add_argument("--skip-write", action="store_true", help="skip the convert-to-s3:// rows")
+    ap.add_argument("--formats", nargs="+", choices=["mcap", "bag"], default=["mcap", "bag"], help="part 1's files")
     ap.add_argument("--rounds", type=int, default=None, help="export rounds (default 5, --quick 2)")
     a = ap.parse_args()
     n = a.messages or (400 if a.quick else 2000)
@@ -356,7 +357,7 @@ def main() -> None:
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "s")
     print(f"cpus: {os.cpu_count()}, load: {os.getloadavg()}, threads: {threading.active_count()}")
     if not a.skip_remote:
-        part1(d, n, 1 if a.quick else 2)
+        part1(d, n, 1 if a.quick else 2, tuple(a.formats))
     if not a.skip_write:
         part3(d, 1 if a.quick else 2)
     if not a.skip_export:
