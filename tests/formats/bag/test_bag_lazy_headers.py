@@ -434,3 +434,16 @@ def test_columns_read_no_other_chunk_header():
     cols = r.topic_columns("/b")
     assert len(cols["log_time"]) == 20 and r._summary is None
     r.close()
+
+
+def test_recompress_of_a_lying_index(tmp_path):
+    """``compress`` checks every chunk record first, as open did: the lying index is not
+    used, the scanned chunks are recompressed."""
+    from polybag.formats.bag.reindex import recompress_bag
+
+    bad, _at = _lie_to_index_data(make_bag(), 4)
+    p = tmp_path / "lying.bag"
+    p.write_bytes(bad)
+    out = tmp_path / "lz4.bag"
+    assert recompress_bag(str(p), str(out), "lz4")["messages"] == 60
+    assert file_order(out.read_bytes()) == (_ALL, None)

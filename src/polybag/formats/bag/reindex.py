@@ -175,6 +175,7 @@ def recompress_bag(
     comp = normalize(compression)
     r = _open_v2(src, recover=False)
     try:
+        r.load_headers()  # every chunk record checked first: an index that lies is not used
         if r.scan_error is not None:
             raise PolybagError(f"{src}: bag is damaged ({r.scan_error}); run `polybag reindex` first")
         n = 0
