@@ -140,6 +140,7 @@ class RemoteSource(MappedSource):
         self._run_start = 0  # where the current sequential run began
         self._ahead_to = 0  # read-ahead of the current run was scheduled up to here
         self._hints: list[tuple[int, int]] = []  # block spans a reader said it will read, in order
+        self._hinted: list[tuple[int, int]] = []  # the same, as given
         self._hint_at = 0  # the first hinted span not yet scheduled
         self._hint_to = 0  # hinted blocks were scheduled up to this one
         self.requests = 0
@@ -190,6 +191,7 @@ class RemoteSource(MappedSource):
         spans = self._blocks(ranges)
         with self._cv:
             self._hints = spans
+            self._hinted = list(spans)  # as given (``_hints`` is consumed as they are fetched)
             self._hint_at = 0
             self._hint_to = 0
         if spans:
@@ -201,9 +203,10 @@ class RemoteSource(MappedSource):
         return isinstance(self._fs, HttpRanges) and self._fs.multirange
 
     def _inside_hints(self, spans: list[tuple[int, int]]) -> bool:
-        """Whether every block span lies within the hinted spans not yet passed."""
+        """Whether every block span lies within the hinted spans (fetched, on the way or to
+        come)."""
         with self._cv:
-            hints = self._hints[self._hint_at :]
+            hints = self._hinted
         k = 0
         for b0, b1 in spans:  # both sorted
             while k < len(hints) and hints[k][1] < b1:

@@ -117,10 +117,10 @@ def test_s3_full_mcap_read_fetches_message_indexes_with_the_chunks(
     """A log-time read of an MCAP checks each chunk's Message Index first; S3 takes one range
     a request, so those small ranges come with the hinted chunk stream (large requests), not
     one request each: the whole file in a few requests, the same messages as locally.  (The
-    read-ahead is cut to 1 MiB so that this 15 MB file stands for one far larger than it.)"""
+    read-ahead is cut to 4 MiB so that this 15 MB file stands for one far larger than it.)"""
     import polybag.remote
 
-    monkeypatch.setattr(polybag.remote, "HINT_AHEAD", 1 << 20)
+    monkeypatch.setattr(polybag.remote, "HINT_AHEAD", 4 << 20)
     path = remote_dir / "mid.mcap"
     with polybag.open(str(path)) as local:
         want = _rows(local)
