@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -216,26 +216,23 @@ def _plan_file(
         return _FilePlan(path, "ulog", [Partition(path, "ulog", start, end)], chans, False)
     with polybag.open(path) as r:
         fmt = r.format
-        summary = None
         chunks = None
-        if r.has_index:  # the summary is cheap: it comes from the index
-            summary = r.summary
-            chunks = r.chunk_message_counts(_selection(topics, summary))
+        if r.has_index:  # channels and chunk counts from the index alone (a remote bag's
+            # chunk headers, one request each on S3, are not read: reader.channels())
+            chunks = r.chunk_message_counts(_selection(topics, r.channels()))
         if chunks is None:
             # unindexed: one partition for the whole file (its task scans it once)
-            if need_channels and summary is None:
-                summary = r.summary
-            chans = [] if summary is None else _selected_channels(topics, summary)
+            summary = r.summary if need_channels or r.has_index else None
+            chans = [] if summary is None else _selected_channels(topics, summary.channels)
             lo = hi = None
             if summary is not None and summary.indexed and summary.start_time is not None:
                 lo, hi = TimeWindow(start, end).clamp(summary.start_time, summary.end_time)
             return _FilePlan(path, fmt, [Partition(path, fmt, start, end, -1, lo, hi)], chans, False)
-        assert summary is not None
         return _FilePlan(
             path,
             fmt,
             _windows(path, fmt, chunks, start, end, per_part),
-            _selected_channels(topics, summary),
+            _selected_channels(topics, r.channels()),
             True,
             chunks,
         )
@@ -250,13 +247,13 @@ def _sniff_path(path: str) -> str | None:
     return registry.sniff_path(path)
 
 
-def _selection(topics: TopicSelector, summary: Any) -> set[int] | None:
-    return topic_filter(topics, summary.channels.values())
+def _selection(topics: TopicSelector, channels: dict[int, Channel]) -> set[int] | None:
+    return topic_filter(topics, channels.values())
 
 
-def _selected_channels(topics: TopicSelector, summary: Any) -> list[Channel]:
-    sel = _selection(topics, summary)
-    return [c for cid, c in summary.channels.items() if sel is None or cid in sel]
+def _selected_channels(topics: TopicSelector, channels: dict[int, Channel]) -> list[Channel]:
+    sel = _selection(topics, channels)
+    return [c for cid, c in channels.items() if sel is None or cid in sel]
 
 
 def _plan(

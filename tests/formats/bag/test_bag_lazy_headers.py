@@ -447,3 +447,23 @@ def test_recompress_of_a_lying_index(tmp_path):
     out = tmp_path / "lz4.bag"
     assert recompress_bag(str(p), str(out), "lz4")["messages"] == 60
     assert file_order(out.read_bytes()) == (_ALL, None)
+
+
+def test_dask_planning_a_remote_bag_reads_no_chunk_header(big_bag):
+    """Partitions of a remote bag come from its index (channels and chunk counts): planning
+    asks for the head, the tail and the index section, never one range per chunk."""
+    from polybag.dask.plan import partitions
+
+    p, n_chunks, _size = big_bag
+    want = partitions([str(p)], topics=["/big"], partition_messages=100)
+    gen = serve(p.parent, multirange=False)
+    srv = next(gen)
+    try:
+        srv.reset()
+        got = partitions([f"{srv.url}/{p.name}"], topics=["/big"], partition_messages=100)
+        requests = srv.requests
+    finally:
+        gen.close()
+    assert [(q.start, q.end, q.lo, q.hi, q.estimate) for q in got] == [(q.start, q.end, q.lo, q.hi, q.estimate) for q in want]
+    assert len(got) > 3
+    assert requests <= 6 < n_chunks
