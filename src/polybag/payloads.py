@@ -18,6 +18,17 @@ _FEW_SIZES = 16  # at most this many distinct payload sizes: copied size by size
 _SIZES_SORT_MAX = 1 << 16  # more payloads than this in one call: not sorted to count sizes
 
 
+def packed(datas: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(blob, starts, sizes)`` of payloads given one by one (bytes-like): joined back to
+    back in the order given, for readers whose payloads are not views of one buffer."""
+    n = len(datas)
+    sizes = np.fromiter(map(len, datas), dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
+    if n > 1:
+        np.cumsum(sizes[:-1], out=starts[1:])
+    return np.frombuffer(b"".join(datas), dtype=np.uint8), starts, sizes
+
+
 def gather(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Copy ``a[starts[i]:starts[i] + sizes[i]]`` back to back into ``out`` (``sizes.sum()`` long).
 

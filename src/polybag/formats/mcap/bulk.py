@@ -23,7 +23,7 @@ from polybag.formats.mcap.base import _Bad, _NeedSlowPath, _UnknownChannel
 from polybag.formats.mcap.records import RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U32
 from polybag.formats.mcap.walk import _walk_defs
 from polybag.model import Channel, Message
-from polybag.payloads import gather
+from polybag.payloads import gather, packed
 
 _MI_DTYPE = np.dtype(R.MESSAGE_INDEX_DTYPE)
 
@@ -228,13 +228,8 @@ def _batch_from_heads(buf: bytes | memoryview, rec: np.ndarray, offs: np.ndarray
 
 def _batch_from_messages(msgs: list[Message]) -> _Batch:
     """A batch from messages the record-by-record walk produced (unusual or damaged chunks)."""
-    n = len(msgs)
-    sizes = np.fromiter((len(m.data) for m in msgs), np.int64, n)
-    starts = np.zeros(n, np.int64)
-    if n:
-        np.cumsum(sizes[:-1], out=starts[1:])
-    buf = np.frombuffer(b"".join(bytes(m.data) for m in msgs), np.uint8)
-    return _Batch(np.fromiter((m.log_time for m in msgs), np.uint64, n), buf, starts, sizes)
+    buf, starts, sizes = packed([m.data for m in msgs])
+    return _Batch(np.fromiter((m.log_time for m in msgs), np.uint64, len(msgs)), buf, starts, sizes)
 
 
 _U64 = np.dtype("<u8")

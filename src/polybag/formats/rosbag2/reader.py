@@ -258,6 +258,8 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         sizes)``); for SQLite storage straight from one query per file."""
         import numpy as np
 
+        from polybag.payloads import packed
+
         ids = topic_filter([topic], self._channels.values()) or set()
         if len(self._storages) == 1 and not self._per_message and not self.recover:
             lids = {lid for lid, ch in self._local[0].items() if ch.id in ids}
@@ -282,16 +284,11 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
             times.extend(got[0])
             datas.extend(got[1])
         t = np.array(times, dtype=np.uint64)
-        sizes = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
         if len(self._storages) > 1 and len(t) > 1:
             order = np.argsort(t, kind="stable")  # several files: by time, ties in file order
-            t, sizes = t[order], sizes[order]
+            t = t[order]
             datas = [datas[k] for k in order.tolist()]
-        blob = np.frombuffer(b"".join(datas), dtype=np.uint8)
-        starts = np.zeros(len(sizes), dtype=np.int64)
-        if len(sizes) > 1:
-            np.cumsum(sizes[:-1], out=starts[1:])
-        return t, blob, starts, sizes
+        return (t, *packed(datas))
 
     @property
     def recovery_report(self) -> dict[str, Any] | None:  # type: ignore[override]

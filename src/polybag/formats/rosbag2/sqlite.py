@@ -256,6 +256,7 @@ class SqliteStorage:
         import numpy as np
 
         from polybag.formats.rosbag2.pages import Rows
+        from polybag.payloads import packed
 
         got = self.page_rows(topic_ids, None, None, False, "log_time", known)
         if got is None:
@@ -269,11 +270,7 @@ class SqliteStorage:
         times = rows.ts.astype(np.uint64)
         if not rows.extra:
             return times, table.buf, rows.start, rows.size
-        blob = np.frombuffer(b"".join(table.payloads(rows, 0, len(rows))), np.uint8)
-        starts = np.zeros(len(rows), np.int64)
-        if len(rows) > 1:
-            np.cumsum(rows.size[:-1], out=starts[1:])
-        return times, blob, starts, rows.size.copy()
+        return (times, *packed(table.payloads(rows, 0, len(rows))))
 
     def _all_ok(self, where: str, args: tuple[Any, ...], ids: list[int]) -> bool:
         """Whether every selected row is a message on one of the topic ``ids`` (any id when
