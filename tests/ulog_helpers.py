@@ -109,6 +109,32 @@ def nest_payload(ts: int, i: int) -> bytes:
     )
 
 
+# the repeated padding name: the second gap is trailing and left out of the data (as PX4 does)
+TRAIL_FMT = "trail:uint64_t timestamp;uint8_t a;uint8_t[3] _padding0;float b;uint16_t c;uint8_t[2] _padding0;"
+# timestamps that are not the first field, or narrower (a uint16 one wraps and is unwrapped)
+LATE_FMT = "late:float v;uint64_t timestamp;"
+SMALL_FMT = "small:uint16_t timestamp;float v;"
+
+
+def trail_log(n: int = 150, odd: bool = False) -> bytes:
+    """Topics trail (``_padding0`` twice) and two instances of pos (one carrying its
+    trailing padding in some messages); ``odd``: also late (two instances) and small."""
+    out = [header(), flags(), fmt(TRAIL_FMT), fmt(POS_FMT), fmt(LATE_FMT), fmt(SMALL_FMT)]
+    out += [sub(0, 0, "trail"), sub(1, 1, "pos"), sub(0, 2, "pos")]
+    if odd:
+        out += [sub(0, 3, "late"), sub(1, 4, "late"), sub(0, 5, "small")]
+    for i in range(n):
+        ts = 2_000_000 + i * 500
+        out.append(data(0, struct.pack("<QB3sfH", ts, i % 256, b"\xaa" * 3, -i * 1.5, i % 65536)))
+        out.append(data(1, pos_payload(ts + 1, i)))
+        if i % 3 == 0:
+            out.append(data(2, pos_payload(ts + 2, i + 7, padded=i % 2 == 0)))
+        if odd:
+            out.append(data(3 + i % 2, struct.pack("<fQ", i * 0.5, ts + 3)))
+            out.append(data(5, struct.pack("<Hf", (ts + 4) % 65536, -i * 0.25)))
+    return b"".join(out)
+
+
 def synthetic_log(
     n: int = 40, *, with_sync: bool = True, padded: bool = False
 ) -> tuple[bytes, list[tuple[int, int, int]]]:

@@ -32,6 +32,7 @@ from polybag.formats.ulog import reader as ulog_reader
 from polybag.formats.ulog import scan as ulog_scan
 from ulog_helpers import (
     POS_FMT,
+    TRAIL_FMT,
     data,
     flags,
     fmt,
@@ -41,24 +42,11 @@ from ulog_helpers import (
     pyulog_columns,
     sub,
     synthetic_log,
+    trail_log,
     write,
 )
 
 pytest.importorskip("pyulog")
-
-TRAIL = "trail:uint64_t timestamp;uint8_t a;uint8_t[3] _padding0;float b;uint16_t c;uint8_t[2] _padding0;"
-
-
-def _trail_log(n: int = 120) -> bytes:
-    out = [header(), flags(), fmt(TRAIL), fmt(POS_FMT)]
-    out += [sub(0, 0, "trail"), sub(1, 1, "pos"), sub(0, 2, "pos")]
-    for i in range(n):
-        ts = 2_000_000 + i * 500
-        out.append(data(0, struct.pack("<QB3sfH", ts, i % 256, b"\xaa" * 3, -i * 1.5, i % 65536)))
-        out.append(data(1, pos_payload(ts + 1, i)))
-        if i % 3 == 0:
-            out.append(data(2, pos_payload(ts + 2, i + 7, padded=i % 2 == 0)))
-    return b"".join(out)
 
 
 def _appended_log() -> bytes:
@@ -82,7 +70,7 @@ def _damaged(raw: bytes, spans: list[tuple[int, int, int]]) -> bytes:
 
 def _logs() -> dict[str, bytes]:
     synth, spans = synthetic_log(60, padded=True)
-    trail = _trail_log()
+    trail = trail_log(120)
     return {
         "synthetic": synth,
         "synthetic_cut": synth[: len(synth) - 9],
@@ -239,7 +227,7 @@ def test_grouping_of_many_subscriptions_with_control_messages_between(tmp_path: 
 def _late_subs_log() -> bytes:
     """Subscriptions added among the data (each batch may bring new ones), one of them for a
     format that cannot be laid out, and a msg_id subscribed again."""
-    out = [header(), flags(), fmt(POS_FMT), fmt(TRAIL), fmt("bad:nosuch x;")]
+    out = [header(), flags(), fmt(POS_FMT), fmt(TRAIL_FMT), fmt("bad:nosuch x;")]
     out.append(sub(0, 0, "pos"))
     for k in range(400):
         if k == 50:

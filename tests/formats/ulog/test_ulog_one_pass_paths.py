@@ -16,7 +16,6 @@ messages, a format with ``_padding0`` twice, and the same logs cut inside a mess
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -26,52 +25,19 @@ import polybag
 from polybag.codecs.ulog import BASE_TYPES
 from polybag.formats.ulog import data as ulog_data
 from ulog_helpers import (
-    POS_FMT,
-    data,
-    flags,
-    fmt,
-    header,
-    pos_payload,
     pyulog_columns,
-    sub,
     synthetic_log,
+    trail_log,
     write,
 )
 
 pytest.importorskip("pyulog")
 
-# the repeated padding name: the second gap is trailing and left out of the data (as PX4 does)
-TRAIL = "trail:uint64_t timestamp;uint8_t a;uint8_t[3] _padding0;float b;uint16_t c;uint8_t[2] _padding0;"
-
-
-# timestamps that are not the first field, or narrower (a uint16 one wraps and is unwrapped)
-LATE = "late:float v;uint64_t timestamp;"
-SMALL = "small:uint16_t timestamp;float v;"
-
-
-def _trail_log(n: int = 150, odd: bool = False) -> bytes:
-    """Topics trail (``_padding0`` twice) and two instances of pos (one carrying its
-    trailing padding in some messages); ``odd``: also late (two instances) and small."""
-    out = [header(), flags(), fmt(TRAIL), fmt(POS_FMT), fmt(LATE), fmt(SMALL)]
-    out += [sub(0, 0, "trail"), sub(1, 1, "pos"), sub(0, 2, "pos")]
-    if odd:
-        out += [sub(0, 3, "late"), sub(1, 4, "late"), sub(0, 5, "small")]
-    for i in range(n):
-        ts = 2_000_000 + i * 500
-        out.append(data(0, struct.pack("<QB3sfH", ts, i % 256, b"\xaa" * 3, -i * 1.5, i % 65536)))
-        out.append(data(1, pos_payload(ts + 1, i)))
-        if i % 3 == 0:
-            out.append(data(2, pos_payload(ts + 2, i + 7, padded=i % 2 == 0)))
-        if odd:
-            out.append(data(3 + i % 2, struct.pack("<fQ", i * 0.5, ts + 3)))
-            out.append(data(5, struct.pack("<Hf", (ts + 4) % 65536, -i * 0.25)))
-    return b"".join(out)
-
 
 def _logs() -> dict[str, bytes]:
     synth, _ = synthetic_log(60, padded=True)
-    trail = _trail_log()
-    odd = _trail_log(odd=True)
+    trail = trail_log()
+    odd = trail_log(odd=True)
     return {
         "synthetic": synth,
         "synthetic_cut": synth[: len(synth) - 9],  # ends inside a message

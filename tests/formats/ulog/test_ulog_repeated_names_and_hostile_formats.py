@@ -35,7 +35,7 @@ from polybag.errors import FormatError, PolybagError, PolybagWarning, Unsupporte
 from polybag.formats.ulog import reader as ulog_reader
 from polybag.formats.ulog.writer import UlogWriter
 from polybag.model import Channel, Schema
-from ulog_helpers import POS_FMT, data, flags, fmt, header, msg, pos_payload, sub, write
+from ulog_helpers import POS_FMT, TRAIL_FMT, data, flags, fmt, header, msg, pos_payload, sub, write
 
 pyulog = pytest.importorskip("pyulog")
 
@@ -46,7 +46,7 @@ JUNK = 0xAA  # padding bytes hold this: a shifted offset would show
 PAD2 = "pad2:uint64_t timestamp;uint8_t a;uint8_t[3] _padding0;float b;uint16_t c;uint8_t[6] _padding0;double d;"
 PAD2_DISTINCT = PAD2.replace("uint8_t[6] _padding0", "uint8_t[6] _padding1")
 # the repeat is trailing padding (left out of the data, as PX4 does): pyulog reads it
-TRAIL = "trail:uint64_t timestamp;uint8_t a;uint8_t[3] _padding0;float b;uint16_t c;uint8_t[2] _padding0;"
+TRAIL = TRAIL_FMT
 # a real name four times, with a field really named x_1: the repeats are x_2, x_3
 REAL = "real:uint64_t timestamp;float x;int16_t y;int16_t x;float[2] x;uint8_t x_1;"
 REAL_DISTINCT = "real:uint64_t timestamp;float x;int16_t y;int16_t x_2;float[2] x_3;uint8_t x_1;"
