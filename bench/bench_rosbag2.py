@@ -5,14 +5,16 @@ Each bag holds ``-n`` (default 100,000) ``sensor_msgs/msg/Imu`` messages on one 
 Writer (version 9) into ``bench/data``.  Rows:
 
 * ``read``: every message's topic, time and bytes (``bytes(data)`` on both sides)
+* ``raw``: the same through ``raw_messages()`` (tuples, as rosbags gives them)
 * ``read+decode``: every Imu decoded (polybag's compiled CDR codec; rosbags' typestore)
 * ``window``: the middle tenth of the time range, one topic (pushed down to SQL / chunks)
 * ``columns``: the Imu topic as numpy columns (``topic_columns``, every field) vs rosbags
   decoding every Imu and gathering seven fields into arrays
 
 Then a sqlite3 bag of ``--small`` (default 1,000,000) small messages on four topics (the
-issue's size), in CPU time, best and median: ``read`` (``messages()`` vs rosbags'
-``Reader.messages()``), ``payloads`` (every topic's times and payloads in bulk through
+issue's size), in CPU time, best and median: ``read`` (``messages()``, a Message object per
+message, vs rosbags' ``Reader.messages()``), ``raw`` (``raw_messages()``: ``(channel,
+log_time, data)`` tuples, the shape rosbags' ``Reader.messages()`` gives), ``payloads`` (every topic's times and payloads in bulk through
 ``topic_payloads`` vs rosbags' messages gathered per topic), and the floors: a bare loop over
 the same rows through the standard library's ``sqlite3`` and through apsw, and SQLite alone.
 
@@ -122,6 +124,16 @@ def pb_read(path: Path) -> int:
     with polybag.open(path) as r:
         for m in r.messages():
             bytes(m.data)
+            n += 1
+    return n
+
+
+def pb_raw(path: Path) -> int:
+    """``raw_messages()``: (channel, log_time, data) tuples, the shape rosbags gives."""
+    n = 0
+    with polybag.open(path) as r:
+        for _c, _t, d in r.raw_messages():
+            bytes(d)
             n += 1
     return n
 
@@ -305,6 +317,7 @@ def floor_messages(path: Path) -> int:
 
 SMALL_ROWS: dict[str, tuple[Callable[[Path], int], Callable[[Path], int]]] = {
     "read": (pb_read, rb_read),
+    "raw": (pb_raw, rb_read),
     "payloads": (pb_payloads, rb_payloads),
 }
 FLOORS: dict[str, Callable[[Path], int]] = {
@@ -352,6 +365,7 @@ def bench_small(n: int, repeat: int) -> None:
 
 ROWS: dict[str, tuple[Callable[[Path], int], Callable[[Path], int]]] = {
     "read": (pb_read, rb_read),
+    "raw": (pb_raw, rb_read),
     "read+decode": (pb_decode, rb_decode),
     "window": (pb_window, rb_window),
     "columns": (pb_columns, rb_columns),

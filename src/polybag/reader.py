@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from polybag._closing import Closing
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 
 TopicSelector = str | Sequence[str] | None
+_RAW = attrgetter("channel", "log_time", "data")
 
 
 class Reader(Closing, ABC):
@@ -104,6 +106,24 @@ class Reader(Closing, ABC):
         ``topics`` comes as given: the format selects its channels with :func:`topic_filter`
         when it knows them (a stream learns them as it reads)."""
         raise NotImplementedError(f"{type(self).__name__} implements neither messages() nor _messages()")
+
+    def raw_messages(
+        self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time"
+    ) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
+        """:meth:`messages` as plain ``(channel, log_time, data)`` tuples (the shape of
+        rosbags' ``Reader.messages()``), same selection, order and errors.  For a loop that
+        wants the bytes and times only: a format that can skip building a
+        :class:`~polybag.model.Message` per message does (:meth:`_raw_messages`)."""
+        check_order(order)
+        start, end = time_bounds(start, end)
+        return self._raw_messages(topics, start, end, reverse, order)
+
+    def _raw_messages(
+        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
+        """The format's part of :meth:`raw_messages`; here, each message's fields taken in C
+        (a reader that overrides :meth:`messages` whole is served too)."""
+        return map(_RAW, self.messages(topics, start, end, reverse, order))
 
     def attachments(self) -> Iterator[Attachment]:
         return iter(())
@@ -250,6 +270,10 @@ class ReaderProtocol(Protocol):
     def summary(self) -> Summary: ...
 
     def messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[Message]: ...
+
+    def raw_messages(
+        self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time"
+    ) -> Iterator[tuple[Channel, int, bytes | memoryview]]: ...
 
     def attachments(self) -> Iterator[Attachment]: ...
 

@@ -124,6 +124,12 @@ def _varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray | int | None = 
         return b.astype(np.int64), 1
     if top + 9 > len(buf):
         raise GiveUp("varint at the very end of the file")  # never in a page SQLite wrote
+    short = _short_varints(buf, pos)
+    if short is not None:
+        val, ln = short
+        if limit is not None and bool(np.any(pos + ln > limit)):
+            raise GiveUp("varint crosses the end of its page")
+        return val, ln
     w = sliding_window_view(buf, 9)[pos]  # nine bytes from each: one copy per row
     stop = w[:, :8] < 0x80
     ln = np.where(stop.any(axis=1), stop.argmax(axis=1) + 1, 9)
@@ -138,13 +144,51 @@ def _varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray | int | None = 
     return val.view(np.int64), ln
 
 
+def _short_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_varints` when every one is 1-4 bytes long (row ids below 2**28: every rosbag2
+    table), from one 32-bit word per varint; None when one is longer.  The word's bytes in
+    file order are ``b0 b1 b2 b3``; the varint ends at the first byte whose top bit is clear
+    (the lowest such bit of the word read little-endian), and its value is the low seven bits
+    of its bytes, ``b0`` first (the word byte-swapped, shifted to end at the last byte, its
+    7-bit groups packed together).  The caller checked that ``pos + 9`` is inside ``buf``."""
+    w = np.ndarray(buffer=buf, dtype="<u4", shape=(len(buf) - 3,), strides=(1,))[pos]
+    stop = ~w & np.uint32(0x80808080)
+    if not bool(np.all(stop)):
+        return None
+    low = stop & (np.uint32(0) - stop)  # the first byte that ends the varint: 0x80 << 8k
+    ln = (low > 0x80).astype(np.int64)
+    ln += low > 0x8000
+    ln += low > 0x800000
+    y = w.byteswap()
+    y >>= ((4 - (ln + 1)) * 8).astype(np.uint32)
+    ln += 1
+    val = y & np.uint32(0x7F)
+    val |= (y >> np.uint32(1)) & np.uint32(0x3F80)
+    val |= (y >> np.uint32(2)) & np.uint32(0x1FC000)
+    val |= (y >> np.uint32(3)) & np.uint32(0xFE00000)
+    return val.astype(np.int64), ln
+
+
+def _short_header(buf: np.ndarray, s: np.ndarray) -> np.ndarray | None:
+    """The first eight bytes of each record at ``s`` as a ``(n, 8)`` uint8 matrix (one 64-bit
+    word gathered per record) when the header's size and four serial types are one-byte
+    varints each (every row whose payload is under 58 bytes); None when one is longer (or
+    the words would reach past the file)."""
+    if len(s) == 0 or int(s.max()) + 8 > len(buf):
+        return None
+    w = np.ndarray(buffer=buf, dtype="<u8", shape=(len(buf) - 7,), strides=(1,))[s]
+    if bool(np.any(w & np.uint64(0x8080808080))):
+        return None
+    return w.view(np.uint8).reshape(len(s), 8)
+
+
 def _be_ints(buf: np.ndarray, pos: np.ndarray, types: np.ndarray) -> np.ndarray:
     """Signed big-endian integers of SQLite serial ``types`` (1-6, 8, 9) at ``pos`` (each
     ``size`` bytes gathered as one row of a sliding-window view: a copy per row, no index
     per byte)."""
     if len(types) and int(types.min()) == int(types.max()) and _INT_SIZE[int(types[0])] in (1, 2, 4, 8):
         size = _INT_SIZE[int(types[0])]  # the common case: one width for every row
-        return sliding_window_view(buf, size)[pos].view(f">i{size}").ravel().astype(np.int64)
+        return np.ndarray(buffer=buf, dtype=f">i{size}", shape=(len(buf) - size + 1,), strides=(1,))[pos].astype(np.int64)
     out = np.zeros(len(pos), np.int64)
     for t, size in _INT_SIZE.items():
         m = types == t
@@ -163,6 +207,21 @@ def _be_ints(buf: np.ndarray, pos: np.ndarray, types: np.ndarray) -> np.ndarray:
         top = 1 << (8 * size - 1)
         out[m] = np.where(v >= top, v - (top << 1), v)
     return out
+
+
+_INT_TYPE = np.zeros(256, bool)  # serial types (one-byte varints) of an integer column
+_INT_TYPE[list(_INT_SIZE)] = True
+_WIDTH = np.zeros(256, np.int64)
+for _t, _n in _INT_SIZE.items():
+    _WIDTH[_t] = _n
+
+
+def _widths(t: np.ndarray) -> np.ndarray | int:
+    """Bytes of the integers of serial types ``t`` (all integer types): an int when every
+    row has the same type."""
+    if len(t) and int(t.min()) == int(t.max()):
+        return int(_WIDTH[int(t[0])])
+    return _WIDTH[t]
 
 
 def _all_int_types(t: np.ndarray) -> bool:
@@ -193,6 +252,18 @@ def _be_int(data: bytes, at: int, t: int) -> int:
     return int.from_bytes(data[at : at + size], "big", signed=True)
 
 
+def _in_order(parts: list[Rows]) -> bool:
+    """Whether the rows of ``parts``, one batch after the other, are in time order."""
+    last = -1
+    for r in parts:
+        ts = r.ts
+        if len(ts):
+            if int(ts[0]) < last or (len(ts) > 1 and bool(np.any(ts[1:] < ts[:-1]))):
+                return False
+            last = int(ts[-1])
+    return True
+
+
 class PageTable:
     """The ``messages`` table of one rosbag2 database, read from its pages (module notes)."""
 
@@ -206,7 +277,8 @@ class PageTable:
         self.npages = len(mm) // page_size
         self.root = root
         self._leaves: np.ndarray | None = None
-        self._cache: Rows | None = None  # the whole table, parsed (CACHE_ROWS)
+        self._cache: list[Rows] | None = None  # the whole table, parsed (CACHE_ROWS), in batches
+        self._cache_in_order = True  # whether its rows are in time order
         self._cache_ids = np.zeros(0, np.int64)  # the known ids the cache was checked against
 
     @classmethod
@@ -313,13 +385,18 @@ class PageTable:
             raise GiveUp("a payload larger than the file")
         pay = cell + lp + lr
         spill = psize > u - 35
+        if not bool(spill.any()):  # the common case: every record wholly in its page
+            tid, ts, start, size = self._records(pay, psize, end)
+            if total and int(ts.min()) < 0:
+                raise GiveUp("a negative timestamp")
+            return Rows(rowid, tid, ts, start, size, {})
         tid = np.zeros(total, np.int64)
         ts = np.zeros(total, np.int64)
         start = np.full(total, -1, np.int64)
         size = np.zeros(total, np.int64)
         loc = np.flatnonzero(~spill)
         if len(loc):
-            self._records(pay[loc], psize[loc], end[loc], loc, tid, ts, start, size)
+            tid[loc], ts[loc], start[loc], size[loc] = self._records(pay[loc], psize[loc], end[loc])
         extra: dict[int, bytes] = {}
         used: set[int] = set()  # an overflow page serves one record once: assembled bytes <= the file
         for i in np.flatnonzero(spill).tolist():
@@ -330,34 +407,41 @@ class PageTable:
             raise GiveUp("a negative timestamp")
         return Rows(rowid, tid, ts, start, size, extra)
 
-    def _records(self, s: np.ndarray, p: np.ndarray, end: np.ndarray, at: np.ndarray, tid: np.ndarray, ts: np.ndarray, start: np.ndarray, size: np.ndarray) -> None:
-        """Records wholly in their pages: header, four serial types, two integers, a blob."""
+    def _records(self, s: np.ndarray, p: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Records wholly in their pages (header, four serial types, two integers, a blob):
+        their topic ids, timestamps, payload starts and sizes."""
         buf = self.buf
         if bool(np.any(s + p > end)):
             raise GiveUp("a record past the end of its page")
-        # the header's varints are checked together: their lengths add up to its size, which
-        # lies within the record, which lies within its page
-        h, lh = _varints(buf, s)
-        t0, l0 = _varints(buf, s + lh)
-        t1, l1 = _varints(buf, s + lh + l0)
-        t2, l2 = _varints(buf, s + lh + l0 + l1)
-        t3, l3 = _varints(buf, s + lh + l0 + l1 + l2)
-        if bool(np.any(lh + l0 + l1 + l2 + l3 != h)) or bool(np.any(h > p)) or bool(np.any(t0 != 0)):
-            raise GiveUp("a record that is not (id, topic_id, timestamp, data)")
-        if not (_all_int_types(t1) and _all_int_types(t2)):
+        m = _short_header(buf, s)
+        if m is not None:  # one byte each: the header is five bytes, read from one word
+            h = 5
+            if bool(np.any(m[:, 0] != 5)) or bool(np.any(m[:, 1] != 0)):
+                raise GiveUp("a record that is not (id, topic_id, timestamp, data)")
+            t1, t2, t3 = m[:, 2], m[:, 3], m[:, 4]
+        else:
+            # the header's varints are checked together: their lengths add up to its size,
+            # which lies within the record, which lies within its page
+            hv, lh = _varints(buf, s)
+            t0, l0 = _varints(buf, s + lh)
+            t1, l1 = _varints(buf, s + lh + l0)
+            t2, l2 = _varints(buf, s + lh + l0 + l1)
+            t3, l3 = _varints(buf, s + lh + l0 + l1 + l2)
+            if bool(np.any(lh + l0 + l1 + l2 + l3 != hv)) or bool(np.any(hv > p)) or bool(np.any(t0 != 0)):
+                raise GiveUp("a record that is not (id, topic_id, timestamp, data)")
+            h = hv
+            if not (_all_int_types(t1) and _all_int_types(t2)):
+                raise GiveUp("topic_id or timestamp is not an integer")
+        if m is not None and not (bool(np.all(_INT_TYPE[t1])) and bool(np.all(_INT_TYPE[t2]))):
             raise GiveUp("topic_id or timestamp is not an integer")
         if bool(np.any(t3 < 12)) or bool(np.any(t3 & 1)):
             raise GiveUp("data is not a blob")
-        sizes = np.array([0, 1, 2, 3, 4, 6, 8, 0, 0, 0], np.int64)
-        n1, n2 = sizes[t1], sizes[t2]
-        blob = (t3 - 12) >> 1
+        n1, n2 = _widths(t1), _widths(t2)
+        blob = (t3.astype(np.int64) - 12) >> 1
         if bool(np.any(h + n1 + n2 + blob != p)):
             raise GiveUp("a record whose lengths do not add up")
         v = s + h
-        tid[at] = _be_ints(buf, v, t1)
-        ts[at] = _be_ints(buf, v + n1, t2)
-        start[at] = v + n1 + n2
-        size[at] = blob
+        return _be_ints(buf, v, t1), _be_ints(buf, v + n1, t2), v + (n1 + n2), blob
 
     def _spilled(self, s: int, p: int, end: int, used: set[int]) -> tuple[int, int, bytes]:
         """A record whose payload goes on in overflow pages, assembled and parsed."""
@@ -413,11 +497,12 @@ class PageTable:
         ids = np.array(sorted(known), np.int64)
         want = None if topic_ids is None else np.array(sorted(topic_ids), np.int64)
         if self._cache is not None:
-            if not np.array_equal(ids, self._cache_ids) and not bool(np.all(np.isin(self._cache.tid, ids))):
+            cache = self._cache
+            if not np.array_equal(ids, self._cache_ids) and not all(bool(np.all(np.isin(r.tid, ids))) for r in cache):
                 raise GiveUp("a row on a topic id the topics table does not have")
-            rows = self._cache if want is None else self._cache.take(np.isin(self._cache.tid, want))
-            ts = rows.ts
-            yield from self._ordered([rows], len(ts) < 2 or bool(np.all(ts[1:] >= ts[:-1])), order, reverse)
+            parts = cache if want is None else [r.take(np.isin(r.tid, want)) for r in cache]
+            in_order = self._cache_in_order or _in_order(parts)
+            yield from self._ordered(parts, in_order, order, reverse)
             return
         kept: list[Rows] | None = []
         whole: list[Rows] | None = []  # every row, while the table may be small enough to keep
@@ -445,10 +530,11 @@ class PageTable:
                     if count > KEEP_ROWS:
                         kept = None  # too many to keep: a second pass parses them again
         if whole is not None:
-            self._cache = Rows.join(whole) if whole else self.parse(np.zeros(0, np.int64))
+            self._cache = whole
             self._cache_ids = ids  # every row's topic id is one of these
+            self._cache_in_order = in_order if want is None else _in_order(whole)
             if want is None:
-                kept = [self._cache]  # the same rows: joined once
+                kept = whole  # the same rows
         if kept is not None:
             yield from self._ordered(kept, in_order, order, reverse)
             return
@@ -461,8 +547,12 @@ class PageTable:
         """Kept rows, sorted by time (stable: ties in row-id order) when asked and needed."""
         if not kept:
             return
+        if order != "log_time" or in_order:  # in order already: the batches as they are
+            for rows in reversed(kept) if reverse else kept:
+                if len(rows):
+                    yield rows.take(np.arange(len(rows) - 1, -1, -1)) if reverse else rows
+            return
         rows = Rows.join(kept)
-        del kept
         if order == "log_time" and not in_order:
             rows = rows.take(np.argsort(rows.ts, kind="stable"))
         if reverse:
@@ -488,7 +578,8 @@ class PageTable:
         mm = self.mm
         if mm.closed:
             raise FormatError("the database was closed while its messages were read", self.path)
-        out = [mm[a : a + n] for a, n in zip(rows.start[lo:hi].tolist(), rows.size[lo:hi].tolist())]
+        a = rows.start[lo:hi]
+        out = [mm[i:j] for i, j in zip(a.tolist(), (a + rows.size[lo:hi]).tolist())]
         if rows.extra:
             for k, v in rows.extra.items():
                 if lo <= k < hi:

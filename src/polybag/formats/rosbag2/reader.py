@@ -23,6 +23,7 @@ import heapq
 import os
 from collections.abc import Iterator
 from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from polybag.compression import decompress
@@ -30,7 +31,7 @@ from polybag.errors import FormatError, PolybagError, UnsupportedError
 from polybag.formats.rosbag2.metadata import METADATA_FILE, BagInfo, qos_summary
 from polybag.formats.rosbag2.opening import Rosbag2Opening, _storage_files
 from polybag.formats.rosbag2.storage import Decompressed, Storage
-from polybag.model import Attachment, Message, Metadata, Summary
+from polybag.model import Attachment, Channel, Message, Metadata, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.source import MappedSource, Source
 
@@ -195,18 +196,30 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         streams = [
             self._file_messages(i, ids, start, end, reverse, order) for i in range(len(self._storages))
         ]
-        if len(streams) == 1:
-            return streams[0]
-        if order == "file":
-            return _chain(streams[::-1] if reverse else streams)
-        # heapq.merge breaks ties by stream order (reversed when ``reverse``): file order
-        return heapq.merge(*streams, key=_log_time, reverse=reverse)
+        return _merged(streams, order, reverse, _log_time)
+
+    def _raw_messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
+        """:meth:`_messages` as tuples: a storage read without compressed messages or
+        recovery makes them straight from its rows (:meth:`Storage.raw_batches`)."""
+        if self._per_message or self._sniff_zstd or self.recover:
+            return super()._raw_messages(topics, start, end, reverse, order)
+        ids = topic_filter(topics, self._channels.values())
+        streams = []
+        for i, st in enumerate(self._storages):
+            local_ids = self._local_ids(i, ids)
+            if local_ids is None or local_ids:
+                streams.append(chain.from_iterable(st.raw_batches(self._local[i], local_ids, start, end, reverse, order)))
+        return _merged(streams, order, reverse, itemgetter(1))
+
+    def _local_ids(self, i: int, ids: set[int] | None) -> set[int] | None:
+        """Storage file ``i``'s local topic ids of the bag's channel ids ``ids`` (None: all)."""
+        return None if ids is None else {lid for lid, ch in self._local[i].items() if ch.id in ids}
 
     def _file_messages(self, i: int, ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         """Storage file ``i``'s messages selected; without compressed messages and not
         recovering, the storage's batches flattened in C (no Python frame per message)."""
         local = self._local[i]
-        local_ids = None if ids is None else {lid for lid, ch in local.items() if ch.id in ids}
+        local_ids = self._local_ids(i, ids)
         if local_ids is not None and not local_ids:
             return iter(())
         if not self._per_message and not self._sniff_zstd and not self.recover:
@@ -332,9 +345,15 @@ def _log_time(m: Message) -> int:
     return m.log_time
 
 
-def _chain(streams: list[Iterator[Message]]) -> Iterator[Message]:
-    for s in streams:
-        yield from s
+def _merged(streams: list[Iterator[Any]], order: str, reverse: bool, key: Any) -> Iterator[Any]:
+    """The storage files' streams as one: in file order one after the other, else merged by
+    log time (``key``); heapq.merge breaks ties by stream order (reversed when ``reverse``):
+    file order."""
+    if len(streams) == 1:
+        return streams[0]
+    if order == "file":
+        return chain.from_iterable(streams[::-1] if reverse else streams)
+    return heapq.merge(*streams, key=key, reverse=reverse)
 
 
 def open_rosbag2(path: str, **options: Any) -> Rosbag2Reader:

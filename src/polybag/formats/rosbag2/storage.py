@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from polybag.errors import FormatError, PolybagError
@@ -23,6 +24,7 @@ from polybag.model import Attachment, Channel, Message, Metadata
 from polybag.remote import source_for_path
 
 _PAGE_BATCH = 2048  # messages built per batch from rows read off the pages
+RAW = attrgetter("channel", "log_time", "data")  # a Message as a (channel, log_time, data) tuple
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BLOCK = 1 << 20
@@ -73,6 +75,14 @@ class Storage:
         channel ``local`` maps its local topic id to.  A message on a topic id the file does
         not declare is a FormatError (noted in :attr:`errors` and skipped when recovering)."""
         raise NotImplementedError
+
+    def raw_batches(
+        self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:
+        """:meth:`messages` as batches of ``(channel, log_time, data)`` tuples; a storage
+        that can make them without a Message each overrides this."""
+        for batch in self.messages(local, topic_ids, start, end, reverse, order):
+            yield map(RAW, batch)
 
     def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
         """``(log times, payloads)`` of the local topic ids in log-time order, in bulk; None:
@@ -167,23 +177,11 @@ class SqliteFile(Storage):
     def messages(
         self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[list[Message]]:
-        # channels by topic id in a list when the ids are small (SQLite checks each row's id
-        # is one of them: ``ok``), else the dict itself
-        top = max(local, default=-1)
-        chans: Any = local
-        if all(isinstance(k, int) and k >= 0 for k in local) and top < 4 * len(local) + 64:
-            chans = [local.get(k) for k in range(top + 1)]
+        chans = _by_id(local)
         paged = self.db.page_rows(topic_ids, start, end, reverse, order, known=local)
         if paged is not None:  # read from the file's pages: every row already checked
-            table, batches = paged
-            for rows in batches:
-                for lo in range(0, len(rows), _PAGE_BATCH):
-                    hi = lo + _PAGE_BATCH
-                    datas = table.payloads(rows, lo, hi)
-                    yield [
-                        Message(chans[t], ts, ts, 0, d)
-                        for t, ts, d in zip(rows.tid[lo:hi].tolist(), rows.ts[lo:hi].tolist(), datas)
-                    ]
+            for cs, times, datas in _page_slices(*paged, local):
+                yield [Message(c, ts, ts, 0, d) for c, ts, d in zip(cs, times, datas)]
             return
         for rows in self.db.messages(topic_ids, start, end, reverse, order, known=local):
             try:  # the common case: every row a message on a known topic, built in one go
@@ -212,8 +210,53 @@ class SqliteFile(Storage):
                     batch.append(Message(ch, ts, ts, 0, data))
             yield batch
 
+    def raw_batches(
+        self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:
+        """From the file's pages, the tuples are zipped in C: no Message, no Python frame per
+        message; through SQLite, :meth:`messages` as tuples."""
+        paged = self.db.page_rows(topic_ids, start, end, reverse, order, known=local)
+        if paged is None:
+            yield from super().raw_batches(local, topic_ids, start, end, reverse, order)
+            return
+        for cs, times, datas in _page_slices(*paged, local):
+            yield zip(cs, times, datas)
+
     def close(self) -> None:
         self.db.close()
+
+
+def _by_id(local: dict[int, Channel]) -> Any:
+    """Channels by local topic id: a list when the ids are small (every row's id is known to
+    be one of them), else the dict itself."""
+    top = max(local, default=-1)
+    if all(isinstance(k, int) and k >= 0 for k in local) and top < 4 * len(local) + 64:
+        return [local.get(k) for k in range(top + 1)]
+    return local
+
+
+def _page_slices(table: Any, batches: Iterator[Any], local: dict[int, Channel]) -> Iterator[tuple[list[Channel], list[int], list[bytes]]]:
+    """Rows read off the pages (every topic id one of ``local``'s), ``_PAGE_BATCH`` at a
+    time: channels, times, payloads.  The channels come from an object array indexed by the
+    topic ids when the ids are small (numpy picks them in C), else one dict lookup each."""
+    import numpy as np
+
+    by_id = _by_id(local)
+    if isinstance(by_id, list):
+        arr = np.empty(len(by_id), object)
+        arr[:] = by_id
+
+        def channels(tids: Any) -> list[Channel]:
+            return arr[tids].tolist()  # type: ignore[no-any-return]
+    else:
+
+        def channels(tids: Any) -> list[Channel]:
+            return list(map(by_id.__getitem__, tids.tolist()))
+
+    for rows in batches:
+        for lo in range(0, len(rows), _PAGE_BATCH):
+            hi = lo + _PAGE_BATCH
+            yield channels(rows.tid[lo:hi]), rows.ts[lo:hi].tolist(), table.payloads(rows, lo, hi)
 
 
 class McapFile(Storage):
