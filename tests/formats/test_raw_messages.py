@@ -150,3 +150,21 @@ def test_rosbag2_damage_gives_the_same_messages_then_the_same_error(tmp_path: Pa
             b = until_error(r.raw_messages(**kw))
         assert a == b
         assert a[1] and len(a[0]) >= 1
+
+
+def test_decoded_messages_pick_each_channels_decoder(tmp_path: Path) -> None:
+    """``decoded_messages`` finds each channel's decoder by the channel object: with two
+    topics interleaved (String and Imu) and a second reader of the same bag (equal
+    channels, other objects), every message decodes as its own codec decodes it."""
+    from polybag.codecs import codec_for
+
+    p = tmp_path / "bag"
+    write_rosbags_bag(p, n=40)
+    for _ in range(2):
+        with polybag.open(p) as r:
+            pairs = list(r.decoded_messages())
+            assert {m.topic for m, _ in pairs} == {"/chatter", "/imu"}
+            for m, o in pairs:
+                want = codec_for(m.channel).decode(m.data, topic=m.topic)
+                assert type(o) is type(want)
+                assert (o.data == want.data) if m.topic == "/chatter" else (o.orientation.x == want.orientation.x)
