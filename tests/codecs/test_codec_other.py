@@ -118,3 +118,26 @@ def test_message_decode_through_open_bag_and_mcap() -> None:
         for m in wrong:
             with pytest.raises(UnsupportedError):
                 m.decode()
+
+
+def test_codec_for_by_identity_equal_channels_and_forgetting() -> None:
+    """``codec_for`` finds a Channel's codec by the object first: the same codec for the
+    same object and for an equal one; ``forget_failures`` forgets both caches (a type made
+    known afterwards is tried again); the identity cache stays bounded."""
+    from polybag import codecs
+    from polybag.model import Channel, Schema
+
+    schema = Schema(1, "std_msgs/String", "ros1msg", b"string data\n")
+    a = Channel(1, "/a", "ros1", schema, {})
+    b = Channel(1, "/a", "ros1", Schema(1, "std_msgs/String", "ros1msg", b"string data\n"), {})
+    ca = codecs.codec_for(a)
+    assert codecs.codec_for(a) is ca and codecs.codec_for(b) is ca
+    assert ca.decode(b"\x02\x00\x00\x00hi").data == "hi"
+    assert codecs._by_identity[id(a)] == (a, ca)
+    codecs.forget_failures()
+    assert not codecs._by_identity and not codecs._by_channel
+    assert codecs.codec_for(a).decode(b"\x02\x00\x00\x00ok").data == "ok"
+    many = [Channel(i, f"/t{i}", "ros1", schema, {}) for i in range(codecs._IDENTITY_MAX + 10)]
+    for ch in many:
+        assert codecs.codec_for(ch).decode(b"\x00\x00\x00\x00").data == ""
+    assert len(codecs._by_identity) <= codecs._IDENTITY_MAX

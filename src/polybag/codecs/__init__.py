@@ -48,20 +48,31 @@ def forget_failures() -> None:
     """Try schemas that failed again (after new message definitions were made known)."""
     _failed.clear()
     _by_channel.clear()
+    _by_identity.clear()
     _cache.clear()
 
 
 _by_channel: dict[Channel, Codec] = {}
+# the same, by the Channel object's identity: a reader gives every message of a channel the
+# same Channel object, and looking that up by id() costs no Python-level hash or compare (a
+# Channel hashes in Python, and an equal Channel from an earlier reader held as the key is
+# compared field by field); the object is kept with its codec, so its id is not reused
+_by_identity: dict[int, tuple[Channel, Codec]] = {}
+_IDENTITY_MAX = 4096
 
 
 def codec_for(channel: Channel) -> Codec:
     """The codec of ``channel`` (made once per schema; an :class:`UnsupportedError` when no
     codec reads its encodings)."""
-    # fast path: the same Channel object for every message of a file (identity hit, no key copy)
+    got = _by_identity.get(id(channel))
+    if got is not None and got[0] is channel:
+        return got[1]
     codec = _by_channel.get(channel)
-    if codec is not None:
-        return codec
-    codec = _by_channel[channel] = _codec_for(channel)
+    if codec is None:
+        codec = _by_channel[channel] = _codec_for(channel)
+    if len(_by_identity) >= _IDENTITY_MAX:  # bounded: a long process opens many files
+        _by_identity.clear()
+    _by_identity[id(channel)] = (channel, codec)
     return codec
 
 
