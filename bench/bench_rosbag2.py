@@ -289,9 +289,10 @@ def floor_sql(path: Path) -> int:
 
 def floor_messages(path: Path) -> int:
     """The floor of any reader that gives one ``Message`` object per message: the objects
-    built from ready lists (times, channels, payload slices of one buffer) and the same
-    consumer loop as ``read`` (``bytes(m.data)``), with no file read at all."""
-    from itertools import chain
+    built from ready lists (times, channels, payload slices of one buffer) one at a time as
+    the loop takes them (``map``, as the reader does), and the same consumer loop as
+    ``read`` (``bytes(m.data)``), with no file read at all."""
+    from itertools import chain, repeat
 
     from polybag.model import Message
 
@@ -303,10 +304,10 @@ def floor_messages(path: Path) -> int:
     chans = [ch] * 2048
     datas = [blob[i * 16 : i * 16 + 16] for i in range(2048)]
 
-    def batches() -> Iterator[list[Message]]:
+    def batches() -> Iterator[Iterator[Message]]:
         for lo in range(0, n, 2048):
             k = min(2048, n - lo)
-            yield [Message(c, t, t, 0, d) for c, t, d in zip(chans[:k], times[:k], datas[:k])]
+            yield map(Message, chans[:k], times[:k], times[:k], repeat(0), datas[:k])
 
     k = 0
     for m in chain.from_iterable(batches()):

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -70,7 +71,7 @@ class Storage:
 
     def messages(
         self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[Iterable[Message]]:
         """Batches of the messages selected (``topic_ids``: local ids), each on the bag's
         channel ``local`` maps its local topic id to.  A message on a topic id the file does
         not declare is a FormatError (noted in :attr:`errors` and skipped when recovering)."""
@@ -176,12 +177,16 @@ class SqliteFile(Storage):
 
     def messages(
         self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[Iterable[Message]]:
         chans = _by_id(local)
         paged = self.db.page_rows(topic_ids, start, end, reverse, order, known=local)
         if paged is not None:  # read from the file's pages: every row already checked
+            # built one at a time as they are taken (map, not a list): a message the caller
+            # is done with is freed before the next is made, so the cyclic garbage collector,
+            # which counts live tracked objects, is not set off every 700 messages (a list of
+            # 2,048 live Message objects cost ~15% of a read of small messages)
             for cs, times, datas in _page_slices(*paged, local):
-                yield [Message(c, ts, ts, 0, d) for c, ts, d in zip(cs, times, datas)]
+                yield map(Message, cs, times, times, repeat(0), datas)
             return
         for rows in self.db.messages(topic_ids, start, end, reverse, order, known=local):
             try:  # the common case: every row a message on a known topic, built in one go
