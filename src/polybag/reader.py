@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
 
 TopicSelector = str | Sequence[str] | None
-_RAW = attrgetter("channel", "log_time", "data")
+#: a Message as a ``(channel, log_time, data)`` tuple (:meth:`Reader.raw_messages`)
+RAW_FIELDS = attrgetter("channel", "log_time", "data")
 
 
 class Reader(Closing, ABC):
@@ -123,7 +124,7 @@ class Reader(Closing, ABC):
     ) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
         """The format's part of :meth:`raw_messages`; here, each message's fields taken in C
         (a reader that overrides :meth:`messages` whole is served too)."""
-        return map(_RAW, self.messages(topics, start, end, reverse, order))
+        return map(RAW_FIELDS, self.messages(topics, start, end, reverse, order))
 
     def attachments(self) -> Iterator[Attachment]:
         return iter(())

@@ -419,6 +419,8 @@ class PageTable:
             if bool(np.any(m[:, 0] != 5)) or bool(np.any(m[:, 1] != 0)):
                 raise GiveUp("a record that is not (id, topic_id, timestamp, data)")
             t1, t2, t3 = m[:, 2], m[:, 3], m[:, 4]
+            if not (bool(np.all(_INT_TYPE[t1])) and bool(np.all(_INT_TYPE[t2]))):
+                raise GiveUp("topic_id or timestamp is not an integer")
         else:
             # the header's varints are checked together: their lengths add up to its size,
             # which lies within the record, which lies within its page
@@ -432,8 +434,6 @@ class PageTable:
             h = hv
             if not (_all_int_types(t1) and _all_int_types(t2)):
                 raise GiveUp("topic_id or timestamp is not an integer")
-        if m is not None and not (bool(np.all(_INT_TYPE[t1])) and bool(np.all(_INT_TYPE[t2]))):
-            raise GiveUp("topic_id or timestamp is not an integer")
         if bool(np.any(t3 < 12)) or bool(np.any(t3 & 1)):
             raise GiveUp("data is not a blob")
         n1, n2 = _widths(t1), _widths(t2)

@@ -15,17 +15,16 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
 from typing import Any
 
 from polybag.errors import FormatError, PolybagError
 from polybag.formats import registry
 from polybag.formats.rosbag2.sqlite import SQLITE_MAGIC, SqliteStorage
 from polybag.model import Attachment, Channel, Message, Metadata
+from polybag.reader import RAW_FIELDS
 from polybag.remote import source_for_path
 
 _PAGE_BATCH = 2048  # messages built per batch from rows read off the pages
-RAW = attrgetter("channel", "log_time", "data")  # a Message as a (channel, log_time, data) tuple
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BLOCK = 1 << 20
@@ -83,7 +82,7 @@ class Storage:
         """:meth:`messages` as batches of ``(channel, log_time, data)`` tuples; a storage
         that can make them without a Message each overrides this."""
         for batch in self.messages(local, topic_ids, start, end, reverse, order):
-            yield map(RAW, batch)
+            yield map(RAW_FIELDS, batch)
 
     def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
         """``(log times, payloads)`` of the local topic ids in log-time order, in bulk; None:
