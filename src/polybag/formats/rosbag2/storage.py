@@ -326,10 +326,22 @@ class McapFile(Storage):
     def messages(
         self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[list[Message]]:
+        return self._batches(local, topic_ids, start, end, reverse, order, False)
+
+    def raw_batches(
+        self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
+    ) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:
+        return self._batches(local, topic_ids, start, end, reverse, order, True)
+
+    def _batches(
+        self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str, raw: bool
+    ) -> Iterator[list[Any]]:
+        """The MCAP reader's messages on the bag's channels, 512 at a time: Message objects,
+        or ``(channel, log_time, data)`` tuples when ``raw``."""
         topics = None
         if topic_ids is not None:
             topics = sorted({self._channels[i].topic for i in topic_ids if i in self._channels})
-        batch: list[Message] = []
+        batch: list[Any] = []
         try:
             for m in self.reader.messages(topics=topics, start=start, end=end, reverse=reverse, order=order):
                 cid = m.channel.id
@@ -342,8 +354,11 @@ class McapFile(Storage):
                         batch = []
                     self.unknown_topic(cid)
                     continue
-                m.channel = ch  # the message is ours: it goes out on the bag's channel
-                batch.append(m)
+                if raw:
+                    batch.append((ch, m.log_time, m.data))
+                else:
+                    m.channel = ch  # the message is ours: it goes out on the bag's channel
+                    batch.append(m)
                 if len(batch) >= 512:
                     yield batch
                     batch = []
