@@ -89,26 +89,29 @@ def _run_ends(c: np.ndarray, nxt: np.ndarray) -> np.ndarray:
     return np.flatnonzero(~link)
 
 
-def _drop_payload_hits(
-    u8: np.ndarray, size: int, keep: np.ndarray, oki: np.ndarray, h2: np.ndarray, nx2: np.ndarray, look: int
-) -> None:
-    """Clear in ``keep`` the candidates inside a real message: a real message holding a D
-    byte (with a plausible size) in its payload has its end at one of the next few
-    candidates (``look``); those in between are noise.  A break followed by another type
-    of message is a real one.  (``oki``: index in ``keep`` of each kept candidate ``h2``,
-    ``nx2``: their ends.)"""
+def _payload_hits(u8: np.ndarray, size: int, h2: np.ndarray, nx2: np.ndarray, look: int) -> np.ndarray | None:
+    """Which of the candidates ``h2`` (ends ``nx2``) are inside a real message: a real
+    message holding a D byte (with a plausible size) in its payload has its end at one of
+    the next few candidates (``look``); those in between are noise.  A break followed by
+    another type of message is a real one.  Returns a mask of the candidates to keep, or
+    None when all are kept (the common case)."""
     m = len(h2)
     brk = np.flatnonzero(nx2[:-1] != h2[1:])
     brk = brk[u8[np.minimum(nx2[brk] + 2, size - 1)] == rec.DATA]
+    keep = None
     for k in range(2, look + 1):
         brk = brk[brk + k < m]
         if not len(brk):
             break
         hit = nx2[brk] == h2[brk + k]
         at = brk[hit]
-        for j in range(1, k):
-            keep[oki[at + j]] = False
+        if len(at):
+            if keep is None:
+                keep = np.ones(m, dtype=bool)
+            for j in range(1, k):
+                keep[at + j] = False
         brk = brk[~hit]
+    return keep
 
 
 class _Scan:
@@ -256,7 +259,7 @@ class _Scan:
         """The candidates of the ``chunk``-sized pieces of ``[a0, a1)`` (one part of
         :meth:`_cand_parts`): positions, ends and header words written into ``cbuf``,
         ``nbuf``, ``wbuf`` (grown if too small), and the index of the last candidate of each
-        run; runs in a worker thread.  ``look``: see :func:`_drop_payload_hits`."""
+        run; runs in a worker thread.  ``look``: see :func:`_payload_hits`."""
         u8 = self._u8
         size = self._size
         buf = np.empty(chunk, dtype=bool)
@@ -275,28 +278,26 @@ class _Scan:
             # with a strided uint16 view is several times slower)
             w = self._words(hits)
             n64 = np.bitwise_and(w, _LOW16).view(np.int64)
-            keep = sizes_ok[n64]
-            oki = np.flatnonzero(keep)
+            oki = np.flatnonzero(sizes_ok[n64])
             h2 = hits[oki]
             nx2 = n64[oki]
             nx2 += h2
             nx2 += 3
+            w2 = w[oki]
+            del hits, w, n64, oki
             if len(h2) > 1:
-                _drop_payload_hits(u8, size, keep, oki, h2, nx2, look)
-            k = int(np.count_nonzero(keep))
+                keep = _payload_hits(u8, size, h2, nx2, look)
+                if keep is not None:  # rare: noise inside a payload dropped
+                    h2, nx2, w2 = h2[keep], nx2[keep], w2[keep]
+            k = len(h2)
             if n + k > len(cbuf):
                 cap = max(2 * len(cbuf), n + k)
                 cbuf = np.concatenate([cbuf[:n], np.empty(cap - n, cbuf.dtype)])
                 nbuf = np.concatenate([nbuf[:n], np.empty(cap - n, nbuf.dtype)])
                 wbuf = np.concatenate([wbuf[:n], np.empty(cap - n, wbuf.dtype)])
-            c = cbuf[n : n + k]
-            c[:] = hits[keep]
-            cw = wbuf[n : n + k]
-            cw[:] = w[keep]
-            nxt = nbuf[n : n + k]
-            np.bitwise_and(cw, _LOW16, out=nxt.view(np.uint64))
-            nxt += c
-            nxt += 3
+            cbuf[n : n + k] = h2
+            nbuf[n : n + k] = nx2
+            wbuf[n : n + k] = w2
             n += k
         c, nxt = cbuf[:n], nbuf[:n]
         return c, nxt, wbuf[:n], _run_ends(c, nxt)
