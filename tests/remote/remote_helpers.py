@@ -38,17 +38,39 @@ class RangeServer(ThreadingHTTPServer):
         #: connection closes), "grown" (Content-Range says the object is 1000 bytes larger)
         self.fault: str | None = None
         self.lock = threading.Lock()
-        self.requests = 0
-        self.bytes_served = 0
+        self.idle = threading.Condition(self.lock)
+        self.in_flight = 0  # requests being answered right now
+        self._requests = 0
+        self._bytes_served = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
+    def _settled(self) -> None:
+        """Wait until no request is being answered: a handler counts what it sent after its
+        last write, which the client may have read (and the test moved on) before the
+        handler's thread ran again.  The timeout only guards against a hang."""
+        with self.idle:
+            self.idle.wait_for(lambda: self.in_flight == 0, timeout=60)
+
+    @property
+    def requests(self) -> int:
+        """Requests answered (counted once every answer under way is done)."""
+        self._settled()
+        return self._requests
+
+    @property
+    def bytes_served(self) -> int:
+        """The object's bytes sent (counted once every answer under way is done)."""
+        self._settled()
+        return self._bytes_served
+
     def reset(self) -> None:
+        self._settled()
         with self.lock:
-            self.requests = 0
-            self.bytes_served = 0
+            self._requests = 0
+            self._bytes_served = 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -65,10 +87,20 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_HEAD(self) -> None:  # noqa: N802
-        self._serve(head=True)
+        self._counted(head=True)
 
     def do_GET(self) -> None:  # noqa: N802
-        self._serve(head=False)
+        self._counted(head=False)
+
+    def _counted(self, head: bool) -> None:
+        with self.server.lock:
+            self.server.in_flight += 1
+        try:
+            self._serve(head)
+        finally:
+            with self.server.idle:
+                self.server.in_flight -= 1
+                self.server.idle.notify_all()
 
     def _serve(self, head: bool) -> None:
         path = self.server.root / unquote(self.path.split("?", 1)[0].lstrip("/"))
@@ -127,8 +159,8 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 sent += n
         with self.server.lock:
-            self.server.requests += 1
-            self.server.bytes_served += sent
+            self.server._requests += 1
+            self.server._bytes_served += sent
 
     def _serve_multi(self, path: Path, size: int, spec: str, head: bool, fault: str | None) -> None:
         """A multi-range request: a ``multipart/byteranges`` body (RFC 9110 14.6)."""
@@ -154,8 +186,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self.wfile.write(body)
         with self.server.lock:
-            self.server.requests += 1
-            self.server.bytes_served += payload
+            self.server._requests += 1
+            self.server._bytes_served += payload
 
 
 def serve(root: Path, ranges: bool = True, multirange: bool = True) -> Iterator[RangeServer]:
