@@ -211,3 +211,31 @@ def test_threaded_scan_in_a_forked_child(big: bytes, monkeypatch: pytest.MonkeyP
             proc.kill()
     assert proc.exitcode == 0
     assert got == want.tolist()
+
+
+@pytest.mark.parametrize("chunk", [1 << 9, 1 << 12, 1 << 20])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_each_part_has_its_run_ends_and_header_words(
+    big: bytes, chunk: int, workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each part's run ends, found chunk by chunk (links inside a chunk and from one chunk
+    to the next), are those of its candidates taken as a whole; its header words are the
+    file's bytes; and a walk that stops inside a run (a segment end) is the sequential
+    walk."""
+    from polybag.formats.ulog.scan import _run_ends
+
+    monkeypatch.setattr(ulog_reader, "_SCAN_CHUNK", chunk)
+    monkeypatch.setattr(ulog_reader, "_scan_workers", lambda n: max(1, min(workers, n)))
+    r = polybag.open(big)
+    _lo, parts = r._cand_parts()
+    for c, w, ends in parts:
+        nxt = c + 3 + (w & np.uint64(0xFFFF)).astype(np.int64)
+        assert np.array_equal(ends, _run_ends(c, nxt))
+        assert [int.from_bytes(big[q : q + 8], "little") for q in c[:: max(1, len(c) // 500)].tolist()] == w[
+            :: max(1, len(c) // 500)
+        ].tolist()
+    want, _ = _reference_walk(big, r._data_start, len(big))
+    for end in (want[len(want) // 3] + 1, want[len(want) // 2] + 7, len(big) - 1):
+        got, stop = r._walk_fast(r._data_start, end)
+        ref, rstop = _reference_walk(big, r._data_start, end)
+        assert got.tolist() == ref and stop == rstop

@@ -89,14 +89,16 @@ def _run_ends(c: np.ndarray, nxt: np.ndarray) -> np.ndarray:
     return np.flatnonzero(~link)
 
 
-def _payload_hits(u8: np.ndarray, size: int, h2: np.ndarray, nx2: np.ndarray, look: int) -> np.ndarray | None:
-    """Which of the candidates ``h2`` (ends ``nx2``) are inside a real message: a real
-    message holding a D byte (with a plausible size) in its payload has its end at one of
-    the next few candidates (``look``); those in between are noise.  A break followed by
-    another type of message is a real one.  Returns a mask of the candidates to keep, or
-    None when all are kept (the common case)."""
+def _payload_hits(
+    u8: np.ndarray, size: int, h2: np.ndarray, nx2: np.ndarray, brk: np.ndarray, look: int
+) -> np.ndarray | None:
+    """Which of the candidates ``h2`` (ends ``nx2``; ``brk``: where one's end is not the
+    next one's start) are inside a real message: a real message holding a D byte (with a
+    plausible size) in its payload has its end at one of the next few candidates
+    (``look``); those in between are noise.  A break followed by another type of message
+    is a real one.  Returns a mask of the candidates to keep, or None when all are kept
+    (the common case)."""
     m = len(h2)
-    brk = np.flatnonzero(nx2[:-1] != h2[1:])
     brk = brk[u8[np.minimum(nx2[brk] + 2, size - 1)] == rec.DATA]
     keep = None
     for k in range(2, look + 1):
@@ -145,7 +147,7 @@ class _Scan:
         w[tail] >>= ((q[tail] - qc[tail]) * 8).astype(np.uint64)
         return w
 
-    def _cand_parts(self) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]:
+    def _cand_parts(self) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
         """Likely ``D`` message starts in the data section, to jump over runs of them.
 
         Every position whose type byte is ``D`` and whose size field fits one of the
@@ -156,8 +158,10 @@ class _Scan:
         result is exactly the sequential walk whatever the candidates are (a missing or
         spurious one only costs a step of the walk); the candidates only make it fast.
         Returns the first offset each part of the data section covers and, per part,
-        (positions, ends, header words (see :meth:`_words`), index of the last candidate of
-        each run in ascending order); the parts are scanned by parallel threads.  The file
+        (positions, header words (see :meth:`_words`), index of the last candidate of each
+        run in ascending order); a candidate's end is ``position + 3 + (word & 0xFFFF)``
+        (not stored: the walk needs it once per run).  The parts are scanned by parallel
+        threads.  The file
         is compared for the type byte in cache-sized chunks into one reused buffer, and
         each candidate's header is read once, as one word, while its chunk is in the
         cache."""
@@ -185,7 +189,7 @@ class _Scan:
 
     def _scan_parts(
         self, start: int, stop: int, sizes_ok: np.ndarray
-    ) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]:
+    ) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
         """The candidates of ``[start, stop)`` cut into parts of whole chunks, each scanned by
         :meth:`_scan_part` in its own thread; with the bounds of the parts (and ``stop``
         last)."""
@@ -203,7 +207,6 @@ class _Scan:
                 a,
                 b,
                 sizes_ok,
-                np.empty(tune.capacity(b - a), np.int64),
                 np.empty(tune.capacity(b - a), np.int64),
                 np.empty(tune.capacity(b - a), "<u8"),
                 chunk,
@@ -241,8 +244,8 @@ class _Scan:
         the walk uses the parts)."""
         _lo, parts = self._cand_parts()
         c = np.concatenate([x[0] for x in parts]) if parts else np.zeros(0, np.int64)
-        nxt = np.concatenate([x[1] for x in parts]) if parts else np.zeros(0, np.int64)
-        w = np.concatenate([x[2] for x in parts]) if parts else np.zeros(0, "<u8")
+        w = np.concatenate([x[1] for x in parts]) if parts else np.zeros(0, "<u8")
+        nxt = c + 3 + np.bitwise_and(w, _LOW16).view(np.int64)
         return c, nxt, w, _run_ends(c, nxt)
 
     def _scan_part(
@@ -251,19 +254,20 @@ class _Scan:
         a1: int,
         sizes_ok: np.ndarray,
         cbuf: np.ndarray,
-        nbuf: np.ndarray,
         wbuf: np.ndarray,
         chunk: int,
         look: int,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The candidates of the ``chunk``-sized pieces of ``[a0, a1)`` (one part of
-        :meth:`_cand_parts`): positions, ends and header words written into ``cbuf``,
-        ``nbuf``, ``wbuf`` (grown if too small), and the index of the last candidate of each
-        run; runs in a worker thread.  ``look``: see :func:`_payload_hits`."""
+        :meth:`_cand_parts`): positions and header words written into ``cbuf`` and ``wbuf``
+        (grown if too small), and the index of the last candidate of each run; runs in a
+        worker thread.  ``look``: see :func:`_payload_hits`."""
         u8 = self._u8
         size = self._size
         buf = np.empty(chunk, dtype=bool)
         n = 0
+        ends: list[np.ndarray] = []  # per chunk, the run ends found in it (part indexes)
+        last_end = -1  # the end of the part's last candidate so far
         for a in range(a0, a1, chunk):
             if (a - a0) % (chunk * 4) == 0 and a > a0:
                 # the pages of the last four chunks, done with for now (also after a dense one)
@@ -285,22 +289,33 @@ class _Scan:
             nx2 += 3
             w2 = w[oki]
             del hits, w, n64, oki
-            if len(h2) > 1:
-                keep = _payload_hits(u8, size, h2, nx2, look)
+            k = len(h2)
+            if not k:
+                continue
+            brk = np.flatnonzero(nx2[:-1] != h2[1:])  # where a run ends inside the chunk
+            if len(brk):
+                keep = _payload_hits(u8, size, h2, nx2, brk, look)
                 if keep is not None:  # rare: noise inside a payload dropped
                     h2, nx2, w2 = h2[keep], nx2[keep], w2[keep]
-            k = len(h2)
+                    k = len(h2)
+                    brk = np.flatnonzero(nx2[:-1] != h2[1:])
             if n + k > len(cbuf):
                 cap = max(2 * len(cbuf), n + k)
                 cbuf = np.concatenate([cbuf[:n], np.empty(cap - n, cbuf.dtype)])
-                nbuf = np.concatenate([nbuf[:n], np.empty(cap - n, nbuf.dtype)])
                 wbuf = np.concatenate([wbuf[:n], np.empty(cap - n, wbuf.dtype)])
             cbuf[n : n + k] = h2
-            nbuf[n : n + k] = nx2
             wbuf[n : n + k] = w2
+            if n and last_end != int(h2[0]):  # the run before this chunk ends there
+                ends.append(np.array([n - 1], np.int64))
+            if len(brk):
+                brk += n
+                ends.append(brk)
+            last_end = int(nx2[-1])
             n += k
-        c, nxt = cbuf[:n], nbuf[:n]
-        return c, nxt, wbuf[:n], _run_ends(c, nxt)
+        if n:
+            ends.append(np.array([n - 1], np.int64))
+        run_ends = np.concatenate(ends) if ends else np.zeros(0, np.int64)
+        return cbuf[:n], wbuf[:n], run_ends
 
     def _walk_fast(self, pos: int, end: int, limit: int | None = None) -> tuple[np.ndarray, int]:
         """Offsets of the complete messages from ``pos`` (exactly what a one-by-one walk of
@@ -319,7 +334,7 @@ class _Scan:
         wpieces: list[np.ndarray] = []
         singles: array[int] = array("q")
         k_part = -1
-        c = nxt = cw = ends = np.zeros(0, np.int64)
+        c = cw = ends = np.zeros(0, np.int64)
 
         def flush() -> None:
             nonlocal singles
@@ -335,21 +350,24 @@ class _Scan:
             k = bisect.bisect_right(part_lo, pos) - 1
             if k != k_part:
                 k_part = k
-                c, nxt, cw, ends = parts[k] if k >= 0 else (np.zeros(0, np.int64),) * 4
+                c, cw, ends = parts[k] if k >= 0 else (np.zeros(0, np.int64),) * 3
             i = int(c.searchsorted(pos))
             if i < len(c) and c[i] == pos:
                 r = int(ends[ends.searchsorted(i)])
                 r = min(r, i + limit)
-                if nxt[r] > end:  # the run crosses the segment end: keep what fits
-                    r = i + int(np.searchsorted(nxt[i : r + 1], end, side="right")) - 1
+                nxt = int(c[r]) + 3 + (int(cw[r]) & 0xFFFF)  # where the run's last one ends
+                if nxt > end:  # the run crosses the segment end: keep what fits
+                    run_nxt = c[i : r + 1] + 3 + np.bitwise_and(cw[i : r + 1], _LOW16).view(np.int64)
+                    r = i + int(np.searchsorted(run_nxt, end, side="right")) - 1
                     if r < i:
                         break
+                    nxt = int(run_nxt[r - i])
                 count += r + 1 - i
                 if singles:
                     flush()
                 pieces.append(c[i : r + 1])
                 wpieces.append(cw[i : r + 1])
-                pos = int(nxt[r])
+                pos = nxt
                 continue
             nx = pos + 3 + (view[pos] | (view[pos + 1] << 8))
             if nx > end:
