@@ -113,6 +113,37 @@ def _part_capacity(nbytes: int) -> int:
     return max(1024, nbytes // 24)
 
 
+# The heap hint (see _hint_heap): done once per process, for logs of at least this size.
+_HEAP_HINT_MIN = 8 << 20
+_HEAP_HINT = 16 << 20
+_heap_hinted = False
+
+
+def _hint_heap(size: int) -> None:
+    """Once per process, before the first large log is read: allocate and free (untouched)
+    a block of :data:`_HEAP_HINT` bytes, which makes glibc's malloc serve blocks up to that
+    size from its heap from then on (its documented dynamic mmap threshold; any program
+    that frees a numpy array of that size gets the same), instead of mapping fresh pages
+    for each and unmapping them when freed.
+
+    Why: every page first touched costs a page fault, about 2 us on the machines measured
+    (a VM), and the default thresholds (128 KiB, then the size of the largest block freed
+    so far) make the scan's buffers and the batch temporaries fresh mappings, and the
+    topics' records arrays then fault in fresh pages again instead of reusing the scratch
+    just freed.  With the hint, a fresh process reading the 30 MB bench log into columns
+    takes 12.8k -> 7.9k page faults (open + columns), columns 32 -> 24 ms, open 61 -> 54
+    ms (medians), the whole run 12-16 ms less; the peak resident memory of the full parse
+    is 1 MB more (40 MB for the 30 MB log).  What it costs:
+    the heap keeps up to twice that size of freed memory for reuse instead of returning it
+    to the system at once (glibc's own rule once such a block was freed).  Elsewhere (no
+    glibc) it is a plain allocation and free."""
+    global _heap_hinted
+    if _heap_hinted or size < _HEAP_HINT_MIN:
+        return
+    _heap_hinted = True
+    np.empty(_HEAP_HINT, np.uint8)  # freed at once: never touched, so never resident
+
+
 class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
     """A ULog file read through its mapped bytes (see the module docstring)."""
 
@@ -166,6 +197,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
         self._grouping_pending = False  # offsets of every subscription left in _d_chunks
         self._masked = False  # a topic's offsets were pulled out of _d_chunks by a mask
         self._by_key: dict[tuple[str, int], list[_Sub]] | None = None
+        _hint_heap(self._size)
         self._scan()
 
     def _tuning(self) -> ScanTuning:
