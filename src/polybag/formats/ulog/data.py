@@ -39,15 +39,17 @@ class TopicNotFoundError(PolybagError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def _gather(buf: Any, size: int, starts: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """One ``dtype`` item at each byte offset of ``starts`` (any alignment), in one fancy index.
+def _gather(buf: Any, size: int, starts: np.ndarray, dtype: np.dtype, offset: int = 0) -> np.ndarray:
+    """One ``dtype`` item at each byte offset ``offset + starts`` (any alignment), in one
+    fancy index.
 
-    The file is viewed as overlapping items (stride 1 byte), so numpy copies each record
-    with a single indexing operation and no index array per byte."""
+    The file is viewed as overlapping items (stride 1 byte) from ``offset`` on, so numpy
+    copies each record with a single indexing operation, no index array per byte and no
+    ``starts + offset`` array (a message's payload: its offset, ``offset=5``)."""
     width = dtype.itemsize
-    if len(starts) == 0 or width == 0 or size < width:
+    if len(starts) == 0 or width == 0 or size - offset < width:
         return np.zeros(len(starts), dtype=dtype)
-    items = np.ndarray(buffer=buf, dtype=dtype, shape=(size - width + 1,), strides=(1,))
+    items = np.ndarray(buffer=buf, dtype=dtype, shape=(size - offset - width + 1,), offset=offset, strides=(1,))
     return items[starts]
 
 
@@ -253,7 +255,7 @@ class _Data:
                 pos = s.positions
                 i0, i1 = (int(x) for x in np.searchsorted(pos, [a, b]))
                 if i1 > i0:
-                    raw[i0:i1] = _gather(self._view, self._size, pos[i0:i1] + (5 + s.type.timestamp_offset), raw.dtype)
+                    raw[i0:i1] = _gather(self._view, self._size, pos[i0:i1], raw.dtype, 5 + s.type.timestamp_offset)
             self._release(a, b)
         for s, raw in zip(todo, raws):
             s.ts_us = _unwrap(raw, raw.dtype.itemsize)
@@ -326,7 +328,7 @@ class _Data:
                     continue
                 i0, i1 = np.searchsorted(pos, [a, b])
                 if i1 > i0:
-                    raw[s.index][i0:i1] = _gather(self._view, self._size, pos[i0:i1] + 5, np.dtype(f"V{width}"))
+                    raw[s.index][i0:i1] = _gather(self._view, self._size, pos[i0:i1], np.dtype(f"V{width}"), 5)
             self._release(a, b)
         for s in todo:
             if s.type is not None and s.type.dtype.itemsize == 0:
@@ -361,7 +363,7 @@ class _Data:
             if dt.itemsize == 0 or len(pos) == 0:
                 s._records = np.zeros(len(pos), dtype=dt)
             else:
-                s._records = _gather(self._view, self._size, pos + 5, np.dtype(f"V{dt.itemsize}")).view(dt)
+                s._records = _gather(self._view, self._size, pos, np.dtype(f"V{dt.itemsize}"), 5).view(dt)
         return s._records
 
     def topic_columns(  # type: ignore[override]
