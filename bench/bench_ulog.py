@@ -288,6 +288,23 @@ with polybag.open(path) as r:
             rows += len(cols["timestamp"])
 """,
     ),
+    # the same from a script that imports numpy before polybag (as many do): numpy's
+    # OpenBLAS then starts a worker thread per core but one, each spinning ~60 ms for work
+    # before it sleeps (``polybag/__init__`` shortens that spin only when it is imported
+    # first); on a 2-core machine the scan's second thread shares a core with it (open of
+    # the 30 MB log: 45 ms with OPENBLAS_NUM_THREADS=1, 57 ms with the spinner, the same as
+    # one thread; the whole run 196 against 178 ms with polybag imported first)
+    ("polybag", "full_numpy_first"): (
+        "import numpy\nimport polybag",
+        """
+rows = 0
+with polybag.open(path) as r:
+    for ch in list(r.channels().values()):
+        cols = r.topic_columns(ch.topic, ch.metadata.get("multi_id", "0"))
+        if ch.topic != "log_message":
+            rows += len(cols["timestamp"])
+""",
+    ),
     ("polybag", "full_summary"): (
         "import polybag",
         """
@@ -353,26 +370,13 @@ def fresh_env() -> dict[str, str]:
     return _FRESH_ENV
 
 
-# ``OPENBLAS_NUM_THREADS``, set in a fresh run's environment by :func:`fresh` with
-# ``blas_threads=1``: numpy's OpenBLAS then starts no worker thread.  By default it starts
-# one per core but one at ``import numpy``, and each spins on its core for about 60 ms
-# waiting for work (measured: a pure Python loop right after ``import numpy`` uses 2x its
-# wall time in CPU for the first ~50 ms).  On a 2-core machine that is the window in which
-# polybag's two scanning threads run: they share one core, and the threaded scan is no
-# faster than one thread (open of the 30 MB log: 57 ms either way; 45 ms with the
-# variable).  pyulog, one thread, does not notice.
-
-
-def fresh(side: str, what: str, path: str, topic: str = "", blas_threads: int | None = None) -> dict[str, float]:
+def fresh(side: str, what: str, path: str, topic: str = "") -> dict[str, float]:
     """One run in a new interpreter (``side``: polybag or pyulog, ``what``: full or one):
     ``wall`` (start to exit), ``cpu`` (the child's user + system time, all threads),
     ``import`` and ``work`` (timed inside the child) and the data ``rows`` read.  The first
     run of each kind compiles and caches the bytecode (:func:`fresh_env`); ``run_all`` and
-    :func:`main` warm it before timing.  ``blas_threads``: ``OPENBLAS_NUM_THREADS`` for
-    the child (a reference figure, see the comment above: a user's script gets the default)."""
+    :func:`main` warm it before timing."""
     env = fresh_env()
-    if blas_threads is not None:
-        env = {**env, "OPENBLAS_NUM_THREADS": str(blas_threads)}
     t = time.perf_counter()
     p = subprocess.Popen(
         [sys.executable, "-c", fresh_code(side, what), path, topic], stdout=subprocess.PIPE, env=env
@@ -524,10 +528,11 @@ def main() -> None:
         a_t = [fresh("pyulog", what, path, topic)["wall"] for _ in range(n)]
         b_t = [fresh("polybag", what, path, topic)["wall"] for _ in range(n)]
         report(f"fresh process, {'full parse' if what == 'full' else 'one topic'}:", a_t, b_t, goal)
-    # reference: the same without OpenBLAS's spinning worker threads (see fresh)
-    a_t = [fresh("pyulog", "full", path, topic, blas_threads=1)["wall"] for _ in range(n)]
-    b_t = [fresh("polybag", "full", path, topic, blas_threads=1)["wall"] for _ in range(n)]
-    report("fresh, full, OPENBLAS_NUM_THREADS=1 (ref):", a_t, b_t, 5)
+    # reference: a script that imports numpy before polybag (see _FRESH_CODE "full_numpy_first")
+    fresh("polybag", "full_numpy_first", path, topic)
+    a_t = [fresh("pyulog", "full", path, topic)["wall"] for _ in range(n)]
+    b_t = [fresh("polybag", "full_numpy_first", path, topic)["wall"] for _ in range(n)]
+    report("fresh, full, numpy imported first (ref):", a_t, b_t, 5)
     rss, traced = peak_memory(path)
     print(
         f"polybag full parse peak memory: RSS +{rss / 1e6:.1f} MB ({rss / size:.2f}x file, mapped file pages "
