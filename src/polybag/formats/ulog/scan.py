@@ -19,10 +19,8 @@ from :meth:`_Scan._tuning` (the reader module holds them).
 
 from __future__ import annotations
 
-import bisect
 import mmap
 import threading
-from array import array
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -332,22 +330,24 @@ class _Scan:
         view = self._view
         pieces: list[np.ndarray] = []
         wpieces: list[np.ndarray] = []
-        singles: array[int] = array("q")
+        singles: list[int] = []  # offsets walked one by one (a list: no array/bisect imports)
         k_part = -1
         c = cw = ends = np.zeros(0, np.int64)
 
         def flush() -> None:
             nonlocal singles
-            sp = np.frombuffer(singles, dtype=np.int64).copy()
+            sp = np.array(singles, dtype=np.int64)
             pieces.append(sp)
             wpieces.append(self._words(sp))
-            singles = array("q")
+            singles = []
 
         count = 0
         while pos + 3 <= end:
             if count >= limit:
                 break
-            k = bisect.bisect_right(part_lo, pos) - 1
+            k = len(part_lo) - 1  # the last part starting at or before pos (a few parts)
+            while k >= 0 and part_lo[k] > pos:
+                k -= 1
             if k != k_part:
                 k_part = k
                 c, cw, ends = parts[k] if k >= 0 else (np.zeros(0, np.int64),) * 3
