@@ -113,9 +113,11 @@ def _part_capacity(nbytes: int) -> int:
     return max(1024, nbytes // 24)
 
 
-# The heap hint (see _hint_heap): done once per process, for logs of at least this size.
-_HEAP_HINT_MIN = 8 << 20
+# The heap hint (see _hint_heap): done once per process, for logs of at least this size
+# (not smaller: its memory cost is fixed, its gain grows with the log; and a full parse of
+# such a log allocates more than the hint's block anyway, so no peak of allocations grows).
 _HEAP_HINT = 16 << 20
+_HEAP_HINT_MIN = _HEAP_HINT
 _heap_hinted = False
 
 
@@ -132,11 +134,12 @@ def _hint_heap(size: int) -> None:
     topics' records arrays then fault in fresh pages again instead of reusing the scratch
     just freed.  With the hint, a fresh process reading the 30 MB bench log into columns
     takes 12.8k -> 7.9k page faults (open + columns), columns 32 -> 24 ms, open 61 -> 54
-    ms (medians), the whole run 12-16 ms less; the peak resident memory of the full parse
-    is 1 MB more (40 MB for the 30 MB log).  What it costs:
-    the heap keeps up to twice that size of freed memory for reuse instead of returning it
-    to the system at once (glibc's own rule once such a block was freed).  Elsewhere (no
-    glibc) it is a plain allocation and free."""
+    ms (medians), the whole run ~11 ms less.  What it costs: the peak resident memory of
+    an in-process full parse (``all_topic_columns``) is 1-3 MB more (1.40x -> 1.47x the
+    30 MB log, 1.18x -> 1.19x for 100 MB), and the heap keeps up to twice the hint's size
+    of freed memory for reuse instead of returning it to the system at once (glibc's own
+    rule once such a block was freed).  Elsewhere (no glibc) it is a plain allocation and
+    free."""
     global _heap_hinted
     if _heap_hinted or size < _HEAP_HINT_MIN:
         return
