@@ -273,21 +273,19 @@ path, topic = sys.argv[1], sys.argv[2]
 t2 = time.perf_counter()
 print(json.dumps({{"import": t1 - t0, "work": t2 - t1, "rows": rows}}))
 """
-_FRESH_CODE = {
-    # every topic instance, one topic_columns call each (the logged strings are read too,
-    # but not counted: pyulog keeps them outside data_list); the channels listed with
-    # channels() (the summary's time span would read every timestamp first: its own row)
-    ("polybag", "full"): (
-        "import polybag",
-        """
+# every topic instance, one topic_columns call each (the logged strings are read too, but not
+# counted: pyulog keeps them outside data_list); the channels listed with channels() (the
+# summary's time span would read every timestamp first: its own row)
+_POLYBAG_FULL = """
 rows = 0
 with polybag.open(path) as r:
     for ch in list(r.channels().values()):
         cols = r.topic_columns(ch.topic, ch.metadata.get("multi_id", "0"))
         if ch.topic != "log_message":
             rows += len(cols["timestamp"])
-""",
-    ),
+"""
+_FRESH_CODE = {
+    ("polybag", "full"): ("import polybag", _POLYBAG_FULL),
     # the same from a script that imports numpy before polybag (as many do): numpy's
     # OpenBLAS then starts a worker thread per core but one, each spinning ~60 ms for work
     # before it sleeps (``polybag/__init__`` shortens that spin only when it is imported
@@ -296,14 +294,7 @@ with polybag.open(path) as r:
     # one thread; the whole run 196 against 178 ms with polybag imported first)
     ("polybag", "full_numpy_first"): (
         "import numpy\nimport polybag",
-        """
-rows = 0
-with polybag.open(path) as r:
-    for ch in list(r.channels().values()):
-        cols = r.topic_columns(ch.topic, ch.metadata.get("multi_id", "0"))
-        if ch.topic != "log_message":
-            rows += len(cols["timestamp"])
-""",
+        _POLYBAG_FULL,
     ),
     ("polybag", "full_summary"): (
         "import polybag",
