@@ -205,19 +205,9 @@ class Reader(Closing, ABC):
         return self.summary.channels
 
     def decoded_messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[tuple[Message, Any]]:
-        """``(message, decoded object)`` pairs, the codec chosen per channel.
-
-        Each channel's decoder is looked up once per read and then found by the channel
-        object's identity: a Channel hashes and compares field by field in Python, which
-        cost more than the lookup's worth on every message (and more again when a Channel
-        equal to it, from an earlier reader, holds the codec cache's key)."""
-        decoders: dict[int, tuple[Channel, Any]] = {}
+        """``(message, decoded object)`` pairs, the codec chosen per channel."""
         for m in self.messages(topics=topics, start=start, end=end, reverse=reverse, order=order):
-            ch = m.channel
-            got = decoders.get(id(ch))
-            if got is None or got[0] is not ch:
-                got = decoders[id(ch)] = (ch, codec_for(ch).decode)
-            yield m, got[1](m.data, topic=ch.topic)
+            yield m, codec_for(m.channel).decode(m.data, topic=m.channel.topic)
 
     def topic_columns(self, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """One numpy array per leaf field of ``topic``, plus ``log_time``."""
