@@ -177,7 +177,6 @@ class SqliteFile(Storage):
     def messages(
         self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[Iterable[Message]]:
-        chans = _by_id(local)
         paged = self.db.page_rows(topic_ids, start, end, reverse, order, known=local)
         if paged is not None:  # read from the file's pages: every row already checked
             # built one at a time as they are taken (map, not a list): a message the caller
@@ -187,6 +186,7 @@ class SqliteFile(Storage):
             for cs, times, datas in _page_slices(*paged, local):
                 yield map(Message, cs, times, times, repeat(0), datas)
             return
+        chans = _by_id(local)
         for rows in self.db.messages(topic_ids, start, end, reverse, order, known=local):
             try:  # the common case: every row a message on a known topic, built in one go
                 if rows and len(rows[0]) == 3:  # SQLite checked every row beforehand
