@@ -77,6 +77,12 @@ def _unsound(types: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return np.where(mins < 0, (nn == 0) | (nn > _MAX_UNKNOWN) | ~_LETTER[types], nn < mins)
 
 
+def _ends(c: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Where the messages at ``c`` end, from their header words ``w`` (:meth:`_Scan._words`):
+    ``position + 3 + size``."""
+    return c + 3 + np.bitwise_and(w, _LOW16).view(np.int64)
+
+
 def _run_ends(c: np.ndarray, nxt: np.ndarray) -> np.ndarray:
     """Index of the last candidate of each run (where a candidate's end is not the next
     candidate's start)."""
@@ -243,7 +249,7 @@ class _Scan:
         _lo, parts = self._cand_parts()
         c = np.concatenate([x[0] for x in parts]) if parts else np.zeros(0, np.int64)
         w = np.concatenate([x[1] for x in parts]) if parts else np.zeros(0, "<u8")
-        nxt = c + 3 + np.bitwise_and(w, _LOW16).view(np.int64)
+        nxt = _ends(c, w)
         return c, nxt, w, _run_ends(c, nxt)
 
     def _scan_part(
@@ -357,7 +363,7 @@ class _Scan:
                 r = min(r, i + limit)
                 nxt = int(c[r]) + 3 + (int(cw[r]) & 0xFFFF)  # where the run's last one ends
                 if nxt > end:  # the run crosses the segment end: keep what fits
-                    run_nxt = c[i : r + 1] + 3 + np.bitwise_and(cw[i : r + 1], _LOW16).view(np.int64)
+                    run_nxt = _ends(c[i : r + 1], cw[i : r + 1])
                     r = i + int(np.searchsorted(run_nxt, end, side="right")) - 1
                     if r < i:
                         break
