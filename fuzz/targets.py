@@ -449,11 +449,22 @@ class SelfTest(Target):
             del big
 
 
+#: Modules beside this one that hold more targets, each as a module-level ``TARGETS`` list
+#: (one module per surface: rosbag2 directories, the HTTP client, record configs, DDS peers...).
+SURFACE_MODULES = ("fuzz.rosbag2", "fuzz.outputs", "fuzz.http", "fuzz.record_config", "fuzz.ros2_peer")
+
+
 def all_targets() -> dict[str, type[Target]]:
+    import importlib
+    import importlib.util
+
     from fuzz.net import TcprosTarget, XmlrpcTarget
 
     classes: list[type[Target]] = [
         McapIndexed, McapStream, Bag, Ulog, Ros1Decoder, CdrDecoder, UlogDecoder, TcprosTarget, XmlrpcTarget,
         SelfTest,
     ]
+    for mod_name in SURFACE_MODULES:
+        if importlib.util.find_spec(mod_name) is not None:
+            classes.extend(importlib.import_module(mod_name).TARGETS)
     return {c.name: c for c in classes}
