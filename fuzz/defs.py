@@ -78,6 +78,8 @@ def gen_model(rng: random.Random, dialect: str = "ros1") -> TypeModel:
             if rng.random() < 0.3 and nxt:
                 m.types[name].append(F("uint8", "pad"))
         return m
+    if kind < 0.11:  # a definition bomb: wide, a diamond, many types, long names (issue 26)
+        return gen_bomb(rng, prims)
     if kind < 0.14:  # self reference or a cycle
         a, b = "fz/Self", "fz/Other"
         m.main = a
@@ -135,6 +137,51 @@ def gen_model(rng: random.Random, dialect: str = "ros1") -> TypeModel:
                     )
                 )
             ]
+    return m
+
+
+def gen_bomb(rng: random.Random, prims: tuple[str, ...]) -> TypeModel:
+    """A definition that costs a lot to compile if polybag let it: very many fields, a
+    diamond of types (each holding the next several times, so inlining it doubles at every
+    level), arrays of such a type, very many types, very long names, pathological spacing."""
+    kind = rng.randrange(6)
+    m = TypeModel("fz/B0")
+    if kind == 0:  # flat and wide: around the fields-per-definition limit
+        n = rng.choice((1000, 16000, 16384, 16385, 40000))
+        t = rng.choice(("int32", "uint8", "float64", "string"))
+        m.types["fz/B0"] = [F(t, f"f{i}") for i in range(n)]
+    elif kind in (1, 2):  # a diamond: B0 holds ``fan`` B1 (or an array of them), B1 ``fan`` B2...
+        levels = rng.choice((8, 12, 17, 19, 30, 60))
+        fan = rng.choice((2, 2, 3))
+        arr = None if kind == 1 else rng.choice((1, 2, 8, 64))
+        for i in range(levels - 1):
+            m.types[f"fz/B{i}"] = [F(f"fz/B{i + 1}", f"a{k}", arr) for k in range(fan)]
+        m.types[f"fz/B{levels - 1}"] = [F(rng.choice(prims), "x")]
+    elif kind == 3:  # very many small types, each used once
+        n = rng.choice((100, 3000, 10001))
+        m.types["fz/B0"] = [F(f"fz/C{i}", f"c{i}") for i in range(min(n, 3000))]
+        for i in range(n):
+            m.types[f"fz/C{i}"] = [F("int8", "v")]
+    elif kind == 4:  # long names
+        n = rng.choice((200, 256, 257, 5000, 100000))
+        m.types["fz/B0"] = [F("int32", "n" * n)] if rng.random() < 0.5 else [F("fz/" + "N" * n, "x")]
+        if m.types["fz/B0"][0].type != "int32":
+            m.types["fz/" + "N" * n] = [F("int8", "v")]
+    else:  # spacing and quoting that make backtracking parsers quadratic
+        m.types["fz/B0"] = [F("int32", "x")]
+        n = rng.choice((1000, 100000, 1 << 20))
+        m.raw_lines["fz/B0"] = [
+            rng.choice(
+                (
+                    "\n" * n,
+                    " \n" * n,
+                    "string[] s [" + " " * n + "x'",
+                    'string[] s ["' + '\\"' * (n // 2),
+                    "int32" + "\t" * n + "[ y",
+                    "string s '" + "\\'" * (n // 2),
+                )
+            )
+        ]
     return m
 
 
@@ -286,6 +333,12 @@ def payload(rng: random.Random, m: TypeModel, *, cdr: bool, lie: float = 0.0) ->
 def gen_ulog_formats(rng: random.Random) -> tuple[str, list[str]]:
     """(main format name, the ``F`` message texts), sometimes hostile."""
     kind = rng.random()
+    if kind < 0.04:  # a diamond of formats, and many formats holding its top (issue 26)
+        levels = rng.choice((8, 12, 13, 20))  # 20: over the limits; 13: 4096 leaves, decoded
+        lines = ["big:uint64_t timestamp;n0 a;"]
+        lines += [f"n{i}:n{i + 1} a;n{i + 1} b;" for i in range(levels - 1)] + [f"n{levels - 1}:uint8_t v;"]
+        lines += [f"g{j}:n0 a;uint8_t w;" for j in range(rng.choice((0, 10, 500)))]
+        return rng.choice(("big", "g0", "n1")), lines
     if kind < 0.07:
         depth = rng.choice((50, 999, 2000, 5000))
         lines = [f"d{i}:uint64_t timestamp;d{i + 1} c;" for i in range(depth)]

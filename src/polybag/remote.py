@@ -22,6 +22,16 @@ URLs are resolved with :func:`fsspec.core.url_to_fs` (``s3://`` needs s3fs); pla
 ``http(s)://`` URLs are read by :mod:`polybag.remote_http`, ``gs://`` URLs by gcsfs when it is
 installed, else through GCS's XML API over the same transport (:mod:`polybag.remote_gcs`);
 ``file://`` URLs are mapped like local paths by :func:`polybag.source.open_source`.
+
+Servers are untrusted (see :mod:`polybag.remote_http` for the HTTP details).  Every operation
+here (an open, each ``need``, a ``download``) has an overall deadline:
+``storage_options={"deadline": seconds}``, else ``POLYBAG_REMOTE_DEADLINE``, else one hour;
+``storage_options={"timeout": seconds}`` (``POLYBAG_HTTP_TIMEOUT``, 120 s) bounds each HTTP
+request.  Both are polybag's own options, never passed to fsspec.  The object is pinned to
+the version that was opened: over HTTP by its ``ETag``/``Last-Modified`` (``If-Match``), on
+S3 (s3fs) by its ``VersionId`` or ``If-Match`` with its ``ETag``; a change is an error.  Sizes
+over :data:`~polybag.remote_http.MAX_OBJECT_BYTES` are refused, and messages name the URL
+without its user info or query values.
 """
 
 from __future__ import annotations
@@ -31,14 +41,26 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
 
 from polybag.errors import PolybagError, UsageError
-from polybag.remote_http import HttpRanges, http_transport
+from polybag.remote_http import (
+    DEADLINE,
+    DEADLINE_ENV,
+    MAX_OBJECT_BYTES,
+    HttpRanges,
+    http_transport,
+    limits,
+    redact,
+    scrub,
+    secrets_of,
+)
 from polybag.source import MappedSource
 
 #: bookkeeping granularity: what a small request is rounded to (one state byte per block)
@@ -91,21 +113,38 @@ def file_url_path(url: str) -> str | None:
 
 
 def _fs_for(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
+    _timeout, _deadline, opts = limits(url, storage_options)  # polybag's own options stay here
     try:
         import fsspec.core
     except ImportError as e:  # pragma: no cover - the remote extra
-        raise UsageError(f"{url}: reading URLs needs fsspec (pip install 'polybag[remote]')") from e
+        raise UsageError(f"{redact(url)}: reading URLs needs fsspec (pip install 'polybag[remote]')") from e
     try:
-        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+        return fsspec.core.url_to_fs(url, **opts)
     except (ImportError, ValueError) as e:
-        raise UsageError(f"{url}: cannot read this URL: {e}") from e
+        raise UsageError(f"{redact(url)}: cannot read this URL: {scrub(str(e), secrets_of(url))}") from e
+
+
+def _transport_error(url: str, what: str, e: BaseException) -> PolybagError:
+    """A transport's exception as a PolybagError naming ``url`` (no secrets, no raw text)."""
+    return PolybagError(f"{redact(url)}: {what}: {scrub(f'{type(e).__name__}: {e}', secrets_of(url))}")
+
+
+def _check_size(url: str, size: int) -> None:
+    if size > MAX_OBJECT_BYTES:
+        raise PolybagError(
+            f"{redact(url)}: the server says the object is {size} bytes, more than polybag reads "
+            f"({MAX_OBJECT_BYTES} bytes)"
+        )
 
 
 class RemoteSource(MappedSource):
     """A remote object as a lazily filled ``memoryview`` (see the module notes)."""
 
-    def __init__(self, url: str, fs: Any, fpath: str, size: int) -> None:
+    def __init__(self, url: str, fs: Any, fpath: str, size: int, deadline: float = DEADLINE) -> None:
         self.url = url
+        self.name = redact(url)  # what messages (and ``path``) say: no credentials
+        self._secrets = secrets_of(url)
+        self.deadline = deadline  # of each operation (an open, a need), seconds
         self._fs = fs  # an fsspec filesystem (cat_file, maybe cat_ranges) or an HttpRanges
         self._fpath = fpath
         self._tmp: Any = None
@@ -126,9 +165,9 @@ class RemoteSource(MappedSource):
         except OSError as e:
             if self._tmp is not None:
                 self._tmp.close()
-            raise PolybagError(f"{url}: cannot set up a cache for {size} bytes: {e.strerror or e}") from e
+            raise PolybagError(f"{self.name}: cannot set up a cache for {size} bytes: {e.strerror or e}") from e
         self._file_backed = self._tmp is not None
-        super().__init__(url, buf)
+        super().__init__(self.name, buf)
         self._wview = self.view  # fetches write here; readers get the read-only view
         self.view = self.view.toreadonly()
         self._spool = self._tmp  # closed (and so freed) with the source
@@ -152,10 +191,11 @@ class RemoteSource(MappedSource):
         """Requests made and bytes fetched so far (and the object's size)."""
         with self._cv:
             return {
-                "url": self.url,
+                "url": self.name,
                 "size": self.size,
                 "requests": self.requests,
                 "bytes_fetched": self.bytes_fetched,
+                **({"bytes_received": self._fs.bytes_received} if isinstance(self._fs, HttpRanges) else {}),
             }
 
     def need(self, offset: int, length: int) -> None:
@@ -167,6 +207,7 @@ class RemoteSource(MappedSource):
         spans = self._blocks(ranges)
         if not spans:
             return
+        until = time.monotonic() + self.deadline
         lo, hi = spans[0][0] * BLOCK, min(self.size, spans[-1][1] * BLOCK)
         if self._hint_at < len(self._hints):  # a hinted read: keep its ranges coming
             # many small ranges inside what the read will fetch anyway (an MCAP's Message
@@ -174,12 +215,12 @@ class RemoteSource(MappedSource):
             # the hinted stream fetched up to the last of them in large requests instead
             scattered = len(spans) > FEW and not self._multirange() and self._inside_hints(spans)
             self._pump(lo, hi if scattered else 0)
-            self._ensure(spans)
+            self._ensure(spans, until)
             self._pump(hi)
             return
         if hi <= self._next and self._held(spans):
             return  # a look back at bytes already here: the sequential run goes on
-        self._ensure(spans)
+        self._ensure(spans, until)
         self._maybe_read_ahead(lo, hi)
 
     def hint(self, ranges: Iterable[tuple[int, int]]) -> None:
@@ -248,7 +289,7 @@ class RemoteSource(MappedSource):
     def need_all(self) -> None:
         """Fetch the whole object (concurrent parts); for formats read front to back."""
         if self.size:
-            self._ensure([(0, len(self._state))])
+            self._ensure([(0, len(self._state))], time.monotonic() + self.deadline)
 
     # --- block bookkeeping ------------------------------------------------------------------
     def _blocks(self, ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -310,22 +351,20 @@ class RemoteSource(MappedSource):
     def _sink(self, start: int, end: int) -> memoryview:
         return self._wview[start:end]
 
-    def _fetch(self, start: int, end: int) -> None:
+    def _fetch(self, start: int, end: int, until: float | None = None) -> None:
         """One range request, written into the cache."""
         try:
             if self._closed:
-                raise PolybagError(f"{self.url}: source closed")
+                raise PolybagError(f"{self.name}: source closed")
             if isinstance(self._fs, HttpRanges):
-                got = self._fs.read_into(start, end, self._sink)
+                got = self._fs.read_into(start, end, self._sink, until)
             else:
                 try:
                     data = self._fs.cat_file(self._fpath, start=start, end=end)
                 except PolybagError:
                     raise
                 except Exception as e:  # noqa: BLE001 - any transport error becomes one clear error
-                    raise PolybagError(
-                        f"{self.url}: cannot read bytes {start}..{end}: {type(e).__name__}: {e}"
-                    ) from e
+                    raise _transport_error(self.url, f"cannot read bytes {start}..{end}", e) from None
                 got = self._store(start, end, data)
         except BaseException:
             self._settle(start, end, False)
@@ -338,24 +377,24 @@ class RemoteSource(MappedSource):
     def _store(self, start: int, end: int, data: bytes) -> int:
         if len(data) != end - start:
             raise PolybagError(
-                f"{self.url}: asked for bytes {start}..{end}, got {len(data)} bytes (does the server honour Range?)"
+                f"{self.name}: asked for bytes {start}..{end}, got {len(data)} bytes (does the server honour Range?)"
             )
         try:
             self._wview[start:end] = data
         except OSError as e:  # pragma: no cover - a full disk under the file-backed cache
-            raise PolybagError(f"{self.url}: cannot write to the temporary file: {e.strerror or e}") from e
+            raise PolybagError(f"{self.name}: cannot write to the temporary file: {e.strerror or e}") from e
         return len(data)
 
-    def _fetch_many(self, ranges: list[tuple[int, int]]) -> None:
+    def _fetch_many(self, ranges: list[tuple[int, int]], until: float | None = None) -> None:
         """Several small ranges in as few requests as the transport allows: one multi-range
         request over HTTP, fsspec's concurrent ``cat_ranges`` otherwise, else one by one."""
         todo = list(ranges)
         try:
             if self._closed:
-                raise PolybagError(f"{self.url}: source closed")
+                raise PolybagError(f"{self.name}: source closed")
             fs = self._fs
             if isinstance(fs, HttpRanges) and fs.multirange:
-                done = fs.read_many(todo, self._sink)
+                done = fs.read_many(todo, self._sink, until)
                 if done:
                     with self._cv:
                         self.requests += 1
@@ -370,14 +409,10 @@ class RemoteSource(MappedSource):
                         [self._fpath] * len(todo), [s for s, _ in todo], [e for _, e in todo]
                     )
                 except Exception as e:  # noqa: BLE001 - any transport error becomes one clear error
-                    raise PolybagError(
-                        f"{self.url}: cannot read {len(todo)} ranges: {type(e).__name__}: {e}"
-                    ) from e
+                    raise _transport_error(self.url, f"cannot read {len(todo)} ranges", e) from None
                 for (s, e), data in zip(todo, datas):
                     if isinstance(data, BaseException):
-                        raise PolybagError(
-                            f"{self.url}: cannot read bytes {s}..{e}: {type(data).__name__}: {data}"
-                        )
+                        raise _transport_error(self.url, f"cannot read bytes {s}..{e}", data)
                     got = self._store(s, e, data)
                     with self._cv:
                         self.requests += 1
@@ -390,49 +425,69 @@ class RemoteSource(MappedSource):
             raise
         for i, (s, e) in enumerate(todo):
             try:
-                self._fetch(s, e)
+                self._fetch(s, e, until)
             except BaseException:
                 for s2, e2 in todo[i + 1 :]:
                     self._settle(s2, e2, False)
                 raise
 
-    def _ensure(self, spans: list[tuple[int, int]]) -> None:
-        """Fetch what is missing of the block spans and wait for what others are fetching."""
+    def _ensure(self, spans: list[tuple[int, int]], until: float | None = None) -> None:
+        """Fetch what is missing of the block spans and wait for what others are fetching,
+        by ``until`` (the operation's deadline, :func:`time.monotonic`)."""
         while True:
             with self._cv:
                 todo = [r for b0, b1 in spans for r in self._claim(b0, b1)]
                 if not todo:
                     if all(bool((self._state[b0:b1] == _PRESENT).all()) for b0, b1 in spans):
                         return
-                    self._cv.wait(1.0)  # in flight elsewhere (read-ahead): wait for it
+                    self._cv.wait(self._left(until, 1.0))  # in flight elsewhere (read-ahead): wait for it
                     continue
-            if len(todo) == 1:
-                self._fetch(*todo[0])
+            if len(todo) == 1 and isinstance(self._fs, HttpRanges):
+                self._fetch(*todo[0], until)  # the request's deadline is cut to the operation's
                 continue
             # small scattered ranges (headers, indexes) go out in batches, large ones alone
             small = [r for r in todo if r[1] - r[0] <= SMALL]
-            jobs: list[tuple[Any, tuple[Any, ...]]] = [(self._fetch, r) for r in todo if r[1] - r[0] > SMALL]
+            jobs: list[tuple[Any, tuple[Any, ...]]] = [
+                (self._fetch, (*r, until)) for r in todo if r[1] - r[0] > SMALL
+            ]
             if len(small) > 1:
-                jobs += [(self._fetch_many, (small[i : i + BATCH],)) for i in range(0, len(small), BATCH)]
+                jobs += [(self._fetch_many, (small[i : i + BATCH], until)) for i in range(0, len(small), BATCH)]
             else:
-                jobs += [(self._fetch, r) for r in small]
+                jobs += [(self._fetch, (*r, until)) for r in small]
             futs: list[Future[None]] = []
             try:
                 for fn, args in jobs:
                     futs.append(self._pool.submit(fn, *args))
             except RuntimeError as e:  # the pool is shut down: the source was closed
                 for fn, args in jobs[len(futs) :]:
-                    for s, e_ in args[0] if fn == self._fetch_many else (args,):
+                    for s, e_ in args[0] if fn == self._fetch_many else (args[:2],):
                         self._settle(s, e_, False)
-                raise PolybagError(f"{self.url}: source closed") from e
+                raise PolybagError(f"{self.name}: source closed") from e
             err: BaseException | None = None
             for f in futs:
                 try:
-                    f.result()
+                    f.result(timeout=None if until is None else max(0.0, until - time.monotonic()))
+                except FutureTimeout:
+                    err = err or self._expired()
                 except BaseException as e:  # noqa: BLE001 - the first one is raised below
                     err = err or e
             if err is not None:
                 raise err
+
+    def _left(self, until: float | None, most: float) -> float:
+        """What is left of the operation's deadline (at most ``most``); past it, the error."""
+        if until is None:
+            return most
+        left = until - time.monotonic()
+        if left <= 0:
+            raise self._expired()
+        return min(most, left)
+
+    def _expired(self) -> PolybagError:
+        return PolybagError(
+            f"{self.name}: a read did not finish within the deadline of {self.deadline:g} s "
+            f"(storage_options={{'deadline': seconds}} or {DEADLINE_ENV} sets it)"
+        )
 
     def _maybe_read_ahead(self, lo: int, hi: int) -> None:
         """Background fetch of what follows ``[lo, hi)`` when reads run front to back.
@@ -484,27 +539,111 @@ class RemoteSource(MappedSource):
         super().close()
 
 
+class _S3Pinned:
+    """An s3fs filesystem whose reads are of the object as it was opened: its ``VersionId``
+    when the bucket keeps versions, else ``If-Match`` with its ``ETag`` (S3 answers 412 when
+    the object was replaced); every answer's ETag is compared too.  No more bytes are read
+    of an answer than were asked for (and one)."""
+
+    def __init__(self, fs: Any, info: dict[str, Any], url: str) -> None:
+        self._fs = fs
+        self._url = url
+        vid = info.get("VersionId")
+        self._version = vid if isinstance(vid, str) and vid not in ("", "null") else None
+        etag = info.get("ETag")
+        self._etag = etag if isinstance(etag, str) and etag else None
+
+    def _changed(self, detail: str) -> PolybagError:
+        return PolybagError(f"{redact(self._url)}: the object changed while it was read ({detail})")
+
+    async def _get(self, path: str, start: int, end: int) -> bytes:
+        bucket, key, _vers = self._fs.split_path(path)
+        kw: dict[str, Any] = {}
+        if self._version:
+            kw["VersionId"] = self._version
+        elif self._etag:
+            kw["IfMatch"] = self._etag
+        try:
+            resp = await self._fs._call_s3(
+                "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **kw
+            )
+        except Exception as e:  # noqa: BLE001 - s3fs/botocore errors of any kind
+            text = f"{type(e).__name__}: {e}"
+            if "PreconditionFailed" in text or "412" in text or "pre-conditions you specified did not hold" in text:
+                raise self._changed("S3 answered 412 Precondition Failed on the pinned ETag") from None
+            raise
+        body = resp["Body"]
+        want = end - start + 1  # one more than asked for: a longer answer is caught, not read
+        parts: list[bytes] = []
+        got = 0
+        try:
+            while got < want:
+                piece = await body.read(want - got)
+                if not piece:
+                    break
+                parts.append(piece)
+                got += len(piece)
+        finally:
+            body.close()
+        data = b"".join(parts)
+        now = resp.get("ETag")
+        if self._etag and isinstance(now, str) and now != self._etag:
+            raise self._changed(f"ETag was {self._etag}, now {now}")
+        return data
+
+    def cat_file(self, path: str, start: int, end: int) -> bytes:
+        from fsspec.asyn import sync
+
+        return sync(self._fs.loop, self._get, path, start, end)  # type: ignore[no-any-return]
+
+    def cat_ranges(self, paths: list[str], starts: list[int], ends: list[int]) -> list[Any]:
+        import asyncio
+
+        from fsspec.asyn import sync
+
+        async def all_of() -> list[Any]:
+            return await asyncio.gather(
+                *(self._get(p, s, e) for p, s, e in zip(paths, starts, ends)), return_exceptions=True
+            )
+
+        return sync(self._fs.loop, all_of)  # type: ignore[no-any-return]
+
+
+def _pinned(fs: Any, fpath: str, info: dict[str, Any]) -> Any:
+    """The filesystem to read ``fpath`` through: for S3 (s3fs), one pinned to the version
+    that ``info`` describes (:class:`_S3Pinned`); others as they are (their answers carry no
+    validator polybag can check through fsspec, only the size)."""
+    if type(fs).__name__ == "S3FileSystem" and hasattr(fs, "_call_s3") and hasattr(fs, "split_path"):
+        return _S3Pinned(fs, info, fs.unstrip_protocol(fpath) if hasattr(fs, "unstrip_protocol") else fpath)
+    return fs
+
+
 def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -> bytes:
     """The first ``n`` bytes of the object at ``url`` (one small request; for sniffing)."""
+    _timeout, deadline, _opts = limits(url, storage_options)
+    until = time.monotonic() + deadline
     fast = http_transport(url, storage_options)
     if fast is not None:
         try:
-            size = fast.open()
+            size = fast.open(until)
             if not size:
                 return b""
             out = bytearray(min(n, size))
-            fast.read_into(0, len(out), lambda s, e: memoryview(out)[s:e])
+            fast.read_into(0, len(out), lambda s, e: memoryview(out)[s:e], until)
             return bytes(out)
         finally:
             fast.close()
     fs, fpath = _fs_for(url, storage_options)
     try:
         size = fs.size(fpath)
-        return bytes(fs.cat_file(fpath, start=0, end=min(n, size))) if size else b""
-    except FileNotFoundError as e:
-        raise PolybagError(f"{url}: cannot open: no such object") from e
+        data = bytes(fs.cat_file(fpath, start=0, end=min(n, size))) if size else b""
+    except FileNotFoundError:
+        raise PolybagError(f"{redact(url)}: cannot open: no such object") from None
     except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-        raise PolybagError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
+        raise _transport_error(url, "cannot open", e) from None
+    if len(data) > n:
+        raise PolybagError(f"{redact(url)}: asked for {n} bytes, got {len(data)}")
+    return data
 
 
 def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
@@ -522,40 +661,47 @@ def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[
     try:
         hits = sorted(fs.glob(url))
     except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-        raise PolybagError(f"{url}: cannot list: {type(e).__name__}: {e}") from e
+        raise _transport_error(url, "cannot list", e) from None
     return [h if is_url(h) else fs.unstrip_protocol(h) for h in hits]
 
 
 def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteSource:
     """A :class:`RemoteSource` for ``url`` with its first 16 and last 64 KiB fetched.
 
-    Plain ``http(s)://`` URLs (without storage options other than ``headers``) are read by
-    :class:`polybag.remote_http.HttpRanges`; everything else through fsspec."""
+    Plain ``http(s)://`` URLs (without storage options other than ``headers``, ``timeout``,
+    ``deadline``) are read by :class:`polybag.remote_http.HttpRanges`; everything else
+    through fsspec.  The open (size, first and last bytes) is one operation under the
+    ``deadline``."""
+    _timeout, deadline, _opts = limits(url, storage_options)
+    until = time.monotonic() + deadline
     fast = http_transport(url, storage_options)
     if fast is not None:
         try:
-            size = fast.open()
+            size = fast.open(until)
         except BaseException:
             fast.close()
             raise
-        src = RemoteSource(url, fast, url, size)
+        src = RemoteSource(url, fast, url, size, deadline)
     else:
         fs, fpath = _fs_for(url, storage_options)
         try:
             info = fs.info(fpath)
-        except FileNotFoundError as e:
-            raise PolybagError(f"{url}: cannot open: no such object") from e
+        except FileNotFoundError:
+            raise PolybagError(f"{redact(url)}: cannot open: no such object") from None
         except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-            raise PolybagError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
+            raise _transport_error(url, "cannot open", e) from None
         if info.get("type") == "directory":
-            raise PolybagError(f"{url}: is a directory, not a log file (a rosbag2 bag: end the URL with /)")
+            raise PolybagError(f"{redact(url)}: is a directory, not a log file (a rosbag2 bag: end the URL with /)")
         size = info.get("size")
         if not isinstance(size, int) or size < 0:
-            raise PolybagError(f"{url}: the server does not say how large the object is")
-        src = RemoteSource(url, fs, fpath, size)
+            raise PolybagError(f"{redact(url)}: the server does not say how large the object is")
+        _check_size(url, size)
+        src = RemoteSource(url, _pinned(fs, fpath, info), fpath, size, deadline)
     try:
         src.need_many(((0, HEAD), (size - TAIL, TAIL)))
         src._next = -1  # the edges are not the start of a sequential pass
+        if time.monotonic() > until:
+            raise src._expired()
     except BaseException:
         src.close()
         raise
@@ -565,21 +711,28 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
 def download(url: str, dest: str, storage_options: dict[str, Any] | None = None) -> int:
     """Copy the whole object at ``url`` to the local file ``dest`` in PART-sized pieces
     (memory stays one piece, whatever the object's size); returns the bytes copied.  For
-    what needs a local file (a rosbag2 sqlite3 storage file: SQLite reads files only)."""
+    what needs a local file (a rosbag2 sqlite3 storage file: SQLite reads files only).
+    The copy is one operation under the ``deadline``."""
+    _timeout, deadline, _opts = limits(url, storage_options)
+    until = time.monotonic() + deadline
     fast = http_transport(url, storage_options)
     fs: Any = None
     fpath = url
+    name = redact(url)
     try:
         if fast is not None:
-            size = fast.open()
+            size = fast.open(until)
         else:
             fs, fpath = _fs_for(url, storage_options)
             try:
-                size = int(fs.size(fpath))
-            except FileNotFoundError as e:
-                raise PolybagError(f"{url}: cannot open: no such object") from e
+                info = fs.info(fpath)
+                size = int(info["size"])
+            except FileNotFoundError:
+                raise PolybagError(f"{name}: cannot open: no such object") from None
             except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-                raise PolybagError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
+                raise _transport_error(url, "cannot open", e) from None
+            _check_size(url, size)
+            fs = _pinned(fs, fpath, info)
         buf = bytearray(min(PART, size))
         view = memoryview(buf)
         try:
@@ -587,20 +740,25 @@ def download(url: str, dest: str, storage_options: dict[str, Any] | None = None)
                 for start in range(0, size, PART):
                     end = min(size, start + PART)
                     if fast is not None:
-                        fast.read_into(start, end, lambda s, e, o=start: view[s - o : e - o])
+                        fast.read_into(start, end, lambda s, e, o=start: view[s - o : e - o], until)
                         out.write(view[: end - start])
                         continue
+                    if time.monotonic() > until:
+                        raise PolybagError(
+                            f"{name}: the copy did not finish within the deadline of {deadline:g} s "
+                            f"(storage_options={{'deadline': seconds}} or {DEADLINE_ENV} sets it)"
+                        )
                     try:
                         data = fs.cat_file(fpath, start=start, end=end)
+                    except PolybagError:
+                        raise
                     except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-                        raise PolybagError(
-                            f"{url}: cannot read bytes {start}..{end}: {type(e).__name__}: {e}"
-                        ) from e
+                        raise _transport_error(url, f"cannot read bytes {start}..{end}", e) from None
                     if len(data) != end - start:
-                        raise PolybagError(f"{url}: asked for bytes {start}..{end}, got {len(data)} bytes")
+                        raise PolybagError(f"{name}: asked for bytes {start}..{end}, got {len(data)} bytes")
                     out.write(data)
         except OSError as e:
-            raise PolybagError(f"{dest}: cannot write a copy of {url}: {e.strerror or e}") from e
+            raise PolybagError(f"{dest}: cannot write a copy of {name}: {e.strerror or e}") from e
         return size
     finally:
         if fast is not None:

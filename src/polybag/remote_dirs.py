@@ -11,7 +11,10 @@ reader:
   :func:`polybag.remote.source_for_path`, which reads the remote object **by range
   requests** like any remote MCAP (summary, then the chunks a read needs);
 - a **sqlite3** storage file (and a zstd-compressed one) is **fetched whole** into the
-  temporary directory: SQLite reads local files only.
+  temporary directory: SQLite reads local files only.  Only the storage files are fetched:
+  a listed path that names an SQLite journal, write-ahead log or shared-memory file
+  (``-journal``, ``-wal``, ``-shm``, which SQLite would act on) is refused, and a file
+  listed twice (``a.db3``, ``./a.db3``) is fetched once.
 
 The temporary directory (and the stand-ins) go when the reader is closed (or collected).
 This module sits above the formats (it parses rosbag2 metadata) and is called by
@@ -54,11 +57,17 @@ def _join(base: str, rel: str) -> str:
     return path + quote(rel) + (sep + query if sep else "")
 
 
+_SQLITE_SIDE = ("-journal", "-wal", "-shm")
+
+
 def _safe_relative(rel: str, meta_url: str) -> str:
-    """A storage path of metadata.yaml that stays inside the bag directory."""
+    """A storage path of metadata.yaml that stays inside the bag directory and names a
+    storage file (never an SQLite journal, write-ahead log or shared-memory file)."""
     norm = posixpath.normpath(rel)
     if not rel or rel.startswith("/") or norm.startswith("..") or "\\" in rel or "\0" in rel:
         raise FormatError(f"storage file path {rel!r} leaves the bag directory", meta_url)
+    if norm in (".", METADATA_FILE) or norm.lower().endswith(_SQLITE_SIDE):
+        raise FormatError(f"storage file path {rel!r} is not a storage file: never fetched", meta_url)
     return norm
 
 
@@ -82,8 +91,12 @@ def open_remote_rosbag2(url: str, storage_options: dict[str, Any] | None, option
         os.makedirs(directory)
         with open(os.path.join(directory, METADATA_FILE), "wb") as f:
             f.write(text)
+        fetched: set[str] = set()
         for fi in info.files:
             rel = _safe_relative(fi.path, meta_url)
+            if rel in fetched:
+                continue  # listed twice: one local file (the reader decides what a repeat means)
+            fetched.add(rel)
             local = os.path.join(directory, *rel.split("/"))
             os.makedirs(os.path.dirname(local), exist_ok=True)
             furl = _join(base, rel)
@@ -96,7 +109,7 @@ def open_remote_rosbag2(url: str, storage_options: dict[str, Any] | None, option
             else:  # sqlite3 (SQLite needs a local file), or a zstd-compressed file
                 download(furl, local, storage_options)
         spec = registry.get("rosbag2")
-        reader = spec.open_by_path(directory, **options)
+        reader = spec.open_by_path(directory, **options, shown_as=base.split("?", 1)[0])  # errors name the URL
     except OSError as e:
         _cleanup(tmp, stand_ins)
         raise PolybagError(f"{url}: cannot lay out the bag in {tmp}: {e.strerror or e}") from e

@@ -15,6 +15,9 @@ Authentication: ``storage_options={"token": "<OAuth 2 access token>"}`` or the e
 variable ``GOOGLE_OAUTH_ACCESS_TOKEN`` is sent as ``Authorization: Bearer <token>``;
 otherwise requests are anonymous (public buckets).  ``token="anon"`` forces anonymous.
 Other credential kinds (service account files, application default credentials) need gcsfs.
+The token goes to the endpoint's scheme, host and port only, never to where a redirect
+points elsewhere (:mod:`polybag.remote_http`).  ``timeout`` and ``deadline`` are polybag's
+request and operation deadlines, as for ``http(s)://``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from polybag.errors import UsageError
 ENDPOINT = "https://storage.googleapis.com"
 
 #: the storage options this transport understands (others: gcsfs only)
-OPTIONS = {"endpoint_url", "token", "headers"}
+OPTIONS = {"endpoint_url", "token", "headers", "timeout", "deadline"}
 
 
 def have_gcsfs() -> bool:
@@ -92,9 +95,12 @@ def gcs_transport(url: str, storage_options: dict[str, Any] | None) -> Any:
             f"{url}: storage option(s) {', '.join(sorted(unknown))} need gcsfs (pip install gcsfs); "
             f"without it gs:// takes {', '.join(sorted(OPTIONS))}"
         )
-    from polybag.remote_http import HttpRanges
+    from polybag.remote_http import HttpRanges, limits
 
-    return HttpRanges(url, headers(url, storage_options), target=http_url(url, storage_options))
+    timeout, deadline, _rest = limits(url, storage_options)
+    return HttpRanges(
+        url, headers(url, storage_options), target=http_url(url, storage_options), timeout=timeout, deadline=deadline
+    )
 
 
 def no_listing(url: str) -> UsageError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
@@ -31,9 +32,11 @@ class Writer:
     ``add_schema``, ``add_channel``, ``write``, ``add_attachment``, ``add_metadata``,
     ``close`` and ``abort``.
 
-    A path is written as ``NAME.active`` and renamed to ``NAME`` by ``close``.  Every writer
-    takes ``overwrite``: ``True`` (the default, like ``open(path, "w")``) replaces an
-    existing ``NAME``; ``False`` raises :class:`~polybag.errors.OutputExistsError` before
+    A path is written as ``NAME.active`` (created exclusively, never through a symbolic link
+    planted at that name) and renamed to ``NAME`` by ``close``.  Every writer takes
+    ``overwrite``: ``True`` (the default, like ``open(path, "w")``) replaces an existing file
+    ``NAME`` once the new one is complete (never a directory; a rosbag2 writer only exactly a
+    bag, see :meth:`replace_refusal`); ``False`` raises :class:`~polybag.errors.OutputExistsError` before
     anything is written when ``NAME`` (or ``NAME.active``) exists, and ``close`` never
     replaces a ``NAME`` that appeared meanwhile (the operations and the CLI use ``False``
     unless asked to overwrite).  ``abort(discard=True)`` stops without finishing and
@@ -44,6 +47,13 @@ class Writer:
     """
 
     format: str = ""
+
+    @classmethod
+    def replace_refusal(cls, path: str) -> str | None:
+        """Why ``overwrite=True`` may not replace what is at ``path`` (None: it may, or nothing
+        is there).  A file writer replaces only a regular file that is a log by its magic
+        bytes (:func:`log_file_refusal`); a directory format's writer overrides this."""
+        return log_file_refusal(path)
 
     def __new__(cls, path: Any = None, *args: Any, format: str | None = None, **kwargs: Any) -> Writer:
         if cls is Writer:
@@ -172,9 +182,19 @@ def place_file(tmp: str | os.PathLike[str], final: str | os.PathLike[str], overw
     """Rename the finished ``tmp`` to ``final``.  ``overwrite=False`` never replaces a
     ``final`` that exists (it may have appeared while ``tmp`` was written): the file is
     hard-linked into place (``EEXIST`` if taken) and ``tmp`` unlinked, or, on a file system
-    without hard links, checked then renamed.  A refused ``tmp`` is removed."""
+    without hard links, checked then renamed.  ``overwrite=True`` replaces a file (a symbolic
+    link is replaced itself, never followed), never a directory.  A refused ``tmp`` is removed."""
     t, f = os.fspath(tmp), os.fspath(final)
     if overwrite:
+        try:
+            st = os.lstat(f)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            _unlink_quietly(t)
+            raise OutputExistsError(
+                f"{f}: a directory of that name appeared while writing; not replaced (the new output was discarded)"
+            )
         os.replace(t, f)
         return
     try:
@@ -204,6 +224,150 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
+# --- files created exclusively ---------------------------------------------------------------
+#: flags that create a new file and never follow a symbolic link planted at its name
+NEW_FILE_FLAGS = os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def create_new(path: str | os.PathLike[str], mode: int = 0o666) -> int:
+    """A file descriptor (read-write) of the new file ``path``, created exclusively
+    (``O_CREAT|O_EXCL|O_NOFOLLOW``): anything at that name, a symbolic link too, is an
+    :class:`OutputExistsError`, never opened or followed."""
+    p = os.fspath(path)
+    try:
+        return os.open(p, os.O_RDWR | NEW_FILE_FLAGS, mode)
+    except FileExistsError:
+        raise OutputExistsError(f"{p} exists; not overwritten (polybag writes only files it creates)") from None
+
+
+def open_new(path: str | os.PathLike[str], mode: str = "wb", **kwargs: Any) -> Any:
+    """``open(path, mode)`` of a new file created exclusively (:func:`create_new`)."""
+    fd = create_new(path)
+    try:
+        return open(fd, mode, **kwargs)  # noqa: SIM115 - the caller closes it
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def temp_beside(path: str | os.PathLike[str]) -> tuple[int, str]:
+    """``(fd, name)`` of a new temporary file in ``path``'s folder (``tempfile.mkstemp``:
+    a random name, created exclusively, never through a symbolic link), to be renamed to
+    ``path`` when complete."""
+    p = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(p))
+    import tempfile  # (here: a reader's import path stays free of it)
+
+    return tempfile.mkstemp(prefix=f".{os.path.basename(p)}.", suffix=".tmp", dir=folder)
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes | str, *, overwrite: bool = True) -> None:
+    """Write ``data`` to ``path`` through a synced temporary file beside it
+    (:func:`temp_beside`), renamed into place (:func:`place_file`); the temporary file is
+    removed on failure.  Nothing at ``path`` is opened or followed."""
+    p = os.fspath(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = temp_beside(p)
+    try:
+        with open(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        place_file(tmp, p, overwrite)
+    except BaseException as e:
+        _unlink_quietly(tmp)
+        if isinstance(e, OSError) and not isinstance(e, OutputExistsError) and e.filename is None:
+            raise named_os_error(e, p) from e
+        raise
+
+
+# --- what --force may replace ---------------------------------------------------------------------
+#: extensions of files polybag writes that are not logs, and what such a file starts with
+#: (a callable: whether its first bytes fit)
+def _text_head(head: bytes) -> bool:
+    return b"\0" not in head
+
+
+MEDIA_MAGICS: dict[str, Any] = {
+    ".png": (b"\x89PNG\r\n\x1a\n",),
+    ".jpg": (b"\xff\xd8\xff",),
+    ".jpeg": (b"\xff\xd8\xff",),
+    ".npy": (b"\x93NUMPY",),
+    ".pcd": (b"# .PCD", b"VERSION"),
+    ".ply": (b"ply\n", b"ply\r\n"),
+    ".pdf": (b"%PDF",),
+    ".svg": (b"<?xml", b"<svg"),
+    ".parquet": (b"PAR1",),
+    ".mp4": lambda h: h[4:8] == b"ftyp",
+    ".mov": lambda h: h[4:8] in (b"ftyp", b"moov", b"mdat", b"wide", b"free"),
+    ".mkv": (b"\x1a\x45\xdf\xa3",),
+    ".avi": lambda h: h[:4] == b"RIFF" and h[8:12] == b"AVI ",
+    ".csv": _text_head,
+    ".jsonl": lambda h: h == b"" or h.lstrip()[:1] == b"{",
+}
+
+
+def _head(path: str, n: int = 16) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        return os.read(fd, n)
+    finally:
+        os.close(fd)
+
+
+def _what(st: os.stat_result) -> str:
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def file_refusal(path: str, kind: str = "") -> str | None:
+    """Why ``--force`` may not replace what is at ``path`` with a file polybag writes (None:
+    it may, or nothing is there): only a regular file (never a symbolic link, a directory or
+    a device), and for ``kind`` ``"log"`` a log by its magic bytes, for a known media or
+    table extension (``.png``, ``.csv``, ``.mp4``...) a file of that kind by its first bytes."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be examined ({e.strerror or e})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {_what(st)}, not a file polybag writes"
+    ext = os.path.splitext(path)[1].lower()
+    check = MEDIA_MAGICS.get(ext) if kind != "log" else None
+    if check is None and kind != "log":
+        return None
+    try:
+        head = _head(path, 64)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if check is not None:
+        ok = check(head) if callable(check) else head.startswith(check)
+        return None if ok else f"is not a {ext[1:]} file (by its first bytes)"
+    from polybag.formats import registry
+
+    if registry.sniff(head[: registry.SNIFF_BYTES]) is not None:
+        return None
+    return "is not a log (no log format's magic bytes)"
+
+
+def log_file_refusal(path: str) -> str | None:
+    """:func:`file_refusal` for a log file."""
+    return file_refusal(path, "log")
+
+
+def refuse_replacing(path: str, reason: str | None) -> None:
+    """An :class:`OutputExistsError` naming ``path`` when ``reason`` says it may not be replaced."""
+    if reason is not None:
+        raise OutputExistsError(
+            f"{path}: exists and {reason}; not replaced even with --force (only what polybag could "
+            "have written is replaced): move it away or choose another output"
+        )
+
+
 def refuse_existing(path: str | os.PathLike[str], what: str = "output") -> None:
     """OutputExistsError if ``path`` exists (a dangling symlink counts: it is a name in use)."""
     p = os.fspath(path)
@@ -218,11 +382,13 @@ class AtomicFile:
     writer that fails or is interrupted calls :meth:`discard` instead, which removes it.  A
     stream passed in instead of a path is written directly.
 
+    ``<name>.active`` is always created exclusively and never through a symbolic link (an
+    existing one may be a recording in progress: an :class:`OutputExistsError`).
     ``overwrite=False`` never replaces an existing file: an existing ``<name>`` is refused
-    here, before anything is written; ``<name>.active`` is created exclusively (an existing
-    one may be a recording in progress); and :meth:`commit` links the finished file into
+    here, before anything is written, and :meth:`commit` links the finished file into
     place, so a ``<name>`` that appeared meanwhile is not clobbered either.  With
-    ``overwrite=True`` (the default, as ``open(name, "w")``) both are replaced.
+    ``overwrite=True`` (the default, as ``open(name, "w")``) an existing file ``<name>`` is
+    replaced when the new one is complete (never a directory; the old file stays until then).
 
     A failed write raises an ``OSError`` naming ``<name>``.
     """
@@ -235,12 +401,16 @@ class AtomicFile:
             final = self.final_path = os.fspath(target)
             active = final + ".active"
             self.active_path: str | None = active
-            flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+            # created exclusively, never through a symbolic link planted at its name
+            flags = os.O_RDWR | NEW_FILE_FLAGS
             if overwrite:
-                flags |= os.O_TRUNC
+                try:
+                    if stat.S_ISDIR(os.lstat(final).st_mode):
+                        raise OutputExistsError(f"{final}: exists and is a directory; not replaced by a file")
+                except FileNotFoundError:
+                    pass
             else:
                 refuse_existing(final)
-                flags |= os.O_EXCL
             try:
                 fd = os.open(active, flags, 0o666)
             except FileExistsError:

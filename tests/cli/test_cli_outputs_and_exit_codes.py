@@ -94,6 +94,9 @@ def test_existing_output_is_refused_then_replaced_with_force(
     assert "usage:" not in err  # an existing output is no syntax problem
     assert dst.read_bytes() == UNRELATED
     assert leftovers(work) == []
+    code, _, err = run(capsys, *args, "--force")  # not a log: never replaced (issue 26)
+    assert code == 2 and "not a log" in one_error_line(err, args[0]) and dst.read_bytes() == UNRELATED
+    shutil.copy(BAG, dst)  # a log: replaced with --force
     code, _, err = run(capsys, *args, "--force")
     assert code == 0, err
     with polybag.open(dst) as r:
@@ -177,6 +180,7 @@ def test_split_refuses_existing_parts(work: Path, capsys: pytest.CaptureFixture[
     code, _, err = run(capsys, *args)
     assert code == 2 and "in_001.mcap" in one_error_line(err, "split")
     assert sorted(p.name for p in parts.iterdir()) == ["in_001.mcap"]  # nothing written at all
+    shutil.copy(BAG, parts / "in_001.mcap")  # (only a log is replaced, issue 26)
     code, _, err = run(capsys, *args, "--force")
     assert code == 0, err
     names = sorted(p.name for p in parts.iterdir())
@@ -234,6 +238,7 @@ def test_compress_output_dir_refuses_existing(cmd: str, work: Path, capsys: pyte
     code, _, err = run(capsys, cmd, str(work / "in.bag"), "--output-dir", str(od), "-q")
     assert code == 2 and "exists" in one_error_line(err, cmd)
     assert (od / "in.bag").read_bytes() == UNRELATED
+    shutil.copy(DEMO, od / "in.bag")  # (only a log is replaced, issue 26)
     code, _, err = run(capsys, cmd, str(work / "in.bag"), "--output-dir", str(od), "-q", "-f")
     assert code == 0, err
     assert polybag.open(od / "in.bag").summary.message_count == 8647
@@ -265,6 +270,7 @@ def test_reindex_output_dir_refuses_existing(work: Path, capsys: pytest.CaptureF
     code, _, err = run(capsys, "reindex", str(work / "in.bag"), "--output-dir", str(od), "-q")
     assert code == 2 and "exists" in one_error_line(err, "reindex")
     assert (od / "in.bag").read_bytes() == UNRELATED
+    shutil.copy(DEMO, od / "in.bag")  # (only a log is replaced, issue 26)
     code, _, err = run(capsys, "reindex", str(work / "in.bag"), "--output-dir", str(od), "-q", "-f")
     assert code == 0, err
 
@@ -287,9 +293,10 @@ def test_plot_refuses_existing(work: Path, capsys: pytest.CaptureFixture[str]) -
     code, _, err = run(capsys, *args)
     assert code == 2 and "exists" in one_error_line(err, "plot")
     assert out.read_bytes() == UNRELATED
+    out.write_bytes(b"\x89PNG\r\n\x1a\n")  # (only a file of its kind is replaced, issue 26)
     code, _, err = run(capsys, *args, "--force")
     assert code == 0, err
-    assert out.read_bytes().startswith(b"\x89PNG")
+    assert out.read_bytes().startswith(b"\x89PNG") and len(out.read_bytes()) > 8
     assert leftovers(work) == []
 
 
@@ -307,6 +314,7 @@ def test_library_ops_refuse_unless_overwrite(work: Path) -> None:
         with pytest.raises(OutputExistsError, match="exists"):
             call(False)
         assert dst.read_bytes() == UNRELATED
+        shutil.copy(BAG, dst)  # (only a log is replaced, issue 26)
         call(True)
         assert polybag.open(dst).summary.message_count > 0
     with pytest.raises(OutputExistsError, match="is the input"):

@@ -208,7 +208,11 @@ def test_empty_domain_records_nothing_and_exits_cleanly(tmp_path: Path) -> None:
     env = ros2_env()
     out = tmp_path / "empty"
     with process([*POLYBAG, "record", "--ros2", "-a", "-O", str(out), "--json"], env) as rec:
-        time.sleep(2.0)
+        # the output is begun after the signal handlers are in place: SIGINT then stops it cleanly
+        end = time.monotonic() + 120
+        while not any(p.name.startswith("empty") for p in tmp_path.iterdir()):
+            assert rec.poll() is None and time.monotonic() < end, "the recorder never began its output"
+            time.sleep(0.05)
         code, report, err = stop_recorder(rec)
     assert code == 0, err
     assert report["topics"] == {} and report["errors"] == []

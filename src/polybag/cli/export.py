@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(res.to_dict())
     for t in res.tables:
-        label = t.topic if t.table == table_name(t.topic) else f"{t.topic} [{t.table[len(table_name(t.topic)) + 1:]}]"
+        plain = t.table.split("~", 1)[0]  # (a table renamed for a name taken by another topic: NAME~2)
+        label = t.topic if plain == table_name(t.topic) else f"{t.topic} [{plain[len(table_name(t.topic)) + 1:]}]"
         if t.error is not None:
             print(f"polybag export: error: {label}: {t.error}", file=sys.stderr)
         elif not args.json:

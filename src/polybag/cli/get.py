@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -25,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from polybag.ops._common import check_output, placed
 
     if args.output != "-":
-        check_output(args.output, [] if args.file == "-" else [args.file], args.force)
+        check_output(args.output, [] if args.file == "-" else [args.file], args.force, any_file=True)
     with open_input(args.file) as reader:
         found = [a for a in reader.attachments() if a.name == args.name]
         if len(found) <= args.index:
@@ -41,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         else:
-            with placed(args.output, args.force) as tmp, open(tmp, "wb") as f:
-                f.write(data)
+            with placed(args.output, args.force) as tmp:
+                # (the file placed() created; never through a symbolic link put there meanwhile)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+                with open(fd, "wb") as f:
+                    f.write(data)
     return 0

@@ -6,7 +6,9 @@ finish the file (``NAME.active`` is renamed).  With ``-s``, SIGUSR1 (or a messag
 while recording goes on (``--snapshot-window S`` keeps only the last S seconds).
 ``--config FILE.yaml`` runs several recorders on one node (``recorders:``, a list of
 mappings of the long option names); SIGUSR1 triggers every snapshot recorder, SIGINT stops
-all and finishes every file.  At the end a per-topic report is printed
+all and finishes every file.  The config is checked before anything starts (bounded YAML,
+every field, at most 64 recorders, no two recorders writing one file, also with
+``--ros2``); a recording never replaces an existing file (exit 2 naming it).  At the end a per-topic report is printed
 (received, written, dropped) on stderr, or as JSON on stdout with ``--json``.  Exit 0;
 1 if messages were lost because the buffer was full (not counting the snapshot ring's
 oldest), or the recording stopped on a write error or low disk space; 2 bad options.
@@ -185,7 +187,7 @@ def _group_options(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]
         raise UsageError(
             "--config takes the recording options from the file; give only --master-uri, -q, --json"
         )
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, ros2=bool(args.ros2))
     ns = args.namespace if args.namespace is not None else (single.namespace or cfg.get("namespace"))
     recorders = cfg["recorders"]
     for o in recorders:
@@ -250,8 +252,12 @@ def _run_ros2(args: argparse.Namespace) -> int:
 
     for folder in args.types:
         add_types(folder)
+    from polybag.record.files import NameRegistry
+    from polybag.record.group import plan_outputs, start_all
+
     if args.config:
         all_opts, _kw = _group_options(args)
+        all_opts = plan_outputs(all_opts, ros2=True, where=args.config)
     else:
         opts = options_from_args(args)
         opts.validate(live=True)
@@ -267,6 +273,9 @@ def _run_ros2(args: argparse.Namespace) -> int:
     recs = [
         Ros2Recorder(o, Ros2Member(source) if args.config else source, storage=args.storage) for o in all_opts
     ]
+    shared = NameRegistry()
+    for r in recs:
+        r._used_names = shared  # (no two recorders ever take one name)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
@@ -284,13 +293,7 @@ def _run_ros2(args: argparse.Namespace) -> int:
         sigs[signal.SIGUSR1] = on_usr1
     old = {s: signal.signal(s, h) for s, h in sigs.items()}
     try:
-        try:
-            for r in recs:
-                r.start()
-        except BaseException:
-            for r in recs:
-                r.close(raise_errors=False)
-            raise
+        start_all(recs)
         while not stop.is_set() and not all(r.done.is_set() for r in recs):
             stop.wait(0.2)
         reports = [r.close(raise_errors=False) for r in recs]

@@ -10,26 +10,41 @@ definition parsing is shared with ROS 1 (:mod:`polybag.codecs.ros1.msgdef`, dial
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
+from polybag.codecs import CostCache, definition_key
 from polybag.codecs.ros1.msgdef import (
+    DEFAULT_LIMITS,
     MAX_ARRAY,
     MAX_DEPTH,
     Constant,
+    DefinitionLimits,
     Field,
     FieldType,
     MsgDef,
     MsgDefError,
     TypeSet,
+    _Count,
     canonical,
     check_field_names,
+    defined_fields,
     parse_full,
 )
 from polybag.codecs.ros1.serde import Compiler, EncodeError, left_over, run_encoder  # noqa: F401 - importable here as before
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 
-__all__ = ["CdrCodec", "codec_for_known", "codec_for_schema", "codec_for_type", "parse_idl", "ros2_typeset"]
+__all__ = [
+    "CdrCodec",
+    "DefinitionLimits",
+    "check_definition",
+    "codec_for_known",
+    "codec_for_schema",
+    "codec_for_type",
+    "parse_idl",
+    "ros2_typeset",
+]
 
 
 def _builtins() -> TypeSet:
@@ -39,7 +54,7 @@ def _builtins() -> TypeSet:
     return known_types()
 
 
-_SEP_RE = re.compile(r"^\s*={3,}\s*$", re.MULTILINE)
+_SEP_RE = re.compile(r"^[ \t\f\v\r]*={3,}[ \t\f\v\r]*$", re.MULTILINE)  # no \s*: see msgdef._SEPARATOR
 
 
 def _service_event(name: str, text: str) -> str:
@@ -63,22 +78,44 @@ def _service_event(name: str, text: str) -> str:
     return out
 
 
-def ros2_typeset(name: str, text: str | bytes, encoding: str = "ros2msg") -> TypeSet:
-    """Parse a ``ros2msg`` or ``ros2idl`` schema into a resolved :class:`TypeSet`."""
+def ros2_typeset(
+    name: str, text: str | bytes, encoding: str = "ros2msg", limits: DefinitionLimits | None = None
+) -> TypeSet:
+    """Parse a ``ros2msg`` or ``ros2idl`` schema into a resolved :class:`TypeSet`.
+
+    A definition over ``limits`` (:data:`~polybag.codecs.ros1.msgdef.DEFAULT_LIMITS`: text
+    size, types, fields, name length; nesting and expansion are checked when a type is
+    compiled, :meth:`TypeSet.check`) is a :class:`MsgDefError` naming the limit."""
+    limits = limits or DEFAULT_LIMITS
+    limits.check_text(text, name)
     if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("utf-8", "replace")
     text = text.replace("\r\n", "\n")
     if encoding == "ros2idl":
-        ts = TypeSet("ros2", fallback=_builtins())
-        for d in parse_idl(text):
+        ts = TypeSet("ros2", fallback=_builtins(), limits=limits)
+        for d in parse_idl(text, limits, name):
             if d.name not in ts.types:
                 ts.add(d)
         ts.finalize()
         return ts
     main = _SEP_RE.split(text, maxsplit=1)[0]
-    if name.endswith("_Event") and re.search(r"^---\s*$", main, re.MULTILINE):
+    if name.endswith("_Event") and re.search(r"^---[ \t\f\v\r]*$", main, re.MULTILINE):
         text = _service_event(name, text)
-    return parse_full(name, text, "ros2", fallback=_builtins())
+    return parse_full(name, text, "ros2", fallback=_builtins(), limits=limits)
+
+
+def check_definition(
+    name: str, text: str | bytes, encoding: str = "ros2msg", limits: DefinitionLimits | None = None
+) -> TypeSet:
+    """Parse a ``ros2msg``/``ros2idl`` definition and check type ``name`` against ``limits``
+    (text, types, fields, names, nesting, expansion), without compiling anything; a
+    :class:`MsgDefError` naming the limit, else the resolved :class:`TypeSet`.  A recorder
+    taking definitions from live peers calls it with lower limits before storing one."""
+    ts = ros2_typeset(name, text, encoding, limits)
+    if ts.lookup(name) is None:
+        raise MsgDefError(f"the definition does not define {name}", type_name=name)
+    ts.check(name)
+    return ts
 
 
 # --- IDL -----------------------------------------------------------------------------------
@@ -113,9 +150,11 @@ _IDL_PRIMS = {
 _IDL_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
-def _tokens(text: str) -> list[str]:
+def _tokens(text: str, limits: DefinitionLimits = DEFAULT_LIMITS) -> Iterator[str]:
+    """The tokens of an IDL text, one at a time (never a list of them all); a name (``a::b``
+    scoped names: each part) longer than ``limits.name_chars`` is refused."""
+    max_name = 3 * limits.name_chars + 4
     text = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("#"))
-    out: list[str] = []
     pos = 0
     while pos < len(text):
         m = _IDL_TOKEN.match(text, pos)
@@ -124,26 +163,30 @@ def _tokens(text: str) -> list[str]:
         pos = m.end()
         tok = m.group("str") or m.group("num") or m.group("id") or m.group("p")
         if tok:
-            out.append(tok)
-    return out
+            if len(tok) > max_name and m.group("id"):
+                raise limits.refuse(f"IDL: name {tok[:40]!r}... is {len(tok)} characters", "name_chars", None)
+            yield tok
 
 
 class _IdlParser:
-    def __init__(self, text: str) -> None:
-        self.t = _tokens(text)
-        self.i = 0
+    def __init__(self, text: str, count: _Count | None = None) -> None:
+        self.count = count if count is not None else _Count(DEFAULT_LIMITS, "IDL")
+        self.t = _tokens(text, self.count.limits)
+        self.cur = next(self.t, "")
+        self.prev = ""
         self.structs: dict[str, MsgDef] = {}
         self.consts: dict[str, list[Constant]] = {}
         self.typedefs: dict[str, FieldType] = {}
 
-    def peek(self, k: int = 0) -> str:
-        return self.t[self.i + k] if self.i + k < len(self.t) else ""
+    def peek(self) -> str:
+        return self.cur
 
     def take(self, want: str | None = None) -> str:
-        tok = self.peek()
+        tok = self.cur
         if not tok or (want is not None and tok != want):
             raise MsgDefError(f"IDL: expected {want or 'a token'}, found {tok or 'end of text'!r}")
-        self.i += 1
+        self.prev = tok
+        self.cur = next(self.t, "")
         return tok
 
     def annotations(self) -> None:
@@ -163,8 +206,7 @@ class _IdlParser:
         try:
             self.definitions([])
         except (ValueError, KeyError, IndexError) as e:  # a number or keyword that is not one
-            tok = self.t[self.i - 1] if 0 < self.i <= len(self.t) else ""
-            raise MsgDefError(f"IDL: cannot parse near {tok!r}: {e}") from None
+            raise MsgDefError(f"IDL: cannot parse near {self.prev[:40]!r}: {e}") from None
         out = []
         for name, d in self.structs.items():
             owner = name + "_Constants"
@@ -198,6 +240,7 @@ class _IdlParser:
         """``module NAME { ... };``: its definitions, scoped in ``NAME``."""
         self.take()
         name = self.take()
+        self.count.check_name(name, "module name")
         if len(scope) >= MAX_DEPTH:
             raise MsgDefError(f"IDL: modules nested more than {MAX_DEPTH} levels deep")
         self.take("{")
@@ -279,7 +322,9 @@ class _IdlParser:
         tok = self.take()
         if tok == "sequence":
             self.take("<")
-            inner = self.type_spec(scope)  # recursion stops here: a nested sequence is refused
+            if self.peek() == "sequence":  # refused before recursing (``sequence<`` 5000 deep)
+                raise MsgDefError("IDL: sequences of sequences or arrays are not supported")
+            inner = self.type_spec(scope)  # one level: the inner type is no sequence
             if inner.array is not None:
                 raise MsgDefError("IDL: sequences of sequences or arrays are not supported")
             bound = None
@@ -317,6 +362,7 @@ class _IdlParser:
         self.take("struct")
         name = self.take()
         full = "/".join([*scope, name])
+        self.count.add_type(full)
         d = MsgDef(canonical(full), full_name=full)
         self.take("{")
         while self.peek() != "}":
@@ -325,7 +371,8 @@ class _IdlParser:
             while True:
                 fname = self.take()
                 if not _IDL_NAME.fullmatch(fname):
-                    raise MsgDefError(f"IDL: expected a member name, found {fname!r}", type_name=full)
+                    raise MsgDefError(f"IDL: expected a member name, found {fname[:40]!r}", type_name=full)
+                self.count.add_field(fname)
                 ft = t
                 if self.peek() == "[":
                     self.take()
@@ -346,15 +393,16 @@ class _IdlParser:
         self.structs[full] = d
 
 
-def parse_idl(text: str) -> list[MsgDef]:
-    """Every struct of an IDL text (``IDL:`` sections allowed) as :class:`MsgDef` (unresolved)."""
-    sections = _SEP_RE.split(text)
+def parse_idl(text: str, limits: DefinitionLimits | None = None, name: str = "IDL") -> list[MsgDef]:
+    """Every struct of an IDL text (``IDL:`` sections allowed) as :class:`MsgDef` (unresolved);
+    a text over ``limits`` (types, fields, names) is a :class:`MsgDefError` naming the limit."""
+    count = _Count(limits or DEFAULT_LIMITS, name)
     out: list[MsgDef] = []
-    for sec in sections:
-        lines = sec.lstrip("\n").split("\n")
+    for sec in _SEP_RE.split(text):
+        lines = sec.lstrip().split("\n")
         if lines and lines[0].strip().startswith("IDL:"):
             sec = "\n".join(lines[1:])
-        out.extend(_IdlParser(sec).parse())
+        out.extend(_IdlParser(sec, count).parse())
     return out
 
 
@@ -457,19 +505,26 @@ class CdrCodec:
         return bytes(out)
 
 
-_codecs: dict[tuple[str, str, str], CdrCodec] = {}
+# codecs by (type, encoding, definition digest, limits); bounded like polybag.codecs' cache
+_codecs = CostCache(1 << 16, 4096)
 
 
-def codec_for_type(msg_type: str, definition: str | bytes, encoding: str = "ros2msg") -> CdrCodec:
-    text = definition if isinstance(definition, str) else bytes(definition).decode("utf-8", "replace")
-    key = (msg_type, encoding, text)
+def codec_for_type(
+    msg_type: str, definition: str | bytes, encoding: str = "ros2msg", limits: DefinitionLimits | None = None
+) -> CdrCodec:
+    """The codec of ``msg_type`` from its ``ros2msg``/``ros2idl`` definition (cached; a
+    definition over ``limits`` is a :class:`MsgDefError` naming the limit)."""
+    limits = limits or DEFAULT_LIMITS
+    limits.check_text(definition, msg_type)
+    key = (msg_type, encoding, definition_key(definition), limits)
     codec = _codecs.get(key)
     if codec is None:
-        ts = ros2_typeset(msg_type, text, encoding)
+        text = definition if isinstance(definition, str) else bytes(definition).decode("utf-8", "replace")
+        ts = ros2_typeset(msg_type, text, encoding, limits)
         name = msg_type
         if encoding == "ros2idl" and ts.lookup(name) is None:
             raise MsgDefError(f"IDL schema does not define {msg_type}", type_name=msg_type)
-        codec = _codecs[key] = CdrCodec(ts, name)
+        codec = _codecs.put(key, CdrCodec(ts, name), 1 + defined_fields(ts))
     return codec
 
 
@@ -508,5 +563,5 @@ def codec_for_known(msg_type: str, topic: str | None = None) -> CdrCodec:
     key = (msg_type, "known", "")
     codec = _codecs.get(key)
     if codec is None or codec.typeset is not ts:
-        codec = _codecs[key] = CdrCodec(ts, msg_type)
+        codec = _codecs.put(key, CdrCodec(ts, msg_type))
     return codec

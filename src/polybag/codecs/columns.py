@@ -38,6 +38,7 @@ from polybag.codecs.cdr import CdrCodec
 from polybag.codecs.cdr_columns import cdr_columns
 from polybag.codecs.columns_export import columns_to_arrow, columns_to_pandas
 from polybag.codecs.columns_fixed import Limits, fixed_from_payloads, fixed_layout, string_layout
+from polybag.codecs.columns_layout import check_columns
 from polybag.codecs.columns_walk import _generic, walk_in_blocks
 from polybag.codecs.columns_walk import _Walker as _Walker  # re-exported: tests walk with it
 from polybag.errors import PolybagError, UnsupportedError
@@ -141,7 +142,11 @@ def log_times(times: Sequence[int] | np.ndarray) -> np.ndarray:
 
 
 def _is_compiled(codec: Any) -> bool:
-    return hasattr(codec, "typeset") and (hasattr(codec, "compiler") or hasattr(codec, "_compilers"))
+    if hasattr(codec, "typeset") and (hasattr(codec, "compiler") or hasattr(codec, "_compilers")):
+        # its columns are bounded before anything is planned (a MsgDefError naming the limit)
+        check_columns(codec.compiler("<") if callable(codec.compiler) else codec.compiler, codec.type_name)
+        return True
+    return False
 
 
 def payload_columns(

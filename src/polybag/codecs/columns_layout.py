@@ -13,10 +13,62 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.ros1.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS
+from polybag.codecs.ros1.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, MsgDefError, short_name
 
 _FIXED_SPLIT = 64  # fixed arrays up to this length become one column per element
 _TIME_TYPES = {"time", "duration", "builtin_interfaces/Time", "builtin_interfaces/Duration"}
+#: columns of one type (each leaf field, each element of a fixed array up to 64 long, of fixed
+#: arrays of messages too): a type over it is refused before any column is planned (real ones
+#: have tens to a few thousand)
+MAX_COLUMNS = 1 << 16
+#: characters of all column names of one type together (``a.b[3].c``: nesting repeats the
+#: names of the outer fields in every column under them)
+MAX_COLUMN_NAME_CHARS = 1 << 25
+
+
+def check_columns(compiler: Any, type_name: str) -> None:
+    """Refuse (a :class:`~polybag.codecs.ros1.msgdef.MsgDefError` naming the limit) a type
+    whose columns would be more than :data:`MAX_COLUMNS`, or whose column names would hold more
+    than :data:`MAX_COLUMN_NAME_CHARS` characters.  Counted per type from its fields (each type
+    once), before the walk or a layout builds anything: the cost of planning the columns of
+    a type is then bounded by these numbers, not by what a definition unfolds into."""
+    memo: dict[str, tuple[int, int]] = {}
+
+    def measure(name: str) -> tuple[int, int]:  # (columns, characters of their names)
+        got = memo.get(name)
+        if got is not None:
+            return got
+        cols = chars = 0
+        for f in compiler.msgdef(name).fields:
+            t, n = f.type, len(f.name)
+            base = t.base
+            if t.array == 0:
+                continue
+            each = 1 if t.array is None else t.array
+            if t.array is not None and t.array < 0:  # a sequence: one column
+                sub_cols, sub_chars, each = 1, 0, 1
+            elif base in PRIMITIVE_FORMATS:  # a fixed array: one column per element up to 64
+                sub_cols, sub_chars, each = 1, 0, each if each <= _FIXED_SPLIT else 1
+            elif base in _TIME_TYPES or base in ("string", "wstring"):
+                sub_cols, sub_chars = 1, 0
+            else:
+                sub_cols, sub_chars = measure(base)
+            index = len(str(each)) + 2 if t.array is not None else 0  # ``[i]``
+            cols += each * sub_cols
+            chars += each * (sub_chars + sub_cols * (n + 1 + index))
+            if cols > MAX_COLUMNS or chars > MAX_COLUMN_NAME_CHARS:
+                what = (
+                    f"more than {MAX_COLUMNS} columns (polybag.codecs.columns_layout.MAX_COLUMNS)"
+                    if cols > MAX_COLUMNS
+                    else f"more than {MAX_COLUMN_NAME_CHARS} characters of column names "
+                    "(polybag.codecs.columns_layout.MAX_COLUMN_NAME_CHARS)"
+                )
+                raise MsgDefError(f"{name} has {what}: over the limit of columns of one type", type_name=short_name(type_name))
+        memo[name] = (cols, chars)
+        return cols, chars
+
+    if type_name not in _TIME_TYPES:
+        measure(type_name)
 
 
 # --- fixed layout: every field at a known offset, but for the bytes of strings ---------------

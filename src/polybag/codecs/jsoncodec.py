@@ -56,11 +56,14 @@ class JsonCodec:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+_MAX_SCHEMA_BYTES = 4 << 20  # a JSON schema larger than a message definition may be is not parsed
+
+
 def codec_for_schema(schema: Schema, channel: Channel) -> JsonCodec:
     parsed = None
-    if schema.data:
+    if schema.data and len(schema.data) <= _MAX_SCHEMA_BYTES:  # informational: a huge one is skipped
         try:
             parsed = json.loads(bytes(schema.data).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # (nested past the stack)
             parsed = None
     return JsonCodec(schema.name or str(channel.metadata.get("type", "")), parsed)

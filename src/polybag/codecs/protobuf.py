@@ -15,6 +15,9 @@ from polybag.model import Channel, Schema
 
 __all__ = ["ProtobufCodec", "codec_for_schema"]
 
+#: bytes of a FileDescriptorSet schema (real ones: KB to a few hundred KB)
+MAX_SCHEMA_BYTES = 16 << 20
+
 
 def _require() -> Any:
     try:
@@ -31,6 +34,12 @@ class ProtobufCodec:
         descriptor_pb2, descriptor_pool, json_format, message_factory = _require()
         self.type_name = self.full_name = type_name
         self._json = json_format
+        if len(descriptor_set) > MAX_SCHEMA_BYTES:
+            raise DecodeError(
+                f"schema of {len(descriptor_set)} bytes is over the limit of {MAX_SCHEMA_BYTES} "
+                "(polybag.codecs.protobuf.MAX_SCHEMA_BYTES)",
+                type_name=type_name[:120],
+            )
         try:
             fds = descriptor_pb2.FileDescriptorSet.FromString(bytes(descriptor_set))
         except Exception as e:  # protobuf raises its own DecodeError
@@ -39,16 +48,27 @@ class ProtobufCodec:
         files = {f.name: f for f in fds.file}
         added: set[str] = set()
 
-        def add(name: str, stack: tuple[str, ...] = ()) -> None:
-            if name in added or name in stack:
+        def add(root: str) -> None:
+            """Add ``root`` after its dependencies: a walk without recursion (a chain of
+            thousands of files is fine), each file once, a cycle skipped."""
+            on_path: set[str] = set()
+            todo: list[tuple[str, Any]] = []
+            if root in added or root not in files:
                 return
-            f = files.get(name)
-            if f is None:
-                return  # a well-known dependency the pool may already know
-            for dep in f.dependency:
-                add(dep, (*stack, name))
-            pool.Add(f)
-            added.add(name)
+            todo.append((root, iter(files[root].dependency)))
+            on_path.add(root)
+            while todo:
+                name, deps = todo[-1]
+                for dep in deps:
+                    if dep not in added and dep not in on_path and dep in files:
+                        on_path.add(dep)
+                        todo.append((dep, iter(files[dep].dependency)))
+                        break
+                else:
+                    todo.pop()
+                    on_path.discard(name)
+                    pool.Add(files[name])
+                    added.add(name)
 
         try:
             for name in files:

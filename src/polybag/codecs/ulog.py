@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from polybag.codecs import CostCache, definition_key
 from polybag.errors import DecodeError, FormatError
 from polybag.model import Channel, Schema
 
@@ -215,6 +216,18 @@ class UlogType(_Plain):
     __slots__ = (
         "name",
         "formats",
+        "_flat",
+        "size",
+        "min_size",
+        "timestamp_offset",
+        "timestamp_type",
+        "_dtype",
+        "_struct",
+        "_builder",
+    )
+    _fields = (
+        "name",
+        "formats",
         "flat",
         "size",
         "min_size",
@@ -224,7 +237,6 @@ class UlogType(_Plain):
         "_struct",
         "_builder",
     )
-    _fields = __slots__
 
     def __init__(
         self,
@@ -241,7 +253,9 @@ class UlogType(_Plain):
     ) -> None:
         self.name = name
         self.formats = formats
-        self.flat: list[FlatField] = [] if flat is None else flat
+        # the flattened fields, made when first needed (:attr:`flat`): knowing a type's sizes
+        # (all a reader scanning for data messages needs) costs nothing per field
+        self._flat: list[FlatField] | None = [] if flat is None else flat
         self.size = size  # full size including a trailing padding field
         self.min_size = min_size  # size without trailing padding fields (the least a D message holds)
         self.timestamp_offset = timestamp_offset
@@ -249,6 +263,17 @@ class UlogType(_Plain):
         self._dtype = _dtype
         self._struct = _struct
         self._builder = _builder
+
+    @property
+    def flat(self) -> list[FlatField]:
+        """pyulog's flattened fields (trailing padding fields dropped), made on first use."""
+        if self._flat is None:
+            self._flat = _flatten_type(self.name, self.formats)
+        return self._flat
+
+    @flat.setter
+    def flat(self, value: list[FlatField]) -> None:
+        self._flat = value
 
     @property
     def dtype(self) -> np.dtype:
@@ -447,6 +472,10 @@ def _to_namespace(v: Any) -> Any:
 
 
 def _measure(root: str, formats: Mapping[str, FormatDef]) -> dict[str, int]:
+    return _measure_all(root, formats)[0]
+
+
+def _measure_all(root: str, formats: Mapping[str, FormatDef]) -> tuple[dict[str, int], dict[str, int]]:
     """Size in bytes of ``root`` and of every format it uses, walked without recursion;
     ValueError for an unknown type, a format that contains itself, nesting deeper than
     :data:`MAX_DEPTH` or more than :data:`MAX_FIELDS` fields and nested items."""
@@ -505,7 +534,28 @@ def _measure(root: str, formats: Mapping[str, FormatDef]) -> dict[str, int]:
         items[tname] = count
         nflat[tname] = flat
         chars[tname] = nchars
-    return sizes
+    return sizes, nflat
+
+
+def _last_end(tname: str, formats: Mapping[str, FormatDef], sizes: Mapping[str, int], memo: dict[str, int | None]) -> int | None:
+    """Where the last flattened field of format ``tname`` ends (None: it has none), from the
+    sizes :func:`_measure_all` found (recursion as deep as the nesting: at most MAX_DEPTH)."""
+    if tname in memo:
+        return memo[tname]
+    off = 0
+    last: int | None = None
+    for f in formats[tname].fields:
+        n = f.array or 1
+        if f.type in BASE_TYPES:
+            last = off + BASE_TYPES[f.type][1] * n
+            off += BASE_TYPES[f.type][1] * n
+        else:
+            sub = _last_end(f.type, formats, sizes, memo)
+            if sub is not None:
+                last = off + (n - 1) * sizes[f.type] + sub
+            off += sizes[f.type] * n
+    memo[tname] = last
+    return last
 
 
 def _index_chars(n: int) -> int:
@@ -530,11 +580,57 @@ def _unique_flat(flat: list[FlatField]) -> None:
 def compile_type(name: str, formats: Mapping[str, FormatDef]) -> UlogType:
     """Flatten ``name`` the way pyulog does (repeated names made distinct, see
     :func:`unique_names`); ValueError for a format that cannot be laid out (unknown types,
-    cycles, too deep, too many fields, larger than a ULog message)."""
-    sizes = _measure(name, formats)
+    cycles, too deep, too many fields, larger than a ULog message).
+
+    Sizes, the timestamp and the checks come from each format's fields once (linear in the
+    formats, whatever they unfold into); the flattened fields themselves are made when first
+    used (:attr:`UlogType.flat`), so a reader that lays out every format of a log to scan it
+    pays nothing per flattened field of the formats it does not read."""
+    sizes, nflat = _measure_all(name, formats)
     t = UlogType(name, {f.name: f for f in nested_formats(name, formats)})
+    t._flat = None  # made on first use
     t.size = sizes[name]
-    flat = t.flat
+    top = formats[name]
+    memo: dict[str, int | None] = {}
+    # trailing fields named _padding... are dropped (their flattened names start with it)
+    off = 0
+    min_size = 0
+    kept = 0  # flattened fields up to the last non-padding field
+    seen = 0
+    for f, fname in zip(top.fields, top.names):
+        n = f.array or 1
+        if f.type in BASE_TYPES:
+            width, leaves, end = BASE_TYPES[f.type][1] * n, n, BASE_TYPES[f.type][1] * n
+        else:
+            width, leaves = sizes[f.type] * n, nflat[f.type] * n
+            sub = _last_end(f.type, formats, sizes, memo)
+            end = None if sub is None else (n - 1) * sizes[f.type] + sub
+        seen += leaves
+        if end is not None and leaves and not fname.startswith("_padding"):
+            min_size = off + end
+            kept = seen
+        off += width
+    t.min_size = min_size
+    if t.min_size > MAX_PAYLOAD:
+        raise ValueError(
+            f"format {name} needs {t.min_size} bytes, more than a ULog data message holds ({MAX_PAYLOAD})"
+        )
+    if kept > MAX_FLAT_FIELDS:
+        raise ValueError(f"format {name} has more than {MAX_FLAT_FIELDS} fields")
+    off = 0
+    for f, fname in zip(top.fields, top.names):
+        if fname == "timestamp" and f.type in TIMESTAMP_TYPES and not f.array:
+            t.timestamp_offset = off
+            t.timestamp_type = f.type
+            break
+        off += BASE_TYPES[f.type][1] * (f.array or 1) if f.type in BASE_TYPES else sizes[f.type] * (f.array or 1)
+    return t
+
+
+def _flatten_type(name: str, formats: Mapping[str, FormatDef]) -> list[FlatField]:
+    """pyulog's flattened fields of a format :func:`compile_type` checked (trailing padding
+    fields dropped)."""
+    flat: list[FlatField] = []
 
     def walk(tname: str, prefix: str, offset: int, pad: bool) -> int:
         fmt = formats[tname]
@@ -561,22 +657,7 @@ def compile_type(name: str, formats: Mapping[str, FormatDef]) -> UlogType:
     # A trailing padding field may be missing from the data (pyulog drops it too).
     while flat and flat[-1].name.startswith("_padding"):
         flat.pop()
-    t.min_size = (flat[-1].offset + BASE_TYPES[flat[-1].type][1]) if flat else 0
-    if t.min_size > MAX_PAYLOAD:
-        raise ValueError(
-            f"format {name} needs {t.min_size} bytes, more than a ULog data message holds ({MAX_PAYLOAD})"
-        )
-    if len(flat) > MAX_FLAT_FIELDS:
-        raise ValueError(f"format {name} has more than {MAX_FLAT_FIELDS} fields")
-    top = formats[name]
-    for f, fname in zip(top.fields, top.names):
-        if fname == "timestamp" and f.type in TIMESTAMP_TYPES and not f.array:
-            for ff in flat:
-                if ff.name == "timestamp":
-                    t.timestamp_offset = ff.offset
-                    t.timestamp_type = f.type
-            break
-    return t
+    return flat
 
 
 def nested_formats(name: str, formats: Mapping[str, FormatDef]) -> list[FormatDef]:
@@ -694,22 +775,23 @@ def unpack_logged_string(data: bytes | memoryview) -> tuple[int, int | None, int
     return level, (tag if tagged else None), ts, bytes(data[_LOG_HEAD.size :])
 
 
-_type_cache: dict[tuple[str, bytes], UlogType] = {}
 _TYPE_CACHE_SIZE = 512
+#: bytes of the cached types' records together (a type's flattened fields are at most its size)
+_TYPE_CACHE_BYTES = 1 << 19
+# compiled types by (name, digest of the schema), least recently used dropped past the bounds
+_type_cache = CostCache(_TYPE_CACHE_BYTES, _TYPE_CACHE_SIZE)
 
 
 def type_for_schema(schema: Schema) -> UlogType:
-    key = (schema.name, bytes(schema.data))
+    key = (schema.name, definition_key(schema.data))
     t = _type_cache.get(key)
     if t is None:
         try:
             formats = parse_schema_text(schema.data)
             t = compile_type(schema.name, formats)
         except ValueError as e:
-            raise FormatError(f"ULog schema {schema.name}: {e}") from None
-        if len(_type_cache) >= _TYPE_CACHE_SIZE:
-            _type_cache.clear()
-        _type_cache[key] = t
+            raise FormatError(f"ULog schema {schema.name[:120]}: {e}") from None
+        _type_cache.put(key, t, 1 + t.size)
     return t
 
 

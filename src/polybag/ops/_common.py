@@ -21,16 +21,20 @@ if TYPE_CHECKING:
         pass
 
 import polybag
-from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError
+from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError, WriteError
 from polybag.formats import registry
 from polybag.model import Attachment, Channel, Message, Metadata, Schema
 from polybag.reader import Reader
 from polybag.writer import (
+    MEDIA_MAGICS,
     Writer,
+    create_new,
+    file_refusal,
     format_for_path,
     named_os_error,
     place_file,
     refuse_existing,
+    refuse_replacing,
 )
 
 PathLike = str | os.PathLike[str]
@@ -199,10 +203,100 @@ def check_distinct(src: Input, dst: PathLike) -> None:
             )
 
 
-def check_output(dst: Output, inputs: Sequence[Input], overwrite: bool) -> None:
-    """Before any work starts: the output is none of the inputs (never allowed), does not
-    exist unless ``overwrite``, and has no ``NAME.active`` (a recording in progress, or an
-    interrupted write, is never overwritten)."""
+def _input_paths(src: Input) -> list[str]:
+    """The local paths an input is read from: its path (a file or a bag directory), and for
+    a bag opened by its ``metadata.yaml`` the directory too; none for a stream or a URL."""
+    if isinstance(src, Reader):
+        if src.path is None:
+            return []
+        src = src.path
+    if not _is_path(src):
+        return []
+    p = os.fspath(src)
+    if "://" in p:
+        from polybag.remote import is_url
+
+        if is_url(p):
+            return []
+    out = [p]
+    if os.path.basename(p) == "metadata.yaml" and not os.path.isdir(p):
+        out.append(os.path.dirname(os.path.abspath(p)))
+    return out
+
+
+def _inside(a: str, b: str) -> bool:
+    """Whether the real path ``a`` is ``b`` or lies inside it."""
+    return a == b or a.startswith(b.rstrip(os.sep) + os.sep)
+
+
+def check_apart(src: Input, dst: PathLike) -> None:
+    """OutputExistsError if the output ``dst`` is, contains or lies inside the input ``src``
+    (real paths: through symbolic links), or is the same file as any file directly inside an
+    input directory (a hard link): never allowed, even with overwrite."""
+    if not _is_path(dst):
+        return
+    p = os.fspath(dst)
+    out = os.path.realpath(p)
+    for q in _input_paths(src):
+        real = os.path.realpath(q)
+        if _inside(out, real):
+            what = "is the input" if out == real else "lies inside the input"
+            raise OutputExistsError(f"{p}: output {what} {q}; the input is never modified")
+        if _inside(real, out):
+            raise OutputExistsError(
+                f"{p}: output contains the input {q}; the input is never modified or removed"
+            )
+        if os.path.isdir(real) and os.path.lexists(p):
+            try:
+                entries = list(os.scandir(real))
+            except OSError:
+                entries = []
+            for e in entries:
+                if same_file(e.path, p):
+                    raise OutputExistsError(
+                        f"{p}: output is the input's file {e.path}; the input is never modified"
+                    )
+
+
+def replace_refusal(dst: str, fmt: str | None = None) -> str | None:
+    """Why ``--force`` may not replace what is at ``dst`` (None: nothing there, or it may):
+    for a format's output its writer says (a file writer: a log file by its magic bytes; a
+    rosbag2 output: exactly a bag directory); without a format, a log file or exactly a bag of
+    a directory format; never a symbolic link, a device or another directory."""
+    if not os.path.lexists(dst):
+        return None
+    specs = []
+    if fmt:
+        try:
+            specs = [registry.writer_spec(fmt)]
+        except PolybagError:
+            specs = []
+    if not specs:
+        if os.path.isdir(dst) and not os.path.islink(dst):
+            specs = [s for s in registry.formats() if s.writer is not None and s.open_path is not None]
+        elif os.path.splitext(dst)[1].lower() in MEDIA_MAGICS:  # an image, a video, a table
+            return file_refusal(dst)
+        else:
+            return file_refusal(dst, "log")
+    reason: str | None = "is not an output polybag writes"
+    for spec in specs:
+        try:
+            reason = spec.load_writer().replace_refusal(dst)
+        except (ImportError, AttributeError, UnsupportedError):
+            continue
+        if reason is None:
+            return None
+    return reason
+
+
+def check_output(
+    dst: Output, inputs: Sequence[Input], overwrite: bool, fmt: str | None = None, *, any_file: bool = False
+) -> None:
+    """Before any work starts: the output is none of the inputs, contains none and lies
+    inside none (never allowed), does not exist unless ``overwrite`` -- and then is something
+    polybag could have written (:func:`replace_refusal`; ``any_file``: an output of any
+    content, such as an attachment, replaces any regular file) -- and has no ``NAME.active``
+    (a recording in progress, or an interrupted write, is never overwritten)."""
     if not _is_path(dst):
         return
     if _url_output(dst):  # an object store URL: written locally, then uploaded
@@ -213,14 +307,37 @@ def check_output(dst: Output, inputs: Sequence[Input], overwrite: bool) -> None:
     dst = _local_output(dst)
     for src in inputs:
         check_distinct(src, dst)  # type: ignore[arg-type]
+        check_apart(src, dst)  # type: ignore[arg-type]
     p = os.fspath(dst)
     if not overwrite:
         refuse_existing(p)
+    elif any_file:
+        refuse_replacing(p, file_refusal(p))
+    else:
+        if fmt is None:
+            try:
+                fmt = target_format(p, None)
+            except PolybagError:
+                fmt = None
+        refuse_replacing(p, replace_refusal(p, fmt))
     if os.path.lexists(p + ".active"):
         raise OutputExistsError(
             f"{p}.active exists (a recording in progress, or an interrupted write?); not overwritten: "
             "move it away, or rebuild it with `polybag reindex`/`polybag recover`"
         )
+
+
+def make_folder(path: PathLike) -> None:
+    """``os.makedirs(path, exist_ok=True)`` for an output folder; something in the way (a
+    file where a folder should be) is a :class:`UsageError`, a failure to make it a
+    :class:`WriteError`, each naming the path."""
+    p = os.fspath(path)
+    try:
+        os.makedirs(p, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"{p}: not a directory (a file is in the way); nothing written") from None
+    except OSError as e:
+        raise WriteError(f"{p}: cannot make the output folder: {e.strerror or e}") from None
 
 
 # --- writers -------------------------------------------------------------------------------
@@ -282,7 +399,7 @@ def make_writer(
     if not _is_path(path) or _url_output(path):  # a stream (stdout), or a URL (uploaded on close)
         return Writer(path if not _is_path(path) else os.fspath(path), format=fmt, **kwargs)
     path = _local_output(path)
-    os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))) or ".", exist_ok=True)
+    make_folder(os.path.dirname(os.path.abspath(os.fspath(path))) or ".")
     return Writer(os.fspath(path), format=fmt, **kwargs)
 
 
@@ -310,6 +427,12 @@ def placed(output: PathLike, overwrite: bool) -> Iterator[str]:
     tmp = p + ".active"
     if os.path.lexists(tmp):
         raise OutputExistsError(f"{tmp} exists (an interrupted write?); not overwritten: move it away")
+    if overwrite:  # a file of its kind (by extension: .png, .mp4...), never a link or a directory
+        refuse_replacing(p, file_refusal(p))
+    else:
+        refuse_existing(p)
+    # created now, exclusively, so no link planted at the name is followed by the library
+    os.close(create_new(tmp))
     try:
         yield tmp
         place_file(tmp, p, overwrite)

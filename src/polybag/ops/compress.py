@@ -24,8 +24,16 @@ from typing import Any
 
 from polybag.errors import OutputExistsError, PolybagError
 from polybag.formats import registry
-from polybag.ops._common import OpResult, abort_writer, check_distinct, make_progress
-from polybag.writer import refuse_existing
+from polybag.ops._common import (
+    OpResult,
+    abort_writer,
+    check_apart,
+    check_distinct,
+    make_folder,
+    make_progress,
+    replace_refusal,
+)
+from polybag.writer import refuse_existing, refuse_replacing
 
 PathLike = str | os.PathLike[str]
 
@@ -126,17 +134,20 @@ def _rewrite_into_dir(
             report = produce(local)
         return url, report
     output_dir = local_output(output_dir)
-    os.makedirs(output_dir, exist_ok=True)
+    make_folder(output_dir)
     out = os.path.join(output_dir, name)
     if os.path.abspath(out) == os.path.abspath(path):
         raise OutputExistsError(f"{path}: --output-dir would overwrite the input")
     check_distinct(path, out)  # the same file through a symlinked directory or a hard link
+    check_apart(path, out)  # nor inside (or around) an input bag directory
     if os.path.lexists(out + ".active"):
         raise OutputExistsError(
             f"{out}.active exists (a recording in progress, or an interrupted write?); not overwritten"
         )
     if not force:
         refuse_existing(out)
+    else:  # only a log file, or exactly a bag directory, is replaced
+        refuse_replacing(out, replace_refusal(out))
     return out, produce(out)
 
 
@@ -164,11 +175,14 @@ def rewrite_dir(
     for p in (path + ".active", new, new + ".active") + (() if backup else (old,)):
         if os.path.lexists(p):
             raise OutputExistsError(f"{path}: {p} exists (an interrupted run?); move it away first")
-    if backup and os.path.lexists(old) and not force:
-        _skip(f"{path}: backup {old} exists, skipping (use -f to overwrite it)", on_skip)
-        return None
+    if backup and os.path.lexists(old):
+        if not force:
+            _skip(f"{path}: backup {old} exists, skipping (use -f to overwrite it)", on_skip)
+            return None
+        refuse_replacing(old, replace_refusal(old))  # -f: only a backup that is exactly a bag
     report = produce(new)
     if backup and os.path.lexists(old):
+        refuse_replacing(old, replace_refusal(old))  # (still exactly a bag)
         shutil.rmtree(old)  # -f: the old backup goes only once the new bag is complete
     os.rename(path, old)
     os.rename(new, path)
@@ -201,10 +215,11 @@ def _make_backup(path: str, force: bool, on_skip: Callable[[str], None] | None) 
     """Hard-link (or copy) ``path`` to its backup; False (the reason given to ``on_skip``,
     default: printed to stderr) when the backup exists and not ``force``."""
     bk = backup_path(path)
-    if os.path.exists(bk):
+    if os.path.lexists(bk):
         if not force:
             _skip(f"{path}: backup {bk} exists, skipping (use -f to overwrite it)", on_skip)
             return False
+        refuse_replacing(bk, replace_refusal(bk))  # -f: only a backup that is a log file
         os.unlink(bk)
     try:
         os.link(path, bk)

@@ -20,6 +20,15 @@ A topic whose channels cannot share one table gets one table per channel group, 
 ``topic_<n>``: ULog multi-instance topics one per ``multi_id`` (``sensor_accel_0``,
 ``sensor_accel_1``), other formats one per channel id when the channels of a topic have
 different types (channels of one type, e.g. several publishers in a bag, share a table).
+
+Every table has its own file: topics whose names make the same file name (``/a/b`` and
+``/a.b`` both ``a.b``; ``/a b`` and ``/a_b`` both ``a_b``; compared ignoring case) get
+``~2``, ``~3``... appended in topic order (``a.b~2.csv``; ``~`` is never part of a topic's
+own file name), and the result (``tables``: topic, table, path; printed by the CLI, and
+``--json``) says which topic is where; a parquet table also names its topic in the file's
+metadata (``polybag.topic``).  All tables are written as ``NAME.EXT.active`` (created
+exclusively, never through a symbolic link) and put in place only when every table is
+complete, so an export that fails leaves the tables that were there before untouched.
 """
 
 from __future__ import annotations
@@ -42,13 +51,15 @@ from polybag.ops._common import (
     Input,
     OpResult,
     _page_releaser,
+    check_apart,
     check_distinct,
     input_name,
+    make_folder,
     make_progress,
     opened,
 )
 from polybag.timefmt import TimeWindow
-from polybag.writer import named_os_error, place_file
+from polybag.writer import file_refusal, named_os_error, open_new, place_file, refuse_replacing
 
 FORMATS = ("csv", "parquet", "jsonl")
 BATCH_BYTES = 8 << 20
@@ -90,11 +101,40 @@ class Table:
     channels: list[Channel]
     suffix: str | None = None
     multi_id: int | None = None
+    #: the file name (without extension) given when it differs from :attr:`plain_name`
+    #: (another table has that name, see :func:`unique_names`)
+    unique: str | None = None
+
+    @property
+    def plain_name(self) -> str:
+        base = table_name(self.topic)
+        return base if self.suffix is None else f"{base}_{self.suffix}"
 
     @property
     def name(self) -> str:
-        base = table_name(self.topic)
-        return base if self.suffix is None else f"{base}_{self.suffix}"
+        return self.unique if self.unique is not None else self.plain_name
+
+
+def unique_names(names: Sequence[str]) -> list[str]:
+    """``names`` made unique (ignoring case, for case-insensitive file systems): a name
+    already taken gets ``~2``, ``~3``... appended, in order (``~`` never comes out of
+    :func:`table_name`, so a renamed table cannot take another topic's plain name)."""
+    seen: set[str] = set()
+    out = []
+    for base in names:
+        name, k = base, 2
+        while name.casefold() in seen:
+            name = f"{base}~{k}"
+            k += 1
+        seen.add(name.casefold())
+        out.append(name)
+    return out
+
+
+def name_tables(tables: Sequence[Table]) -> None:
+    """Give every table of one export its own file name (:func:`unique_names`)."""
+    for t, name in zip(tables, unique_names([t.plain_name for t in tables])):
+        t.unique = None if name == t.plain_name else name
 
 
 def _codec_key(ch: Channel) -> Any:
@@ -153,8 +193,8 @@ def cell(v: Any) -> Any:
 
 # --- sinks -----------------------------------------------------------------------------------
 class _CsvSink:
-    def __init__(self, path: Path) -> None:
-        self.fh = path.open("w", newline="", encoding="utf-8")
+    def __init__(self, path: Path, topic: str = "") -> None:
+        self.fh = open_new(path, "w", newline="", encoding="utf-8")
         self.w = csv.writer(self.fh)
         self.names: list[str] | None = None
         self.rows = 0
@@ -194,16 +234,18 @@ def _arrow_column(col: np.ndarray) -> Any:
 
 
 class _ParquetSink:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, topic: str = "") -> None:
         try:
             import pyarrow  # noqa: F401
             import pyarrow.parquet  # noqa: F401
         except ImportError:
             raise UnsupportedError("parquet export needs pyarrow: pip install 'polybag[arrow]'") from None
         self.path = path
+        self.topic = topic
         self.writer: Any = None
         self.schema: Any = None
         self.rows = 0
+        self.fh = open_new(path, "wb")  # created exclusively: pyarrow never opens the name itself
 
     def write(self, cols: dict[str, np.ndarray], n: int) -> None:
         import pyarrow as pa
@@ -214,8 +256,9 @@ class _ParquetSink:
         if self.writer is None:
             # a column all null in the first block gets its type from a later block: keep it
             # null-typed only if it never learns one (parquet needs one schema up front)
-            self.schema = table.schema
-            self.writer = pq.ParquetWriter(str(self.path), self.schema)
+            self.schema = table.schema.with_metadata({"polybag.topic": self.topic})
+            table = table.replace_schema_metadata(self.schema.metadata)
+            self.writer = pq.ParquetWriter(self.fh, self.schema)
         elif table.schema != self.schema:
             try:
                 table = _conform(table, self.schema)
@@ -228,10 +271,14 @@ class _ParquetSink:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        if self.writer is None:
-            pq.write_table(pa.table({"log_time": pa.array([], pa.int64())}), str(self.path))
-        else:
-            self.writer.close()
+        try:
+            if self.writer is None:
+                empty = pa.table({"log_time": pa.array([], pa.int64())})
+                pq.write_table(empty.replace_schema_metadata({"polybag.topic": self.topic}), self.fh)
+            else:
+                self.writer.close()
+        finally:
+            self.fh.close()
 
 
 def _conform(table: Any, schema: Any) -> Any:
@@ -392,7 +439,7 @@ def _jsonl(
     ids = {c.id for c in t.channels}
     rows = 0
     budget = BATCH_BYTES
-    with path.open("w", encoding="utf-8") as fh:
+    with open_new(path, "w", encoding="utf-8") as fh:
         for m in _intact(r.messages(topics=[t.topic], start=start, end=end), damage):
             if m.channel.id not in ids:
                 continue
@@ -410,11 +457,14 @@ def _jsonl(
 
 
 def _check_tables(src: Input, paths: Sequence[Path], overwrite: bool) -> None:
-    """Before anything is written: no table is the input (never allowed) and none exists
-    unless ``overwrite``."""
+    """Before anything is written: no table is the input or lies inside an input directory
+    (never allowed), and none exists unless ``overwrite`` -- and then only a file of the
+    table's kind is replaced (a csv text file, a parquet file by its magic, a jsonl file;
+    never a symbolic link or a directory)."""
     existing = []
     for path in paths:
         check_distinct(src, path)
+        check_apart(src, path)
         active = path.with_name(path.name + ".active")
         if os.path.lexists(active):
             raise OutputExistsError(f"{active} exists (an interrupted export?); not overwritten: move it away")
@@ -426,6 +476,8 @@ def _check_tables(src: Input, paths: Sequence[Path], overwrite: bool) -> None:
             f"{existing[0]}: output exists ({', '.join(existing[:3])}{more}); not overwritten "
             "(--force replaces them; in Python overwrite=True; or choose another output directory)"
         )
+    for p in existing:
+        refuse_replacing(p, file_refusal(p))
 
 
 def export(
@@ -465,11 +517,12 @@ def export(
         window = TimeWindow.parse(start, end, summary.start_time)
         names, by_topic = _select_topics(summary, topics)
         plan = [(topic, table) for topic in names for table in plan_tables(topic, by_topic.get(topic, []))]
+        name_tables([table for _, table in plan])
         counts = summary.message_counts or {}
         total = sum(int(counts.get(c.id, 0)) for t in names for c in by_topic.get(t, []))
 
         def run(out: Path, made_dir: bool) -> None:
-            out.mkdir(parents=True, exist_ok=True)
+            make_folder(out)
             job = _Export(
                 r=r, out=out, format=format, fields=fields, window=window, batch_bytes=batch_bytes,
                 batch_messages=batch_messages, overwrite=overwrite, result=result,
@@ -528,6 +581,8 @@ class _Export:
     release: Callable[[], None] | None = None
     written: list[Path] = field(default_factory=list)  # the tables of this call, removed if it stops half-way
     tmp: Path | None = None  # the table being written (``.active``)
+    #: the tables complete so far (``.active``, their path, their result), put in place at the end
+    pending: list[tuple[Path, Path, TableResult]] = field(default_factory=list)
 
 
 def _write_tables(
@@ -539,10 +594,13 @@ def _write_tables(
         with make_progress(total, f"export {os.path.basename(job.result.input)}", progress) as bar:
             for topic, table in plan:
                 _write_table(job, topic, table, bar)
+        _place_tables(job)
     except BaseException as e:
         failed_table = job.tmp
         if job.tmp is not None:
             job.tmp.unlink(missing_ok=True)
+        for tmp, _, _ in job.pending:
+            tmp.unlink(missing_ok=True)
         for p in job.written:
             p.unlink(missing_ok=True)
         if made_dir:
@@ -570,6 +628,9 @@ def _write_table(job: _Export, topic: str, table: Table, bar: Any) -> None:
             tr.rows = _jsonl(job.r, table, tmp, job.window.start, job.window.end, bar, job.release, damage)
         else:
             _write_columns(job, table, tmp, bar, tr, damage)
+    except OutputExistsError:
+        job.tmp = None  # (not ours: created by someone else meanwhile) never removed
+        raise
     except PolybagError as e:
         result.failed += 1
         label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
@@ -585,16 +646,26 @@ def _write_table(job: _Export, topic: str, table: Table, bar: Any) -> None:
         label = topic if table.suffix is None else f"{topic} [{table.suffix}]"
         result.warn(f"the input is damaged; tables end at the damage: {damage[0]}")
         result.warn(f"{label}: cut short by the damage ({tr.rows} rows before it written)")
-    place_file(tmp, path, job.overwrite)
     job.tmp = None
-    job.written.append(path)
-    tr.bytes = path.stat().st_size
+    job.pending.append((tmp, path, tr))
     result.messages += tr.rows
+
+
+def _place_tables(job: _Export) -> None:
+    """Rename every complete table into place (the tables they replace stay until then)."""
+    while job.pending:
+        tmp, path, tr = job.pending[0]
+        job.tmp = tmp
+        place_file(tmp, path, job.overwrite)
+        job.pending.pop(0)
+        job.tmp = None
+        job.written.append(path)
+        tr.bytes = path.stat().st_size
 
 
 def _write_columns(job: _Export, table: Table, tmp: Path, bar: Any, tr: TableResult, damage: list[str]) -> None:
     """A csv or parquet table into ``tmp``, a batch of columns at a time."""
-    sink: Any = _CsvSink(tmp) if job.format == "csv" else _ParquetSink(tmp)
+    sink: Any = _CsvSink(tmp, table.topic) if job.format == "csv" else _ParquetSink(tmp, table.topic)
     try:
         ulog = job.is_ulog and table.multi_id is not None
         blocks = _blocks(job.r, table, job.fields, job.window, job.batch_bytes, job.batch_messages, damage, ulog)

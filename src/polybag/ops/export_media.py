@@ -9,7 +9,8 @@
 
 Images and clouds come from :mod:`polybag.sensors` (raw and compressed images, ROS 1 and
 ROS 2, any format).  One file per frame, named ``<topic>_<log time in ns>.<ext>`` (the topic
-with ``/`` as ``.``, as ``export`` names tables).  ``png`` keeps depth: ``16UC1``/``mono16``
+with ``/`` as ``.``, as ``export`` names tables; topics whose names make the same file name
+get ``~2``, ``~3``... as tables do, see :func:`polybag.ops.export.unique_names`).  ``png`` keeps depth: ``16UC1``/``mono16``
 images are 16-bit PNGs as they are, ``32FC1`` depth (metres) a 16-bit PNG in millimetres;
 ``jpg`` and video frames are 8-bit RGB (:func:`polybag.sensors.to_rgb8`); ``npy`` is the
 array as decoded.  Clouds are binary ``pcd`` (PCL 0.7), binary little-endian ``ply``, or
@@ -38,8 +39,18 @@ import numpy as np
 
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError
 from polybag.model import Message
-from polybag.ops._common import Input, OpResult, check_output, input_name, make_progress, opened, placed
-from polybag.ops.export import table_name
+from polybag.ops._common import (
+    Input,
+    OpResult,
+    check_apart,
+    check_output,
+    input_name,
+    make_folder,
+    make_progress,
+    opened,
+    placed,
+)
+from polybag.ops.export import table_name, unique_names
 from polybag.sensors.display import to_rgb8
 from polybag.sensors.image import encoding_info
 from polybag.sensors.layout import CloudReader
@@ -54,6 +65,7 @@ from polybag.sensors.read import (
     sensor_channels,
 )
 from polybag.timefmt import TimeWindow
+from polybag.writer import file_refusal, refuse_replacing
 
 IMAGE_FORMATS = ("png", "jpg", "npy")
 CLOUD_FORMATS = ("pcd", "ply", "npy")
@@ -81,20 +93,27 @@ class MediaResult(OpResult):
     height: int | None = None  # video only
 
 
-def frame_name(topic: str, log_time: int, ext: str) -> str:
-    """``camera.image_raw_1519728624724574089.png``: a frame's file name."""
-    return f"{table_name(topic)}_{int(log_time)}.{ext}"
+def frame_name(topic: str, log_time: int, ext: str, base: str | None = None) -> str:
+    """``camera.image_raw_1519728624724574089.png``: a frame's file name (``base``: the
+    topic's file name when not :func:`table_name`'s, see :func:`frame_bases`)."""
+    return f"{base if base is not None else table_name(topic)}_{int(log_time)}.{ext}"
 
 
-def _check_frames(out: Path, topics: Sequence[str], ext: str, overwrite: bool) -> None:
-    """Before anything is written: no frame of ``topics`` exists in ``out`` unless
-    ``overwrite``, and no interrupted ``.active`` file is there."""
+def frame_bases(topics: Sequence[str]) -> dict[str, str]:
+    """Each topic's own file name start: :func:`table_name`, made unique over ``topics``."""
+    return dict(zip(topics, unique_names([table_name(t) for t in topics])))
+
+
+def _check_frames(out: Path, bases: Sequence[str], ext: str, overwrite: bool) -> None:
+    """Before anything is written: no frame of the topics named ``bases`` exists in ``out``
+    unless ``overwrite`` (and then only a file of its kind, by its first bytes), and no
+    interrupted ``.active`` file is there."""
     if not out.is_dir():
         if out.exists():
             raise UsageError(f"{out}: not a directory")
         return
     pats = [
-        re.compile(re.escape(table_name(t)) + r"_\d+\." + re.escape(ext) + r"(\.active)?") for t in topics
+        re.compile(re.escape(b) + r"_\d+\." + re.escape(ext) + r"(\.active)?") for b in bases
     ]
     existing = []
     for name in sorted(os.listdir(out)):
@@ -111,6 +130,8 @@ def _check_frames(out: Path, topics: Sequence[str], ext: str, overwrite: bool) -
             f"{existing[0]}{more}: frames exist; not overwritten (--force replaces them; in Python "
             "overwrite=True; or choose another output directory)"
         )
+    for p in existing:
+        refuse_replacing(p, file_refusal(p))
 
 
 def _failed(result: MediaResult, what: str, e: PolybagError) -> None:
@@ -190,8 +211,12 @@ def image_file_bytes(f: Frame, fmt: str) -> bytes:
 
 
 def _write_file(path: Path, data: bytes, overwrite: bool) -> None:
-    with placed(path, overwrite) as tmp, open(tmp, "wb") as fh:
-        fh.write(data)
+    with placed(path, overwrite) as tmp:
+        # (the file placed() created; never through a symbolic link put there meanwhile)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(tmp, flags, 0o666)
+        with open(fd, "wb") as fh:
+            fh.write(data)
 
 
 def _sensor_topics(reader: Any, topics: str | Sequence[str] | None, types: dict[str, str], what: str) -> list[str]:
@@ -260,15 +285,17 @@ def _export_files(
         window = TimeWindow.parse(start, end, r.summary.start_time)
         names = _sensor_topics(r, topics, spec.types, spec.what)
         result.topics = names
+        bases = frame_bases(names)
 
         def run(out: Path) -> None:
-            out.mkdir(parents=True, exist_ok=True)
+            make_folder(out)
             files = spec.items(r, names, window, every, format, result)
             with make_progress(
                 _count(r, names, every), f"export {os.path.basename(result.input)}", progress
             ) as bar:
                 for m, file_bytes, failure in files:
-                    path = out / frame_name(m.channel.topic, m.log_time, format)
+                    topic = m.channel.topic
+                    path = out / frame_name(topic, m.log_time, format, bases.get(topic))
                     try:
                         data = file_bytes()
                     except PolybagError as e:
@@ -280,12 +307,13 @@ def _export_files(
                     bar.update(1)
 
         if url is None:
-            _check_frames(out, names, format, overwrite)
+            check_apart(src, out / frame_name(names[0] if names else "x", 0, format))  # never inside an input
+            _check_frames(out, list(bases.values()), format, overwrite)
             run(out)
         else:
             from polybag.remote_write import list_names, staged
 
-            pats = [re.compile(re.escape(table_name(t)) + r"_\d+\." + re.escape(format)) for t in names]
+            pats = [re.compile(re.escape(b) + r"_\d+\." + re.escape(format)) for b in bases.values()]
             taken = [n for n in list_names(url) if any(p.fullmatch(n) for p in pats)]
             if taken and not overwrite:
                 raise OutputExistsError(

@@ -52,6 +52,7 @@ from polybag.ops._common import (
     _page_releaser,
     abort_writer,
     apply_transform,
+    check_apart,
     check_distinct,
     copy_attachments_and_metadata,
     ext_for,
@@ -60,6 +61,7 @@ from polybag.ops._common import (
     make_writer,
     opened,
     profile_for,
+    replace_refusal,
     report_dropped,
     summary_count,
     target_format,
@@ -67,7 +69,7 @@ from polybag.ops._common import (
 from polybag.ops.convert import ulog_metadata_to
 from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
 from polybag.timefmt import duration_ns, time_ns
-from polybag.writer import Writer
+from polybag.writer import Writer, refuse_replacing
 
 # Upper bounds of the bytes a writer adds around the payloads (bag, MCAP and ULog writers):
 PART_OVERHEAD = 4096  # magic, file header, footer, summary offsets, statistics, index section heads
@@ -261,11 +263,17 @@ def existing_parts(out_dir: str, base_name: str, ext: str) -> list[str]:
 
 
 def _check_parts(src: Input, out_dir: str, base_name: str, ext: str, overwrite: bool) -> list[str]:
-    """Before any work: existing part names are refused unless ``overwrite`` (an input or a
-    ``.active`` always); returns the existing parts."""
+    """Before any work: existing part names are refused unless ``overwrite`` (an input, a
+    part inside an input directory or a ``.active`` always); returns the existing parts.
+    With ``overwrite``, each part replaced must be something polybag could have written
+    (:func:`replace_refusal`, checked as the part starts; older parts not replaced stay)."""
     found = existing_parts(out_dir, base_name, ext)
+    if "://" not in out_dir:
+        check_apart(src, os.path.join(out_dir, f"{base_name}_000{ext}"))
     for p in found:
         check_distinct(src, p)
+        if "://" not in p:
+            check_apart(src, p)
         if p.endswith(".active"):
             raise OutputExistsError(
                 f"{p} exists (a recording in progress, or an interrupted write?); not overwritten: "
@@ -415,6 +423,10 @@ class _Parts:
         idx = len(result.parts)
         path = os.path.join(self.out_dir, f"{self.base_name}_{idx:03d}{self.out_ext}")
         check_distinct(self.src, path)
+        if "://" not in path:
+            check_apart(self.src, path)
+            if w.overwrite:  # a part that appeared since the check: only what polybag writes
+                refuse_replacing(path, replace_refusal(path, fmt))
         self.writer = writer = make_writer(
             path, fmt, w.compression, w.chunk_size, self.profile, overwrite=w.overwrite, storage=w.storage
         )

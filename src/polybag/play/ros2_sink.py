@@ -5,7 +5,9 @@ profile) gets a DDS writer on ``rt/<topic>`` with the type's DDS name and the re
 (the first of its ``offered_qos_profiles``: reliability, durability; keep_last with the
 player's queue, or the recorded depth (at least 1) for transient_local topics, so a late
 subscriber gets the last messages as from the original publisher).  The stored payload
-bytes (CDR with their header) are sent unchanged.  ROS 1 channels are converted on the fly
+bytes (CDR with their header) are sent as they are, and past a message's end only zeros
+up to the next 4-byte word, declared as padding in the header (never memory beyond it:
+:func:`polybag.net.ros2.graph.pad`).  ROS 1 channels are converted on the fly
 with :mod:`polybag.ops.ros1_ros2` (latched topics become transient_local).  Other channels
 are skipped and listed in ``skipped``.
 
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from polybag._text import peer_text
 from polybag.model import Channel, Message
 from polybag.play.player import PlayOptions
 from polybag.play.routing import Route, RoutingSink
@@ -128,19 +131,26 @@ class Ros2Sink(RoutingSink):
                 route = Route(w, transform)
             elif self._types[out] != tname:
                 self.skipped.append(ch.topic)
-                self.warn(f"topic {out}: already published as {self._types[out]}, skipping {tname}")
+                self.warn(
+                    f"topic {peer_text(out)}: already published as {peer_text(self._types[out])}, "
+                    f"skipping {peer_text(tname)}"
+                )
             else:
                 route = Route(w, transform)
         except PolybagError as e:
             self.skipped.append(ch.topic)
-            self.warn(str(e))
+            self.warn(peer_text(str(e), 1000))  # (names from the file)
         return route
 
     def _send(self, target: Any, payload: bytes, message: Message) -> bool:
+        # (the writer sends the payload's bytes and zeros up to the next 4-byte word, declared
+        # as padding in the CDR header: never memory past the message, see graph.pad)
         if len(payload) < 4:  # (not CDR: no encapsulation header)
             self.bad += 1
             if self.bad == 1:
-                self.warn(f"topic {message.channel.topic}: a {len(payload)}-byte payload is not CDR; skipped")
+                self.warn(
+                    f"topic {peer_text(message.channel.topic)}: a {len(payload)}-byte payload is not CDR; skipped"
+                )
             return False
         target.write(payload)
         return True

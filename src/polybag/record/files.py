@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -15,33 +16,94 @@ from polybag.record._items import (
 )
 
 
-class FilesMixin:
-    """The output files of :class:`~polybag.record.recorder.Recorder`."""
+def path_key(name: str) -> str:
+    """``name`` as a normalized absolute path, its folder's symlinks resolved (two spellings
+    of one output give one key: ``run.bag``, ``./run.bag``, ``DIR/../run.bag``)."""
+    folder, base = os.path.split(name)
+    # (realpath walks the folder as the system will: ``link/..`` is the link target's parent)
+    return os.path.join(os.path.realpath(folder or "."), base)
 
-    def _taken(self, name: str) -> bool:
-        if name in self._used_names:
+
+class NameRegistry:
+    """The output paths claimed so far, by one recorder or shared by a group's recorders
+    (so that no two of them ever write one file); thread safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owners: dict[str, int] = {}
+
+    def __contains__(self, name: object) -> bool:
+        with self._lock:
+            return isinstance(name, str) and path_key(name) in self._owners
+
+    def claim(self, name: str, owner: object = None, *, again: bool = False) -> bool:
+        """Take ``name`` for ``owner``: False if it is taken (``again``: unless by ``owner``)."""
+        key = path_key(name)
+        with self._lock:
+            if key in self._owners and not (again and owner is not None and self._owners[key] == id(owner)):
+                return False
+            self._owners[key] = id(owner) if owner is not None else 0
             return True
-        # snapshots never replace a file (an earlier run's, or another recorder's)
-        return self.options.snapshot and (os.path.lexists(name) or os.path.lexists(name + ".active"))
+
+    def add(self, name: str) -> None:
+        self.claim(name)
+
+
+def _exists(name: str) -> bool:
+    """Whether ``name`` or ``name.active`` is there (a planted symlink, even a dangling one, counts)."""
+    return os.path.lexists(name) or os.path.lexists(name + ".active")
+
+
+class FilesMixin:
+    """The output files of :class:`~polybag.record.recorder.Recorder`.
+
+    A recorder never writes into a file that exists: ``NAME.active`` is created exclusively
+    (``O_EXCL``: a symlink planted there is refused, never followed) and renamed to ``NAME``
+    only if ``NAME`` is still free.  The first file of a recording named without a date
+    (``-O NAME``) is refused when ``NAME`` or ``NAME.active`` exists; later files and dated
+    names take ``-1``, ``-2``... instead.
+    """
+
+    _opened_any = False
 
     def _unique(self, name: str) -> str:
-        if not self._taken(name):
+        o = self.options
+        if not self._opened_any and not o.snapshot and not o.dated:
+            for what in (name, name + ".active"):
+                if os.path.lexists(what):
+                    raise OutputExistsError(
+                        f"{what} exists; a recording never replaces a file (move it away, or choose another -O name)"
+                    )
+            if not self._used_names.claim(name, self, again=True):
+                raise OutputExistsError(f"{name} is written by another recorder (choose another -O name)")
             return name
         stem, ext = os.path.splitext(name)
-        n = 1
-        while self._taken(f"{stem}-{n}{ext}"):
+        candidate, n = name, 0
+        while _exists(candidate) or not self._used_names.claim(candidate, self):
             n += 1
-        return f"{stem}-{n}{ext}"
+            candidate = f"{stem}-{n}{ext}"
+        return candidate
+
+    def _check_first(self) -> None:
+        """Before anything starts: an :class:`OutputExistsError` if the first file is named
+        without a date (``-O NAME``) and that name is taken."""
+        o = self.options
+        if not o.snapshot and not o.dated:
+            self._target(None, None)
 
     def _open(self, t: float | None = None, *, path: str | None = None) -> None:
         """Start the next file (``t``: the time its name is made of), or the file ``path``
         (a snapshot's own name: never replacing a file)."""
         fmt, name = self._target(t, path)
-        self._used_names.add(name)
+        self._opened_any = True
         directory = os.path.dirname(os.path.abspath(name))
         if not os.path.isdir(directory):
             raise WriteError(f"cannot record to {name}: directory {directory} does not exist")
-        w, header = self._new_writer(name, fmt, overwrite=not self.options.snapshot)
+        # (never replacing: NAME.active is created exclusively, NAME linked into place if free)
+        try:
+            w, header = self._new_writer(name, fmt, overwrite=False)
+        except OSError as e:  # (a folder on the way that is not one, a name too long...)
+            raise WriteError(f"cannot record to {name}: {e.strerror or e}") from None
         self._writer = w
         self._channels = {}
         self.current_file = name
@@ -75,7 +137,7 @@ class FilesMixin:
         when it names a file that exists or was recorded: a snapshot never replaces one."""
         if self.options.directory and not os.path.isabs(path):
             path = os.path.join(self.options.directory, path)
-        if path in self._used_names or os.path.lexists(path) or os.path.lexists(path + ".active"):
+        if _exists(path) or not self._used_names.claim(path, self):
             raise OutputExistsError(f"{path} exists; a snapshot never replaces a file")
         return path
 

@@ -12,8 +12,12 @@ Types come from the known ROS 2 definitions (the bundled Jazzy ones and ``--type
 else from the publishing node's type description service (Jazzy and later; asked in a
 thread of its own, the samples that arrive meanwhile held in memory, at most
 :data:`MAX_PENDING` bytes, then written in order; the definition's REP 2011 hash must be the
-one the publisher announced); a topic whose type stays unknown is recorded anyway (raw CDR,
-no definition) with a warning.
+one the publisher announced; only replies of the publishing participant to our own request
+count, and a description must pass :mod:`polybag.net.ros2.typedesc`'s checks: rosidl's names,
+the limits for definitions from the network); a topic whose type stays unknown is recorded
+anyway (raw CDR, no definition) with a warning saying why.  Every name and reason a peer
+sent is cut and escaped before it is printed or kept (:mod:`polybag._text`).  Samples are
+recorded as their writer serialized them: the padding their CDR header declares is dropped.
 
 Hidden topics (a name part starting with ``_``: ``/_private``, actions' ``/_action/``
 topics, services' ``/_service_event``) are not taken by ``-a`` or ``-e`` unless
@@ -37,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from polybag._text import peer_text, safe_line
 from polybag.errors import UsageError
 from polybag.record.options import RecordOptions
 from polybag.record.recorder import _MCAP_MSG_OVERHEAD, Recorder, _Item
@@ -207,6 +212,9 @@ class _Sub:
     pending: list[tuple[bytes, int]] | None = None
     pending_bytes: int = 0
     resolved: threading.Event | None = None
+    # what the lookup came to, said by the receive thread once the held samples are written
+    # (so the line on stderr means they are in the recorder's hands): a warning or a note
+    outcome: str = ""
 
     def __post_init__(self) -> None:
         self.latched = self.requested.get("durability") == "transient_local"
@@ -410,7 +418,8 @@ class Ros2Source:
                 self._warn_once(
                     topic,
                     "dds",
-                    f"topic {topic}: DDS type {pubs[0].dds_type!r} is not a ROS 2 type name; not recorded",
+                    f"topic {topic}: DDS type {peer_text(repr(pubs[0].dds_type))} is not a ROS 2 type name; "
+                    "not recorded",
                 )
             return
         typ = typed[0].type
@@ -455,7 +464,8 @@ class Ros2Source:
         self._say(f"Subscribing to {topic} ({typ}, {requested['reliability']} {requested['durability']})")
 
     def _warn_unknown(self, topic: str, typ: str, why: str) -> None:
-        asked = f"; its publisher's type description service: {why}" if why else ""
+        # (``why`` may quote the peer: cut and escaped again, whatever made it)
+        asked = f"; its publisher's type description service: {peer_text(why, 800)}" if why else ""
         self._warn_once(
             topic,
             "unknown",
@@ -470,20 +480,25 @@ class Ros2Source:
         from polybag.net.ros2.typedesc import fetch_definition
 
         assert sub.resolved is not None
+        why = ""
+        text = ""
         try:
             text = fetch_definition(self._graph, participant, sub.type, sub.type_hash, self.type_timeout)
         except Ros2GraphError as e:
-            self._warn_unknown(sub.topic, sub.type, str(e))
+            why = str(e) or "failed"
         except Exception as e:  # noqa: BLE001 - never lose the topic over the lookup
-            self._warn_unknown(sub.topic, sub.type, f"{type(e).__name__}: {e}")
-        else:
-            with self._lock:
-                self._fetched[(sub.type, sub.type_hash)] = text
-                if not sub.resolved.is_set():  # (else the held samples were written raw already)
-                    sub.definition = text
-            self._say(f"Type {sub.type} of {sub.topic} from its publisher's type description service")
+            why = f"{type(e).__name__}: {e}"
         with self._lock:
-            sub.resolved.set()
+            late = sub.resolved.is_set()  # (the held samples were written raw already)
+            if text:
+                self._fetched[(sub.type, sub.type_hash)] = text
+                if not late:
+                    sub.definition = text
+            if not late:
+                sub.outcome = "why:" + why if why else "ok"
+                sub.resolved.set()
+        if late and why:
+            self._warn_unknown(sub.topic, sub.type, why)
 
     def _topic_info(self, sub: _Sub) -> None:
         from polybag.net.ros2.qos import profiles_text
@@ -612,6 +627,11 @@ class Ros2Source:
                     receive_time=t,
                     latching=sub.latched,
                 )
+        outcome, sub.outcome = sub.outcome, ""
+        if outcome == "ok":
+            self._say(f"Type {sub.type} of {sub.topic} from its publisher's type description service")
+        elif outcome:
+            self._warn_unknown(sub.topic, sub.type, outcome[len("why:") :])
         return True
 
     def unsubscribe(self, topic: str, recorder: Any = None) -> None:
@@ -661,15 +681,18 @@ class Ros2Source:
         if key in self._warned:
             return
         self._warned.add(key)
+        text = safe_line(text)  # (names and reasons from peers: see polybag._text)
         self.warnings.append(text)
         self._say(f"warning: {text}")
 
     def _error(self, text: str) -> None:
+        text = peer_text(text, 1000)
         if len(self.errors) < 100:
             self.errors.append(text)
         self._say(f"error: {text}")
 
     def _say(self, text: str) -> None:
+        text = safe_line(text)
         if self._log is not None:
             self._log(text)
             return

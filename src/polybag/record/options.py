@@ -9,6 +9,13 @@ Bag naming is rosbag's: ``-O NAME`` writes ``NAME.bag``; ``-o PREFIX`` writes
 ``PREFIX_YYYY-MM-DD-HH-MM-SS.bag``; neither writes ``YYYY-MM-DD-HH-MM-SS.bag``; with
 ``--split`` the parts end ``_0``, ``_1``...  A name ending ``.mcap`` writes MCAP (``ros1``
 profile) instead of a bag.  While a file is written it is ``NAME.active``.
+
+A recording never replaces a file: ``NAME.active`` is created exclusively (a symlink there
+is refused, never followed) and renamed to ``NAME`` only if that is free; an existing
+``-O NAME`` is refused before recording starts (rosbag would overwrite it), and later parts
+or dated names that are taken get ``-1``, ``-2``...  Every option is checked by
+:meth:`RecordOptions.validate`: numbers finite and in range (``-b inf`` is refused), text
+without control characters (a NUL cannot name a file).
 """
 
 from __future__ import annotations
@@ -26,32 +33,94 @@ KB = 1 << 10
 
 _SPACE_UNITS = {"": 1, "K": KB, "M": MB, "G": 1 << 30, "T": 1 << 40}
 
+#: the largest ``--size`` / ``-b`` in MB (1 EiB in all: above any disk or memory)
+MAX_MB = float(1 << 40)
+#: the largest ``--chunksize`` in KB (1 GiB chunks)
+MAX_CHUNK_KB = 1 << 20
+#: the largest ``--duration`` / ``--snapshot-window`` in seconds (about 31 years)
+MAX_SECONDS = 1e9
+#: the largest ``-l`` / ``--max-splits``
+MAX_COUNT = (1 << 62) - 1
+#: the largest ``--min-space`` in bytes
+MAX_SPACE = 1 << 60
+#: the longest path (``-O``, ``-o``, ``directory``) and the longest other text (topics, regexes)
+MAX_PATH = 4096
+MAX_TEXT = 4096
+#: the longest file name given (-O/-o), leaving room for the date, part number and extension
+MAX_NAME = 200
+#: the most topics one recorder names
+MAX_TOPICS = 10000
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_text(what: str, value: object, *, limit: int = MAX_TEXT, empty: bool = True) -> str:
+    """``value`` if it is text of at most ``limit`` characters without control characters
+    (a NUL cannot name a file); else a :class:`UsageError` naming ``what``."""
+    if not isinstance(value, str):
+        raise UsageError(f"{what}: expected text, got {type(value).__name__}")
+    if not empty and not value:
+        raise UsageError(f"{what}: must not be empty")
+    if len(value) > limit:
+        raise UsageError(f"{what}: longer than {limit} characters ({len(value)})")
+    bad = _CONTROL.search(value)
+    if bad:
+        raise UsageError(f"{what}: {value[:80]!r} contains the control character {bad.group()!r}")
+    return value
+
+
+def check_number(what: str, value: object, *, high: float, integer: bool = False, positive: bool = False) -> float:
+    """``value`` as a number: finite, not negative (``positive``: above 0), at most ``high``
+    (an integer when ``integer``); else a :class:`UsageError` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(value) if not integer else int(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            raise UsageError(f"{what}: expected a number, got {value!r}") from None
+    if integer and not isinstance(value, int):
+        if value != value or value in (float("inf"), float("-inf")) or value != int(value):
+            raise UsageError(f"{what}: expected an integer, got {value!r}")
+    v = float(value) if not isinstance(value, int) else value
+    if v != v or v in (float("inf"), float("-inf")):
+        raise UsageError(f"{what}: expected a finite{' positive' if positive else ''} number, got {value!r}")
+    if v < 0:
+        raise UsageError(f"{what} cannot be negative ({value})")
+    if positive and v <= 0:
+        raise UsageError(f"{what} must be positive ({value})")
+    if v > high:
+        raise UsageError(f"{what}: {value} is more than the largest allowed ({high:g})")
+    return v
+
 
 def parse_min_space(text: str | int) -> int:
     """rosbag's ``--min-space`` text (``1G``, ``500M``, ``10k``, ``4096``) in bytes."""
-    if isinstance(text, int):
-        if text < 0:
-            raise UsageError(f"--min-space cannot be negative ({text})")
-        return text
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([kKmMgGtT]?)[bB]?\s*", str(text))
+    if isinstance(text, int) and not isinstance(text, bool):
+        return int(check_number("--min-space", text, high=MAX_SPACE, integer=True))
+    if not isinstance(text, str) or len(text) > 100:
+        raise UsageError(f"--min-space {str(text)[:100]!r}: expected a number with an optional k, M or G multiplier")
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([kKmMgGtT]?)[bB]?\s*", text)
     if not m:
         raise UsageError(f"--min-space {text!r}: expected a number with an optional k, M or G multiplier")
-    return int(float(m.group(1)) * _SPACE_UNITS[m.group(2).upper()])
+    value = float(m.group(1)) * _SPACE_UNITS[m.group(2).upper()]
+    return int(check_number("--min-space", value, high=MAX_SPACE))
 
 
 def parse_duration(text: str | float | int | None) -> float | None:
     """rosbag's ``--duration``: seconds, or minutes/hours with ``m``/``h`` appended."""
     if text is None or text == "":
         return None
+    if isinstance(text, bool):
+        raise UsageError(f"--duration {text!r}: expected seconds")
     if isinstance(text, (int, float)):
-        value = float(text)
+        value = check_number("--duration", text, high=MAX_SECONDS, positive=True)
+    elif not isinstance(text, str) or len(text) > 100:
+        raise UsageError(f"--duration {str(text)[:100]!r}: expected seconds, or a number followed by s, m or h")
     else:
         m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([smh]?)\s*", text)
         if not m:
             raise UsageError(f"--duration {text!r}: expected seconds, or a number followed by s, m or h")
         value = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-    if value <= 0:
-        raise UsageError(f"--duration must be positive, got {text!r}")
+        check_number(f"--duration {text!r}", value, high=MAX_SECONDS, positive=True)
     return value
 
 
@@ -93,6 +162,7 @@ class RecordOptions:
     format: str | None = None  # "bag" or "mcap"; None: from the -O/-o extension, else bag
     directory: str | None = None  # where relative names go (default: the current directory)
     node_name: str = "/record"  # our node's name on the master (made anonymous)
+    name_tag: str | None = None  # added after the date (a group's recorders sharing a generated name)
 
     def __post_init__(self) -> None:
         if isinstance(self.topics, str):
@@ -167,6 +237,7 @@ class RecordOptions:
 
     def validate(self, *, live: bool = False) -> None:
         """Raise ``UsageError`` for what rosbag refuses (or polybag cannot do)."""
+        self._check_texts()
         if self.udp:
             raise UsageError(
                 "--udp is not supported: polybag subscribes over TCPROS only (drop --udp; "
@@ -186,27 +257,23 @@ class RecordOptions:
                     f"{given}: record writes local files (NAME.active while recording, splits, free-space "
                     "checks); record locally, then copy to the URL (polybag convert IN URL)"
                 )
-        for name, value in (
-            ("--size", self.size),
-            ("-b/--buffsize", self.buffsize),
-            ("-l/--limit", self.limit),
-            ("--max-splits", self.max_splits),
-        ):
-            if float(value) < 0:
-                raise UsageError(f"{name} cannot be negative ({value})")
-        if int(self.chunksize) <= 0:
-            raise UsageError(f"--chunksize must be positive ({self.chunksize})")
+        for given, what in ((self.output_name, "-O/--output-name"), (self.output_prefix, "-o/--output-prefix")):
+            if given and (given.endswith(("/", os.sep)) or os.path.basename(given) in (".", "..")):
+                raise UsageError(f"{what} {given!r} names a folder, not a file (use directory: for the folder)")
+            if given and len(os.path.basename(given).encode("utf-8", "surrogatepass")) > MAX_NAME:
+                raise UsageError(f"{what} {given[:60]!r}...: a file name of at most {MAX_NAME} bytes (the date, part and extension are added)")
+        for given, what in ((self.output_name, "-O/--output-name"), (self.output_prefix, "-o/--output-prefix"), (self.directory, "directory")):
+            if given and any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in given.split("/")):
+                raise UsageError(f"{what} {given[:60]!r}...: a folder name longer than 255 bytes")
+        check_number("--size", self.size, high=MAX_MB)
+        check_number("-b/--buffsize", self.buffsize, high=MAX_MB)
+        check_number("-l/--limit", self.limit, high=MAX_COUNT, integer=True)
+        check_number("--max-splits", self.max_splits, high=MAX_COUNT, integer=True)
+        check_number("--chunksize", self.chunksize, high=MAX_CHUNK_KB, integer=True, positive=True)
         if self.max_splits and not self.split:
             raise UsageError("--max-splits needs --split")
         if self.snapshot_window is not None:
-            try:
-                window = float(self.snapshot_window)
-            except (TypeError, ValueError):
-                raise UsageError(f"--snapshot-window {self.snapshot_window!r}: expected seconds") from None
-            if not window > 0 or window != window or window == float("inf"):
-                raise UsageError(
-                    f"--snapshot-window must be a positive number of seconds ({self.snapshot_window})"
-                )
+            check_number("--snapshot-window", self.snapshot_window, high=MAX_SECONDS, positive=True)
             if not self.snapshot:
                 raise UsageError("--snapshot-window needs snapshot mode (-s/--snapshot; snapshot=True)")
         if self.namespace is not None and not re.fullmatch(
@@ -222,6 +289,30 @@ class RecordOptions:
                 raise UsageError(f"bad regular expression {pattern!r}: {e}") from None
         if live and not (self.topics or self.all or self.node):
             raise UsageError("no topics given: name topics, or use -a/--all, -e/--regex or --node")
+
+    def _check_texts(self) -> None:
+        """Every text option: text, no control characters (a NUL cannot name a file), bounded."""
+        if not isinstance(self.topics, list) or len(self.topics) > MAX_TOPICS:
+            raise UsageError(f"at most {MAX_TOPICS} topics per recorder ({len(self.topics)} given)")
+        for t in self.topics:
+            check_text("topic", t, empty=False)
+        for what, value, limit in (
+            ("-O/--output-name", self.output_name, MAX_PATH),
+            ("-o/--output-prefix", self.output_prefix, MAX_PATH),
+            ("directory", self.directory, MAX_PATH),
+            ("-x/--exclude", self.exclude, MAX_TEXT),
+            ("--node", self.node, MAX_TEXT),
+            ("--namespace", self.namespace, MAX_TEXT),
+            ("format", self.format, 20),
+            ("name_tag", self.name_tag, 100),
+        ):
+            if value is not None:
+                check_text(what, value, limit=limit)
+        check_text("node name", self.node_name, empty=False)
+        if self.duration is not None and not isinstance(self.duration, (str, int, float)):
+            raise UsageError(f"--duration {self.duration!r}: expected seconds")
+        if not isinstance(self.min_space, (str, int)):
+            raise UsageError(f"--min-space {self.min_space!r}: expected a number with an optional k, M or G multiplier")
 
     # --- topic selection -------------------------------------------------------------------------
     def _compiled(self) -> tuple[list[re.Pattern[str]], re.Pattern[str] | None]:
@@ -252,6 +343,11 @@ class RecordOptions:
             return topic in names or _global(topic) in names
         return not explicit_required
 
+    @property
+    def dated(self) -> bool:
+        """Whether the file names carry the date (rosbag's rule: yes unless -O)."""
+        return bool(self.append_date if self.append_date is not None else not self.output_name)
+
     # --- file names ------------------------------------------------------------------------------
     def base_name(self, t: float | None = None) -> str:
         """The file name without split number and extension (rosbag's updateFilenames)."""
@@ -264,9 +360,10 @@ class RecordOptions:
                 prefix = prefix[: -len(ext)]
         if prefix:
             parts.append(prefix)
-        append_date = self.append_date if self.append_date is not None else not self.output_name
-        if append_date:
+        if self.dated:
             parts.append(stamp(t))
+        if self.name_tag:
+            parts.append(self.name_tag)
         if not parts:
             raise UsageError("the bag name is empty (give -o/-O or keep the date)")
         name = "_".join(parts)

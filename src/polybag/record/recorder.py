@@ -49,7 +49,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from polybag.errors import UsageError, WriteError
+from polybag.errors import PolybagError, UsageError, WriteError
 from polybag.record._items import (  # noqa: F401 - importable from here as before
     _BAG_HEADER,
     _BAG_MSG_OVERHEAD,
@@ -60,9 +60,34 @@ from polybag.record._items import (  # noqa: F401 - importable from here as befo
     _remove_if_unwritten,
     _Snapshot,
 )
-from polybag.record.files import FilesMixin
+from polybag.record.files import FilesMixin, NameRegistry
 from polybag.record.options import RecordOptions
 from polybag.record.writing import WriterThreadMixin
+
+
+def remove_unwritten(report: dict[str, Any]) -> list[str]:
+    """After a failed start: remove the files of ``report`` (a :meth:`Recorder.report`) if no
+    message was written to them, so that no empty bag is left behind; only what the
+    recording created (it never replaces a file): a rosbag2 bag directory loses its own
+    files, and the directory only if nothing else is in it.  The paths removed."""
+    if report["totals"]["written"]:
+        return []
+    removed: list[str] = []
+    for f in report["files"]:
+        try:
+            if os.path.isdir(f) and not os.path.islink(f):
+                base = os.path.basename(os.path.normpath(f))
+                for entry in os.listdir(f):
+                    stem = entry.split(".", 1)[0]
+                    if entry == "metadata.yaml" or stem.startswith(base + "_"):
+                        os.remove(os.path.join(f, entry))
+                os.rmdir(f)
+            else:
+                os.remove(f)
+            removed.append(f)
+        except OSError:
+            pass
+    return removed
 
 
 class Recorder(WriterThreadMixin, FilesMixin):
@@ -114,7 +139,7 @@ class Recorder(WriterThreadMixin, FilesMixin):
         self.warnings: list[str] = []
         self._latched: dict[tuple[str, str], _Item] = {}
         self._kept: deque[str] = deque()
-        self._used_names: set[str] = set()
+        self._used_names = NameRegistry()  # (a group's recorders share one)
         self._writer: Any = None
         self._channels: dict[tuple[str, tuple[str, str, str, str, bool]], Any] = {}
         self._bag_bytes = 0
@@ -132,18 +157,45 @@ class Recorder(WriterThreadMixin, FilesMixin):
         if self._started:
             return self
         self._started = True
-        if not self.options.snapshot and self._disk_ok():
-            self._open()
-        self._thread = threading.Thread(target=self._run, name="polybag-record-writer", daemon=True)
-        self._thread.start()
+        try:
+            self._check_first()
+            if not self.options.snapshot and self._disk_ok():
+                self._open()
+            thread = threading.Thread(target=self._run, name="polybag-record-writer", daemon=True)
+            thread.start()  # (RuntimeError when no thread can be started: memory, limits)
+        except BaseException as e:
+            name = self.current_file or self.options.output_name or self.options.output_prefix or "the bag"
+            self._abandon()
+            if isinstance(e, (RuntimeError, MemoryError)) and not isinstance(e, PolybagError):
+                raise WriteError(
+                    f"cannot start recording {name}: {type(e).__name__}: {e} "
+                    "(too many recorders or threads for the memory or limits allowed?)"
+                ) from None
+            raise
+        self._thread = thread
         if self.source is not None:
             try:
                 self.source.start(self)
             except BaseException:
                 rep = self.close(raise_errors=False)
-                _remove_if_unwritten(rep, rep["files"])
+                remove_unwritten(rep)
                 raise
         return self
+
+    def _abandon(self) -> None:
+        """A start that failed before the writer thread ran: drop the file begun
+        (``NAME.active`` removed) and end."""
+        w, self._writer = self._writer, None
+        self.current_file = None
+        with self._cond:
+            self._accepting = False
+            self._stopping = True
+        if w is not None:
+            try:
+                w.abort(discard=True)
+            except Exception as e:  # noqa: BLE001 - reported
+                self.errors.append(f"dropping the file begun: {e}")
+        self.done.set()
 
     def on_open(self, hook: Callable[[str], None]) -> None:
         """Call ``hook(path)`` whenever a file starts (``--publish`` uses it)."""

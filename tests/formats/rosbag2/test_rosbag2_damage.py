@@ -245,13 +245,9 @@ def test_existing_outputs_are_refused(tmp_path: Path) -> None:
     (out / "keep.txt").write_text("mine")
     with pytest.raises(OutputExistsError):
         polybag.Writer(str(out), format="rosbag2", overwrite=False)
-    w = polybag.Writer(str(out), format="rosbag2", overwrite=True)
-    s = w.add_schema("pkg/msg/T", "ros2msg", b"int32 x\n")
-    w.write(w.add_channel("/t", "cdr", s), b"\0\1\0\0\1\0\0\0", 5)
-    with pytest.raises(OutputExistsError, match="not part of a rosbag2 bag"):
-        w.close()  # never deletes a directory that holds other things
-    assert (out / "keep.txt").read_text() == "mine"
-    shutil.rmtree(tmp_path / "out.active")
+    with pytest.raises(OutputExistsError, match="not a rosbag2 bag"):  # (refused before writing, issue 26)
+        polybag.Writer(str(out), format="rosbag2", overwrite=True)  # never deletes a directory that holds other things
+    assert (out / "keep.txt").read_text() == "mine" and not (tmp_path / "out.active").exists()
     (tmp_path / "x.active").mkdir()
     with pytest.raises(OutputExistsError, match="in progress"):
         polybag.Writer(str(tmp_path / "x"), format="rosbag2", overwrite=False)
@@ -424,7 +420,7 @@ def test_metadata_aliases_cannot_multiply_topics(tmp_path: Path) -> None:
         f"  relative_file_paths: [bag_sqlite3.db3]\n  anchor: &t {entry}\n  topics_with_message_count: [{many}]\n"
     )
     (bag / "metadata.yaml").write_text(text)
-    with pytest.raises(PolybagError, match="more than the 65536"):
+    with pytest.raises(PolybagError, match="more than the 65536|YAML expands to more than"):
         polybag.open(bag)
 
 

@@ -20,7 +20,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from polybag.codecs.ros1.msgdef import MsgDefError, TypeSet, add_folder, canonical, parse_full
+from polybag.codecs import CostCache, definition_key
+from polybag.codecs.ros1.msgdef import (
+    DEFAULT_LIMITS,
+    MsgDefError,
+    TypeSet,
+    add_folder,
+    canonical,
+    defined_fields,
+    parse_full,
+)
 from polybag.codecs.ros1.serde import (
     Compiler,
     Duration,
@@ -198,13 +207,17 @@ class Ros1Codec:
         return bytes(run_encoder(fn, obj, self.full_name))
 
 
-_codecs: dict[tuple[str, str], Ros1Codec] = {}
+# codecs by (type, definition digest or md5sum); bounded like polybag.codecs' cache
+_codecs = CostCache(1 << 16, 4096)
 
 
 def codec_for_type(msg_type: str, definition: str | bytes = "", md5sum: str = "") -> Ros1Codec:
-    """A codec for ``msg_type`` from its full definition, or from the known types."""
+    """A codec for ``msg_type`` from its full definition, or from the known types (a
+    definition over :data:`~polybag.codecs.ros1.msgdef.DEFAULT_LIMITS` is a
+    :class:`MsgDefError` naming the limit)."""
+    DEFAULT_LIMITS.check_text(definition, msg_type)
     text = bytes(definition).decode("utf-8", "replace") if not isinstance(definition, str) else definition
-    key = (msg_type, text if text.strip() else f"#md5 {md5sum}")
+    key = (msg_type, definition_key(text) if text.strip() else f"#md5 {md5sum}")
     codec = _codecs.get(key)
     if codec is not None:
         return codec
@@ -224,7 +237,7 @@ def codec_for_type(msg_type: str, definition: str | bytes = "", md5sum: str = ""
                     "environment variable (folders of pkg/msg/*.msg)"
                 )
             name = found
-    codec = _codecs[key] = Ros1Codec(ts, name, msg_type or name)
+    codec = _codecs.put(key, Ros1Codec(ts, name, msg_type or name), 1 + defined_fields(ts))
     return codec
 
 

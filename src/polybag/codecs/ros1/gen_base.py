@@ -77,13 +77,17 @@ class _Gen:
     def inline(self, base: str) -> bool:
         """Whether nested type ``base`` is generated in place (else: a call to its function).
 
-        Inlining is bounded in depth (Python's parser and compiler limit nesting) and in the
-        fields of one function (``A a; A b`` level after level doubles at every level); real
-        types are far inside both bounds and are generated exactly as before.
+        Inlining is bounded in depth (Python's parser and compiler limit nesting), in the
+        fields of one function (``A a; A b`` level after level doubles at every level) and in
+        the fields all functions of one kind inline together (:meth:`Compiler.spend_inline`:
+        a type shared by many others is inlined into a few, then called), so the code
+        generated is linear in the definition; real types are far inside these bounds and are
+        generated exactly as before.
         """
         if self.force_inline or base in ("time", "duration"):
             return True
-        return self.depth < _INLINE_DEPTH and self.inlined + self.c.size(base) <= _INLINE_FIELDS
+        size = self.c.size(base)
+        return self.depth < _INLINE_DEPTH and self.inlined + size <= _INLINE_FIELDS and self.c.spend_inline(self, size)
 
     def reset_align(self, unknown: bool) -> None:
         # position modulo self.m is self.r (relative to the CDR origin)

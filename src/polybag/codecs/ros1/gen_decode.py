@@ -226,7 +226,7 @@ class _DecGen(_Gen):
         if self.ctor_mode == "obj":
             self.c.cls(name)
             if not self.stmt:
-                return f"{self.c._ident('P', name)}({', '.join(v for _, v in parts)})"
+                return f"{self.c.maker(name)}({', '.join(v for _, v in parts)})"
             # a C-level allocation and slot stores: a third of the cost of calling __init__
             var = self.new("_o")
             self.post.append(f"{var} = {self.c._ident('A', name)}()")
@@ -334,6 +334,7 @@ class _DecGen(_Gen):
             and c.fixed_size(base) > 0
             and c.depth(base) <= _INLINE_DEPTH
             and c.size(base) <= _INLINE_FIELDS
+            and c.spend_inline(self, c.size(base))
         ):
             self.fixed_elements(base, n, lst)
             return lst

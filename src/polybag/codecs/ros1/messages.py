@@ -121,6 +121,10 @@ def _plain(v: Any) -> Any:
 
 
 _CLASS_CACHE: dict[tuple[Any, ...], type] = {}
+# bounds of the class cache (classes, and their fields together): past either it starts over
+_CLASS_CACHE_MAX = 8192
+_CLASS_CACHE_FIELDS = 1 << 17
+_class_cache_fields = 0
 
 
 def _default_factory(
@@ -223,6 +227,21 @@ def _make_fill(names: tuple[str, ...], plain: tuple[bool, ...], factories: list[
     return _pb_fill
 
 
+def _lazy_fill(names: tuple[str, ...], plain: tuple[bool, ...], factories: list[Callable[[], Any]]) -> Any:
+    """``_pb_fill`` compiled when first called (the decoders never call it: a type read from
+    a file pays for compiling it only when the user constructs one), then installed on the
+    class in its place."""
+
+    def _pb_fill(self: Any, /, *args: Any, **kwargs: Any) -> None:
+        real = _make_fill(names, plain, factories)
+        for cls in type(self).__mro__:
+            if cls.__dict__.get("_pb_fill") is _pb_fill:
+                type.__setattr__(cls, "_pb_fill", real)
+        real(self, *args, **kwargs)
+
+    return _pb_fill
+
+
 def make_class(d: MsgDef, full_name: str | None = None, resolve: Callable[[str], type] | None = None) -> type:
     """A ``__slots__`` class for message type ``d`` (cached by name and fields).
 
@@ -249,7 +268,7 @@ def make_class(d: MsgDef, full_name: str | None = None, resolve: Callable[[str],
         raise MsgDefError(f"field {dup!r} is defined twice", type_name=msgtype, field=dup)
     sub = subs.__getitem__ if resolve is not None else None
     factories: list[Callable[[], Any]] = [_default_factory(f.type, sub, f.default) for f in d.fields]
-    fill = _make_fill(names, plain, factories)
+    fill = _lazy_fill(names, plain, factories)
     slots = tuple(n for n, p in zip(names, plain) if p)
     attrs: dict[str, Any] = {
         "__slots__": slots if all(plain) else (*slots, "__dict__"),
@@ -267,7 +286,12 @@ def make_class(d: MsgDef, full_name: str | None = None, resolve: Callable[[str],
         attrs.update(_time_methods(names[1]))
     short = msgtype.rsplit("/", 1)[-1]
     cls = _MessageType(short if short.isidentifier() and short.isascii() else "Msg", (RosMessage,), attrs)
+    global _class_cache_fields
+    if len(_CLASS_CACHE) >= _CLASS_CACHE_MAX or _class_cache_fields + len(names) > _CLASS_CACHE_FIELDS:
+        _CLASS_CACHE.clear()
+        _class_cache_fields = 0
     _CLASS_CACHE[key] = cls
+    _class_cache_fields += len(names)
     return cls
 
 

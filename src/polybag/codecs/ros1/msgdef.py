@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from polybag.errors import DecodeError
 
@@ -70,8 +70,9 @@ ROS2_ALIASES = {
     "wchar": "uint16",
 }
 
-_SEPARATOR = re.compile(r"^\s*={3,}\s*$", re.MULTILINE)
-_ARRAY = re.compile(r"^(?P<base>[^\[\]]+?)\s*\[(?P<inner>[^\]]*)\]$")
+# a line of '=' (spaces around it, no other whitespace: ``\s*`` would span blank lines and make
+# a text of newlines cost quadratic time)
+_SEPARATOR = re.compile(r"^[ \t\f\v\r]*={3,}[ \t\f\v\r]*$", re.MULTILINE)
 _CONSTANT = re.compile(r"^[A-Za-z_]\w*\s*=")
 
 #: message types nested deeper than this are refused (real types nest about 10 levels); every
@@ -84,6 +85,16 @@ MAX_DEPTH = 100
 MAX_FIELDS = 1 << 18
 #: largest fixed array length accepted
 MAX_ARRAY = (1 << 31) - 1
+#: bytes of one definition's text (every section or IDL module together); real ones are a few
+#: KB, the largest bundled-with-comments ones (MoveIt's) about 100 KB
+MAX_TEXT_BYTES = 4 << 20
+#: message types (``MSG:`` sections, IDL structs) in one definition; real ones hold 1-50
+MAX_TYPES = 10_000
+#: fields written in one definition, all its types together (what the decoders are generated
+#: from: compiling costs time and memory in proportion to it); real ones hold a few hundred
+MAX_DEFINED_FIELDS = 1 << 14
+#: characters of one field or type name (real ones: a few dozen)
+MAX_NAME = 256
 _BUILTIN_BASES = frozenset({*PRIMITIVE_FORMATS, "string", "wstring", "time", "duration"})
 # characters a field name cannot hold: they build column paths (``a.b``, ``c[0]``)
 _PATH_CHARS = frozenset(".[]")
@@ -91,6 +102,88 @@ _PATH_CHARS = frozenset(".[]")
 
 class MsgDefError(DecodeError):
     """A message definition that cannot be parsed or resolved."""
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionLimits:
+    """What one message definition may hold before it is refused (a :class:`MsgDefError` naming
+    the limit and the type), so that parsing and compiling it costs time and memory in
+    proportion to these numbers, never to what the input declares.
+
+    ``text_bytes``: its text; ``types``: message types (sections, IDL structs); ``fields``:
+    fields written in all its types together (compiling costs about this much); ``name_chars``:
+    one field or type name; ``depth``: nesting levels; ``expanded_fields``: fields of a type
+    fully expanded (nested messages and fixed arrays of messages counted field by field).
+
+    :data:`DEFAULT_LIMITS` applies to definitions from files; a caller with less trusted
+    definitions (a live peer's) passes lower ones, e.g.
+    ``DEFAULT_LIMITS.lower(fields=2000)``, to :func:`parse_full`,
+    :func:`polybag.codecs.cdr.ros2_typeset`, :func:`polybag.codecs.cdr.check_definition` or
+    :func:`polybag.codecs.cdr.codec_for_type`.
+    """
+
+    text_bytes: int = MAX_TEXT_BYTES
+    types: int = MAX_TYPES
+    fields: int = MAX_DEFINED_FIELDS
+    name_chars: int = MAX_NAME
+    depth: int = MAX_DEPTH
+    expanded_fields: int = MAX_FIELDS
+
+    def lower(self, **limits: int) -> DefinitionLimits:
+        """These limits with some replaced (``lower(fields=2000, depth=16)``)."""
+        return replace(self, **limits)
+
+    def refuse(self, what: str, limit: str, type_name: str | None) -> MsgDefError:
+        """The error of a definition over limit ``limit`` (an attribute name)."""
+        return MsgDefError(
+            f"{what} (over the limit DefinitionLimits.{limit} = {getattr(self, limit)})",
+            type_name=short_name(type_name) if type_name else None,
+        )
+
+    def check_text(self, text: str | bytes | bytearray | memoryview, type_name: str | None) -> None:
+        """Refuse a definition text over :attr:`text_bytes` (before anything is parsed)."""
+        n = len(text) if not isinstance(text, str) or text.isascii() else len(text.encode("utf-8", "replace"))
+        if n > self.text_bytes:
+            raise self.refuse(f"the definition text is {n} bytes", "text_bytes", type_name)
+
+
+#: the limits of definitions read from files (replace it to change them process-wide)
+DEFAULT_LIMITS = DefinitionLimits()
+
+
+def short_name(name: str, keep: int = 120) -> str:
+    """A name from the input cut for an error message."""
+    return name if len(name) <= keep else f"{name[:keep]}... ({len(name)} characters)"
+
+
+class _Count:
+    """Types and fields of one definition counted while it is parsed, refused past its limits."""
+
+    __slots__ = ("limits", "name", "types", "fields")
+
+    def __init__(self, limits: DefinitionLimits, name: str) -> None:
+        self.limits = limits
+        self.name = name
+        self.types = 0
+        self.fields = 0
+
+    def add_type(self, type_name: str) -> None:
+        self.types += 1
+        if self.types > self.limits.types:
+            raise self.limits.refuse(f"the definition holds more than {self.limits.types} message types", "types", self.name)
+        self.check_name(type_name, "type name")
+
+    def add_field(self, field_name: str) -> None:
+        self.fields += 1
+        if self.fields > self.limits.fields:
+            raise self.limits.refuse(
+                f"the definition holds more than {self.limits.fields} fields, all its types together", "fields", self.name
+            )
+        self.check_name(field_name, "field name")
+
+    def check_name(self, name: str, what: str) -> None:
+        if len(name) > self.limits.name_chars:
+            raise self.limits.refuse(f"{what} {short_name(name, 40)!r} is {len(name)} characters", "name_chars", self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,10 +272,14 @@ def _convert_constant(typ: str, text: str, dialect: str) -> object:
 class TypeSet:
     """Message definitions by canonical name, with resolution and md5 computation."""
 
-    def __init__(self, dialect: str = "ros1", fallback: TypeSet | None = None) -> None:
+    def __init__(
+        self, dialect: str = "ros1", fallback: TypeSet | None = None, limits: DefinitionLimits | None = None
+    ) -> None:
         self.dialect = dialect
         self.types: dict[str, MsgDef] = {}
         self.fallback = fallback
+        #: depth and expansion limits of :meth:`check` (None: :data:`DEFAULT_LIMITS`)
+        self.limits = limits
         self._md5: dict[str, str] = {}
         self._shape: dict[str, tuple[int, int]] = {}  # checked type -> (depth, expanded fields)
         self._short: dict[str, list[str]] | None = None
@@ -274,6 +371,7 @@ class TypeSet:
         key = canonical(name)
         if key in self._shape:
             return
+        max_depth = (self.limits or DEFAULT_LIMITS).depth
         shape = self._shape
         path: list[str] = []
         on_path: set[str] = set()
@@ -283,9 +381,10 @@ class TypeSet:
             d = self.lookup(n)
             if d is None:
                 raise MsgDefError(f"definition of {n} is missing", type_name=key)
-            if len(path) >= MAX_DEPTH:
+            if len(path) >= max_depth:
                 raise MsgDefError(
-                    f"message types nested more than {MAX_DEPTH} levels deep ({_chain([*path, n])})",
+                    f"message types nested more than {max_depth} levels deep ({_chain([*path, n])}; "
+                    "the limit is DefinitionLimits.depth)",
                     type_name=key,
                 )
             path.append(n)
@@ -312,6 +411,7 @@ class TypeSet:
 
     def _measure(self, n: str, top: str) -> tuple[int, int]:
         """(depth, expanded fields) of ``n`` from its (already measured) nested types."""
+        limits = self.limits or DEFAULT_LIMITS
         depth, size = 1, 1
         for f in self.get(n).fields:
             t = f.type
@@ -326,15 +426,17 @@ class TypeSet:
                 size += 1 + t.array * sub_size
             else:  # a sequence: its elements are paid for by payload bytes (or bounded when empty)
                 size += 1
-            if size > MAX_FIELDS:
+            if size > limits.expanded_fields:
                 raise MsgDefError(
-                    f"{n} expands to more than {MAX_FIELDS} fields (nested messages and fixed-size arrays "
-                    "of messages counted field by field)",
+                    f"{n} expands to more than {limits.expanded_fields} fields (nested messages and fixed-size "
+                    "arrays of messages counted field by field; the limit is DefinitionLimits.expanded_fields)",
                     type_name=top,
                 )
-        if depth > MAX_DEPTH:
+        if depth > limits.depth:
             raise MsgDefError(
-                f"message types nested more than {MAX_DEPTH} levels deep (in {n})", type_name=top
+                f"message types nested more than {limits.depth} levels deep (in {n}; the limit is "
+                "DefinitionLimits.depth)",
+                type_name=top,
             )
         return depth, size
 
@@ -416,16 +518,47 @@ def render_msg(d: MsgDef) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _split_array(t: str) -> tuple[str, str] | None:
+    """``base[inner]`` -> (base, inner) (no brackets in either), else None; a scan, not a
+    backtracking regular expression (linear in the text)."""
+    if not t.endswith("]"):
+        return None
+    lb = t.find("[")
+    if lb <= 0 or "]" in t[:lb] or "]" in t[lb + 1 : -1]:
+        return None
+    return t[:lb], t[lb + 1 : -1]
+
+
+def _quoted_items(text: str) -> list[str]:
+    """The quoted strings (``"a"``, ``'b'``, quotes kept) in ``text``, left to right; one
+    linear scan (a backslash escapes the next character)."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        q = text[i]
+        if q not in "'\"":
+            i += 1
+            continue
+        j = i + 1
+        while j < n and text[j] != q:
+            j += 2 if text[j] == "\\" else 1
+        if j >= n:  # not closed: nothing more to take
+            break
+        out.append(text[i : j + 1])
+        i = j + 1
+    return out
+
+
 def parse_type(text: str, dialect: str) -> FieldType:
     """``float64[9]``, ``string<=5[<=3]``, ``Header``... -> :class:`FieldType` (unresolved)."""
     raw = text.strip()
     t = raw
     array: int | None = None
     bound: int | None = None
-    m = _ARRAY.match(t)
+    m = _split_array(t)
     if m:
-        t = m.group("base").strip()
-        inner = m.group("inner").strip()
+        t = m[0].strip()
+        inner = m[1].strip()
         if inner == "":
             array = -1
         elif inner.startswith("<="):
@@ -493,11 +626,7 @@ def parse_default(t: FieldType, text: str) -> object:
             return None
         inner = inner[1 : inner.rindex("]")]
         if t.base in ("string", "wstring"):
-            items = (
-                [m.group(1) for m in _QUOTED.finditer(inner)]
-                if "'" in inner or '"' in inner
-                else inner.split(",")
-            )
+            items = _quoted_items(inner) if "'" in inner or '"' in inner else inner.split(",")
         else:
             items = inner.split(",")
         values = [_scalar_default(t.base, x) for x in items if x.strip()]
@@ -508,11 +637,30 @@ def parse_default(t: FieldType, text: str) -> object:
         return None
 
 
-def parse_msg(name: str, text: str, dialect: str = "ros1") -> MsgDef:
-    """One ``.msg`` text (no ``MSG:`` sections) -> :class:`MsgDef` with unresolved types."""
+_NOT_BLANK = re.compile(r"\S[^\n]*")
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(start, line)`` of each line of ``text`` that is not blank, one at a time: a
+    definition refused at its field limit is not split into all its lines first, and runs of
+    blank lines are skipped by the regular expression engine, not line by line."""
+    for m in _NOT_BLANK.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        yield start, text[start : m.end()]
+
+
+def parse_msg(name: str, text: str, dialect: str = "ros1", count: _Count | None = None) -> MsgDef:
+    """One ``.msg`` text (no ``MSG:`` sections) -> :class:`MsgDef` with unresolved types.
+
+    ``count``: the types and fields of the whole definition so far (refused past its limits;
+    by default this text alone is held to :data:`DEFAULT_LIMITS`)."""
+    if count is None:
+        DEFAULT_LIMITS.check_text(text, name)
+        count = _Count(DEFAULT_LIMITS, name)
+    count.add_type(name)
     cname = canonical(name)
     d = MsgDef(cname, full_name=name.strip())
-    for lineno, orig in enumerate(text.split("\n"), 1):
+    for start, orig in _lines(text):
         clean = orig.split("#", 1)[0].strip()
         if not clean:
             continue
@@ -520,6 +668,7 @@ def parse_msg(name: str, text: str, dialect: str = "ros1") -> MsgDef:
             typ_text, _, rest = clean.partition(" ")
             if not rest and "\t" in clean:
                 typ_text, _, rest = clean.partition("\t")
+            count.check_name(typ_text, "type name")
             rest = rest.strip()
             if _CONSTANT.match(rest) and "[" not in typ_text:
                 ctype = parse_type(typ_text, dialect).base
@@ -554,6 +703,7 @@ def parse_msg(name: str, text: str, dialect: str = "ros1") -> MsgDef:
             if not parts:
                 raise ValueError("missing field name")
             fname = parts[0]
+            count.add_field(fname)
             ft = parse_type(typ_text, dialect)
             default = None
             if dialect == "ros2" and len(parts) > 1:
@@ -566,7 +716,10 @@ def parse_msg(name: str, text: str, dialect: str = "ros1") -> MsgDef:
             else:
                 d.md5_fields.append(("", ft.base, fname))
         except (ValueError, IndexError) as e:
-            raise MsgDefError(f"line {lineno}: cannot parse {orig.strip()!r}: {e}", type_name=name) from None
+            lineno = text.count("\n", 0, start) + 1
+            raise MsgDefError(
+                f"line {lineno}: cannot parse {short_name(orig.strip(), 200)!r}: {e}", type_name=name
+            ) from None
     check_field_names(d)
     return d
 
@@ -607,7 +760,7 @@ def split_sections(text: str) -> Iterator[tuple[str | None, str]]:
         if i == 0:
             yield None, part
             continue
-        lines = part.lstrip("\n").split("\n")
+        lines = part.lstrip().split("\n")
         head = lines[0].strip() if lines else ""
         if head.startswith("MSG:"):
             yield head[4:].strip(), "\n".join(lines[1:])
@@ -619,18 +772,28 @@ def split_sections(text: str) -> Iterator[tuple[str | None, str]]:
 
 
 def parse_full(
-    name: str, text: str | bytes, dialect: str = "ros1", fallback: TypeSet | None = None
+    name: str,
+    text: str | bytes,
+    dialect: str = "ros1",
+    fallback: TypeSet | None = None,
+    limits: DefinitionLimits | None = None,
 ) -> TypeSet:
-    """Parse a full definition (main type plus ``MSG:`` sections) into a resolved TypeSet."""
+    """Parse a full definition (main type plus ``MSG:`` sections) into a resolved TypeSet.
+
+    A definition over ``limits`` (:data:`DEFAULT_LIMITS`) is a :class:`MsgDefError` naming
+    the limit, raised as soon as the limit is passed (the rest is not parsed)."""
+    limits = limits or DEFAULT_LIMITS
+    limits.check_text(text, name)
     if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("utf-8", "replace")
     text = text.replace("\r\n", "\n")
-    ts = TypeSet(dialect, fallback)
+    ts = TypeSet(dialect, fallback, limits)
+    count = _Count(limits, name)
     for sec_name, body in split_sections(text):
         if sec_name is None:
-            ts.add(parse_msg(name, body, dialect))
+            ts.add(parse_msg(name, body, dialect, count))
         elif sec_name:
-            d = parse_msg(sec_name, body, dialect)
+            d = parse_msg(sec_name, body, dialect, count)
             if d.name not in ts.types:
                 ts.add(d)
     ts.finalize()
@@ -658,3 +821,8 @@ def add_folder(ts: TypeSet, folder: str, package: str | None = None) -> list[str
         added.append(d.name)
     ts.finalize()
     return added
+
+
+def defined_fields(ts: TypeSet) -> int:
+    """Fields written in a type set's own definitions: what compiling its types costs."""
+    return sum(len(d.fields) for d in ts.types.values())

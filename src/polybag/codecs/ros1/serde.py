@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from polybag.codecs.ros1 import msgdef as md
-from polybag.codecs.ros1.gen_base import _U32, _ZERO_LIMIT, _dict_default, _Gen, _key, _Short
+from polybag.codecs.ros1.gen_base import _INLINE_FIELDS, _U32, _ZERO_LIMIT, _dict_default, _Gen, _key, _Short
 from polybag.codecs.ros1.gen_decode import _DecGen, _wdec
 from polybag.codecs.ros1.gen_encode import EncodeError, _as_bytes, _enc_str, _EncGen, _fixbytes, _seq, _wenc
 from polybag.codecs.ros1.messages import (
@@ -52,6 +52,14 @@ __all__ = [
 ]
 
 _EMPTY_CDR_FIELD = md.Field("structure_needs_at_least_one_member", md.FieldType("uint8"))
+#: fields all generated functions of one kind and mode may inline together: this many, plus
+#: :data:`_INLINE_PER_FIELD` per field written in the definition
+_INLINE_BUDGET = 2 * _INLINE_FIELDS
+_INLINE_PER_FIELD = 8
+#: Python source one compiler may generate (all its functions together); with the limits of
+#: :class:`~polybag.codecs.ros1.msgdef.DefinitionLimits` real types need a few KB and the
+#: largest definition allowed some MB: past this a type is refused, naming the limit
+MAX_SOURCE_BYTES = 32 << 20
 
 
 def left_over(end: int, pos: int, topic: str | None, type_name: str) -> DecodeError:
@@ -109,6 +117,9 @@ class Compiler:
         self._sizes: dict[str, int] = {}
         self._errinfo: dict[str, list[Any]] = {}
         self.ns["_errinfo"] = self._errinfo
+        self._inline_left: dict[tuple[str, str], int] = {}  # (generator, mode) -> fields it may still inline
+        #: bytes of Python source generated so far (refused past :data:`MAX_SOURCE_BYTES`)
+        self.source_bytes = 0
 
     # --- helpers ----------------------------------------------------------------------
     def enc_align_code(self, a: int) -> str:
@@ -151,8 +162,35 @@ class Compiler:
             self.classes[name] = c
             self.ns[self._ident("C", name)] = c
             self.ns[self._ident("A", name)] = allocator(c)
-            self.ns[self._ident("P", name)] = positional_maker(c)
         return c
+
+    def maker(self, name: str) -> str:
+        """The namespace variable of type ``name``'s positional constructor, made when first
+        needed (compiling it costs as much as the type has fields)."""
+        var = self._ident("P", name)
+        if var not in self.ns:
+            self.ns[var] = positional_maker(self.cls(name))
+        return var
+
+    def spend_inline(self, gen: _Gen, fields: int) -> bool:
+        """Whether ``gen`` may inline a nested type of ``fields`` expanded fields, taking them
+        from the budget all generators of its kind and mode share: a few times the fields
+        written in the definition, so a type shared by many others (a diamond of types that
+        doubles at every level) is inlined into some functions and called from the rest, and
+        the source generated stays linear in the definition, not in its expansion."""
+        key = (type(gen).__name__, gen.mode)
+        left = self._inline_left.get(key)
+        if left is None:
+            left = _INLINE_BUDGET + _INLINE_PER_FIELD * self._defined_fields()
+        if fields > left:
+            self._inline_left[key] = left
+            return False
+        self._inline_left[key] = left - fields
+        return True
+
+    def _defined_fields(self) -> int:
+        """Fields written in the type set's own definitions (its fallback's are not counted)."""
+        return sum(len(d.fields) for d in self.ts.types.values())
 
     def _ident(self, prefix: str, name: str) -> str:
         """The namespace variable of type ``name`` (``_C3``): numbered, never built from the name."""
@@ -318,7 +356,14 @@ class Compiler:
                 _, g = pending[done]
                 done += 1
                 src = g.source()
-                code = compile(src, f"<polybag {g.fname} {g.name!r}>", "exec")
+                self.source_bytes += len(src)
+                if self.source_bytes > MAX_SOURCE_BYTES:
+                    raise md.MsgDefError(
+                        f"the code generated for this type is over the limit of {MAX_SOURCE_BYTES} bytes "
+                        "(polybag.codecs.ros1.serde.MAX_SOURCE_BYTES)",
+                        type_name=md.short_name(name),
+                    )
+                code = compile(src, f"<polybag {g.fname} {md.short_name(g.name, 60)!r}>", "exec")
                 exec(code, self.ns)  # noqa: S102
         except DecodeError:
             self._forget(pending)

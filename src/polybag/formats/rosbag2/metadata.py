@@ -23,7 +23,10 @@ written by rosbag2 do) and converts between the two spellings when it writes.
 
 Every value is checked: a metadata.yaml that is not YAML, not a mapping, or has values of
 the wrong kind is a :class:`~polybag.errors.FormatError` naming the file and the field;
-nothing is allocated from a count it declares.
+nothing is allocated from a count it declares.  The YAML (the file, and the QoS strings in
+it) is loaded by :func:`polybag._yaml.load`: size, nodes with every alias expanded, and
+nesting are bounded before anything is built.  Storage file paths are normalised
+(``./a.db3`` is ``a.db3``) and must stay inside the bag directory.
 """
 
 from __future__ import annotations
@@ -34,18 +37,20 @@ from typing import Any
 
 import yaml
 
+from polybag import _yaml
 from polybag.errors import FormatError, UnsupportedError
 
 METADATA_FILE = "metadata.yaml"
 #: the newest metadata version polybag reads (and the one it writes by default)
 LATEST_VERSION = 9
 #: what a metadata file may weigh (a real one is a few KiB per topic)
-MAX_METADATA_BYTES = 64 << 20
+MAX_METADATA_BYTES = _yaml.MAX_YAML_BYTES
 _U64 = 1 << 64
 #: topics and files one metadata.yaml may list (YAML aliases repeat one entry cheaply)
 MAX_ENTRIES = 1 << 16
+#: storage files one bag may have (a week of one-minute splits is 10,080)
+MAX_STORAGE_FILES = 1 << 14
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 # the QoS enums: numbers (metadata up to version 8) <-> names (version 9)
@@ -186,8 +191,8 @@ def parse_qos(text: str) -> list[dict[str, Any]] | None:
     if not text.strip():
         return []
     try:
-        got = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError:
+        got = _yaml.load(text, "offered_qos_profiles")
+    except FormatError:
         return None
     if not isinstance(got, list) or not all(isinstance(p, dict) for p in got):
         return None
@@ -234,12 +239,7 @@ def parse_metadata(text: bytes, path: str) -> BagInfo:
     """The :class:`BagInfo` of a ``metadata.yaml``'s bytes; a :class:`FormatError` naming
     ``path`` and the field for anything malformed; :class:`UnsupportedError` for a version
     newer than polybag knows."""
-    try:
-        doc = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as e:
-        raise FormatError(f"not valid YAML: {str(e).splitlines()[0] if str(e) else e}", path) from None
-    except (UnicodeDecodeError, ValueError) as e:
-        raise FormatError(f"not valid YAML text: {e}", path) from None
+    doc = _yaml.load(text, path, max_bytes=MAX_METADATA_BYTES)
     if not isinstance(doc, dict) or "rosbag2_bagfile_information" not in doc:
         raise FormatError("no rosbag2_bagfile_information mapping: not a rosbag2 metadata.yaml", path)
     top = _Fields(doc["rosbag2_bagfile_information"], "rosbag2_bagfile_information", path)
@@ -253,13 +253,15 @@ def parse_metadata(text: bytes, path: str) -> BagInfo:
     info.compression_format = top.text("compression_format", "").strip().lower()
     info.ros_distro = top.text("ros_distro", "")
     custom = top.data.get("custom_data")
-    if isinstance(custom, dict) and len(custom) <= MAX_ENTRIES:
-        info.custom_data = {str(k): str(v) for k, v in custom.items()}
+    if isinstance(custom, dict) and len(custom) <= MAX_ENTRIES:  # rosbag2's map<string, string>
+        info.custom_data = {str(k): str(v) for k, v in custom.items() if _is_scalar(k) and _is_scalar(v)}
     info.topics.extend(_topics(top, path))
     info.files = _files(top, path)
-    for fi in info.files:
-        check_relative(fi.path, path)
     return info
+
+
+def _is_scalar(v: Any) -> bool:
+    return not isinstance(v, (list, dict, set, tuple))
 
 
 def _version(top: _Fields, path: str) -> int:
@@ -296,12 +298,14 @@ def _topics(top: _Fields, path: str) -> list[TopicInfo]:
 
 def _files(top: _Fields, path: str) -> list[FileInfo]:
     """The storage files: ``relative_file_paths`` (else those of ``files``), each with its
-    ``files`` entry when there is one; a name listed twice once."""
+    ``files`` entry when there is one; each path checked (:func:`check_relative`) and
+    normalised (``./a.db3`` is ``a.db3``), a path listed twice once; at most
+    :data:`MAX_STORAGE_FILES`."""
     per_file: dict[str, FileInfo] = {}
     for i, item in enumerate(top.items("files")):
         f = _Fields(item, f"files[{i}]", path)
         fi = FileInfo(
-            path=f.text("path"),
+            path=normalized(f.text("path"), path),
             starting_time=f.nested_time("starting_time", "nanoseconds_since_epoch"),
             duration=f.nested_time("duration", "nanoseconds"),
             message_count=f.count("message_count"),
@@ -311,19 +315,31 @@ def _files(top: _Fields, path: str) -> list[FileInfo]:
     for i, p in enumerate(top.items("relative_file_paths")):
         if not isinstance(p, str):
             raise FormatError(f"rosbag2_bagfile_information.relative_file_paths[{i}]: expected text", path)
-        names.append(p)
+        names.append(normalized(p, path))
     if not names:
         names = list(per_file)
-    return [per_file.get(n) or FileInfo(n) for n in dict.fromkeys(names)]
+    unique = list(dict.fromkeys(names))
+    if len(unique) > MAX_STORAGE_FILES:
+        raise FormatError(
+            f"lists {len(unique)} storage files, more than the {MAX_STORAGE_FILES} polybag opens (the limit)", path
+        )
+    return [per_file.get(n) or FileInfo(n) for n in unique]
 
 
 def check_relative(name: str, path: str) -> None:
     """A storage file name must stay inside the bag directory (no absolute path, no ``..``)."""
-    if not name or "\x00" in name:
-        raise FormatError(f"storage file name {name!r} is not a file name", path)
-    norm = os.path.normpath(name)
+    norm = os.path.normpath(name) if name else ""
+    if not name or "\x00" in name or norm == ".":
+        raise FormatError(f"storage file name {name!r:.200} is not a file name", path)
     if os.path.isabs(name) or norm == ".." or norm.startswith(".." + os.sep):
-        raise FormatError(f"storage file {name!r} lies outside the bag directory", path)
+        raise FormatError(f"storage file {name!r:.200} lies outside the bag directory", path)
+
+
+def normalized(name: str, path: str) -> str:
+    """A storage file name of metadata.yaml checked (:func:`check_relative`) and normalised:
+    ``./bag_0.db3`` and ``sub//../bag_0.db3`` are ``bag_0.db3``, separators ``/``."""
+    check_relative(name, path)
+    return os.path.normpath(name).replace(os.sep, "/")
 
 
 # --- writing -------------------------------------------------------------------------------------

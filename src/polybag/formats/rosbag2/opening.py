@@ -4,18 +4,32 @@
 one), opens the storage files it lists (or, recovering, those found in the directory),
 checks the compression settings and builds the channels: one per (topic, type,
 serialization format) over every file, each file's local topic ids mapped to them.
+
+The listed files are untrusted: each must be a regular file inside the bag directory (a
+symbolic link out of it, ``..`` or an absolute path is refused), a file listed twice under
+any spelling (``a.db3``, ``./a.db3``, a link or hard link to it) is read once, and storage
+files beside them that metadata.yaml does not list are reported (a warning, and
+``definition_problems`` for ``check``) but not read, as rosbag2 does (a recovering read
+reads them).  Each file is a :class:`LazyStorage`: open only while used, at most
+:data:`MAX_OPEN_STORAGES` at once, so a bag of thousands of files costs a few KB per file.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.errors import FormatError, PolybagError, UnsupportedError
+from polybag.errors import FormatError, PolybagError, PolybagWarning, UnsupportedError
 from polybag.formats.rosbag2.metadata import (
     MAX_METADATA_BYTES,
+    MAX_STORAGE_FILES,
     METADATA_FILE,
     BagInfo,
     FileInfo,
@@ -23,7 +37,7 @@ from polybag.formats.rosbag2.metadata import (
     parse_metadata,
 )
 from polybag.formats.rosbag2.storage import Decompressed, Storage, StorageTopic, open_storage
-from polybag.model import Channel, Schema, Summary
+from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary
 
 #: storage file names recognised in a directory without metadata.yaml
 _STORAGE_RE = re.compile(r".+\.(db3|mcap)(\.zstd|\.active)?$")
@@ -54,13 +68,66 @@ def _storage_files(directory: str) -> list[str]:
     return sorted(out, key=index)
 
 
-def _read_metadata(path: str) -> bytes:
-    """The bytes of ``metadata.yaml`` (a :class:`FormatError` when unreadable or too big)."""
+def _checked_file(p: str, root: str, name: str) -> tuple[int, int]:
+    """The identity (device, inode) of storage file ``p`` of the bag directory ``root``
+    (real path): FileNotFoundError when it is not there; a FormatError (naming ``name``)
+    when it is, or links to, something outside the directory or not a regular file."""
+    real = os.path.realpath(p)
+    if os.path.commonpath([root, real]) != root:
+        raise FormatError(f"storage file {name!r} links to {real!r}, outside the bag directory")
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_METADATA_BYTES + 1)
+        st = os.stat(real)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise FormatError(f"storage file {name!r}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise FormatError(f"storage file {name!r} is not a regular file")
+    return st.st_dev, st.st_ino
+
+
+def _contained(p: str, root: str, name: str, directory: str) -> None:
+    """:func:`_checked_file` with every failure a FormatError naming ``directory``."""
+    try:
+        _checked_file(p, root, name)
+    except FileNotFoundError:
+        raise FormatError(f"storage file {name!r} is missing", directory) from None
+    except FormatError as e:
+        raise FormatError(e.message, directory) from None
+
+
+def _read_metadata(path: str) -> bytes:
+    """The bytes of ``metadata.yaml``: a :class:`FormatError` when unreadable, too big, not
+    a regular file (a FIFO would block, ``/dev/zero`` never end) or a link out of the bag
+    directory."""
+    root = os.path.realpath(os.path.dirname(path) or ".")
+    real = os.path.realpath(path)
+    if os.path.commonpath([root, real]) != root:
+        raise FormatError(f"metadata.yaml links to {real!r}, outside the bag directory", path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise FormatError(f"cannot read: {e.strerror or e}", path) from None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise FormatError("metadata.yaml is not a regular file", path)
+            if st.st_size > MAX_METADATA_BYTES:
+                raise FormatError(
+                    f"metadata.yaml is over {MAX_METADATA_BYTES} bytes: not a rosbag2 metadata file", path
+                )
+            pieces: list[bytes] = []
+            got = 0
+            while got <= MAX_METADATA_BYTES:  # read(MAX + 1) would allocate the whole cap
+                piece = f.read(min(1 << 20, MAX_METADATA_BYTES + 1 - got))
+                if not piece:
+                    break
+                pieces.append(piece)
+                got += len(piece)
+            data = b"".join(pieces)
+        except OSError as e:
+            raise FormatError(f"cannot read: {e.strerror or e}", path) from None
     if len(data) > MAX_METADATA_BYTES:
         raise FormatError(
             f"metadata.yaml is over {MAX_METADATA_BYTES} bytes: not a rosbag2 metadata file", path
@@ -154,6 +221,200 @@ class _ChannelTable:
         return local
 
 
+#: storage files a reader keeps open at once (each costs a file descriptor and ~170 KB):
+#: the others are opened again when used
+MAX_OPEN_STORAGES = 16
+
+
+class _Pool:
+    """The storage files of one reader that are open, least recently used first."""
+
+    def __init__(self, limit: int = MAX_OPEN_STORAGES) -> None:
+        self.limit = limit
+        self.lock = threading.RLock()  # a reader's files may be read from several threads
+        self.open: OrderedDict[int, LazyStorage] = OrderedDict()
+
+    def used(self, lazy: LazyStorage) -> None:
+        self.open[id(lazy)] = lazy
+        self.open.move_to_end(id(lazy))
+        self.shrink(lazy)
+
+    def shrink(self, keep: LazyStorage | None = None) -> None:
+        """Close the least recently used files not being read (but ``keep``) until at most
+        ``limit`` are open."""
+        if len(self.open) <= self.limit:
+            return
+        for key, lazy in list(self.open.items()):
+            if len(self.open) <= self.limit:
+                break
+            if lazy.pins == 0 and lazy is not keep:
+                del self.open[key]
+                lazy.shut()
+
+    def forget(self, lazy: LazyStorage) -> None:
+        self.open.pop(id(lazy), None)
+
+
+class LazyStorage(Storage):
+    """A storage file that is open only while it is used: opened once to learn its topics,
+    then again for each read; at most :data:`MAX_OPEN_STORAGES` of one reader stay open
+    (a file being read is never closed under its reader), so a bag of thousands of files
+    costs a few KB per file, not a connection and a descriptor each.  A zstd-compressed
+    file's decompressed copy (``tmp``) lives while the file is open (it is decompressed
+    again when reopened), so the temporary space is that of the open files."""
+
+    def __init__(self, path: str, declared: str, options: dict[str, Any], pool: _Pool) -> None:
+        super().__init__(path, bool(options.get("recover")))
+        self.declared = declared
+        self.options = options
+        self.pool = pool
+        self.inner: Storage | None = None
+        self.tmp: Decompressed | None = None
+        self.pins = 0
+        self._kept: list[str] = []
+        self._skipped = 0
+        self._cache: dict[str, Any] = {}
+        st, self.tmp = open_storage(path, declared, **options)
+        self._attach(st)
+        self._cache["size"] = st.size()
+        try:  # asked for next (the channels, the merge's times): while the file is open
+            self._cache["topics"] = st.topics()
+            if self.tmp is not None:  # not decompressed again for them
+                self._cache["times"] = st.times()
+        except PolybagError:
+            pass  # raised again when asked for (recovering: noted then)
+
+    def __getattr__(self, name: str) -> Any:
+        """What else the open file has (``db`` of an SQLite file...), opening it."""
+        if name.startswith("_") or name in ("inner", "pool", "tmp", "options", "pins", "declared"):
+            raise AttributeError(name)
+        return getattr(self._get(), name)
+
+    def _attach(self, st: Storage) -> None:
+        self.inner = st
+        self.kind = st.kind
+        self.pool.used(self)
+
+    def _get(self) -> Storage:
+        with self.pool.lock:
+            if self.inner is None:
+                st, self.tmp = open_storage(self.path, self.declared, **self.options)
+                self._attach(st)
+            else:
+                self.pool.used(self)
+            assert self.inner is not None
+            return self.inner
+
+    def _pin(self) -> Storage:
+        """The open file, kept open until :meth:`_unpin`."""
+        with self.pool.lock:
+            st = self._get()
+            self.pins += 1
+            return st
+
+    def _unpin(self) -> None:
+        with self.pool.lock:
+            self.pins -= 1
+            self.pool.shrink()
+
+    def shut(self) -> None:
+        """Close the file and remove its decompressed copy (its errors are kept); it opens
+        again when used."""
+        st, self.inner = self.inner, None
+        tmp, self.tmp = self.tmp, None
+        try:
+            if st is not None:
+                self._keep(st)
+                st.close()
+        except PolybagError:
+            pass
+        finally:
+            if tmp is not None:
+                tmp.close()
+
+    def _keep(self, st: Storage) -> None:
+        self._kept.extend(e for e in st.errors if e not in self._kept)
+        self._skipped = max(self._skipped, st.bytes_skipped)
+
+    @property  # type: ignore[override]
+    def errors(self) -> list[str]:
+        now = self.inner.errors if self.inner is not None else []
+        return self._kept + [e for e in now if e not in self._kept]
+
+    @errors.setter
+    def errors(self, value: list[str]) -> None:
+        pass  # Storage.__init__'s empty list: the file's own are used
+
+    @property  # type: ignore[override]
+    def bytes_skipped(self) -> int:
+        return max(self._skipped, self.inner.bytes_skipped if self.inner is not None else 0)
+
+    @bytes_skipped.setter
+    def bytes_skipped(self, value: int) -> None:
+        pass
+
+    def _call(self, name: str, *args: Any) -> Any:
+        st = self._pin()
+        try:
+            return getattr(st, name)(*args)
+        finally:
+            self._unpin()
+
+    def _cached(self, name: str) -> Any:
+        if name not in self._cache:
+            self._cache[name] = self._call(name)
+        return self._cache[name]
+
+    def _stream(self, name: str, args: tuple[Any, ...]) -> Iterator[Any]:
+        """The file's batches, opened when the first is asked for and pinned open until the last."""
+        st = self._pin()
+        try:
+            yield from getattr(st, name)(*args)
+        finally:
+            self._unpin()
+
+    def topics(self) -> list[StorageTopic]:
+        return self._cached("topics")  # type: ignore[no-any-return]
+
+    def counts(self) -> dict[int, int]:
+        return self._cached("counts")  # type: ignore[no-any-return]
+
+    def times(self) -> tuple[int | None, int | None]:
+        return self._cached("times")  # type: ignore[no-any-return]
+
+    def messages(self, *args: Any) -> Iterator[Iterable[Message]]:  # type: ignore[override]
+        return self._stream("messages", args)
+
+    def raw_batches(self, *args: Any) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:  # type: ignore[override]
+        return self._stream("raw_batches", args)
+
+    def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
+        return self._call("payloads", topic_ids)  # type: ignore[no-any-return]
+
+    def payload_arrays(self, topic_ids: set[int], known: Iterable[int]) -> tuple[Any, Any, Any, Any] | None:
+        return self._call("payload_arrays", topic_ids, known)  # type: ignore[no-any-return]
+
+    def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
+        return self._call("time_buckets", topic_ids)  # type: ignore[no-any-return]
+
+    def records(self) -> tuple[list[Attachment], list[Metadata]]:
+        return self._call("records")  # type: ignore[no-any-return]
+
+    def size(self) -> int:
+        if "size" not in self._cache:
+            self._cache["size"] = self._get().size()
+        return int(self._cache["size"])
+
+    def release_pages(self) -> None:
+        if self.inner is not None:
+            self.inner.release_pages()
+
+    def close(self) -> None:
+        with self.pool.lock:
+            self.pool.forget(self)
+            self.shut()
+
+
 class Rosbag2Opening:
     """The opening steps of :class:`~polybag.formats.rosbag2.reader.Rosbag2Reader` (a mixin):
     metadata.yaml, the storage files, the compression settings and the channels; and
@@ -174,12 +435,14 @@ class Rosbag2Opening:
     _channels: dict[int, Channel]
     _schemas: dict[int, Schema]
     _summary: Summary | None
+    #: storage files beside the listed ones that metadata.yaml does not list (not read)
+    _unlisted: list[str]
 
     def _open(self, directory: str, single: str | None, options: dict[str, Any]) -> None:
         """Read metadata.yaml, open the storage files, check the compression, build the channels."""
         meta = os.path.join(directory, METADATA_FILE)
         files = self._storage_list(directory, single, meta)
-        self._open_storages(directory, files, options)
+        self._open_storages(directory, files, options, single)
         self._set_compression(meta, options)
         self._build_channels()
 
@@ -201,38 +464,87 @@ class Rosbag2Opening:
             raise FormatError(
                 "no metadata.yaml (an interrupted write?): `polybag recover` rebuilds the bag", directory
             )
-        files = [FileInfo(n) for n in _storage_files(directory)]
+        names = _storage_files(directory)
+        if len(names) > MAX_STORAGE_FILES:
+            raise FormatError(
+                f"{len(names)} storage files, more than the {MAX_STORAGE_FILES} polybag opens (the limit)", directory
+            )
+        files = [FileInfo(n) for n in names]
         self._note(f"{directory}: no metadata.yaml; rebuilt from the storage files")
         return files
 
     def _listed_files(self, info: BagInfo, directory: str, meta: str) -> list[FileInfo]:
-        """The storage files metadata.yaml lists (recovering: but the missing ones, and with
-        those it does not list)."""
+        """The storage files metadata.yaml lists, each once (by the file it is, so ``a.db3``
+        and a link to it are one), none outside the bag directory (recovering: but the
+        missing ones, and with those it does not list).  Storage files beside them that it
+        does not list are not read (as rosbag2 does) but reported (:attr:`_unlisted`)."""
         files = list(info.files)
         if info.storage_identifier not in ("sqlite3", "mcap", ""):
             if not self.recover and not files:
                 raise UnsupportedError(
                     f"{meta}: storage {info.storage_identifier!r} is not sqlite3 or mcap"
                 )
-        missing = [f.path for f in files if not os.path.isfile(os.path.join(directory, f.path))]
-        if missing:
-            if not self.recover:
-                raise FormatError(f"storage file(s) missing: {', '.join(missing)}", meta)
-            self._note(f"{meta}: storage file(s) missing: {', '.join(missing)}")
-            files = [f for f in files if f.path not in missing]
-        if self.recover:  # storage files the metadata does not list (a later split)
-            known = {os.path.normpath(f.path) for f in files} | {os.path.normpath(m) for m in missing}
-            files += [FileInfo(n) for n in _storage_files(directory) if n not in known]
-        return files
-
-    def _open_storages(self, directory: str, files: list[FileInfo], options: dict[str, Any]) -> None:
-        """Open each storage file (recovering: skip, and note, those that do not open)."""
-        declared = self.info.storage_identifier if self.info is not None else ""
-        self._files = []  # the files opened, one per storage
+        root = os.path.realpath(directory)
+        missing: list[str] = []
+        seen: dict[tuple[int, int], str] = {}
+        kept: list[FileInfo] = []
         for f in files:
             p = os.path.join(directory, f.path)
             try:
-                st, tmp = open_storage(p, declared, recover=self.recover, **options)
+                key = _checked_file(p, root, f.path)
+            except FileNotFoundError:
+                missing.append(f.path)
+                continue
+            except FormatError as e:
+                if not self.recover:
+                    raise FormatError(e.message, meta) from None
+                self._note(f"{meta}: {e.message}")
+                continue
+            if key in seen:
+                self._warn(f"{meta}: storage file {f.path!r} is listed twice (as {seen[key]!r}); read once")
+                continue
+            seen[key] = f.path
+            kept.append(f)
+        if missing:
+            shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            if not self.recover:
+                raise FormatError(f"storage file(s) missing: {shown}", meta)
+            self._note(f"{meta}: storage file(s) missing: {shown}")
+        unlisted = []
+        for n in _storage_files(directory):
+            try:
+                key = _checked_file(os.path.join(directory, n), root, n)
+            except (OSError, FormatError):
+                continue
+            if key not in seen:
+                unlisted.append(n)
+        if self.recover:  # storage files the metadata does not list (a later split)
+            known = {os.path.normpath(m) for m in missing}
+            kept += [FileInfo(n) for n in unlisted if n not in known]
+        elif unlisted:
+            shown = ", ".join(unlisted[:10]) + (f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else "")
+            self._unlisted.append(
+                f"{meta}: does not list storage file(s) {shown} in the bag directory: not read "
+                "(rosbag2 reads only the files listed; `polybag recover` reads them too)"
+            )
+            self._warn(self._unlisted[-1])
+        return kept
+
+    def _warn(self, text: str) -> None:
+        warnings.warn(PolybagWarning(text), stacklevel=2)
+
+    def _open_storages(self, directory: str, files: list[FileInfo], options: dict[str, Any], single: str | None) -> None:
+        """Open each storage file (recovering: skip, and note, those that do not open)."""
+        declared = self.info.storage_identifier if self.info is not None else ""
+        self._files = []  # the files opened, one per storage
+        root = os.path.realpath(directory)
+        pool = _Pool()
+        for f in files:
+            p = os.path.join(directory, f.path)
+            try:
+                if self.info is not None or single is None:  # a lone .db3 is the caller's choice
+                    _contained(p, root, f.path, directory)
+                st = LazyStorage(p, declared, dict(options, recover=self.recover), pool)
             except PolybagError as e:
                 if not self.recover:
                     raise
@@ -240,8 +552,6 @@ class Rosbag2Opening:
                 continue
             self._storages.append(st)
             self._files.append(f)
-            if tmp is not None:
-                self._temps.append(tmp)
 
     def _set_compression(self, meta: str, options: dict[str, Any]) -> None:
         """Check metadata.yaml's compression mode and format; note how payloads are read."""

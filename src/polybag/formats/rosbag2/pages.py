@@ -267,8 +267,9 @@ def _in_order(parts: list[Rows]) -> bool:
 class PageTable:
     """The ``messages`` table of one rosbag2 database, read from its pages (module notes)."""
 
-    def __init__(self, path: str, mm: mmap.mmap, page_size: int, usable: int, root: int) -> None:
+    def __init__(self, path: str, mm: mmap.mmap, page_size: int, usable: int, root: int, max_bytes: int | None = None) -> None:
         self.path = path
+        self.max_bytes = (1 << 62) if max_bytes is None else max_bytes  # a payload over it: GiveUp
         self.mm = mm
         self.buf = np.frombuffer(mm, dtype=np.uint8)
         self.buf16 = self.buf[: len(self.buf) // 2 * 2].view(">u2")  # cell pointers: aligned
@@ -282,9 +283,10 @@ class PageTable:
         self._cache_ids = np.zeros(0, np.int64)  # the known ids the cache was checked against
 
     @classmethod
-    def open(cls, path: str, conn: sqlite3.Connection) -> PageTable | None:
+    def open(cls, path: str, conn: sqlite3.Connection, max_bytes: int | None = None) -> PageTable | None:
         """The table of the database at ``path`` (opened immutable as ``conn``), or None when
-        the file or the table is not what this module reads."""
+        the file or the table is not what this module reads.  A row whose payload is over
+        ``max_bytes`` makes a read give up (SQLite's path names it)."""
         try:
             cols = [(str(r[1]), str(r[2]).upper(), int(r[5])) for r in conn.execute("PRAGMA table_info(messages)")]
             got = conn.execute("SELECT rootpage FROM sqlite_master WHERE type='table' AND name='messages'").fetchall()
@@ -306,7 +308,7 @@ class PageTable:
         if ps < 512 or ps & (ps - 1) or usable < 480 or head[18] not in (1, 2) or head[19] not in (1, 2):
             mm.close()
             return None
-        return cls(path, mm, ps, usable, got[0][0])
+        return cls(path, mm, ps, usable, got[0][0], max_bytes)
 
     # --- the B-tree ---------------------------------------------------------------------------
     def leaves(self) -> np.ndarray:
@@ -438,6 +440,8 @@ class PageTable:
             raise GiveUp("data is not a blob")
         n1, n2 = _widths(t1), _widths(t2)
         blob = (t3.astype(np.int64) - 12) >> 1
+        if len(blob) and int(blob.max()) > self.max_bytes:
+            raise GiveUp("a payload over max_chunk_bytes")
         if bool(np.any(h + n1 + n2 + blob != p)):
             raise GiveUp("a record whose lengths do not add up")
         v = s + h
@@ -446,6 +450,8 @@ class PageTable:
     def _spilled(self, s: int, p: int, end: int, used: set[int]) -> tuple[int, int, bytes]:
         """A record whose payload goes on in overflow pages, assembled and parsed."""
         u, mm = self.usable, self.mm
+        if p > self.max_bytes + 64:  # a record holds its payload, a header and two integers
+            raise GiveUp("a payload over max_chunk_bytes")
         least = (u - 12) * 32 // 255 - 23
         keep = least + (p - least) % (u - 4)
         local = keep if keep <= u - 35 else least
@@ -473,6 +479,8 @@ class PageTable:
         if at != h or t0 != 0 or t1 not in _INT_SIZE or t2 not in _INT_SIZE or t3 < 12 or t3 & 1:
             raise GiveUp("a spilled record that is not (id, topic_id, timestamp, data)")
         n1, n2 = _INT_SIZE[t1], _INT_SIZE[t2]
+        if (t3 - 12) // 2 > self.max_bytes:
+            raise GiveUp("a payload over max_chunk_bytes")
         if h + n1 + n2 + (t3 - 12) // 2 != p:
             raise GiveUp("a spilled record whose lengths do not add up")
         return _be_int(data, h, t1), _be_int(data, h + n1, t2), data[h + n1 + n2 :]

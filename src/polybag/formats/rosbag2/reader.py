@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Iterator
+from functools import partial
 from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -29,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from polybag.compression import decompress
 from polybag.errors import FormatError, PolybagError, UnsupportedError
 from polybag.formats.rosbag2.metadata import METADATA_FILE, BagInfo, qos_summary
-from polybag.formats.rosbag2.opening import Rosbag2Opening, _storage_files
-from polybag.formats.rosbag2.storage import Decompressed, Storage
+from polybag.formats.rosbag2.opening import MAX_OPEN_STORAGES, Rosbag2Opening, _storage_files
+from polybag.formats.rosbag2.storage import Decompressed, Storage, renamed
 from polybag.model import Attachment, Channel, Message, Metadata, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.source import MappedSource, Source
@@ -82,19 +83,44 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         self._noted = 0
         self._storages: list[Storage] = []
         self._temps: list[Decompressed] = []
+        self._unlisted: list[str] = []
         self.info: BagInfo | None = None
+        shown = options.pop("shown_as", None)  # what a local layout is to the user (a URL)
+        self._shown = [(directory.rstrip(os.sep) + os.sep, shown.rstrip("/") + "/"), (directory, shown)] if shown else []
         try:
             self._open(directory, single, options)
+        except PolybagError as e:
+            self.close()
+            raise self._named(e) from None
         except BaseException:
             self.close()
             raise
+
+    def _named(self, e: PolybagError) -> PolybagError:
+        """``e`` naming what the user gave (``shown_as``) instead of the local layout."""
+        return renamed(e, self._shown) if self._shown else e
+
+    def _naming(self, it: Iterator[Any]) -> Iterator[Any]:
+        """``it`` with every error :meth:`_named`."""
+        if not self._shown:
+            return it
+        return self._naming_all(it)
+
+    def _naming_all(self, it: Iterator[Any]) -> Iterator[Any]:
+        try:
+            yield from it
+        except PolybagError as e:
+            raise self._named(e) from None
 
     # --- the interface ---------------------------------------------------------------------------
     @property
     def summary(self) -> Summary:
         """Topics, counts and times from metadata.yaml (from the storage files when recovering or without it)."""
         if self._summary is None:
-            self._summary = self._make_summary()
+            try:
+                self._summary = self._make_summary()
+            except PolybagError as e:
+                raise self._named(e) from None
         return self._summary
 
     def _make_summary(self) -> Summary:
@@ -141,6 +167,12 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
                 s.start_time, s.end_time = min(lo), max(hi)
         s.extras = self.info_extras()
         return s
+
+    @property
+    def definition_problems(self) -> list[str]:  # type: ignore[override]
+        """Storage files in the bag directory that metadata.yaml does not list (not read:
+        `polybag check` reports them)."""
+        return list(self._unlisted)
 
     @property
     def has_index(self) -> bool:
@@ -196,7 +228,7 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         streams = [
             self._file_messages(i, ids, start, end, reverse, order) for i in range(len(self._storages))
         ]
-        return _merged(streams, order, reverse, _log_time)
+        return self._naming(_merged(streams, order, reverse, _log_time, self._bounds(range(len(streams)), start, end, reverse)))
 
     def _raw_messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
         """:meth:`_messages` as tuples: a storage read without compressed messages or
@@ -205,11 +237,26 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
             return super()._raw_messages(topics, start, end, reverse, order)
         ids = topic_filter(topics, self._channels.values())
         streams = []
+        which = []
         for i, st in enumerate(self._storages):
             local_ids = self._local_ids(i, ids)
             if local_ids is None or local_ids:
                 streams.append(chain.from_iterable(st.raw_batches(self._local[i], local_ids, start, end, reverse, order)))
-        return _merged(streams, order, reverse, itemgetter(1))
+                which.append(i)
+        return self._naming(_merged(streams, order, reverse, itemgetter(1), self._bounds(which, start, end, reverse)))
+
+    def _bounds(self, which: Any, start: int | None, end: int | None, reverse: bool) -> list[Any]:
+        """For each storage file of ``which``, a function giving the first log time its
+        stream can give (the last when ``reverse``), None when unknown: the merge of many
+        files starts each file's stream only when it reaches that time."""
+
+        def bound(i: int) -> int | None:
+            lo, hi = self._storages[i].times()
+            if reverse:
+                return hi if end is None or hi is None else min(hi, end)
+            return lo if start is None or lo is None else max(lo, start)
+
+        return [partial(bound, i) for i in which]
 
     def _local_ids(self, i: int, ids: set[int] | None) -> set[int] | None:
         """Storage file ``i``'s local topic ids of the bag's channel ids ``ids`` (None: all)."""
@@ -258,13 +305,11 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
 
     def attachments(self) -> Iterator[Attachment]:
         """Attachments of MCAP storage files (rosbag2 itself writes none)."""
-        for st in self._storages:
-            yield from st.records()[0]
+        return self._naming(a for st in self._storages for a in st.records()[0])
 
     def metadata(self) -> Iterator[Metadata]:
         """Metadata records of MCAP storage files, but rosbag2's own ``rosbag2`` record."""
-        for st in self._storages:
-            yield from st.records()[1]
+        return self._naming(m for st in self._storages for m in st.records()[1])
 
     def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """Every payload of ``topic`` at once, in log-time order (``(log_times, blob, starts,
@@ -311,6 +356,8 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         errors = list(self._errors)
         for st in self._storages:
             errors.extend(e for e in st.errors if e not in errors)
+        for old, new in self._shown:
+            errors = [e.replace(old, new) for e in errors]
         return {
             "messages": None,
             "bytes_skipped": sum(st.bytes_skipped for st in self._storages),
@@ -345,23 +392,65 @@ def _log_time(m: Message) -> int:
     return m.log_time
 
 
-def _merged(streams: list[Iterator[Any]], order: str, reverse: bool, key: Any) -> Iterator[Any]:
+def _merged(streams: list[Iterator[Any]], order: str, reverse: bool, key: Any, bounds: list[Any]) -> Iterator[Any]:
     """The storage files' streams as one: in file order one after the other, else merged by
-    log time (``key``); heapq.merge breaks ties by stream order (reversed when ``reverse``):
-    file order."""
+    log time (``key``) with ties in stream order (file order), as heapq.merge does; more
+    than :data:`MAX_OPEN_STORAGES` files through :func:`_lazy_merged`."""
     if len(streams) == 1:
         return streams[0]
     if order == "file":
         return chain.from_iterable(streams[::-1] if reverse else streams)
+    if len(streams) > MAX_OPEN_STORAGES:
+        return _lazy_merged(streams, bounds, reverse, key)
     return heapq.merge(*streams, key=key, reverse=reverse)
+
+
+def _lazy_merged(streams: list[Iterator[Any]], bounds: list[Any], reverse: bool, key: Any) -> Iterator[Any]:
+    """heapq.merge's order, but stream ``i`` is started only when the merge reaches
+    ``bounds[i]()`` (the first time it can give; None: at once), so files that follow each
+    other in time are read (and open) a few at a time, not all at once."""
+    sign = -1 if reverse else 1
+    first: list[float] = []
+    for b in bounds:
+        try:
+            t = b()
+        except PolybagError:
+            t = None
+        first.append(float("-inf") if t is None else sign * t)
+    pending = sorted(range(len(streams)), key=lambda i: (first[i], i))
+    heap: list[tuple[int, int, Any, Iterator[Any]]] = []
+    done = object()
+    p = 0
+    while True:
+        while p < len(pending) and (not heap or first[pending[p]] <= heap[0][0]):
+            i = pending[p]
+            p += 1
+            it = iter(streams[i])
+            item = next(it, done)
+            if item is not done:
+                heapq.heappush(heap, (sign * key(item), i, item, it))
+        if not heap:
+            return
+        _k, i, item, it = heap[0]
+        yield item
+        nxt = next(it, done)
+        if nxt is done:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (sign * key(nxt), i, nxt, it))
 
 
 def open_rosbag2(path: str, **options: Any) -> Rosbag2Reader:
     """The registry's ``open_path``: a bag directory, its ``metadata.yaml`` or a ``.db3``.
     Options: ``recover`` (read past damage, rebuild a missing metadata.yaml),
     ``max_chunk_bytes`` (caps a per-message decompression and an MCAP chunk),
-    ``validate_crcs`` (MCAP storage); others are ignored."""
-    opts = {k: v for k, v in options.items() if k in ("max_chunk_bytes", "validate_crcs")}
+    ``validate_crcs`` (MCAP storage), ``max_storage_bytes`` (what one zstd-compressed storage
+    file may decompress to; default: 1024 times its size, at least 256 MiB, at most 64 GiB),
+    ``shown_as`` (what the directory is to the user, a URL for a remote bag laid out
+    locally: errors name it instead); others are ignored."""
+    opts = {
+        k: v for k, v in options.items() if k in ("max_chunk_bytes", "validate_crcs", "max_storage_bytes", "shown_as")
+    }
     return Rosbag2Reader(os.fspath(path), recover=bool(options.get("recover")), **opts)
 
 

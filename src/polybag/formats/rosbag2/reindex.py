@@ -25,6 +25,7 @@ from polybag.formats.rosbag2.metadata import (
     dump_metadata,
 )
 from polybag.formats.rosbag2.reader import Rosbag2Reader
+from polybag.writer import file_refusal, refuse_replacing, write_atomically
 
 
 def reindex_rosbag2(
@@ -38,10 +39,12 @@ def reindex_rosbag2(
     meta = os.path.join(directory, METADATA_FILE)
     if os.path.lexists(meta) and not overwrite:
         raise OutputExistsError(f"{meta} exists; not overwritten (overwrite=True replaces it)")
+    if overwrite:  # before any work: only a regular file is replaced (never a link, a directory)
+        refuse_replacing(meta, file_refusal(meta))
     # recovering: counts and times come from the storage files, whatever an old metadata.yaml says
     with Rosbag2Reader(directory, recover=True) as r:
         info = _bag_info(r, directory, version)
-    _write_metadata(meta, info)
+    _write_metadata(meta, info, overwrite)
     return {
         "metadata": meta,
         "messages": info.message_count,
@@ -106,11 +109,11 @@ def _file_infos(r: Rosbag2Reader, directory: str) -> list[FileInfo]:
     return files
 
 
-def _write_metadata(meta: str, info: BagInfo) -> None:
-    """Write ``info`` to the file ``meta`` atomically (a synced temporary file, renamed)."""
-    tmp = meta + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as out:
-        out.write(dump_metadata(info))
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, meta)
+def _write_metadata(meta: str, info: BagInfo, overwrite: bool) -> None:
+    """Write ``info`` to the file ``meta`` atomically: a synced temporary file created
+    exclusively in the bag directory under a random name (never through a symbolic link
+    planted there), renamed over ``meta``.  Only a regular file ``meta`` is replaced (a
+    symbolic link or a directory there is refused), and without ``overwrite`` none at all."""
+    if overwrite:
+        refuse_replacing(meta, file_refusal(meta))
+    write_atomically(meta, dump_metadata(info), overwrite=overwrite)

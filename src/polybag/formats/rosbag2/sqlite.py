@@ -5,12 +5,31 @@ offered_qos_profiles (schema >= 2), type_description_hash (schema 4)), ``message
 topic_id, timestamp, data) with the index ``timestamp_idx``, and from schema 3 on
 ``schema`` and ``metadata``, from schema 4 ``message_definitions``.
 
-Reading opens the database read-only (``immutable`` when no journal is next to it, so
-nothing is locked or written); a database with a journal or write-ahead log left by an
-interrupted writer is copied to a temporary directory first and opened there, where SQLite
-rolls the journal back (or replays the log), so the input is never modified.  Topic
+Reading never lets SQLite see a journal or write-ahead log that came with the input: a
+storage file is opened read-only and ``immutable`` (SQLite then ignores any ``-journal``,
+``-wal`` and ``-shm`` beside it, locks nothing and writes nothing), or read from its pages
+(:mod:`polybag.formats.rosbag2.pages`).  A rollback journal may name a "super-journal" that
+SQLite would delete after rolling back, anywhere on the machine; a write-ahead log is the
+input's to choose too.  So a *hot* journal (non-empty, its first byte not zero) or a live
+write-ahead log (a valid WAL header, the database in WAL mode) beside a database is damage
+left by an interrupted writer: a plain read refuses it (:class:`FormatError` naming the
+journal), and a recovering read (``polybag recover``) rolls the journal back itself, page by
+checked page (:func:`roll_back`; the super-journal record is never read), into a private
+copy of the database, or lets SQLite replay the write-ahead log in that copy (a WAL names
+no other file).  An empty journal, a zeroed journal header (``PERSIST`` mode) and an empty
+WAL are not damage.  A ``-journal`` or ``-wal`` that is not a regular file (a symlink, a
+device, a FIFO) is refused and never opened or copied; a ``-shm`` is never read.  Topic
 filters and time windows are ``WHERE`` clauses; log-time order is the ``timestamp`` index
-(ties by row id, the order they were written).
+(ties by row id, the order they were written); without that index only the keys (row id,
+timestamp) are sorted, by SQLite, spilling to temporary files past :data:`SORT_CACHE_KIB`
+(memory does not grow with the table; about 10 bytes of temporary disk a row), and the rows
+are then looked up by row id a batch at a time.
+
+Only the plain rosbag2 tables are read: ``messages``, ``topics`` and
+``message_definitions`` must be ordinary tables (not views, not virtual tables) without
+generated columns, so every value SQLite hands back is stored in the file; and a row whose
+``data`` is over ``max_chunk_bytes`` is refused before its blob is fetched
+(``length(data)`` is checked in the query).
 
 Every ``sqlite3`` error becomes a :class:`~polybag.errors.FormatError` naming the file; a
 read yields every message it could read before raising.  With ``recover`` a read goes
@@ -22,6 +41,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import stat
+import struct
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,10 +50,15 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from polybag.compression import LIMIT_HINT, ChunkLimitError, max_chunk_bytes
 from polybag.errors import FormatError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-_JOURNALS = ("-journal", "-wal")
+_READ_TABLES = {"messages", "topics", "message_definitions"}
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+_WAL_MAGICS = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))
+#: the memory (KiB) SQLite may use for its page cache and a sort before it spills to temporary files
+SORT_CACHE_KIB = 16 << 10
 _BATCH = 2048
 _MAX_NOTES = 200
 # what SQLite raises on a damaged file: its own errors, and a UnicodeDecodeError (a ValueError)
@@ -73,30 +99,128 @@ def _str(v: Any) -> str:
     return str(v)
 
 
+def _open_regular(path: str, *, follow: bool = True) -> int:
+    """A read-only descriptor of ``path``, which must be a regular file (never blocks on a
+    FIFO; with ``follow`` False a symlink is refused too); OSError otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, flags)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
+
+
+def _copy_regular(src: str, dst: str) -> None:
+    """Copy the regular file ``src`` (a symlink at ``src`` itself is not followed unless it is
+    the database, checked by the caller) to the new file ``dst``."""
+    with os.fdopen(_open_regular(src, follow=not src.endswith(("-journal", "-wal"))), "rb") as fin:
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "wb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def roll_back(journal: str, db: str) -> tuple[int, str]:
+    """Roll the rollback journal ``journal`` back into the database file ``db`` (a private
+    copy) as SQLite would, without SQLite: each segment's header (magic, record count,
+    checksum nonce, the database's size in pages before the transaction, sector and page
+    size) and its page records (page number, the page as it was, a checksum over every
+    200th byte) are checked, and every record up to the first that fails a check is written
+    back; the file is then cut to its size before the transaction (never grown past the
+    pages written).  The super-journal record at the journal's end is never read.  Returns
+    the pages restored and a note (empty, or what stopped the rollback early)."""
+    with open(db, "rb") as f:
+        head = f.read(100)
+    ps = int.from_bytes(head[16:18], "big") if len(head) >= 18 else 0
+    ps = 65536 if ps == 1 else ps
+    restored: set[int] = set()
+    note = ""
+    with os.fdopen(_open_regular(journal, follow=False), "rb") as j, open(db, "r+b") as out:
+        size = os.fstat(j.fileno()).st_size
+        end = os.fstat(out.fileno()).st_size
+        at = 0
+        orig: int | None = None
+        while at + 28 <= size:
+            j.seek(at)
+            hdr = j.read(28)
+            if hdr[:8] != JOURNAL_MAGIC:
+                if orig is None:
+                    note = "; its header is not a journal header: nothing restored"
+                break
+            nrec, nonce, npages, sector, jps = struct.unpack(">5I", hdr[8:28])
+            if orig is None:
+                if not (32 <= sector <= 65536 and sector & (sector - 1) == 0) or jps != ps or ps < 512:
+                    note = "; its header does not match the database: nothing restored"
+                    break
+                orig = npages
+            at += sector
+            if nrec == 0xFFFFFFFF:
+                nrec = (size - at) // (ps + 8)
+            pending = (1 << 30) // ps + 1  # the page holding SQLite's lock bytes: never journaled
+            stop = False
+            for _ in range(nrec):
+                if at + ps + 8 > size:
+                    stop = True
+                    break
+                j.seek(at)
+                rec = j.read(ps + 8)
+                pgno = int.from_bytes(rec[:4], "big")
+                page = rec[4 : 4 + ps]
+                want = int.from_bytes(rec[4 + ps :], "big")
+                # SQLite's checksum: the nonce plus the bytes at ps-200, ps-400, ... (above 0)
+                if pgno in (0, pending) or (nonce + sum(page[ps - 200 :: -200])) & 0xFFFFFFFF != want:
+                    stop = True
+                    break
+                if pgno <= orig and pgno not in restored:
+                    out.seek((pgno - 1) * ps)
+                    out.write(page)
+                    restored.add(pgno)
+                    end = max(end, pgno * ps)
+                at += ps + 8
+            if stop:
+                note = "; the journal ends in a record that does not check out: the rest ignored"
+                break
+            at = -(-at // sector) * sector  # the next segment's header starts on a sector
+        if orig:
+            out.truncate(min(orig * ps, end))
+        elif orig == 0:
+            note += "; it says the database was empty before: read as it is"
+    return len(restored), note
+
+
 class SqliteStorage:
     """One ``.db3`` file opened for reading (see the module notes)."""
 
-    def __init__(self, path: str, *, recover: bool = False) -> None:
+    def __init__(self, path: str, *, recover: bool = False, max_bytes: int | None = None) -> None:
         self.path = path
         self.recover = recover
+        self.max_bytes = max_chunk_bytes(max_bytes)
         self.errors: list[str] = []
         self.noted = 0
         self._tmp: str | None = None
         self._checked: dict[tuple[Any, ...], bool] = {}
         self._pages: Any = None  # the PageTable (pages.py) once opened; False: not for this file
+        # the data column as fetched: a blob over the cap comes as its length + 0.5 (a REAL: no
+        # stored value is mistaken for it where it matters) and is never read; text, too, by bytes
+        cap = self.max_bytes
+        self._data = (
+            f"iif(length(data) <= {cap} AND (typeof(data) != 'text' OR length(CAST(data AS BLOB)) <= {cap}),"
+            " data, length(data) + 0.5)"
+        )
+        self._ok = f"({_OK} AND length(data) <= {cap})"
         try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                raise FormatError("not a regular file: refused", path)
             with open(path, "rb") as f:
-                head = f.read(len(SQLITE_MAGIC))
+                head = f.read(100)
         except OSError as e:
             raise FormatError(f"cannot open: {e.strerror or e}", path) from None
-        if head != SQLITE_MAGIC:
+        if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
             raise FormatError("not an SQLite database (no 'SQLite format 3' header)", path, 0)
         try:
-            self.conn = self._connect()
+            self.conn = self._connect(head)
             self.conn.text_factory = _text
-            self._tables = {
-                _str(r[0]) for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
+            self._tables = self._plain_tables()
             if not {"topics", "messages"} <= self._tables:
                 raise FormatError("not a rosbag2 database: no 'topics' and 'messages' tables", path)
             self._topic_columns = {_str(r[1]) for r in self.conn.execute("PRAGMA table_info(topics)")}
@@ -107,30 +231,130 @@ class SqliteStorage:
             self.close()
             raise
 
-    def _connect(self) -> sqlite3.Connection:
-        side = [self.path + j for j in _JOURNALS if os.path.lexists(self.path + j)]
-        if not side:
-            uri = Path(self.path).resolve().as_uri() + "?mode=ro&immutable=1"
-            conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            conn.execute(f"PRAGMA mmap_size={_MMAP}")  # pages read in place, not copied to the cache
-            conn.execute("PRAGMA query_only=1")
-            conn.execute("PRAGMA temp_store=MEMORY")  # a sort SQLite needs (no index) stays off disk
-            return conn
-        # an interrupted writer's journal: roll it back in a copy, never in the input
+    def _plain_tables(self) -> set[str]:
+        """The names of the database's tables; a FormatError when one of those read
+        (``messages``, ``topics``, ``message_definitions``) is not a plain table: a view, a
+        virtual table, a table with a generated (computed) column: what SQLite would hand
+        back would not be stored in the file, so its size would be the file's choice."""
+        tables: set[str] = set()
+        for kind, name, sql in self.conn.execute("SELECT type, name, sql FROM sqlite_master"):
+            name = _str(name)
+            if name.lower() not in _READ_TABLES:
+                if kind == "table":
+                    tables.add(name)
+                continue
+            if kind in ("index", "trigger"):
+                continue  # an index's values are stored; a trigger never runs on a read-only file
+            text = _str(sql).lstrip().upper()
+            if kind != "table" or not text.startswith("CREATE TABLE"):
+                what = "a virtual table" if kind == "table" else f"a {_str(kind)}"
+                raise FormatError(f"{name!r} is {what}, not a plain rosbag2 table: refused", self.path)
+            tables.add(name)
+        for name in tables & _READ_TABLES:
+            cols = self.conn.execute(f'PRAGMA table_xinfo("{name}")').fetchall()
+            computed = [_str(c[1]) for c in cols if c[6] != 0]
+            if computed:
+                raise FormatError(
+                    f"table {name!r} has generated (computed) column(s) {', '.join(map(repr, computed))}:"
+                    " not a rosbag2 table; refused",
+                    self.path,
+                )
+        return tables
+
+    def _connect(self, head: bytes) -> sqlite3.Connection:
+        """The connection to the database, immutable: the input itself when nothing beside
+        it is damage, else (recovering) a private copy with the journal rolled back or the
+        write-ahead log replayed (module notes)."""
+        journal, wal = self._side_files(head)
+        target = self.path
+        if journal is not None or wal is not None:
+            target = self._repaired(journal, wal)
+        uri = Path(target).resolve().as_uri() + "?mode=ro&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        conn.execute(f"PRAGMA mmap_size={_MMAP}")  # pages read in place, not copied to the cache
+        conn.execute("PRAGMA query_only=1")
+        # a sort SQLite needs (no timestamp index, a GROUP BY) spills to temporary files past
+        # this much memory, so memory does not grow with the table
+        conn.execute("PRAGMA temp_store=FILE")
+        conn.execute(f"PRAGMA cache_size=-{SORT_CACHE_KIB}")
+        return conn
+
+    def _side_files(self, head: bytes) -> tuple[str | None, str | None]:
+        """The hot journal and the live write-ahead log beside the database that a
+        recovering read applies to a copy (None: none, or ignored); a plain read refuses
+        either (FormatError naming it), and a ``-journal``/``-wal`` that is not a regular file
+        is refused (recovering: noted and ignored)."""
+        found: dict[str, str | None] = {"-journal": None, "-wal": None}
+        for suffix in found:
+            side = self.path + suffix
+            try:
+                st = os.lstat(side)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                self._refuse(f"cannot inspect it: {e.strerror or e}", side)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                self._refuse("not a regular file (a symlink, a device or a FIFO): refused, never read", side)
+                continue
+            try:
+                with os.fdopen(_open_regular(side, follow=False), "rb") as f:
+                    first = f.read(32)
+            except OSError as e:
+                self._refuse(f"cannot read it: {e.strerror or e}", side)
+                continue
+            if suffix == "-journal":
+                if not first or first[0] == 0:
+                    continue  # empty, or its header zeroed (PERSIST mode): nothing to roll back
+                what = "a hot rollback journal (an interrupted write)"
+            else:
+                if len(first) < 32 or first[:4] not in _WAL_MAGICS or head[18:20] != b"\x02\x02":
+                    continue  # empty, or a log SQLite would not use: nothing to replay
+                what = "a write-ahead log with transactions not yet in the database (an interrupted write)"
+            if not self.recover:
+                raise FormatError(
+                    f"{what} beside {os.path.basename(self.path)}: the database may be inconsistent;"
+                    " never applied to the input (`polybag recover` rebuilds the bag from a copy)",
+                    side,
+                )
+            found[suffix] = side
+        return found["-journal"], found["-wal"]
+
+    def _refuse(self, why: str, side: str) -> None:
+        if not self.recover:
+            raise FormatError(why, side)
+        self.errors.append(f"{side}: {why}; the database is read without it")
+
+    def _repaired(self, journal: str | None, wal: str | None) -> str:
+        """A private copy of the database with ``journal`` rolled back (:func:`roll_back`)
+        and ``wal`` replayed by SQLite in the copy; the copy's path."""
         try:
             self._tmp = tempfile.mkdtemp(prefix="polybag-db3-")
             copy = os.path.join(self._tmp, "bag.db3")
-            shutil.copyfile(self.path, copy)
-            for s in side:
-                shutil.copyfile(s, copy + s[len(self.path) :])
+            _copy_regular(self.path, copy)
+            if journal is not None:
+                pages, note = roll_back(journal, copy)
+                self.errors.append(
+                    f"{self.path}: an interrupted write left {os.path.basename(journal)}; "
+                    f"its transaction was rolled back in a copy ({pages} page(s) restored{note})"
+                )
+            if wal is not None:
+                _copy_regular(wal, copy + "-wal")
+                con = sqlite3.connect(copy, check_same_thread=False)  # the copy: SQLite replays the log
+                try:
+                    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    con.execute("PRAGMA journal_mode=DELETE")  # the copy leaves WAL mode
+                finally:
+                    con.close()
+                self.errors.append(
+                    f"{self.path}: an interrupted write left {os.path.basename(wal)}; "
+                    "its committed transactions were replayed in a copy"
+                )
         except OSError as e:
-            raise FormatError(
-                f"cannot copy the database to roll its journal back: {e.strerror or e}", self.path
-            ) from None
-        self.errors.append(
-            f"{self.path}: an interrupted write left {', '.join(os.path.basename(s) for s in side)}"
-        )
-        return sqlite3.connect(copy, check_same_thread=False)
+            raise FormatError(f"cannot repair the database in a copy: {e.strerror or e}", self.path) from None
+        except _DB_ERRORS as e:
+            raise FormatError(f"cannot replay the write-ahead log in a copy: {e}", wal or self.path) from None
+        return copy
 
     # --- the tables ----------------------------------------------------------------------------
     def topics(self) -> list[TopicRow]:
@@ -194,21 +418,52 @@ class SqliteStorage:
         where, args = self._where(topic_ids, start, end)
         desc = " DESC" if reverse else ""
         if self.recover:
-            yield from self._salvage(where, args, reverse, order)
+            yield from self._salvage(where, args, reverse, order, {int(k) for k in known})
             return
         by = f"timestamp{desc}, id{desc}" if order == "log_time" else f"id{desc}"
         ids = sorted({int(k) for k in known})
         if self._all_ok(where, args, ids):  # checked in one pass: the rows need no check column
             ok = ""
         elif ids:  # integers made here, not text from the file: safe in the query
-            ok = f"({_OK} AND topic_id IN ({', '.join(map(str, ids))}))"
+            ok = f"({self._ok} AND topic_id IN ({', '.join(map(str, ids))}))"
         else:
-            ok = _OK
-        q = f"SELECT topic_id, timestamp, data{', ' + ok if ok else ''} FROM messages{where} ORDER BY {by}"
+            ok = self._ok
+        cols = f"topic_id, timestamp, {self._data}{', ' + ok if ok else ''}"
+        q = f"SELECT {cols} FROM messages{where} ORDER BY {by}"
         try:
+            if order == "log_time" and self._sorts(q, args):
+                yield from self._by_sorted_keys(cols, where, args, by)
+                return
             yield from _fetched(self.conn.execute(q, args))
         except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
+
+    def _sorts(self, q: str, args: tuple[Any, ...]) -> bool:
+        """Whether SQLite would sort the rows of query ``q`` (no ``timestamp`` index serves
+        its order), from its query plan."""
+        try:
+            plan = self.conn.execute(f"EXPLAIN QUERY PLAN {q}", args).fetchall()
+        except _DB_ERRORS:
+            return False  # the query itself reports it
+        return any("TEMP B-TREE" in _str(r[-1]).upper() for r in plan)
+
+    def _by_sorted_keys(self, cols: str, where: str, args: tuple[Any, ...], by: str) -> Iterator[list[Any]]:
+        """The rows of ``SELECT cols ... ORDER BY by`` when SQLite has to sort them: only the
+        keys (row id, timestamp) are sorted (SQLite's sorter spills to temporary files past
+        :data:`SORT_CACHE_KIB`: a few bytes a row on disk, not the payloads), then each batch
+        of rows is looked up by row id.  A table without row ids sorts whole rows instead."""
+        try:
+            keys = self.conn.execute(f"SELECT rowid FROM messages{where} ORDER BY {by}", args)
+        except _DB_ERRORS:
+            yield from _fetched(self.conn.execute(f"SELECT {cols} FROM messages{where} ORDER BY {by}", args))
+            return
+        while batch := keys.fetchmany(_BATCH):
+            ids = [r[0] for r in batch]
+            got = self.conn.execute(
+                f"SELECT rowid, {cols} FROM messages WHERE rowid IN ({', '.join('?' * len(ids))})", ids
+            ).fetchall()
+            rows = {r[0]: r[1:] for r in got}
+            yield [rows[i] for i in ids if i in rows]
 
     def page_rows(
         self, topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str, known: Iterable[int]
@@ -224,7 +479,7 @@ class SqliteStorage:
         from polybag.formats.rosbag2.pages import GiveUp, PageTable
 
         if self._pages is None:
-            self._pages = PageTable.open(self.path, self.conn) or False
+            self._pages = PageTable.open(self.path, self.conn, self.max_bytes) or False
             if self._pages is False:
                 return None
         table = self._pages
@@ -282,7 +537,7 @@ class SqliteStorage:
         key = (where, args, tuple(ids))
         if key in self._checked:
             return self._checked[key]
-        q = f"SELECT SUM(NOT {_OK}), MIN(topic_id), MAX(topic_id) FROM messages{where}"
+        q = f"SELECT SUM(NOT {self._ok}), MIN(topic_id), MAX(topic_id) FROM messages{where}"
         try:
             bad, lo, hi = self.conn.execute(q, args).fetchone()
         except _DB_ERRORS:
@@ -326,7 +581,7 @@ class SqliteStorage:
 
         where, args = self._where(topic_ids, None, None)
         try:
-            rows = self.conn.execute(f"SELECT timestamp, data FROM messages{where} ORDER BY id", args).fetchall()
+            rows = self.conn.execute(f"SELECT timestamp, {self._data} FROM messages{where} ORDER BY id", args).fetchall()
         except _DB_ERRORS as e:
             raise FormatError(f"damaged SQLite database: {e}", self.path) from None
         if not rows:
@@ -347,7 +602,7 @@ class SqliteStorage:
     def _checked_payloads(self, where: str, args: tuple[Any, ...]) -> tuple[list[int], list[bytes]]:
         """:meth:`payloads` with every row checked as :meth:`messages` checks it (text data
         is taken as its bytes); the first row that is not a message is a FormatError."""
-        q = f"SELECT topic_id, timestamp, data FROM messages{where} ORDER BY timestamp, id"
+        q = f"SELECT topic_id, timestamp, {self._data} FROM messages{where} ORDER BY timestamp, id"
         try:
             rows = [self.checked(r) for r in self.conn.execute(q, args).fetchall()]
         except _DB_ERRORS as e:
@@ -377,13 +632,21 @@ class SqliteStorage:
                 f"messages: row with topic_id {tid!r}, timestamp {ts!r} is not a message", self.path
             )
         if not isinstance(data, bytes):
+            if isinstance(data, float) and data > self.max_bytes:  # the query's stand-in for a big blob
+                raise ChunkLimitError(
+                    f"messages: the row at timestamp {ts} holds {int(data)} bytes, over the cap of"
+                    f" {self.max_bytes} ({LIMIT_HINT})",
+                    self.path,
+                )
             if isinstance(data, str):
                 data = data.encode("utf-8", "surrogateescape")
             else:
                 raise FormatError(f"messages: row at timestamp {ts} has no data", self.path)
         return tid, ts, data
 
-    def _salvage(self, where: str, args: tuple[Any, ...], reverse: bool, order: str) -> Iterator[list[tuple[int, int, bytes, int]]]:
+    def _salvage(
+        self, where: str, args: tuple[Any, ...], reverse: bool, order: str, known: set[int]
+    ) -> Iterator[list[tuple[int, int, bytes, int]]]:
         """A recovering read, streamed: log-time order through the index while the index
         reads, then (or for file order) a walk in row-id order that steps past damaged
         pages; rows that are not messages and what the walk cannot reach are reported in
@@ -391,10 +654,10 @@ class SqliteStorage:
         last: tuple[int, int] | None = None  # (timestamp, id) of the last row given
         if order == "log_time":
             desc = " DESC" if reverse else ""
-            q = f"SELECT topic_id, timestamp, data, id FROM messages{where} ORDER BY timestamp{desc}, id{desc}"
+            q = f"SELECT topic_id, timestamp, {self._data}, id FROM messages{where} ORDER BY timestamp{desc}, id{desc}"
             try:
                 for rows in _fetched(self.conn.execute(q, args)):
-                    yield self._good(rows)
+                    yield self._good(rows, known)
                     r = rows[-1]
                     last = (r[1], r[3]) if isinstance(r[1], int) and isinstance(r[3], int) else last
                 return
@@ -417,7 +680,7 @@ class SqliteStorage:
         while True:
             try:
                 got = self.conn.execute(
-                    f"SELECT topic_id, timestamp, data, id FROM messages{cond} ORDER BY id LIMIT {_BATCH}",
+                    f"SELECT topic_id, timestamp, {self._data}, id FROM messages{cond} ORDER BY id LIMIT {_BATCH}",
                     (*args, pos),
                 ).fetchall()
             except _DB_ERRORS as e:
@@ -437,7 +700,7 @@ class SqliteStorage:
             if walked > limit:  # more rows than the file can hold: a loop in damaged pages
                 self.note(f"{self.path}: the row walk found more rows than the file can hold; stopped")
                 return
-            yield self._good([r for r in got if after(r)])
+            yield self._good([r for r in got if after(r)], known)
 
     def note(self, text: str) -> None:
         """Record damage a recovering read met; past :data:`_MAX_NOTES` only counted."""
@@ -447,7 +710,9 @@ class SqliteStorage:
         elif self.noted == _MAX_NOTES + 1:
             self.errors.append(f"{self.path}: more damage; only the first {_MAX_NOTES} places are listed")
 
-    def _good(self, rows: list[Any]) -> list[tuple[int, int, bytes, int]]:
+    def _good(self, rows: list[Any], known: set[int]) -> list[tuple[int, int, bytes, int]]:
+        """The rows that are messages, each with its check flag: 0 for a topic id not ``known``
+        (when any are), which the caller looks up (and notes) row by row."""
         out = []
         for r in rows:
             try:
@@ -455,7 +720,7 @@ class SqliteStorage:
             except FormatError as e:
                 self.note(str(e))
                 continue
-            out.append((tid, ts, data, 1))
+            out.append((tid, ts, data, 1 if not known or tid in known else 0))
         return out
 
     def close(self) -> None:

@@ -1,6 +1,8 @@
 """The storage files of a rosbag2 directory behind one interface: ``sqlite3`` (``.db3``) and
 ``mcap`` (through the MCAP reader the registry names, never its internals), each possibly
-zstd-compressed as a whole file (decompressed to a temporary file, a block at a time).
+zstd-compressed as a whole file (decompressed to a temporary file, a block at a time,
+only when it holds an SQLite or MCAP file, within ``max_storage_bytes`` and the free space
+of the temporary folder; every error names the input, never only the copy).
 
 A storage gives its topics (:class:`StorageTopic`, with the message definition when the
 file carries one) and its messages as ``(local topic id, log time, publish time, sequence,
@@ -9,6 +11,7 @@ data)``; the reader maps local ids to the bag's channels and merges the files.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-from polybag.errors import FormatError, PolybagError
+from polybag.errors import FormatError, PolybagError, UsageError
 from polybag.formats import registry
 from polybag.formats.rosbag2.sqlite import SQLITE_MAGIC, SqliteStorage
 from polybag.model import Attachment, Channel, Message, Metadata
@@ -133,9 +136,9 @@ class SqliteFile(Storage):
 
     kind = "sqlite3"
 
-    def __init__(self, path: str, *, recover: bool = False) -> None:
+    def __init__(self, path: str, *, recover: bool = False, max_bytes: int | None = None) -> None:
         super().__init__(path, recover)
-        self.db = SqliteStorage(path, recover=recover)
+        self.db = SqliteStorage(path, recover=recover, max_bytes=max_bytes)
         self.errors = self.db.errors
 
     def topics(self) -> list[StorageTopic]:
@@ -406,66 +409,289 @@ def sniff_file(path: str) -> str:
     raise FormatError(f"not an SQLite or MCAP storage file (first bytes {head[:8]!r})", path, 0)
 
 
-class Decompressed:
-    """A zstd-compressed storage file decompressed to a temporary file (a block at a time,
-    so memory stays bounded whatever the file declares); removed on :meth:`close`."""
+#: what one zstd-compressed storage file may decompress to, unless the caller sets
+#: ``max_storage_bytes``
+DEFAULT_MAX_STORAGE_BYTES = 64 << 30
+#: with the default cap, a file may also expand at most this many times its compressed size
+#: (zstd reaches a few tens on real bags; a bomb reaches thousands) ...
+MAX_STORAGE_RATIO = 1024
+#: ... but a file that expands to this much or less is never refused for its ratio
+STORAGE_RATIO_FLOOR = 256 << 20
+#: free space the decompressed copy leaves on the temporary folder's filesystem
+TEMP_RESERVE_BYTES = 256 << 20
+_FREE_CHECK = 16 * _BLOCK  # the free space is looked at again after this many bytes
 
-    def __init__(self, path: str, *, recover: bool = False) -> None:
+
+#: the environment variable that sets ``max_storage_bytes`` when the caller does not
+ENV_MAX_STORAGE = "POLYBAG_MAX_STORAGE_BYTES"
+
+
+def storage_cap(value: Any, compressed_size: int) -> tuple[int, str]:
+    """What a zstd storage file of ``compressed_size`` bytes may decompress to, and the
+    limit's name for errors: ``value`` (``max_storage_bytes``: bytes or a size such as
+    ``"8G"``; None: ``$POLYBAG_MAX_STORAGE_BYTES``), else the default cap and the ratio bound."""
+    if value is None and os.environ.get(ENV_MAX_STORAGE):
+        value = os.environ[ENV_MAX_STORAGE]
+    if value is not None:
+        if isinstance(value, str):
+            from polybag.compression import parse_size
+
+            return parse_size(value), f"the max_storage_bytes setting, {ENV_MAX_STORAGE}"
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise UsageError(f"max_storage_bytes must be a positive number of bytes, not {value!r}")
+        return value, f"the max_storage_bytes setting, {ENV_MAX_STORAGE}"
+    hint = f"a larger max_storage_bytes ({ENV_MAX_STORAGE}=SIZE) allows more"
+    by_ratio = max(STORAGE_RATIO_FLOOR, MAX_STORAGE_RATIO * compressed_size)
+    if by_ratio < DEFAULT_MAX_STORAGE_BYTES:
+        return by_ratio, f"{MAX_STORAGE_RATIO} times its compressed size; {hint}"
+    return DEFAULT_MAX_STORAGE_BYTES, f"the default max_storage_bytes; {hint}"
+
+
+def _free_bytes(directory: str) -> int:
+    try:
+        return int(shutil.disk_usage(directory).free)
+    except OSError:
+        return 1 << 62  # unknown: the write itself fails when the disk is full
+
+
+class Decompressed:
+    """A zstd-compressed storage file decompressed to a temporary file, a block at a time,
+    so memory stays bounded whatever the file declares; removed on :meth:`close`.
+
+    Nothing is written before the first decompressed bytes are known to begin an SQLite or
+    MCAP file.  The copy stops with a :class:`~polybag.errors.FormatError` naming the input
+    (never only the temporary file) when it would pass ``max_bytes`` (see
+    :func:`storage_cap`) or leave less than :data:`TEMP_RESERVE_BYTES` free where it is
+    written."""
+
+    def __init__(self, path: str, *, recover: bool = False, max_bytes: Any = None) -> None:
         import zstandard
 
         self.errors: list[str] = []
-        self.dir = tempfile.mkdtemp(prefix="polybag-rosbag2-")
-        base = os.path.basename(path)
-        self.path = os.path.join(self.dir, base[: -len(".zstd")] if base.endswith(".zstd") else base + ".raw")
+        self.dir = ""
+        self.source = path
         try:
-            with open(path, "rb") as fin, open(self.path, "wb") as fout:
-                reader = zstandard.ZstdDecompressor().stream_reader(fin, read_across_frames=True)
-                while True:
-                    block = reader.read(_BLOCK)
-                    if not block:
-                        break
-                    fout.write(block)
-        except zstandard.ZstdError as e:
-            if not recover:
-                self.close()
-                raise FormatError(f"zstd file does not decompress: {e}", path) from None
-            self.errors.append(f"{path}: zstd file does not decompress past some point: {e}")
+            compressed = os.path.getsize(path)
         except OSError as e:
-            self.close()
-            raise PolybagError(f"{path}: cannot decompress to a temporary file: {e.strerror or e}") from None
+            raise FormatError(f"cannot open: {e.strerror or e}", path) from None
+        cap, limit = storage_cap(max_bytes, compressed)
+        try:
+            fin = open(path, "rb")  # noqa: SIM115 (closed below)
+        except OSError as e:
+            raise FormatError(f"cannot open: {e.strerror or e}", path) from None
+        try:
+            reader = zstandard.ZstdDecompressor().stream_reader(fin, read_across_frames=True)
+            head = b""
+            try:
+                while len(head) < 16:
+                    piece = reader.read(_BLOCK)
+                    if not piece:
+                        break
+                    head += piece
+            except zstandard.ZstdError as e:
+                raise FormatError(f"zstd file does not decompress: {e}", path) from None
+            if not (head.startswith(SQLITE_MAGIC) or head.startswith(registry.MCAP_MAGIC)):
+                what = f"first bytes {head[:8]!r}" if head else "nothing"
+                raise FormatError(
+                    f"zstd-compressed storage file does not hold an SQLite or MCAP file (it decompresses to {what})",
+                    path,
+                    0,
+                )
+            self.dir = tempfile.mkdtemp(prefix="polybag-rosbag2-")
+            base = os.path.basename(path)
+            self.path = os.path.join(self.dir, base[: -len(".zstd")] if base.endswith(".zstd") else base + ".raw")
+            try:
+                self._copy(reader, head, cap, limit, recover)
+            except BaseException:
+                self.close()
+                raise
+        finally:
+            fin.close()
+
+    def _copy(self, reader: Any, head: bytes, cap: int, limit: str, recover: bool) -> None:
+        """The decompressed bytes into :attr:`path`, ``head`` first, within the bounds."""
+        import zstandard
+
+        path = self.source
+        written = 0
+        checked = 0
+        free = _free_bytes(self.dir)
+        try:
+            with open(self.path, "xb") as fout:
+                block = head
+                while block:
+                    if written + len(block) > cap:
+                        raise FormatError(
+                            f"zstd-compressed storage file decompresses to more than {cap} bytes ({limit})", path
+                        )
+                    if written + len(block) - checked > _FREE_CHECK:
+                        free, checked = _free_bytes(self.dir), written
+                    if free - (written - checked) - len(block) < TEMP_RESERVE_BYTES:
+                        raise FormatError(
+                            f"decompressing this zstd-compressed storage file would leave less than "
+                            f"{TEMP_RESERVE_BYTES} bytes free in the temporary folder {os.path.dirname(self.dir)} "
+                            f"(set TMPDIR to a folder with more room)",
+                            path,
+                        )
+                    fout.write(block)
+                    written += len(block)
+                    try:
+                        block = reader.read(_BLOCK)
+                    except zstandard.ZstdError as e:
+                        if not recover:
+                            raise FormatError(f"zstd file does not decompress: {e}", path) from None
+                        self.errors.append(f"{path}: zstd file does not decompress past byte {written}: {e}")
+                        break
+        except OSError as e:
+            raise FormatError(
+                f"cannot decompress to a temporary file in {os.path.dirname(self.dir)}: {e.strerror or e}", path
+            ) from None
 
     def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def renamed(e: PolybagError, pairs: list[tuple[str, str]]) -> PolybagError:
+    """A copy of ``e`` with each local name of ``pairs`` (``(old, new)``, longest first)
+    replaced in its text (and path): an error names what the user gave, not a copy."""
+
+    def fix(text: str) -> str:
+        for old, new in pairs:
+            text = text.replace(old, new)
+        return text
+
+    out = copy.copy(e)
+    if isinstance(out, FormatError):
+        out.path = fix(str(out.path)) if out.path else out.path
+        out.message = fix(out.message)
+        out.args = (out._render(),)
+    else:
+        out.args = tuple(fix(a) if isinstance(a, str) else a for a in e.args)
+    return out
+
+
+def _renamed(e: PolybagError, tmp: Decompressed) -> PolybagError:
+    """``e`` with the temporary file's name replaced by the input's (``X.db3.zstd
+    (decompressed)``): an error never names only the temporary copy."""
+    shown = f"{tmp.source} (decompressed)"
+    out = renamed(e, [(tmp.path, shown), (tmp.dir, os.path.dirname(tmp.source) or ".")])
+    if isinstance(out, FormatError) and not out.path:
+        out.path = shown
+        out.args = (out._render(),)
+    elif tmp.source not in str(out):
+        out.args = (f"{shown}: {out}",)
+    return out
+
+
+class _Unpacked(Storage):
+    """The storage of a decompressed copy, every error (raised or noted) naming the input."""
+
+    def __init__(self, inner: Storage, tmp: Decompressed) -> None:
+        super().__init__(tmp.source, inner.recover)
+        self.inner = inner
+        self.tmp = tmp
+        self.kind = inner.kind
+        self.extra = list(tmp.errors)
+
+    @property  # type: ignore[override]
+    def errors(self) -> list[str]:
+        t = self.tmp
+        shown = f"{t.source} (decompressed)"
+        return self.extra + [e.replace(t.path, shown) for e in self.inner.errors]
+
+    @errors.setter
+    def errors(self, value: list[str]) -> None:
+        pass  # Storage.__init__'s empty list: the inner storage's are used
+
+    @property  # type: ignore[override]
+    def bytes_skipped(self) -> int:
+        return self.inner.bytes_skipped
+
+    @bytes_skipped.setter
+    def bytes_skipped(self, value: int) -> None:
+        pass
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            return getattr(self.inner, name)(*args)
+        except PolybagError as e:
+            raise _renamed(e, self.tmp) from None
+
+    def _iter(self, it: Iterator[Any]) -> Iterator[Any]:
+        try:
+            yield from it
+        except PolybagError as e:
+            raise _renamed(e, self.tmp) from None
+
+    def topics(self) -> list[StorageTopic]:
+        return self._call("topics")  # type: ignore[no-any-return]
+
+    def counts(self) -> dict[int, int]:
+        return self._call("counts")  # type: ignore[no-any-return]
+
+    def times(self) -> tuple[int | None, int | None]:
+        return self._call("times")  # type: ignore[no-any-return]
+
+    def messages(self, *args: Any) -> Iterator[Iterable[Message]]:  # type: ignore[override]
+        return self._iter(self._call("messages", *args))
+
+    def raw_batches(self, *args: Any) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:  # type: ignore[override]
+        return self._iter(self._call("raw_batches", *args))
+
+    def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
+        return self._call("payloads", topic_ids)  # type: ignore[no-any-return]
+
+    def payload_arrays(self, topic_ids: set[int], known: Iterable[int]) -> tuple[Any, Any, Any, Any] | None:
+        return self._call("payload_arrays", topic_ids, known)  # type: ignore[no-any-return]
+
+    def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
+        return self._call("time_buckets", topic_ids)  # type: ignore[no-any-return]
+
+    def records(self) -> tuple[list[Attachment], list[Metadata]]:
+        return self._call("records")  # type: ignore[no-any-return]
+
+    def size(self) -> int:
+        return self.inner.size()
+
+    def release_pages(self) -> None:
+        self.inner.release_pages()
+
+    def close(self) -> None:
+        self._call("close")  # the copy is the caller's (open_storage)
+
+
+def _open_kind(real: str, kind: str, options: dict[str, Any]) -> Storage:
+    """The ``sqlite3`` or ``mcap`` storage file at ``real``."""
+    recover = bool(options.get("recover"))
+    if kind == "sqlite3":
+        return SqliteFile(real, recover=recover, max_bytes=options.get("max_chunk_bytes"))
+    return McapFile(
+        real,
+        **{k: v for k, v in options.items() if k in ("recover", "max_chunk_bytes", "validate_crcs")},
+    )
 
 
 def open_storage(path: str, declared: str, **options: Any) -> tuple[Storage, Decompressed | None]:
     """The storage file at ``path`` (its content decides, not ``declared``: a metadata.yaml
-    may name the wrong storage), decompressed first when it is a zstd file."""
-    recover = bool(options.get("recover"))
+    may name the wrong storage), decompressed first when it is a zstd file (within
+    ``max_storage_bytes``, see :class:`Decompressed`; the caller closes the copy); every
+    error names ``path``."""
     kind = sniff_file(path)
-    tmp: Decompressed | None = None
-    real = path
-    if kind == "zstd":
-        tmp = Decompressed(path, recover=recover)
-        real = tmp.path
-        try:
-            kind = sniff_file(real)
-        except BaseException:
-            tmp.close()
-            raise
+    if kind != "zstd":
+        return _open_kind(path, kind, options), None
+    tmp = Decompressed(path, recover=bool(options.get("recover")), max_bytes=options.get("max_storage_bytes"))
     try:
-        st: Storage
-        if kind == "sqlite3":
-            st = SqliteFile(real, recover=recover)
-        else:
-            st = McapFile(
-                real,
-                **{k: v for k, v in options.items() if k in ("recover", "max_chunk_bytes", "validate_crcs")},
-            )
+        return _from_copy(path, tmp, options), tmp
     except BaseException:
-        if tmp is not None:
-            tmp.close()
+        tmp.close()
         raise
-    if tmp is not None:
-        st.errors.extend(tmp.errors)
-    return st, tmp
+
+
+def _from_copy(path: str, tmp: Decompressed, options: dict[str, Any]) -> Storage:
+    """The storage in ``tmp``, the decompressed copy of ``path``; every error names ``path``."""
+    try:
+        st = _open_kind(tmp.path, sniff_file(tmp.path), options)  # Decompressed checked the kind
+    except PolybagError as e:
+        raise _renamed(e, tmp) from None
+    return _Unpacked(st, tmp)

@@ -14,12 +14,19 @@ to ``out/`` by :meth:`close`, after ``metadata.yaml`` (written last).  A killed 
 leaves ``out.active/`` with its storage file (SQLite batches committed as they go, MCAP
 chunks as they are finished) and no ``metadata.yaml``: ``polybag recover out.active fixed``
 reads what is there and writes a complete bag.
+
+``overwrite`` replaces only exactly a bag (:func:`bag_entries`: a real directory with a
+readable ``metadata.yaml`` and only the storage files it lists), never a folder of other
+things, a file or a symbolic link; the old bag stays until the new one is complete, is then
+renamed aside and only its own files removed.  An existing ``out.active`` is never touched.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,17 +40,28 @@ from polybag.formats.rosbag2.metadata import (
     FileInfo,
     TopicInfo,
     dump_metadata,
+    parse_metadata,
     qos_for_version,
     qos_to_text,
 )
 from polybag.formats.rosbag2.sqlite import SqliteStorageWriter
 from polybag.model import Channel, Schema
-from polybag.writer import Writer, check_open, named_os_error, refuse_existing
+from polybag.writer import (
+    Writer,
+    check_open,
+    named_os_error,
+    open_new,
+    refuse_existing,
+    refuse_replacing,
+    write_atomically,
+)
 
 _DEFINITION_ENCODINGS = ("ros2msg", "ros2idl")
 _I64 = (1 << 63) - 1
 #: the metadata.yaml version written unless asked (QoS as strings, as rosbag2 before Jazzy reads)
 DEFAULT_VERSION = 8
+#: the largest metadata.yaml of a bag ``overwrite`` replaces (read to list the bag's own files)
+MAX_REPLACED_METADATA = 4 << 20
 
 
 def _checked_options(
@@ -80,6 +98,12 @@ class Rosbag2Writer(Writer):
     """
 
     format = "rosbag2"
+
+    @classmethod
+    def replace_refusal(cls, path: str) -> str | None:
+        """Why ``overwrite`` may not replace what is at ``path`` (None: nothing is there, or
+        it is exactly a bag, see :func:`bag_entries`)."""
+        return bag_entries(path)[0]
 
     def __init__(
         self,
@@ -153,8 +177,8 @@ class Rosbag2Writer(Writer):
     def _make_directory(self) -> None:
         if not self.overwrite:
             refuse_existing(self.final_path)
-        elif os.path.lexists(self.active_path):
-            _remove_bag_dir(self.active_path)
+        else:  # only exactly a bag is ever replaced (when the new one is complete)
+            refuse_replacing(self.final_path, bag_entries(self.final_path)[0])
         try:
             os.mkdir(self.active_path)
         except FileExistsError:
@@ -300,28 +324,41 @@ class Rosbag2Writer(Writer):
                 self._mcap.close()
             if self.compression_mode == "file":
                 _compress_file(storage_path, storage_path + ".zstd")
-            meta = os.path.join(self.active_path, METADATA_FILE)
-            with open(meta + ".tmp", "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(meta + ".tmp", meta)
+            write_atomically(os.path.join(self.active_path, METADATA_FILE), text)
             _fsync_dir(self.active_path)
         except OSError as e:
             raise named_os_error(e, self.final_path) from None
         self._place()
 
     def _place(self) -> None:
-        if os.path.lexists(self.final_path):
-            if not self.overwrite:  # as the other writers: the new output goes, the other stays
-                shutil.rmtree(self.active_path, ignore_errors=True)
-                raise OutputExistsError(
-                    f"{self.final_path}: a file of that name appeared while writing; not overwritten "
-                    "(the new output was discarded)"
-                )
-            _remove_bag_dir(self.final_path)
-        os.rename(self.active_path, self.final_path)
-        _fsync_dir(os.path.dirname(os.path.abspath(self.final_path)))
+        """Rename ``NAME.active/`` to ``NAME/``.  An existing ``NAME`` (``overwrite``) must
+        still be exactly a bag: it is renamed aside, the new bag put in its place, then its
+        own files removed (anything that appeared in it meanwhile stays, and so does it)."""
+        final = self.final_path
+        if not os.path.lexists(final):
+            try:
+                os.rename(self.active_path, final)
+            except OSError as e:
+                if not os.path.lexists(final):
+                    raise named_os_error(e, final) from None
+                # appeared meanwhile (rename replaces only an empty directory): as below
+            else:
+                _fsync_dir(os.path.dirname(os.path.abspath(final)))
+                return
+        reason, names = bag_entries(final)
+        if not self.overwrite or reason is not None:
+            # as the other writers: the new output goes, the other stays
+            shutil.rmtree(self.active_path, ignore_errors=True)
+            what = "a file of that name appeared while writing" if not self.overwrite else f"exists and {reason}"
+            raise OutputExistsError(f"{final}: {what}; not overwritten (the new output was discarded)")
+        aside = f"{final}.replaced-{secrets.token_hex(4)}"
+        try:
+            os.rename(final, aside)
+            os.rename(self.active_path, final)
+        except OSError as e:
+            raise named_os_error(e, final) from None
+        _fsync_dir(os.path.dirname(os.path.abspath(final)))
+        _remove_own_files(aside, names)
 
     def abort(self, *, discard: bool = False) -> None:
         """Stop without finishing: ``NAME.active/`` stays for ``polybag recover`` (what was
@@ -346,7 +383,7 @@ def _compress_file(src: str, dst: str) -> None:
     """zstd-compress ``src`` to ``dst`` a block at a time, then remove ``src``."""
     import zstandard
 
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
+    with open(src, "rb") as fin, open_new(dst) as fout:
         zstandard.ZstdCompressor(level=3).copy_stream(fin, fout, read_size=1 << 20, write_size=1 << 20)
         fout.flush()
         os.fsync(fout.fileno())
@@ -366,17 +403,68 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _remove_bag_dir(path: str) -> None:
-    """Remove an existing bag directory being overwritten; anything that does not look like
-    a rosbag2 bag (other files in it) is refused, never deleted."""
-    if not os.path.isdir(path) or os.path.islink(path):
-        os.unlink(path)
-        return
-    for n in os.listdir(path):
-        if n != METADATA_FILE and not n.endswith(
-            (".db3", ".mcap", ".zstd", ".active", ".tmp", "-journal", "-wal", "-shm")
-        ):
-            raise OutputExistsError(
-                f"{path}: exists and holds {n!r}, which is not part of a rosbag2 bag; not overwritten"
-            )
-    shutil.rmtree(path)
+def bag_entries(path: str) -> tuple[str | None, list[str]]:
+    """``(why not, names)``: whether ``path`` is exactly a rosbag2 bag that ``overwrite`` may
+    replace -- a real directory (not a symbolic link) holding a readable ``metadata.yaml``
+    and only the storage files it lists, each a regular file directly in it -- and then the
+    names it holds.  ``(None, [])`` when nothing is at ``path``."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, []
+    except OSError as e:
+        return f"cannot be examined ({e.strerror or e})", []
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link, not a rosbag2 bag", []
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a rosbag2 bag directory", []
+    meta = os.path.join(path, METADATA_FILE)
+    try:
+        names = os.listdir(path)
+        mst = os.lstat(meta)
+        if not stat.S_ISREG(mst.st_mode):
+            return f"its {METADATA_FILE} is not a regular file: not a rosbag2 bag", []
+        if mst.st_size > MAX_REPLACED_METADATA:
+            return f"its {METADATA_FILE} is larger than {MAX_REPLACED_METADATA} bytes", []
+        fd = os.open(meta, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with open(fd, "rb") as f:
+            text = f.read(MAX_REPLACED_METADATA + 1)
+    except FileNotFoundError:
+        return f"has no {METADATA_FILE}: not a rosbag2 bag", []
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})", []
+    try:
+        info = parse_metadata(text, meta)
+    except Exception as e:  # noqa: BLE001 - any failure: not a bag polybag may replace
+        return f"has no readable {METADATA_FILE} ({str(e).splitlines()[0] if str(e) else type(e).__name__})", []
+    own = {METADATA_FILE}
+    for fi in info.files:
+        n = os.path.normpath(fi.path)
+        if os.sep in n or (os.altsep and os.altsep in n) or n in (".", ".."):
+            return f"lists a storage file {fi.path!r} not directly in it", []
+        own.add(n)
+    for n in names:
+        if n not in own:
+            return f"holds {n!r}, which is not one of its storage files: not exactly a rosbag2 bag", []
+        try:
+            if not stat.S_ISREG(os.lstat(os.path.join(path, n)).st_mode):
+                return f"its {n!r} is not a regular file", []
+        except OSError as e:
+            return f"cannot be examined ({e.strerror or e})", []
+    return None, sorted(names)
+
+
+def _remove_own_files(path: str, names: list[str]) -> None:
+    """Remove ``names`` (regular files only) from the directory ``path``, then the directory
+    if that leaves it empty; never anything else, never raises (the new output is in place)."""
+    for n in names:
+        p = os.path.join(path, n)
+        try:
+            if stat.S_ISREG(os.lstat(p).st_mode):
+                os.unlink(p)
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass

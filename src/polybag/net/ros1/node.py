@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from polybag._closing import Closing
+from polybag._text import peer_text
 from polybag.net.ros1 import RosGraphError
 from polybag.net.ros1._common import (
     FLUSH_TIMEOUT,
@@ -341,6 +342,7 @@ class Node(Closing):
             sub._update(publishers)
 
     def _request_shutdown(self, reason: str) -> None:
+        reason = peer_text(reason)  # (any XML-RPC client may send it)
         self.shutdown_reason = reason
         self.shutdown_requested.set()
         log.warning("node %s asked to shut down: %s", self.name, reason)

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from polybag._text import peer_text
 from polybag.errors import PolybagError
 from polybag.net.ros1 import RosGraphError
 from polybag.net.ros1._common import (
@@ -360,9 +361,9 @@ class _IncomingSubscriber:
         try:
             self._handshake_and_send()
         except PolybagError as exc:
-            log.info("TCPROS handshake from %s failed: %s", peer, exc)
+            log.info("TCPROS handshake from %s failed: %s", peer, peer_text(exc, 1000))
             if self.pt is not None:
-                self.pt.errors.append(f"{peer}: {exc}")
+                self.pt.errors.append(peer_text(f"{peer}: {exc}", 1000))
         except OSError as exc:
             log.info("TCPROS connection from %s failed: %s", peer, exc)
         finally:
@@ -412,7 +413,7 @@ class _IncomingSubscriber:
                 f"Client [{fields.get('callerid', '?')}] wants topic {topic} to have datatype/md5sum "
                 f"[{fields.get('type', '?')}/{want}], but our version has [{pt.type}/{pt.md5sum}]. Dropping connection."
             )
-            pt.errors.append(message)
+            pt.errors.append(peer_text(message, 1000))
             conn.sendall(encode_header({"error": message}))
             return None
         return pt

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from polybag._closing import Closing
+from polybag._text import peer_text
 from polybag.errors import PolybagError
 from polybag.net.ros1 import RosGraphError, TcprosError
 from polybag.net.ros1._common import (
@@ -238,6 +239,7 @@ class Subscription(Closing):
         return (self.callback,)
 
     def _error(self, message: str) -> None:
+        message = peer_text(message, 1000)  # (quotes peers: a publisher's "error", a URI)
         log.warning("%s: %s", self.topic, message)
         with self._lock:
             self._errors.append(message)

@@ -15,6 +15,12 @@ How raw bytes are had: the Python binding deserializes in Python (``DataReader.t
 ``ddspy_take`` / ``ddspy_write`` directly with the serialized bytes; the topic's type is a
 stand-in keyless ``IdlStruct`` carrying only the DDS type name (ROS 2 types are keyless,
 and rmw writers announce no XTypes type information, so DDS matches them on the name).
+
+DDS sends samples in whole 4-byte words: :func:`pad` fills a sample written here with zeros
+declared in its CDR header (the binding would send whatever memory follows it), and
+:func:`unpad` takes declared padding off what is received.  :meth:`RawReader.take_sent`
+also names each sample's writer (its GUID), so a reply can be checked against the
+participant it must come from (:func:`guid_prefix`).
 """
 
 from __future__ import annotations
@@ -27,9 +33,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from polybag._text import peer_text
 from polybag.errors import PolybagError, UsageError
 from polybag.net.ros2 import names
 from polybag.net.ros2.qos import dds_qos, offered_profile
+
+
+def guid_prefix(guid: str) -> str:
+    """The GUID prefix (24 hex digits) of a GUID as the binding writes it, ``""`` if unreadable."""
+    h = str(guid).replace("-", "").lower()
+    return h[:24] if len(h) == 32 and all(c in "0123456789abcdef" for c in h) else ""
 
 
 class Ros2GraphError(PolybagError):
@@ -163,21 +176,57 @@ class RawReader:
             self._topic = Topic(graph.participant, dds_topic, graph.data_type(dds_type_name, typeid))
             self._reader = DataReader(graph.participant, self._topic, qos=dds_qos(profile))
         except dds.core.DDSException as e:
-            raise Ros2GraphError(f"cannot subscribe to {dds_topic} ({dds_type_name}): {e}") from None
+            raise Ros2GraphError(
+                f"cannot subscribe to {peer_text(dds_topic)} ({peer_text(dds_type_name)}): {e}"
+            ) from None
         from cyclonedds._clayer import ddspy_take
 
         self._take = ddspy_take
         self._ref = self._reader._ref
+        self._writers: dict[int, str] = {}  # publication handle -> writer GUID
         self.condition = dds.core.ReadCondition(
             self._reader, dds.core.SampleState.Any | dds.core.ViewState.Any | dds.core.InstanceState.Any
         )
 
     def take(self, n: int = 256) -> list[tuple[bytes, int]]:
-        """Up to ``n`` samples as ``(serialized bytes, source timestamp ns)``, oldest first."""
+        """Up to ``n`` samples as ``(serialized bytes, source timestamp ns)``, oldest first
+        (the bytes the writer serialized: the padding its CDR header declares is dropped,
+        see :func:`unpad`)."""
         ret = self._take(self._ref, 0xFFFFFFFF, n)
         if isinstance(ret, int):
-            raise Ros2GraphError(f"taking samples from {self.topic} failed (DDS return code {ret})")
-        return [(data, info.source_timestamp) for data, info in ret if info.valid_data]
+            raise Ros2GraphError(
+                f"taking samples from {peer_text(self.topic)} failed (DDS return code {ret})"
+            )
+        return [(unpad(data), info.source_timestamp) for data, info in ret if info.valid_data]
+
+    def take_sent(self, n: int = 256) -> list[tuple[bytes, int, str]]:
+        """As :meth:`take`, with the GUID of the writer of each sample (``""`` when DDS no
+        longer knows it)."""
+        ret = self._take(self._ref, 0xFFFFFFFF, n)
+        if isinstance(ret, int):
+            raise Ros2GraphError(
+                f"taking samples from {peer_text(self.topic)} failed (DDS return code {ret})"
+            )
+        return [
+            (unpad(data), info.source_timestamp, self.writer_guid(info.publication_handle))
+            for data, info in ret
+            if info.valid_data
+        ]
+
+    def writer_guid(self, handle: int) -> str:
+        """The GUID of the matched writer with instance handle ``handle`` (``""`` if unknown)."""
+        got = self._writers.get(handle)
+        if got is None:
+            try:
+                ep = self._reader.get_matched_publication_data(handle)
+                got = str(ep.key) if ep is not None else ""
+            except Exception:  # noqa: BLE001 - the writer went away: unknown
+                got = ""
+            if len(self._writers) >= 1024:
+                self._writers.clear()
+            if got:
+                self._writers[handle] = got
+        return got
 
     def publisher_count(self) -> int:
         """How many writers this reader is matched with."""
@@ -213,19 +262,25 @@ class RawWriter:
                 graph.participant, self._topic, qos=dds_qos(profile, depth=depth, writer=True)
             )
         except dds.core.DDSException as e:
-            raise Ros2GraphError(f"cannot publish on {dds_topic} ({dds_type_name}): {e}") from None
+            raise Ros2GraphError(
+                f"cannot publish on {peer_text(dds_topic)} ({peer_text(dds_type_name)}): {e}"
+            ) from None
         from cyclonedds._clayer import ddspy_write
 
         self._write = ddspy_write
         self._ref = self._writer._ref
 
     def write(self, data: bytes) -> None:
-        """Send one serialized sample (it must start with its 4-byte CDR encapsulation header)."""
+        """Send one serialized sample (it must start with its 4-byte CDR encapsulation header),
+        padded to a multiple of 4 bytes with zeros that its header declares (see :func:`pad`):
+        DDS sends whole 4-byte words, and would fill them from memory past the sample."""
         if len(data) < 4:
-            raise UsageError(f"{self.topic}: a CDR sample is at least 4 bytes (its header), got {len(data)}")
-        ret = self._write(self._ref, data)
+            raise UsageError(
+                f"{peer_text(self.topic)}: a CDR sample is at least 4 bytes (its header), got {len(data)}"
+            )
+        ret = self._write(self._ref, pad(data))
         if isinstance(ret, int) and ret < 0:
-            raise Ros2GraphError(f"writing on {self.topic} failed (DDS return code {ret})")
+            raise Ros2GraphError(f"writing on {peer_text(self.topic)} failed (DDS return code {ret})")
 
     def subscriber_count(self) -> int:
         """How many readers this writer is matched with."""
@@ -243,6 +298,30 @@ class RawWriter:
             self._writer.__del__()
         except Exception:  # noqa: BLE001, S110 - closing is best effort
             pass
+
+
+def unpad(data: bytes) -> bytes:
+    """A received sample without the padding its encapsulation header declares (the low two
+    bits of the options, DDS-XTypes 7.6.3.1.2): DDS moves whole 4-byte words, so a 9-byte
+    sample arrives as 12 bytes; a writer that declares its 3 bytes of padding gets its 9
+    bytes recorded (the header as it would be without padding: the count cleared).
+    Undeclared padding stays (it was sent: rmw_fastrtps does not declare
+    its zeros, and rosbag2 records them too)."""
+    if len(data) >= 4 and data[0] == 0:
+        n = data[3] & 3
+        if n and len(data) - n >= 4:
+            return bytes(data[:3]) + bytes([data[3] & ~3]) + bytes(data[4:-n])
+    return data
+
+
+def pad(data: bytes) -> bytes:
+    """``data`` (a CDR sample with its header) padded with zeros to a multiple of 4 bytes,
+    the padding declared in the header's options (what :func:`unpad` takes off again)."""
+    n = -len(data) % 4
+    if not n or data[0] != 0:
+        return data
+    head = bytes(data[:4])
+    return head[:3] + bytes([(head[3] & ~3) | n]) + bytes(data[4:]) + b"\x00" * n
 
 
 _domains: dict[tuple[int, str | None], Any] = {}
@@ -333,9 +412,13 @@ class Graph:
         return new, gone
 
     def type_servers(self, participant: str) -> list[str]:
-        """The nodes (``/ns/name``) of ``participant`` that serve ``~/get_type_description``."""
+        """The nodes (``/ns/name``) of ``participant`` that serve ``~/get_type_description``
+        (their reply writers' GUIDs have the participant's GUID prefix)."""
+        prefix = guid_prefix(participant)
         with self._lock:
-            return sorted({n for p, n, _h in self._servers.values() if p == participant})
+            return sorted(
+                {n for k, (_p, n, _h) in self._servers.items() if prefix and guid_prefix(k) == prefix}
+            )
 
     def raw_reader(self, dds_topic: str, dds_type_name: str, profile: dict[str, Any]) -> RawReader:
         """A :class:`RawReader` on a DDS topic named as it is on the wire (``rr/...``)."""

@@ -88,9 +88,12 @@ def parse_profiles(text: str) -> list[dict[str, Any]]:
     ``[]`` when it is empty or does not parse."""
     if not text or not text.strip():
         return []
-    try:
-        got = yaml.safe_load(text)
-    except yaml.YAMLError:
+    from polybag import _yaml
+    from polybag.errors import PolybagError
+
+    try:  # (recorded text is untrusted: bounded, and a value its tag cannot take is no profile)
+        got = _yaml.load(text, "offered_qos_profiles")
+    except PolybagError:
         return []
     if not isinstance(got, list):
         return []

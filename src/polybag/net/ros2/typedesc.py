@@ -12,39 +12,75 @@ request topic ``rq/<node>/get_type_descriptionRequest`` and the reply topic
   length it declares is allocated before the bytes are there).
 * :func:`definition_from_reply`: the reply as the ``ros2msg`` text rosbag2 stores (the main
   type, then ``MSG: pkg/msg/Type`` sections), from the type sources when they are ``.msg``
-  texts, else rebuilt from the field descriptions; the text's REP 2011 hash must equal the
-  one the publisher announced.
+  texts, else rebuilt from the field descriptions.  A description comes from any
+  participant of the domain, so it is checked before anything is built from it: every
+  name by rosidl's rules (fields, constants, ``pkg/msg/Type``), every type id and nested
+  type, the limits for definitions from the network (:data:`MAX_FIELDS`,
+  :data:`MAX_TYPES`, :data:`MAX_DEPTH`, :data:`MAX_FLAT`, :data:`MAX_TEXT`), its REP 2011
+  hash (over the description as received) against the one the publisher announced; and
+  the text built must parse back to the very fields described (the same hash).
+* :class:`ReplyMatcher`: which replies answer our request (see below).
 * :func:`fetch_definition`: ask the servers of the publisher's participant (found by
   :class:`~polybag.net.ros2.graph.Graph` from their reply writers) and return the verified
-  definition, or ``""`` when none answers in time.
+  definition, or a :class:`~polybag.net.ros2.graph.Ros2GraphError` saying why not.
 
-The request/reply correlation is not in the payload for Fast DDS (``rmw_fastrtps``: it
-travels as the RTPS sample identity, and a request without a related identity is answered
-to the request writer, i.e. on the reply topic to every matched reader; the reply is
-matched here by its type name).  ``rmw_cyclonedds`` puts a 16-byte header (client GUID,
-sequence number) in front of the request and reply; it is added and stripped for
-participants whose GUID has Cyclone's vendor prefix (``01 10``).  Only the Fast DDS side is
-tested (rmw_cyclonedds_cpp is not on PyPI).
+Replies are taken only from writers of the publishing participant (the GUID prefix of the
+reply's writer, as DDS reports it for the sample, must be the participant's).
+``rmw_cyclonedds`` puts a 16-byte request header (client id, sequence number) in front of
+the request and echoes it in the reply: for participants whose GUID has Cyclone's vendor
+prefix (``01 10``) a reply counts only when it carries the header of one of our requests,
+as rclcpp matches them.  For Fast DDS (``rmw_fastrtps``) the request id travels as the RTPS
+related sample identity, which the Cyclone DDS binding does not hand out: a successful
+reply counts when it describes our type, and a refusal (which names no type) never ends
+the wait: it may answer another client; it is named only if no answer came in time.
+Peer text in every message (reasons, names) is cut and escaped
+(:func:`polybag._text.peer_text`).
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import json
 import os
 import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.net.ros2.graph import Ros2GraphError
+from polybag._text import peer_text
+from polybag.net.ros2.graph import Ros2GraphError, guid_prefix
+from polybag.net.ros2.names import constant_name_ok, field_name_ok, type_name_ok
 
 REQUEST_TYPE = "type_description_interfaces::srv::dds_::GetTypeDescription_Request_"
 REPLY_TYPE = "type_description_interfaces::srv::dds_::GetTypeDescription_Response_"
 SERVICE = "get_type_description"
 
 #: a reply bigger than this is refused (a type description is a few kB)
-MAX_REPLY = 16 * 1024 * 1024
+MAX_REPLY = 4 * 1024 * 1024
 
-_SERVICE_QOS = {"reliability": "reliable", "durability": "volatile", "history": "keep_last", "depth": 100}
+# limits for a definition from the network (the biggest ROS 2 types have a few hundred
+# fields; a definition past these would cost every later reader of the file)
+#: fields in the main type and every type it uses, together
+MAX_FIELDS = 2000
+#: types the main type uses
+MAX_TYPES = 256
+#: nesting depth (the main type is 1)
+MAX_DEPTH = 32
+#: fields once nested types are expanded (a fixed array of messages counts each element)
+MAX_FLAT = 20000
+#: characters of the definition text, and of one type source
+MAX_TEXT = 256 * 1024
+#: characters of one default value taken from a description
+MAX_DEFAULT = 256
+
+_LIMITS = (
+    f"limits for definitions from the network: {MAX_FIELDS} fields, {MAX_TYPES} types, "
+    f"nesting {MAX_DEPTH}, {MAX_FLAT} expanded fields, {MAX_TEXT // 1024} KiB of text"
+)
+
+# (the reply reader keeps few: a peer flooding the reply topic costs at most this many replies)
+_SERVICE_QOS = {"reliability": "reliable", "durability": "volatile", "history": "keep_last", "depth": 16}
 
 # field type ids of type_description_interfaces/msg/FieldType -> .msg type names
 _PRIMITIVE = {
@@ -161,10 +197,73 @@ class _Cdr:
         return n
 
 
-def _individual(c: _Cdr) -> tuple[str, list[FieldDescription]]:
+class _Out:
+    """CDR (XCDR1, little endian) writes, aligned as after a 4-byte encapsulation header."""
+
+    def __init__(self) -> None:
+        self.b = bytearray()
+
+    def _align(self, n: int) -> None:
+        self.b += b"\x00" * (-len(self.b) % n)
+
+    def u8(self, v: int) -> None:
+        self.b.append(v & 0xFF)
+
+    def u32(self, v: int) -> None:
+        self._align(4)
+        self.b += struct.pack("<I", v & 0xFFFFFFFF)
+
+    def u64(self, v: int) -> None:
+        self._align(8)
+        self.b += struct.pack("<Q", v & 0xFFFFFFFFFFFFFFFF)
+
+    def string(self, s: str) -> None:
+        raw = s.encode("utf-8", "surrogatepass") + b"\x00"
+        self.u32(len(raw))
+        self.b += raw
+
+
+def encode_reply(reply: TypeDescriptionReply, header: bytes = b"") -> bytes:
+    """``reply`` as the CDR a server sends (``header``: rmw_cyclonedds' 16-byte request
+    header, echoed after the CDR header).  For tests, the fuzzer and stand-in servers."""
+    out = _Out()
+    out.u8(1 if reply.successful else 0)
+    out.string(reply.failure_reason)
+
+    def individual(name: str, fields: list[FieldDescription]) -> None:
+        out.string(name)
+        out.u32(len(fields))
+        for f in fields:
+            out.string(f.name)
+            out.u8(f.type_id)
+            out.u64(f.capacity)
+            out.u64(f.string_capacity)
+            out.string(f.nested_type_name)
+            out.string(f.default_value)
+
+    main = reply.type_name
+    individual(main, reply.types.get(main, []))
+    refs = [(n, f) for n, f in reply.types.items() if n != main]
+    out.u32(len(refs))
+    for n, f in refs:
+        individual(n, f)
+    out.u32(len(reply.sources))
+    for n, enc, text in reply.sources:
+        out.string(n)
+        out.string(enc)
+        out.string(text)
+    out.u32(0)
+    return b"\x00\x01\x00\x00" + bytes(header) + bytes(out.b)
+
+
+def _individual(c: _Cdr, budget: list[int]) -> tuple[str, list[FieldDescription]]:
     name = c.string()
     fields = []
-    for _ in range(c.count(4 + 1 + 16 + 4 + 4)):
+    n = c.count(4 + 1 + 16 + 4 + 4)
+    budget[0] -= n
+    if budget[0] < 0:
+        raise Ros2GraphError(f"type description reply: more than {MAX_FIELDS} fields ({_LIMITS})")
+    for _ in range(n):
         fname = c.string()
         tid = c.u8()
         cap = c.u64()
@@ -185,12 +284,21 @@ def decode_reply(data: bytes, header: int = 0) -> TypeDescriptionReply:
     c.base = 4
     ok = bool(c.u8())
     reason = c.string()
-    main, fields = _individual(c)
+    budget = [MAX_FIELDS]
+    main, fields = _individual(c, budget)
     out = TypeDescriptionReply(ok, reason, main, {main: fields} if main else {})
-    for _ in range(c.count(8)):
-        name, f = _individual(c)
-        out.types.setdefault(name, f)
-    for _ in range(c.count(12)):
+    n = c.count(8)
+    if n > MAX_TYPES:
+        raise Ros2GraphError(f"type description reply: {n} referenced types ({_LIMITS})")
+    for _ in range(n):
+        name, f = _individual(c, budget)
+        if name in out.types:
+            raise Ros2GraphError(f"type description reply: {peer_text(name)} is described twice")
+        out.types[name] = f
+    n = c.count(12)
+    if n > MAX_TYPES + 1:
+        raise Ros2GraphError(f"type description reply: {n} type sources ({_LIMITS})")
+    for _ in range(n):
         out.sources.append((c.string(), c.string(), c.string()))
     for _ in range(c.count(8)):  # (extra_information: key/value pairs, not used)
         c.string()
@@ -198,14 +306,45 @@ def decode_reply(data: bytes, header: int = 0) -> TypeDescriptionReply:
     return out
 
 
-def _field_text(f: FieldDescription) -> str:
-    """A field description as a ``.msg`` line."""
-    tid = f.type_id
-    kind = 0
+def _kind(type_id: int) -> tuple[int, int]:
+    """(array kind: 0, _ARRAY, _BOUNDED_SEQ or _SEQ; base type id) of a field type id."""
     for k in (_SEQ, _BOUNDED_SEQ, _ARRAY):
-        if tid > k:
-            kind, tid = k, tid - k
-            break
+        if type_id > k:
+            return k, type_id - k
+    return 0, type_id
+
+
+def _default_text(value: str) -> str:
+    """A description's default value (rosidl writes Python literals: ``True``, ``-50``,
+    ``(0, 1, 255)``, ``('', 'max value')``) as ``.msg`` text, or ``""`` when it is not a
+    plain literal of printable text (never anything that could end the line)."""
+    if not value or len(value) > MAX_DEFAULT or not value.isprintable():
+        return ""
+    try:
+        v = ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return ""
+
+    def one(x: object) -> str:
+        if isinstance(x, bool):
+            return "true" if x else "false"
+        if isinstance(x, (int, float)):
+            return repr(x)
+        if isinstance(x, str) and x.isprintable():
+            return '"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        raise ValueError(x)
+
+    try:
+        if isinstance(v, (tuple, list)):
+            return "[" + ", ".join(one(x) for x in v) + "]"
+        return one(v)
+    except ValueError:
+        return ""
+
+
+def _field_text(f: FieldDescription) -> str:
+    """A (checked) field description as a ``.msg`` line."""
+    kind, tid = _kind(f.type_id)
     if tid == _NESTED:
         base = f.nested_type_name
         parts = base.split("/")
@@ -216,72 +355,296 @@ def _field_text(f: FieldDescription) -> str:
         if tid in (21, 22):
             base += f"<={f.string_capacity}"
     else:
-        raise Ros2GraphError(f"type description: field {f.name!r} has type id {f.type_id}, not a .msg type")
+        raise Ros2GraphError(
+            f"type description: field {peer_text(f.name)} has type id {f.type_id}, not a .msg type"
+        )
     if kind == _ARRAY:
         base += f"[{f.capacity}]"
     elif kind == _BOUNDED_SEQ:
         base += f"[<={f.capacity}]"
     elif kind == _SEQ:
         base += "[]"
-    default = f" {f.default_value}" if f.default_value else ""
-    return f"{base} {f.name}{default}"
+    default = _default_text(f.default_value) if tid != _NESTED else ""
+    return f"{base} {f.name}" + (f" {default}" if default else "")
+
+
+_PLACEHOLDER = "structure_needs_at_least_one_member"
 
 
 def _fields_text(fields: list[FieldDescription]) -> str:
     # (an empty struct is described with rosidl's placeholder member; an empty .msg has none)
-    if len(fields) == 1 and fields[0].name == "structure_needs_at_least_one_member":
+    if len(fields) == 1 and fields[0].name == _PLACEHOLDER:
         return ""
     return "\n".join(_field_text(f) for f in fields) + ("\n" if fields else "")
 
 
+def check_description(reply: TypeDescriptionReply) -> None:
+    """Refuse (a :class:`Ros2GraphError` naming the rule or the limit) a description that
+    breaks rosidl's naming rules, uses a type it does not describe, describes a type nothing
+    uses, has unknown type ids, nests in a cycle, or is past the network limits."""
+    types = reply.types
+    main = reply.type_name
+    if main not in types:
+        raise Ros2GraphError(f"type description of {peer_text(main)}: the type itself is not described")
+    if len(types) > MAX_TYPES + 1:
+        raise Ros2GraphError(f"type description of {main}: {len(types) - 1} referenced types ({_LIMITS})")
+    total = sum(len(f) for f in types.values())
+    if total > MAX_FIELDS:
+        raise Ros2GraphError(f"type description of {main}: {total} fields ({_LIMITS})")
+    for name, fields in types.items():
+        if not type_name_ok(name):
+            raise Ros2GraphError(
+                f"type description of {peer_text(main)}: {peer_text(name)} is not a ROS 2 type name "
+                "(rosidl: pkg/msg/Name, pkg lower case letters, digits and single underscores, Name CamelCase)"
+            )
+        seen: set[str] = set()
+        for f in fields:
+            if not field_name_ok(f.name):
+                raise Ros2GraphError(
+                    f"type description of {main}: {name} has a field named {peer_text(f.name)}, not a "
+                    "rosidl field name (^[a-z]([a-z0-9_]*[a-z0-9])?$ without '__')"
+                )
+            if f.name in seen:
+                raise Ros2GraphError(f"type description of {main}: {name} has two fields named {f.name}")
+            seen.add(f.name)
+            kind, tid = _kind(f.type_id)
+            if tid == _NESTED:
+                if f.nested_type_name not in types:
+                    raise Ros2GraphError(
+                        f"type description of {main}: field {f.name} of {name} uses "
+                        f"{peer_text(f.nested_type_name)}, which the description does not describe"
+                    )
+            elif tid not in _PRIMITIVE:
+                raise Ros2GraphError(
+                    f"type description of {main}: field {f.name} of {name} has type id {f.type_id}, "
+                    "not a .msg type"
+                )
+            if kind in (_ARRAY, _BOUNDED_SEQ) and not 0 < f.capacity <= (1 << 31) - 1:
+                raise Ros2GraphError(
+                    f"type description of {main}: field {f.name} of {name} has array size {f.capacity}"
+                )
+    # nesting: depth, cycles, unused types, expanded size (each type once, memoised)
+    depth: dict[str, int] = {}
+    flat: dict[str, int] = {}
+    busy: set[str] = set()
+
+    def walk(name: str, level: int) -> None:
+        if level > MAX_DEPTH:
+            raise Ros2GraphError(f"type description of {main}: nested more than {MAX_DEPTH} deep ({_LIMITS})")
+        if name in busy:
+            raise Ros2GraphError(f"type description of {main}: {name} contains itself")
+        if name in depth:
+            return
+        busy.add(name)
+        d, n = 1, 0
+        for f in types[name]:
+            kind, tid = _kind(f.type_id)
+            if tid == _NESTED:
+                walk(f.nested_type_name, level + 1)
+                d = max(d, 1 + depth[f.nested_type_name])
+                n += flat[f.nested_type_name] * (f.capacity if kind == _ARRAY else 1)
+            else:
+                n += 1
+            n = min(n, MAX_FLAT + 1)
+        busy.discard(name)
+        depth[name], flat[name] = d, n
+
+    walk(main, 1)
+    if depth[main] > MAX_DEPTH:
+        raise Ros2GraphError(f"type description of {main}: nested {depth[main]} deep ({_LIMITS})")
+    if flat[main] > MAX_FLAT:
+        raise Ros2GraphError(f"type description of {main}: more than {MAX_FLAT} expanded fields ({_LIMITS})")
+    unused = sorted(set(types) - set(depth))
+    if unused:
+        raise Ros2GraphError(f"type description of {main}: {peer_text(unused[0])} is described but not used")
+
+
+def _description_json(name: str, fields: list[FieldDescription]) -> dict[str, Any]:
+    return {
+        "type_name": name,
+        "fields": [
+            {
+                "name": f.name,
+                "type": {
+                    "type_id": f.type_id,
+                    "capacity": f.capacity,
+                    "string_capacity": f.string_capacity,
+                    "nested_type_name": f.nested_type_name,
+                },
+            }
+            for f in fields
+        ],
+    }
+
+
+def description_hash(reply: TypeDescriptionReply) -> str:
+    """The REP 2011 ``RIHS01_`` hash of the description as received (the main type and
+    every type it describes; names, type ids, capacities, nested names; no defaults)."""
+    main = reply.type_name
+    refs = sorted(
+        (_description_json(n, f) for n, f in reply.types.items() if n != main), key=lambda x: x["type_name"]
+    )
+    text = json.dumps(
+        {
+            "type_description": _description_json(main, reply.types.get(main, [])),
+            "referenced_type_descriptions": refs,
+        }
+    )
+    return "RIHS01_" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _text_ok(text: str) -> bool:
+    """A definition text holds nothing but printable characters, tabs and line ends."""
+    return all(line.replace("\t", " ").isprintable() for line in text.split("\n"))
+
+
 def _definition(main: str, texts: dict[str, str]) -> tuple[str, str]:
-    """(the full ros2msg definition, its RIHS01 hash) of ``main`` from one ``.msg`` text per
-    type (the known types fill in what is missing)."""
-    from polybag.codecs.ros1.msgdef import MsgDefError, TypeSet, parse_msg
-    from polybag.codecs.ros2 import definition_for, full_name, known_types
+    """(the full ros2msg definition, the RIHS01 hash of what it says when parsed again) of
+    ``main`` from one ``.msg`` text per type (only these types: nothing is filled in)."""
+    from polybag.codecs.ros1.msgdef import MsgDefError, TypeSet, parse_full, parse_msg
+    from polybag.codecs.ros2 import definition_for, full_name
     from polybag.codecs.ros2.typehash import type_hash
 
-    ts = TypeSet("ros2", known_types())
+    ts = TypeSet("ros2")
     try:
         for name, text in texts.items():
             d = parse_msg(name, text, "ros2")
             d.full_name = full_name(name)
+            for c in d.constants:
+                if not constant_name_ok(c.name):
+                    raise Ros2GraphError(
+                        f"type description of {main}: {name} has a constant named {peer_text(c.name)}, not a "
+                        "rosidl constant name (^[A-Z]([A-Z0-9_]*[A-Z0-9])?$ without '__')"
+                    )
             ts.add(d)
         ts.finalize()
-        return definition_for(main, ts), type_hash(ts, main)
-    except (MsgDefError, KeyError) as e:
-        raise Ros2GraphError(f"type description of {main}: {e}") from None
+        text = definition_for(main, ts)
+        if len(text) > MAX_TEXT:
+            raise Ros2GraphError(
+                f"type description of {main}: a definition of {len(text)} characters ({_LIMITS})"
+            )
+        if not _text_ok(text):
+            raise Ros2GraphError(f"type description of {main}: the definition would hold control characters")
+        again = parse_full(main, text, "ros2")
+        return text, type_hash(again, main)
+    except (MsgDefError, KeyError, ValueError, RecursionError) as e:
+        raise Ros2GraphError(f"type description of {main}: {peer_text(str(e), 500)}") from None
 
 
 def definition_from_reply(reply: TypeDescriptionReply, type_name: str, type_hash: str = "") -> str:
-    """The ``ros2msg`` definition of ``type_name`` from ``reply``, its hash checked against
-    ``type_hash`` (when given): from the ``.msg`` sources when the reply carries them for
-    every type, else from the field descriptions.  A :class:`Ros2GraphError` says why not."""
+    """The ``ros2msg`` definition of ``type_name`` from ``reply`` (see the module docstring
+    for what is checked): from the ``.msg`` sources when the reply carries them for every
+    type and they say exactly what is described, else from the field descriptions.  The
+    description's hash must be ``type_hash`` (when given), and the text built must parse
+    back to the same hash.  A :class:`Ros2GraphError` says why not."""
     if not reply.successful:
         raise Ros2GraphError(
-            f"type description of {type_name} refused: {reply.failure_reason or 'no reason'}"
+            f"type description of {type_name} refused: {peer_text(reply.failure_reason) or 'no reason'}"
         )
     if reply.type_name != type_name:
-        raise Ros2GraphError(f"type description of {reply.type_name!r}, not {type_name}")
+        raise Ros2GraphError(f"type description of {peer_text(reply.type_name)}, not {peer_text(type_name)}")
+    if not type_name_ok(type_name):
+        raise Ros2GraphError(f"{peer_text(type_name)} is not a ROS 2 type name by rosidl's rules")
+    check_description(reply)
+    described = description_hash(reply)
+    if type_hash and described != type_hash:
+        raise Ros2GraphError(
+            f"type description of {type_name}: its hash {described} is not the announced {peer_text(type_hash)}"
+        )
     tries: list[dict[str, str]] = []
     sources = {n: text for n, enc, text in reply.sources if enc == "msg"}
-    if all(n in sources for n in reply.types):
+    if all(n in sources and len(sources[n]) <= MAX_TEXT for n in reply.types):
         tries.append({n: sources[n] for n in reply.types})
     tries.append({n: _fields_text(f) for n, f in reply.types.items()})
-    got = ""
+    problem = ""
     for texts in tries:
-        text, h = _definition(type_name, texts)
-        if not type_hash or h == type_hash:
+        try:
+            text, h = _definition(type_name, texts)
+        except Ros2GraphError as e:
+            problem = str(e)
+            continue
+        if h == described:
             return text
-        got = h
-    raise Ros2GraphError(f"type description of {type_name}: its hash {got} is not the announced {type_hash}")
+        problem = (
+            f"type description of {type_name}: the definition built from it does not describe the same fields"
+        )
+    raise Ros2GraphError(problem)
+
+
+class ReplyMatcher:
+    """Makes the requests for ``type_name`` and decides which replies answer them (see the
+    module docstring): only writers of ``participant``; for Cyclone peers (``cyclone``)
+    only replies echoing one of our request headers.
+
+    :meth:`offer` returns the verified definition, None for a reply that is not ours, and
+    raises :class:`Ros2GraphError` for an answer to our request that refuses or cannot be
+    used.  ``refusal`` keeps the last refusal that may be ours (Fast DDS), ``ignored``
+    counts the replies left aside.
+    """
+
+    def __init__(
+        self,
+        participant: str,
+        type_name: str,
+        type_hash: str,
+        cyclone: bool | None = None,
+        client: bytes = b"",
+    ) -> None:
+        self.prefix = guid_prefix(participant)
+        self.type_name = type_name
+        self.type_hash = type_hash
+        self.cyclone = self.prefix.startswith("0110") if cyclone is None else cyclone
+        self.client = client or os.urandom(8)
+        self.seq = 0
+        self.sent: set[bytes] = set()
+        self.refusal = ""
+        self.ignored = 0
+
+    def request(self) -> bytes:
+        """The next request (for Cyclone peers: with a header of its own sequence number)."""
+        body = encode_request(self.type_name, self.type_hash)
+        if not self.cyclone:
+            return body
+        self.seq += 1
+        header = self.client + struct.pack("<q", self.seq)
+        if len(self.sent) < 4096:
+            self.sent.add(header)
+        return body[:4] + header + body[4:]
+
+    def offer(self, data: bytes, writer: str) -> str | None:
+        """The definition when ``data`` (from the writer with GUID ``writer``) answers our
+        request with a usable description; None when it is not an answer to us."""
+        if not self.prefix or guid_prefix(writer) != self.prefix:
+            self.ignored += 1
+            return None
+        if self.cyclone:
+            if len(data) < 20 or bytes(data[4:20]) not in self.sent:
+                self.ignored += 1
+                return None
+            reply = decode_reply(data, 16)  # (ours: any problem is the answer)
+            return definition_from_reply(reply, self.type_name, self.type_hash)
+        try:
+            reply = decode_reply(data, 0)
+        except Ros2GraphError as e:
+            self.ignored += 1
+            self.refusal = str(e)
+            return None
+        if not reply.successful:
+            self.ignored += 1
+            self.refusal = f"refused: {peer_text(reply.failure_reason) or 'no reason'}"
+            return None
+        if reply.type_name != self.type_name:
+            self.ignored += 1  # (another client's answer)
+            return None
+        return definition_from_reply(reply, self.type_name, self.type_hash)
 
 
 def fetch_definition(graph: Any, participant: str, type_name: str, type_hash: str, timeout: float) -> str:
     """Ask the type description servers of ``participant`` (every node of it that serves
     one) for ``type_name``; the verified ``ros2msg`` definition, or a :class:`Ros2GraphError`
-    (no server, no answer within ``timeout`` seconds, a refusal, a wrong hash).  The servers
-    are those ``graph`` has discovered: its owner keeps polling it meanwhile."""
+    (no server, no answer within ``timeout`` seconds, a refusal, a description refused by
+    the checks).  The servers are those ``graph`` has discovered: its owner keeps polling
+    it meanwhile.  Replies from other participants, or to other requests, are left aside."""
     end = time.monotonic() + timeout
     # (the servers come from the graph's discovery, which its owner polls: polling here would
     # take the new publications the owner waits for)
@@ -292,45 +655,46 @@ def fetch_definition(graph: Any, participant: str, type_name: str, type_hash: st
         nodes = graph.type_servers(participant)
     if not nodes:
         raise Ros2GraphError(f"no type description service on the participant publishing {type_name}")
-    cyclone = participant.replace("-", "").lower().startswith("0110")
-    header = 16 if cyclone else 0
-    request = encode_request(type_name, type_hash)
-    if cyclone:  # (rmw_cyclonedds: client id and sequence number before the request)
-        request = request[:4] + os.urandom(8) + struct.pack("<q", 1) + request[4:]
+    matcher = ReplyMatcher(participant, type_name, type_hash)
     pairs = []
-    errors: list[str] = []
-    refused = 0
+    problems: list[str] = []
     try:
         for node in nodes:
             svc = f"{node.rstrip('/')}/{SERVICE}"
             reader = graph.raw_reader(f"rr{svc}Reply", REPLY_TYPE, _SERVICE_QOS)
             pairs.append((graph.raw_writer(f"rq{svc}Request", REQUEST_TYPE, _SERVICE_QOS), reader))
         next_send = 0.0
-        while time.monotonic() < end:
+        answered: set[int] = set()
+        while time.monotonic() < end and len(answered) < len(pairs):
             now = time.monotonic()
             if now >= next_send:
                 # (sent again every 0.5 s: the server may not have matched our reader yet)
-                for w, r in pairs:
-                    if w.subscriber_count() and r.publisher_count():
-                        w.write(request)
+                for i, (w, r) in enumerate(pairs):
+                    if i not in answered and w.subscriber_count() and r.publisher_count():
+                        w.write(matcher.request())
                 next_send = now + 0.5
-            for _w, r in pairs:
-                for data, _stamp in r.take(16):
+            for i, (_w, r) in enumerate(pairs):
+                if i in answered:
+                    continue
+                for data, _stamp, writer in r.take_sent(16):
                     try:
-                        reply = decode_reply(data, header)
-                        if reply.type_name != type_name and reply.successful:
-                            continue  # (another client's answer)
-                        return definition_from_reply(reply, type_name, type_hash)
+                        text = matcher.offer(data, writer)
                     except Ros2GraphError as e:
-                        errors.append(str(e))
-                        refused += 1
-            if refused >= len(pairs):
-                break  # (every node answered, none with the type)
+                        problems.append(str(e))
+                        answered.add(i)  # (this node answered our request: no)
+                        break
+                    if text is not None:
+                        return text
             time.sleep(0.02)
     finally:
         for w, r in pairs:
             w.close()
             r.close()
-    if errors:
-        raise Ros2GraphError(errors[-1])
+    if problems:
+        raise Ros2GraphError(problems[-1])
+    if matcher.refusal:
+        raise Ros2GraphError(
+            f"no description of {type_name} in {timeout:g} s (its publisher's node answered a request: "
+            f"{matcher.refusal})"
+        )
     raise Ros2GraphError(f"the type description service did not answer for {type_name} in {timeout:g} s")
