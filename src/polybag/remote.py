@@ -31,7 +31,11 @@ request.  Both are polybag's own options, never passed to fsspec.  The object is
 the version that was opened: over HTTP by its ``ETag``/``Last-Modified`` (``If-Match``), on
 S3 (s3fs) by its ``VersionId`` or ``If-Match`` with its ``ETag``; a change is an error.  Sizes
 over :data:`~polybag.remote_http.MAX_OBJECT_BYTES` are refused, and messages name the URL
-without its user info or query values.
+without its user info or query values.  An ``http(s)://`` URL given options only fsspec
+takes (``client_kwargs``, ``ssl``, ...) is read by fsspec's HTTP filesystem (aiohttp) under
+the redirect rules of :class:`~polybag.remote_http.HttpRanges`, through a trace hook added to
+its ``client_kwargs["trace_configs"]`` (:func:`~polybag.remote_http.aiohttp_guard`): a refused
+redirect is a :class:`~polybag.remote_http.RedirectRefused`.
 """
 
 from __future__ import annotations
@@ -55,9 +59,12 @@ from polybag.remote_http import (
     DEADLINE_ENV,
     MAX_OBJECT_BYTES,
     HttpRanges,
+    RedirectRefused,
+    aiohttp_guard,
     http_transport,
     limits,
     redact,
+    refused_redirect,
     scrub,
     secrets_of,
 )
@@ -112,12 +119,33 @@ def file_url_path(url: str) -> str | None:
     return unquote(urlparse(url).path)
 
 
+def _guarded(url: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """The options of an ``http(s)://`` URL read through fsspec's HTTP filesystem: the
+    caller's ``client_kwargs`` (kept) with polybag's redirect rules added to their
+    ``trace_configs`` (:func:`polybag.remote_http.aiohttp_guard`)."""
+    kwargs = opts.get("client_kwargs")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, dict):
+        raise UsageError(f"{redact(url)}: the storage option client_kwargs must be a dict")
+    theirs = kwargs.get("trace_configs") or []
+    if not isinstance(theirs, (list, tuple)):
+        raise UsageError(f"{redact(url)}: client_kwargs['trace_configs'] must be a list")
+    try:
+        guard = aiohttp_guard()
+    except ImportError as e:  # pragma: no cover - the remote extra
+        raise UsageError(f"{redact(url)}: reading this URL needs aiohttp (pip install 'polybag[remote]')") from e
+    return {**opts, "client_kwargs": {**kwargs, "trace_configs": [*theirs, guard]}}
+
+
 def _fs_for(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
     _timeout, _deadline, opts = limits(url, storage_options)  # polybag's own options stay here
     try:
         import fsspec.core
     except ImportError as e:  # pragma: no cover - the remote extra
         raise UsageError(f"{redact(url)}: reading URLs needs fsspec (pip install 'polybag[remote]')") from e
+    if url.lower().startswith(("http://", "https://")):
+        opts = _guarded(url, opts)  # aiohttp under fsspec: the redirect rules of HttpRanges
     try:
         return fsspec.core.url_to_fs(url, **opts)
     except (ImportError, ValueError) as e:
@@ -125,8 +153,20 @@ def _fs_for(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]
 
 
 def _transport_error(url: str, what: str, e: BaseException) -> PolybagError:
-    """A transport's exception as a PolybagError naming ``url`` (no secrets, no raw text)."""
+    """A transport's exception as a PolybagError naming ``url`` (no secrets, no raw text); a
+    refused redirect (fsspec's HTTP filesystem) as a :class:`RedirectRefused`."""
+    reason = refused_redirect(e)
+    if reason is not None:
+        return RedirectRefused(f"{redact(url)}: {what}: {scrub(reason, secrets_of(url))}")
     return PolybagError(f"{redact(url)}: {what}: {scrub(f'{type(e).__name__}: {e}', secrets_of(url))}")
+
+
+def _not_found(url: str, e: FileNotFoundError) -> PolybagError:
+    """fsspec's FileNotFoundError: no such object, or (over HTTP, where fsspec turns every
+    failure of its size request into one) a refused redirect."""
+    if refused_redirect(e) is not None:
+        return _transport_error(url, "cannot open", e)
+    return PolybagError(f"{redact(url)}: cannot open: no such object")
 
 
 def _check_size(url: str, size: int) -> None:
@@ -637,8 +677,8 @@ def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -
     try:
         size = fs.size(fpath)
         data = bytes(fs.cat_file(fpath, start=0, end=min(n, size))) if size else b""
-    except FileNotFoundError:
-        raise PolybagError(f"{redact(url)}: cannot open: no such object") from None
+    except FileNotFoundError as e:
+        raise _not_found(url, e) from None
     except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
         raise _transport_error(url, "cannot open", e) from None
     if len(data) > n:
@@ -686,8 +726,8 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
         fs, fpath = _fs_for(url, storage_options)
         try:
             info = fs.info(fpath)
-        except FileNotFoundError:
-            raise PolybagError(f"{redact(url)}: cannot open: no such object") from None
+        except FileNotFoundError as e:
+            raise _not_found(url, e) from None
         except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
             raise _transport_error(url, "cannot open", e) from None
         if info.get("type") == "directory":
@@ -727,8 +767,8 @@ def download(url: str, dest: str, storage_options: dict[str, Any] | None = None)
             try:
                 info = fs.info(fpath)
                 size = int(info["size"])
-            except FileNotFoundError:
-                raise PolybagError(f"{name}: cannot open: no such object") from None
+            except FileNotFoundError as e:
+                raise _not_found(url, e) from None
             except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
                 raise _transport_error(url, "cannot open", e) from None
             _check_size(url, size)

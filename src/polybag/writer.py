@@ -240,6 +240,14 @@ def create_new(path: str | os.PathLike[str], mode: int = 0o666) -> int:
         raise OutputExistsError(f"{p} exists; not overwritten (polybag writes only files it creates)") from None
 
 
+def write_created(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` into the file ``path`` that polybag has just created exclusively (for
+    example ``placed()``'s ``NAME.active``), never through a symbolic link put there since."""
+    flags = os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with open(os.open(os.fspath(path), flags), "wb") as f:
+        f.write(data)
+
+
 def open_new(path: str | os.PathLike[str], mode: str = "wb", **kwargs: Any) -> Any:
     """``open(path, mode)`` of a new file created exclusively (:func:`create_new`)."""
     fd = create_new(path)

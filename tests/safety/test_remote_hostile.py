@@ -653,3 +653,125 @@ def test_a_reader_error_names_the_url_without_its_secrets(serve: Any) -> None:
     with pytest.raises(PolybagError) as e:
         polybag.open(f"{srv.url}/x.bag?sig=verysecretvalue")
     assert "verysecretvalue" not in str(e.value) and f"{srv.url}/x.bag?sig=***" in str(e.value)
+
+
+# --- the fsspec path (aiohttp): the same redirect rules -------------------------------------------
+#: storage options that send an http(s) URL through fsspec's HTTP filesystem (client_kwargs:
+#: an option only fsspec takes), with a caller header aiohttp does not drop by itself
+FSSPEC_KEY = {"headers": {"X-Api-Key": API_KEY}, "client_kwargs": {}}
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [FSSPEC_KEY, {"client_kwargs": {"headers": {"X-Api-Key": API_KEY}}}],
+    ids=["storage-options-headers", "client-kwargs-headers"],
+)
+def test_the_fsspec_path_refuses_a_redirect_to_another_port_with_caller_headers(
+    serve: Any, logs: Any, opts: dict[str, Any]
+) -> None:
+    pytest.importorskip("aiohttp")
+    from polybag.remote_http import RedirectRefused
+
+    obj = Obj(logs["mcap"][0])
+    other = serve(lambda s, r: normal(obj, r))
+    origin = serve(lambda s, r: [head("302 Found", [f"Location: {other.url}{r.path}", "Content-Length: 0"])])
+    url = f"{origin.url}/x.mcap?sig=verysecretvalue"
+    with pytest.raises(RedirectRefused, match=r"cannot open: refused a redirect to another scheme, host or port") as e:
+        polybag.open(url, storage_options=opts)
+    text = str(e.value)
+    assert f"{origin.url}/x.mcap?sig=***" in text and "x-api-key" in text
+    assert "verysecretvalue" not in text and API_KEY not in text
+    assert origin.requests and all(r.headers.get("x-api-key") == API_KEY for r in origin.requests)
+    assert not any("x-api-key" in r.headers for r in other.requests)
+    assert other.requests == []  # refused before anything was sent there
+
+
+def test_the_fsspec_path_refuses_it_on_a_range_read_too(serve: Any, logs: Any) -> None:
+    """The size request stays on the origin; the range requests are redirected away."""
+    pytest.importorskip("aiohttp")
+    from polybag.remote_http import RedirectRefused
+
+    obj = Obj(logs["mcap"][0])
+    other = serve(lambda s, r: normal(obj, r))
+
+    def answer(s: Hostile, r: Request) -> Any:
+        if r.method == "HEAD":
+            return normal(obj, r)
+        return [head("307 Temporary Redirect", [f"Location: {other.url}{r.path}", "Content-Length: 0"])]
+
+    origin = serve(answer)
+    with pytest.raises(RedirectRefused, match=r"cannot read .*refused a redirect to another scheme, host or port") as e:
+        _messages(f"{origin.url}/x.mcap", storage_options=FSSPEC_KEY)
+    assert origin.url in str(e.value) and API_KEY not in str(e.value)
+    assert other.requests == []
+
+
+def test_the_fsspec_path_follows_a_redirect_to_another_port_without_credentials(serve: Any, logs: Any) -> None:
+    """Only Authorization (which aiohttp drops on another origin): the redirect is followed,
+    without it; the caller's own trace configs are kept beside polybag's."""
+    aiohttp = pytest.importorskip("aiohttp")
+    data = logs["mcap"][0]
+    obj = Obj(data)
+    other = serve(lambda s, r: normal(obj, r))
+    origin = serve(lambda s, r: [head("302 Found", [f"Location: {other.url}{r.path}", "Content-Length: 0"])])
+    seen: list[str] = []
+
+    async def redirected(session: Any, ctx: Any, params: Any) -> None:
+        seen.append(str(params.url))
+
+    theirs = aiohttp.TraceConfig()
+    theirs.on_request_redirect.append(redirected)
+    opts = {"headers": {"Authorization": TOKEN}, "client_kwargs": {"trace_configs": [theirs]}}
+    assert _messages(f"{origin.url}/x.mcap", storage_options=opts) == _messages(data)
+    assert other.requests and not any(_has_creds(r) for r in other.requests)
+    assert seen and all(u.startswith(origin.url) for u in seen)
+    assert opts["client_kwargs"] == {"trace_configs": [theirs]}  # the caller's options untouched
+
+
+def test_the_fsspec_path_follows_a_same_origin_redirect_with_the_headers(serve: Any, logs: Any) -> None:
+    pytest.importorskip("aiohttp")
+    data = logs["mcap"][0]
+    obj = Obj(data)
+
+    def answer(s: Hostile, r: Request) -> Any:
+        if r.path == "/moved.mcap":
+            return [head("301 Moved", ["Location: /real.mcap", "Content-Length: 0"])]
+        return normal(obj, r)
+
+    srv = serve(answer)
+    assert _messages(f"{srv.url}/moved.mcap", storage_options=FSSPEC_KEY) == _messages(data)
+    real = [r for r in srv.requests if r.path == "/real.mcap"]
+    assert real and all(r.headers.get("x-api-key") == API_KEY for r in real)
+
+
+def test_the_fsspec_path_bounds_redirects(serve: Any) -> None:
+    pytest.importorskip("aiohttp")
+    srv = serve(lambda s, r: [head("302 Found", [f"Location: {r.path}x", "Content-Length: 0"])])
+    with pytest.raises(PolybagError, match=r"more than 5 redirects") as e:
+        polybag.open(f"{srv.url}/loop.mcap", storage_options={"client_kwargs": {}})
+    assert srv.url in str(e.value)
+    for method in {r.method for r in srv.requests}:  # each request (HEAD, then GET) stops at 6
+        assert sum(r.method == method for r in srv.requests) == 6
+
+
+def test_the_fsspec_path_refuses_a_redirect_from_https_to_http(serve: Any, logs: Any, tmp_path: Path) -> None:
+    pytest.importorskip("aiohttp")
+    import ssl
+
+    from polybag.remote_http import RedirectRefused
+
+    ctx, cert = _tls_context(tmp_path)
+    trust = ssl.create_default_context(cafile=str(cert))  # ``ssl``: a request option fsspec passes on
+    data = logs["mcap"][0]
+    obj = Obj(data)
+    plain = serve(lambda s, r: normal(obj, r))
+    secure = serve(lambda s, r: normal(obj, r), tls=ctx)
+    # https itself works through fsspec (and is read whole) ...
+    assert _messages(f"{secure.url}/x.mcap", storage_options={"ssl": trust}) == _messages(data)
+    # ... but a redirect down to http is refused before anything is sent there, headers or not
+    down = serve(lambda s, r: [head("302 Found", [f"Location: {plain.url}{r.path}", "Content-Length: 0"])], tls=ctx)
+    for opts in ({"ssl": trust}, {**FSSPEC_KEY, "ssl": trust}):
+        with pytest.raises(RedirectRefused, match=r"refused a redirect from https to http") as e:
+            polybag.open(f"{down.url}/x.mcap", storage_options=opts)
+        assert down.url in str(e.value) and API_KEY not in str(e.value)
+    assert down.requests and plain.requests == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -24,6 +23,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from polybag.ops._common import check_output, placed
+    from polybag.writer import write_created
 
     if args.output != "-":
         check_output(args.output, [] if args.file == "-" else [args.file], args.force, any_file=True)
@@ -43,8 +43,5 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.buffer.flush()
         else:
             with placed(args.output, args.force) as tmp:
-                # (the file placed() created; never through a symbolic link put there meanwhile)
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
-                with open(fd, "wb") as f:
-                    f.write(data)
+                write_created(tmp, data)
     return 0

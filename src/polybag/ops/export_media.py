@@ -65,7 +65,7 @@ from polybag.sensors.read import (
     sensor_channels,
 )
 from polybag.timefmt import TimeWindow
-from polybag.writer import file_refusal, refuse_replacing
+from polybag.writer import file_refusal, refuse_replacing, write_created
 
 IMAGE_FORMATS = ("png", "jpg", "npy")
 CLOUD_FORMATS = ("pcd", "ply", "npy")
@@ -212,11 +212,7 @@ def image_file_bytes(f: Frame, fmt: str) -> bytes:
 
 def _write_file(path: Path, data: bytes, overwrite: bool) -> None:
     with placed(path, overwrite) as tmp:
-        # (the file placed() created; never through a symbolic link put there meanwhile)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(tmp, flags, 0o666)
-        with open(fd, "wb") as fh:
-            fh.write(data)
+        write_created(tmp, data)
 
 
 def _sensor_topics(reader: Any, topics: str | Sequence[str] | None, types: dict[str, str], what: str) -> list[str]:
