@@ -242,9 +242,10 @@ def create_new(path: str | os.PathLike[str], mode: int = 0o666) -> int:
 
 def write_created(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` into the file ``path`` that polybag has just created exclusively (for
-    example ``placed()``'s ``NAME.active``), never through a symbolic link put there since."""
-    flags = os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    with open(os.open(os.fspath(path), flags), "wb") as f:
+    example ``placed()``'s ``NAME.active``) or that is its own to create (a private staging
+    folder's), never through a symbolic link put there since."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with open(os.open(os.fspath(path), flags, 0o666), "wb") as f:
         f.write(data)
 
 
