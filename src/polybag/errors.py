@@ -8,6 +8,8 @@ problem was found, so a message reads like
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class PolybagError(Exception):
     """Base of every polybag exception."""
@@ -53,6 +55,44 @@ class OutputExistsError(UsageError):
     ``--force``), or the output would be one of the inputs (never allowed)."""
 
 
+class EmptySelectionError(PolybagError):
+    """A topic selection (``--topics``, ``--include-topic``, a plot's ``TOPIC.FIELD``...) that
+    matches no topic of the input: an operation says so (the CLI exits 1) rather than
+    printing or writing nothing.  The message lists the topics there are (the first few).
+    Reading (``reader.messages(topics=...)``) still just gives no message."""
+
+    def __init__(self, selection: object, topics: Iterable[str], *, excluding: object = None, verb: str = "matches") -> None:
+        self.selection = selection
+        self.topics = sorted(set(topics))
+        if selection is None:
+            what = f"no topic is left when excluding {_shown(excluding)}"
+        else:
+            what = f"no topic {verb} {_shown(selection)}" + (f" when excluding {_shown(excluding)}" if excluding else "")
+        super().__init__(f"{what} ({_listing(self.topics)})")
+
+
+def _shown(selection: object) -> str:
+    """A selection as given: a string (a pattern) quoted, a list of names each quoted."""
+    if isinstance(selection, str):
+        return repr(selection)
+    if isinstance(selection, Iterable):
+        return ", ".join(repr(s) for s in selection)
+    return repr(selection)
+
+
+def _listing(topics: list[str], most: int = 12, width: int = 300) -> str:
+    """``topics here: /a, /b, ... and N more`` cut to ``most`` names and about ``width`` characters."""
+    if not topics:
+        return "the input has no topics"
+    shown: list[str] = []
+    for t in topics[:most]:
+        if shown and sum(len(s) + 2 for s in shown) + len(t) > width:
+            break
+        shown.append(t)
+    rest = len(topics) - len(shown)
+    return "topics here: " + ", ".join(shown) + (f", ... and {rest} more" if rest else "")
+
+
 class UnsupportedError(PolybagError):
     """Valid input that polybag cannot handle (an unknown compression, a future version...)."""
 
@@ -91,6 +131,7 @@ class PolybagWarning(UserWarning):
 __all__ = [
     "ChecksumError",
     "DecodeError",
+    "EmptySelectionError",
     "FormatError",
     "OutputExistsError",
     "PolybagError",

@@ -14,6 +14,7 @@ member                     what it is                                           
 =========================  ====================================================  ===========
 ``recovery_report``        damage met by a recovering read (after it)            ``None``
 ``definition_problems``    definitions given twice with different content        ``()``
+``record_problems()``      spec violations a lenient read accepts (for check)    ``[]``
 ``ulog``                   a ULog's info, parameters, logged strings, damage     ``None``
 ``topic_payloads(topic)``  a topic's payloads in bulk, for columns               ``None``
 ``native_profile``         the MCAP profile every channel of the file has        ``None``
@@ -143,6 +144,12 @@ class Reader(Closing, ABC):
         it), for columns without iterating messages.  None: not offered by this format
         (:func:`polybag.codecs.columns.topic_columns` then iterates ``messages``)."""
         return None
+
+    def record_problems(self) -> list[str]:
+        """What the format's specification forbids but a lenient read accepts (MCAP: records
+        shorter than their spec table, no Data End record), each naming the file and offset;
+        one pass over the whole file, for ``check``.  ``[]``: nothing to add to the read."""
+        return []
 
     # --- index (for planners such as polybag.dask) ------------------------------------------
     @property
@@ -283,6 +290,8 @@ class ReaderProtocol(Protocol):
     def info_extras(self) -> dict[str, Any]: ...
 
     def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None: ...
+
+    def record_problems(self) -> list[str]: ...
 
     @property
     def has_index(self) -> bool: ...

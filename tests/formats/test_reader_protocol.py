@@ -114,6 +114,8 @@ def test_optional_members_answer_with_the_declared_types(reader: Reader) -> None
     problems = reader.definition_problems
     assert isinstance(problems, Sequence) and not isinstance(problems, str)
     assert all(isinstance(p, str) for p in problems)
+    spec = reader.record_problems()
+    assert isinstance(spec, list) and all(isinstance(p, str) for p in spec)
     assert reader.info_style is None or reader.info_style in render.STYLES
     for text in (render.info_text(reader), render.info_yaml(reader)):
         assert text is None or isinstance(text, str)
@@ -185,7 +187,7 @@ def test_the_base_answers_not_here() -> None:
     r = _Minimal()
     assert isinstance(r, ReaderProtocol)
     assert r.native_profile is None and r.recovery_report is None and r.ulog is None
-    assert tuple(r.definition_problems) == ()
+    assert tuple(r.definition_problems) == () and r.record_problems() == []
     assert r.topic_payloads("/x") is None
     assert r.info_style is None and render.info_text(r) is None and render.info_yaml(r) is None
     assert r.source_size == 0 and r.release_pages() is None

@@ -14,6 +14,7 @@ import polybag
 from ops_helpers import BAGS, CORPORA, rows, sorted_rows
 from polybag import ops
 from polybag.cli import main
+from polybag.errors import EmptySelectionError
 
 EXAMPLE = CORPORA / "rosbag" / "foxglove-rosbag" / "example.bag"
 MULTI = CORPORA / "rosbag" / "rosbag2_bag_v2" / "test_bag_multiple_connections.bag"
@@ -53,6 +54,12 @@ def test_filter_matches_brute_force(
     base = _start(EXAMPLE)
     if window is not None:
         start, end = f"+{window[0]}s", f"+{window[1]}.5"
+    kept = {t for t, *_ in rows(EXAMPLE) if (not include or any(re.fullmatch(p, t) for p in include)) and not any(re.fullmatch(p, t) for p in exclude)}
+    if not kept:  # a selection that leaves no topic is said (issue 27), nothing written
+        with pytest.raises(EmptySelectionError):
+            ops.filter(EXAMPLE, out, include_topics=include, exclude_topics=exclude, start=start, end=end)
+        assert not out.exists()
+        return
     res = ops.filter(EXAMPLE, out, include_topics=include, exclude_topics=exclude, start=start, end=end)
 
     def keep(topic: str, t: int) -> bool:

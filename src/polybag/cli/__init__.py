@@ -5,7 +5,8 @@ Each command is one small module in this package that defines ``register(subpars
 are found automatically, so adding a command touches no shared file.
 
 Exit codes: 0 success; 1 the operation found a problem or lost data (``check``,
-``recover``, ``info`` of a damaged file, messages a target cannot hold); 2 usage error, or
+``recover``, ``info`` of a damaged file, messages a target cannot hold, a topic selection
+that matches no topic: the message lists the topics there are); 2 usage error, or
 an output that exists (commands that write refuse to replace a file unless ``--force``, and
 never replace an input); 3 the input could not be read or the output not written (a polybag
 error, a full disk; the message names the file); 130 interrupted.  Every error is one line
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from polybag import __version__, compression
-from polybag.errors import OutputExistsError, PolybagError, PolybagWarning, UsageError
+from polybag.errors import EmptySelectionError, OutputExistsError, PolybagError, PolybagWarning, UsageError
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -136,6 +137,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -
             _command_parser(parser, args.command).print_usage(sys.stderr)
         print(f"polybag {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except EmptySelectionError as e:  # nothing printed or written: said, not silent
+        print(f"polybag {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_PROBLEM
     except PolybagError as e:
         print(f"polybag {args.command}: error: {e}", file=sys.stderr)
         return EXIT_INPUT

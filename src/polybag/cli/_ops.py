@@ -10,6 +10,63 @@ from typing import Any
 from polybag.cli._common import print_json
 from polybag.errors import PolybagError, UsageError
 
+#: the help of an option taking a :class:`TopicPattern`
+TOPICS_HELP = "regular expression matched against whole topic names; a comma separates alternatives (/a,/b)"
+
+
+class TopicPattern(str):
+    """A topic option's argument (``--topics``, ``--include-topic``...): a regular expression
+    matched against whole topic names, in which a comma outside brackets, braces and
+    parentheses separates alternatives (``/a,/b`` is ``/a`` or ``/b``; ``\\,`` is a comma).
+    The value is the regular expression; its ``repr`` the text as given (for messages)."""
+
+    given: str
+
+    def __new__(cls, text: str) -> TopicPattern:
+        parts = _split_commas(text)
+        obj = super().__new__(cls, "|".join(f"(?:{p})" for p in parts) if len(parts) > 1 else parts[0])
+        obj.given = text
+        return obj
+
+    def __repr__(self) -> str:
+        return repr(self.given)
+
+
+def _split_commas(text: str) -> list[str]:
+    """``text`` cut at its top-level commas (not escaped, not in ``[...]``, ``{...}``, ``(...)``);
+    empty pieces dropped."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, in_class, escaped = 0, -1, False  # in_class: where the class's first member is (-1: none)
+    for i, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class >= 0:
+            if ch == "^" and i == in_class:
+                in_class += 1
+            elif ch == "]" and i > in_class:
+                in_class = -1
+        elif ch == "[":
+            in_class = i + 1
+        elif ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in parts if p] or [text]
+
+
+def topic_names(values: Iterable[str]) -> list[str]:
+    """Topic names given as arguments, each of which may be a comma-separated list (``/a,/b``)."""
+    return [name for v in values for name in v.split(",") if name]
+
 
 def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
     """``--format``, ``--compression``, ``--chunk-size`` and ``--force`` of a command that

@@ -11,6 +11,8 @@ payload does not match it is still printed (``data`` in base64, or a hex preview
 ``polybag cat: warning: TOPIC: cannot decode (REASON); ...`` line per topic on stderr, and
 the command exits 1 at the end.  A channel whose encoding has no codec at all is printed
 the same way without a warning.
+
+``--topics`` that matches no topic of the file is an error naming the topics there are (exit 1).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 from typing import Any
 
 from polybag.cli._common import _json_default, format_ns
+from polybag.cli._ops import TOPICS_HELP, TopicPattern
 from polybag.cli.info import add_format_option, open_input
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Message
@@ -33,7 +36,7 @@ _RELEASE_EVERY = 16 << 20  # payload bytes printed between releases of the input
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("cat", help="print messages (decoded when a codec exists)")
     p.add_argument("file", help="log file, or - for stdin")
-    p.add_argument("--topics", help="regular expression matched against whole topic names")
+    p.add_argument("--topics", type=TopicPattern, metavar="REGEX", help=TOPICS_HELP)
     p.add_argument("--start", help="first log time (ns, seconds with '.'/'s', or +offset from the start)")
     p.add_argument("--end", help="log time to stop before (same forms as --start)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -141,4 +144,8 @@ def run(args: argparse.Namespace) -> int:
                 ok, msg = dec.to_dict(m)
                 body = json.dumps(msg, default=_jsonable) if ok else f"[{len(m.data)} bytes] {_preview(m.data)}"
                 out.write(f"{format_ns(m.log_time)} {ch.topic} [{ch.type_name or ch.message_encoding}] {body}\n")
+        if count == 0 and args.topics is not None:  # nothing printed: say why if --topics is it
+            from polybag.ops._common import require_topics
+
+            require_topics(args.topics, reader.summary.channels.values())
     return 1 if dec.problems else 0

@@ -21,9 +21,9 @@ import argparse
 import sys
 
 from polybag.cli._common import format_size, print_json
-from polybag.cli._ops import add_force
+from polybag.cli._ops import TOPICS_HELP, TopicPattern, add_force
 from polybag.cli.batch import add_jobs, report_batch
-from polybag.errors import PolybagError, UsageError
+from polybag.errors import UsageError
 from polybag.ops.export import Table, plan_tables, table_name
 
 __all__ = ["Table", "plan_tables", "register", "run", "table_name"]
@@ -32,7 +32,7 @@ __all__ = ["Table", "plan_tables", "register", "run", "table_name"]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write each topic as a csv, parquet or jsonl table")
     p.add_argument("input", metavar="FILE")
-    p.add_argument("--topics", default=None, help="regular expression matched against whole topic names (default: all)")
+    p.add_argument("--topics", type=TopicPattern, default=None, metavar="REGEX", help=f"{TOPICS_HELP} (default: all)")
     p.add_argument(
         "--format",
         choices=("csv", "parquet", "jsonl", "png", "jpg", "npy", "pcd", "ply"),
@@ -85,23 +85,17 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.force,
         )
         return report_batch("export", args, res_many)
-    try:
-        res = export(
-            args.input,
-            args.output,
-            format=args.format,
-            topics=args.topics,
-            fields=fields,
-            start=args.start,
-            end=args.end,
-            progress=None,
-            overwrite=args.force,
-        )
-    except PolybagError as e:
-        if str(e).startswith("no topic matches"):
-            print(f"polybag export: error: {e}", file=sys.stderr)
-            return 1
-        raise
+    res = export(
+        args.input,
+        args.output,
+        format=args.format,
+        topics=args.topics,
+        fields=fields,
+        start=args.start,
+        end=args.end,
+        progress=None,
+        overwrite=args.force,
+    )
     if args.json:
         print_json(res.to_dict())
     for t in res.tables:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_writer_tail, emit, write_options
+from polybag.cli._ops import TopicPattern, add_writer_tail, emit, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("output", metavar="OUT")
     p.add_argument("expression", nargs="?", default=None, metavar="EXPRESSION")
     for flag, short, verb in (("--include-topic", "-i", "keep"), ("--exclude-topic", "-x", "drop")):
-        p.add_argument(flag, short, action="append", default=[], metavar="REGEX", help=f"{verb} topics matching REGEX (whole name; repeatable)")
+        p.add_argument(flag, short, action="append", type=TopicPattern, default=[], metavar="REGEX", help=f"{verb} topics matching REGEX (whole name; a comma separates alternatives, /a,/b; repeatable)")
     p.add_argument("--start", "-s", metavar="T", help="start time, inclusive (ns; seconds with '.' or 's'; '+' = from log start)")
     p.add_argument("--end", "-e", metavar="T", help="end time, exclusive")
     add_writer_tail(p, run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_writer_tail, emit, write_options
+from polybag.cli._ops import TOPICS_HELP, TopicPattern, add_writer_tail, emit, write_options
 from polybag.errors import OutputExistsError, UsageError
 
 
@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("merge", help="merge logs (any formats) into one, ordered by log time", description="Merge IN... into OUT in log-time order; identical schemas and channels are written once, and a topic with different types or md5sums is reported as a conflict.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="OUT IN..., or IN... with -o OUT")
     p.add_argument("-o", "--output", metavar="OUT", help="the merged log (then every PATH is an input)")
-    p.add_argument("--topics", metavar="REGEX", help="only topics matching REGEX (whole name)")
+    p.add_argument("--topics", type=TopicPattern, metavar="REGEX", help=f"only these topics: {TOPICS_HELP}")
     add_writer_tail(p, run)
 
 

@@ -25,6 +25,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from polybag.cli._ops import topic_names
+
 
 def _is_log_file(arg: str) -> bool:
     """Whether a positional argument names a log file (an extension of a registered format)
@@ -59,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--loop-count", type=int, default=None, metavar="N", help="with -l: stop after N passes")
     p.add_argument("-k", "--keep-alive", action="store_true", help="keep publishers alive after the end")
     p.add_argument("--try-future-version", action="store_true", help="accepted for rosbag compatibility")
-    p.add_argument("--topics", nargs="+", default=None, metavar="TOPIC", help="topics to play")
+    p.add_argument("--topics", nargs="+", default=None, metavar="TOPIC", help="topics to play (TOPIC may be a comma-separated list: /a,/b); none of them in the inputs: exit 1")
     p.add_argument("--pause-topics", nargs="+", default=[], metavar="TOPIC", help="pause after these topics")
     p.add_argument("--wait-for-subscribers", action="store_true", help="wait for a subscriber on each topic")
     p.add_argument("--rate-control-topic", default=None, metavar="TOPIC",
@@ -134,7 +136,7 @@ def _split_inputs(args: argparse.Namespace) -> list[str]:
         return topics
 
     if args.topics is not None:
-        args.topics = topics_only(args.topics)
+        args.topics = topic_names(topics_only(args.topics))  # (--topics /a,/b: two names)
     args.pause_topics = topics_only(args.pause_topics)
     args.remaps = remaps
     return files
@@ -231,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
     """``polybag play``: open the inputs and the sink, play, print the result."""
     import polybag
     from polybag.errors import UsageError
+    from polybag.ops._common import require_topics
     from polybag.play import Player
 
     files = _split_inputs(args)
@@ -248,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         # inputs first: an unreadable file fails before anything is advertised
         readers = [stack.enter_context(polybag.open(f)) for f in files]
+        if opts.topics is not None:  # --topics that no input has: said, before anything is advertised
+            require_topics(opts.topics, [c for r in readers for c in r.summary.channels.values()])
         sink, node = _open_sink(args, opts, special, node_name, stack)
         with Player(readers, opts, sink) as player:
             if opts.rate_control_topic:

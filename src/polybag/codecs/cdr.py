@@ -57,25 +57,84 @@ def _builtins() -> TypeSet:
 _SEP_RE = re.compile(r"^[ \t\f\v\r]*={3,}[ \t\f\v\r]*$", re.MULTILINE)  # no \s*: see msgdef._SEPARATOR
 
 
-def _service_event(name: str, text: str) -> str:
-    """rosbag2 stores a service event's schema as the .srv text; build the Event type."""
-    pkg, _, rest = name.partition("/")
-    srv = rest.split("/")[-1][: -len("_Event")]
-    main, _, tail = text.partition("\n" + "=" * 80)
-    parts = re.split(r"^---\s*$", main, maxsplit=1, flags=re.MULTILINE)
-    req = parts[0]
-    resp = parts[1] if len(parts) > 1 else ""
-    sep = "=" * 80
+_SRV_SUFFIXES = ("_Event", "_Request", "_Response")
+_SRV_HEAD_RE = re.compile(r"\A\s*={3,}[ \t\f\v\r]*\n[ \t]*SRV:[^\n]*\n?")
+_SRV_SPLIT_RE = re.compile(r"^---[ \t\f\v\r]*$", re.MULTILINE)
+
+
+def service_of(name: str) -> tuple[str, str, str] | None:
+    """``pkg/srv/Name_Event`` (``_Request``, ``_Response``) -> ``("pkg", "Name", "_Event")``;
+    None for any other name."""
+    parts = name.strip().split("/")
+    if len(parts) != 3 or parts[1] != "srv":
+        return None
+    for suffix in _SRV_SUFFIXES:
+        if parts[2].endswith(suffix) and len(parts[2]) > len(suffix):
+            return parts[0], parts[2][: -len(suffix)], suffix
+    return None
+
+
+def service_sections(base: str, text: str) -> tuple[dict[str, str], str] | None:
+    """The ``.msg`` texts of service ``base``'s (``pkg/srv/Name``) types built from its
+    definition (``request --- response``, then ``MSG:`` sections), as rosbag2 stores one: the
+    ``.srv`` text alone (MCAP storage), or after an ``SRV: pkg/srv/Name`` section header
+    (rosbag2 from Jazzy).  ``({"_Event": ..., "_Request": ..., "_Response": ...}, the MSG:
+    sections after the service's)``; the event type is rosidl's: ``service_msgs/ServiceEventInfo
+    info``, ``Name_Request[<=1] request``, ``Name_Response[<=1] response``.  None when
+    ``text`` is no service definition."""
+    text = _SRV_HEAD_RE.sub("", text, count=1)
+    m = _SEP_RE.search(text)
+    main, tail = (text[: m.start()], text[m.start() :]) if m else (text, "")
+    halves = _SRV_SPLIT_RE.split(main, maxsplit=1)
+    if len(halves) != 2:
+        return None
+    req, resp = halves
     event = (
         "service_msgs/ServiceEventInfo info\n"
-        f"{pkg}/srv/{srv}_Request[<=1] request\n"
-        f"{pkg}/srv/{srv}_Response[<=1] response\n"
+        f"{base}_Request[<=1] request\n"
+        f"{base}_Response[<=1] response\n"
     )
-    # (the request and response keep their srv/ names, as the event's type hash names them)
-    out = f"{event}{sep}\nMSG: {pkg}/srv/{srv}_Request\n{req}\n{sep}\nMSG: {pkg}/srv/{srv}_Response\n{resp}\n"
-    if tail:
-        out += sep + tail
-    return out
+    return {"_Event": event, "_Request": req, "_Response": resp}, tail
+
+
+def service_types(name: str, text: str) -> str | None:
+    """The full ``ros2msg`` text of ``name`` (``pkg/srv/Name_Event``, ``_Request`` or
+    ``_Response``) from its service's definition (:func:`service_sections`): that type first,
+    the other two as ``MSG:`` sections (keeping their ``srv/`` names, as the event's type hash
+    names them), then the dependencies the text carries.  None when ``name`` is no service
+    type or ``text`` no service definition."""
+    parts = service_of(name)
+    if parts is None:
+        return None
+    pkg, srv, suffix = parts
+    base = f"{pkg}/srv/{srv}"
+    got = service_sections(base, text)
+    if got is None:
+        return None
+    sections, tail = got
+    sep = "=" * 80
+    out = [sections.pop(suffix).rstrip("\n") + "\n"]
+    out += [f"{sep}\nMSG: {base}{k}\n{v.strip(chr(10))}\n" for k, v in sections.items()]
+    return "".join(out) + tail.lstrip("\n")
+
+
+def _idl_service(name: str, text: str) -> tuple[str, str] | None:
+    """A ``ros2idl`` definition of a service type as rosbag2 stores one whose dependencies
+    are ``.idl`` files: an ``SRV:`` section, then ``MSG:`` sections (empty for the IDL types)
+    and ``IDL:`` sections.  ``(the service type's ros2msg text, the IDL sections)``, or None
+    for any other definition."""
+    if service_of(name) is None or not _SRV_HEAD_RE.match(text):
+        return None
+    sep = "=" * 80
+    msg, idl = [], []
+    for part in _SEP_RE.split(text):
+        head, _, body = part.lstrip("\n").partition("\n")
+        if head.startswith("IDL:"):
+            idl.append(f"{sep}\n{head}\n{body}")
+        elif head.startswith(("SRV:", "MSG:")) and body.strip():
+            msg.append(f"{sep}\n{head}\n{body}")
+    srv = service_types(name, "\n".join(msg))
+    return (srv, "\n".join(idl)) if srv is not None else None
 
 
 def ros2_typeset(
@@ -85,7 +144,9 @@ def ros2_typeset(
 
     A definition over ``limits`` (:data:`~polybag.codecs.ros1.msgdef.DEFAULT_LIMITS`: text
     size, types, fields, name length; nesting and expansion are checked when a type is
-    compiled, :meth:`TypeSet.check`) is a :class:`MsgDefError` naming the limit."""
+    compiled, :meth:`TypeSet.check`) is a :class:`MsgDefError` naming the limit.  A service
+    type (``pkg/srv/Name_Event``, ``_Request``, ``_Response``) given its service's definition
+    is built from it (:func:`service_types`)."""
     limits = limits or DEFAULT_LIMITS
     limits.check_text(text, name)
     if isinstance(text, (bytes, bytearray, memoryview)):
@@ -93,14 +154,19 @@ def ros2_typeset(
     text = text.replace("\r\n", "\n")
     if encoding == "ros2idl":
         ts = TypeSet("ros2", fallback=_builtins(), limits=limits)
+        mixed = _idl_service(name, text)
+        if mixed is not None:
+            text = mixed[1]
         for d in parse_idl(text, limits, name):
             if d.name not in ts.types:
                 ts.add(d)
         ts.finalize()
+        if mixed is not None:  # the service's types, over the IDL types they use
+            return parse_full(name, mixed[0], "ros2", fallback=ts, limits=limits)
         return ts
-    main = _SEP_RE.split(text, maxsplit=1)[0]
-    if name.endswith("_Event") and re.search(r"^---[ \t\f\v\r]*$", main, re.MULTILINE):
-        text = _service_event(name, text)
+    srv = service_types(name, text)
+    if srv is not None:
+        text = srv
     return parse_full(name, text, "ros2", fallback=_builtins(), limits=limits)
 
 
@@ -538,8 +604,43 @@ def codec_for_schema(schema: Schema, channel: Channel) -> CdrCodec:
 
         if known_types().lookup(name) is not None or schema.encoding == "":
             return codec_for_known(name, topic=channel.topic)
-        # an empty definition that names no known type: a message without fields (an Empty)
+        # an empty definition that names no known type: a message without fields (an Empty
+        # .msg), or a type whose definition is missing (its payloads say so when decoded)
+        return _UndefinedCodec(ros2_typeset(name, ""), name)
     return codec_for_type(name, schema.data, schema.encoding or "ros2msg")
+
+
+class _UndefinedCodec(CdrCodec):
+    """A type named with an empty definition that no known type defines: decoded as a message
+    without fields, and a payload with more in it is a :class:`DecodeError` saying the
+    definition is missing (not that bytes are left over)."""
+
+    def __init__(self, typeset: TypeSet, msg_type: str) -> None:
+        super().__init__(typeset, msg_type)
+        fast = self.decode
+
+        def decode(data: bytes | memoryview, topic: str | None = None) -> Any:
+            try:
+                return fast(data, topic)
+            except DecodeError as e:
+                raise self._missing(e, topic) from None
+
+        self.decode = decode  # type: ignore[method-assign]
+
+    def _missing(self, e: DecodeError, topic: str | None) -> DecodeError:
+        reason = getattr(e, "reason", str(e))
+        if reason.startswith("no definition"):
+            return e
+        msg = f"no definition for {self.full_name} (add it with --types DIR)"
+        err = DecodeError(msg, topic=topic, type_name=self.full_name, offset=e.offset)
+        err.reason = msg  # type: ignore[attr-defined]
+        return err
+
+    def _run(self, mode: str, data: bytes | memoryview, topic: str | None) -> Any:
+        try:
+            return super()._run(mode, data, topic)
+        except DecodeError as e:
+            raise self._missing(e, topic) from None
 
 
 def forget_known() -> None:

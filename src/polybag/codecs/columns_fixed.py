@@ -44,11 +44,11 @@ def _texts(raw: np.ndarray) -> np.ndarray | str:
     """The strings of the ``(m, k)`` uint8 rows ``raw`` (k > 0): one str when all are equal,
     else an object array, each distinct value decoded once."""
     if bool((raw == raw[0]).all()):
-        return raw[0].tobytes().decode("utf-8", "surrogateescape")
+        return raw[0].tobytes().decode("utf-8", "replace")
     k = raw.shape[1]
     uniq, inverse = np.unique(np.ascontiguousarray(raw).view(f"V{k}")[:, 0], return_inverse=True)
     texts = np.empty(len(uniq), dtype=object)
-    texts[:] = [u.tobytes().decode("utf-8", "surrogateescape") for u in uniq]
+    texts[:] = [u.tobytes().decode("utf-8", "replace") for u in uniq]
     return texts[inverse.reshape(-1)]
 
 
@@ -260,7 +260,7 @@ def _gather_segments(
 
 
 def _decode_strings(blob: np.ndarray, pos: np.ndarray, lens: np.ndarray, col: np.ndarray) -> None:
-    """``col[i] = blob[pos[i]:pos[i] + lens[i]]`` decoded (UTF-8, surrogateescape)."""
+    """``col[i] = blob[pos[i]:pos[i] + lens[i]]`` decoded (UTF-8, invalid bytes as U+FFFD as rosbag does)."""
     if not len(lens):
         return
     k0 = int(lens[0])
@@ -279,5 +279,5 @@ def _decode_strings(blob: np.ndarray, pos: np.ndarray, lens: np.ndarray, col: np
         raw = bytes(mv[p : p + k])
         s = cache.get(raw)
         if s is None:
-            s = cache[raw] = raw.decode("utf-8", "surrogateescape")
+            s = cache[raw] = raw.decode("utf-8", "replace")
         col[i] = s

@@ -278,7 +278,7 @@ class _Walker:
                         p += 4 * k
                     else:
                         stop = p + k - 1 if (self.cdr and k) else p + k
-                        items.append(str(body[p:stop], "utf-8", "surrogateescape"))
+                        items.append(str(body[p:stop], "utf-8", "replace"))
                         p += k
                 else:
                     v, p = elem(body, p, e - o)
@@ -324,11 +324,11 @@ class _Walker:
                     k = int(n[0]) - cut
                     raw = np.ascontiguousarray(self.gather(pos, k, name))
                     if (raw == raw[0]).all():  # the usual case: one frame id for the whole topic
-                        col[:] = raw[0].tobytes().decode("utf-8", "surrogateescape")
+                        col[:] = raw[0].tobytes().decode("utf-8", "replace")
                     else:
                         uniq, inverse = np.unique(raw.view(f"V{k}")[:, 0], return_inverse=True)
                         texts = np.empty(len(uniq), dtype=object)
-                        texts[:] = [u.tobytes().decode("utf-8", "surrogateescape") for u in uniq]
+                        texts[:] = [u.tobytes().decode("utf-8", "replace") for u in uniq]
                         col = texts[inverse.reshape(-1)]
                 else:
                     cache: dict[bytes, str] = {}
@@ -336,7 +336,7 @@ class _Walker:
                         b = bytes(mv[p : p + max(k - cut, 0)])
                         s = cache.get(b)
                         if s is None:
-                            s = cache[b] = b.decode("utf-8", "surrogateescape")
+                            s = cache[b] = b.decode("utf-8", "replace")
                         col[i] = s
                 self.store(name, col, fresh=True)
             return pos + n * width

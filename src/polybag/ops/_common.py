@@ -21,10 +21,17 @@ if TYPE_CHECKING:
         pass
 
 import polybag
-from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError, WriteError
+from polybag.errors import (
+    EmptySelectionError,
+    OutputExistsError,
+    PolybagError,
+    UnsupportedError,
+    UsageError,
+    WriteError,
+)
 from polybag.formats import registry
 from polybag.model import Attachment, Channel, Message, Metadata, Schema
-from polybag.reader import Reader
+from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.writer import (
     MEDIA_MAGICS,
     Writer,
@@ -45,6 +52,18 @@ Output = PathLike | BinaryIO
 HOLDS: dict[str, set[str] | None] = {"mcap": None, "bag": {"ros1"}, "ulog": {"ulog"}, "rosbag2": {"cdr"}}
 
 Transform = Callable[[bytes | memoryview], bytes | memoryview | None]
+
+
+def require_topics(topics: TopicSelector, channels: Iterable[Channel]) -> set[int] | None:
+    """The ids of the ``channels`` that ``topics`` selects (:func:`polybag.reader.topic_filter`;
+    None: no selection, every channel).  A selection that matches no topic is an
+    :class:`~polybag.errors.EmptySelectionError` listing the topics there are: an operation
+    says so instead of printing or writing nothing (reading just gives no message)."""
+    chans = list(channels)
+    ids = topic_filter(topics, chans)
+    if ids is not None and not ids:
+        raise EmptySelectionError(topics, (c.topic for c in chans))
+    return ids
 
 
 class WriteOptions(TypedDict, total=False):

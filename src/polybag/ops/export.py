@@ -57,6 +57,7 @@ from polybag.ops._common import (
     make_folder,
     make_progress,
     opened,
+    require_topics,
 )
 from polybag.timefmt import TimeWindow
 from polybag.writer import file_refusal, named_os_error, open_new, place_file, refuse_replacing
@@ -550,14 +551,10 @@ def _select_topics(
 ) -> tuple[list[str], dict[str, list[Channel]]]:
     """The topic names ``topics`` selects (sorted; none is an error) and every topic's channels."""
     names = sorted(summary.topics())
-    if isinstance(topics, str):
-        rx = re.compile(topics)
-        names = [t for t in names if rx.fullmatch(t)]
-    elif topics is not None:
-        wanted = set(topics)
-        names = [t for t in names if t in wanted]
-    if not names:
-        raise PolybagError(f"no topic matches {topics!r}")
+    ids = require_topics(topics, summary.channels.values())  # (none: EmptySelectionError)
+    if ids is not None:
+        chosen = {summary.channels[i].topic for i in ids}
+        names = [t for t in names if t in chosen]
     by_topic: dict[str, list[Channel]] = {}
     for ch in summary.channels.values():
         by_topic.setdefault(ch.topic, []).append(ch)

@@ -49,6 +49,7 @@ from polybag.ops._common import (
     make_progress,
     opened,
     placed,
+    require_topics,
 )
 from polybag.ops.export import table_name, unique_names
 from polybag.sensors.display import to_rgb8
@@ -217,7 +218,9 @@ def _write_file(path: Path, data: bytes, overwrite: bool) -> None:
 
 def _sensor_topics(reader: Any, topics: str | Sequence[str] | None, types: dict[str, str], what: str) -> list[str]:
     """The topics of ``types`` that ``topics`` selects (``what`` names them in errors; see
-    :func:`polybag.sensors.read.sensor_channels`), sorted."""
+    :func:`polybag.sensors.read.sensor_channels`), sorted.  A selection that matches no
+    topic at all is an :class:`~polybag.errors.EmptySelectionError`."""
+    require_topics(topics, reader.summary.channels.values())
     return sorted({c.topic for c in sensor_channels(reader, topics, types, what, strict=topics is not None)})
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from polybag.errors import PolybagError
+from polybag.errors import EmptySelectionError, PolybagError
 from polybag.model import Channel, Message
 from polybag.ops._common import Input, PathLike, WriteOptions, Writing, input_name, opened
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
@@ -140,7 +140,8 @@ def filter(  # noqa: A001 - the command's name
     ``start``/``end`` are ns ints or ``parse_time`` strings (``"+2.5"`` relative to the
     log's start); ``expression`` is a Python expression string or a callable
     ``(topic, m, t) -> bool``.  An existing ``dst`` only with ``overwrite``; never the input;
-    nothing is left behind on failure.
+    nothing is left behind on failure.  Topic patterns that leave no topic are an
+    :class:`~polybag.errors.EmptySelectionError` (no output is written).
     """
     w = Writing.of("filter", options)
     fmt = prepare_output(dst, w.format, [src], w.overwrite)
@@ -151,6 +152,8 @@ def filter(  # noqa: A001 - the command's name
         result.start, result.end = t0, t1
         channels = list(summary.channels.values())
         topics = select_topics(channels, include_topics, exclude_topics)
+        if not topics and (include_topics or exclude_topics):  # said, not an empty output
+            raise EmptySelectionError(include_topics or None, (c.topic for c in channels), excluding=exclude_topics)
         result.topics = topics
         kept_channels = [c for c in channels if c.topic in set(topics)]
         pred = _predicate(expression)

@@ -32,7 +32,7 @@ from typing import Any
 
 from polybag.errors import WriteError
 from polybag.model import Channel, Message
-from polybag.ops._common import Input, PathLike, input_name, opened, summary_count
+from polybag.ops._common import Input, PathLike, input_name, opened, require_topics, summary_count
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 from polybag.ops.convert import ulog_metadata_to
 from polybag.ops.ros1_ros2 import RosBridgeMap
@@ -181,6 +181,7 @@ def merge(
     with ExitStack() as stack:
         readers = [stack.enter_context(opened(s)) for s in inputs]
         all_channels = [c for r in readers for c in r.summary.channels.values()]
+        require_topics(topics, all_channels)  # (a selection no input has: EmptySelectionError)
         job = CopyJob(
             dst, fmt, result, readers, all_channels, compression, chunk_size, overwrite, channel_map=_MergeChannels, storage=storage
         )

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.errors import PolybagError, UnsupportedError, UsageError
+from polybag.errors import EmptySelectionError, PolybagError, UnsupportedError, UsageError
 from polybag.ops._common import Input, OpResult, check_output, input_name, make_progress, opened, placed
 from polybag.reader import Reader
 
@@ -52,7 +52,7 @@ def split_spec(spec: str, topics: Sequence[str]) -> tuple[str, str]:
             if best is None or len(t) > len(best[0]):
                 best = (t, rest)
     if best is None:
-        raise PolybagError(f"{spec!r}: no topic of the log prefixes it (topics: {', '.join(sorted(topics))})")
+        raise EmptySelectionError(spec, topics, verb="prefixes")
     return best
 
 

@@ -27,10 +27,11 @@ _RUN_ITEM = re.compile(r"\b_t(\d+)\[(\d+)\]")
 
 def _wdec(raw: bytes | memoryview, big: bool) -> str:
     """A CDR wstring's 4-byte ``wchar_t`` units (rmw_fastrtps: UTF-16 code units, widened)
-    as text; surrogate pairs are joined, lone surrogates kept (``surrogatepass``)."""
+    as text; surrogate pairs are joined, a lone surrogate becomes U+FFFD (as invalid UTF-8 in
+    a ``string`` does), so the text can always be written as UTF-8."""
     text = str(raw, "utf-32-be" if big else "utf-32-le", "surrogatepass")
     if any("\ud800" <= ch <= "\udfff" for ch in text):
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
 
 
@@ -158,9 +159,9 @@ class _DecGen(_Gen):
         self.emit(f"    {v} = {c}[2]")
         self.emit("else:")
         if cut:
-            self.emit(f"    {v} = str(buf[pos:pos + {n} - {cut}], 'utf-8', 'surrogateescape') if {n} else ''")
+            self.emit(f"    {v} = str(buf[pos:pos + {n} - {cut}], 'utf-8', 'replace') if {n} else ''")
         else:
-            self.emit(f"    {v} = str(buf[pos:pos + {n}], 'utf-8', 'surrogateescape')")
+            self.emit(f"    {v} = str(buf[pos:pos + {n}], 'utf-8', 'replace')")
         self.emit(f"    if {n} <= {_CACHED_STRING}: {cache}[0] = ({n}, bytes(buf[pos:pos + {n}]), {v})")
 
     def localize(self, line: str) -> str:
@@ -383,9 +384,9 @@ class _DecGen(_Gen):
         self.emit("if _m > end - pos: raise _Short(_m)")
         self.string_check("_m", string_bound, 1 if cdr else 0)
         if cdr:
-            self.emit(f"{sink}(str(buf[pos:pos + _m - 1], 'utf-8', 'surrogateescape') if _m else '')")
+            self.emit(f"{sink}(str(buf[pos:pos + _m - 1], 'utf-8', 'replace') if _m else '')")
         else:
-            self.emit(f"{sink}(str(buf[pos:pos + _m], 'utf-8', 'surrogateescape'))")
+            self.emit(f"{sink}(str(buf[pos:pos + _m], 'utf-8', 'replace'))")
         self.emit("pos += _m")
 
     def string_check(self, n: str, bound: int | None, extra: int) -> None:

@@ -7,7 +7,8 @@ builtin_interfaces, std_msgs, geometry_msgs, sensor_msgs, nav_msgs, tf2_msgs,
 diagnostic_msgs, visualization_msgs, rcl_interfaces, action_msgs, shape_msgs,
 trajectory_msgs, stereo_msgs, unique_identifier_msgs, rosgraph_msgs, service_msgs,
 lifecycle_msgs, statistics_msgs, actionlib_msgs) plus the folders added with
-:func:`add_types` (``pkg/msg/Name.msg`` or ``pkg/msg/Name.idl`` files; the command line's
+:func:`add_types` (``pkg/msg/Name.msg`` or ``pkg/msg/Name.idl`` files, ``pkg/srv/Name.srv`` for a
+service's ``Name_Request``, ``Name_Response`` and ``Name_Event``; the command line's
 ``--types DIR``).  Added types come before the bundled ones.
 
 :func:`definition_for` gives a known type's full ``ros2msg`` text (the main type, then one
@@ -26,6 +27,7 @@ from polybag.codecs.ros1.msgdef import (
     TypeSet,
     add_folder,
     canonical,
+    parse_msg,
 )
 from polybag.errors import UnsupportedError
 
@@ -65,7 +67,7 @@ def full_name(name: str) -> str:
 
 
 def add_types(folder: str | Path) -> list[str]:
-    """Add the ``.msg`` and ``.idl`` files under ``folder`` to the known ROS 2 types.
+    """Add the ``.msg``, ``.srv`` and ``.idl`` files under ``folder`` to the known ROS 2 types.
 
     The package of ``.../pkg/msg/Type.msg`` is ``pkg`` (the parent of ``msg/``), or the
     parent folder's name otherwise; an ``.idl`` file names its own modules.  Returns the
@@ -81,6 +83,8 @@ def add_types(folder: str | Path) -> list[str]:
     added: list[str] = []
     try:
         added += add_folder(ts, str(root))
+        for p in sorted(root.rglob("*.srv")):
+            added += _add_service(ts, p)
         for p in sorted(root.rglob("*.idl")):
             for d in parse_idl(p.read_text(encoding="utf-8")):
                 ts.add(d)
@@ -98,6 +102,26 @@ def add_types(folder: str | Path) -> list[str]:
     forget_known()
     forget_failures()
     return [full_name(n) for n in added]
+
+
+def _add_service(ts: TypeSet, path: Path) -> list[str]:
+    """A ``pkg/srv/Name.srv`` file's ``Name_Request``, ``Name_Response`` and ``Name_Event``
+    types (the package: the parent of ``srv/``, or the parent folder otherwise)."""
+    from polybag.codecs.cdr import service_sections
+
+    pkg = path.parent.parent.name if path.parent.name == "srv" else path.parent.name
+    base = f"{pkg}/srv/{path.stem}"
+    got = service_sections(base, path.read_text(encoding="utf-8").replace("\r\n", "\n"))
+    if got is None:
+        raise MsgDefError(f"{path}: no '---' line between the request and the response")
+    names = []
+    for suffix, text in got[0].items():
+        d = parse_msg(base + suffix, text, "ros2")
+        d.full_name = base + suffix
+        ts.add(d)
+        names.append(d.name)
+    ts.finalize()
+    return names
 
 
 def _type_text(t: FieldType) -> str:

@@ -584,6 +584,62 @@ def parse_record(
     return rec
 
 
+# The least content each record's fields take, per the spec's tables (every length-prefixed
+# field empty); Channel's trailing uuid, a later addition, is not counted.  ``check`` reports a
+# record shorter than its fields (:func:`shortfall`); reading gives the missing ones zero values.
+MIN_CONTENT: dict[int, int] = {
+    Opcode.HEADER: 4 + 4,
+    Opcode.FOOTER: 8 + 8 + 4,
+    Opcode.SCHEMA: 2 + 4 + 4 + 4,
+    Opcode.CHANNEL: 2 + 2 + 4 + 4 + 4,
+    Opcode.MESSAGE: MESSAGE_HEAD_LEN,
+    Opcode.CHUNK: 8 + 8 + 8 + 4 + 4 + 8,
+    Opcode.MESSAGE_INDEX: 2 + 4,
+    Opcode.CHUNK_INDEX: 8 * 4 + 4 + 8 + 4 + 8 + 8,
+    Opcode.ATTACHMENT: 8 + 8 + 4 + 4 + 8 + 4,
+    Opcode.ATTACHMENT_INDEX: 8 * 5 + 4 + 4,
+    Opcode.STATISTICS: 8 + 2 + 4 * 4 + 8 + 8 + 4,
+    Opcode.METADATA: 4 + 4,
+    Opcode.METADATA_INDEX: 8 + 8 + 4,
+    Opcode.SUMMARY_OFFSET: 1 + 8 + 8,
+    Opcode.DATA_END: 4,
+}
+
+_FIXED_SIZE = frozenset({Opcode.FOOTER, Opcode.MESSAGE, Opcode.SUMMARY_OFFSET, Opcode.DATA_END})
+
+
+def shortfall(opcode: int, buf: memoryview | bytes, start: int, end: int) -> str | None:
+    """Why the content ``buf[start:end]`` of an ``opcode`` record is shorter than the fields
+    its spec table lists, or None when they all fit (an unknown opcode always fits).  A length
+    prefix that runs past the record is not judged here (parsing raises on it)."""
+    least = MIN_CONTENT.get(opcode)
+    if least is None:
+        return None
+    name = OPCODE_NAMES[opcode]
+    n = end - start
+    if n < least:
+        return f"{name} record is {n} bytes, shorter than its fields (at least {least} bytes per the spec)"
+    if opcode in _FIXED_SIZE:
+        return None
+    if not _misses(opcode, buf, start, end):
+        return None
+    # what its fields need: the shortest zero padding after which every field is there (at
+    # most ``least`` bytes: missing fields read as empty ones)
+    padded = bytes(buf[start:end]) + bytes(least)
+    more = next((k for k in range(1, least + 1) if not _misses(opcode, padded, 0, n + k)), least)
+    return f"{name} record is {n} bytes, shorter than its fields (they need {n + more} bytes here)"
+
+
+def _misses(opcode: int, buf: memoryview | bytes, start: int, end: int) -> bool:
+    """Whether a field of the record ``buf[start:end]`` does not fit (read as its zero value)."""
+    c = Cursor(buf, start, end, None, 0, OPCODE_NAMES[opcode])
+    try:
+        RECORD_CLASSES[opcode].read(c)
+    except FormatError:
+        return False  # a length prefix running past the record: the read reports it
+    return c.missing
+
+
 _R = TypeVar("_R")
 
 

@@ -19,6 +19,7 @@ from polybag.formats.mcap.base import (
     _OP_CHUNK,
     _OP_DATA_END,
     _OP_FOOTER,
+    _OP_MESSAGE,
     _OP_MESSAGE_INDEX,
     _OP_METADATA,
     McapState,
@@ -105,6 +106,72 @@ class RecordsMixin(McapState):
                     raise self._err(FormatError, f"{size - e - 8} bytes follow the closing magic", e + 8)
                 return
             pos = e
+
+    # --- what check reports beyond reading ----------------------------------------------------
+    def record_problems(self) -> list[str]:
+        """Records shorter than their spec table (top-level and inside chunks) and a data
+        section without its Data End record, each naming its offset.  Reading takes both (a
+        missing field is its zero value, as the spec asks of readers), but the spec's tables
+        forbid them and the mcap library refuses a short record.  One pass over the whole
+        file; damage that stops the pass is the read's to report."""
+        if isinstance(self.source, StreamSource):
+            if self._stream_used:
+                return []
+            self._materialize()
+        src = self.source
+        assert isinstance(src, MappedSource)
+        if not self._header_end:
+            return []
+        src.need_all()
+        view, size = src.view, src.size
+        problems: list[str] = []
+        why = R.shortfall(Opcode.HEADER, view, 17, self._header_end)
+        if why:
+            problems.append(str(self._err(FormatError, why, 8)))
+        pos = self._header_end
+        data_end: int | None = None
+        footer: int | None = None
+        while pos + 9 <= size:
+            op, ln = RECORD_HEAD.unpack_from(view, pos)
+            e = pos + 9 + ln
+            if op == 0 or e > size:
+                break
+            why = R.shortfall(op, view, pos + 9, e)
+            if why:
+                problems.append(str(self._err(FormatError, why, pos)))
+            elif op == _OP_CHUNK:
+                problems.extend(self._chunk_record_problems(view, pos, e))
+            if op == _OP_DATA_END and data_end is None:
+                data_end = pos
+            elif op == _OP_FOOTER:
+                footer = pos
+                break
+            pos = e
+        if footer is not None and data_end is None:
+            start = R.U64.unpack_from(view, footer + 9)[0] if footer + 17 <= size else 0
+            where = start if 0 < start < footer else footer
+            problems.append(str(self._err(FormatError, "no Data End record ends the data section (the spec requires one)", where)))
+        return problems
+
+    def _chunk_record_problems(self, view: memoryview, pos: int, e: int) -> list[str]:
+        """The records shorter than their spec table inside the Chunk record at ``pos``."""
+        try:
+            buf = self._decode_chunk(view, pos + 9, e, pos)
+        except PolybagError:
+            return []  # the read reports a chunk it cannot open
+        out = []
+        p, n = 0, len(buf)
+        while p + 9 <= n:
+            iop, iln = RECORD_HEAD.unpack_from(buf, p)
+            q = p + 9 + iln
+            if q > n:
+                break
+            if iop != _OP_MESSAGE or iln < R.MESSAGE_HEAD_LEN:
+                why = R.shortfall(iop, buf, p + 9, q)
+                if why:
+                    out.append(str(self._err(FormatError, f"inside the Chunk, at {p} of its records: {why}", pos)))
+            p = q
+        return out
 
     # --- attachments and metadata -------------------------------------------------------------
     def _record_at(self, offset: int, op_expected: int, what: str) -> tuple[R.Record, memoryview]:

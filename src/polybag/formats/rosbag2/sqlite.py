@@ -1,9 +1,9 @@
 """rosbag2's ``sqlite3`` storage (``.db3``), read and written through the standard library.
 
-A ``.db3`` holds the tables ``topics`` (id, name, type, serialization_format,
-offered_qos_profiles (schema >= 2), type_description_hash (schema 4)), ``messages`` (id,
-topic_id, timestamp, data) with the index ``timestamp_idx``, and from schema 3 on
-``schema`` and ``metadata``, from schema 4 ``message_definitions``.
+A ``.db3`` holds the tables ``topics`` (id, name, type, serialization_format (from late
+2018; ``cdr`` without it), offered_qos_profiles (schema >= 2), type_description_hash
+(schema 4)), ``messages`` (id, topic_id, timestamp, data) with the index ``timestamp_idx``,
+and from schema 3 on ``schema`` and ``metadata``, from schema 4 ``message_definitions``.
 
 Reading never lets SQLite see a journal or write-ahead log that came with the input: a
 storage file is opened read-only and ``immutable`` (SQLite then ignores any ``-journal``,
@@ -358,10 +358,11 @@ class SqliteStorage:
 
     # --- the tables ----------------------------------------------------------------------------
     def topics(self) -> list[TopicRow]:
-        """The ``topics`` table (the columns the database's schema has; the others empty)."""
-        cols = ["id", "name", "type", "serialization_format"]
-        cols.append("offered_qos_profiles" if "offered_qos_profiles" in self._topic_columns else "''")
-        cols.append("type_description_hash" if "type_description_hash" in self._topic_columns else "''")
+        """The ``topics`` table (the columns the database's schema has; the others empty).
+        The first schema (2018) has only id, name and type: its messages are ``cdr``."""
+        cols = ["id", "name", "type"]
+        for col in ("serialization_format", "offered_qos_profiles", "type_description_hash"):
+            cols.append(col if col in self._topic_columns else "''")
         rows = self._all(f"SELECT {', '.join(cols)} FROM topics ORDER BY id")
         out = []
         for r in rows:

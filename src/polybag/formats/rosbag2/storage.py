@@ -131,6 +131,17 @@ class Storage:
         return None
 
 
+def _service_name(type_name: str) -> str:
+    """``pkg/srv/Name_Event`` -> ``pkg/srv/Name``, the type rosbag2 (from Jazzy) stores a
+    service event topic's definition (the ``.srv`` text) under; "" for other types."""
+    parts = type_name.split("/")
+    if len(parts) == 3 and parts[1] == "srv":
+        for suffix in ("_Event", "_Request", "_Response"):
+            if parts[2].endswith(suffix) and len(parts[2]) > len(suffix):
+                return type_name[: -len(suffix)]
+    return ""
+
+
 class SqliteFile(Storage):
     """A ``.db3`` (see :mod:`polybag.formats.rosbag2.sqlite`)."""
 
@@ -145,7 +156,7 @@ class SqliteFile(Storage):
         defs = self.db.definitions()
         out = []
         for t in self.db.topics():
-            enc, text = defs.get(t.type, ("", ""))
+            enc, text = defs.get(t.type) or defs.get(_service_name(t.type)) or ("", "")
             if enc not in ("ros2msg", "ros2idl") or not text:
                 enc, text = "", ""
             out.append(
