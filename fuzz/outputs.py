@@ -260,8 +260,11 @@ class Outputs(Target):
             return [("tree", rel(out))], inputs
         if name == "split":
             folder = rel(out) if not cmd.get("in_place") else rel(os.path.dirname(src))
-            stem = os.path.splitext(os.path.basename(os.path.normpath(src)))[0]
-            return [("names", folder, re.compile(re.escape(stem) + r"_\d{3,}\.[a-z0-9]+")), ("new", folder)], inputs
+            # a file's stem; a bag directory's whole name (given as the folder or a file in it)
+            base = os.path.basename(os.path.normpath(src))
+            stems = {os.path.splitext(base)[0], base, os.path.basename(os.path.dirname(os.path.normpath(src)))}
+            rx = "|".join(re.escape(s) for s in sorted(stems) if s)
+            return [("names", folder, re.compile(f"(?:{rx})" + r"_\d{3,}(\.[a-z0-9]+)?")), ("new", folder)], inputs
         if name == "export":
             rx = re.compile(r".*\." + str(cmd.get("table", "csv")))
             return [("names", rel(out), rx), ("new", rel(out))], inputs

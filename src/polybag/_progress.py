@@ -30,16 +30,22 @@ class Progress:
         if now - self._last < 0.1 and self.done < self.total:
             return
         self._last = now
+        self._draw()
+
+    def _draw(self) -> None:
         frac = min(1.0, self.done / self.total)
         bar = "#" * int(frac * 30)
         sys.stderr.write(f"\r{self.label} [{bar:<30}] {frac * 100:5.1f}%")
         sys.stderr.flush()
 
     def close(self) -> None:
-        """End the bar's line (when it is shown)."""
+        """End the bar's line (when it is shown), showing where it ended (a selection of
+        topics may end it short of 100%)."""
         if self.enabled:
+            self._draw()
             sys.stderr.write("\n")
             sys.stderr.flush()
+            self.enabled = False  # (closed: a second close writes nothing)
 
     def __enter__(self) -> Progress:
         return self

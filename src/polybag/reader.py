@@ -41,6 +41,7 @@ from polybag.codecs import codec_for
 from polybag.errors import UsageError
 from polybag.model import Attachment, Channel, Message, Metadata, Summary
 from polybag.source import MappedSource, Source
+from polybag.timefmt import TimeWindow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,19 +88,31 @@ class Reader(Closing, ABC):
     def summary(self) -> Summary:
         """Channels, counts, times: from the index or summary section when there is one."""
 
-    def messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[Message]:
+    def messages(self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[Message]:
         """Messages on ``topics`` with ``start <= log_time < end``.
 
         ``order="log_time"`` sorts by log time (ties in file order), ``order="file"`` keeps
         the order of the file; ``reverse`` reverses either.  ``topics``: a regular
         expression matched against the whole topic, or a sequence of exact topic names.
 
+        ``start``/``end`` are integer ns, or texts as the CLI reads times (``"+5"`` 5 s
+        after this log's start, ``"1700000000.5"`` epoch seconds, ``"2026-11-28T10:00:00Z"``;
+        :mod:`polybag.timefmt`).
+
         The part every format shares is done here, once: ``order`` is checked and the
         window normalised (:func:`time_bounds`); the format's :meth:`_messages` does the rest.
         """
         check_order(order)
-        start, end = time_bounds(start, end)
+        start, end = self._window(start, end)
         return self._messages(topics, start, end, reverse, order)
+
+    def _window(self, start: int | str | None, end: int | str | None) -> tuple[int | None, int | None]:
+        """:func:`time_bounds` of a window given in ns or as time texts (``+T`` from this
+        log's start)."""
+        if not isinstance(start, str) and not isinstance(end, str):
+            return time_bounds(start, end)
+        w = TimeWindow.parse(start, end, lambda: self.summary.start_time)
+        return time_bounds(w.start, w.end)
 
     def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         """The format's part of :meth:`messages` (a reader implements this one, or overrides
@@ -110,14 +123,14 @@ class Reader(Closing, ABC):
         raise NotImplementedError(f"{type(self).__name__} implements neither messages() nor _messages()")
 
     def raw_messages(
-        self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time"
+        self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: str = "log_time"
     ) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
         """:meth:`messages` as plain ``(channel, log_time, data)`` tuples (the shape of
         rosbags' ``Reader.messages()``), same selection, order and errors.  For a loop that
         wants the bytes and times only: a format that can skip building a
         :class:`~polybag.model.Message` per message does (:meth:`_raw_messages`)."""
         check_order(order)
-        start, end = time_bounds(start, end)
+        start, end = self._window(start, end)
         return self._raw_messages(topics, start, end, reverse, order)
 
     def _raw_messages(
@@ -277,10 +290,10 @@ class ReaderProtocol(Protocol):
     @property
     def summary(self) -> Summary: ...
 
-    def messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[Message]: ...
+    def messages(self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[Message]: ...
 
     def raw_messages(
-        self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time"
+        self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: str = "log_time"
     ) -> Iterator[tuple[Channel, int, bytes | memoryview]]: ...
 
     def attachments(self) -> Iterator[Attachment]: ...

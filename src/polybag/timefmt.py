@@ -2,66 +2,239 @@
 
 The bottom layer for the CLI and the ops alike (it imports nothing of polybag above
 :mod:`polybag.errors`).  Times are integer nanoseconds.
+
+The one grammar of a time argument (every time option of the CLI, and every text the
+library takes for a time):
+
+* a number is **seconds**: ``5``, ``1.5``, ``.25``, ``1e3``; decimals are read exactly
+  (``1700000000.123456789`` is 1700000000123456789 ns), beyond the ninth decimal rounded
+  to the nanosecond;
+* a unit after the number: ``ns``, ``us`` (``µs``), ``ms``, ``s`` (``sec``), ``m``
+  (``min``), ``h``, ``d``: ``500ms``, ``2m``, ``1.5h``; nanoseconds only with ``ns``;
+* a point in time is epoch seconds (``1764324000.5``) or ISO 8601 (``2026-11-28T10:00:00Z``,
+  ``2026-11-28 10:00:00.123456789+02:00``, ``2026-11-28``): UTC unless it has an offset,
+  as polybag prints times in UTC; fractions of a second to the nanosecond;
+* ``+T`` is ``T`` after the log's start (``+5``, ``+500ms``, ``+2m``).
+
+Negative times, and times beyond the int64 nanoseconds (year 2262), are refused with a
+:class:`~polybag.errors.UsageError` that lists the forms.  A length of time (``split
+--duration``, ``play -u``) takes the same numbers and units (a ``+`` is allowed and
+ignored), not a point in time.  In the library an ``int`` is nanoseconds as it is.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import numbers
+import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
 
-from polybag.errors import UsageError
+from polybag.errors import PolybagWarning, UsageError
 
-__all__ = ["TimeWindow", "duration_ns", "format_duration", "format_ns", "parse_time", "time_ns"]
+__all__ = [
+    "DURATION_FORMS",
+    "DURATION_HELP",
+    "MAX_NS",
+    "TIME_FORMS",
+    "TIME_HELP",
+    "TimeWindow",
+    "duration_ns",
+    "duration_seconds",
+    "format_duration",
+    "format_iso",
+    "format_ns",
+    "parse_duration",
+    "parse_time",
+    "time_ns",
+]
 
 #: the log's start time for relative (``+``) times: the time, or a call that gives it
 #: (called only when a relative time needs it, so a stream is not read for nothing)
 Base = int | None | Callable[[], int | None]
 
+#: the largest time or length in ns (int64: 2262-04-11T23:47:16.854775807Z)
+MAX_NS = (1 << 63) - 1
 
-def parse_time(text: str, base: int | None = None) -> int:
-    """A time argument in ns: an integer is nanoseconds, ``1.5`` or ``2s`` seconds.
+#: the help text of every option that takes a point in time (one wording everywhere)
+TIME_HELP = (
+    "seconds (or 500ms, 2m, ...; +T from the log start; epoch or ISO 8601, UTC unless an offset is given)"
+)
+#: the help text of every option that takes a length of time
+DURATION_HELP = "seconds (or 500ms, 2m, 1h, ...; nanoseconds only with ns)"
+#: the forms an error about a bad time lists
+TIME_FORMS = (
+    "seconds (5, 1.5), a number with a unit (500ms, 2m, 1h; ns, us, ms, s, m, h, d), "
+    "+T from the log start (+5, +500ms), epoch seconds or ISO 8601 (2026-11-28T10:00:00Z)"
+)
+DURATION_FORMS = "seconds (5, 1.5) or a number with a unit (500ms, 2m, 1h; ns, us, ms, s, m, h, d)"
 
-    A leading ``+`` makes it relative to ``base`` (the log's start).
-    """
-    t = text.strip()
-    rel = t.startswith("+")
-    if rel:
-        t = t[1:]
+_UNITS: dict[str, int] = {
+    "ns": 1,
+    "us": 1_000,
+    "\u00b5s": 1_000,  # micro sign
+    "\u03bcs": 1_000,  # Greek mu
+    "ms": 1_000_000,
+    "": 1_000_000_000,
+    "s": 1_000_000_000,
+    "sec": 1_000_000_000,
+    "m": 60_000_000_000,
+    "min": 60_000_000_000,
+    "h": 3_600_000_000_000,
+    "d": 86_400_000_000_000,
+}
+_AMOUNT = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d{1,4}))?[ \t]*([a-z\u00b5\u03bc]*)", re.ASCII)
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?"
+    r"[ \t]*(?:([Zz])|([+-])(\d{2}):?(\d{2})?)?",
+    re.ASCII,
+)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def _amount_ns(text: str) -> int | None:
+    """A number with an optional unit in ns (exact, rounded to the ns); ``None`` if ``text``
+    is not one.  Values beyond :data:`MAX_NS` come back as ``MAX_NS + 1``."""
+    m = _AMOUNT.fullmatch(text)
+    if m is None or m.group(3) not in _UNITS:
+        return None
     try:
-        if t.endswith("s"):
-            ns = round(float(t[:-1]) * 1e9)
-        elif "." in t or "e" in t.lower():
-            ns = round(float(t) * 1e9)
-        else:
-            ns = int(t)
-    except ValueError:
-        raise UsageError(f"not a time: {text!r} (nanoseconds, or seconds with '.' or 's')") from None
-    if rel:
-        if base is None:
-            raise UsageError(f"relative time {text!r} needs a log start time")
-        ns += base
+        value = Decimal(m.group(1)).scaleb(int(m.group(2) or 0)) * _UNITS[m.group(3)]
+    except InvalidOperation:  # pragma: no cover - the pattern admits only numbers
+        return None
+    if value > MAX_NS:  # compared before making an int: 1e9999 costs nothing
+        return MAX_NS + 1
+    return int(value.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+
+
+def _iso_ns(text: str) -> int | None:
+    """An ISO 8601 date/time in ns since the epoch (UTC unless an offset is given); ``None``
+    if ``text`` does not look like one.  A date that does not exist is a UsageError."""
+    m = _ISO.fullmatch(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, frac, zulu, sign, oh, om = m.groups()
+    try:
+        d = _dt.datetime(
+            int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0),
+            tzinfo=_dt.timezone.utc,
+        )  # fmt: skip
+    except ValueError as e:
+        raise UsageError(f"not a time: {text!r} ({e})") from None
+    seconds = (d - _EPOCH) // _dt.timedelta(seconds=1)
+    ns = seconds * 1_000_000_000
+    if frac:
+        ns += int(Decimal("0." + frac).scaleb(9).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    if sign:
+        if int(oh) > 23 or int(om or 0) > 59:
+            raise UsageError(f"not a time: {text!r} (UTC offset out of range)")
+        offset = (int(oh) * 3600 + int(om or 0) * 60) * 1_000_000_000
+        ns -= offset if sign == "+" else -offset
+    del zulu  # Z and no offset both mean UTC
     return ns
 
 
+def _bad(text: str, forms: str = TIME_FORMS) -> UsageError:
+    return UsageError(f"not a time: {text!r}; use {forms}")
+
+
+def _checked(ns: int, text: str) -> int:
+    if ns < 0:
+        raise UsageError(f"time {text!r} is before 1970 (times are not negative)")
+    if ns > MAX_NS:
+        raise UsageError(f"time {text!r} is too large (at most {format_ns(MAX_NS)} s, in the year 2262)")
+    return ns
+
+
+def parse_time(text: str, base: int | None = None) -> int:
+    """A time argument in ns (see the module docstring): ``"5"`` and ``"5s"`` are 5 s,
+    ``"1500ms"`` 1.5 s, ``"1700000000123456789ns"`` that many ns, ``"2026-11-28T10:00:00Z"``
+    that instant.  A leading ``+`` makes it relative to ``base`` (the log's start)."""
+    t = str(text).strip()
+    if len(t) > 100:
+        raise _bad(t[:100] + "...")
+    rel = t.startswith("+")
+    if rel:
+        ns = _amount_ns(t[1:].lstrip())
+        if ns is None:
+            raise _bad(str(text))
+        if base is None:
+            raise UsageError(f"relative time {text!r} needs a log start time")
+        return _checked(base + ns, str(text))
+    ns = _amount_ns(t)
+    if ns is None:
+        ns = _iso_ns(t)
+    if ns is None:
+        if t.startswith("-"):
+            raise UsageError(f"time {text!r} is negative; use {TIME_FORMS}")
+        raise _bad(str(text))
+    return _checked(ns, str(text))
+
+
+def parse_duration(text: str) -> int:
+    """A length of time in ns: a number of seconds or a number with a unit (``"5"``,
+    ``"1.5"``, ``"500ms"``, ``"2m"``); a leading ``+`` is allowed and ignored."""
+    t = str(text).strip()
+    if len(t) > 100:
+        raise _bad(t[:100] + "...", DURATION_FORMS)
+    ns = _amount_ns(t[1:].lstrip() if t.startswith("+") else t)
+    if ns is None:
+        if t.startswith("-"):
+            raise UsageError(f"length of time {text!r} is negative; use {DURATION_FORMS}")
+        if _ISO.fullmatch(t):
+            raise UsageError(f"{text!r} is a point in time, not a length of time; use {DURATION_FORMS}")
+        raise UsageError(f"not a length of time: {text!r}; use {DURATION_FORMS}")
+    if ns > MAX_NS:
+        raise UsageError(
+            f"length of time {text!r} is too large (at most {format_ns(MAX_NS)} s, about 292 years)"
+        )
+    return ns
+
+
+def _integral(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _not_a_time(value: Any) -> UsageError:
+    return UsageError(
+        f"a time is integer nanoseconds or a text such as '1.5' or '+2s', not {type(value).__name__} {value!r}"
+    )
+
+
 def time_ns(value: int | str, base: Base = None) -> int:
-    """A time argument in ns: an ``int`` as it is, anything else (``"+2.5"``, ``"12s"``) as
-    :func:`parse_time` reads its text, relative to ``base``."""
-    if isinstance(value, int):
-        return value
-    text = str(value)
+    """A time argument in ns: an ``int`` is nanoseconds as it is; a text (``"+2.5"``,
+    ``"12"``, ``"500ms"``, ``"2026-11-28T10:00:00Z"``) as :func:`parse_time` reads it,
+    relative to ``base``.  Anything else (a float, a bool) is a UsageError."""
+    if _integral(value):
+        return int(value)
+    if not isinstance(value, str):
+        raise _not_a_time(value)
     if callable(base):
-        base = base() if text.strip().startswith("+") else None
-    return parse_time(text, base)
+        base = base() if value.strip().startswith("+") else None
+    return parse_time(value, base)
 
 
 def duration_ns(value: int | str) -> int:
-    """A length of time in ns: an ``int`` as it is, a text as :func:`parse_time` reads it
-    (a leading ``+`` is allowed and ignored)."""
-    if isinstance(value, int):
-        return value
-    return parse_time(str(value).lstrip("+"))
+    """A length of time in ns: an ``int`` is nanoseconds as it is, a text as
+    :func:`parse_duration` reads it (``"5"`` is 5 s)."""
+    if _integral(value):
+        return int(value)
+    if not isinstance(value, str):
+        raise _not_a_time(value)
+    return parse_duration(value)
+
+
+def duration_seconds(value: str | float | int) -> float:
+    """A length of time in seconds (for options that hold seconds, as rosbag's ``play -s``):
+    a number is seconds as it is, a text as :func:`parse_duration` reads it (``"500ms"`` is
+    0.5).  For argparse's ``type=``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return parse_duration(str(value)) / 1e9
 
 
 @dataclass(frozen=True)
@@ -73,20 +246,45 @@ class TimeWindow:
 
     @classmethod
     def parse(cls, start: int | str | None, end: int | str | None, base: Base = None) -> TimeWindow:
-        """The window of two time arguments (see :func:`time_ns`; ``None`` stays open)."""
-        return cls(
+        """The window of two time arguments (see :func:`time_ns`; ``None`` stays open).  An
+        end before the start is a UsageError."""
+        if callable(base):
+            get, cache = base, []
+
+            def once() -> int | None:  # the start is asked for once, whichever side needs it
+                if not cache:
+                    cache.append(get())
+                return cache[0]
+
+            base = once
+        w = cls(
             None if start is None else time_ns(start, base),
             None if end is None else time_ns(end, base),
         )
+        if w.start is not None and w.end is not None and w.end < w.start:
+            raise UsageError(f"the end {end!r} is before the start {start!r}")
+        for name, given, ns in (("start", start, w.start), ("end", end, w.end)):
+            _warn_if_meant_relative(name, given, ns, base)
+        return w
 
     @classmethod
-    def of_ns(cls, start: int | None, end: int | None) -> TimeWindow:
-        """The window of two integer ns (numpy integers too); a UsageError names a side
-        given as anything else (a float, a text, a bool)."""
+    def of_ns(cls, start: int | str | None, end: int | str | None) -> TimeWindow:
+        """The window of two integer ns (numpy integers too) or absolute time texts (epoch
+        seconds, ISO 8601: there is no one log start to be relative to); a UsageError
+        names a side given as anything else (a float, a bool, ``"+5"``)."""
+        out: list[int | None] = []
         for name, v in (("start", start), ("end", end)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
-                raise UsageError(f"{name} must be integer nanoseconds, not {type(v).__name__}")
-        return cls(None if start is None else int(start), None if end is None else int(end))
+            if v is None or _integral(v):
+                out.append(None if v is None else int(v))
+            elif isinstance(v, str):
+                if v.strip().startswith("+"):
+                    raise UsageError(
+                        f"{name} {v!r}: a time relative to the start needs one log; give an absolute time"
+                    )
+                out.append(parse_time(v))
+            else:
+                raise UsageError(f"{name} must be integer nanoseconds or a time text, not {type(v).__name__}")
+        return cls(out[0], out[1])
 
     def __iter__(self) -> Iterator[int | None]:
         """``start, end = window``."""
@@ -112,11 +310,47 @@ class TimeWindow:
         return first, last
 
 
+#: times before this (2001-09-09) in a log that starts after it: a bare number meant as ``+T``
+_RECENT = 10**18
+
+
+def _warn_if_meant_relative(name: str, given: object, ns: int | None, base: Base) -> None:
+    """A :class:`PolybagWarning` when a number given as an absolute time (``--start 5``: epoch
+    seconds) lies decades before a log that starts in this century: ``+5`` was likely meant.
+    (A ULog's times count from boot, so there a small number is right and nothing is said.)"""
+    if not isinstance(given, str) or ns is None or ns >= _RECENT or _AMOUNT.fullmatch(given.strip()) is None:
+        return
+    start = base() if callable(base) else base
+    if start is None or start < _RECENT:
+        return
+
+    def iso(t: int) -> str:
+        return format_iso(t).replace(".000000000Z", "Z")
+
+    text = given.strip()
+    warnings.warn(
+        PolybagWarning(
+            f"{name} {given!r} is {iso(ns)} (a number is epoch seconds), before the log starts "
+            f"({iso(start)}); {text} after the log's start is '+{text}'"
+        ),
+        stacklevel=3,
+    )
+
+
 def format_ns(ns: int | None) -> str:
-    """``ns`` as seconds with nine decimals (``"12.000000500"``); ``"-"`` for ``None``."""
+    """``ns`` as seconds with nine decimals (``"12.000000500"``); ``"-"`` for ``None``.
+    :func:`parse_time` reads it back to the same ns."""
     if ns is None:
         return "-"
     return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+
+
+def format_iso(ns: int) -> str:
+    """``ns`` as ISO 8601 in UTC with nine decimals (``"2026-11-28T10:00:00.000000500Z"``);
+    :func:`parse_time` reads it back to the same ns."""
+    s, frac = divmod(ns, 1_000_000_000)
+    d = _EPOCH + _dt.timedelta(seconds=s)
+    return f"{d.strftime('%Y-%m-%dT%H:%M:%S')}.{frac:09d}Z"
 
 
 def format_duration(ns: int) -> str:

@@ -411,7 +411,7 @@ def test_full_disk_during_export_and_split_leaves_nothing(tmp_path: Path) -> Non
     p = _limited(tmp_path, 100_000, "export", str(ULOG_BIG), "-o", "tables")
     assert p.returncode == 3 and "File too large" in one_error_line(p.stderr, "export")
     assert list(tmp_path.iterdir()) == []  # not even the directory it made
-    p = _limited(tmp_path, 300_000, "split", str(ULOG_BIG), "--duration", "60s", "-f", "mcap", "-o", "parts")
+    p = _limited(tmp_path, 300_000, "split", str(ULOG_BIG), "--duration", "60s", "-F", "mcap", "-o", "parts")
     assert p.returncode == 3 and "File too large" in one_error_line(p.stderr, "split")
     assert list((tmp_path / "parts").iterdir()) == []  # complete parts of the run removed too
 
@@ -483,7 +483,7 @@ def _interrupt_after(monkeypatch: pytest.MonkeyPatch, cls: type, n: int) -> None
         ["sort", "{bag}", "{d}/o.mcap"],
         ["merge", "{d}/o.mcap", "{bag}", "{mcap}"],
         ["recover", "{bag}", "{d}/o.mcap"],
-        ["split", "{bag}", "--duration", "3s", "-f", "mcap", "-o", "{d}/parts"],
+        ["split", "{bag}", "--duration", "3s", "-F", "mcap", "-o", "{d}/parts"],
     ],
     ids=lambda a: a[0],
 )
@@ -671,7 +671,7 @@ def test_dropped_topics_are_named_in_the_human_output(cmd: str, work: Path, caps
 
 
 def test_split_dropped_topics_are_named(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "split", str(work / "in.mcap"), "--duration", "5s", "-f", "ulog", "-o", str(work / "p"))
+    code, _, err = run(capsys, "split", str(work / "in.mcap"), "--duration", "5s", "-F", "ulog", "-o", str(work / "p"))
     assert code == 1
     assert any("/chatter (100)" in ln for ln in err.splitlines())
 

@@ -88,7 +88,7 @@ def test_cat_no_topic_in_a_stream_and_an_mcap(capsys: pytest.CaptureFixture[str]
 def test_cat_matching_topics_but_no_message_in_the_window_is_not_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     with polybag.open(BAG) as r:
         end = r.summary.end_time
-    code, out, err = run(capsys, "cat", "--topics", "/turtle1/pose", "--start", str(end + 1), BAG)
+    code, out, err = run(capsys, "cat", "--topics", "/turtle1/pose", "--start", f"{end + 1}ns", BAG)
     assert (code, out, err) == (0, "", "")
 
 

@@ -210,8 +210,12 @@ def test_user_msg_folder(tmp_path: Path) -> None:
     codec = codec_for_type("my_robot_msgs/Wheels", "", md5)
     d = codec.to_dict(codec.encode({"wheels": [{"speed": 1.5, "name": f"w{i}"} for i in range(4)]}))
     assert [w["name"] for w in d["wheels"]] == ["w0", "w1", "w2", "w3"]
-    with pytest.raises(Exception, match="no definition"):
-        codec_for_type("my_robot_msgs/Unknown", "", "0" * 32)
+    # no text and an md5sum no known type has: read as the file says, a message without
+    # fields; a payload with bytes says the definition is missing (issue 27)
+    unknown = codec_for_type("my_robot_msgs/Unknown", "", "0" * 32)
+    assert unknown.to_dict(b"") == {}
+    with pytest.raises(DecodeError, match="no definition"):
+        unknown.to_dict(b"\x01")
 
 
 def test_memoryview_and_zero_size_sequences() -> None:

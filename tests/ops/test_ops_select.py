@@ -14,7 +14,7 @@ import polybag
 from ops_helpers import BAGS, CORPORA, rows, sorted_rows
 from polybag import ops
 from polybag.cli import main
-from polybag.errors import EmptySelectionError
+from polybag.errors import EmptySelectionError, UsageError
 
 EXAMPLE = CORPORA / "rosbag" / "foxglove-rosbag" / "example.bag"
 MULTI = CORPORA / "rosbag" / "rosbag2_bag_v2" / "test_bag_multiple_connections.bag"
@@ -53,7 +53,14 @@ def test_filter_matches_brute_force(
     start = end = None
     base = _start(EXAMPLE)
     if window is not None:
-        start, end = f"+{window[0]}s", f"+{window[1]}.5"
+        # a start before the log's: an absolute time (a relative time is not negative)
+        start = f"+{window[0]}s" if window[0] >= 0 else f"{base + window[0] * 10**9}ns"
+        end = f"+{window[1]}.5"
+        if window[1] + 0.5 < window[0]:  # an end before the start is refused, nothing written
+            with pytest.raises(UsageError, match="before the start"):
+                ops.filter(EXAMPLE, out, include_topics=include, exclude_topics=exclude, start=start, end=end)
+            assert not out.exists()
+            return
     kept = {t for t, *_ in rows(EXAMPLE) if (not include or any(re.fullmatch(p, t) for p in include)) and not any(re.fullmatch(p, t) for p in exclude)}
     if not kept:  # a selection that leaves no topic is said (issue 27), nothing written
         with pytest.raises(EmptySelectionError):
@@ -185,7 +192,7 @@ def test_split_at_times(tmp_path_factory: pytest.TempPathFactory, secs: list[int
     d = tmp_path_factory.mktemp("s")
     allrows = rows(EXAMPLE, order="log_time")
     base = _start(EXAMPLE)
-    res = ops.split(EXAMPLE, at=[f"+{s}s" if s >= 0 else str(base + s * 10**9) for s in secs], output_dir=d)
+    res = ops.split(EXAMPLE, at=[f"+{s}s" if s >= 0 else f"{base + s * 10**9}ns" for s in secs], output_dir=d)
     points = sorted(base + s * 10**9 for s in secs)
     import bisect
 

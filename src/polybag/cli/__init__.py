@@ -13,6 +13,15 @@ error, a full disk; the message names the file); 130 interrupted.  Every error i
 ``polybag CMD: error: ...``, never a traceback (``POLYBAG_DEBUG=1`` shows the traceback of
 an unexpected one).
 
+One grammar: ``-f``/``--force`` replaces an existing output wherever a command writes
+(``--format``, short ``-F``, names an output format; the old ``-f FORMAT`` is a usage error
+saying so); every command that selects topics takes ``--topics PATTERN...`` (also
+``--include-topic``/``-i``), ``--exclude-topics PATTERN...`` (``--exclude-topic``/``-x``),
+a PATTERN being a topic name or a regular expression on the whole name, a comma separating
+alternatives; every writing command takes ``-q`` (nothing but warnings and errors) and shows a
+progress bar on a terminal, else one summary line on stderr (``--progress``/``--no-progress``
+force either).  Errors name the command line's flags, not the library's keywords.
+
 Every command takes ``--max-chunk SIZE`` (``512M``, ``1G``, ``1048576``...): what any single
 chunk of an input may decompress to (default 512 MiB).  It is set process-wide for the
 duration of the command, so readers opened anywhere in it honour it.
@@ -26,11 +35,13 @@ import os
 import pkgutil
 import signal
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from polybag import __version__, compression
+from polybag.cli._common import cli_text
 from polybag.errors import EmptySelectionError, OutputExistsError, PolybagError, PolybagWarning, UsageError
 
 EXIT_OK = 0
@@ -43,7 +54,9 @@ EXIT_INTERRUPTED = 130
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="polybag",
-        description="Robot logs (ROS 1 bags, MCAP, PX4 ULog) without ROS.",
+        description="Robot logs without ROS: ROS 1 bags, ROS 2 bags (rosbag2 directories, sqlite3 or "
+        "MCAP storage), MCAP files and PX4 ULog flight logs: inspect, print, convert, filter, merge, "
+        "split, repair, export, record and play them.",
     )
     parser.add_argument("--version", action="version", version=f"polybag {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -93,8 +106,18 @@ def _add_types(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from polybag.cli._ops import old_format_flag, unswallow
+
+    words = [*(sys.argv[1:] if argv is None else argv)]  # (`list` here is the list command's module)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    old = old_format_flag(words)
+    if old is not None:  # (-f FORMAT of earlier versions: -f is --force now)
+        command = next((w for w in words if not w.startswith("-")), "")
+        _command_parser(parser, command).print_usage(sys.stderr)
+        print(f"polybag {command}: error: {old}", file=sys.stderr)
+        return EXIT_USAGE
+    args = parser.parse_args(unswallow(words))
+    args.started = time.monotonic()
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
@@ -117,7 +140,7 @@ def _show_polybag_warnings(command: str) -> None:
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         if isinstance(category, type) and issubclass(category, PolybagWarning):
-            print(f"polybag {command}: warning: {message}", file=file or sys.stderr)
+            print(f"polybag {command}: warning: {cli_text(str(message))}", file=file or sys.stderr)
         else:
             base(message, category, filename, lineno, file, line)
 
@@ -135,13 +158,13 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -
     except UsageError as e:
         if not isinstance(e, OutputExistsError):  # (an existing output is no syntax problem)
             _command_parser(parser, args.command).print_usage(sys.stderr)
-        print(f"polybag {args.command}: error: {e}", file=sys.stderr)
+        print(f"polybag {args.command}: error: {cli_text(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except EmptySelectionError as e:  # nothing printed or written: said, not silent
-        print(f"polybag {args.command}: error: {e}", file=sys.stderr)
+        print(f"polybag {args.command}: error: {cli_text(str(e))}", file=sys.stderr)
         return EXIT_PROBLEM
     except PolybagError as e:
-        print(f"polybag {args.command}: error: {e}", file=sys.stderr)
+        print(f"polybag {args.command}: error: {cli_text(str(e))}", file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         print(f"polybag {args.command}: interrupted", file=sys.stderr)

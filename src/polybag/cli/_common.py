@@ -8,13 +8,31 @@ re-exported here under their old names.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any, TextIO
 
 from polybag._progress import Progress
-from polybag.timefmt import format_duration, format_ns, parse_time
+from polybag.timefmt import (
+    DURATION_HELP,
+    TIME_HELP,
+    format_duration,
+    format_ns,
+    parse_time,
+)
 
-__all__ = ["Progress", "format_duration", "format_ns", "format_size", "parse_time", "print_json"]
+__all__ = [
+    "DURATION_HELP",
+    "TIME_HELP",
+    "Progress",
+    "cli_text",
+    "format_duration",
+    "format_ns",
+    "format_size",
+    "parse_time",
+    "plain",
+    "print_json",
+]
 
 
 def format_size(n: float) -> str:
@@ -48,3 +66,45 @@ def _json_default(o: Any, slots: bool = False) -> Any:
     if hasattr(o, "__dict__"):
         return vars(o)
     return str(o)
+
+
+#: the library's keyword names as the command line's flags (a message of an operation that
+#: names a keyword is printed with the flag)
+_FLAGS = {
+    "format": "--format",
+    "storage": "--storage",
+    "compression": "--compression",
+    "profile": "--profile",
+    "chunk_size": "--chunk-size",
+    "max_parts": "--max-parts",
+    "output_dir": "--output-dir",
+    "prefix": "--prefix",
+    "topics": "--topics",
+    "types": "--types",
+}
+_KEYWORD = re.compile(r"\b(" + "|".join(_FLAGS) + r")=([\w.\-/]*)")
+
+
+def cli_text(text: str) -> str:
+    """A library message as the command line says it: ``--force`` for ``overwrite=True``,
+    ``--format mcap`` for ``format=mcap``, no "in Python ..." aside."""
+    text = re.sub(r";? in Python overwrite=True", "", text)
+    text = re.sub(r"\boverwrite=True\b", "--force", text)
+    text = re.sub(r"\bstrict=True\b", "--strict", text)
+
+    def flag(m: re.Match[str]) -> str:
+        return _FLAGS[m.group(1)] + (f" {m.group(2)}" if m.group(2) else "")
+
+    return _KEYWORD.sub(flag, text)
+
+
+_ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|exc|obj|ref):`(~?)([^`]*)`")
+
+
+def plain(doc: str | None) -> str:
+    """A docstring as help text: Sphinx roles (``:func:`~a.b` `` -> ``b``) and double
+    backquotes dropped."""
+    if not doc:
+        return ""
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), doc)
+    return text.replace("``", "")

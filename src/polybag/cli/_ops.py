@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from polybag.cli._common import print_json
+from polybag.cli._common import cli_text, print_json
 from polybag.errors import PolybagError, UsageError
 
 #: the help of an option taking a :class:`TopicPattern`
@@ -21,6 +21,7 @@ class TopicPattern(str):
     The value is the regular expression; its ``repr`` the text as given (for messages)."""
 
     given: str
+    shown: str | None = None
 
     def __new__(cls, text: str) -> TopicPattern:
         parts = _split_commas(text)
@@ -29,7 +30,24 @@ class TopicPattern(str):
         return obj
 
     def __repr__(self) -> str:
-        return repr(self.given)
+        return self.shown or repr(self.given)
+
+    @classmethod
+    def combine(cls, include: list[TopicPattern], exclude: list[TopicPattern]) -> TopicPattern:
+        """One pattern selecting the topics any of ``include`` matches (every topic when
+        empty) and none of ``exclude`` does (a negative lookahead on the whole name)."""
+        if len(include) == 1 and not exclude:
+            return include[0]
+        inc = "|".join(f"(?:{p})" for p in include) if include else ".*"
+        exc = "|".join(f"(?:{p})" for p in exclude)
+        rx = f"(?!(?:{exc})\\Z)(?:{inc})" if exclude else inc
+        obj = super().__new__(cls, rx)
+        obj.given = " ".join(p.given for p in include)
+        shown = " or ".join(repr(p) for p in include) if include else "any topic"
+        if exclude:
+            shown += " when excluding " + " or ".join(repr(p) for p in exclude)
+        obj.shown = shown
+        return obj
 
 
 def _split_commas(text: str) -> list[str]:
@@ -68,6 +86,132 @@ def topic_names(values: Iterable[str]) -> list[str]:
     return [name for v in values for name in v.split(",") if name]
 
 
+#: the options of :func:`add_topic_options` that take several values (``--topics A B``)
+TOPIC_LIST_FLAGS = ("--topics", "--exclude-topics")
+
+
+def add_topic_options(
+    p: argparse.ArgumentParser, *, exclude: bool = True, short: bool = True, what: str = "select"
+) -> None:
+    """One topic grammar for every command that selects topics: ``--topics PATTERN...``
+    (repeatable; ``--include-topic``/``-i`` PATTERN: one at a time) and, with ``exclude``,
+    ``--exclude-topics PATTERN...`` (``--exclude-topic``/``-x`` PATTERN).  A PATTERN is a topic
+    name or a regular expression matched against the whole name; a comma separates
+    alternatives (``/a,/b``).  ``short``: also ``-i``/``-x`` (not where they mean something
+    else).  :func:`topic_selection` gives the one pattern they make."""
+    p.add_argument(
+        "--topics",
+        dest="topics",
+        nargs="+",
+        action="extend",
+        type=TopicPattern,
+        default=None,
+        metavar="PATTERN",
+        help=f"{what} the topics matching any PATTERN: a topic name or a regular expression matched against "
+        "the whole name; a comma separates alternatives (/a,/b); repeatable; none matching: exit 1",
+    )
+    p.add_argument(
+        "--include-topic",
+        *(("-i",) if short else ()),
+        dest="topics",
+        action="append",
+        type=TopicPattern,
+        metavar="PATTERN",
+        help="one PATTERN, as --topics (repeatable)",
+    )
+    if exclude:
+        p.add_argument(
+            "--exclude-topics",
+            dest="exclude_topics",
+            nargs="+",
+            action="extend",
+            type=TopicPattern,
+            default=None,
+            metavar="PATTERN",
+            help="leave out the topics matching any PATTERN (same forms as --topics)",
+        )
+        p.add_argument(
+            "--exclude-topic",
+            *(("-x",) if short else ()),
+            dest="exclude_topics",
+            action="append",
+            type=TopicPattern,
+            metavar="PATTERN",
+            help="one PATTERN, as --exclude-topics (repeatable)",
+        )
+
+
+def topic_selection(args: argparse.Namespace) -> TopicPattern | None:
+    """The one pattern of :func:`add_topic_options`' arguments (None: every topic), for an
+    operation's ``topics=`` (a selection matching nothing is an EmptySelectionError there)."""
+    include = list(getattr(args, "topics", None) or [])
+    exclude = list(getattr(args, "exclude_topics", None) or [])
+    if not include and not exclude:
+        return None
+    return TopicPattern.combine(include, exclude)
+
+
+def unswallow(argv: list[str]) -> list[str]:
+    """``argv`` with the files that a list option swallowed (``cat --topics /a FILE``: FILE
+    would be taken as a second pattern) moved before that option: from the first value that
+    names a log (:func:`_names_input`) to the end of the option's values."""
+    out = list(argv)
+    i = 0
+    while i < len(out):
+        if out[i] == "--":
+            break
+        if out[i] in TOPIC_LIST_FLAGS:
+            j = i + 1
+            while j < len(out) and not (out[j].startswith("-") and out[j] != "-"):
+                j += 1
+            values = out[i + 1 : j]
+            k = next((n for n, v in enumerate(values) if _names_input(v)), None)
+            if k is not None and k > 0:  # (at least one value stays the option's)
+                moved = values[k:]
+                out[i:j] = moved + [out[i]] + values[:k]
+                i += len(moved)
+        i += 1
+    return out
+
+
+def old_format_flag(argv: list[str]) -> str | None:
+    """The error for ``-f FORMAT`` (``-f`` was ``--format`` in some commands and is
+    ``--force`` in all now): ``-f`` followed by a format's name that names no file."""
+    import os
+
+    from polybag.formats import registry
+
+    names = {a.lower() for s in registry.formats() for a in (s.name, *s.aliases)}
+    names |= {"csv", "parquet", "jsonl"}
+    for i, word in enumerate(argv[:-1]):
+        if word == "--":
+            break
+        value = argv[i + 1]
+        if word == "-f" and value.lower() in names and not os.path.exists(value):
+            return f"-f is --force now; pass --format {value} (or -F {value})"
+    return None
+
+
+def _names_input(value: str) -> bool:
+    """Whether a command-line word names a log (an input, or an output to be) rather than a
+    topic pattern: ``-``, a URL, an existing file or log directory, a log file's extension."""
+    import os
+
+    from polybag.formats import registry
+
+    if value == "-" or "://" in value or value.lower().endswith(registry.file_extensions()):
+        return True
+    if os.path.isfile(value):
+        return True
+    if os.path.isdir(value):
+        try:
+            names = os.listdir(value)
+        except OSError:
+            return False
+        return any(n == "metadata.yaml" or n.endswith((".db3", ".mcap")) for n in names)
+    return False
+
+
 def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
     """``--format``, ``--compression``, ``--chunk-size`` and ``--force`` of a command that
     writes a log (the formats and compressions are the registry's)."""
@@ -75,7 +219,7 @@ def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
 
     p.add_argument(
         "--format",
-        "-f",
+        "-F",
         dest="out_format",
         metavar="F",
         help=f"output format: {', '.join(registry.writable())} (default: from the extension)",
@@ -91,6 +235,12 @@ def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
         p.add_argument(
             "--chunk-size", type=parse_size, metavar="N", help="chunk size in bytes (K/M/G suffixes)"
         )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a damaged input (exit 3, no output); by default what reads before the damage "
+        "is written (a ULog: every intact message), the damage named, exit 1",
+    )
     add_force(p)
 
 
@@ -106,22 +256,102 @@ def add_log_to_log(
 
 
 def add_writer_tail(p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]) -> None:
-    """The output options and ``--json`` of a command that writes logs, run by ``run``."""
+    """The output options, ``--json``, ``-q`` and ``--progress``/``--no-progress`` of a
+    command that writes logs, run by ``run``."""
     add_output_options(p)
     add_json(p)
+    add_progress_options(p)
     p.set_defaults(func=run)
+
+
+def add_progress_options(p: argparse.ArgumentParser, quiet: bool = True) -> None:
+    """``--progress``/``--no-progress`` and (``quiet``) ``-q/--quiet`` of a command that
+    writes: a progress bar on stderr when it is a terminal, otherwise one summary line at
+    the end (:func:`summary`); ``-q``: neither, nor the result lines."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_const",
+        const=True,
+        default=None,
+        help="show a progress bar on stderr even when it is not a terminal",
+    )
+    g.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_const",
+        const=False,
+        help="no progress bar: one summary line on stderr at the end (the default without a terminal)",
+    )
+    if quiet:
+        p.add_argument("-q", "--quiet", action="store_true", help="print nothing but warnings and errors (no progress, no summary)")
+
+
+def progress_of(args: argparse.Namespace) -> bool | None:
+    """An operation's ``progress=`` from ``-q``/``--progress``/``--no-progress`` (None: a
+    bar only when stderr is a terminal)."""
+    if getattr(args, "quiet", False):
+        return False
+    return getattr(args, "progress", None)
+
+
+def _bar_shown(args: argparse.Namespace) -> bool:
+    mode = progress_of(args)
+    return bool(sys.stderr.isatty()) if mode is None else mode
+
+
+def summary(
+    command: str, args: argparse.Namespace, messages: int | None, outputs: Iterable[Any], what: str = "messages"
+) -> None:
+    """The one line on stderr that ends a writing command when no progress bar was shown
+    (no terminal, or ``--no-progress``): messages, bytes written, elapsed time, the output.
+    Nothing with ``-q`` or ``--json``."""
+    import os
+    import time
+
+    if getattr(args, "quiet", False) or getattr(args, "json", False) or _bar_shown(args):
+        return
+    from polybag.cli._common import format_size
+
+    paths = [os.fspath(o) for o in outputs if isinstance(o, (str, os.PathLike)) and os.fspath(o) not in ("", "-")]
+    size = sum(_size_of(p) for p in paths)
+    started = getattr(args, "started", None)
+    elapsed = f" in {time.monotonic() - started:.1f} s" if started is not None else ""
+    where = paths[0] if len(paths) == 1 else f"{len(paths)} outputs" if paths else "stdout"
+    count = f"{messages} {what}, " if messages is not None else ""
+    print(f"polybag {command}: {count}{format_size(size)} written to {where}{elapsed}", file=sys.stderr)
+
+
+def _size_of(path: str) -> int:
+    """Bytes of a file, or of the files under a directory (a rosbag2 bag, a folder of tables)."""
+    import os
+
+    try:
+        if os.path.isdir(path):
+            return sum(
+                os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
+            )
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def quiet(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "quiet", False))
 
 
 def write_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords of an operation that writes a log, from :func:`add_output_options`'
-    arguments (a progress bar when stderr is a terminal)."""
+    arguments (a progress bar when stderr is a terminal, or as :func:`progress_of` says)."""
     return {
         "format": args.out_format,
         "compression": args.compression,
         "chunk_size": args.chunk_size,
-        "progress": None,
+        "progress": progress_of(args),
         "overwrite": args.force,
         "storage": getattr(args, "storage", None),
+        "strict": bool(getattr(args, "strict", False)),
     }
 
 
@@ -129,6 +359,7 @@ def add_force(p: argparse.ArgumentParser, what: str = "the output") -> None:
     """``--force``: replace existing output; without it an existing output is refused (exit 2).
     An input is never overwritten, nor a ``NAME.active`` (a recording in progress?)."""
     p.add_argument(
+        "-f",
         "--force",
         action="store_true",
         help=f"overwrite {what} if it exists (refused otherwise, exit 2; an input is never overwritten)",
@@ -165,24 +396,25 @@ def run_each(command: str, paths: Iterable[str], one: Callable[[str], int]) -> i
         try:
             worst = max(worst, one(path))
         except UsageError as e:
-            print(f"polybag {command}: error: {e}", file=sys.stderr)
+            print(f"polybag {command}: error: {cli_text(str(e))}", file=sys.stderr)
             worst = max(worst, 2)
         except PolybagError as e:
-            print(f"polybag {command}: error: {e}", file=sys.stderr)
+            print(f"polybag {command}: error: {cli_text(str(e))}", file=sys.stderr)
             worst = max(worst, 3)
     return worst
 
 
 def warn(command: str, result: Any) -> None:
     for w in getattr(result, "warnings", []):
-        print(f"polybag {command}: warning: {w}", file=sys.stderr)
+        print(f"polybag {command}: warning: {cli_text(str(w))}", file=sys.stderr)
 
 
 def emit(command: str, args: argparse.Namespace, result: Any, lines: list[str]) -> None:
-    """``--json``: the result object; otherwise the human lines, warnings on stderr."""
+    """``--json``: the result object; otherwise the human lines (none with ``-q``), warnings
+    on stderr."""
     if getattr(args, "json", False):
         print_json(result.to_dict())
-    else:
+    elif not quiet(args):
         for line in lines:
             print(line)
     warn(command, result)

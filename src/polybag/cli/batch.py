@@ -30,13 +30,13 @@ def add_jobs(p: argparse.ArgumentParser, what: str) -> None:
 
 def report_batch(command: str, args: argparse.Namespace, res: Any) -> int:
     """Each file's outcome (``--json``: the whole :class:`~polybag.ops.batch.BatchResult`);
-    exit 1 when a file failed."""
+    exit 1 when a file failed or was damaged."""
     if getattr(args, "json", False):
         print_json(res.to_dict())
     for f in res.files:
         if f.error is not None:
             print(f"polybag {command}: error: {f.input}: {f.error}", file=sys.stderr)
-        elif not getattr(args, "json", False):
+        elif not getattr(args, "json", False) and not getattr(args, "quiet", False):
             r = f.result or {}
             n = r.get("messages", r.get("tables"))
             n = len(n) if isinstance(n, list) else n
@@ -44,4 +44,12 @@ def report_batch(command: str, args: argparse.Namespace, res: Any) -> int:
             print(f"{f.input} -> {f.output}{extra}")
         for w in (f.result or {}).get("warnings", []) or []:
             print(f"polybag {command}: warning: {f.input}: {w}", file=sys.stderr)
-    return 1 if res.failed else 0
+    damaged = any((f.result or {}).get("damage") for f in res.files)  # (kept what read before it)
+    done = [f for f in res.files if f.error is None]
+    if done:  # (the summary line without a terminal)
+        from polybag.cli._ops import summary
+
+        counts = [(f.result or {}).get("messages") for f in done]
+        total = sum(n for n in counts if isinstance(n, int)) if all(isinstance(n, int) for n in counts) else None
+        summary(command, args, total, [f.output for f in done])
+    return 1 if res.failed or damaged else 0

@@ -1,4 +1,4 @@
-"""``polybag cat FILE [--topics REGEX] [--start T --end T] [--json] [--format F]``: print messages.
+"""``polybag cat FILE [--topics PATTERN...] [--exclude-topics PATTERN...] [--start T --end T] [--json] [--format F]``: print messages.
 
 ``--format {mcap,bag,ulog}`` names the input's format when its first bytes do not (a
 version-0 bag read from stdin: ``polybag cat --format bag - < old.bag``).
@@ -23,8 +23,8 @@ import json
 import sys
 from typing import Any
 
-from polybag.cli._common import _json_default, format_ns
-from polybag.cli._ops import TOPICS_HELP, TopicPattern
+from polybag.cli._common import TIME_HELP, _json_default, format_ns
+from polybag.cli._ops import add_topic_options, topic_selection
 from polybag.cli.info import add_format_option, open_input
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Message
@@ -36,9 +36,9 @@ _RELEASE_EVERY = 16 << 20  # payload bytes printed between releases of the input
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("cat", help="print messages (decoded when a codec exists)")
     p.add_argument("file", help="log file, or - for stdin")
-    p.add_argument("--topics", type=TopicPattern, metavar="REGEX", help=TOPICS_HELP)
-    p.add_argument("--start", help="first log time (ns, seconds with '.'/'s', or +offset from the start)")
-    p.add_argument("--end", help="log time to stop before (same forms as --start)")
+    add_topic_options(p, what="print only")
+    p.add_argument("--start", metavar="T", help=f"first log time: {TIME_HELP}")
+    p.add_argument("--end", metavar="T", help="log time to stop before (same forms as --start)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--reverse", action="store_true", help="newest first")
     p.add_argument("--file-order", action="store_true", help="file order instead of log-time order")
@@ -107,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
     with open_input(args.file, getattr(args, "input_format", None)) as reader:
         since_release = 0  # payload bytes since the input's mapped pages were last released
         start, end = TimeWindow.parse(args.start, args.end, lambda: reader.summary.start_time or 0)
+        topics = topic_selection(args)
         it = reader.messages(
-            topics=args.topics,
+            topics=topics,
             start=start,
             end=end,
             reverse=args.reverse,
@@ -144,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
                 ok, msg = dec.to_dict(m)
                 body = json.dumps(msg, default=_jsonable) if ok else f"[{len(m.data)} bytes] {_preview(m.data)}"
                 out.write(f"{format_ns(m.log_time)} {ch.topic} [{ch.type_name or ch.message_encoding}] {body}\n")
-        if count == 0 and args.topics is not None:  # nothing printed: say why if --topics is it
+        if count == 0 and topics is not None:  # nothing printed: say why if --topics is it
             from polybag.ops._common import require_topics
 
-            require_topics(args.topics, reader.summary.channels.values())
+            require_topics(topics, reader.summary.channels.values())
     return 1 if dec.problems else 0

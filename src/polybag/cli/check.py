@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any
 
-from polybag.cli._common import print_json
+from polybag.cli._common import plain, print_json
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -69,7 +69,7 @@ def _problem(p: Any) -> dict[str, Any]:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("check", help="structural check of bags (and MCAP/ULog); exit 1 on problems", description=__doc__)
+    p = sub.add_parser("check", help="structural check of bags (and MCAP/ULog); exit 1 on problems", description=plain(__doc__))
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("-v", "--verbose", action="store_true", help="also print notes (gaps, skipped checks)")

@@ -14,7 +14,8 @@ import os
 import sys
 from typing import Any
 
-from polybag.cli._ops import run_each
+from polybag.cli._common import plain
+from polybag.cli._ops import add_progress_options, progress_of, run_each, summary
 from polybag.errors import UsageError
 from polybag.ops.compress import backup_path, recompress_mcap, rewrite_file, sniff_format
 
@@ -37,7 +38,7 @@ def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         backup=not args.no_backup,
         force=args.force,
-        progress=None if not args.quiet else False,
+        progress=progress_of(args),
         compression_mode=getattr(args, "mode", None),
     )
     for w in res.warnings:
@@ -47,11 +48,28 @@ def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
         return EXIT_PROBLEM
     if not args.quiet:
         print(f"{path} -> {res.output}: {res.messages} messages, {res.compression or comp}")
+    done(args, res.output, res.messages)
     return EXIT_OK
 
 
+def done(args: argparse.Namespace, output: str, messages: int) -> None:
+    """Count a file rewritten, for the summary line at the end."""
+    if not hasattr(args, "written"):
+        args.written = []
+    args.written.append((output, messages))
+
+
+def run_each_summarized(args: argparse.Namespace, one: Any) -> int:
+    """:func:`run_each` over ``args.files``, then the summary line of the files written."""
+    worst = run_each(args.command, args.files, one)
+    written = getattr(args, "written", [])
+    if written:
+        summary(args.command, args, sum(n for _, n in written), [o for o, _ in written])
+    return worst
+
+
 def run_many(args: argparse.Namespace, comp: str) -> int:
-    return run_each(args.command, args.files, lambda path: _compress_one(path, comp, args))
+    return run_each_summarized(args, lambda path: _compress_one(path, comp, args))
 
 
 def add_common(
@@ -74,10 +92,11 @@ def add_common(
     if no_backup:
         p.add_argument("--no-backup", action="store_true", help="do not keep NAME.orig.EXT")
     p.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
+    add_progress_options(p, quiet=False)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("compress", help="compress bag chunks (bz2/lz4) or MCAP chunks (zstd/lz4), keeping a .orig backup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("compress", help="compress bag chunks (bz2/lz4) or MCAP chunks (zstd/lz4), keeping a .orig backup", description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_mutually_exclusive_group()
     g.add_argument("-j", "--bz2", dest="comp", action="store_const", const="bz2", help="bz2 (bag default)")
     g.add_argument("--lz4", dest="comp", action="store_const", const="lz4", help="lz4")

@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from polybag.cli._common import plain
 from polybag.cli.compress import add_common, run_many
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("decompress", help="rewrite bags / MCAP files with uncompressed chunks, keeping a .orig backup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("decompress", help="rewrite bags / MCAP files with uncompressed chunks, keeping a .orig backup", description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common(p)
     p.set_defaults(func=lambda args: run_many(args, "none"))

@@ -20,8 +20,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from polybag.cli._common import format_size, print_json
-from polybag.cli._ops import TOPICS_HELP, TopicPattern, add_force
+from polybag.cli._common import TIME_HELP, format_size, print_json
+from polybag.cli._ops import (
+    add_force,
+    add_progress_options,
+    add_topic_options,
+    progress_of,
+    quiet,
+    summary,
+    topic_selection,
+)
 from polybag.cli.batch import add_jobs, report_batch
 from polybag.errors import UsageError
 from polybag.ops.export import Table, plan_tables, table_name
@@ -32,9 +40,10 @@ __all__ = ["Table", "plan_tables", "register", "run", "table_name"]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write each topic as a csv, parquet or jsonl table")
     p.add_argument("input", metavar="FILE")
-    p.add_argument("--topics", type=TopicPattern, default=None, metavar="REGEX", help=f"{TOPICS_HELP} (default: all)")
+    add_topic_options(p, what="export only (default: all)")
     p.add_argument(
         "--format",
+        "-F",
         choices=("csv", "parquet", "jsonl", "png", "jpg", "npy", "pcd", "ply"),
         default=None,
         help="tables: csv (default), parquet, jsonl; --images: png (default), jpg, npy; "
@@ -47,10 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--every", type=int, default=1, metavar="N", help="--images/--video/--pointclouds: every N-th message of a topic")
     p.add_argument("--fps", type=float, default=None, help="--video: frames per second (default: the log's rate)")
     p.add_argument("--fields", default=None, help="comma-separated field names or prefixes (csv/parquet)")
-    p.add_argument("--start", default=None, help="start time (ns, or seconds with '.'/'s'; +T from the log start)")
-    p.add_argument("--end", default=None, help="end time, exclusive")
+    p.add_argument("--start", default=None, metavar="T", help=f"start time: {TIME_HELP}")
+    p.add_argument("--end", default=None, metavar="T", help="end time, exclusive (same forms as --start)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_force(p, "existing tables")
+    add_progress_options(p)
     add_jobs(p, "FILE... -o DIR: export many logs, each into DIR/<name>/")
     p.set_defaults(func=run)
 
@@ -78,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             scheduler=args.scheduler,
             format=args.format,
-            topics=args.topics,
+            topics=topic_selection(args),
             fields=fields,
             start=args.start,
             end=args.end,
@@ -89,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
         args.input,
         args.output,
         format=args.format,
-        topics=args.topics,
+        topics=topic_selection(args),
         fields=fields,
         start=args.start,
         end=args.end,
-        progress=None,
+        progress=progress_of(args),
         overwrite=args.force,
     )
     if args.json:
@@ -103,11 +113,12 @@ def run(args: argparse.Namespace) -> int:
         label = t.topic if plain == table_name(t.topic) else f"{t.topic} [{plain[len(table_name(t.topic)) + 1:]}]"
         if t.error is not None:
             print(f"polybag export: error: {label}: {t.error}", file=sys.stderr)
-        elif not args.json:
+        elif not args.json and not quiet(args):
             print(f"{label} -> {t.path} ({t.rows} rows, {format_size(t.bytes)})")
     for w in res.warnings:
         if not any(t.error is not None and w.endswith(t.error) for t in res.tables):
             print(f"polybag export: warning: {w}", file=sys.stderr)
+    summary("export", args, sum(t.rows for t in res.tables if t.error is None), [args.output], what="rows")
     return 1 if res.failed or res.damaged else 0
 
 
@@ -119,11 +130,11 @@ def run_media(args: argparse.Namespace, media: list[str]) -> int:
         raise UsageError("give one of -o DIR (tables), --images DIR, --video FILE or --pointclouds DIR")
     kind = media[0]
     common = {
-        "topics": args.topics,
+        "topics": topic_selection(args),
         "every": args.every,
         "start": args.start,
         "end": args.end,
-        "progress": None,
+        "progress": progress_of(args),
         "overwrite": args.force,
     }
     fmt_ok = {"images": em.IMAGE_FORMATS, "pointclouds": em.CLOUD_FORMATS, "video": ()}[kind]
@@ -137,9 +148,10 @@ def run_media(args: argparse.Namespace, media: list[str]) -> int:
         res = em.export_video(args.input, args.video, fps=args.fps, **common)
     if args.json:
         print_json(res.to_dict())
-    else:
+    elif not quiet(args):
         what = "frames" if kind == "video" else "files"
         print(f"{', '.join(res.topics)} -> {res.output} ({res.files} {what}" + (f", {res.fps:g} fps)" if res.fps else ")"))
     for w in res.warnings:
         print(f"polybag export: warning: {w}", file=sys.stderr)
+    summary("export", args, res.files, [res.output], what="frames" if kind == "video" else "files")
     return 1 if res.failed else 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import TopicPattern, add_writer_tail, emit, write_options
+from polybag.cli._common import TIME_HELP
+from polybag.cli._ops import add_topic_options, add_writer_tail, emit, summary, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -12,10 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("input", metavar="IN")
     p.add_argument("output", metavar="OUT")
     p.add_argument("expression", nargs="?", default=None, metavar="EXPRESSION")
-    for flag, short, verb in (("--include-topic", "-i", "keep"), ("--exclude-topic", "-x", "drop")):
-        p.add_argument(flag, short, action="append", type=TopicPattern, default=[], metavar="REGEX", help=f"{verb} topics matching REGEX (whole name; a comma separates alternatives, /a,/b; repeatable)")
-    p.add_argument("--start", "-s", metavar="T", help="start time, inclusive (ns; seconds with '.' or 's'; '+' = from log start)")
-    p.add_argument("--end", "-e", metavar="T", help="end time, exclusive")
+    add_topic_options(p, what="keep")
+    p.add_argument("--start", "-s", metavar="T", help=f"start time, inclusive: {TIME_HELP}")
+    p.add_argument("--end", "-e", metavar="T", help="end time, exclusive (same forms as --start)")
     add_writer_tail(p, run)
 
 
@@ -25,8 +25,8 @@ def run(args: argparse.Namespace) -> int:
     r = filter_op(
         args.input,
         args.output,
-        include_topics=args.include_topic or None,
-        exclude_topics=args.exclude_topic or None,
+        include_topics=args.topics or None,
+        exclude_topics=args.exclude_topics or None,
         start=args.start,
         end=args.end,
         expression=args.expression,
@@ -35,4 +35,5 @@ def run(args: argparse.Namespace) -> int:
     emit(
         "filter", args, r, [f"{r.output}: {r.messages} of {r.read} messages read, on {len(r.topics)} topics"]
     )
-    return 1 if r.dropped_messages else 0
+    summary("filter", args, r.messages, [r.output])
+    return 1 if r.dropped_messages or r.damage else 0

@@ -1,8 +1,14 @@
-"""``polybag info FILE [--json]``: what a log holds, from its index when it has one.
+"""``polybag info FILE... [--json | -y [-k KEY]] [-v]``: what a log holds, from its index when it has one.
 
-Generic over every reader: format, profile/library, duration, start/end, message counts
-and frequency per channel, schemas, chunks and their compression, attachments, metadata,
-and the format's own extras (``reader.info_extras()``).  On an MCAP file with a summary
+Each file in turn, ``---`` between them (as ``rosbag info`` does); the exit status is the
+worst.  The text is the layout people know the format by (``rosbag info`` for bags,
+``ros2 bag info`` with each topic's offered QoS for rosbag2, a short summary for ULogs with
+``ulog_info -v``'s whole dump and the parameters and logged messages behind ``-v``), else the
+generic table: format, profile/library, duration, start/end as human UTC times, message counts
+and frequency per channel, schemas, chunks and their compression, attachments and metadata
+(once), and the format's own extras (``reader.info_extras()``; an MCAP's statistics and
+summary offsets only with ``-v``).  ``-y`` prints ``rosbag info --yaml``'s keys for every
+format and the format's own; ``-k KEY`` one of them.  On an MCAP file with a summary
 section this reads only the summary, never the data section.
 
 A damaged file (the summary lists errors: a cut or corrupt chunk, a summary that does not
@@ -19,21 +25,48 @@ import re
 import sys
 from typing import Any
 
-from polybag.cli._common import _json_default, format_duration, format_ns, format_size, print_json
-from polybag.cli.render import info_text as format_text
+from polybag._text import safe_line
+from polybag.cli import render as _render
+from polybag.cli._common import _json_default, format_size, print_json
+from polybag.cli.render import human_duration, human_stamp
 from polybag.cli.render import info_yaml as format_yaml
+from polybag.errors import PolybagError, UsageError
 from polybag.formats import registry
 from polybag.reader import Reader
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("info", help="summarize a log (format, topics, counts, times, chunks)")
-    p.add_argument("file", help="log file (bag, mcap, ulog), a URL (s3://, gs://, http(s)://), or - for stdin")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="log file (bag, mcap, ulog) or rosbag2 directory, a URL (s3://, gs://, http(s)://), "
+        "or - for stdin; several are described one after another, separated by ---",
+    )
     add_format_option(p)
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    fmt.add_argument("--json", action="store_true", help="print JSON instead of a table (a list for several files)")
     fmt.add_argument(
-        "--yaml", action="store_true", help="print YAML (for bags the `rosbag info --yaml` layout)"
+        "-y",
+        "--yaml",
+        action="store_true",
+        help="print YAML with rosbag info --yaml's keys for every format (path, version, duration, "
+        "start, end, size, messages, compression, types, topics) and the format's own",
+    )
+    p.add_argument(
+        "-k",
+        "--key",
+        metavar="KEY",
+        help="print only this key of the YAML (implies --yaml), as rosbag info -y -k duration; "
+        "nested keys with dots or indexes: topics[0].topic",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="everything: a ULog's every info key, parameter and logged message (ulog_info -v); "
+        "an MCAP's statistics and summary offsets",
     )
     p.add_argument(
         "--stats",
@@ -140,7 +173,14 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) if i < len(r) - 1 else c for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
 
 
-def render(d: dict[str, Any]) -> str:
+#: extras that are the file's bookkeeping rather than its content: printed with -v only
+_INTERNALS = ("statistics", "summary_offsets")
+
+
+def render(d: dict[str, Any], verbose: bool = False) -> str:
+    """The generic table (MCAP and any format without a layout of its own): human times,
+    attachments and metadata listed once, the file's bookkeeping (``statistics``,
+    ``summary_offsets``) only when ``verbose``."""
     lines = []
 
     def kv(k: str, v: object) -> None:
@@ -157,9 +197,9 @@ def render(d: dict[str, Any]) -> str:
     if not d["indexed"]:
         kv("index", "none (summary from a scan of the data)")
     kv("messages", "unknown" if d["message_count"] is None else d["message_count"])
-    kv("duration", format_duration(d["duration_ns"]))
-    kv("start", format_ns(d["start_time"]))
-    kv("end", format_ns(d["end_time"]))
+    kv("duration", human_duration(d["duration_ns"], 3))
+    kv("start", human_stamp(d["start_time"], 9))
+    kv("end", human_stamp(d["end_time"], 9))
     ch = d["chunks"]
     if ch["count"]:
         comp = ", ".join(f"{k or 'none'}: {v}" for k, v in sorted(ch["compression"].items()))
@@ -181,9 +221,26 @@ def render(d: dict[str, Any]) -> str:
         lines.extend(
             _table([[f"  ({s['id']})", s["name"], f"[{s['encoding'] or '-'}]", format_size(s["size"])] for s in d["schemas"]])
         )
+    listed = d["extras"].get("attachments")
     kv("attachments", d["attachment_count"])
+    if isinstance(listed, list):
+        lines.extend(
+            _table(
+                [
+                    [f"  {safe_line(str(a.get('name', '')))}", f"[{safe_line(str(a.get('media_type', '')))}]",
+                     format_size(int(a.get("size") or 0)), human_stamp(a.get("log_time"), 9)]
+                    for a in listed if isinstance(a, dict)
+                ]
+            )
+        )  # fmt: skip
+    names = d["extras"].get("metadata")
     kv("metadata", d["metadata_count"])
-    extras = {k: v for k, v in d["extras"].items() if k not in ("chunk_compression", "indexed")}
+    if isinstance(names, list):
+        lines.extend(f"  {safe_line(str(n))}" for n in names)
+    hidden = {"chunk_compression", "indexed", "attachments", "metadata"}
+    if not verbose:
+        hidden.update(_INTERNALS)
+    extras = {k: v for k, v in d["extras"].items() if k not in hidden}
     for k, v in extras.items():
         if isinstance(v, dict):
             lines.append(f"{k}:")
@@ -299,22 +356,255 @@ def damage(reader: Reader) -> list[str]:
     return out
 
 
-def _describe(reader: Reader, args: argparse.Namespace) -> None:
-    # the layout of the reader's info_style (rosbag info's, ulog_info's) or, when it has none, ours
+def _r(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def _bag_record(ex: dict[str, Any]) -> dict[str, Any]:
+    """``rosbag info --yaml``'s document of a bag, as a dict (the values :func:`render.rosbag_yaml` prints)."""
+    comp = ex["compression"]
+    d: dict[str, Any] = {
+        "path": ex["path"],
+        "version": ex["version"],
+        "duration": _r(ex["duration"], 6),
+        "start": _r(ex["start"] if ex["start"] is not None else 0.0, 6),
+        "end": _r(ex["end"] if ex["end"] is not None else 0.0, 6),
+        "size": ex["size"],
+        "messages": ex["messages"],
+        "indexed": ex["indexed"],
+        "compression": max(comp, key=lambda k: comp[k]["chunks"]) if comp else "none",
+    }
+    if any(n != "none" for n in comp):
+        d["uncompressed"] = int(ex["uncompressed"])
+        d["compressed"] = int(ex["compressed"])
+    d["types"] = [{"type": t["type"], "md5": t["md5"]} for t in ex["types"]]
+    topics = []
+    for t in ex["topics"]:
+        e = {"topic": t["topic"], "type": t["type"], "messages": t["messages"]}
+        if t["connections"] > 1:
+            e["connections"] = t["connections"]
+        if t.get("frequency"):
+            e["frequency"] = _r(t["frequency"], 4)
+        topics.append(e)
+    d["topics"] = topics
+    return d
+
+
+def info_record(reader: Reader) -> dict[str, Any]:
+    """What ``polybag info --yaml`` prints: ``rosbag info --yaml``'s keys for every format
+    (path, version, duration, start, end in seconds, size, messages, indexed, compression,
+    types, topics), then the format's own (rosbag2: storage_identifier, files, QoS per topic;
+    MCAP: profile, library, schemas, attachments, metadata; ULog: the PX4 system, parameters,
+    dropouts, logged messages)."""
+    if reader.info_style == "rosbag":
+        return _bag_record(reader.info_extras())
+    d = info_dict(reader)
+    ex = d["extras"]
+    fmt = d["format"]
+    secs = d["duration_ns"] / 1e9
+    comp = d["chunks"]["compression"]
+    compression = max(comp, key=lambda k: comp[k]) if comp else (ex.get("compression_format") or "none")
+    out: dict[str, Any] = {
+        "path": d["path"],
+        "format": fmt,
+        "version": d["version"],
+        "duration": _r(secs, 6),
+        "start": _r((d["start_time"] or 0) / 1e9, 6),
+        "end": _r((d["end_time"] or 0) / 1e9, 6),
+        "size": d["file_size"],
+        "messages": d["message_count"],
+        "indexed": d["indexed"],
+        "compression": compression or "none",
+    }
+    if d["chunks"]["count"] and any(k not in ("", "none") for k in comp):
+        out["uncompressed"] = d["chunks"]["uncompressed_size"]
+        out["compressed"] = d["chunks"]["compressed_size"]
+    types: dict[str, dict[str, Any]] = {}
+    topics: dict[str, dict[str, Any]] = {}
+    channels = reader.summary.channels
+    for c in d["channels"]:
+        name = c["type"] or ""
+        if name and name not in types:
+            ch = channels.get(c["id"])
+            t: dict[str, Any] = {"type": name}
+            md5 = ch.metadata.get("md5sum") if ch is not None else None
+            if md5:
+                t["md5"] = md5
+            types[name] = t
+        e = topics.get(c["topic"])
+        if e is None:
+            e = topics[c["topic"]] = {"topic": c["topic"], "type": name, "messages": 0, "connections": 0}
+        if c["message_count"] is None or e["messages"] is None:
+            e["messages"] = None
+        else:
+            e["messages"] += c["message_count"]
+        e["connections"] += 1
+        e["message_encoding"] = c["message_encoding"]
+    for e in topics.values():
+        n = e["messages"]
+        if e["connections"] == 1:
+            del e["connections"]
+        if secs > 0 and n is not None and n > 1:
+            e["frequency"] = _r(n / secs, 4)
+    out["types"] = sorted(types.values(), key=lambda t: t["type"])
+    out["topics"] = sorted(topics.values(), key=lambda t: t["topic"])
+    own = _RECORD_STYLES.get(reader.info_style or "", _generic_record)
+    own(reader, d, out)
+    for k in ("error", "summary_error"):
+        if ex.get(k):
+            out[k] = ex[k]
+    return out
+
+
+def _generic_record(reader: Reader, d: dict[str, Any], out: dict[str, Any]) -> None:
+    """MCAP's keys (and any format's without a layout): profile, library, chunks, schemas,
+    attachments, metadata and the format's other facts (not its bookkeeping)."""
+    ex = d["extras"]
+    out["profile"] = d["profile"]
+    out["library"] = d["library"]
+    out["chunks"] = d["chunks"]["count"]
+    out["schemas"] = [{"name": x["name"], "encoding": x["encoding"], "size": x["size"]} for x in d["schemas"]]
+    out["attachments"] = ex.get("attachments", [])
+    out["metadata"] = ex.get("metadata", [])
+    rest = {
+        k: v
+        for k, v in ex.items()
+        if k not in (*_INTERNALS, "attachments", "metadata", "chunk_compression", "indexed", "error", "summary_error")
+    }
+    if rest:
+        out["extras"] = rest
+
+
+def _rosbag2_record(reader: Reader, d: dict[str, Any], out: dict[str, Any]) -> None:
+    """rosbag2's keys: storage_identifier, ros_distro, compression, files, custom_data, and
+    per topic its serialization_format and offered QoS."""
+    ex = d["extras"]
+    qos = ex.get("qos") or {}
+    for t in out["topics"]:
+        t["serialization_format"] = t.pop("message_encoding")
+        if t["topic"] in qos:
+            t["qos"] = qos[t["topic"]]
+    if ex.get("rosbag2_version") is not None:
+        out["version"] = ex["rosbag2_version"]  # metadata.yaml's version (a number)
+    out["storage_identifier"] = ex.get("storage")
+    for k in ("ros_distro", "compression_mode", "compression_format", "files", "custom_data"):
+        if ex.get(k):
+            out[k] = ex[k]
+
+
+def _ulog_keys(reader: Reader, d: dict[str, Any], out: dict[str, Any]) -> None:
+    out["ulog"] = _ulog_record(reader, d["extras"])
+
+
+def _ulog_record(reader: Reader, ex: dict[str, Any]) -> dict[str, Any]:
+    u = reader.ulog
+    assert u is not None
+    levels = [m.level_name for m in u.logged_messages]
+    return {
+        "version": u.version,
+        "sys_name": u.info.get("sys_name"),
+        "ver_sw": u.info.get("ver_sw"),
+        "ver_sw_release": u.version_info_str(),
+        "ver_hw": u.info.get("ver_hw"),
+        "start_us": u.start_timestamp,
+        "duration_us": u.last_timestamp - u.start_timestamp,
+        "dropouts": len(u.dropouts),
+        "dropout_ms": sum(x.duration for x in u.dropouts),
+        "parameters": len(u.params),
+        "changed_parameters": len(u.changed_params),
+        "info_keys": len(u.info),
+        "logged_messages": len(levels),
+        "warnings": sum(1 for x in levels if x == "WARNING"),
+        "errors": sum(1 for x in levels if x in ("ERROR", "CRITICAL", "ALERT", "EMERGENCY")),
+        "info": {k: v for k, v in ex.get("info", {}).items() if not str(k).startswith("perf_")},
+    }
+
+
+#: info_style -> the format's own keys of :func:`info_record`
+_RECORD_STYLES = {"rosbag2": _rosbag2_record, "ulog": _ulog_keys}
+
+_KEY_PART = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]")
+
+
+def pick_key(doc: Any, key: str, where: str) -> Any:
+    """``rosbag info -y -k``: the value at ``key`` (``duration``, ``topics[0].topic``,
+    ``topics.0.topic``); a :class:`UsageError` naming the keys there are when it is missing."""
+    val = doc
+    for m in _KEY_PART.finditer(key):
+        name, index = m.group(1), m.group(2)
+        if index is None and isinstance(val, list) and name.lstrip("-").isdigit():
+            index = name
+        if index is not None:
+            if not isinstance(val, list) or not -len(val) <= int(index) < len(val):
+                raise UsageError(f"{where}: no item {index} in key {key!r} (it has {len(val) if isinstance(val, list) else 0})")
+            val = val[int(index)]
+        elif isinstance(val, dict) and name in val:
+            val = val[name]
+        else:
+            there = ", ".join(map(str, val)) if isinstance(val, dict) else "none"
+            raise UsageError(f"{where}: no key {key!r} in the info (keys: {there})")
+    return val
+
+
+def key_text(val: Any) -> str:
+    """A value of ``-k`` as rosbag prints it: a scalar as is, a mapping as ``key: value``
+    lines, a list as ``- `` items (values unquoted, as rosbag does)."""
+    return "\n".join(_key_lines(val, 0)) + "\n"
+
+
+def _key_lines(val: Any, indent: int) -> list[str]:
+    pad = " " * indent
+    if isinstance(val, dict):
+        out: list[str] = []
+        for k, v in val.items():
+            if isinstance(v, (dict, list)) and v:
+                out.append(f"{pad}{k}:")
+                out.extend(_key_lines(v, indent + 2))
+            else:
+                out.append(f"{pad}{k}: {_key_scalar(v)}")
+        return out or [f"{pad}{{}}"]
+    if isinstance(val, list):
+        out = []
+        for v in val:
+            inner = _key_lines(v, indent + 2)
+            out.append(f"{pad}- {inner[0][indent + 2 :]}")
+            out.extend(inner[1:])
+        return out or [f"{pad}[]"]
+    return [f"{pad}{_key_scalar(val)}"]
+
+
+def _key_scalar(v: Any) -> str:
+    if isinstance(v, (dict, list)):
+        return "{}" if isinstance(v, dict) else "[]"
+    return safe_line(str(v))
+
+
+def _describe(reader: Reader, args: argparse.Namespace) -> Any:
+    """Print one file's info (returns the JSON dict for --json, else None)."""
+    verbose = bool(getattr(args, "verbose", False))
+    key = getattr(args, "key", None)
+    if key:
+        sys.stdout.write(key_text(pick_key(info_record(reader), key, str(reader.path))))
+        return None
     if getattr(args, "yaml", False):
-        text = format_yaml(reader)
-        sys.stdout.write(text if text is not None else to_yaml(info_dict(reader)))
-        return
+        text = format_yaml(reader)  # bags: rosbag info --yaml's own layout
+        sys.stdout.write(text if text is not None else to_yaml(info_record(reader)))
+        return None
     if args.json:
-        print_json(info_dict(reader))
-        return
-    text = format_text(reader)
-    print(text if text is not None else render(info_dict(reader)))
+        return info_dict(reader)
+    text = _render.info_command_text(reader, verbose)
+    out = text if text is not None else render(info_dict(reader), verbose)
+    if len(getattr(args, "files", ())) > 1 and not out.startswith("path:"):
+        out = f"path: {reader.path}\n{out}"  # the header of each file's part
+    print(out)
+    return None
 
 
-def run(args: argparse.Namespace) -> int:
-    with open_input(args.file, getattr(args, "input_format", None)) as reader:
-        _describe(reader, args)
+def _one(name: str, args: argparse.Namespace, docs: list[Any]) -> int:
+    with open_input(name, getattr(args, "input_format", None)) as reader:
+        doc = _describe(reader, args)
+        if doc is not None:
+            docs.append(doc)
         if getattr(args, "stats", False):
             print_stats(reader, "polybag info")
         problems = damage(reader)
@@ -322,9 +612,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             first = problems[0]
-            name = str(reader.path or args.file)
-            if not first.startswith(name):
-                first = f"{name}: {first}"
+            where = str(reader.path or name)
+            if not first.startswith(where):
+                first = f"{where}: {first}"
             print(
                 f"polybag info: error: the file is damaged: {first}{more}; "
                 "`polybag check` lists every problem, `polybag recover` keeps the intact messages",
@@ -332,3 +622,38 @@ def run(args: argparse.Namespace) -> int:
             )
             return 1
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Each file in turn (``---`` between them, as ``rosbag info`` does); the exit status is
+    the worst: 1 for a damaged file, 3 for one that cannot be read (the others are still
+    described)."""
+    files: list[str] = list(args.files)
+    if getattr(args, "key", None):
+        args.yaml = True
+    docs: list[Any] = []
+    worst = 0
+    for i, name in enumerate(files):
+        if i and not args.json:
+            print("---", flush=True)
+        if len(files) == 1:
+            return _finish(_one(name, args, docs), docs, args, single=True)
+        try:
+            code = _one(name, args, docs)
+        except UsageError:
+            raise
+        except (PolybagError, OSError) as e:
+            sys.stdout.flush()
+            text = str(e) if isinstance(e, PolybagError) else f"{e.filename or name}: {e.strerror or e}"
+            print(f"polybag info: error: {text}", file=sys.stderr)
+            if args.json:
+                docs.append({"path": name, "error": text})
+            code = 3
+        worst = max(worst, code)
+    return _finish(worst, docs, args, single=False)
+
+
+def _finish(code: int, docs: list[Any], args: argparse.Namespace, single: bool) -> int:
+    if args.json:
+        print_json(docs[0] if single and docs else docs)
+    return code

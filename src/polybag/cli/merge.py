@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import TOPICS_HELP, TopicPattern, add_writer_tail, emit, write_options
+from polybag.cli._ops import add_topic_options, add_writer_tail, emit, summary, topic_selection, write_options
 from polybag.errors import OutputExistsError, UsageError
 
 
@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("merge", help="merge logs (any formats) into one, ordered by log time", description="Merge IN... into OUT in log-time order; identical schemas and channels are written once, and a topic with different types or md5sums is reported as a conflict.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="OUT IN..., or IN... with -o OUT")
     p.add_argument("-o", "--output", metavar="OUT", help="the merged log (then every PATH is an input)")
-    p.add_argument("--topics", type=TopicPattern, metavar="REGEX", help=f"only these topics: {TOPICS_HELP}")
+    add_topic_options(p, what="merge only")
     add_writer_tail(p, run)
 
 
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         r = merge(
             output,
             inputs,
-            topics=args.topics,
+            topics=topic_selection(args),
             **write_options(args),
         )
     except OutputExistsError as e:
@@ -39,4 +39,5 @@ def run(args: argparse.Namespace) -> int:
     lines = [f"{r.output}: {r.messages} messages on {r.channels} channels from {len(r.inputs)} inputs"]
     lines += [f"  {name}: {n} messages" for name, n in zip(r.inputs, r.input_messages)]
     emit("merge", args, r, lines)
-    return 1 if r.dropped_messages else 0
+    summary("merge", args, r.messages, [r.output])
+    return 1 if r.dropped_messages or r.damage else 0

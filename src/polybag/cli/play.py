@@ -19,13 +19,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-from polybag.cli._ops import topic_names
+from polybag.cli._common import DURATION_HELP
+from polybag.cli._ops import TopicPattern, _split_commas, add_topic_options, topic_selection
 
 
 def _is_log_file(arg: str) -> bool:
@@ -39,9 +41,10 @@ def _is_log_file(arg: str) -> bool:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "play",
-        help="publish logs to a ROS 1 master in real time (like rosbag play)",
-        description="Play FILE... (bag, MCAP, ULog; merged by log time) to the ROS master at "
-        "ROS_MASTER_URI. Space pauses/resumes and s steps when stdin is a terminal.",
+        help="publish logs in real time to a ROS 1 master (like rosbag play), or to a ROS 2 graph "
+        "with --ros2 (like ros2 bag play)",
+        description="Play FILE... (ROS 1 bags, ROS 2 rosbag2 bags, MCAP, ULog; merged by log time) to the "
+        "ROS master at ROS_MASTER_URI, or with --ros2 to the ROS 2 (DDS) graph. Space pauses/resumes and s steps when stdin is a terminal.",
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="logs to play")
     p.add_argument("--bags", nargs="+", default=[], metavar="FILE", help="more logs to play")
@@ -52,21 +55,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queue", type=int, default=100, help="outgoing queue size (accepted for rosbag compatibility)")
     p.add_argument("--clock", action="store_true", help="publish the bag time on /clock")
     p.add_argument("--hz", type=float, default=100.0, help="/clock frequency (default 100)")
-    p.add_argument("-d", "--delay", type=float, default=0.2, help="sleep SEC after advertising (default 0.2)")
+    p.add_argument("-d", "--delay", default=0.2, metavar="SEC", help=f"sleep this long after advertising (default 0.2): {DURATION_HELP}")
     p.add_argument("-r", "--rate", type=float, default=1.0, help="multiply the publish rate by FACTOR")
-    p.add_argument("-s", "--start", type=float, default=0.0, help="start SEC seconds into the logs")
-    p.add_argument("-u", "--duration", type=float, default=None, help="play only SEC seconds")
-    p.add_argument("--skip-empty", type=float, default=None, metavar="SEC", help="skip gaps longer than SEC")
+    p.add_argument("-s", "--start", default=0.0, metavar="SEC", help=f"start this far into the logs (from their start, as rosbag's -s): {DURATION_HELP}")
+    p.add_argument("-u", "--duration", default=None, metavar="SEC", help=f"play only this long: {DURATION_HELP}")
+    p.add_argument("--skip-empty", default=None, metavar="SEC", help=f"skip gaps longer than this: {DURATION_HELP}")
     p.add_argument("-l", "--loop", action="store_true", help="loop playback")
     p.add_argument("--loop-count", type=int, default=None, metavar="N", help="with -l: stop after N passes")
     p.add_argument("-k", "--keep-alive", action="store_true", help="keep publishers alive after the end")
     p.add_argument("--try-future-version", action="store_true", help="accepted for rosbag compatibility")
-    p.add_argument("--topics", nargs="+", default=None, metavar="TOPIC", help="topics to play (TOPIC may be a comma-separated list: /a,/b); none of them in the inputs: exit 1")
+    add_topic_options(p, short=False, what="play only")
     p.add_argument("--pause-topics", nargs="+", default=[], metavar="TOPIC", help="pause after these topics")
     p.add_argument("--wait-for-subscribers", action="store_true", help="wait for a subscriber on each topic")
     p.add_argument("--rate-control-topic", default=None, metavar="TOPIC",
                    help="hold playback while bag time is ahead of this topic's header stamps")
-    p.add_argument("--rate-control-max-delay", type=float, default=1.0, metavar="SEC",
+    p.add_argument("--rate-control-max-delay", default=1.0, metavar="SEC",
                    help="how far ahead of --rate-control-topic playback may run (default 1)")
     p.add_argument("--node", default="/play", help="node name (default /play, made anonymous)")
     p.add_argument("--json", action="store_true", help="print the counts and lateness as JSON at the end")
@@ -136,7 +139,8 @@ def _split_inputs(args: argparse.Namespace) -> list[str]:
         return topics
 
     if args.topics is not None:
-        args.topics = topic_names(topics_only(args.topics))  # (--topics /a,/b: two names)
+        # (--topics /a,/b: two patterns, each named in an error)
+        args.topics = [TopicPattern(p) for t in topics_only(args.topics) for p in _split_commas(t.given if isinstance(t, TopicPattern) else t)] or None
     args.pause_topics = topics_only(args.pause_topics)
     args.remaps = remaps
     return files
@@ -251,8 +255,12 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         # inputs first: an unreadable file fails before anything is advertised
         readers = [stack.enter_context(polybag.open(f)) for f in files]
-        if opts.topics is not None:  # --topics that no input has: said, before anything is advertised
-            require_topics(opts.topics, [c for r in readers for c in r.summary.channels.values()])
+        selection = topic_selection(args)
+        if selection is not None:  # --topics that no input has: said, before anything is advertised
+            channels = [c for r in readers for c in r.summary.channels.values()]
+            require_topics(selection, channels)
+            rx = re.compile(selection)
+            opts.topics = sorted({c.topic for c in channels if rx.fullmatch(c.topic)})
         sink, node = _open_sink(args, opts, special, node_name, stack)
         with Player(readers, opts, sink) as player:
             if opts.rate_control_topic:

@@ -23,7 +23,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from polybag.cli._common import print_json
+from polybag.cli._common import DURATION_HELP, print_json
 from polybag.errors import UsageError
 
 #: ``polybag record``'s arguments: each one's names (flags) and its ``add_argument`` keywords, in
@@ -31,6 +31,7 @@ from polybag.errors import UsageError
 _ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("topics",), {"nargs": "*", "metavar": "TOPIC", "help": "topics (regular expressions with -e)"}),
     (("--topic",), {"action": "append", "default": [], "dest": "extra_topics", "help": "topic to record"}),
+    (("--topics",), {"nargs": "+", "action": "extend", "default": [], "dest": "extra_topics", "metavar": "TOPIC", "help": "topics to record, as the TOPIC arguments (regular expressions with -e); repeatable"}),
     (("-a", "--all"), {"action": "store_true", "help": "record all topics"}),
     (("-e", "--regex"), {"action": "store_true", "help": "match topics using regular expressions"}),
     (("-x", "--exclude"), {"metavar": "EXCLUDE_REGEX", "help": "exclude topics matching this regular expression"}),
@@ -41,7 +42,7 @@ _ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--split",), {"nargs": "?", "const": 0, "default": None, "type": float, "metavar": "MB", "help": "split the bag when --size or --duration is reached (rosbag's --split=MB also works)"}),
     (("--max-splits",), {"type": int, "default": 0, "metavar": "N", "help": "keep at most N finished parts, deleting the oldest"}),
     (("--size",), {"type": float, "default": 0, "metavar": "MB", "help": "maximum size of the bag in MB"}),
-    (("--duration",), {"metavar": "DURATION", "help": "maximum duration: seconds, or with m or h appended"}),
+    (("--duration",), {"metavar": "DURATION", "help": f"maximum duration: {DURATION_HELP}"}),
     (("-b", "--buffsize"), {"type": float, "default": 256, "metavar": "MB", "help": "internal buffer in MB (default 256, 0 = infinite)"}),
     (("--chunksize",), {"type": int, "default": 768, "metavar": "KB", "help": "chunk size in KB (default 768)"}),
     (("-l", "--limit"), {"type": int, "default": 0, "metavar": "NUM", "help": "only record NUM messages on each topic"}),
@@ -53,7 +54,7 @@ _ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--udp",), {"action": "store_true", "help": "UDP transport (not supported: refused)"}),
     (("--repeat-latched",), {"action": "store_true", "help": "repeat latched messages at the start of each new bag"}),
     (("-s", "--snapshot"), {"action": "store_true", "help": "keep the last --buffsize MB in memory; a message on snapshot_trigger writes them to a new bag"}),
-    (("--snapshot-window",), {"type": float, "metavar": "SECONDS", "help": "snapshot: keep only the last SECONDS of each topic (also bounded by --buffsize; implies -s)"}),
+    (("--snapshot-window",), {"metavar": "SECONDS", "help": f"snapshot: keep only the last SECONDS of each topic (also bounded by --buffsize; implies -s): {DURATION_HELP}"}),
     (("--namespace",), {"metavar": "NS", "help": "the recorder node's namespace (its snapshot_trigger topic); also __ns:=NS"}),
     (("--config",), {"metavar": "FILE.yaml", "help": "several recorders on one node: a YAML file with 'recorders:', entries of long option names"}),
     (("--master-uri",), {"help": "ROS master (default: $ROS_MASTER_URI or http://localhost:11311)"}),
@@ -67,7 +68,11 @@ _ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("record", help="record ROS 1 topics to a bag or MCAP file (like rosbag record)")
+    p = sub.add_parser(
+        "record",
+        help="record a live ROS 1 graph to a bag or MCAP file (like rosbag record), or a ROS 2 graph "
+        "to a rosbag2 bag with --ros2 (like ros2 bag record)",
+    )
     for flags, kwargs in _ARGUMENTS:
         p.add_argument(*flags, **kwargs)
     p.set_defaults(func=run)

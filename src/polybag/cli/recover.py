@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from polybag.cli._common import format_size
-from polybag.cli._ops import add_log_to_log, emit, write_options
+from polybag.cli._ops import add_log_to_log, emit, summary, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,4 +27,5 @@ def run(args: argparse.Namespace) -> int:
     lines += [f"  damage: {e}" for e in r.errors]
     lines.append("verified: output re-read, every written message present" if r.verified else "NOT verified")
     emit("recover", args, r, lines)
+    summary("recover", args, r.messages, [r.output])
     return 1 if r.lost_anything else 0

@@ -16,9 +16,9 @@ import os
 import sys
 from typing import Any
 
-from polybag.cli._common import Progress
-from polybag.cli._ops import run_each
-from polybag.cli.compress import add_common, rewrite_file
+from polybag.cli._common import Progress, plain
+from polybag.cli._ops import progress_of
+from polybag.cli.compress import add_common, done, rewrite_file, run_each_summarized
 
 
 def _one(path: str, args: argparse.Namespace) -> int:
@@ -28,7 +28,8 @@ def _one(path: str, args: argparse.Namespace) -> int:
         return _one_rosbag2(path, args)
 
     size = os.path.getsize(path) if os.path.exists(path) else 0
-    with Progress(size, os.path.basename(path), enabled=None if not args.quiet else False) as prog:
+    mode = progress_of(args)
+    with Progress(size, os.path.basename(path), enabled=mode) as prog:
         got = rewrite_file(
             path,
             lambda target: reindex_bag(path, target, progress=prog.update),
@@ -40,6 +41,7 @@ def _one(path: str, args: argparse.Namespace) -> int:
     if got is None:
         return 1
     out, rep = got
+    done(args, out, rep["messages"])
     lost = bool(rep["errors"]) or rep["bytes_skipped"] > 0
     if not args.quiet:
         how = "indexed already" if rep["was_indexed"] else f"index rebuilt ({rep['index_problem']})"
@@ -58,16 +60,17 @@ def _one_rosbag2(path: str, args: argparse.Namespace) -> int:
     if args.output_dir:
         raise UsageError(f"{path}: a rosbag2 bag is reindexed in place (its metadata.yaml); --output-dir is for bags")
     rep = reindex_rosbag2(path, overwrite=args.force)
+    done(args, path, rep["messages"])
     if not args.quiet:
         print(f"{path}: metadata.yaml rebuilt: {rep['messages']} messages on {rep['topics']} topics in {len(rep['files'])} file(s)")
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
-    return run_each("reindex", args.files, lambda path: _one(path, args))
+    return run_each_summarized(args, lambda path: _one(path, args))
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("reindex", help="rebuild the index of unindexed/cut bags, old ones as 2.0 (keeps NAME.orig.bag)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("reindex", help="rebuild the index of unindexed/cut bags, old ones as 2.0 (keeps NAME.orig.bag)", description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common(p, "write reindexed bags here instead of in place", "an existing backup", None, no_backup=False)
     p.set_defaults(func=_run)

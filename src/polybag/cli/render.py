@@ -14,9 +14,26 @@ import datetime as _dt
 from collections.abc import Callable
 from typing import Any
 
+from polybag._text import safe_line
 from polybag.reader import ReaderProtocol
 
-__all__ = ["STYLES", "hms", "info_text", "info_yaml", "rosbag_text", "rosbag_yaml", "ulog_text"]
+__all__ = [
+    "STYLES",
+    "hms",
+    "human_duration",
+    "human_stamp",
+    "COMMAND_STYLES",
+    "info_command_text",
+    "info_text",
+    "info_yaml",
+    "rosbag2_text",
+    "rosbag_text",
+    "rosbag_yaml",
+    "since_boot",
+    "ulog_brief",
+    "ulog_full",
+    "ulog_text",
+]
 
 #: ``(reader, verbose) -> text``
 TextRenderer = Callable[[ReaderProtocol, bool], str]
@@ -41,13 +58,6 @@ def info_yaml(reader: ReaderProtocol) -> str | None:
 # --- rosbag info --------------------------------------------------------------------------
 
 
-def _stamp(ns: int | None) -> str:
-    if ns is None:
-        return "-"
-    d = _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc)
-    return f"{d.strftime('%b %d %Y %H:%M:%S')}.{(ns // 10_000_000) % 100:02d} ({ns / 1e9:.6f})"
-
-
 def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1024 or unit == "TB":
@@ -61,9 +71,9 @@ def rosbag_text(info: dict[str, Any]) -> str:
     rows: list[tuple[str, str]] = [
         ("path", str(info["path"])),
         ("version", info["version"]),
-        ("duration", f"{info['duration']:.3f}s"),
-        ("start", _stamp(info["start_ns"])),
-        ("end", _stamp(info["end_ns"])),
+        ("duration", human_duration(info["duration"] * 1e9)),
+        ("start", human_stamp(info["start_ns"])),
+        ("end", human_stamp(info["end_ns"])),
         ("size", _size(info["size"])),
         ("messages", str(info["messages"])),
     ]
@@ -210,6 +220,179 @@ def ulog_text(reader: ReaderProtocol, verbose: bool = True) -> str:
     return "\n".join(lines)
 
 
+# --- human times, for every format -----------------------------------------------------
+
+
+def human_stamp(ns: int | None, digits: int = 2) -> str:
+    """An epoch time as ``rosbag info`` prints it, in UTC: ``Nov 28 2026 10:00:00.12
+    (1795860000.12)``; ``digits`` decimals (rosbag: 2; rosbag2 and MCAP: 9, as ``ros2 bag
+    info`` prints nanoseconds); ``-`` for None."""
+    if ns is None:
+        return "-"
+    sec, frac = divmod(int(ns), 1_000_000_000)
+    d = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(seconds=sec)
+    part = f"{frac:09d}"[:digits]
+    dot = f".{part}" if digits > 0 else ""
+    return f"{d.strftime('%b %d %Y %H:%M:%S')}{dot} ({sec}{dot})"
+
+
+def human_duration(ns: int | float, digits: int = 1) -> str:
+    """A duration as ``rosbag info`` prints it: ``21.7s``, ``1:03s (63s)``,
+    ``1hr 2:03s (3723s)`` (``digits`` decimals under a minute)."""
+    secs = max(float(ns) / 1e9, 0.0)
+    mins, rest = divmod(int(secs), 60)
+    hrs, mins = divmod(mins, 60)
+    if hrs:
+        return f"{hrs}hr {mins}:{rest:02d}s ({int(secs)}s)"
+    if mins:
+        return f"{mins}:{rest:02d}s ({int(secs)}s)"
+    return f"{secs:.{digits}f}s"
+
+
+def since_boot(us: int) -> str:
+    """A ULog timestamp (microseconds since boot) for people: ``0:03:12.50 since boot (192.50)``."""
+    s = us / 1e6
+    m, sec = divmod(s, 60)
+    h, m = divmod(int(m), 60)
+    return f"{h}:{m:02d}:{sec:05.2f} since boot ({s:.2f})"
+
+
+# --- ros2 bag info ------------------------------------------------------------------------
+
+
+def rosbag2_text(reader: ReaderProtocol, verbose: bool = False) -> str:
+    """A rosbag2 bag laid out as ``ros2 bag info`` does (``Files:``, ``Bag size:``, ...,
+    ``Topic information:`` lines ``Topic: /x | Type: T | Count: N | Serialization Format:
+    cdr``) with each topic's offered QoS profiles summarised (``| QoS: reliable volatile
+    keep_last(10)``) and service event topics under ``Service information:``."""
+    s = reader.summary
+    ex = reader.info_extras()
+    qos = ex.get("qos") or {}
+    w = 19  # ros2 bag info's label column
+
+    def row(label: str, value: object) -> str:
+        return f"{label + ':':<{w}}{value}" if len(label) < w - 1 else f"{label}: {value}"
+
+    files = [str(f) for f in ex.get("files") or []]
+    out = [row("Files", files[0] if files else "-")]
+    out += [" " * w + f for f in files[1:]]
+    out.append(row("Bag size", _size(float(s.file_size))))
+    out.append(row("Storage id", ex.get("storage") or "-"))
+    version = ex.get("rosbag2_version")
+    out.append(row("Format", f"{s.format}" + (f" (metadata version {version})" if version is not None else "")))
+    if ex.get("ros_distro"):
+        out.append(row("ROS Distro", ex["ros_distro"]))
+    if ex.get("compression_mode"):
+        out.append(row("Compression", f"{ex['compression_format'] or '-'} ({ex['compression_mode']} mode)"))
+    out.append(row("Duration", human_duration(s.duration, 3)))
+    out.append(row("Start", human_stamp(s.start_time, 9)))
+    out.append(row("End", human_stamp(s.end_time, 9)))
+    unknown = s.extras.get("message_counts") == "unknown"
+    out.append(row("Messages", "unknown" if unknown else s.message_count))
+    topics: list[str] = []
+    services: list[str] = []
+    for cid, ch in sorted(s.channels.items(), key=lambda kv: (kv[1].topic, kv[0])):
+        n = "?" if unknown else s.message_counts.get(cid, 0)
+        is_service = ch.topic.endswith("/_service_event") and (ch.type_name or "").endswith("_Event")
+        name = ch.topic[: -len("/_service_event")] if is_service else ch.topic
+        typ = (ch.type_name or "-")[: -len("_Event")] if is_service else (ch.type_name or "-")
+        line = f"{'Service' if is_service else 'Topic'}: {safe_line(name)} | Type: {safe_line(typ)} | "
+        line += f"{'Event Count' if is_service else 'Count'}: {n} | Serialization Format: {ch.message_encoding}"
+        if ch.topic in qos:
+            line += f" | QoS: {qos[ch.topic]}"
+        (services if is_service else topics).append(line)
+    out.append(row("Topic information", topics[0] if topics else ""))
+    out += [" " * w + t for t in topics[1:]]
+    if services:
+        out.append(row("Service", len(services)))
+        out.append(row("Service information", services[0]))
+        out += [" " * w + t for t in services[1:]]
+    if verbose:
+        for k in ("custom_data",):
+            if ex.get(k):
+                out.append(row("Custom data", ""))
+                out += [f"  {a}: {b}" for a, b in ex[k].items()]
+    return "\n".join(out)
+
+
+# --- a short ULog summary -----------------------------------------------------------------
+
+
+def ulog_brief(reader: ReaderProtocol) -> str:
+    """``polybag info``'s default for a ULog: system, times since boot, dropouts, counts of
+    parameters, info keys and logged messages (warnings, errors), and each logged topic
+    with its count and rate.  The whole ``ulog_info -v`` dump is :func:`ulog_text`."""
+    u = reader.ulog
+    ex = reader.info_extras()
+    info = u.info
+    lines: list[str] = []
+
+    def kv(k: str, v: object) -> None:
+        lines.append(f"{k + ':':<13} {v}")
+
+    kv("path", reader.path)
+    kv("format", f"ulog (version {u.version})")
+    system = " ".join(str(info[k]) for k in ("sys_name",) if info.get(k)) or "-"
+    ver = u.version_info_str()
+    if ver:
+        system += f" {ver}"
+    if info.get("ver_hw"):
+        system += f" on {info['ver_hw']}"
+    if info.get("sys_os_name"):
+        system += f" ({info['sys_os_name']})"
+    kv("system", system)
+    if info.get("ver_sw"):
+        kv("software", f"{info['ver_sw']}" + (f" ({info['ver_sw_branch']})" if info.get("ver_sw_branch") else ""))
+    kv("size", _size(float(reader.summary.file_size)))
+    dur_us = u.last_timestamp - u.start_timestamp
+    kv("duration", human_duration(dur_us * 1000))
+    kv("start", since_boot(u.start_timestamp))
+    kv("end", since_boot(u.last_timestamp))
+    durs = [d.duration for d in u.dropouts]
+    kv("dropouts", f"{len(durs)} ({sum(durs) / 1000.0:.1f} s total, max {max(durs)} ms)" if durs else "none")
+    subs = [x for x in ex.get("subscriptions", []) if x.get("count")]
+    kv("messages", reader.summary.message_count)
+    kv("parameters", f"{len(u.params)} ({len(u.changed_params)} changed during the log)")
+    kv("info", f"{len(info)} keys, {len(u.info_multiple)} multi-keys")
+    levels = [m.level_name for m in u.logged_messages]
+    warn = sum(1 for x in levels if x == "WARNING")
+    err = sum(1 for x in levels if x in ("ERROR", "CRITICAL", "ALERT", "EMERGENCY"))
+    kv("logged", f"{len(levels)} messages ({warn} warnings, {err} errors)")
+    if u.file_corruption:
+        kv("warning", "the file has data corruption(s) (`polybag check` lists them)")
+    secs = dur_us / 1e6
+    rows = []
+    for x in sorted(subs, key=lambda x: (x["name"], x["multi_id"])):
+        name = x["name"] + (f" ({x['multi_id']})" if x["multi_id"] else "")
+        hz = f"@ {x['count'] / secs:.4g} Hz" if secs > 0 and x["count"] > 1 else ""
+        rows.append((name, str(x["count"]), hz))
+    nw = max((len(r[0]) for r in rows), default=0)
+    cw = max((len(r[1]) for r in rows), default=0)
+    for i, (name, n, hz) in enumerate(rows):
+        lines.append(f"{'topics:' if i == 0 else '':<14}{name:<{nw}}  {n:>{cw}} {'msg ' if n == '1' else 'msgs'} {hz}".rstrip())
+    lines.append("(`polybag info -v`: every info key, parameter and logged message)")
+    return "\n".join(lines)
+
+
+def ulog_full(reader: ReaderProtocol) -> str:
+    """``polybag info -v`` of a ULog: what ``ulog_info -v`` prints, then every parameter
+    (``name: value``, later changes with their times) and every logged message
+    (``H:MM:SS LEVEL: text``)."""
+    u = reader.ulog
+    lines = [ulog_text(reader, True), "", f"Parameters ({len(u.params)}):"]
+    changes: dict[str, list[str]] = {}
+    for t, name, value in u.changed_params:
+        changes.setdefault(name, []).append(f"{value} at {hms(t)}")
+    for name in sorted(u.params):
+        later = changes.get(name)
+        lines.append(f" {safe_line(name)}: {u.params[name]}" + (f" (then {', '.join(later)})" if later else ""))
+    lines.append("")
+    lines.append(f"Logged Messages ({len(u.logged_messages)}):")
+    for m in u.logged_messages:
+        lines.append(f" {hms(m.timestamp)} {m.level_name}: {safe_line(m.text)}")
+    return "\n".join(lines)
+
+
 #: style name (``reader.info_style``) -> (text renderer, YAML renderer or None)
 STYLES: dict[str, tuple[TextRenderer, YamlRenderer | None]] = {
     "rosbag": (
@@ -217,4 +400,18 @@ STYLES: dict[str, tuple[TextRenderer, YamlRenderer | None]] = {
         lambda reader: rosbag_yaml(reader.info_extras()),
     ),
     "ulog": (ulog_text, None),
+    "rosbag2": (rosbag2_text, None),
 }
+
+#: style name -> ``polybag info``'s own text when it is not the style's: a ULog gets a short
+#: summary, and with ``-v`` ``ulog_info -v``'s dump followed by every parameter and logged message
+COMMAND_STYLES: dict[str, TextRenderer] = {
+    "ulog": lambda reader, verbose: ulog_full(reader) if verbose else ulog_brief(reader),
+}
+
+
+def info_command_text(reader: ReaderProtocol, verbose: bool = False) -> str | None:
+    """The text ``polybag info`` prints for the reader's style (``verbose``: ``-v``); None:
+    no style (print the generic table)."""
+    own = COMMAND_STYLES.get(reader.info_style) if reader.info_style is not None else None
+    return own(reader, verbose) if own is not None else info_text(reader, verbose)

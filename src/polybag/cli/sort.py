@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_log_to_log, emit, write_options
+from polybag.cli._ops import add_log_to_log, emit, summary, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,4 +17,5 @@ def run(args: argparse.Namespace) -> int:
 
     r = sort(args.input, args.output, **write_options(args))
     emit("sort", args, r, [f"{r.output}: {r.messages} messages in log-time order"])
-    return 1 if r.dropped_messages else 0
+    summary("sort", args, r.messages, [r.output])
+    return 1 if r.dropped_messages or r.damage else 0

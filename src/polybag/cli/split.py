@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._common import format_ns, format_size
-from polybag.cli._ops import add_writer_tail, emit, parse_size, write_options
+from polybag.cli._common import DURATION_HELP, TIME_HELP, format_ns, format_size
+from polybag.cli._ops import add_writer_tail, emit, parse_size, summary, write_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("split", help="split a log into numbered parts by size, duration or at given times", description="Parts are named STEM_000.EXT, STEM_001.EXT, ... (in --output-dir, default beside IN).")
+    p = sub.add_parser("split", help="split a log into numbered parts by size, duration or at given times", description="Parts are named STEM_000.EXT, STEM_001.EXT, ... (in --output-dir, default beside IN). "
+        "They keep IN's format unless --format says otherwise: a bag's parts are bags, an MCAP's MCAPs, "
+        "a ULog's ULogs, a rosbag2 bag's parts are bag directories STEM_000, ... of its storage.")
     p.add_argument("input", metavar="IN")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--size", type=parse_size, metavar="N", help="payload bytes per part (K/M/G suffixes)")
-    g.add_argument("--duration", metavar="D", help="time per part (ns, or seconds with '.' or 's')")
-    g.add_argument("--at", nargs="+", metavar="T", help="split at these times ('+' = from log start)")
+    g.add_argument("--duration", metavar="D", help=f"time per part: {DURATION_HELP}")
+    g.add_argument("--at", nargs="+", metavar="T", help=f"split at these times: {TIME_HELP}")
     p.add_argument("--output-dir", "-o", metavar="DIR")
     p.add_argument("--prefix", metavar="STEM", help="part name stem (default: the input's)")
+    p.add_argument(
+        "--max-parts",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="refuse (before writing anything) a split into more than N parts (default: 1000)",
+    )
     add_writer_tail(p, run)
 
 
@@ -30,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         at=args.at,
         output_dir=args.output_dir,
         prefix=args.prefix,
+        max_parts=args.max_parts,
         **write_options(args),
     )
     lines = [f"{r.input}: {r.messages} messages in {len(r.parts)} parts"]
@@ -39,4 +49,5 @@ def run(args: argparse.Namespace) -> int:
             f"{format_ns(part.start_time)} .. {format_ns(part.end_time)}"
         )
     emit("split", args, r, lines)
-    return 1 if r.dropped_messages else 0
+    summary("split", args, r.messages, [part.path for part in r.parts])
+    return 1 if r.dropped_messages or r.damage else 0

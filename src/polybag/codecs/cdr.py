@@ -9,6 +9,7 @@ definition parsing is shared with ROS 1 (:mod:`polybag.codecs.ros1.msgdef`, dial
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -38,10 +39,13 @@ from polybag.model import Channel, Schema
 __all__ = [
     "CdrCodec",
     "DefinitionLimits",
+    "UndefinedCodec",
     "check_definition",
     "codec_for_known",
     "codec_for_schema",
     "codec_for_type",
+    "decoding_definition",
+    "differs_from_known",
     "parse_idl",
     "ros2_typeset",
 ]
@@ -606,11 +610,11 @@ def codec_for_schema(schema: Schema, channel: Channel) -> CdrCodec:
             return codec_for_known(name, topic=channel.topic)
         # an empty definition that names no known type: a message without fields (an Empty
         # .msg), or a type whose definition is missing (its payloads say so when decoded)
-        return _UndefinedCodec(ros2_typeset(name, ""), name)
+        return UndefinedCodec(ros2_typeset(name, ""), name)
     return codec_for_type(name, schema.data, schema.encoding or "ros2msg")
 
 
-class _UndefinedCodec(CdrCodec):
+class UndefinedCodec(CdrCodec):
     """A type named with an empty definition that no known type defines: decoded as a message
     without fields, and a payload with more in it is a :class:`DecodeError` saying the
     definition is missing (not that bytes are left over)."""
@@ -626,6 +630,11 @@ class _UndefinedCodec(CdrCodec):
                 raise self._missing(e, topic) from None
 
         self.decode = decode  # type: ignore[method-assign]
+
+    def missing(self, e: DecodeError, topic: str | None) -> DecodeError:
+        """``e`` (bytes left over, too short...) said as what it is: the type's definition
+        is missing (the columns and exports raise it too)."""
+        return self._missing(e, topic)
 
     def _missing(self, e: DecodeError, topic: str | None) -> DecodeError:
         reason = getattr(e, "reason", str(e))
@@ -645,6 +654,7 @@ class _UndefinedCodec(CdrCodec):
 
 def forget_known() -> None:
     """Drop the codecs made from the known types (after types were added)."""
+    _hash_of.cache_clear()
     for key in [k for k in _codecs if k[1] == "known"]:
         del _codecs[key]
 
@@ -666,3 +676,49 @@ def codec_for_known(msg_type: str, topic: str | None = None) -> CdrCodec:
     if codec is None or codec.typeset is not ts:
         codec = _codecs.put(key, CdrCodec(ts, msg_type))
     return codec
+
+
+def differs_from_known(name: str, encoding: str, data: bytes | memoryview) -> bool:
+    """True when a file's non-empty definition of ``name`` describes another structure than
+    the known type of that name (``--types``, then bundled; REP 2011 hashes compared), or
+    cannot be read: its messages may not decode with it (a placeholder such as ``uint8
+    level`` for ``rcl_interfaces/msg/Log``).  False for a type known nowhere."""
+    from polybag.codecs.ros2 import known_types
+
+    raw = bytes(data)
+    if not raw.strip() or known_types().lookup(name) is None:
+        return False
+    known = _hash_of(name, "ros2msg", b"")
+    return bool(known) and _hash_of(name, encoding or "ros2msg", raw) != known
+
+
+@functools.lru_cache(maxsize=512)
+def _hash_of(name: str, encoding: str, data: bytes) -> str:
+    """:func:`polybag.codecs.ros2.type_hash_of`, remembered (forgotten when types are added)."""
+    from polybag.codecs.ros2 import type_hash_of
+
+    return type_hash_of(name, encoding, data)
+
+
+def decoding_definition(name: str, encoding: str, data: bytes | memoryview, sample: bytes | memoryview) -> tuple[str, bytes, str] | None:
+    """When a file's definition of CDR type ``name`` does not decode ``sample`` (one of its
+    messages: too short, bytes left over, or a definition that does not parse) and the
+    known type of that name (``--types``, then bundled) does: ``(encoding, full text, why
+    the file's failed)`` of the known one, which is then the one to decode and write with;
+    None otherwise (the file's definition stays)."""
+    from polybag.codecs.ros2 import definition_for, known_types
+
+    if known_types().lookup(name) is None:
+        return None
+    why = ""
+    try:
+        codec_for_type(name, data, encoding or "ros2msg").decode(sample)
+        return None
+    except (DecodeError, MsgDefError, UnsupportedError) as e:
+        why = str(getattr(e, "reason", "") or e)
+    try:
+        codec_for_known(name).decode(sample)
+        text = definition_for(name)
+    except (DecodeError, MsgDefError, UnsupportedError):
+        return None
+    return "ros2msg", text.encode("utf-8"), why

@@ -29,19 +29,21 @@ walk, other encodings) and :mod:`~polybag.codecs.columns_export` (arrow and pand
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
 
 from polybag.codecs import codec_for
-from polybag.codecs.cdr import CdrCodec
+from polybag.codecs.cdr import CdrCodec, UndefinedCodec
 from polybag.codecs.cdr_columns import cdr_columns
 from polybag.codecs.columns_export import columns_to_arrow, columns_to_pandas
 from polybag.codecs.columns_fixed import Limits, fixed_from_payloads, fixed_layout, string_layout
 from polybag.codecs.columns_layout import check_columns
 from polybag.codecs.columns_walk import _generic, walk_in_blocks
 from polybag.codecs.columns_walk import _Walker as _Walker  # re-exported: tests walk with it
-from polybag.errors import PolybagError, UnsupportedError
+from polybag.codecs.ros1 import UndefinedRos1Codec
+from polybag.errors import DecodeError, PolybagError, UnsupportedError
 from polybag.model import Message, Summary
 
 __all__ = ["MessageSource", "columns_to_arrow", "columns_to_pandas", "payload_columns", "topic_columns"]
@@ -94,15 +96,41 @@ def _check_fields(fields: Sequence[str] | None, cols: dict[str, np.ndarray], n: 
 _INT64_MAX = (1 << 63) - 1
 
 
+@contextmanager
+def _definition_said(codec: Any, topic: str | None) -> Iterator[None]:
+    """A payload of a type with no definition anywhere fails as "no definition for
+    pkg/msg/Name (add it with --types DIR)", as decoding one message says, not as bytes
+    left over."""
+    try:
+        yield
+    except DecodeError as e:
+        if isinstance(codec, UndefinedCodec):
+            raise codec.missing(e, topic) from None
+        if isinstance(codec, UndefinedRos1Codec):
+            raise codec.missing_error(topic) from None
+        raise
+
+
 def topic_columns(reader: MessageSource, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """One numpy array per leaf field of ``topic`` (log-time order), plus ``log_time``."""
+    codec = _codec_of_topic(reader, topic)
+    with _definition_said(codec, topic):
+        return _topic_columns(reader, topic, codec, fields)
+
+
+def _codec_of_topic(reader: MessageSource, topic: str) -> Any:
+    """The one codec of ``topic``'s channels (an error when there is no such topic or its
+    channels have different types)."""
     channels = [c for c in reader.channels().values() if c.topic == topic]  # (a bag: no chunk header read)
     if not channels:
         raise PolybagError(f"{reader.path}: no topic {topic!r}")
     codecs = {id(codec_for(c)) for c in channels}
     if len(codecs) > 1:
         raise UnsupportedError(f"topic {topic} has channels of different types; read them separately")
-    codec = codec_for(channels[0])
+    return codec_for(channels[0])
+
+
+def _topic_columns(reader: MessageSource, topic: str, codec: Any, fields: Sequence[str] | None) -> dict[str, np.ndarray]:
     # optional reader fast path: (log_times, blob, starts, sizes) as numpy arrays, log-time order
     bulk = reader.topic_payloads(topic) if _is_compiled(codec) else None
     if bulk is not None:
@@ -156,6 +184,16 @@ def payload_columns(
     topic: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Columns of a list of payloads of one type (see :func:`topic_columns`)."""
+    with _definition_said(codec, topic):
+        return _payload_columns(codec, datas, fields, topic)
+
+
+def _payload_columns(
+    codec: Any,
+    datas: Sequence[bytes | memoryview],
+    fields: Sequence[str] | None,
+    topic: str | None,
+) -> dict[str, np.ndarray]:
     want = _wanted(fields)
     if _is_compiled(codec):
         n = len(datas)

@@ -56,8 +56,8 @@ def read_topic(
     topic: str,
     *,
     fields: Sequence[str] | None = None,
-    start: int | None = None,
-    end: int | None = None,
+    start: int | str | None = None,
+    end: int | str | None = None,
     partition_messages: int = DEFAULT_PARTITION_MESSAGES,
     decode: bool = True,
     multi_id: int = 0,
@@ -69,7 +69,9 @@ def read_topic(
     ``to_pandas(topic, fields)`` (flattened field paths), indexed by ``log_time`` (int64
     ns), plus a categorical ``file`` column (``file_column=False`` leaves it out).
     ``decode=False`` gives the raw payloads instead (``publish_time``, ``sequence``,
-    ``data`` bytes).  ``start`` (inclusive) and ``end`` (exclusive) bound the log time.
+    ``data`` bytes).  ``start`` (inclusive) and ``end`` (exclusive) bound the log time:
+    integer ns, or absolute time texts as the CLI reads them (epoch seconds ``"1700000000.5"``,
+    ISO 8601 ``"2026-11-28T10:00:00Z"``; not ``+T``, as the files have no one start).
 
     Partitions hold about ``partition_messages`` messages of the topic, cut at chunk
     boundaries from the files' indexes; within a partition rows are in log-time order.
@@ -114,8 +116,8 @@ def read_messages(
     paths: PathsLike,
     topics: TopicSelector = None,
     *,
-    start: int | None = None,
-    end: int | None = None,
+    start: int | str | None = None,
+    end: int | str | None = None,
     partition_messages: int = DEFAULT_PARTITION_MESSAGES,
     decode: bool = True,
 ) -> Any:
@@ -133,8 +135,8 @@ def map_messages(
     fn: Callable[[Message], Any],
     topics: TopicSelector = None,
     *,
-    start: int | None = None,
-    end: int | None = None,
+    start: int | str | None = None,
+    end: int | str | None = None,
     partition_messages: int = DEFAULT_PARTITION_MESSAGES,
 ) -> Any:
     """``fn(message)`` of every message of ``topics`` across ``paths`` (files, globs, URLs),
@@ -152,8 +154,8 @@ def map_messages(
 def _partition_bag(
     paths: PathsLike,
     topics: TopicSelector,
-    start: int | None,
-    end: int | None,
+    start: int | str | None,
+    end: int | str | None,
     partition_messages: int,
     task: Callable[..., Any],
     **options: Any,

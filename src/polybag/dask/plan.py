@@ -353,8 +353,8 @@ def partitions(
     paths: PathsLike,
     topics: TopicSelector = None,
     *,
-    start: int | None = None,
-    end: int | None = None,
+    start: int | str | None = None,
+    end: int | str | None = None,
     partition_messages: int = DEFAULT_PARTITION_MESSAGES,
 ) -> list[Partition]:
     """The partitions :func:`read_topic` / :func:`read_messages` would make (from the indexes)."""

@@ -49,8 +49,8 @@ def read_images(
     paths: PathsLike,
     topics: TopicSelector,
     *,
-    start: int | None = None,
-    end: int | None = None,
+    start: int | str | None = None,
+    end: int | str | None = None,
     partition_messages: int = DEFAULT_PARTITION_MESSAGES,
 ) -> Any:
     """``(log_time, pixels)`` of every image (``sensor_msgs/Image`` or ``CompressedImage``)
@@ -62,8 +62,8 @@ def read_pointclouds(
     paths: PathsLike,
     topics: TopicSelector,
     *,
-    start: int | None = None,
-    end: int | None = None,
+    start: int | str | None = None,
+    end: int | str | None = None,
     partition_messages: int = DEFAULT_PARTITION_MESSAGES,
     skip_nans: bool = False,
 ) -> Any:

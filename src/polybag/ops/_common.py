@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import stat as _stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 import polybag
 from polybag.errors import (
     EmptySelectionError,
+    FormatError,
     OutputExistsError,
     PolybagError,
     UnsupportedError,
@@ -73,7 +75,8 @@ class WriteOptions(TypedDict, total=False):
     ``chunk_size``: the writer's chunking (the format's defaults); ``progress``: a progress
     bar (None: only on a terminal); ``overwrite``: replace an existing output (refused
     otherwise; an input never is); ``storage``: a rosbag2 output's storage (``sqlite3`` or
-    ``mcap``)."""
+    ``mcap``); ``strict``: refuse a damaged input (no output) instead of writing every
+    message read before the damage and reporting it (:func:`tolerant_options`)."""
 
     format: str | None
     compression: str | None
@@ -81,6 +84,7 @@ class WriteOptions(TypedDict, total=False):
     progress: bool | None
     overwrite: bool
     storage: str | None
+    strict: bool
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class Writing:
     progress: bool | None = False
     overwrite: bool = False
     storage: str | None = None
+    strict: bool = False
 
     @classmethod
     def of(cls, operation: str, options: Mapping[str, Any]) -> Writing:
@@ -157,6 +162,26 @@ class opened:  # noqa: N801 - used like a function in `with`
 
 def _is_path(target: Any) -> bool:
     return isinstance(target, (str, os.PathLike))
+
+
+def tolerant_options(target: Input, strict: bool = False) -> dict[str, Any]:
+    """The reader options of an input that a writing command (convert, filter, sort, merge,
+    split, export) reads: a ULog file is read recovering (a log cut by power loss is the normal
+    case for ULog, and its recovering read costs no more), so every intact message is
+    written and the damage reported after the copy (as pyulog reads such logs); other
+    formats are read plainly and keep what reads before the damage (:class:`CopyJob`).
+    ``strict``: read plainly, so a damaged input is refused."""
+    if strict or not _is_path(target) or isinstance(target, Reader):
+        return {}
+    p = os.fspath(target)  # type: ignore[arg-type]
+    try:
+        if "://" in p or not os.path.isfile(p) or not _stat.S_ISREG(os.stat(p).st_mode):
+            return {}  # (a FIFO is never read here: its bytes are the reader's)
+        with open(p, "rb") as f:
+            head = f.read(registry.SNIFF_BYTES)
+    except (OSError, ValueError):
+        return {}
+    return {"recover": True} if registry.sniff(head) == "ulog" else {}
 
 
 def _url_output(target: Any) -> bool:
@@ -391,6 +416,14 @@ def writer_accepts(fmt: str, name: str) -> bool:
     return False
 
 
+def _names_profile(fmt: str) -> bool:
+    """Whether the writer class of ``fmt`` names a ``profile`` keyword (not just ``**kwargs``)."""
+    try:
+        return "profile" in inspect.signature(registry.get(fmt).load_writer().__init__).parameters
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return False
+
+
 def make_writer(
     path: PathLike,
     fmt: str,
@@ -407,7 +440,7 @@ def make_writer(
         kwargs["compression"] = "none" if compression in ("", "none") else compression
     if chunk_size is not None:
         kwargs["chunk_size"] = chunk_size
-    if profile is not None and writer_accepts(fmt, "profile"):
+    if profile is not None and _names_profile(fmt):  # the MCAP profile: only for a writer that has one
         kwargs["profile"] = profile
     for k, v in extra.items():
         if v is None:
@@ -759,3 +792,21 @@ def summary_count(reader: Reader) -> int:
         return int(reader.summary.message_count)
     except PolybagError:
         return 0
+
+
+def until_damage(messages: Iterable[Any], damaged: Callable[[FormatError, int], None]) -> Iterator[Any]:
+    """``messages`` until the reader raises a :class:`FormatError` (a log cut short, a damaged
+    chunk): ``damaged(error, messages_before)`` is called and the stream ends there, so what
+    was read before the damage is kept."""
+    it = iter(messages)
+    n = 0
+    while True:
+        try:
+            m = next(it)
+        except StopIteration:
+            return
+        except FormatError as e:
+            damaged(e, n)
+            return
+        n += 1
+        yield m

@@ -6,10 +6,11 @@ on failure.  Each operation gives its own message stream and fills its own resul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polybag.errors import FormatError
 from polybag.model import Channel, Message
 from polybag.ops._common import (
     ChannelMap,
@@ -25,6 +26,7 @@ from polybag.ops._common import (
     profile_for,
     report_dropped,
     target_format,
+    until_damage,
 )
 from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
 from polybag.reader import Reader
@@ -40,6 +42,8 @@ class CopyResult(OpResult):
     dropped_topics: dict[str, int] = field(default_factory=dict)
     attachments: int = 0
     metadata: int = 0
+    #: the damage met in the inputs (the messages before it, or every intact one, are written)
+    damage: list[str] = field(default_factory=list)
 
 
 def prepare_output(dst: Output, format: str | None, inputs: Sequence[Input], overwrite: bool) -> str:  # noqa: A002
@@ -60,6 +64,11 @@ class CopyJob:
     (:func:`report_dropped`); on any failure (a full disk, an interrupt) the writer is
     aborted and no output is left behind.  ``profile`` is the MCAP profile; ``None`` for
     an MCAP output means the one ``channels`` call for (:func:`profile_for`).
+
+    ``strict``: how damage in an input is met: False keeps what was read before it (a
+    recovering read, :func:`~polybag.ops._common.tolerant_options`: every intact message),
+    names it in a warning and in ``result.damage`` (the command exits 1); True refuses (the
+    reader's error, no output); None (the default) leaves it to the operation (``recover``).
     """
 
     def __init__(
@@ -76,6 +85,7 @@ class CopyJob:
         profile: str | None = None,
         channel_map: type[ChannelMap] = RosBridgeMap,
         storage: str | None = None,
+        strict: bool | None = None,
     ) -> None:
         if profile is None and fmt == "mcap":
             profile = profile_for(channels, *readers)
@@ -89,6 +99,7 @@ class CopyJob:
         if isinstance(self.cmap, RosBridgeMap):  # ROS 1 <-> ROS 2 where the output holds only one
             self.cmap.target = target_ros(fmt, profile)
         self.bar: Any = None  # the progress bar of :meth:`copy`, while it runs
+        self.strict = strict
 
     def __enter__(self) -> CopyJob:
         return self
@@ -137,8 +148,12 @@ class CopyJob:
         messages (``self.bar`` while it runs); the messages not written are counted on the
         result.  Returns the messages written."""
         self.bar = make_progress(total, label, progress)
+        if self.strict is False:
+            messages = intact(messages, self.result)
         with self.bar:
             written, dropped = copy_messages(messages, self.cmap, self.bar, on_message, self.readers)
+        if self.strict is False:
+            report_recovered(self.readers, self.result)
         self.result.dropped_messages = dropped
         self.result.dropped_topics = dict(self.cmap.dropped)
         return written
@@ -146,3 +161,37 @@ class CopyJob:
     def copy_extras(self, reader: Reader) -> tuple[int, int, int, int]:
         """:func:`copy_attachments_and_metadata` of ``reader`` into the output."""
         return copy_attachments_and_metadata(reader, self.writer, self.fmt, self.result)
+
+
+def intact(messages: Iterable[Message], result: Any) -> Iterator[Message]:
+    """``messages`` up to the damage an input's reader raises (a :class:`FormatError`: a log
+    cut short, a damaged chunk): the damage is named on ``result`` (a warning and
+    ``result.damage``) and the stream ends there, so what was read before it is kept."""
+
+    def damaged(e: FormatError, n: int) -> None:
+        result.damage.append(str(e))
+        result.warn(
+            f"the input is damaged: {e}; the {n} message(s) read before the damage are written "
+            "(--strict refuses a damaged input; `polybag recover` reads past the damage)"
+        )
+
+    return until_damage(messages, damaged)
+
+
+def report_recovered(readers: Sequence[Reader], result: Any) -> None:
+    """The damage the recovering reads of :func:`~polybag.ops._common.tolerant_options`
+    met (a ULog cut short, a corrupt format, a data message of no subscription), named on
+    ``result`` (a warning each and ``result.damage``); every intact message was written."""
+    for r in readers:
+        report = r.recovery_report
+        errors = list(report.get("errors") or ()) if report else []
+        if not errors:
+            continue
+        name = r.path or "the input"
+        for e in errors[:10]:
+            result.damage.append(f"{name}: {e}")
+        more = f" (and {len(errors) - 1} more place(s))" if len(errors) > 1 else ""
+        result.warn(
+            f"the input is damaged: {name}: {errors[0]}{more}; every intact message is written "
+            "(--strict refuses a damaged input)"
+        )

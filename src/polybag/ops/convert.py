@@ -16,9 +16,15 @@ pack them), so memory stays bounded by a few chunks whatever the file size.
   types become formats with a leading timestamp; strings and variable-length arrays cannot
   be held (dropped with a warning), see :mod:`polybag.ops.ros1_ulog`.
 * ROS 1 <-> ROS 2: with the MCAP profile ``ros2`` (``profile="ros2"``, or an output format
-  that holds only CDR) ROS 1 messages become CDR messages of ROS 2 types; into a bag (or the
-  MCAP profile ``ros1``) CDR messages become ROS 1 messages, see :mod:`polybag.ops.ros1_ros2`.
-  A type that cannot be mapped is named in a warning and its messages counted as dropped.
+  that holds only CDR: rosbag2) ROS 1 messages become CDR messages of ROS 2 types; into a bag
+  (or the MCAP profile ``ros1``) CDR messages become ROS 1 messages, see
+  :mod:`polybag.ops.ros1_ros2`.
+* Bridges chain (:func:`polybag.ops.ros1_ros2.bridge_chain`): ULog -> ROS 1 -> ROS 2 (a ULog
+  into rosbag2 or MCAP ``--profile ros2``), ROS 2 -> ROS 1 -> ULog.  A message is dropped only
+  when no chain reaches the output's encoding or a bridge cannot map its type; the reason is
+  named per topic in a warning and in ``dropped_reasons``.
+* ``profile`` must fit the output: any for MCAP, ``ros1`` for a bag, ``ros2`` for rosbag2,
+  none for a ULog (a :class:`~polybag.errors.UsageError` otherwise).
 * Attachments and metadata are copied where the target can hold them; otherwise they are
   counted in the result and reported as warnings.
 """
@@ -26,12 +32,21 @@ pack them), so memory stays bounded by a few chunks whatever the file size.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from polybag.model import Message
-from polybag.ops._common import Input, Output, input_name, opened, summary_count
+from polybag.ops._common import (
+    Input,
+    Output,
+    input_name,
+    opened,
+    require_topics,
+    summary_count,
+    tolerant_options,
+)
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
+from polybag.ops.ros1_ros2 import RosBridgeMap, check_profile
 
 
 @dataclass
@@ -43,6 +58,8 @@ class ConvertResult(CopyResult):
     channels: int = 0
     attachments_dropped: int = 0
     metadata_dropped: int = 0
+    #: why each dropped topic's messages were not written (topic -> reason)
+    dropped_reasons: dict[str, str] = field(default_factory=dict)
 
 
 def convert(
@@ -57,6 +74,7 @@ def convert(
     progress: bool | None = False,
     overwrite: bool = False,
     storage: str | None = None,
+    strict: bool = False,
     **reader_options: Any,
 ) -> ConvertResult:
     """Copy every message (and attachment/metadata the target can hold) of ``src`` to ``dst``.
@@ -71,14 +89,20 @@ def convert(
     An existing ``dst`` is an :class:`~polybag.errors.OutputExistsError` unless
     ``overwrite``; ``dst`` is never the input.  On any failure (a full disk, an interrupt) no
     output and no ``dst.active`` is left behind.
+
+    A damaged input keeps what reads before the damage (a ULog: every intact message), named
+    in ``result.damage`` and a warning; ``strict=True`` refuses it (the reader's error).
     """
     fmt = prepare_output(dst, format, [src], overwrite)
+    check_profile(fmt, profile)
     result = ConvertResult(input=input_name(src), output=input_name(dst), output_format=fmt)
-    with opened(src, **reader_options) as reader:
+    with opened(src, **{**tolerant_options(src, strict), **reader_options}) as reader:
         result.input_format = reader.format
         summary = reader.summary
         channels = summary.channels.values()
-        with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite, profile=profile, storage=storage) as job:
+        if topics is not None:  # a selection matching no topic: EmptySelectionError, no output
+            require_topics(topics, channels)
+        with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite, profile=profile, storage=storage, strict=strict) as job:
             result.profile = job.profile or ""
             messages = job.with_ulog_extras(reader, reader.messages(topics=topics, order="file"))
             job.add_channels(channels)
@@ -87,6 +111,8 @@ def convert(
                 job.copy_extras(reader)
             )
             result.channels = job.channels
+        if isinstance(job.cmap, RosBridgeMap):
+            result.dropped_reasons = {t: r for t, r in job.cmap.reasons.items() if t in result.dropped_topics}
     return result
 
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from polybag.errors import FormatError, OutputExistsError, PolybagError, UnsupportedError
+from polybag.errors import OutputExistsError, PolybagError, UnsupportedError
 from polybag.model import Channel
 from polybag.ops._common import (
     Input,
@@ -58,6 +58,8 @@ from polybag.ops._common import (
     make_progress,
     opened,
     require_topics,
+    tolerant_options,
+    until_damage,
 )
 from polybag.timefmt import TimeWindow
 from polybag.writer import file_refusal, named_os_error, open_new, place_file, refuse_replacing
@@ -375,16 +377,7 @@ def _intact(messages: Iterator[Any], damage: list[str]) -> Iterator[Any]:
     """The messages before damage: a damaged file's reader yields every intact message and
     then raises a :class:`FormatError`; the table keeps those rows and the error is appended
     to ``damage`` (the export reports it and exits non-zero)."""
-    it = iter(messages)
-    while True:
-        try:
-            m = next(it)
-        except StopIteration:
-            return
-        except FormatError as e:
-            damage.append(str(e))
-            return
-        yield m
+    return until_damage(messages, lambda e, _n: damage.append(str(e)))
 
 
 def _message_flush(t: Table, fields: Sequence[str] | None) -> tuple[set[int], Flush]:
@@ -498,7 +491,9 @@ def export(
     """Write one table per topic (or channel group) of ``src`` into ``output_dir``.
 
     ``topics``: a regular expression matched against whole topic names, or a list of
-    names (default: all).  A table that fails (undecodable data) is removed, counted in
+    names (default: all).  ``start``/``end`` bound the log time: ns ints or time texts as
+    the CLI reads them (``"5"`` is 5 s, ``"+2.5"`` after the log's start; see
+    :mod:`polybag.timefmt`).  A table that fails (undecodable data) is removed, counted in
     ``failed`` and named in ``warnings``; the others are still written.
 
     Each table is written as ``NAME.EXT.active`` and renamed when complete.  Existing tables
@@ -513,7 +508,7 @@ def export(
     url = output_url(output_dir)  # a URL prefix: the tables are written locally, then uploaded
     out = Path(local_output(os.fspath(output_dir)))
     result = ExportResult(input=input_name(src), output_dir=url or str(out), format=format)
-    with opened(src) as r:
+    with opened(src, **tolerant_options(src)) as r:  # (a ULog: every intact message, damage reported)
         summary = r.summary
         window = TimeWindow.parse(start, end, summary.start_time)
         names, by_topic = _select_topics(summary, topics)
@@ -531,6 +526,7 @@ def export(
                 release=_page_releaser(r),  # drop the input's mapped pages already exported
             )
             _write_tables(job, plan, total, progress, made_dir)
+            _report_recovered(r, result)
 
         if url is None:
             _check_tables(src, [out / f"{table.name}.{format}" for _, table in plan], overwrite)
@@ -544,6 +540,17 @@ def export(
         for tr in result.tables:
             tr.path = join(url, os.path.basename(tr.path))
     return result
+
+
+def _report_recovered(r: Any, result: ExportResult) -> None:
+    """The damage a recovering read of a ULog met (every intact message was exported):
+    counted in ``damaged`` (the command exits 1) and named in a warning."""
+    report = r.recovery_report
+    errors = list(report.get("errors") or ()) if report else []
+    if errors:
+        result.damaged = max(result.damaged, 1)
+        more = f" (and {len(errors) - 1} more place(s))" if len(errors) > 1 else ""
+        result.warn(f"the input is damaged: {r.path or result.input}: {errors[0]}{more}; every intact message is exported")
 
 
 def _select_topics(

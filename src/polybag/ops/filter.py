@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybag.errors import EmptySelectionError, PolybagError
 from polybag.model import Channel, Message
-from polybag.ops._common import Input, PathLike, WriteOptions, Writing, input_name, opened
+from polybag.ops._common import Input, PathLike, WriteOptions, Writing, input_name, opened, tolerant_options
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 from polybag.timefmt import TimeWindow
 
@@ -137,8 +137,9 @@ def filter(  # noqa: A001 - the command's name
 ) -> FilterResult:
     """Write the selected messages of ``src`` to ``dst`` (file order kept).
 
-    ``start``/``end`` are ns ints or ``parse_time`` strings (``"+2.5"`` relative to the
-    log's start); ``expression`` is a Python expression string or a callable
+    ``start``/``end`` are ns ints or time texts as the CLI reads them (``"5"`` is 5 s,
+    ``"+2.5"`` 2.5 s after the log's start, ``"2026-11-28T10:00:00Z"``; see
+    :mod:`polybag.timefmt`); ``expression`` is a Python expression string or a callable
     ``(topic, m, t) -> bool``.  An existing ``dst`` only with ``overwrite``; never the input;
     nothing is left behind on failure.  Topic patterns that leave no topic are an
     :class:`~polybag.errors.EmptySelectionError` (no output is written).
@@ -146,7 +147,7 @@ def filter(  # noqa: A001 - the command's name
     w = Writing.of("filter", options)
     fmt = prepare_output(dst, w.format, [src], w.overwrite)
     result = FilterResult(input=input_name(src), output=str(dst))
-    with opened(src) as reader:
+    with opened(src, **tolerant_options(src, w.strict)) as reader:
         summary = reader.summary
         t0, t1 = TimeWindow.parse(start, end, summary.start_time)
         result.start, result.end = t0, t1
@@ -157,7 +158,7 @@ def filter(  # noqa: A001 - the command's name
         result.topics = topics
         kept_channels = [c for c in channels if c.topic in set(topics)]
         pred = _predicate(expression)
-        with CopyJob(dst, fmt, result, [reader], kept_channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage) as job:
+        with CopyJob(dst, fmt, result, [reader], kept_channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage, strict=w.strict) as job:
             job.add_channels(kept_channels)
             counts = summary.message_counts
             total = sum(counts.get(c.id, 0) for c in kept_channels)

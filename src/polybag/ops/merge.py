@@ -32,7 +32,15 @@ from typing import Any
 
 from polybag.errors import WriteError
 from polybag.model import Channel, Message
-from polybag.ops._common import Input, PathLike, input_name, opened, require_topics, summary_count
+from polybag.ops._common import (
+    Input,
+    PathLike,
+    input_name,
+    opened,
+    require_topics,
+    summary_count,
+    tolerant_options,
+)
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 from polybag.ops.convert import ulog_metadata_to
 from polybag.ops.ros1_ros2 import RosBridgeMap
@@ -169,9 +177,11 @@ def merge(
     progress: bool | None = False,
     overwrite: bool = False,
     storage: str | None = None,
+    strict: bool = False,
 ) -> MergeResult:
     """Merge ``inputs`` into ``dst`` in log-time order (an existing ``dst`` only with
-    ``overwrite``; never one of the inputs; nothing is left behind on failure)."""
+    ``overwrite``; never one of the inputs; nothing is left behind on failure).  A damaged
+    input keeps what reads before the damage (``result.damage``); ``strict`` refuses it."""
     if not inputs:
         from polybag.errors import PolybagError
 
@@ -179,11 +189,11 @@ def merge(
     fmt = prepare_output(dst, format, inputs, overwrite)
     result = MergeResult(output=str(dst), inputs=[input_name(s) for s in inputs])
     with ExitStack() as stack:
-        readers = [stack.enter_context(opened(s)) for s in inputs]
+        readers = [stack.enter_context(opened(s, **tolerant_options(s, strict))) for s in inputs]
         all_channels = [c for r in readers for c in r.summary.channels.values()]
         require_topics(topics, all_channels)  # (a selection no input has: EmptySelectionError)
         job = CopyJob(
-            dst, fmt, result, readers, all_channels, compression, chunk_size, overwrite, channel_map=_MergeChannels, storage=storage
+            dst, fmt, result, readers, all_channels, compression, chunk_size, overwrite, channel_map=_MergeChannels, storage=storage, strict=strict
         )
         with job:
             ulogs = [(result.inputs[i], r.ulog) for i, r in enumerate(readers) if r.ulog is not None]

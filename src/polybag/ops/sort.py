@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from polybag.ops._common import Input, PathLike, WriteOptions, Writing, input_name, opened, summary_count
+from polybag.ops._common import (
+    Input,
+    PathLike,
+    WriteOptions,
+    Writing,
+    input_name,
+    opened,
+    summary_count,
+    tolerant_options,
+)
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 
 if TYPE_CHECKING:
@@ -32,10 +41,10 @@ def sort(
     w = Writing.of("sort", options)
     fmt = prepare_output(dst, w.format, [src], w.overwrite)
     result = SortResult(input=input_name(src), output=str(dst))
-    with opened(src) as reader:
+    with opened(src, **tolerant_options(src, w.strict)) as reader:
         summary = reader.summary
         channels = summary.channels.values()
-        with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage) as job:
+        with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage, strict=w.strict) as job:
             job.add_channels(channels)
             # was_sorted: chunks whose time ranges overlap out of order
             chunks = summary.chunks

@@ -3,6 +3,12 @@
 Messages are read in log-time order, so every part covers one time span.  Parts are named
 ``<stem>_<NNN><ext>`` (from 000) in ``output_dir`` (default: beside the input).  A part is
 started when the first message that belongs to it arrives; no empty parts are written.
+Parts keep the input's format unless ``format`` is given: a bag's parts are bags, a ULog's
+ULogs, a rosbag2 bag's parts are bag directories ``<stem>_<NNN>`` (no extension) of its
+storage.  A split is refused before anything is written when it would write more than
+``max_parts`` parts (1,000 by default; by duration: the parts the log's span holds, at given
+times: one more than the times, by size: the input's size on disk over ``size``), and stopped
+with nothing left behind when it reaches more than that while writing.
 
 * ``size``: a new part when adding the next message would take the current part's estimated
   size on disk past ``size`` (every part holds at least one message).  The estimate is
@@ -35,13 +41,16 @@ A ULog input keeps its extras in every part (see :class:`UlogTimeline`):
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from polybag.errors import OutputExistsError, PolybagError
+from polybag.errors import OutputExistsError, PolybagError, UsageError
+from polybag.formats import registry
 from polybag.model import Message
 from polybag.ops._common import (
     RELEASE_EVERY,
@@ -65,7 +74,9 @@ from polybag.ops._common import (
     report_dropped,
     summary_count,
     target_format,
+    tolerant_options,
 )
+from polybag.ops._copy import intact, report_recovered
 from polybag.ops.convert import ulog_metadata_to
 from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
 from polybag.timefmt import duration_ns, time_ns
@@ -78,6 +89,7 @@ CHUNK_OVERHEAD = 256  # chunk record header, chunk info / chunk index, compressi
 CHUNK_CHANNEL_OVERHEAD = 48  # per channel per chunk: message index record / index data head
 CHANNEL_OVERHEAD = 256  # per channel definition copy: record header, field names, md5, ids
 DEFAULT_CHUNK = {"bag": 768 * 1024, "mcap": 1 << 20}
+MAX_PARTS = 1000  # parts a split writes unless max_parts allows more
 
 if TYPE_CHECKING:
     from polybag.ops._common import Unpack
@@ -141,6 +153,8 @@ class SplitResult(OpResult):
     dropped_messages: int = 0
     dropped_topics: dict[str, int] = field(default_factory=dict)
     metadata: int = 0
+    #: the damage met in the input (what reads before it is split; a ULog: every intact message)
+    damage: list[str] = field(default_factory=list)
 
 
 _NEVER = 1 << 126
@@ -296,9 +310,19 @@ def split(
     at: Sequence[int | str] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     prefix: str | None = None,
+    max_parts: int = MAX_PARTS,
     **options: Unpack[WriteOptions],
 ) -> SplitResult:
     """Split ``src`` into parts; exactly one of ``size``, ``duration``, ``at``.
+
+    ``duration`` and the ``at`` times are ns ints or texts as the CLI reads them
+    (``"5"`` is 5 s, ``"500ms"``, ``"+5"`` 5 s after the log's start; see
+    :mod:`polybag.timefmt`).
+
+    The parts keep the input's format (a rosbag2 bag's parts are bag directories
+    ``<stem>_<NNN>`` of its storage, a ULog's parts ULogs) unless ``format`` says otherwise.
+    A split that would write more than ``max_parts`` parts (1,000 by default) is a
+    :class:`~polybag.errors.UsageError` before any part is written.
 
     Files already named like the parts (``<stem>_<NNN><ext>`` in ``output_dir``) are an
     :class:`~polybag.errors.OutputExistsError` before anything is read, unless ``overwrite``
@@ -311,29 +335,39 @@ def split(
         raise PolybagError("split needs exactly one of size, duration or at")
     if size is not None and size <= 0:
         raise PolybagError("split size must be positive")
+    if max_parts < 1:
+        raise UsageError(f"--max-parts {max_parts}: give a positive number of parts")
     name = input_name(src)
-    stem, ext = os.path.splitext(os.path.basename(name))
-    out_dir = os.fspath(output_dir) if output_dir is not None else (os.path.dirname(name) or ".")
+    where, stem, ext = _input_place(name)
+    out_dir = os.fspath(output_dir) if output_dir is not None else where
     if out_dir.startswith(("file://", "FILE://")):
         from polybag.remote_write import local_output
 
         out_dir = local_output(out_dir)
     result = SplitResult(input=name)
-    fmt = target_format("x" + (ext or ".mcap"), w.format) if w.format or ext else "mcap"
-    out_ext = ext_for(fmt) if w.format else (ext or ext_for(fmt))
     base_name = prefix if prefix is not None else stem
-    stale = _check_parts(src, out_dir, base_name, out_ext, w.overwrite)
-    with opened(src) as reader:
+    with opened(src, **tolerant_options(src, w.strict)) as reader:
+        fmt, out_ext = _part_format(w.format, reader.format, ext)
+        if w.storage is None and fmt == reader.format:
+            kept = str(reader.info_extras().get("storage", ""))  # a bag's storage, kept too
+            if kept in ("sqlite3", "mcap"):
+                w = dataclasses.replace(w, storage=kept)
+        stale = _check_parts(src, out_dir, base_name, out_ext, w.overwrite)
         summary = reader.summary
         start = summary.start_time
         dur, points = _boundaries(duration, at, start)
+        _check_part_count(src, summary, size, dur, points, max_parts)
         channels = list(summary.channels.values())
         parts = _Parts.of(src, reader, channels, result, out_dir, base_name, out_ext, fmt, w)
+        parts.max_parts = max_parts
         bar = make_progress(summary_count(reader), f"split {name}", w.progress)
         release = _page_releaser(reader)
         try:
             with bar:
-                parts.write(reader.messages(order="log_time"), size, dur, points, start, bar, release)
+                messages = reader.messages(order="log_time")
+                parts.write(messages if w.strict else intact(messages, result), size, dur, points, start, bar, release)
+            if not w.strict:
+                report_recovered([reader], result)
             parts.finish()
         except BaseException:
             parts.abort()
@@ -341,6 +375,75 @@ def split(
     _warn_stale(result, stale)
     report_dropped(result, result.dropped_topics, fmt)
     return result
+
+
+def _input_place(name: str) -> tuple[str, str, str]:
+    """``(the folder beside the input, its stem, its extension)``; a directory (a rosbag2
+    bag, or its ``metadata.yaml``) has no extension."""
+    path = name.rstrip("/\\") or name
+    if os.path.basename(path) == "metadata.yaml":
+        path = os.path.dirname(path) or "."
+    if "://" not in path and os.path.isdir(path):
+        return os.path.dirname(os.path.abspath(path)), os.path.basename(os.path.abspath(path)), ""
+    stem, ext = os.path.splitext(os.path.basename(path))
+    return os.path.dirname(path) or ".", stem, ext
+
+
+def _part_format(format: str | None, input_format: str, ext: str) -> tuple[str, str]:  # noqa: A002
+    """``(the parts' format, their extension)``: ``format``, else the input's format when it
+    can be written (else MCAP).  A directory format's parts have no extension; a file
+    format keeps the input's extension when it names that format (``.ulog`` stays)."""
+    if format:
+        fmt = registry.writer_spec(format).name
+    else:
+        try:
+            fmt = registry.writer_spec(input_format).name
+        except PolybagError:
+            fmt = "mcap"
+    spec = registry.get(fmt)
+    if spec.open_path is not None and not spec.extensions:
+        return fmt, ""
+    if ext:
+        try:
+            if target_format("x" + ext, None) == fmt:
+                return fmt, ext
+        except PolybagError:
+            pass
+    return fmt, ext_for(fmt)
+
+
+def _check_part_count(
+    src: Input, summary: Any, size: int | None, dur: int | None, points: list[int], max_parts: int
+) -> None:
+    """Refuse, before any part is written, a split that would write more than ``max_parts``
+    parts: by duration, the parts the log's time span holds; at given times, one more than
+    the times; by size, the input's size on disk over ``size``."""
+    start, end = summary.start_time, summary.end_time
+    count = 0
+    if dur is not None and start is not None and end is not None:
+        count = (end - start) // dur + 1
+    elif points:
+        count = len(set(points)) + 1
+    elif size is not None:
+        count = _input_bytes(src) // size + 1
+    if count > max_parts:
+        raise UsageError(
+            f"split would write {count:,} parts, more than {max_parts:,}; "
+            f"pass --max-parts {count} to allow them (or a larger --size/--duration)"
+        )
+
+
+def _input_bytes(src: Input) -> int:
+    """The input's size on disk (a directory's files added up; 0 when not a local path)."""
+    if not isinstance(src, (str, os.PathLike)) or "://" in os.fspath(src):
+        return 0
+    path = os.fspath(src)
+    try:
+        if os.path.isdir(path):
+            return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _boundaries(
@@ -353,7 +456,7 @@ def _boundaries(
     if duration is not None:
         dur = duration_ns(duration)
         if dur <= 0:
-            raise PolybagError("split duration must be positive")
+            raise UsageError(f"split duration {duration!r} must be positive")
     if at is not None:
         points = sorted(time_ns(t, start) for t in at)
     return dur, points
@@ -392,6 +495,7 @@ class _Parts:
     cache: dict[int, Any] = field(default_factory=dict)
     budget: SizeBudget = field(init=False)
     finished: list[str] = field(default_factory=list)  # the parts closed (renamed into place) so far
+    max_parts: int = 1 << 62
 
     def __post_init__(self) -> None:
         self.budget = SizeBudget(self.fmt, self.w.chunk_size)
@@ -421,6 +525,11 @@ class _Parts:
         w, fmt, result = self.w, self.fmt, self.result
         self.budget = SizeBudget(fmt, w.chunk_size)
         idx = len(result.parts)
+        if idx >= self.max_parts:  # the estimate before the split was short: nothing is kept
+            raise UsageError(
+                f"split would write more than {self.max_parts:,} parts; pass a larger --max-parts "
+                "to allow them (or a larger --size/--duration)"
+            )
         path = os.path.join(self.out_dir, f"{self.base_name}_{idx:03d}{self.out_ext}")
         check_distinct(self.src, path)
         if "://" not in path:
@@ -468,7 +577,10 @@ class _Parts:
                 remove(path)
                 continue
             try:
-                os.remove(path)
+                if os.path.isdir(path) and not os.path.islink(path):  # a bag directory
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
             except OSError:
                 pass
 

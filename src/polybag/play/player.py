@@ -38,6 +38,7 @@ from polybag.errors import UsageError
 from polybag.model import Channel, Message
 from polybag.play.timing import LatenessHistogram
 from polybag.reader import Reader, topic_filter
+from polybag.timefmt import MAX_NS, duration_seconds
 
 NS = 1_000_000_000
 
@@ -47,7 +48,8 @@ NS = 1_000_000_000
 class PlayOptions:
     """``rosbag play``'s options (same names as its long options).
 
-    Times are seconds (floats), as rosbag takes them.  ``loop_count`` (polybag's) limits
+    Times are seconds (floats), as rosbag takes them; a text is read as the CLI reads a
+    length of time (``"500ms"``, ``"2m"``, ``"+5"``; see :mod:`polybag.timefmt`).  ``loop_count`` (polybag's) limits
     ``loop`` to that many passes (``None``: forever).  ``queue`` is the ROS sink's send
     queue per subscriber.  ``remap`` maps output topic names (after ``prefix``) to the
     names to publish on, as ROS remapping arguments ``/a:=/b`` do (``/clock`` too).
@@ -82,6 +84,16 @@ class PlayOptions:
     open_options: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
+        for name in ("start", "duration", "delay", "skip_empty", "rate_control_max_delay"):
+            value = getattr(self, name)
+            flag = "--" + name.replace("_", "-")
+            if isinstance(value, str):
+                try:
+                    setattr(self, name, duration_seconds(value))
+                except UsageError as e:
+                    raise UsageError(f"{flag}: {e}") from None
+            elif value is not None and not abs(value) <= MAX_NS / NS:  # inf, nan, past int64 ns
+                raise UsageError(f"{flag} {value!r}: not a length of time in seconds")
         if not self.rate > 0:
             raise UsageError(f"--rate must be positive, got {self.rate}")
         if self.start < 0:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from polybag.errors import UsageError
+from polybag.timefmt import DURATION_FORMS, duration_ns
 
 MB = 1 << 20
 KB = 1 << 10
@@ -106,7 +107,8 @@ def parse_min_space(text: str | int) -> int:
 
 
 def parse_duration(text: str | float | int | None) -> float | None:
-    """rosbag's ``--duration``: seconds, or minutes/hours with ``m``/``h`` appended."""
+    """rosbag's ``--duration`` in seconds: a number of seconds, or a text as every time option
+    reads a length of time (``30``, ``1.5m``, ``2h``, ``500ms``; :mod:`polybag.timefmt`)."""
     if text is None or text == "":
         return None
     if isinstance(text, bool):
@@ -114,12 +116,12 @@ def parse_duration(text: str | float | int | None) -> float | None:
     if isinstance(text, (int, float)):
         value = check_number("--duration", text, high=MAX_SECONDS, positive=True)
     elif not isinstance(text, str) or len(text) > 100:
-        raise UsageError(f"--duration {str(text)[:100]!r}: expected seconds, or a number followed by s, m or h")
+        raise UsageError(f"--duration {str(text)[:100]!r}: expected {DURATION_FORMS}")
     else:
-        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([smh]?)\s*", text)
-        if not m:
-            raise UsageError(f"--duration {text!r}: expected seconds, or a number followed by s, m or h")
-        value = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+        try:
+            value = duration_ns(text) / 1e9
+        except UsageError as e:
+            raise UsageError(f"--duration: {e}") from None
         check_number(f"--duration {text!r}", value, high=MAX_SECONDS, positive=True)
     return value
 
@@ -156,7 +158,7 @@ class RecordOptions:
     udp: bool = False  # --udp (refused: polybag speaks TCPROS only)
     repeat_latched: bool = False  # --repeat-latched: latched messages again at the start of each part
     snapshot: bool = False  # -s / --snapshot: keep the last buffsize MB; write them on a trigger
-    snapshot_window: float | None = None  # --snapshot-window S: the ring keeps the last S seconds per topic
+    snapshot_window: float | str | None = None  # --snapshot-window S: the ring keeps the last S seconds per topic
     namespace: str | None = None  # --namespace / __ns: the node's namespace (its snapshot_trigger topic)
     append_date: bool | None = None  # None: rosbag's rule (yes unless -O)
     format: str | None = None  # "bag" or "mcap"; None: from the -O/-o extension, else bag
@@ -168,6 +170,11 @@ class RecordOptions:
         if isinstance(self.topics, str):
             self.topics = [self.topics]
         self.topics = list(self.topics)
+        if isinstance(self.snapshot_window, str):  # "10", "1.5m", "500ms": as every time option
+            try:
+                self.snapshot_window = duration_ns(self.snapshot_window) / 1e9
+            except UsageError as e:
+                raise UsageError(f"--snapshot-window: {e}") from None
 
     # --- derived values ------------------------------------------------------------------------
     @property

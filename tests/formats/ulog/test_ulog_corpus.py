@@ -171,9 +171,9 @@ def test_info_text(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ulog", "info", str(path)]) == 0
     assert capsys.readouterr().out.strip() == exp.strip()
     generic = Path(polybag.__file__).parent / "cli" / "info.py"
-    if generic.exists():  # the generic command (another module) prints the ulog style too
-        assert main(["info", str(path)]) == 0
-        assert capsys.readouterr().out.strip() == exp.strip()
+    if generic.exists():  # the generic command (another module): ulog_info -v's dump with -v
+        assert main(["info", "-v", str(path)]) == 0
+        assert capsys.readouterr().out.strip().startswith(exp.strip())
         assert main(["info", "--json", str(path)]) == 0
         assert '"subscriptions"' in capsys.readouterr().out
 

@@ -370,7 +370,11 @@ def test_hostile_format_skips_its_topic(tmp_path: Path, case: str, capsys: pytes
     assert main(["check", path]) == 1
     assert main(["info", path]) in (0, 1, 3)
     assert main(["recover", path, str(tmp_path / "out.ulg")]) == 1
-    assert main(["convert", path, str(tmp_path / "out.mcap")]) == 3
+    # issue 27: a writing command keeps every intact message and names the damage (exit 1);
+    # --strict refuses the damaged input
+    assert main(["convert", path, str(tmp_path / "out.mcap")]) == 1
+    assert main(["convert", "--strict", path, str(tmp_path / "strict.mcap")]) == 3
+    assert not (tmp_path / "strict.mcap").exists()
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err and "polybag cat: error:" in err
 

@@ -207,6 +207,43 @@ class Ros1Codec:
         return bytes(run_encoder(fn, obj, self.full_name))
 
 
+class UndefinedRos1Codec(Ros1Codec):
+    """A connection whose ``message_definition`` is empty while its md5sum is not the empty
+    message's, and no known type has that md5sum: read as the file says, a message without
+    fields (a 0-byte payload is ``{}``, as rosbag decodes it); a payload with bytes in it is a
+    :class:`DecodeError` saying the definition is missing."""
+
+    def __init__(self, typeset: TypeSet, type_name: str, full_name: str, md5sum: str) -> None:
+        super().__init__(typeset, type_name, full_name)
+        self.declared_md5sum = md5sum
+        self.decode = self._decode_checked  # type: ignore[method-assign]  # (not the fast path)
+
+    def missing_error(self, topic: str | None = None) -> DecodeError:
+        """What a payload with bytes in it raises (a :class:`DecodeError` of that message,
+        as a ROS 2 type without a definition gives: the channel's 0-byte messages still
+        decode)."""
+        msg = (
+            f"no definition for {self.full_name} (md5sum {self.declared_md5sum}): the file's definition "
+            f"is empty and no known type has that md5sum; add its .msg files with the {ENV_MSG_PATH} "
+            "environment variable (folders of pkg/msg/*.msg) or polybag.codecs.ros1.add_msg_folder()"
+        )
+        err = DecodeError(msg, topic=topic, type_name=self.full_name, offset=0)
+        err.reason = msg  # type: ignore[attr-defined]
+        return err
+
+    def _check(self, data: bytes | memoryview, topic: str | None) -> None:
+        if len(data):
+            raise self.missing_error(topic)
+
+    def _decode_checked(self, data: bytes | memoryview, topic: str | None = None) -> Any:
+        self._check(data, topic)
+        return self._run(self._dec, data, topic)
+
+    def to_dict(self, data: bytes | memoryview, topic: str | None = None, numpy: bool = False) -> Any:
+        self._check(data, topic)
+        return super().to_dict(data, topic, numpy)
+
+
 # codecs by (type, definition digest or md5sum); bounded like polybag.codecs' cache
 _codecs = CostCache(1 << 16, 4096)
 
@@ -231,11 +268,12 @@ def codec_for_type(msg_type: str, definition: str | bytes = "", md5sum: str = ""
         if md5sum and md5sum != "*":
             found = lookup_md5(md5sum)
             if found is None:
-                raise UnsupportedError(
-                    f"no definition for {msg_type} (md5sum {md5sum}) in the file or the known types; "
-                    f"add its .msg files with polybag.codecs.ros1.add_msg_folder() or the {ENV_MSG_PATH} "
-                    "environment variable (folders of pkg/msg/*.msg)"
-                )
+                # the file's definition is empty and no known type has this md5sum: read as
+                # the file says (a message without fields, as rosbag does), and a payload
+                # with anything in it says the definition is missing
+                ts = parse_full(msg_type, "", "ros1", fallback=known_types())
+                codec = UndefinedRos1Codec(ts, msg_type, msg_type, md5sum)
+                return _codecs.put(key, codec, 1 + defined_fields(ts))
             name = found
     codec = _codecs.put(key, Ros1Codec(ts, name, msg_type or name), 1 + defined_fields(ts))
     return codec

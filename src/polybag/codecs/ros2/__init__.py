@@ -31,7 +31,17 @@ from polybag.codecs.ros1.msgdef import (
 )
 from polybag.errors import UnsupportedError
 
-__all__ = ["MSGS_DIR", "add_types", "bundled", "definition_for", "full_name", "known_types", "render_ros2"]
+__all__ = [
+    "MSGS_DIR",
+    "add_types",
+    "bundled",
+    "definition_for",
+    "full_definition",
+    "full_name",
+    "known_types",
+    "render_ros2",
+    "type_hash_of",
+]
 
 MSGS_DIR = Path(__file__).with_name("msgs")
 
@@ -172,3 +182,39 @@ def definition_for(name: str, types: TypeSet | None = None) -> str:
     for dep in ts.dependencies(key):
         out.append(f"{sep}\nMSG: {full_name(dep)}\n{render_ros2(ts.get(dep))}")
     return "\n".join(out)
+
+
+def full_definition(name: str, encoding: str, data: bytes | memoryview) -> tuple[str, bytes]:
+    """``(encoding, data)`` to write for a CDR type ``name`` whose definition in its file is
+    ``data``: a ``ros2msg`` (or unnamed) schema with no text (rosbag2 before Iron, some MCAP
+    writers) becomes the known type's full text (:func:`definition_for`: ``--types`` first,
+    then the bundled types), the definition polybag decodes it with; any other schema, and a
+    type known nowhere (a message without fields, or a missing definition), as it is."""
+    if encoding not in ("ros2msg", "") or bytes(data).strip() or not name:
+        return encoding, bytes(data)
+    ts = known_types()
+    try:
+        if ts.lookup(name) is None:
+            return encoding, bytes(data)
+        return "ros2msg", definition_for(name, ts).encode("utf-8")
+    except MsgDefError:
+        return encoding, bytes(data)
+
+
+def type_hash_of(name: str, encoding: str, data: bytes | memoryview) -> str:
+    """The REP 2011 ``RIHS01_...`` hash of type ``name`` as its ``ros2msg``/``ros2idl``
+    definition ``data`` describes it (empty: the known type's), or ``""`` when the
+    definition cannot be read."""
+    from polybag.codecs.cdr import ros2_typeset
+    from polybag.codecs.ros2.typehash import type_hash
+
+    encoding, data = full_definition(name, encoding, data)
+    if encoding not in ("ros2msg", "ros2idl") or not data.strip():
+        return ""
+    try:
+        ts = ros2_typeset(name, data, encoding)
+        if ts.lookup(name) is None:
+            return ""
+        return type_hash(ts, name)
+    except (MsgDefError, KeyError, UnsupportedError):
+        return ""

@@ -161,6 +161,10 @@ class McapState(Reader):
         self._first_records: dict[int, R.ChannelRecord] = {}  # of redefined channels
         # what one read loaded: (first, last offset, whether its definitions were all registered)
         self._loaded: list[tuple[int, int, bool]] = []
+        # channel id -> the channel with the known definition that decodes its messages
+        # (its own CDR definition does not), or None: its own stands (see ``defs``)
+        self._judged: dict[int, Channel | None] = {}
+        self._warned_topics: set[str] = set()
 
     def _err(self, cls: type[FormatError], what: str, offset: int | None) -> FormatError:
         """An error of class ``cls`` about this file at ``offset``."""

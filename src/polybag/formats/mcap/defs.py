@@ -6,17 +6,28 @@ whose schema, or a message whose channel, lies in a chunk not read yet), and han
 that the file defines again with different content: reading in file order applies each
 new version where it lies; reading out of file order builds :class:`_Census`, the timeline
 of every definition, with one pass over the chunks.
+
+It also judges stored CDR definitions that may not describe their messages (a placeholder
+``uint8 level`` for ``rcl_interfaces/msg/Log``): a channel whose ``ros2msg``/``ros2idl``
+definition differs from the known type of its name is tried on one of its messages
+(:func:`polybag.codecs.cdr.decoding_definition`, shared with rosbag2 bags); when it fails
+and the known one decodes, the channel carries the known full definition from then on
+(messages, summary, conversions), said once per topic.  A local file with a summary section
+is judged at open (one message per such channel), a summary built from the data when it is
+built, anything else (a remote file, a stream) on the first message a read returns.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+import dataclasses
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from polybag.errors import FormatError, PolybagError
+from polybag.errors import FormatError, PolybagError, PolybagWarning
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import (
     _OP_CHANNEL,
@@ -34,7 +45,7 @@ from polybag.formats.mcap.base import (
 from polybag.formats.mcap.bulk import _defs_between_messages, _u64_at
 from polybag.formats.mcap.records import RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U16
 from polybag.formats.mcap.walk import _walk_defs, _walk_defs_quiet
-from polybag.model import Channel, Schema
+from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import TopicSelector, topic_filter
 from polybag.source import MappedSource, StreamSource
 
@@ -482,3 +493,123 @@ class DefinitionsMixin(McapState):
                 _walk_defs(buf, self._defs_for(buf, 0, o))
             except (PolybagError, _Bad):
                 pass  # reading that chunk reports the damage
+
+    # --- stored definitions that do not decode their messages ------------------------------------
+    def _suspect(self, ch: Channel) -> bool:
+        """Whether ``ch`` is a CDR channel whose stored definition describes another structure
+        than the known type of its name (:func:`polybag.codecs.cdr.differs_from_known`: no
+        reading, its messages may not decode with it)."""
+        s = ch.schema
+        if ch.message_encoding != "cdr" or s is None:
+            return False
+        from polybag.codecs.cdr import differs_from_known
+
+        return differs_from_known(s.name, s.encoding, s.data)
+
+    def _judge(self, ch: Channel, sample: bytes | memoryview) -> Channel | None:
+        """Decide, once per channel and from one of its messages (``sample``), whether the
+        file's definition of ``ch`` stands: when it does not decode ``sample`` and the known
+        one of that name (``--types``, then bundled) does, the channel with the known full
+        definition (warned once per topic), which messages, the summary and conversions
+        then carry; None otherwise."""
+        rep: Channel | None = None
+        s = ch.schema
+        if s is not None and self._suspect(ch):
+            from polybag.codecs.cdr import decoding_definition
+
+            got = decoding_definition(s.name, s.encoding, s.data, sample)
+            if got is not None:
+                enc, text, why = got
+                rep = dataclasses.replace(ch, schema=Schema(s.id, s.name, enc, text))
+                if ch.topic not in self._warned_topics:
+                    self._warned_topics.add(ch.topic)
+                    warnings.warn(
+                        PolybagWarning(
+                            f"{self.path}: topic {ch.topic}: the file's definition of {s.name} does not decode its "
+                            f"messages ({why}); polybag's own definition of {s.name} does and is used"
+                        ),
+                        stacklevel=2,
+                    )
+        self._judged[ch.id] = rep
+        if rep is not None and self._summary is not None:
+            self._judged_into(self._summary)
+        return rep
+
+    def _judged_into(self, summary: Summary) -> None:
+        """``summary`` with the channels (and schemas) :meth:`_judge` replaced."""
+        for cid, rep in self._judged.items():
+            if rep is not None and cid in summary.channels:
+                summary.channels[cid] = rep
+                if rep.schema is not None and rep.schema.id in summary.schemas:
+                    summary.schemas[rep.schema.id] = rep.schema
+
+    def _judge_at_open(self) -> None:
+        """A local mapped file whose summary section names channels with a suspect
+        definition: each is judged on its first message now (one chunk read per such
+        channel; none at all for a file without one), so that the summary (and a
+        conversion's channels, written before any message) carry the definition that
+        decodes.  A remote file is judged on the first message a read returns (no range
+        request beyond what a read makes), a stream likewise."""
+        src = self.source
+        if self.recover or not isinstance(src, MappedSource) or src.stats is not None:
+            return
+        self._judge_channels(list(self._channels.values()))
+
+    def _judge_summary(self, summary: Summary) -> None:
+        """The summary just built: a summary found by reading the data (no usable summary
+        section, recovering, a spooled stream) or of a local file judges its suspect channels
+        now (their chunks were read, or are local: one message each); then it carries every
+        replacement."""
+        src = self.source
+        if isinstance(src, MappedSource) and (not summary.indexed or src.stats is None):
+            self._judge_channels(list(summary.channels.values()))
+        self._judged_into(summary)
+
+    def _judge_channels(self, channels: list[Channel]) -> None:
+        """Judge each suspect channel of ``channels`` not judged yet on its first message
+        (one read per such channel, dropped once the message is found)."""
+        for ch in channels:
+            if ch.id in self._judged or not self._suspect(ch):
+                continue
+            try:
+                it = self._mapped_messages([ch.topic], None, None, False, "file")  # type: ignore[attr-defined]
+                first = next((m for m in it if m.channel.id == ch.id), None)
+                del it
+            except PolybagError:
+                continue  # damage: the read that meets it says so; judged on a later read
+            if first is not None and ch.id not in self._judged:
+                self._judge(ch, first.data)
+
+    def _judging(self, it: Iterator[Message]) -> Iterator[Message]:
+        """``it`` with each channel judged on its first message (:meth:`_judge`) and the
+        messages of a replaced channel carrying the replacement."""
+        judged = self._judged
+        last: Channel | None = None
+        rep: Channel | None = None
+        for m in it:
+            ch = m.channel
+            if ch is not last:
+                last = ch
+                rep = judged[ch.id] if ch.id in judged else self._judge(ch, m.data)
+            if rep is not None:
+                m.channel = rep
+            yield m
+
+    def _needs_judging(self) -> bool:
+        """Whether a read must pass its messages through :meth:`_judging`: a channel may be
+        unknown yet (a stream, a file without a summary section whose summary was not built
+        from its data yet) or is suspect or replaced."""
+        if not isinstance(self.source, MappedSource):
+            return True
+        if self.has_summary and self._census is None:
+            known = list(self._channels.values())
+        elif self._summary is not None and not self._summary.indexed:
+            known = list(self._summary.channels.values())  # found by reading the data: every channel
+        else:
+            return True
+        for ch in known:
+            if ch.id not in self._judged and not self._suspect(ch):
+                self._judged[ch.id] = None
+            if self._judged.get(ch.id, ch) is not None:
+                return True
+        return False

@@ -53,6 +53,7 @@ class InfoMixin(McapState):
                 except _Redefined:
                     self._run_census()
                     self._summary = self._summary_from_scan()
+            self._judge_summary(self._summary)  # definitions that decode, where the file's do not
         return self._summary
 
     @property

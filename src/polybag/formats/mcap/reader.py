@@ -137,6 +137,7 @@ class McapReader(
         self._init_state(validate_crcs, recover, max_chunk_bytes)
         if isinstance(source, MappedSource):
             self._open_mapped()
+            self._judge_at_open()
         else:
             self._open_stream()
 
@@ -220,7 +221,13 @@ class McapReader(
 
     # --- public API --------------------------------------------------------------------------------
     def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
-        """:meth:`~polybag.reader.Reader.messages` of an MCAP file or stream."""
+        """:meth:`~polybag.reader.Reader.messages` of an MCAP file or stream; a CDR channel
+        whose stored definition does not decode its messages carries the known one that
+        does (:meth:`~polybag.formats.mcap.defs.DefinitionsMixin._judge`)."""
+        it = self._read_messages(topics, start, end, reverse, order)
+        return self._judging(it) if self._needs_judging() else it
+
+    def _read_messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         if isinstance(self.source, StreamSource):
             # Only file order can be produced strictly forward: a later chunk may always
             # start earlier.  Log-time order (and reverse) reads the stream into memory

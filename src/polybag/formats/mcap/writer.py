@@ -139,6 +139,11 @@ class McapWriter(ChunkOutputMixin, Writer):
     def add_schema(self, name: str, encoding: str, data: bytes | str, *, id: int | None = None) -> Schema:  # noqa: A002
         check_open(self.closed)
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        if encoding == "ros2msg" and id is None and not raw.strip():
+            # no text (rosbag2 before Iron): the full definition polybag decodes the type with
+            from polybag.codecs.ros2 import full_definition
+
+            encoding, raw = full_definition(name, encoding, raw)
         key = (name, encoding, raw)
         if id is None:
             got = self._schema_keys.get(key)

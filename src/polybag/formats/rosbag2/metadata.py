@@ -1,4 +1,4 @@
-"""``metadata.yaml`` of a rosbag2 directory: parsed (versions 1-9), checked, and written.
+"""``metadata.yaml`` of a rosbag2 directory: parsed (versions 0-9: 0 is the unversioned layout of 2018), checked, and written.
 
 rosbag2 keeps what a bag holds in ``metadata.yaml`` next to its storage files::
 
@@ -15,6 +15,14 @@ rosbag2 keeps what a bag holds in ``metadata.yaml`` next to its storage files::
           message_count: N
       compression_format: "" | zstd
       compression_mode: "" | FILE | MESSAGE
+
+The oldest layouts are read too: before September 2018 there was no ``version`` (polybag
+calls it version 0): the serialization format was bag-wide (``encoding: cdr``) and each
+entry was ``topic_and_type: {name, type}``; version 1 kept ``topic_and_type`` (with a
+per-topic ``serialization_format``) until it was renamed ``topic_metadata`` in November
+2018.  Type names of that time have no ``/msg/`` (``test_msgs/Primitives``).  The very
+first files (September 2018) spelled the times ``time_start_in_nanoseconds`` and
+``duration_in_nanoseconds``.  What polybag writes always has the current layout.
 
 ``offered_qos_profiles`` is a YAML document in a string up to version 8 and a YAML list from
 version 9 (with names instead of numbers for the enums).  polybag keeps the profiles of a
@@ -235,6 +243,37 @@ def qos_summary(text: str) -> str:
     return "; ".join(out)
 
 
+def _same_type(a: str, b: str) -> bool:
+    """``pkg/msg/Type`` and ``pkg/Type`` name one type."""
+    def norm(t: str) -> str:
+        parts = t.strip().split("/")
+        return f"{parts[0]}/{parts[2]}" if len(parts) == 3 and parts[1] == "msg" else t.strip()
+
+    return norm(a) == norm(b)
+
+
+def topic_type(meta_type: str | None, file_type: str | None) -> str:
+    """The type of a topic as rosbag2 reads it: ``metadata.yaml``'s (rosbag2's sequential
+    reader takes the topics and their types from it, the storage's topics table only names
+    the topic of each message), spelled as the storage file spells it when both name one
+    type (``pkg/Type`` and ``pkg/msg/Type``); the storage file's when metadata.yaml does not
+    list the topic."""
+    if meta_type and file_type and not _same_type(meta_type, file_type):
+        return meta_type
+    return file_type or meta_type or ""
+
+
+def type_disagreement(topic: str, meta_type: str | None, file_type: str | None, where: str) -> str | None:
+    """The warning when ``metadata.yaml`` and storage file ``where`` give topic ``topic``
+    different types (None when they agree, or one of them does not list it)."""
+    if not meta_type or not file_type or _same_type(meta_type, file_type):
+        return None
+    return (
+        f"{where}: topic {topic} has type {file_type} here and {meta_type} in metadata.yaml; "
+        f"read as {meta_type} (metadata.yaml wins, as in rosbag2)"
+    )
+
+
 def parse_metadata(text: bytes, path: str) -> BagInfo:
     """The :class:`BagInfo` of a ``metadata.yaml``'s bytes; a :class:`FormatError` naming
     ``path`` and the field for anything malformed; :class:`UnsupportedError` for a version
@@ -248,6 +287,11 @@ def parse_metadata(text: bytes, path: str) -> BagInfo:
     info.storage_identifier = top.text("storage_identifier", "sqlite3").strip().lower()
     info.starting_time = top.nested_time("starting_time", "nanoseconds_since_epoch")
     info.duration = top.nested_time("duration", "nanoseconds")
+    if info.version == 0:  # the first files (September 2018) had flat times
+        if info.starting_time is None:
+            info.starting_time = top.count("time_start_in_nanoseconds")
+        if info.duration is None:
+            info.duration = top.count("duration_in_nanoseconds")
     info.message_count = top.count("message_count")
     info.compression_mode = top.text("compression_mode", "").strip().lower()
     info.compression_format = top.text("compression_format", "").strip().lower()
@@ -255,7 +299,9 @@ def parse_metadata(text: bytes, path: str) -> BagInfo:
     custom = top.data.get("custom_data")
     if isinstance(custom, dict) and len(custom) <= MAX_ENTRIES:  # rosbag2's map<string, string>
         info.custom_data = {str(k): str(v) for k, v in custom.items() if _is_scalar(k) and _is_scalar(v)}
-    info.topics.extend(_topics(top, path))
+    # before versioning the serialization format was bag-wide (``encoding``), and required
+    bag_format = top.text("encoding").strip() if info.version == 0 else None
+    info.topics.extend(_topics(top, path, info.version, bag_format))
     info.files = _files(top, path)
     return info
 
@@ -265,7 +311,10 @@ def _is_scalar(v: Any) -> bool:
 
 
 def _version(top: _Fields, path: str) -> int:
-    """The metadata version (1..LATEST_VERSION; newer is an :class:`UnsupportedError`)."""
+    """The metadata version (1..LATEST_VERSION; 0 for the unversioned layout of September
+    2018, a file without ``version``; newer is an :class:`UnsupportedError`)."""
+    if "version" not in top.data:
+        return 0
     version = top.count("version", required=True)
     assert version is not None
     if version < 1:
@@ -277,17 +326,31 @@ def _version(top: _Fields, path: str) -> int:
     return version
 
 
-def _topics(top: _Fields, path: str) -> list[TopicInfo]:
-    """The ``topics_with_message_count`` entries."""
+#: the key of a topic entry's mapping, by metadata version: ``topic_and_type`` until
+#: November 2018 (version 0 and early version 1), ``topic_metadata`` since (version 1 on)
+def _entry_keys(version: int) -> tuple[str, ...]:
+    if version == 0:
+        return ("topic_and_type",)
+    if version == 1:
+        return ("topic_metadata", "topic_and_type")
+    return ("topic_metadata",)
+
+
+def _topics(top: _Fields, path: str, version: int, bag_format: str | None) -> list[TopicInfo]:
+    """The ``topics_with_message_count`` entries (``bag_format``: the bag-wide
+    serialization format of the unversioned layout, else None)."""
     topics: list[TopicInfo] = []
+    keys = _entry_keys(version)
     for i, item in enumerate(top.items("topics_with_message_count")):
         entry = _Fields(item, f"topics_with_message_count[{i}]", path)
-        tm = _Fields(entry.data.get("topic_metadata"), f"topics_with_message_count[{i}].topic_metadata", path)
+        key = next((k for k in keys if k in entry.data), keys[0])
+        tm = _Fields(entry.data.get(key), f"topics_with_message_count[{i}].{key}", path)
+        fmt = bag_format if bag_format is not None else tm.text("serialization_format", "cdr")
         topics.append(
             TopicInfo(
                 name=tm.text("name"),
                 type=tm.text("type"),
-                serialization_format=tm.text("serialization_format", "cdr"),
+                serialization_format=fmt,
                 offered_qos_profiles=qos_to_text(tm.data.get("offered_qos_profiles")),
                 type_description_hash=tm.text("type_description_hash", ""),
                 message_count=entry.count("message_count") or 0,

@@ -1,7 +1,8 @@
 """Opening a rosbag2 directory for :class:`~polybag.formats.rosbag2.reader.Rosbag2Reader`.
 
 :class:`Rosbag2Opening` is the reader's mixin that reads ``metadata.yaml`` (when there is
-one), opens the storage files it lists (or, recovering, those found in the directory),
+one), opens the storage files it lists (or, without one, those found in the directory by
+content: MCAP files and rosbag2 SQLite databases whatever their names, see :func:`_storage_files`),
 checks the compression settings and builds the channels: one per (topic, type,
 serialization format) over every file, each file's local topic ids mapped to them.
 
@@ -35,18 +36,80 @@ from polybag.formats.rosbag2.metadata import (
     FileInfo,
     TopicInfo,
     parse_metadata,
+    topic_type,
+    type_disagreement,
 )
 from polybag.formats.rosbag2.storage import Decompressed, Storage, StorageTopic, open_storage
 from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary
 
-#: storage file names recognised in a directory without metadata.yaml
+#: storage file names recognised in a directory without metadata.yaml, whatever their bytes
+#: (a damaged ``.db3``, an unfinished ``.active`` file, a whole-file ``.zstd``): every ``.db3``
+#: and ``.mcap`` files named after the directory as rosbag2 and rosbags name them
 _STORAGE_RE = re.compile(r".+\.(db3|mcap)(\.zstd|\.active)?$")
+_MCAP_MAGIC = b"\x89MCAP"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: a table of rosbag2's in an SQLite schema (the first page(s) of the file hold the schema)
+_ROSBAG2_TABLE = re.compile(rb"CREATE\s+TABLE\s+[\"'`\[]?(topics|messages)\b", re.IGNORECASE)
+#: the bytes of an SQLite file read to find rosbag2's tables in its schema
+_SQLITE_SNIFF = 64 << 10
+#: files of a directory without metadata.yaml whose content is looked at, at most
+_MAX_SNIFFED = 4 * MAX_STORAGE_FILES
+
+
+def _named_storage(name: str, base: str) -> bool:
+    """Whether a file name alone says rosbag2 storage (``.db3``, ``NAME_<n>.mcap``)."""
+    if not _STORAGE_RE.fullmatch(name):
+        return False
+    return ".db3" in name or re.fullmatch(re.escape(base) + r"(_\d+)?\.mcap(\.zstd|\.active)?", name) is not None
+
+
+def _storage_content(p: str, root: str) -> tuple[tuple[int, int], bytes] | None:
+    """(identity, first bytes) of the file ``p`` of the directory ``root`` (real path): None
+    for a link out of the directory, anything but a regular file (never opened: a FIFO would
+    block) or an unreadable file."""
+    try:
+        real = os.path.realpath(p)
+        if os.path.commonpath([root, real]) != root:
+            return None
+        st = os.stat(real)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode):
+            return None
+        head = os.read(fd, 16)
+        if head.startswith(_SQLITE_MAGIC):
+            head += os.read(fd, _SQLITE_SNIFF)
+        return (fst.st_dev, fst.st_ino), head
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _is_storage(head: bytes) -> bool:
+    """Whether a file's first bytes are rosbag2 storage: MCAP, or SQLite with rosbag2's tables."""
+    if head.startswith(_MCAP_MAGIC):
+        return True
+    if head.startswith(_SQLITE_MAGIC):
+        return {m.group(1).lower() for m in _ROSBAG2_TABLE.finditer(head)} == {b"topics", b"messages"}
+    return False
 
 
 def _storage_files(directory: str) -> list[str]:
-    """rosbag2 storage files of a directory without metadata.yaml: every ``.db3`` (and
-    ``.db3.zstd``), and ``.mcap`` files named after the directory as rosbag2 and rosbags
-    name them (``NAME_<n>.mcap``, ``NAME.mcap``)."""
+    """rosbag2 storage files of a directory without metadata.yaml, found by content: MCAP
+    files and SQLite databases with rosbag2's tables, whatever they are called (rosbag2's
+    own test bags are ``foo.mcap``, ``bar.mcap`` in a folder of another name); and those
+    whose name says so (every ``.db3``, ``NAME_<n>.mcap``, their ``.zstd`` and ``.active``
+    forms, read even when damaged).  Only regular files inside the directory (a symbolic
+    link out of it is not followed), each once (a hard link or a link to a file listed is
+    the same file; a named link out of it is listed for the opening to refuse, never read),
+    the content of at most :data:`_MAX_SNIFFED` unnamed files looked at; hidden files and
+    SQLite's ``-wal``/``-shm``/``-journal`` are not storage."""
     try:
         names = sorted(os.listdir(directory))
     except OSError:
@@ -54,11 +117,30 @@ def _storage_files(directory: str) -> list[str]:
     base = os.path.basename(os.path.normpath(directory))
     if base.endswith(".active"):
         base = base[: -len(".active")]
-    out = []
+    root = os.path.realpath(directory)
+    out: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    sniffed = 0
     for n in names:
-        if not _STORAGE_RE.fullmatch(n) or not os.path.isfile(os.path.join(directory, n)):
+        if n.startswith(".") or n == METADATA_FILE or n.endswith(("-wal", "-shm", "-journal")):
             continue
-        if ".db3" in n or re.fullmatch(re.escape(base) + r"(_\d+)?\.mcap(\.zstd|\.active)?", n):
+        named = _named_storage(n, base)
+        if not named:
+            if sniffed >= _MAX_SNIFFED:
+                continue
+            sniffed += 1
+        p = os.path.join(directory, n)
+        got = _storage_content(p, root)
+        if got is None:
+            # a named file that links out of the directory is listed, so that opening it
+            # refuses (and a recovering read reports) it; it is never read
+            if named and os.path.isfile(p):
+                out.append(n)
+            continue
+        if got[0] in seen:
+            continue
+        if named or _is_storage(got[1]):
+            seen.add(got[0])
             out.append(n)
 
     def index(n: str) -> tuple[int, str]:
@@ -108,11 +190,16 @@ def _read_metadata(path: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise FormatError(f"cannot read: {e.strerror or e}", path) from None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:  # (a directory: os.fdopen would raise)
+        os.close(fd)
+        raise FormatError("metadata.yaml is not a regular file", path)
     with os.fdopen(fd, "rb") as f:
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise FormatError("metadata.yaml is not a regular file", path)
             if st.st_size > MAX_METADATA_BYTES:
                 raise FormatError(
                     f"metadata.yaml is over {MAX_METADATA_BYTES} bytes: not a rosbag2 metadata file", path
@@ -208,8 +295,10 @@ class _ChannelTable:
         for t in tops:
             mt = meta.meta_for(t)
             if mt is not None:
-                qos, th = mt.offered_qos_profiles, mt.type_description_hash or t.type_description_hash
-                local[t.id] = self.channel(t.name, t.type, mt.serialization_format, qos, th)
+                typ = topic_type(mt.type, t.type)  # metadata.yaml's, as rosbag2 reads it
+                own = t.type_description_hash if typ == t.type else ""
+                qos, th = mt.offered_qos_profiles, mt.type_description_hash or own
+                local[t.id] = self.channel(t.name, typ, mt.serialization_format, qos, th)
             else:
                 local[t.id] = self.channel(
                     t.name,
@@ -448,8 +537,9 @@ class Rosbag2Opening:
 
     def _storage_list(self, directory: str, single: str | None, meta: str) -> list[FileInfo]:
         """The storage files to open: metadata.yaml's (parsed into :attr:`info`), the lone
-        ``single`` file, or (recovering without metadata.yaml) those found in ``directory``."""
-        if single is None and os.path.isfile(meta):
+        ``single`` file, or (without metadata.yaml) those found in ``directory`` by content
+        (a plain read refuses an unfinished bag: a ``.active`` directory or file)."""
+        if single is None and os.path.lexists(meta):  # (not a regular file: refused)
             try:
                 self.info = parse_metadata(_read_metadata(meta), meta)
             except PolybagError as e:
@@ -460,17 +550,25 @@ class Rosbag2Opening:
             return self._listed_files(self.info, directory, meta)
         if single is not None:
             return [FileInfo(single)]
-        if not self.recover:
-            raise FormatError(
-                "no metadata.yaml (an interrupted write?): `polybag recover` rebuilds the bag", directory
-            )
         names = _storage_files(directory)
         if len(names) > MAX_STORAGE_FILES:
             raise FormatError(
                 f"{len(names)} storage files, more than the {MAX_STORAGE_FILES} polybag opens (the limit)", directory
             )
+        unfinished = directory.rstrip(os.sep).endswith(".active") or any(n.endswith(".active") for n in names)
+        if not self.recover and (not names or unfinished):
+            raise FormatError(
+                "no metadata.yaml (an interrupted write?): `polybag recover` rebuilds the bag", directory
+            )
         files = [FileInfo(n) for n in names]
-        self._note(f"{directory}: no metadata.yaml; rebuilt from the storage files")
+        if self.recover:
+            self._note(f"{directory}: no metadata.yaml; rebuilt from the storage files")
+        else:  # rosbag2's own test bags come so: read from the storage files found by content
+            self._warn(
+                f"{directory}: no metadata.yaml; read from its storage file(s) {', '.join(names[:10])}"
+                + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+                + " (`polybag reindex` writes one)"
+            )
         return files
 
     def _listed_files(self, info: BagInfo, directory: str, meta: str) -> list[FileInfo]:
@@ -579,7 +677,14 @@ class Rosbag2Opening:
         self._meta_channel = {}
         for mt in meta_list:  # the channels in metadata.yaml's order
             st_topic = matched.get(id(mt))
-            typ = st_topic.type if st_topic is not None else mt.type
+            typ = topic_type(mt.type, st_topic.type if st_topic is not None else None)
+            if st_topic is not None:
+                where = next(
+                    (st.path for st, tops in zip(self._storages, file_topics) if st_topic in tops), "?"
+                )
+                text = type_disagreement(mt.name, mt.type, st_topic.type, where)
+                if text is not None:
+                    self._warn(text)
             ch = table.channel(
                 mt.name, typ, mt.serialization_format, mt.offered_qos_profiles, mt.type_description_hash
             )

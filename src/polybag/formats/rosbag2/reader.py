@@ -5,7 +5,10 @@ The summary (topics, counts, times) comes from ``metadata.yaml`` without reading
 the channels' definitions come from the storage files' own tables (``message_definitions``,
 MCAP schemas).  A topic whose file carries no definition (bags before ROS 2 Iron) gets a
 ``ros2msg`` schema with the type name and empty data: the CDR codec fills it in from its
-bundled interface definitions.
+bundled interface definitions (and writers write the full definition).  A stored definition
+that does not decode its topic's first message (a placeholder such as ``uint8 level``) gives
+way to the known one when that decodes it, with a warning.  A topic's type is metadata.yaml's
+when the storage's topics table names another (as rosbag2 reads it), with a warning.
 
 Messages of several storage files are merged in log-time order (ties in file order).  With
 ``compression_mode: message`` each payload is zstd-decompressed with the bounded helper
@@ -19,6 +22,7 @@ and the summary is rebuilt from them.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import os
 from collections.abc import Iterator
@@ -32,7 +36,7 @@ from polybag.errors import FormatError, PolybagError, UnsupportedError
 from polybag.formats.rosbag2.metadata import METADATA_FILE, BagInfo, qos_summary
 from polybag.formats.rosbag2.opening import MAX_OPEN_STORAGES, Rosbag2Opening, _storage_files
 from polybag.formats.rosbag2.storage import Decompressed, Storage, renamed
-from polybag.model import Attachment, Channel, Message, Metadata, Summary
+from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.source import MappedSource, Source
 
@@ -68,6 +72,8 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
 
     format = "rosbag2"
     native_profile = "ros2"
+    #: ``polybag info`` lays a bag out as ``ros2 bag info`` does: :mod:`polybag.cli.render`
+    info_style = "rosbag2"
 
     def __init__(self, path: str, *, recover: bool = False, **options: Any) -> None:
         directory = bag_directory(path)
@@ -89,12 +95,55 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         self._shown = [(directory.rstrip(os.sep) + os.sep, shown.rstrip("/") + "/"), (directory, shown)] if shown else []
         try:
             self._open(directory, single, options)
+            self._prefer_decoding_definitions()
         except PolybagError as e:
             self.close()
             raise self._named(e) from None
         except BaseException:
             self.close()
             raise
+
+    def _prefer_decoding_definitions(self) -> None:
+        """A definition stored in the bag that does not decode its topic's messages (a
+        placeholder such as ``uint8 level`` for ``rcl_interfaces/msg/Log``) gives way to
+        the known one (``--types``, then bundled) when that decodes the topic's first message:
+        the channel then carries the known full definition, so decoding and every
+        conversion use it, and a warning says so once per topic."""
+        from polybag.codecs.cdr import decoding_definition, differs_from_known
+
+        replaced: dict[int, Channel] = {}
+        for ch in self._channels.values():
+            s = ch.schema
+            if ch.message_encoding != "cdr" or s is None or not differs_from_known(s.name, s.encoding, s.data):
+                continue
+            try:  # the topic's first message (the iterator is dropped, and its cursor with it)
+                first = next((m for m in self.messages([ch.topic], order="file") if m.channel.id == ch.id), None)
+            except PolybagError:
+                continue
+            if first is None:
+                continue
+            got = decoding_definition(s.name, s.encoding, s.data, first.data)
+            if got is None:
+                continue
+            enc, text, why = got
+            schema = Schema(s.id, s.name, enc, text)
+            replaced[ch.id] = dataclasses.replace(ch, schema=schema)
+            self._schemas[s.id] = schema
+            self._warn(
+                f"{self.path}: topic {ch.topic}: the bag's definition of {s.name} does not decode its messages "
+                f"({why}); polybag's own definition of {s.name} does and is used"
+            )
+        if not replaced:
+            return
+        self._channels.update(replaced)
+        for local in self._local:
+            for lid, c in local.items():
+                if c.id in replaced:
+                    local[lid] = replaced[c.id]
+        for key, c in self._meta_channel.items():
+            if c.id in replaced:
+                self._meta_channel[key] = replaced[c.id]
+        self._summary = None
 
     def _named(self, e: PolybagError) -> PolybagError:
         """``e`` naming what the user gave (``shown_as``) instead of the local layout."""

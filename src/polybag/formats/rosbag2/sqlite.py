@@ -11,13 +11,15 @@ storage file is opened read-only and ``immutable`` (SQLite then ignores any ``-j
 (:mod:`polybag.formats.rosbag2.pages`).  A rollback journal may name a "super-journal" that
 SQLite would delete after rolling back, anywhere on the machine; a write-ahead log is the
 input's to choose too.  So a *hot* journal (non-empty, its first byte not zero) or a live
-write-ahead log (a valid WAL header, the database in WAL mode) beside a database is damage
+write-ahead log (the database in WAL mode, a valid WAL header and a committed transaction in
+valid frames after it: :func:`wal_has_commit`) beside a database is damage
 left by an interrupted writer: a plain read refuses it (:class:`FormatError` naming the
 journal), and a recovering read (``polybag recover``) rolls the journal back itself, page by
 checked page (:func:`roll_back`; the super-journal record is never read), into a private
 copy of the database, or lets SQLite replay the write-ahead log in that copy (a WAL names
-no other file).  An empty journal, a zeroed journal header (``PERSIST`` mode) and an empty
-WAL are not damage.  A ``-journal`` or ``-wal`` that is not a regular file (a symlink, a
+no other file).  An empty journal, a zeroed journal header (``PERSIST`` mode) and a WAL
+with nothing to replay (empty, as any read-only open of a WAL database leaves it beside a
+``-shm``; a header alone; stale frames SQLite ignores) are not damage.  A ``-journal`` or ``-wal`` that is not a regular file (a symlink, a
 device, a FIFO) is refused and never opened or copied; a ``-shm`` is never read.  Topic
 filters and time windows are ``WHERE`` clauses; log-time order is the ``timestamp`` index
 (ties by row id, the order they were written); without that index only the keys (row id,
@@ -97,6 +99,50 @@ def _str(v: Any) -> str:
     if isinstance(v, bytes):
         return _text(v)
     return str(v)
+
+
+#: WAL frames looked at for a committed transaction (a log with more before its first commit
+#: is taken as live, as SQLite would replay it)
+_MAX_WAL_FRAMES = 1 << 16
+
+
+def _wal_checksum(data: bytes, big: bool, s0: int, s1: int) -> tuple[int, int]:
+    """SQLite's WAL checksum of ``data`` (a multiple of 8 bytes) continuing from (s0, s1)."""
+    words = struct.unpack(f"{'>' if big else '<'}{len(data) // 4}I", data)
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def wal_has_commit(f: Any) -> bool:
+    """Whether the write-ahead log open as ``f`` (at its start) holds a committed transaction
+    SQLite would replay: a valid header, then frames whose salts and chained checksums match
+    it up to a commit frame.  An empty log, a header alone, or frames of an earlier log
+    (other salts, a broken chain: what SQLite ignores) are not: the database is whole."""
+    head = f.read(32)
+    if len(head) < 32 or head[:4] not in _WAL_MAGICS:
+        return False
+    big = head[3] == 0x83
+    page_size = struct.unpack(">I", head[8:12])[0]
+    if page_size == 1:
+        page_size = 65536
+    if page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
+        return False
+    s0, s1 = _wal_checksum(head[:24], big, 0, 0)
+    if (s0, s1) != struct.unpack(">II", head[24:32]):
+        return False
+    salts = head[16:24]
+    for _ in range(_MAX_WAL_FRAMES):
+        frame = f.read(24 + page_size)
+        if len(frame) < 24 + page_size or frame[8:16] != salts:
+            return False
+        s0, s1 = _wal_checksum(frame[:8] + frame[24:], big, s0, s1)
+        if (s0, s1) != struct.unpack(">II", frame[16:24]):
+            return False
+        if struct.unpack(">I", frame[4:8])[0] != 0:  # the database size after a commit: a commit frame
+            return True
+    return True
 
 
 def _open_regular(path: str, *, follow: bool = True) -> int:
@@ -299,17 +345,22 @@ class SqliteStorage:
                 continue
             try:
                 with os.fdopen(_open_regular(side, follow=False), "rb") as f:
-                    first = f.read(32)
+                    if suffix == "-journal":
+                        first = f.read(32)
+                        live = bool(first) and first[0] != 0
+                    else:  # (a log SQLite would not use, the database not in WAL mode: ignored)
+                        live = head[18:20] == b"\x02\x02" and wal_has_commit(f)
             except OSError as e:
                 self._refuse(f"cannot read it: {e.strerror or e}", side)
                 continue
+            if not live:
+                # an empty journal or its header zeroed (PERSIST mode): nothing to roll back; an
+                # empty write-ahead log (any read-only open of a WAL database leaves one, with a
+                # -shm), a header alone or stale frames: nothing to replay
+                continue
             if suffix == "-journal":
-                if not first or first[0] == 0:
-                    continue  # empty, or its header zeroed (PERSIST mode): nothing to roll back
                 what = "a hot rollback journal (an interrupted write)"
             else:
-                if len(first) < 32 or first[:4] not in _WAL_MAGICS or head[18:20] != b"\x02\x02":
-                    continue  # empty, or a log SQLite would not use: nothing to replay
                 what = "a write-ahead log with transactions not yet in the database (an interrupted write)"
             if not self.recover:
                 raise FormatError(

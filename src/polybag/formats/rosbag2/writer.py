@@ -211,6 +211,11 @@ class Rosbag2Writer(Writer):
             return got
         qos = qos_to_text(qos_for_version(str(md.get("offered_qos_profiles", "")), self.version))
         type_hash = str(md.get("topic_type_hash", "") or md.get("type_description_hash", ""))
+        schema = self._full_schema(type_name, fmt, schema)
+        if not type_hash and self.version >= 8 and schema is not None and schema.encoding == "ros2msg":
+            from polybag.codecs.ros2 import type_hash_of
+
+            type_hash = type_hash_of(type_name, schema.encoding, schema.data)
         cid = len(self._channels) + 1
         keep = {"offered_qos_profiles": qos} if qos else {}
         if type_hash:
@@ -239,6 +244,18 @@ class Rosbag2Writer(Writer):
         self._by_key[key] = ch
         self._counts[cid] = 0
         return ch
+
+    def _full_schema(self, type_name: str, fmt: str, schema: Schema | None) -> Schema | None:
+        """``schema``, or for a CDR topic whose schema has no text (rosbag2 before Iron) the
+        known type's full definition (:func:`polybag.codecs.ros2.full_definition`)."""
+        if fmt != "cdr" or (schema is not None and (schema.encoding not in ("ros2msg", "") or bytes(schema.data).strip())):
+            return schema
+        from polybag.codecs.ros2 import full_definition
+
+        enc, data = full_definition(type_name, "ros2msg", b"")
+        if not data:
+            return schema
+        return self.add_schema(type_name, enc, data)
 
     def write(self, channel: Channel, data: bytes | memoryview, log_time: int, publish_time: int | None = None, sequence: int = 0) -> None:
         """One message (zstd-compressed first with ``compression_mode='message'``)."""
