@@ -363,6 +363,6 @@ def test_top_level_help_names_every_kind_of_log() -> None:
     for name in ("ROS 1", "ROS 2", "rosbag2", "MCAP", "ULog"):
         assert name in text, name
     assert not MARKUP.search(text)
-    for cmd in ("record", "play"):  # their one-line summaries name ROS 2 too
+    for cmd in ("info", "record", "play"):  # their one-line summaries name ROS 2 too
         line = re.search(rf"\n    {cmd} +(.*?)\n    \w", p.stdout, re.S)
         assert line is not None and "ROS 2" in " ".join(line.group(1).split()), cmd

@@ -212,9 +212,10 @@ def _names_input(value: str) -> bool:
     return False
 
 
-def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
-    """``--format``, ``--compression``, ``--chunk-size`` and ``--force`` of a command that
-    writes a log (the formats and compressions are the registry's)."""
+def add_output_options(p: argparse.ArgumentParser, chunk: bool = True, strict: bool = True) -> None:
+    """``--format``, ``--compression``, ``--chunk-size``, ``--force`` and (``strict``)
+    ``--strict`` of a command that writes a log (the formats and compressions are the
+    registry's)."""
     from polybag.formats import registry
 
     p.add_argument(
@@ -235,30 +236,31 @@ def add_output_options(p: argparse.ArgumentParser, chunk: bool = True) -> None:
         p.add_argument(
             "--chunk-size", type=parse_size, metavar="N", help="chunk size in bytes (K/M/G suffixes)"
         )
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse a damaged input (exit 3, no output); by default what reads before the damage "
-        "is written (a ULog: every intact message), the damage named, exit 1",
-    )
+    if strict:
+        p.add_argument(
+            "--strict",
+            action="store_true",
+            help="refuse a damaged input (exit 3, no output); by default what reads before the damage "
+            "is written (a ULog: every intact message), the damage named, exit 1",
+        )
     add_force(p)
 
 
 def add_log_to_log(
     p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int], input_help: str | None = None,
-    output_help: str | None = None,
+    output_help: str | None = None, strict: bool = True,
 ) -> None:
     """``IN OUT``, the output options and ``--json`` of a command that writes one log from
     another (convert, recover, sort), run by ``run``."""
     p.add_argument("input", metavar="IN", help=input_help)
     p.add_argument("output", metavar="OUT", help=output_help)
-    add_writer_tail(p, run)
+    add_writer_tail(p, run, strict=strict)
 
 
-def add_writer_tail(p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]) -> None:
-    """The output options, ``--json``, ``-q`` and ``--progress``/``--no-progress`` of a
-    command that writes logs, run by ``run``."""
-    add_output_options(p)
+def add_writer_tail(p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int], strict: bool = True) -> None:
+    """The output options (``strict``: with ``--strict``), ``--json``, ``-q`` and
+    ``--progress``/``--no-progress`` of a command that writes logs, run by ``run``."""
+    add_output_options(p, strict=strict)
     add_json(p)
     add_progress_options(p)
     p.set_defaults(func=run)

@@ -36,7 +36,7 @@ from polybag.reader import Reader
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("info", help="summarize a log (format, topics, counts, times, chunks)")
+    p = subparsers.add_parser("info", help="summarize logs: ROS 1 bags, ROS 2 (rosbag2) bags, MCAP, ULog (topics, counts, times, QoS, chunks)", description="Summarize each log as rosbag info and ros2 bag info do: a ROS 1 bag, a ROS 2 bag (rosbag2 directory or .db3), an MCAP file or a PX4 ULog.")
     p.add_argument(
         "files",
         nargs="+",
