@@ -9,28 +9,22 @@
 from __future__ import annotations
 
 import os
-import sys
+from types import ModuleType
 from typing import Any, BinaryIO
-
-# numpy's OpenBLAS starts a thread per core when numpy is imported, and each spins about
-# 2**28 cycles (~0.1 s of CPU, on a core a second thread could have used) waiting for
-# work before it sleeps; polybag never calls BLAS.  A short spin (2**12 cycles) removes
-# that from every process that imports numpy after polybag (a fresh `polybag convert`
-# of a bag: ~0.1 s of its ~1.5 s of CPU); BLAS results are unchanged, and a value the
-# user set wins.  (It only takes effect if numpy is not imported yet.)
-if "numpy" not in sys.modules:
-    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "12")
 
 from polybag._version import __version__
 from polybag.errors import (
     ChecksumError,
     DecodeError,
+    EmptySelectionError,
     FormatError,
+    OutputExistsError,
     PolybagError,
     PolybagWarning,
     TruncatedError,
     UnknownFormatError,
     UnsupportedError,
+    UsageError,
     WriteError,
 )
 from polybag.model import Attachment, Channel, ChunkInfo, Message, Metadata, Schema, Summary
@@ -126,9 +120,11 @@ __all__ = [
     "ChecksumError",
     "ChunkInfo",
     "DecodeError",
+    "EmptySelectionError",
     "FormatError",
     "Message",
     "Metadata",
+    "OutputExistsError",
     "PolybagError",
     "PolybagWarning",
     "Reader",
@@ -137,8 +133,18 @@ __all__ = [
     "TruncatedError",
     "UnknownFormatError",
     "UnsupportedError",
+    "UsageError",
     "WriteError",
     "Writer",
     "__version__",
     "open",
 ]
+
+
+def __dir__() -> list[str]:
+    """What ``dir(polybag)`` lists: the public names (``__all__``), the module's own dunders
+    and polybag's public subpackages loaded so far (``polybag.ops`` once imported), not the
+    helpers the root imports for itself (``os``, ``Any``, ``open_source``...)."""
+    own = globals()
+    subpackages = (n for n, v in own.items() if isinstance(v, ModuleType) and not n.startswith("_") and v.__name__ == f"{__name__}.{n}")
+    return sorted({*__all__, *(n for n in own if n.startswith("__") and n.endswith("__")), *subpackages})

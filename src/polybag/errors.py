@@ -139,5 +139,6 @@ __all__ = [
     "TruncatedError",
     "UnknownFormatError",
     "UnsupportedError",
+    "UsageError",
     "WriteError",
 ]

@@ -462,6 +462,7 @@ class RemoteWriter(Writer):
         self.add_attachment = inner.add_attachment  # type: ignore[method-assign]
         self.add_metadata = inner.add_metadata  # type: ignore[method-assign]
         self.add_format_extras = inner.add_format_extras  # type: ignore[method-assign]
+        self.undefined_types = inner.undefined_types  # type: ignore[method-assign]
 
     def __getattr__(self, name: str) -> Any:
         # a format writer's own members (the ULog writer's add_format, add_subscription...)

@@ -50,6 +50,7 @@ __all__ = [
     "parse_duration",
     "parse_time",
     "time_ns",
+    "warn_if_meant_relative",
 ]
 
 #: the log's start time for relative (``+``) times: the time, or a call that gives it
@@ -264,7 +265,7 @@ class TimeWindow:
         if w.start is not None and w.end is not None and w.end < w.start:
             raise UsageError(f"the end {end!r} is before the start {start!r}")
         for name, given, ns in (("start", start, w.start), ("end", end, w.end)):
-            _warn_if_meant_relative(name, given, ns, base)
+            warn_if_meant_relative(name, given, ns, base)
         return w
 
     @classmethod
@@ -314,7 +315,7 @@ class TimeWindow:
 _RECENT = 10**18
 
 
-def _warn_if_meant_relative(name: str, given: object, ns: int | None, base: Base) -> None:
+def warn_if_meant_relative(name: str, given: object, ns: int | None, base: Base) -> None:
     """A :class:`PolybagWarning` when a number given as an absolute time (``--start 5``: epoch
     seconds) lies decades before a log that starts in this century: ``+5`` was likely meant.
     (A ULog's times count from boot, so there a small number is right and nothing is said.)"""

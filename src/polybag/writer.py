@@ -88,6 +88,14 @@ class Writer:
     def add_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
         raise UnsupportedError(f"{self.format} files cannot hold metadata")
 
+    def undefined_types(self) -> dict[str, str]:
+        """The ROS 2 types written without a definition, each with its first topic: no text
+        in the input (a rosbag2 bag before Iron stores none) and known nowhere (not bundled,
+        not added with ``--types``), so other tools cannot decode them.  Only formats that
+        store definitions (MCAP, rosbag2) have any; a file whose other ROS 2 definitions
+        have text has none (an empty text there is a message without fields)."""
+        return {}
+
     def add_format_extras(self, name: str, metadata: Mapping[str, str]) -> bool:
         """Take a metadata record that carries this format's own data back into the
         format's own records; True when taken.

@@ -329,7 +329,17 @@ def _qos_words(profiles: list[Any]) -> str:
     for p in profiles:
         hist = p.history.name.lower()
         hist = f"keep_last({p.depth})" if hist == "keep_last" else hist
-        out.append(f"{p.reliability.name.lower()} {p.durability.name.lower()} {hist}")
+        words = [p.reliability.name.lower(), p.durability.name.lower(), hist]
+        # deadline, lifespan and liveliness as ros2 bag info shows them: only when set
+        for name, t in (("deadline", p.deadline), ("lifespan", p.lifespan)):
+            if (t.sec, t.nsec) != (0, 0) and t.sec < 2147483647:
+                words.append(f"{name}({t.sec + t.nsec / 1e9:g}s)")
+        if p.liveliness.name.lower() not in ("system_default", "automatic"):
+            words.append(p.liveliness.name.lower())
+        lease = p.liveliness_lease_duration
+        if (lease.sec, lease.nsec) != (0, 0) and lease.sec < 2147483647:
+            words.append(f"liveliness_lease({lease.sec + lease.nsec / 1e9:g}s)")
+        out.append(" ".join(words))
     return "; ".join(out)
 
 

@@ -106,6 +106,7 @@ def _add_types(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _short_blas_spin()  # (before the commands' modules import numpy)
     from polybag.cli._ops import old_format_flag, unswallow
 
     words = [*(sys.argv[1:] if argv is None else argv)]  # (`list` here is the list command's module)
@@ -131,6 +132,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             compression.set_max_chunk_bytes(previous)
+
+
+def _short_blas_spin() -> None:
+    """``OPENBLAS_THREAD_TIMEOUT=12`` for this process, unless the user set a value or numpy
+    is already imported (OpenBLAS reads it once, when numpy loads it).
+
+    numpy's OpenBLAS starts a thread per core when numpy is imported, and each spins about
+    2**28 cycles (~0.1 s of CPU, on a core a second thread could have used) waiting for work
+    before it sleeps; polybag never calls BLAS.  A short spin (2**12 cycles) removes that
+    from a fresh command (``polybag convert`` of a bag: ~0.1 s of its ~1.5 s of CPU; bench
+    README, issue 13); BLAS results are unchanged.  The command's worker processes
+    (``--jobs``) inherit it.  The command sets it, not ``import polybag``: a library sets
+    no environment variable in its user's process (issue 29)."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "12")
 
 
 def _show_polybag_warnings(command: str) -> None:

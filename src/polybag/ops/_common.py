@@ -638,6 +638,21 @@ class ChannelMap:
         return out
 
 
+def report_undefined(writer: Writer, result: OpResult, seen: set[str] | None = None) -> None:
+    """A warning per ROS 2 type the closed ``writer`` wrote without a definition
+    (:meth:`Writer.undefined_types`: other tools cannot decode it); ``seen``: the
+    types already named (the parts of a split), updated."""
+    for type_name, topic in sorted(writer.undefined_types().items()):
+        if seen is not None:
+            if type_name in seen:
+                continue
+            seen.add(type_name)
+        result.warn(
+            f"{type_name} on {topic} is written without a definition (polybag has none: add it "
+            "with --types DIR); other tools cannot decode it"
+        )
+
+
 def report_dropped(result: OpResult, dropped: Mapping[str, int], fmt: str) -> None:
     """One warning that names every topic whose messages were not written (and how many),
     so the reason lines above it need no ``--json`` to be matched with their topics."""

@@ -25,6 +25,7 @@ from polybag.ops._common import (
     make_writer,
     profile_for,
     report_dropped,
+    report_undefined,
     target_format,
     until_damage,
 )
@@ -115,6 +116,7 @@ class CopyJob:
             raise
         if isinstance(self.cmap, RosBridgeMap):
             self.cmap.report()
+        report_undefined(self.writer, self.result)
         report_dropped(self.result, self.result.dropped_topics, self.fmt)
 
     @property

@@ -72,6 +72,7 @@ from polybag.ops._common import (
     profile_for,
     replace_refusal,
     report_dropped,
+    report_undefined,
     summary_count,
     target_format,
     tolerant_options,
@@ -79,7 +80,7 @@ from polybag.ops._common import (
 from polybag.ops._copy import intact, report_recovered
 from polybag.ops.convert import ulog_metadata_to
 from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
-from polybag.timefmt import duration_ns, time_ns
+from polybag.timefmt import duration_ns, time_ns, warn_if_meant_relative
 from polybag.writer import Writer, refuse_replacing
 
 # Upper bounds of the bytes a writer adds around the payloads (bag, MCAP and ULog writers):
@@ -459,6 +460,8 @@ def _boundaries(
             raise UsageError(f"split duration {duration!r} must be positive")
     if at is not None:
         points = sorted(time_ns(t, start) for t in at)
+        for t in at:  # "--at 5" on a log of this century: "+5" was likely meant
+            warn_if_meant_relative("at", t, time_ns(t, start), start)
     return dur, points
 
 
@@ -495,6 +498,7 @@ class _Parts:
     cache: dict[int, Any] = field(default_factory=dict)
     budget: SizeBudget = field(init=False)
     finished: list[str] = field(default_factory=list)  # the parts closed (renamed into place) so far
+    undefined: set[str] = field(default_factory=set)  # the types named as written without a definition
     max_parts: int = 1 << 62
 
     def __post_init__(self) -> None:
@@ -554,6 +558,7 @@ class _Parts:
         """Close the current part, if one is open."""
         if self.writer is not None:
             self.writer.close()
+            report_undefined(self.writer, self.result, self.undefined)
             self.writer = None
             if self.cmap is not None:
                 self.cmap.report()

@@ -39,10 +39,19 @@ from typing import Any
 from polybag.errors import OutputExistsError, UsageError, WriteError
 from polybag.record.files import NameRegistry
 from polybag.record.live import LiveSource, Member
-from polybag.record.options import MAX_PATH, MAX_TOPICS, RecordOptions, check_text, stamp
+from polybag.record.options import (
+    MAX_PATH,
+    MAX_SECONDS,
+    MAX_TOPICS,
+    RecordOptions,
+    check_number,
+    check_text,
+    stamp,
+)
 from polybag.record.recorder import Recorder, remove_unwritten
+from polybag.timefmt import parse_duration
 
-# key -> (RecordOptions field, kind); kinds: bool, int, float, str, topics, duration, size
+# key -> (RecordOptions field, kind); kinds: bool, int, float, seconds, str, topics, duration, size
 _KEYS: dict[str, tuple[str, str]] = {
     "topics": ("topics", "topics"),
     "topic": ("topics", "topics"),
@@ -69,7 +78,7 @@ _KEYS: dict[str, tuple[str, str]] = {
     "udp": ("udp", "bool"),
     "repeat_latched": ("repeat_latched", "bool"),
     "snapshot": ("snapshot", "bool"),
-    "snapshot_window": ("snapshot_window", "float"),
+    "snapshot_window": ("snapshot_window", "seconds"),
     "namespace": ("namespace", "str"),
     "format": ("format", "str"),
     "directory": ("directory", "str"),
@@ -110,6 +119,15 @@ def _value(where: str, key: str, kind: str, value: Any) -> Any:
             return float(value)
         except OverflowError:
             raise bad("a number of sane size") from None
+    if kind == "seconds":  # a number of seconds, or a text as --snapshot-window takes ("1.5m", "500ms")
+        if isinstance(value, str):
+            check_text(f"{where}: {key}", value, limit=100)
+            try:
+                value = parse_duration(value) / 1e9
+            except UsageError as e:
+                raise UsageError(f"{where}: {key}: {e}") from None
+        seconds = _value(where, key, "float", value)
+        return check_number(f"{where}: {key}", seconds, high=MAX_SECONDS, positive=True)
     if kind == "str":
         if not isinstance(value, str) or not value:
             raise bad("a non-empty string")

@@ -1,7 +1,7 @@
 """The MCAP writer's and reader's CRC-32 (``polybag.compression.crc32``: ISA-L's when
 ``isal`` is installed) gives zlib's values, so the files are byte for byte the ones zlib's
-CRC wrote, and the `mcap` library validates every CRC in them.  Also: a fresh process that
-imports polybag before numpy gets OpenBLAS's short spin (``polybag/__init__.py``)."""
+CRC wrote, and the `mcap` library validates every CRC in them.  Also: a fresh ``polybag``
+command (a bag -> MCAP convert) gets OpenBLAS's short spin (``polybag/cli/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zlib
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from mcap.reader import make_reader
 
 import polybag
+from bag_helpers import write_sample
 from polybag import compression
 from polybag.errors import ChecksumError
 from polybag.formats.mcap import writer_chunks
@@ -98,20 +100,42 @@ def test_reader_chunk_crc_still_checked() -> None:
     assert len(list(polybag.open(bytes(data), validate_crcs=False).messages())) == 50
 
 
-def _blas_timeout(env: dict[str, str], code: str) -> str:
+#: a fresh process running one ``polybag`` command in-process; it prints the command's exit
+#: status and OPENBLAS_THREAD_TIMEOUT as it was when numpy was first imported (OpenBLAS reads
+#: it then, once), or "unimported"
+_COMMAND = """
+import os, sys
+seen = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" and not seen:
+            seen.append(str(os.environ.get("OPENBLAS_THREAD_TIMEOUT")))
+        return None
+sys.meta_path.insert(0, Watch())
+from polybag.cli import main
+rc = main(sys.argv[1:])
+print(rc, seen[0] if seen else "unimported")
+"""
+
+
+def _blas_timeout(env: dict[str, str], args: list[str]) -> str:
     full = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
     full.update(env)
-    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+    out = subprocess.run([sys.executable, "-c", _COMMAND, *args], env=full, capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
 
 
-def test_openblas_spin_is_short_when_polybag_comes_first() -> None:
-    """A process that imports polybag before numpy (a fresh convert) gets OpenBLAS's short
-    spin; a value the user set wins; numpy imported first is left alone."""
-    show = "import os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
-    assert _blas_timeout({}, f"import polybag, numpy; {show}") == "12"
-    assert _blas_timeout({"OPENBLAS_THREAD_TIMEOUT": "25"}, f"import polybag; {show}") == "25"
-    assert _blas_timeout({}, f"import numpy, polybag; {show}") == "None"
+def test_openblas_spin_is_short_in_a_fresh_command(tmp_path: Path) -> None:
+    """A fresh ``polybag convert`` of a bag loads numpy's OpenBLAS with the short spin; a value
+    the user set wins; a library import (``import polybag, numpy``) is left alone
+    (``tests/test_package_root.py``: importing polybag sets no environment variable)."""
+    bag = tmp_path / "in.bag"
+    write_sample(bag, n=30)
+    first = ["convert", str(bag), str(tmp_path / "a.mcap"), "-q"]
+    assert _blas_timeout({}, first) == "0 12"
+    again = ["convert", str(bag), str(tmp_path / "b.mcap"), "-q"]
+    assert _blas_timeout({"OPENBLAS_THREAD_TIMEOUT": "25"}, again) == "0 25"
+    assert polybag.open(str(tmp_path / "a.mcap")).summary.message_count == 30
 
 
 class _StalledFuture(Future):  # type: ignore[type-arg]

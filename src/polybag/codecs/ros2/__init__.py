@@ -201,6 +201,18 @@ def full_definition(name: str, encoding: str, data: bytes | memoryview) -> tuple
         return encoding, bytes(data)
 
 
+def undefined_type(name: str, encoding: str, data: bytes | memoryview) -> bool:
+    """True when a CDR type's schema (``encoding``, ``data``) has no text and ``name`` is
+    known nowhere (not bundled, not added with ``--types``): it is written without a
+    definition, which other tools cannot decode with."""
+    if encoding not in ("ros2msg", "") or bytes(data).strip() or not name:
+        return False
+    try:
+        return known_types().lookup(name) is None
+    except MsgDefError:
+        return True
+
+
 def type_hash_of(name: str, encoding: str, data: bytes | memoryview) -> str:
     """The REP 2011 ``RIHS01_...`` hash of type ``name`` as its ``ros2msg``/``ros2idl``
     definition ``data`` describes it (empty: the known type's), or ``""`` when the

@@ -100,6 +100,9 @@ class McapWriter(ChunkOutputMixin, Writer):
         self._schemas: dict[int, Schema] = {}
         self._schema_records: list[R.SchemaRecord] = []
         self._schema_keys: dict[tuple[str, str, bytes], Schema] = {}
+        self._undefined: dict[str, str] = {}  # see undefined_types
+        self._undefined_schemas: set[int] = set()
+        self._ros2_texts = False  # a ROS 2 definition with text was given: the input stores them
         self._channels: dict[int, Channel] = {}
         self._channel_records: list[R.ChannelRecord] = []
         self._next_schema_id = 1
@@ -139,6 +142,8 @@ class McapWriter(ChunkOutputMixin, Writer):
     def add_schema(self, name: str, encoding: str, data: bytes | str, *, id: int | None = None) -> Schema:  # noqa: A002
         check_open(self.closed)
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        if encoding in ("ros2msg", "ros2idl") and raw.strip():
+            self._ros2_texts = True
         if encoding == "ros2msg" and id is None and not raw.strip():
             # no text (rosbag2 before Iron): the full definition polybag decodes the type with
             from polybag.codecs.ros2 import full_definition
@@ -161,8 +166,16 @@ class McapWriter(ChunkOutputMixin, Writer):
         schema = Schema(id, name, encoding, raw)
         self._schemas[id] = schema
         self._schema_keys.setdefault(key, schema)
+        if encoding == "ros2msg" and not raw.strip():
+            from polybag.codecs.ros2 import undefined_type
+
+            if undefined_type(name, encoding, raw):
+                self._undefined_schemas.add(id)
         self._define(R.SchemaRecord(id, name, encoding, raw))
         return schema
+
+    def undefined_types(self) -> dict[str, str]:
+        return {} if self._ros2_texts else dict(self._undefined)
 
     def add_channel(
         self,
@@ -196,6 +209,8 @@ class McapWriter(ChunkOutputMixin, Writer):
         meta = {str(k): str(v) for k, v in (metadata or {}).items()}
         ch = Channel(id, topic, message_encoding, model_schema, meta)
         self._channels[id] = ch
+        if sid in self._undefined_schemas and model_schema is not None:
+            self._undefined.setdefault(model_schema.name, topic)
         self._define(R.ChannelRecord(id, sid, topic, message_encoding, meta))
         return ch
 

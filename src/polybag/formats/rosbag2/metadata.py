@@ -239,8 +239,32 @@ def qos_summary(text: str) -> str:
         words = [str(p.get(k, "?")) for k in ("reliability", "durability")]
         history = str(p.get("history", "?"))
         words.append(f"{history}({p.get('depth', '?')})" if history == "keep_last" else history)
+        # as ros2 bag info shows them: deadline, lifespan and liveliness only when set
+        for key in ("deadline", "lifespan"):
+            d = _qos_duration(p.get(key))
+            if d:
+                words.append(f"{key}({d})")
+        live = str(p.get("liveliness", ""))
+        if live not in ("", "system_default", "automatic"):
+            words.append(live)
+        lease = _qos_duration(p.get("liveliness_lease_duration"))
+        if lease:
+            words.append(f"liveliness_lease({lease})")
         out.append(" ".join(words))
     return "; ".join(out)
+
+
+def _qos_duration(value: Any) -> str:
+    """A QoS duration (``{sec: 10, nsec: 0}``) as ``10s``; ``""`` for the default (0) and
+    infinite ones (rmw's 2147483647 s and its int64 nanoseconds), and for anything else."""
+    if not isinstance(value, dict):
+        return ""
+    sec, nsec = value.get("sec", 0), value.get("nsec", 0)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (sec, nsec)):
+        return ""
+    if (sec, nsec) == (0, 0) or sec >= 2147483647 or nsec >= 1_000_000_000:
+        return ""
+    return f"{sec}.{nsec:09d}".rstrip("0").rstrip(".") + "s"
 
 
 def _same_type(a: str, b: str) -> bool:

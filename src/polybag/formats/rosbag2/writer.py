@@ -150,6 +150,8 @@ class Rosbag2Writer(Writer):
         self._mcap_channels: dict[int, Any] = {}
         self._mcap_schemas: dict[tuple[str, str, bytes], Any] = {}
         self._defined: set[str] = set()
+        self._undefined: dict[str, str] = {}  # see undefined_types
+        self._ros2_texts = False  # a ROS 2 definition with text was given: the input stores them
         self._counts: dict[int, int] = {}
         self._start = _I64
         self._end = -1
@@ -211,7 +213,15 @@ class Rosbag2Writer(Writer):
             return got
         qos = qos_to_text(qos_for_version(str(md.get("offered_qos_profiles", "")), self.version))
         type_hash = str(md.get("topic_type_hash", "") or md.get("type_description_hash", ""))
+        if schema is not None and schema.encoding in _DEFINITION_ENCODINGS and bytes(schema.data).strip():
+            self._ros2_texts = True
         schema = self._full_schema(type_name, fmt, schema)
+        if fmt == "cdr" and type_name not in self._undefined:
+            from polybag.codecs.ros2 import undefined_type
+
+            enc, given = (schema.encoding, schema.data) if schema is not None else ("ros2msg", b"")
+            if undefined_type(type_name, enc, given):
+                self._undefined[type_name] = topic
         if not type_hash and self.version >= 8 and schema is not None and schema.encoding == "ros2msg":
             from polybag.codecs.ros2 import type_hash_of
 
@@ -244,6 +254,9 @@ class Rosbag2Writer(Writer):
         self._by_key[key] = ch
         self._counts[cid] = 0
         return ch
+
+    def undefined_types(self) -> dict[str, str]:
+        return {} if self._ros2_texts else dict(self._undefined)
 
     def _full_schema(self, type_name: str, fmt: str, schema: Schema | None) -> Schema | None:
         """``schema``, or for a CDR topic whose schema has no text (rosbag2 before Iron) the
