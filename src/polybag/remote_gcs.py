@@ -84,25 +84,6 @@ def headers(url: str, storage_options: dict[str, Any] | None = None) -> dict[str
     return out
 
 
-def gcs_transport(url: str, storage_options: dict[str, Any] | None) -> Any:
-    """An :class:`~polybag.remote_http.HttpRanges` reading ``gs://`` ``url`` through the XML
-    API, or None when gcsfs is installed (then fsspec and gcsfs read it)."""
-    if have_gcsfs():
-        return None
-    unknown = set(storage_options or {}) - OPTIONS
-    if unknown:
-        raise UsageError(
-            f"{url}: storage option(s) {', '.join(sorted(unknown))} need gcsfs (pip install gcsfs); "
-            f"without it gs:// takes {', '.join(sorted(OPTIONS))}"
-        )
-    from polybag.remote_http import HttpRanges, limits
-
-    timeout, deadline, _rest = limits(url, storage_options)
-    return HttpRanges(
-        url, headers(url, storage_options), target=http_url(url, storage_options), timeout=timeout, deadline=deadline
-    )
-
-
 def no_listing(url: str) -> UsageError:
     """The error of a glob ``gs://`` URL without gcsfs."""
     return UsageError(

@@ -695,14 +695,31 @@ def _header(resp: http.client.HTTPResponse, name: str) -> str | None:
     return ", ".join(str(v).strip() for v in values)
 
 
+def gcs_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRanges | None:
+    """An :class:`HttpRanges` reading ``gs://`` ``url`` through the XML
+    API, or None when gcsfs is installed (then fsspec and gcsfs read it)."""
+    from polybag.remote_gcs import OPTIONS, have_gcsfs, headers, http_url
+
+    if have_gcsfs():
+        return None
+    unknown = set(storage_options or {}) - OPTIONS
+    if unknown:
+        raise UsageError(
+            f"{url}: storage option(s) {', '.join(sorted(unknown))} need gcsfs (pip install gcsfs); "
+            f"without it gs:// takes {', '.join(sorted(OPTIONS))}"
+        )
+    timeout, deadline, _rest = limits(url, storage_options)
+    return HttpRanges(
+        url, headers(url, storage_options), target=http_url(url, storage_options), timeout=timeout, deadline=deadline
+    )
+
+
 def http_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRanges | None:
     """An :class:`HttpRanges` for a plain ``http(s)://`` URL whose storage options it can
     honour (none, or only ``headers``, ``timeout``, ``deadline``), or for a ``gs://`` URL when
     gcsfs is not installed (:mod:`polybag.remote_gcs`); None to go through fsspec."""
     if url.lower().startswith(("gs://", "gcs://")):
-        from polybag.remote_gcs import gcs_transport
-
-        return gcs_transport(url, storage_options)  # type: ignore[no-any-return]
+        return gcs_transport(url, storage_options)
     if not url.lower().startswith(("http://", "https://")):
         return None
     timeout, deadline, opts = limits(url, storage_options)

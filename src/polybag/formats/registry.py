@@ -278,9 +278,9 @@ register(
 
 
 def _probe_rosbag2(path: str) -> bool:
-    from polybag.formats.rosbag2 import looks_like_rosbag2
-
-    return looks_like_rosbag2(path)
+    # named as a string, like the openers: the registry imports no format
+    probe: Callable[[str], bool] = _load("polybag.formats.rosbag2:looks_like_rosbag2")
+    return probe(path)
 
 
 register(

@@ -13,18 +13,7 @@ from __future__ import annotations
 
 import time
 
-from polybag.errors import FormatError, PolybagError
-
-
-class RosGraphError(PolybagError):
-    """The ROS graph failed us: the master is unreachable or answered an error, a peer refused."""
-
-
-class TcprosError(RosGraphError, FormatError):
-    """The bytes of one TCPROS connection are malformed (bad header, lying length, early EOF).
-
-    ``path`` names the peer (``host:port`` or the topic), ``offset`` the byte position in the stream.
-    """
+from polybag.net.ros1.errors import RosGraphError, TcprosError
 
 
 def now_ns() -> int:

@@ -10,7 +10,7 @@ import os
 import socket
 import threading
 
-from polybag.net.ros1 import RosGraphError
+from polybag.net.ros1.errors import RosGraphError
 
 log = logging.getLogger("polybag.net.ros1")
 

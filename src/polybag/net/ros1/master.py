@@ -9,7 +9,7 @@ import xmlrpc.client
 import zlib
 from typing import Any
 
-from polybag.net.ros1 import RosGraphError
+from polybag.net.ros1.errors import RosGraphError
 
 DEFAULT_MASTER_URI = "http://localhost:11311"
 #: Seconds an XML-RPC call (to the master or a peer) may take.

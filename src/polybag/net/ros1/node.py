@@ -29,7 +29,6 @@ from typing import Any
 
 from polybag._closing import Closing
 from polybag._text import peer_text
-from polybag.net.ros1 import RosGraphError
 from polybag.net.ros1._common import (
     FLUSH_TIMEOUT,
     HANDSHAKE_TIMEOUT,
@@ -42,6 +41,7 @@ from polybag.net.ros1._common import (
     _shutdown_socket,
     log,
 )
+from polybag.net.ros1.errors import RosGraphError
 from polybag.net.ros1.master import DEFAULT_TIMEOUT, MasterClient
 from polybag.net.ros1.publisher import Publisher, _close_pub_topics, _IncomingSubscriber, _PubTopic
 from polybag.net.ros1.slave import _Quiet, _SlaveApi, _ThreadingSlaveServer

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from polybag._text import peer_text
 from polybag.errors import PolybagError
-from polybag.net.ros1 import RosGraphError
 from polybag.net.ros1._common import (
     _SEND_BATCH,
     FLUSH_TIMEOUT,
@@ -32,6 +31,7 @@ from polybag.net.ros1._common import (
     _shutdown_socket,
     log,
 )
+from polybag.net.ros1.errors import RosGraphError
 from polybag.net.ros1.tcpros import encode_header, frame, read_header, text
 
 if TYPE_CHECKING:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from polybag._closing import Closing
 from polybag._text import peer_text
 from polybag.errors import PolybagError
-from polybag.net.ros1 import RosGraphError, TcprosError
 from polybag.net.ros1._common import (
     _POLL,
     HANDSHAKE_TIMEOUT,
@@ -29,6 +28,7 @@ from polybag.net.ros1._common import (
     _shutdown_socket,
     log,
 )
+from polybag.net.ros1.errors import RosGraphError, TcprosError
 from polybag.net.ros1.master import DEFAULT_TIMEOUT, _brief, xmlrpc_call
 from polybag.net.ros1.tcpros import BufferedSocket, encode_header, read_header, read_message, text
 

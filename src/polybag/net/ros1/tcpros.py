@@ -12,7 +12,7 @@ import socket
 import struct
 from collections.abc import Callable, Mapping
 
-from polybag.net.ros1 import TcprosError
+from polybag.net.ros1.errors import TcprosError
 
 #: Largest connection header accepted (message definitions of big types are ~100 KiB).
 DEFAULT_MAX_HEADER = 16 * 1024 * 1024
