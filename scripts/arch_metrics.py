@@ -118,7 +118,8 @@ class Import:
     source: str = ""  # X as written, resolved (`from X import ...`)
 
 
-def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
+def resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
+    """The absolute module a ``from`` import names (``level`` dots before ``name``) in ``module``."""
     if level == 0:
         return name or ""
     base = module.split(".")
@@ -168,7 +169,7 @@ def imports_of(tree: Tree, module: str) -> list[Import]:
                 if target:
                     out.append(Import(module, node.lineno, target, kind, source=alias.name))
         elif isinstance(node, ast.ImportFrom):
-            base = _resolve(module, is_package, node.level, node.module)
+            base = resolve_relative(module, is_package, node.level, node.module)
             if not inside(base):
                 continue
             for alias in node.names:
@@ -476,7 +477,7 @@ def _bindings(tree: Tree, module: str) -> dict[str, str]:
     is_package = tree.is_package(module)
     for node, _kind in _walk_with_kind(tree.trees[module]):
         if isinstance(node, ast.ImportFrom):
-            base = _resolve(module, is_package, node.level, node.module)
+            base = resolve_relative(module, is_package, node.level, node.module)
             for alias in node.names:
                 out[alias.asname or alias.name] = f"{base}.{alias.name}"
         elif isinstance(node, ast.Import):

@@ -28,6 +28,13 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 PKG = SRC / "polybag"
 SCRIPTS = SRC.parent / "scripts"
 
+# the import graph of scripts/arch_metrics.py (issue 29's measurements), shared with this test
+sys.path.insert(0, str(SCRIPTS))
+try:
+    import arch_metrics
+finally:
+    sys.path.remove(str(SCRIPTS))
+
 
 @dataclass(frozen=True)
 class Import:
@@ -53,17 +60,6 @@ def _is_module(name: str) -> bool:
     return (SRC / rel).with_suffix(".py").is_file() or (SRC / rel / "__init__.py").is_file()
 
 
-def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
-    if level == 0:
-        return name or ""
-    base = module.split(".")
-    if not is_package:
-        base.pop()
-    if level > 1:
-        base = base[: len(base) - (level - 1)]
-    return ".".join(base + ([name] if name else []))
-
-
 def _imports_of(path: Path) -> Iterator[Import]:
     module = _module_name(path)
     rel = str(path.relative_to(SRC.parent))
@@ -74,7 +70,7 @@ def _imports_of(path: Path) -> Iterator[Import]:
             for alias in node.names:
                 yield Import(module, rel, node.lineno, alias.name)
         elif isinstance(node, ast.ImportFrom):
-            base = _resolve(module, is_package, node.level, node.module)
+            base = arch_metrics.resolve_relative(module, is_package, node.level, node.module)
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 # `from polybag import model` imports a module; `from polybag import open` the root
@@ -266,11 +262,6 @@ def _circles() -> list[frozenset[str]]:
     """The strongly connected components of the import graph of ``src/polybag``, counting
     module-level imports, those inside functions and under ``TYPE_CHECKING`` (each a set of
     modules), as ``scripts/arch_metrics.py`` counts them for issue 29."""
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        import arch_metrics
-    finally:
-        sys.path.remove(str(SCRIPTS))
     tree = arch_metrics.Tree.load(PKG)
     graph = arch_metrics.graph(arch_metrics.all_imports(tree), {"module", "lazy", "type_checking"})
     return [frozenset(c) for c in arch_metrics.components(graph)]
