@@ -212,7 +212,7 @@ def _fsync(path: str) -> None:
 
 def route_limit(src: str, dst: str, compression: str) -> None:
     """Read the file, compress the bytes in 1 MB pieces the way the writer would, write, fsync."""
-    from polybag.compression import compress
+    from polybag.io.compression import compress
 
     block = 1 << 20
     with open(src, "rb", buffering=0) as fi, open(dst, "wb") as fo:

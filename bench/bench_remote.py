@@ -11,7 +11,7 @@ requests (the tests' server) and from moto's S3 server through s3fs.  For each: 
 wall time, bytes fetched, requests, and the time ratio to the local read ("local": the file
 in the page cache; "disk": its pages dropped first with posix_fadvise, so read from disk;
 the HTTP server reads from the page cache); ``gs``: the same server as a GCS endpoint,
-read through the XML API without gcsfs (``polybag.remote_gcs``).
+read through the XML API without gcsfs (``polybag.io.gcs``).
 
 Part 3 (issue 17's writes): ``ops.convert`` of the big bag to MCAP to the local disk and to
 ``s3://`` on moto (a local file uploaded with ``put_file``): wall times and the upload's share.

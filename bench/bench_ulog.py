@@ -317,7 +317,7 @@ with polybag.open(path) as r:
     # the imports alone (what polybag.open of a .ulg imports: numpy, the registry, the
     # ULog reader and its codec), the fixed cost each side pays before any work
     ("polybag", "import"): (
-        "import polybag, polybag.compression, polybag.formats.registry, polybag.formats.ulog.reader",
+        "import polybag, polybag.io.compression, polybag.formats.registry, polybag.formats.ulog.reader",
         "rows = 0",
     ),
     ("pyulog", "import"): ("from pyulog import ULog", "rows = 0"),

@@ -1,4 +1,4 @@
-"""Target ``http``: polybag's HTTP client (:mod:`polybag.remote_http` under :mod:`polybag.remote`)
+"""Target ``http``: polybag's HTTP client (:mod:`polybag.io.http` under :mod:`polybag.io.remote`)
 against a hostile server on 127.0.0.1.
 
 Each case serves a small real log (MCAP, bag or ULog) from two local servers (the URL's
@@ -316,7 +316,7 @@ class HttpTarget(Target):
     )
 
     def setup(self) -> None:
-        import polybag.remote_http as rh
+        import polybag.io.http as rh
 
         self.logs = _logs()
         self.expected: dict[bytes, list[tuple[str, int, bytes]] | None] = {}

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from polybag.errors import PolybagError, UsageError
-from polybag.timefmt import (
+from polybag.selection import (
     MAX_NS,
     TimeWindow,
     duration_ns,

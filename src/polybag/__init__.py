@@ -27,9 +27,9 @@ from polybag.errors import (
     UsageError,
     WriteError,
 )
+from polybag.io.source import MappedSource, Source, open_source
 from polybag.model import Attachment, Channel, ChunkInfo, Message, Metadata, Schema, Summary
 from polybag.reader import Reader
-from polybag.source import MappedSource, Source, open_source
 from polybag.writer import Writer
 
 
@@ -41,7 +41,7 @@ def open(  # noqa: A001 - the public name the issue asks for
     """Open a log for reading; the format comes from its magic bytes (or ``format=``).
 
     ``target`` is a path, a URL (any fsspec URL: ``s3://``, ``gs://``, ``http(s)://``,
-    ``file://``; read by range requests, see :mod:`polybag.remote`; pass
+    ``file://``; read by range requests, see :mod:`polybag.io.remote`; pass
     ``storage_options={...}`` for fsspec), a bytes-like buffer, or a binary stream (seekable files are
     mapped; pipes such as ``sys.stdin.buffer`` are read forward only).  A path may also be a
     directory (or a file inside one) of a format registered with a path probe
@@ -50,22 +50,22 @@ def open(  # noqa: A001 - the public name the issue asks for
 
     Every reader takes ``max_chunk_bytes``: what any single chunk may decompress to (bytes,
     or a size such as ``"1G"``; default 512 MiB, or the process-wide value of
-    :func:`polybag.compression.set_max_chunk_bytes`).  A chunk over it is a
+    :func:`polybag.io.compression.set_max_chunk_bytes`).  A chunk over it is a
     :class:`FormatError` naming the file, the offset and the option, never an allocation.
     """
-    from polybag.compression import max_chunk_bytes
     from polybag.formats import registry
+    from polybag.io.compression import max_chunk_bytes
 
     if options.get("max_chunk_bytes") is not None:
         options["max_chunk_bytes"] = max_chunk_bytes(options["max_chunk_bytes"])  # UsageError if not a size
     storage_options = options.pop("storage_options", None)
     if isinstance(target, str) and "://" in target:
-        from polybag.remote import file_url_path, is_url, open_url
+        from polybag.io.remote import file_url_path, is_url, open_url
 
         if is_url(target):
             local = file_url_path(target)
             if local is None:
-                from polybag.remote_dirs import is_bag_directory_url, open_remote_rosbag2
+                from polybag.io.dirs import is_bag_directory_url, open_remote_rosbag2
 
                 if is_bag_directory_url(target) and format in (None, "rosbag2"):
                     return open_remote_rosbag2(target, storage_options, options)  # a rosbag2 directory

@@ -36,12 +36,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from polybag._closing import Closing
 from polybag.codecs import codec_for
 from polybag.errors import UsageError
+from polybag.io.source import MappedSource, Source
 from polybag.model import Attachment, Channel, Message, Metadata, Summary
-from polybag.source import MappedSource, Source
-from polybag.timefmt import TimeWindow
+from polybag.selection import TimeWindow
+from polybag.util.closing import Closing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -97,7 +97,7 @@ class Reader(Closing, ABC):
 
         ``start``/``end`` are integer ns, or texts as the CLI reads times (``"+5"`` 5 s
         after this log's start, ``"1700000000.5"`` epoch seconds, ``"2026-11-28T10:00:00Z"``;
-        :mod:`polybag.timefmt`).
+        :mod:`polybag.selection`).
 
         The part every format shares is done here, once: ``order`` is checked and the
         window normalised (:func:`time_bounds`); the format's :meth:`_messages` does the rest.
@@ -210,13 +210,13 @@ class Reader(Closing, ABC):
     @property
     def fetch_stats(self) -> dict[str, Any] | None:
         """What reading a remote log has cost so far (requests, bytes fetched, size, URL; see
-        :class:`polybag.remote.RemoteSource`); None for a local file or a stream."""
+        :class:`polybag.io.remote.RemoteSource`); None for a local file or a stream."""
         source = getattr(self, "source", None)  # (a reader made without Reader.__init__ has none)
         return None if source is None else source.stats
 
     def release_pages(self) -> None:
         """Drop the mapped file's pages from this process's resident set (see
-        :meth:`polybag.source.MappedSource.release_pages`); nothing for a stream.  Long
+        :meth:`polybag.io.source.MappedSource.release_pages`); nothing for a stream.  Long
         passes call it now and then so that their memory stays bounded."""
         if isinstance(self.source, MappedSource):
             self.source.release_pages()

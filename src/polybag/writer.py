@@ -43,7 +43,7 @@ class Writer:
     removes ``NAME.active``.  A failed write (a full disk) raises an ``OSError`` naming ``NAME``.
 
     A URL (``s3://bucket/run.mcap``; ``storage_options=`` for fsspec) is written to a local
-    temporary file and uploaded by ``close`` (:mod:`polybag.remote_write`).
+    temporary file and uploaded by ``close`` (:mod:`polybag.io.upload`).
     """
 
     format: str = ""
@@ -58,10 +58,10 @@ class Writer:
     def __new__(cls, path: Any = None, *args: Any, format: str | None = None, **kwargs: Any) -> Writer:
         if cls is Writer:
             if isinstance(path, str) and "://" in path:
-                from polybag.remote import is_url
+                from polybag.io.remote import is_url
 
                 if is_url(path):  # written locally, then uploaded (file://: the local path)
-                    from polybag.remote_write import RemoteWriter
+                    from polybag.io.upload import RemoteWriter
 
                     return RemoteWriter.__new__(RemoteWriter)
             from polybag.formats import registry

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import polybag
-import polybag.compression
+import polybag.io.compression
 from paths import CORPORA
 from polybag.cli import main
 from polybag.errors import PolybagError, UsageError, WriteError
@@ -232,13 +232,13 @@ def _many_chunks(path: Path) -> None:
 
 def _count_decompress(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = polybag.compression.decompress
+    real = polybag.io.compression.decompress
 
     def counting(name: str, data: Any, size: int, *args: Any, **kw: Any) -> bytes:
         calls.append(int(kw.get("offset") or 0))
         return real(name, data, size, *args, **kw)
 
-    monkeypatch.setattr(polybag.compression, "decompress", counting)
+    monkeypatch.setattr(polybag.io.compression, "decompress", counting)
     return calls
 
 

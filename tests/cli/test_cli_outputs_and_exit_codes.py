@@ -31,7 +31,7 @@ from polybag import ops
 from polybag.cli import main
 from polybag.errors import OutputExistsError, PolybagError
 from polybag.formats.mcap.writer import McapWriter
-from polybag.source import MappedSource, open_source
+from polybag.io.source import MappedSource, open_source
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "samples" / "demo.mcap"

@@ -406,7 +406,7 @@ def test_ulog_short_default_and_full_dump_with_v(path: Path, capsys: pytest.Capt
         assert re.search(rf"^ {re.escape(name)}: ", full, re.M), name
     tail = full[len(pyulog_dump) :]
     assert f"Logged Messages ({logged}):" in tail
-    from polybag._text import safe_line  # control characters (colour codes) are shown escaped
+    from polybag.util.text import safe_line  # control characters (colour codes) are shown escaped
 
     for m in ref.logged_messages[:50]:
         assert safe_line(m.message.strip())[:40] in tail

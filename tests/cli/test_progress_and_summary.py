@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from polybag.cli._common import format_size
+from polybag.cli.text import format_size
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPORA = ROOT.parent / "shared" / "corpora"

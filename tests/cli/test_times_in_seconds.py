@@ -14,7 +14,7 @@ import pytest
 import polybag
 from paths import CORPORA
 from polybag.cli import build_parser, main
-from polybag.timefmt import format_iso
+from polybag.selection import format_iso
 
 BAG = CORPORA / "rosbag" / "foxglove-rosbag" / "example.bag"
 S = 1_000_000_000

@@ -98,9 +98,9 @@ def test_reader_to_arrow_and_pandas() -> None:
 
 def test_reader_bulk_payload_hook() -> None:
     """A reader offering topic_payloads() is read without iterating messages."""
+    from polybag.io.source import MappedSource
     from polybag.model import Channel, Schema, Summary
     from polybag.reader import Reader
-    from polybag.source import MappedSource
 
     text = definition_for("geometry_msgs/Point")
     codec = codec_for_type("geometry_msgs/Point", text)

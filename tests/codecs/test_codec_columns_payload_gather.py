@@ -1,5 +1,5 @@
 """The bag readers' payload gatherer (``topic_payloads``, the input of the columns): every
-path of ``polybag.payloads.gather`` against copying the payloads one by one."""
+path of ``polybag.formats.shared.payloads.gather`` against copying the payloads one by one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from polybag import payloads as P
+from polybag.formats.shared import payloads as P
 
 
 def _reference(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[bytes, list[bytes]]:

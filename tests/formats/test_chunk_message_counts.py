@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 import polybag
 from polybag.formats.bag import reader_v2
 from polybag.formats.mcap.reader import McapReader
+from polybag.io.source import MappedSource
 from polybag.model import ChunkInfo, Message, Summary
 from polybag.reader import Reader, topic_filter
-from polybag.source import MappedSource
 
 TOPICS = ("/a", "/b", "/c")
 DEF = b"uint32 k\n"

@@ -23,9 +23,9 @@ import polybag
 from polybag.cli import main
 from polybag.errors import UnsupportedError
 from polybag.formats import registry
+from polybag.io.source import MappedSource
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import Reader
-from polybag.source import MappedSource
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "polybag"
 

@@ -25,11 +25,11 @@ import pytest
 import polybag
 from ops_helpers import BAGS, CORPORA
 from polybag import ops
+from polybag.bridges.ros1_ros2 import LATCHED_QOS
 from polybag.cli import main
 from polybag.codecs import message_to_dict
 from polybag.codecs.ros1 import codec_for_type as ros1_codec
 from polybag.codecs.ros1 import definition_for as ros1_definition
-from polybag.ops.ros1_ros2 import LATCHED_QOS
 
 rconvert = pytest.importorskip("rosbags.convert").convert
 AnyReader = pytest.importorskip("rosbags.highlevel").AnyReader

@@ -250,7 +250,7 @@ def test_ros1_fixed_type_to_ulog(tmp_path: Path, capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert strings[0] in err and "string" in err
     log = pyulog.ULog(str(out))
-    from polybag.ops.ros1_ulog import topic_format_name
+    from polybag.bridges.ros1_ulog import topic_format_name
 
     for topic, rows_ in want.items():
         d = log.get_dataset(topic_format_name(topic))
@@ -263,9 +263,9 @@ def test_ros1_fixed_type_to_ulog(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_ros1_definitions_ulog_cannot_hold() -> None:
+    from polybag.bridges.ros1_ulog import ros1_channel_to_ulog
     from polybag.errors import UnsupportedError
     from polybag.model import Channel, Schema
-    from polybag.ops.ros1_ulog import ros1_channel_to_ulog
 
     def ch(name: str, text: str) -> Channel:
         return Channel(1, "/t", "ros1", Schema(1, name, "ros1msg", text.encode()), {})

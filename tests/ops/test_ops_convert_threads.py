@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 import polybag
-from polybag import _threads, ops
+from polybag import ops
 from polybag.formats.bag.writer import BagWriter
 from polybag.formats.mcap.writer import McapWriter
+from polybag.util import threads as _threads
 
 IMAGE_DEF = "uint32 height\nuint32 width\nuint8[] data\n"
 

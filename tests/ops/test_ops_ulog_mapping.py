@@ -13,15 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polybag.errors import FormatError
-from polybag.model import Channel, Schema
-from polybag.ops.ulog_ros1 import (
+from polybag.bridges.ulog_ros1 import (
     make_repacker,
     parse_formats,
     ros1_definition,
     ros1_md5,
     ulog_channel_to_ros1,
 )
+from polybag.errors import FormatError
+from polybag.model import Channel, Schema
 
 rosbags_typesys = pytest.importorskip("rosbags.typesys")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from polybag import _threads
 from polybag.ops import batch
+from polybag.util import threads as _threads
 
 
 def _report(src: str, dst: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 import polybag
 from polybag.errors import UsageError
-from polybag.remote import RemoteSource
+from polybag.io.remote import RemoteSource
 
 
 def test_a_registered_fsspec_filesystem_is_read_by_ranges(remote_dir: Path) -> None:
@@ -39,7 +39,7 @@ def test_gs_without_gcsfs_says_what_needs_it() -> None:
         pass
     else:  # pragma: no cover - gcsfs installed: the message is not shown
         pytest.skip("gcsfs is installed")
-    from polybag.remote import expand_url
+    from polybag.io.remote import expand_url
 
     with pytest.raises(UsageError, match=r"gs://bucket/\*.mcap: listing gs:// URLs .*needs gcsfs"):
         expand_url("gs://bucket/*.mcap")

@@ -1,4 +1,4 @@
-"""The plain HTTP transport (polybag.remote_http): multi-range batches and every failure."""
+"""The plain HTTP transport (polybag.io.http): multi-range batches and every failure."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from remote_helpers import BIG_N, RangeServer
 from remote_helpers import serve as serve_dir
 
 import polybag
-from polybag.remote import RemoteSource
-from polybag.remote_http import HttpRanges, http_transport
+from polybag.io.http import HttpRanges, http_transport
+from polybag.io.remote import RemoteSource
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Remote rosbag2 directories (polybag.remote_dirs): over HTTP and S3 (moto)."""
+"""Remote rosbag2 directories (polybag.io.dirs): over HTTP and S3 (moto)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from remote_helpers import RangeServer
 from remote_helpers import serve as serve_dir
 
 import polybag
-from polybag.remote import _STAND_INS
+from polybag.io.remote import _STAND_INS
 
 N = 3000
 

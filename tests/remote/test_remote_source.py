@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polybag.errors import PolybagError
-from polybag.remote import BLOCK, COALESCE, MIN_AHEAD, PART, RemoteSource, is_url
+from polybag.io.remote import BLOCK, COALESCE, MIN_AHEAD, PART, RemoteSource, is_url
 
 
 class FakeFS:
@@ -152,7 +152,7 @@ def test_hinted_ranges_are_fetched_ahead_in_order_and_nothing_else() -> None:
 
 
 def test_a_hinted_long_run_goes_out_in_large_requests(monkeypatch: pytest.MonkeyPatch) -> None:
-    import polybag.remote as remote
+    import polybag.io.remote as remote
 
     monkeypatch.setattr(remote, "HINT_AHEAD", 4 << 20)
     monkeypatch.setattr(remote, "PART", 1 << 20)

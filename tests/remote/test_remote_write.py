@@ -183,7 +183,7 @@ def test_cli_refuses_http_outputs_and_writes_nothing_locally(
 def test_writing_gs_without_gcsfs_names_gcsfs(
     small: dict[str, Path], env: dict[str, str], tmp_path: Path
 ) -> None:
-    pytest.importorskip("polybag.remote_gcs")
+    pytest.importorskip("polybag.io.gcs")
     try:
         import gcsfs  # noqa: F401
 

@@ -5,8 +5,8 @@ import io
 import pytest
 
 import polybag
-from polybag.compression import compress, decompress
 from polybag.errors import FormatError, UnknownFormatError
+from polybag.io.compression import compress, decompress
 
 
 def test_empty_and_unknown_inputs_give_polybag_errors(tmp_path):

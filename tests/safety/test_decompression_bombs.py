@@ -37,14 +37,14 @@ from hypothesis import strategies as st
 import polybag
 from mcap_helpers import Pipe, to_bytes
 from paths import CORPORA
-from polybag import compression
 from polybag.cli import build_parser, main
-from polybag.compression import ChunkLimitError
 from polybag.errors import FormatError, UsageError
 from polybag.formats.bag import lz4fast, reader_v2
 from polybag.formats.bag.records import TIME, U32, build_header
 from polybag.formats.bag.writer import BagWriter, connection_record
 from polybag.formats.mcap import records as R
+from polybag.io import compression
+from polybag.io.compression import ChunkLimitError
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -119,7 +119,7 @@ def test_a_redirect_to_another_port_drops_the_callers_headers(serve: Any, logs: 
 def test_the_gs_bearer_token_stays_on_the_endpoint(
     serve: Any, logs: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from polybag.remote_gcs import have_gcsfs
+    from polybag.io.gcs import have_gcsfs
 
     if have_gcsfs():
         pytest.skip("gcsfs reads gs:// here")
@@ -406,8 +406,8 @@ def test_a_hostile_multipart_answer_is_a_clear_error_and_bounded(serve: Any, log
     data = logs["bag"][0]
     body, message = HOSTILE_MULTIPART[kind]
     srv = serve(_multi(Obj(data), body))
-    from polybag.remote import open_url
-    from polybag.remote_http import HttpRanges
+    from polybag.io.http import HttpRanges
+    from polybag.io.remote import open_url
 
     received = []
     orig = HttpRanges.close
@@ -670,7 +670,7 @@ def test_the_fsspec_path_refuses_a_redirect_to_another_port_with_caller_headers(
     serve: Any, logs: Any, opts: dict[str, Any]
 ) -> None:
     pytest.importorskip("aiohttp")
-    from polybag.remote_http import RedirectRefused
+    from polybag.io.http import RedirectRefused
 
     obj = Obj(logs["mcap"][0])
     other = serve(lambda s, r: normal(obj, r))
@@ -689,7 +689,7 @@ def test_the_fsspec_path_refuses_a_redirect_to_another_port_with_caller_headers(
 def test_the_fsspec_path_refuses_it_on_a_range_read_too(serve: Any, logs: Any) -> None:
     """The size request stays on the origin; the range requests are redirected away."""
     pytest.importorskip("aiohttp")
-    from polybag.remote_http import RedirectRefused
+    from polybag.io.http import RedirectRefused
 
     obj = Obj(logs["mcap"][0])
     other = serve(lambda s, r: normal(obj, r))
@@ -758,7 +758,7 @@ def test_the_fsspec_path_refuses_a_redirect_from_https_to_http(serve: Any, logs:
     pytest.importorskip("aiohttp")
     import ssl
 
-    from polybag.remote_http import RedirectRefused
+    from polybag.io.http import RedirectRefused
 
     ctx, cert = _tls_context(tmp_path)
     trust = ssl.create_default_context(cafile=str(cert))  # ``ssl``: a request option fsspec passes on

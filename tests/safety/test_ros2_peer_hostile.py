@@ -20,7 +20,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polybag._text import LIMIT, peer_text, safe_line
 from polybag.codecs.ros1.msgdef import parse_full
 from polybag.codecs.ros2.typehash import type_hash
 from polybag.errors import PolybagError
@@ -39,6 +38,7 @@ from polybag.net.ros2.typedesc import (
     description_hash,
     encode_reply,
 )
+from polybag.util.text import LIMIT, peer_text, safe_line
 
 REPLY = (
     Path(__file__).parent.parent / "live_ros2" / "data" / "arrays_type_description_reply.bin"

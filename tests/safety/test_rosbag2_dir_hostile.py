@@ -1,7 +1,7 @@
 """Hostile rosbag2 directories (issue 26): metadata.yaml bombs, storage file listing, zstd
 FILE bombs.
 
-* ``metadata.yaml`` (and the QoS YAML strings inside it) is loaded by ``polybag._yaml``:
+* ``metadata.yaml`` (and the QoS YAML strings inside it) is loaded by ``polybag.util.safe_yaml``:
   a "billion laughs" of aliases, a recursive alias, a merge-key bomb or deep nesting is a
   clear error naming the file and the limit, measured by traced allocations;
 * a ``compression_mode: FILE`` storage file is decompressed only when its first bytes are
@@ -39,12 +39,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polybag
-from polybag import _yaml
 from polybag.cli import main
 from polybag.errors import FormatError, PolybagError, UsageError
 from polybag.formats.rosbag2 import metadata as md
 from polybag.formats.rosbag2 import opening, storage
 from polybag.formats.rosbag2.reader import _lazy_merged
+from polybag.util import safe_yaml as _yaml
 
 MiB = 1 << 20
 STRING = "std_msgs/msg/String"
@@ -233,7 +233,7 @@ def test_metadata_that_links_out_or_is_not_a_file_is_refused(tmp_path: Path, bag
     ],
 )
 def test_shared_loader_raises_the_callers_error(error: type[PolybagError], text: str | bytes, what: str) -> None:
-    """polybag._yaml.load is shared (record configs take UsageError): every failure is the
+    """polybag.util.safe_yaml.load is shared (record configs take UsageError): every failure is the
     caller's error type naming the file, whatever that type derives from."""
     with pytest.raises(error, match=what) as e:
         _yaml.load(text, "cfg.yaml", error=error)

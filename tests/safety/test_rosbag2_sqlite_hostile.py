@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 
 import polybag
 from polybag.cli import main
-from polybag.compression import ChunkLimitError
 from polybag.errors import FormatError, PolybagError
+from polybag.io.compression import ChunkLimitError
 
 JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
 PAYLOAD = b"\x00\x01\x00\x00\x04\x00\x00\x00abc\x00"  # a CDR std_msgs/String "abc"

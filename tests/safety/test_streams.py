@@ -1,7 +1,7 @@
 """Issue 12 (trust), streams and the CLI's last edges.
 
 * A bag, MCAP or ULog read from a pipe (``cat big.bag | polybag info -``) is spooled to an
-  anonymous temporary file past 8 MiB (:meth:`polybag.source.StreamSource.spool`), so the
+  anonymous temporary file past 8 MiB (:meth:`polybag.io.source.StreamSource.spool`), so the
   command's memory does not grow with the stream: each command's peak anonymous RSS
   (sampled in the child) stays far under the stream's size.  What it reads is what the file gives.
 * A short stream stays in memory and leaves no temporary file behind.
@@ -26,7 +26,7 @@ import pytest
 
 import polybag
 from polybag.cli import main
-from polybag.source import SPOOL_MEMORY_LIMIT, StreamSource
+from polybag.io.source import SPOOL_MEMORY_LIMIT, StreamSource
 from polybag.writer import Writer
 from ulog_helpers import data, flags, fmt, header, sub
 

@@ -40,9 +40,10 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from polybag import __version__, compression
-from polybag.cli._common import cli_text
+from polybag import __version__
+from polybag.cli.text import cli_text
 from polybag.errors import EmptySelectionError, OutputExistsError, PolybagError, PolybagWarning, UsageError
+from polybag.io import compression
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from polybag.cli._common import cli_text, print_json
+from polybag.cli.text import cli_text, print_json
 from polybag.errors import PolybagError, UsageError
 
 #: the help of an option taking a :class:`TopicPattern`
@@ -314,7 +314,7 @@ def summary(
 
     if getattr(args, "quiet", False) or getattr(args, "json", False) or _bar_shown(args):
         return
-    from polybag.cli._common import format_size
+    from polybag.cli.text import format_size
 
     paths = [os.fspath(o) for o in outputs if isinstance(o, (str, os.PathLike)) and os.fspath(o) not in ("", "-")]
     size = sum(_size_of(p) for p in paths)

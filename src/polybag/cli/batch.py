@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from polybag.cli._common import print_json
+from polybag.cli.text import print_json
 
 
 def add_jobs(p: argparse.ArgumentParser, what: str) -> None:

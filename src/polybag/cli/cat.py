@@ -23,12 +23,12 @@ import json
 import sys
 from typing import Any
 
-from polybag.cli._common import TIME_HELP, _json_default, format_ns
 from polybag.cli._ops import add_topic_options, topic_selection
 from polybag.cli.info import add_format_option, open_input
+from polybag.cli.text import TIME_HELP, _json_default, format_ns
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Message
-from polybag.timefmt import TimeWindow
+from polybag.selection import TimeWindow
 
 _RELEASE_EVERY = 16 << 20  # payload bytes printed between releases of the input's mapped pages
 

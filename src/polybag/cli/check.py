@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any
 
-from polybag.cli._common import plain, print_json
+from polybag.cli.text import plain, print_json
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Any
 
-from polybag.cli._common import plain
 from polybag.cli._ops import add_progress_options, progress_of, run_each, summary
+from polybag.cli.text import plain
 from polybag.errors import UsageError
 from polybag.ops.compress import backup_path, recompress_mcap, rewrite_file, sniff_format
 

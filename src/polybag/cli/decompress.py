@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from polybag.cli._common import plain
 from polybag.cli.compress import add_common, run_many
+from polybag.cli.text import plain
 
 
 def register(sub: Any) -> None:

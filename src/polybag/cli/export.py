@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from polybag.cli._common import TIME_HELP, format_size, print_json
 from polybag.cli._ops import (
     add_force,
     add_progress_options,
@@ -31,6 +30,7 @@ from polybag.cli._ops import (
     topic_selection,
 )
 from polybag.cli.batch import add_jobs, report_batch
+from polybag.cli.text import TIME_HELP, format_size, print_json
 from polybag.errors import UsageError
 from polybag.ops.export import Table, plan_tables, table_name
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._common import TIME_HELP
 from polybag.cli._ops import add_topic_options, add_writer_tail, emit, summary, write_options
+from polybag.cli.text import TIME_HELP
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -25,14 +25,14 @@ import re
 import sys
 from typing import Any
 
-from polybag._text import safe_line
 from polybag.cli import render as _render
-from polybag.cli._common import _json_default, format_size, print_json
 from polybag.cli.render import human_duration, human_stamp
 from polybag.cli.render import info_yaml as format_yaml
+from polybag.cli.text import _json_default, format_size, print_json
 from polybag.errors import PolybagError, UsageError
 from polybag.formats import registry
 from polybag.reader import Reader
+from polybag.util.text import safe_line
 
 
 def register(subparsers: Any) -> None:

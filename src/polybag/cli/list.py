@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from polybag.cli._common import format_ns, format_size, print_json
 from polybag.cli.info import _table, open_input
+from polybag.cli.text import format_ns, format_size, print_json
 
 
 def register(subparsers: Any) -> None:

@@ -26,8 +26,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from polybag.cli._common import DURATION_HELP
 from polybag.cli._ops import TopicPattern, _split_commas, add_topic_options, topic_selection
+from polybag.cli.text import DURATION_HELP
 
 
 def _is_log_file(arg: str) -> bool:
@@ -381,7 +381,7 @@ def _print_result(args: argparse.Namespace, stats: Any, sink: Any, out: Any, qui
     if stats.realtime not in (None, "granted"):
         print(f"polybag play: warning: --realtime: {stats.realtime}", file=sys.stderr)
     if args.json:
-        from polybag.cli._common import print_json
+        from polybag.cli.text import print_json
 
         print_json({**stats.as_dict(), "skipped": sorted(set(sink.skipped))}, out)
     elif not quiet:

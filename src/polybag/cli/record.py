@@ -23,7 +23,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from polybag.cli._common import DURATION_HELP, print_json
+from polybag.cli.text import DURATION_HELP, print_json
 from polybag.errors import UsageError
 
 #: ``polybag record``'s arguments: each one's names (flags) and its ``add_argument`` keywords, in

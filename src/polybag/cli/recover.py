@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._common import format_size
 from polybag.cli._ops import add_log_to_log, emit, summary, write_options
+from polybag.cli.text import format_size
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,9 +16,9 @@ import os
 import sys
 from typing import Any
 
-from polybag.cli._common import Progress, plain
 from polybag.cli._ops import progress_of
 from polybag.cli.compress import add_common, done, rewrite_file, run_each_summarized
+from polybag.cli.text import Progress, plain
 
 
 def _one(path: str, args: argparse.Namespace) -> int:

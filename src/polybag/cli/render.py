@@ -14,8 +14,8 @@ import datetime as _dt
 from collections.abc import Callable
 from typing import Any
 
-from polybag._text import safe_line
 from polybag.reader import ReaderProtocol
+from polybag.util.text import safe_line
 
 __all__ = [
     "STYLES",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._common import DURATION_HELP, TIME_HELP, format_ns, format_size
 from polybag.cli._ops import add_writer_tail, emit, parse_size, summary, write_options
+from polybag.cli.text import DURATION_HELP, TIME_HELP, format_ns, format_size
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from polybag.cli import render
-from polybag.cli._common import print_json
 from polybag.cli.render import hms
+from polybag.cli.text import print_json
 
 
 def register(subparsers: Any) -> None:

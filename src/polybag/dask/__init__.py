@@ -29,7 +29,7 @@ builds its result in memory it owns, and closes the file before returning.
 
 Paths may be URLs (``s3://``, ``gs://``, ``http(s)://``; a glob URL lists the bucket): the
 driver plans from the remote files' indexes and every task reads its chunks by range
-requests (:mod:`polybag.remote`).
+requests (:mod:`polybag.io.remote`).
 
 Dask is optional: ``pip install polybag[dask]``.
 

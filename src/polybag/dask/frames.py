@@ -32,7 +32,7 @@ from polybag.dask.read import (
 from polybag.errors import UnsupportedError, UsageError
 from polybag.model import Message
 from polybag.reader import TopicSelector
-from polybag.timefmt import TimeWindow
+from polybag.selection import TimeWindow
 
 
 def _require(what: str = "dataframe") -> Any:

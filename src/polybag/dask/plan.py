@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from polybag.errors import UsageError
+from polybag.io.remote import expand_url, is_url, read_head
 from polybag.reader import TopicSelector, topic_filter
-from polybag.remote import expand_url, is_url, read_head
-from polybag.timefmt import TimeWindow
+from polybag.selection import TimeWindow
 
 if TYPE_CHECKING:
     from polybag.model import Channel
@@ -45,7 +45,7 @@ def expand_paths(paths: PathsLike) -> list[str]:
     out: list[str] = []
     for p in items:
         s = os.fspath(p)
-        if is_url(s):  # s3://, gs://, http(s)://: read by range requests (polybag.remote)
+        if is_url(s):  # s3://, gs://, http(s)://: read by range requests (polybag.io.remote)
             hits = expand_url(s)
             if not hits:
                 raise UsageError(f"no objects match {s!r}")

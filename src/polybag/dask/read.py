@@ -21,7 +21,7 @@ from polybag.dask.plan import Partition, _FilePlan, _sniff_path
 from polybag.errors import PolybagError, UnsupportedError, UsageError
 from polybag.model import Message
 from polybag.reader import TopicSelector
-from polybag.timefmt import TimeWindow
+from polybag.selection import TimeWindow
 
 if TYPE_CHECKING:
     import pandas as pd

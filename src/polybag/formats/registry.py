@@ -44,7 +44,7 @@ class FormatSpec:
     opener: str
     #: ``"module:Class"``: the :class:`~polybag.writer.Writer` subclass, or None (read only)
     writer: str | None = None
-    #: chunk compressions the writer takes (:data:`polybag.compression.NAMES` spelling)
+    #: chunk compressions the writer takes (:data:`polybag.io.compression.NAMES` spelling)
     compressions: tuple[str, ...] = ()
     #: the default chunk compression of the writer
     default_compression: str = "none"

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         pass
 
 import polybag
+from polybag.bridges.channels import ChannelMap, Transform
 from polybag.errors import (
     EmptySelectionError,
     FormatError,
@@ -32,7 +33,7 @@ from polybag.errors import (
     WriteError,
 )
 from polybag.formats import registry
-from polybag.model import Attachment, Channel, Message, Metadata, Schema
+from polybag.model import Attachment, Channel, Message, Metadata
 from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.writer import (
     MEDIA_MAGICS,
@@ -49,12 +50,6 @@ from polybag.writer import (
 PathLike = str | os.PathLike[str]
 Input = PathLike | Reader | BinaryIO
 Output = PathLike | BinaryIO
-
-# message encodings each writable format can hold (None: anything)
-HOLDS: dict[str, set[str] | None] = {"mcap": None, "bag": {"ros1"}, "ulog": {"ulog"}, "rosbag2": {"cdr"}}
-
-Transform = Callable[[bytes | memoryview], bytes | memoryview | None]
-
 
 def require_topics(topics: TopicSelector, channels: Iterable[Channel]) -> set[int] | None:
     """The ids of the ``channels`` that ``topics`` selects (:func:`polybag.reader.topic_filter`;
@@ -108,18 +103,6 @@ class Writing:
                 raise TypeError(f"{operation}() got an unexpected keyword argument {k!r}")
         return cls(**options)
 
-
-
-class _Timed:
-    """A transform that also needs the message's log time: ``tf(data, log_time)``."""
-
-    timed = True
-
-    def __init__(self, fn: Callable[[bytes | memoryview, int], bytes | memoryview | None]) -> None:
-        self.fn = fn
-
-    def __call__(self, data: bytes | memoryview, log_time: int = 0) -> bytes | memoryview | None:
-        return self.fn(data, log_time)
 
 
 def apply_transform(tf: Any, data: bytes | memoryview, log_time: int) -> bytes | memoryview | None:
@@ -188,7 +171,7 @@ def _url_output(target: Any) -> bool:
     """Whether an output names a URL to upload to (not a path, a ``file://`` URL or a stream)."""
     if not isinstance(target, str) or "://" not in target:
         return False
-    from polybag.remote_write import output_url
+    from polybag.io.upload import output_url
 
     return output_url(target) is not None
 
@@ -196,7 +179,7 @@ def _url_output(target: Any) -> bool:
 def _local_output(target: Any) -> Any:
     """An output with a ``file://`` URL turned into its local path."""
     if isinstance(target, str) and "://" in target:
-        from polybag.remote_write import local_output
+        from polybag.io.upload import local_output
 
         return local_output(target)
     return target
@@ -258,7 +241,7 @@ def _input_paths(src: Input) -> list[str]:
         return []
     p = os.fspath(src)
     if "://" in p:
-        from polybag.remote import is_url
+        from polybag.io.remote import is_url
 
         if is_url(p):
             return []
@@ -344,7 +327,7 @@ def check_output(
     if not _is_path(dst):
         return
     if _url_output(dst):  # an object store URL: written locally, then uploaded
-        from polybag.remote_write import check_url_output
+        from polybag.io.upload import check_url_output
 
         check_url_output(os.fspath(dst), [input_name(s) for s in inputs], overwrite)
         return
@@ -470,7 +453,7 @@ def placed(output: PathLike, overwrite: bool) -> Iterator[str]:
     to ``NAME`` when the block ends (see :func:`polybag.writer.place_file`), removed if it
     fails.  A failed write names ``NAME``.  A URL: a local file, uploaded when the block ends."""
     if _url_output(output):
-        from polybag.remote_write import staged
+        from polybag.io.upload import staged
 
         with staged(os.fspath(output), overwrite=overwrite) as local:
             yield local
@@ -502,140 +485,6 @@ def ext_for(fmt: str) -> str:
     """The preferred file extension of a format (``.mcap``)."""
     spec = registry.lookup(fmt)
     return spec.extension if spec is not None else "." + fmt
-
-
-# --- channels ------------------------------------------------------------------------------
-def _md5_for(schema: Schema) -> str | None:
-    try:
-        from polybag.codecs.ros1 import compute_md5  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    try:
-        return str(compute_md5(schema.name, bytes(schema.data).decode("utf-8", "replace")))
-    except Exception:  # noqa: BLE001 - a definition the codec cannot parse: leave md5 unset
-        return None
-
-
-def _channel_key(topic: str, encoding: str, schema: Schema | None, metadata: Mapping[str, str]) -> tuple:
-    skey = None if schema is None else (schema.name, schema.encoding, bytes(schema.data))
-    return (topic, encoding, skey, tuple(sorted(metadata.items())))
-
-
-class ChannelMap:
-    """Source channel -> (target channel, payload transform), created once per channel.
-
-    Channels the target format cannot hold are dropped with a warning; ULog channels become
-    ROS 1 channels (see :mod:`polybag.ops.ulog_ros1`) for MCAP and bag targets.  Identical
-    channels from several inputs share one target channel (merge).
-    """
-
-    def __init__(self, writer: Writer, fmt: str, result: OpResult) -> None:
-        self.writer = writer
-        self.fmt = fmt
-        self.result = result
-        self._by_obj: dict[int, tuple[Channel, Channel | None, Transform | None]] = {}
-        self._by_key: dict[tuple, Channel] = {}
-        self._schemas: dict[tuple[str, str, bytes], Schema] = {}
-        self.dropped: dict[str, int] = {}
-        self.types_by_topic: dict[str, set[tuple[str, str]]] = {}
-
-    def get(self, ch: Channel) -> tuple[Channel | None, Transform | None]:
-        got = self._by_obj.get(id(ch))
-        if got is None or got[0] is not ch:
-            out, tf = self._make(ch)
-            got = self._by_obj[id(ch)] = (ch, out, tf)
-        return got[1], got[2]
-
-    def schema(self, name: str, encoding: str, data: bytes) -> Schema:
-        key = (name, encoding, bytes(data))
-        s = self._schemas.get(key)
-        if s is None:
-            s = self._schemas[key] = self.writer.add_schema(name, encoding, bytes(data))
-        return s
-
-    def _make(self, ch: Channel) -> tuple[Channel | None, Transform | None]:
-        enc = ch.message_encoding
-        schema = ch.schema
-        metadata = dict(ch.metadata)
-        tf: Transform | None = None
-        holds = HOLDS.get(self.fmt)
-        if enc == "ros1" and self.fmt == "ulog":
-            return self._ros1_to_ulog(ch)
-        if enc == "ulog" and self.fmt != "ulog":
-            from polybag.ops.ulog_ros1 import ulog_channel_to_ros1
-
-            try:
-                topic, schema, metadata, tf = ulog_channel_to_ros1(ch)
-            except PolybagError as e:
-                self.result.warn(f"topic {ch.topic}: cannot map ULog type to ROS 1: {e}; dropped")
-                return None, None
-            enc = "ros1"
-        else:
-            topic = ch.topic
-        if holds is not None and enc not in holds:
-            self.result.warn(
-                f"topic {ch.topic}: {self.fmt} files cannot hold {enc or 'schemaless'!r} messages; dropped"
-            )
-            return None, None
-        if enc == "ros1" and schema is not None:
-            if "type" not in metadata and schema.name:
-                metadata["type"] = schema.name
-            if "md5sum" not in metadata and self.fmt == "bag":
-                md5 = _md5_for(schema)
-                if md5:
-                    metadata["md5sum"] = md5
-        key = _channel_key(topic, enc, schema, metadata)
-        out = self._by_key.get(key)
-        if out is None:
-            wschema = None
-            if schema is not None:
-                wschema = self.schema(schema.name, schema.encoding, schema.data)
-            out = self.writer.add_channel(topic, enc, wschema, metadata)
-            self._by_key[key] = out
-            tname = schema.name if schema is not None else str(metadata.get("type", ""))
-            self.types_by_topic.setdefault(topic, set()).add((tname, str(metadata.get("md5sum", ""))))
-        return out, tf
-
-    def _ros1_to_ulog(self, ch: Channel) -> tuple[Channel | None, Transform | None]:
-        """A ROS 1 channel as a ULog subscription (see :mod:`polybag.ops.ros1_ulog`)."""
-        from polybag.ops.ros1_ulog import ros1_channel_to_ulog
-
-        try:
-            mp = ros1_channel_to_ulog(ch)
-            if mp.logged_strings:
-                key: tuple = ("logged_strings",)
-                out = self._by_key.get(key)
-                if out is None:
-                    from polybag.codecs.ulog import LOGGED_STRING_SCHEMA, LOGGED_STRING_TEXT
-
-                    sch = self.schema(LOGGED_STRING_SCHEMA, "ulog", LOGGED_STRING_TEXT)
-                    out = self._by_key[key] = self.writer.add_channel("log_message", "ulog", sch, {})
-                return out, mp.transform
-            key = ("ulog", mp.name, mp.multi_id)
-            out = self._by_key.get(key)
-            if out is None:
-                add_format = self.writer.add_format  # type: ignore[attr-defined]
-                for text in mp.formats:
-                    add_format(text)
-                out = self._by_key[key] = self.writer.add_subscription(mp.name, mp.multi_id)  # type: ignore[attr-defined]
-        except PolybagError as e:
-            self.result.warn(f"topic {ch.topic}: ULog files cannot hold it: {e}; dropped")
-            return None, None
-        tf = mp.transform
-        if mp.timed and tf is not None:
-            tf = _Timed(tf)
-        return out, tf
-
-    def conflicts(self) -> list[str]:
-        """Topics written with more than one type or md5sum."""
-        out = []
-        for topic, types in sorted(self.types_by_topic.items()):
-            names = {t for t, _ in types}
-            md5s = {m for _, m in types if m}
-            if len(names) > 1 or len(md5s) > 1:
-                desc = ", ".join(f"{t or '?'} ({m or 'no md5'})" for t, m in sorted(types))
-                out.append(f"topic {topic}: conflicting types: {desc}")
-        return out
 
 
 def report_undefined(writer: Writer, result: OpResult, seen: set[str] | None = None) -> None:
@@ -794,8 +643,8 @@ def profile_for(channels: Iterable[Channel], *readers: Reader) -> str | None:
 
 
 def make_progress(total: int, label: str, enabled: bool | None) -> Any:
-    """A :class:`polybag._progress.Progress` (``enabled=None``: only on a terminal)."""
-    from polybag._progress import Progress
+    """A :class:`polybag.util.progress.Progress` (``enabled=None``: only on a terminal)."""
+    from polybag.util.progress import Progress
 
     if enabled is None:
         enabled = sys.stderr.isatty()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polybag.bridges.ros1_ros2 import RosBridgeMap, target_ros
 from polybag.errors import FormatError
 from polybag.model import Channel, Message
 from polybag.ops._common import (
@@ -29,7 +30,6 @@ from polybag.ops._common import (
     target_format,
     until_damage,
 )
-from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
 from polybag.reader import Reader
 
 

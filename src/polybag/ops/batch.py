@@ -101,7 +101,7 @@ def limit_threads(threads: int) -> None:
     """Cap the threads one worker uses beside its own (polybag's chunk packing and
     scanning helpers, numpy's BLAS, pyarrow): ``jobs`` workers on as many cores would
     otherwise each start one thread per core and take turns on them."""
-    from polybag import _threads
+    from polybag.util import threads as _threads
 
     n = max(1, threads)
     _threads.MAX_WORKERS = min(_threads.MAX_WORKERS, n)
@@ -116,7 +116,7 @@ def limit_threads(threads: int) -> None:
 
 
 def _threads_per_worker(workers: int) -> int:
-    from polybag import _threads
+    from polybag.util import threads as _threads
 
     return max(1, _threads.cores() // max(1, workers))
 
@@ -208,7 +208,7 @@ def _dask_threads(client: Any) -> int:
 def _output_dir(output_dir: str, make: bool = True) -> str:
     """OUTDIR of a batch: a URL prefix (checked writable: never an http(s) URL) or a local
     directory (made; a ``file://`` URL is its path)."""
-    from polybag.remote_write import local_output, output_url, writable_fs
+    from polybag.io.upload import local_output, output_url, writable_fs
 
     if output_url(output_dir) is not None:
         writable_fs(output_dir)

@@ -58,7 +58,7 @@ def sniff_format(path: str) -> str:
     """The format of the regular file ``path`` from its magic bytes (the registry's list), or
     of a directory log from the registry's path probes."""
     from polybag.formats import registry
-    from polybag.source import require_regular_file
+    from polybag.io.source import require_regular_file
 
     by_path = registry.probe_path(path)  # a directory format (a rosbag2 bag)
     if by_path is not None:
@@ -93,7 +93,7 @@ def rewrite_file(
     ``(output path, report)`` or None when skipped because the backup exists (``on_skip``
     gets the reason; default: printed to stderr).
     """
-    from polybag.source import require_regular_file
+    from polybag.io.source import require_regular_file
 
     require_regular_file(path)
     if output_dir:
@@ -122,8 +122,8 @@ def _rewrite_into_dir(
 ) -> tuple[str, dict[str, Any]]:
     """``rewrite_file``/``rewrite_dir`` with ``output_dir``: ``produce`` the file (or bag directory) of the same name there
     (never the input, never over a ``.active``, over an existing file only with ``force``).
-    A URL ``output_dir``: written locally, then uploaded (:mod:`polybag.remote_write`)."""
-    from polybag.remote_write import local_output, output_url, staged
+    A URL ``output_dir``: written locally, then uploaded (:mod:`polybag.io.upload`)."""
+    from polybag.io.upload import local_output, output_url, staged
 
     name = os.path.basename(path)
     if name.endswith(".active"):

@@ -9,17 +9,17 @@ pack them), so memory stays bounded by a few chunks whatever the file size.
   kept in the channel metadata.
 * MCAP (ros1) -> bag: the same connections (topic, type, md5sum, definition, callerid,
   latching) and the same payload bytes.
-* ULog -> MCAP or bag: ROS 1 channels, see :mod:`polybag.ops.ulog_ros1` for the mapping.
+* ULog -> MCAP or bag: ROS 1 channels, see :mod:`polybag.bridges.ulog_ros1` for the mapping.
 * ULog -> ULog: the ULog writer copies everything the reader exposes.
 * MCAP/bag (ros1) -> ULog: ``ulog_msgs/*`` channels go back to their ULog formats (and the
   ``ulog_info``/``ulog_params`` metadata to info and parameters); other fixed-layout ROS 1
   types become formats with a leading timestamp; strings and variable-length arrays cannot
-  be held (dropped with a warning), see :mod:`polybag.ops.ros1_ulog`.
+  be held (dropped with a warning), see :mod:`polybag.bridges.ros1_ulog`.
 * ROS 1 <-> ROS 2: with the MCAP profile ``ros2`` (``profile="ros2"``, or an output format
   that holds only CDR: rosbag2) ROS 1 messages become CDR messages of ROS 2 types; into a bag
   (or the MCAP profile ``ros1``) CDR messages become ROS 1 messages, see
-  :mod:`polybag.ops.ros1_ros2`.
-* Bridges chain (:func:`polybag.ops.ros1_ros2.bridge_chain`): ULog -> ROS 1 -> ROS 2 (a ULog
+  :mod:`polybag.bridges.ros1_ros2`.
+* Bridges chain (:func:`polybag.bridges.ros1_ros2.bridge_chain`): ULog -> ROS 1 -> ROS 2 (a ULog
   into rosbag2 or MCAP ``--profile ros2``), ROS 2 -> ROS 1 -> ULog.  A message is dropped only
   when no chain reaches the output's encoding or a bridge cannot map its type; the reason is
   named per topic in a warning and in ``dropped_reasons``.
@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from polybag.bridges.ros1_ros2 import RosBridgeMap, check_profile
 from polybag.model import Message
 from polybag.ops._common import (
     Input,
@@ -46,7 +47,6 @@ from polybag.ops._common import (
     tolerant_options,
 )
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
-from polybag.ops.ros1_ros2 import RosBridgeMap, check_profile
 
 
 @dataclass
@@ -83,7 +83,7 @@ def convert(
     writer (its defaults otherwise); ``profile`` overrides the MCAP profile, which is
     ``ros1`` when every channel is ROS 1 (bags, ULog).  ``profile="ros2"`` turns ROS 1
     messages into ROS 2 (CDR) ones; CDR messages into a bag (or ``profile="ros1"``) become
-    ROS 1 messages (:mod:`polybag.ops.ros1_ros2`).  ``storage`` is a rosbag2 output's storage (``sqlite3``, the
+    ROS 1 messages (:mod:`polybag.bridges.ros1_ros2`).  ``storage`` is a rosbag2 output's storage (``sqlite3``, the
     default, or ``mcap``); an output path without an extension is a rosbag2 directory.
 
     An existing ``dst`` is an :class:`~polybag.errors.OutputExistsError` unless

@@ -61,7 +61,7 @@ from polybag.ops._common import (
     tolerant_options,
     until_damage,
 )
-from polybag.timefmt import TimeWindow
+from polybag.selection import TimeWindow
 from polybag.writer import file_refusal, named_os_error, open_new, place_file, refuse_replacing
 
 FORMATS = ("csv", "parquet", "jsonl")
@@ -493,7 +493,7 @@ def export(
     ``topics``: a regular expression matched against whole topic names, or a list of
     names (default: all).  ``start``/``end`` bound the log time: ns ints or time texts as
     the CLI reads them (``"5"`` is 5 s, ``"+2.5"`` after the log's start; see
-    :mod:`polybag.timefmt`).  A table that fails (undecodable data) is removed, counted in
+    :mod:`polybag.selection`).  A table that fails (undecodable data) is removed, counted in
     ``failed`` and named in ``warnings``; the others are still written.
 
     Each table is written as ``NAME.EXT.active`` and renamed when complete.  Existing tables
@@ -503,7 +503,7 @@ def export(
     """
     if format not in FORMATS:
         raise PolybagError(f"export format must be one of {', '.join(FORMATS)}, not {format!r}")
-    from polybag.remote_write import local_output, output_url
+    from polybag.io.upload import local_output, output_url
 
     url = output_url(output_dir)  # a URL prefix: the tables are written locally, then uploaded
     out = Path(local_output(os.fspath(output_dir)))
@@ -532,7 +532,7 @@ def export(
             _check_tables(src, [out / f"{table.name}.{format}" for _, table in plan], overwrite)
             run(out, not out.exists())
             return result
-        from polybag.remote_write import check_url_files, join, staged
+        from polybag.io.upload import check_url_files, join, staged
 
         check_url_files(url, [f"{table.name}.{format}" for _, table in plan], overwrite)
         with staged(url, merge=True, overwrite=overwrite, progress=progress) as local:

@@ -52,6 +52,7 @@ from polybag.ops._common import (
     require_topics,
 )
 from polybag.ops.export import table_name, unique_names
+from polybag.selection import TimeWindow
 from polybag.sensors.display import to_rgb8
 from polybag.sensors.image import encoding_info
 from polybag.sensors.layout import CloudReader
@@ -65,7 +66,6 @@ from polybag.sensors.read import (
     read_cloud,
     sensor_channels,
 )
-from polybag.timefmt import TimeWindow
 from polybag.writer import file_refusal, refuse_replacing, write_created
 
 IMAGE_FORMATS = ("png", "jpg", "npy")
@@ -275,7 +275,7 @@ def _export_files(
         raise UsageError(f"{spec.noun} format must be one of {', '.join(spec.formats)}, not {format!r}")
     if every < 1:
         raise UsageError(f"--every must be at least 1, not {every}")
-    from polybag.remote_write import local_output, output_url
+    from polybag.io.upload import local_output, output_url
 
     url = output_url(output_dir)  # a URL prefix: the files are written locally, then uploaded
     out = Path(local_output(os.fspath(output_dir)))
@@ -310,7 +310,7 @@ def _export_files(
             _check_frames(out, list(bases.values()), format, overwrite)
             run(out)
         else:
-            from polybag.remote_write import list_names, staged
+            from polybag.io.upload import list_names, staged
 
             pats = [re.compile(re.escape(b) + r"_\d+\." + re.escape(format)) for b in bases.values()]
             taken = [n for n in list_names(url) if any(p.fullmatch(n) for p in pats)]

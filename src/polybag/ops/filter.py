@@ -20,7 +20,7 @@ from polybag.errors import EmptySelectionError, PolybagError
 from polybag.model import Channel, Message
 from polybag.ops._common import Input, PathLike, WriteOptions, Writing, input_name, opened, tolerant_options
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
-from polybag.timefmt import TimeWindow
+from polybag.selection import TimeWindow
 
 if TYPE_CHECKING:
     from polybag.ops._common import Unpack
@@ -139,7 +139,7 @@ def filter(  # noqa: A001 - the command's name
 
     ``start``/``end`` are ns ints or time texts as the CLI reads them (``"5"`` is 5 s,
     ``"+2.5"`` 2.5 s after the log's start, ``"2026-11-28T10:00:00Z"``; see
-    :mod:`polybag.timefmt`); ``expression`` is a Python expression string or a callable
+    :mod:`polybag.selection`); ``expression`` is a Python expression string or a callable
     ``(topic, m, t) -> bool``.  An existing ``dst`` only with ``overwrite``; never the input;
     nothing is left behind on failure.  Topic patterns that leave no topic are an
     :class:`~polybag.errors.EmptySelectionError` (no output is written).

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from polybag.bridges.ros1_ros2 import RosBridgeMap
 from polybag.errors import WriteError
 from polybag.model import Channel, Message
 from polybag.ops._common import (
@@ -43,7 +44,6 @@ from polybag.ops._common import (
 )
 from polybag.ops._copy import CopyJob, CopyResult, prepare_output
 from polybag.ops.convert import ulog_metadata_to
-from polybag.ops.ros1_ros2 import RosBridgeMap
 from polybag.ops.split import UlogTimeline
 from polybag.writer import Writer
 

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from polybag.bridges.ros1_ros2 import RosBridgeMap, target_ros
 from polybag.errors import OutputExistsError, PolybagError, UsageError
 from polybag.formats import registry
 from polybag.model import Message
@@ -79,8 +80,7 @@ from polybag.ops._common import (
 )
 from polybag.ops._copy import intact, report_recovered
 from polybag.ops.convert import ulog_metadata_to
-from polybag.ops.ros1_ros2 import RosBridgeMap, target_ros
-from polybag.timefmt import duration_ns, time_ns, warn_if_meant_relative
+from polybag.selection import duration_ns, time_ns, warn_if_meant_relative
 from polybag.writer import Writer, refuse_replacing
 
 # Upper bounds of the bytes a writer adds around the payloads (bag, MCAP and ULog writers):
@@ -266,7 +266,7 @@ def existing_parts(out_dir: str, base_name: str, ext: str) -> list[str]:
     ``.active``), sorted."""
     rx = re.compile(re.escape(base_name) + r"_\d{3,}" + re.escape(ext) + r"(\.active)?")
     if "://" in out_dir:  # a URL prefix (parts are uploaded): its objects
-        from polybag.remote_write import join, list_names, output_url
+        from polybag.io.upload import join, list_names, output_url
 
         if output_url(out_dir) is not None:
             return sorted(join(out_dir, n) for n in list_names(out_dir) if rx.fullmatch(n))
@@ -318,7 +318,7 @@ def split(
 
     ``duration`` and the ``at`` times are ns ints or texts as the CLI reads them
     (``"5"`` is 5 s, ``"500ms"``, ``"+5"`` 5 s after the log's start; see
-    :mod:`polybag.timefmt`).
+    :mod:`polybag.selection`).
 
     The parts keep the input's format (a rosbag2 bag's parts are bag directories
     ``<stem>_<NNN>`` of its storage, a ULog's parts ULogs) unless ``format`` says otherwise.
@@ -342,7 +342,7 @@ def split(
     where, stem, ext = _input_place(name)
     out_dir = os.fspath(output_dir) if output_dir is not None else where
     if out_dir.startswith(("file://", "FILE://")):
-        from polybag.remote_write import local_output
+        from polybag.io.upload import local_output
 
         out_dir = local_output(out_dir)
     result = SplitResult(input=name)
@@ -577,7 +577,7 @@ class _Parts:
             abort_writer(self.writer)
         for path in self.finished:
             if "://" in path:  # an uploaded part
-                from polybag.remote_write import remove
+                from polybag.io.upload import remove
 
                 remove(path)
                 continue

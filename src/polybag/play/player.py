@@ -38,7 +38,7 @@ from polybag.errors import UsageError
 from polybag.model import Channel, Message
 from polybag.play.timing import LatenessHistogram
 from polybag.reader import Reader, topic_filter
-from polybag.timefmt import MAX_NS, duration_seconds
+from polybag.selection import MAX_NS, duration_seconds
 
 NS = 1_000_000_000
 
@@ -49,7 +49,7 @@ class PlayOptions:
     """``rosbag play``'s options (same names as its long options).
 
     Times are seconds (floats), as rosbag takes them; a text is read as the CLI reads a
-    length of time (``"500ms"``, ``"2m"``, ``"+5"``; see :mod:`polybag.timefmt`).  ``loop_count`` (polybag's) limits
+    length of time (``"500ms"``, ``"2m"``, ``"+5"``; see :mod:`polybag.selection`).  ``loop_count`` (polybag's) limits
     ``loop`` to that many passes (``None``: forever).  ``queue`` is the ROS sink's send
     queue per subscriber.  ``remap`` maps output topic names (after ``prefix``) to the
     names to publish on, as ROS remapping arguments ``/a:=/b`` do (``/clock`` too).

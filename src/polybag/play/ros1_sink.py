@@ -4,7 +4,7 @@ Each topic is advertised with the type, md5sum, full message definition and latc
 its channel (a bag connection header, or an MCAP ``ros1`` channel's metadata and
 ``ros1msg`` schema; a missing md5sum is computed from the definition as ROS does) and
 the stored payload bytes are sent unchanged.  ULog channels are translated to
-``ulog_msgs/*`` ROS 1 messages with the mapping of :mod:`polybag.ops.ulog_ros1`.  Channels
+``ulog_msgs/*`` ROS 1 messages with the mapping of :mod:`polybag.bridges.ulog_ros1`.  Channels
 in other encodings (CDR, JSON, ...) cannot be sent to ROS 1: they are skipped and listed in
 ``skipped``.
 
@@ -69,7 +69,7 @@ def ros1_connection(ch: Channel) -> tuple[str, str, str, str, bool, Callable[[An
             raise UnsupportedError(f"topic {ch.topic}: no message type")
         return ch.topic, tname, md5, definition, latch, None
     if schema is not None and schema.encoding == "ulog":
-        from polybag.ops.ulog_ros1 import ulog_channel_to_ros1
+        from polybag.bridges.ulog_ros1 import ulog_channel_to_ros1
 
         topic, rschema, rmd, repack = ulog_channel_to_ros1(ch)
         return topic, rschema.name, rmd["md5sum"], bytes(rschema.data).decode(), False, repack

@@ -8,7 +8,7 @@ subscriber gets the last messages as from the original publisher).  The stored p
 bytes (CDR with their header) are sent as they are, and past a message's end only zeros
 up to the next 4-byte word, declared as padding in the header (never memory beyond it:
 :func:`polybag.net.ros2.graph.pad`).  ROS 1 channels are converted on the fly
-with :mod:`polybag.ops.ros1_ros2` (latched topics become transient_local).  Other channels
+with :mod:`polybag.bridges.ros1_ros2` (latched topics become transient_local).  Other channels
 are skipped and listed in ``skipped``.
 
 With ``clock`` on, ``/clock`` (``rosgraph_msgs/msg/Clock``, best effort as ROS 2's clock
@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from polybag._text import peer_text
 from polybag.model import Channel, Message
 from polybag.play.player import PlayOptions
 from polybag.play.routing import Route, RoutingSink
+from polybag.util.text import peer_text
 
 CLOCK_TOPIC = "/clock"
 CLOCK_DDS_TYPE = "rosgraph_msgs::msg::dds_::Clock_"
@@ -65,7 +65,7 @@ def ros2_route(ch: Channel) -> tuple[str, str, dict[str, Any], Callable[[Any], b
     if ch.message_encoding == "cdr":
         tname = ch.schema.name if ch.schema is not None and ch.schema.name else str(md.get("type", ""))
     elif ch.message_encoding == "ros1":
-        from polybag.ops.ros1_ros2 import ros1_channel_to_ros2
+        from polybag.bridges.ros1_ros2 import ros1_channel_to_ros2
 
         mapped = ros1_channel_to_ros2(ch)
         tname, md, transform = mapped.schema_name, mapped.metadata, mapped.transform

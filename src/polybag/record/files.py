@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from polybag.errors import OutputExistsError, WriteError
-from polybag.record._items import (
+from polybag.record.items import (
     _BAG_HEADER,
 )
 

@@ -49,7 +49,7 @@ from polybag.record.options import (
     stamp,
 )
 from polybag.record.recorder import Recorder, remove_unwritten
-from polybag.timefmt import parse_duration
+from polybag.selection import parse_duration
 
 # key -> (RecordOptions field, kind); kinds: bool, int, float, seconds, str, topics, duration, size
 _KEYS: dict[str, tuple[str, str]] = {
@@ -232,11 +232,11 @@ def _read_config(name: str) -> str:
 
 
 def load_yaml_bounded(text: str, name: str) -> Any:
-    """The config's YAML through :func:`polybag._yaml.load`, held to the config's bounds
+    """The config's YAML through :func:`polybag.util.safe_yaml.load`, held to the config's bounds
     (:data:`MAX_CONFIG_NODES` nodes with aliases expanded, :data:`MAX_CONFIG_DEPTH` levels,
     :data:`MAX_CONFIG_BYTES`) and refusing a key given twice; every problem is a
     :class:`UsageError` naming ``name``."""
-    from polybag._yaml import load
+    from polybag.util.safe_yaml import load
 
     return load(
         text, name, max_nodes=MAX_CONFIG_NODES, max_bytes=MAX_CONFIG_BYTES, max_depth=MAX_CONFIG_DEPTH,

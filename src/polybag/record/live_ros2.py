@@ -16,7 +16,7 @@ one the publisher announced; only replies of the publishing participant to our o
 count, and a description must pass :mod:`polybag.net.ros2.typedesc`'s checks: rosidl's names,
 the limits for definitions from the network); a topic whose type stays unknown is recorded
 anyway (raw CDR, no definition) with a warning saying why.  Every name and reason a peer
-sent is cut and escaped before it is printed or kept (:mod:`polybag._text`).  Samples are
+sent is cut and escaped before it is printed or kept (:mod:`polybag.util.text`).  Samples are
 recorded as their writer serialized them: the padding their CDR header declares is dropped.
 
 Hidden topics (a name part starting with ``_``: ``/_private``, actions' ``/_action/``
@@ -29,7 +29,7 @@ reliable subscription) is named in a warning: its messages are not received (as 
 :class:`Ros2Recorder` is the :class:`~polybag.record.recorder.Recorder` writing ROS 2
 files: a rosbag2 directory (``storage`` ``sqlite3`` or ``mcap``) or, for ``-O NAME.mcap``,
 an MCAP file with the ``ros2`` profile and ``cdr`` channels; for ``-O NAME.bag`` a ROS 1
-bag, each message converted with :mod:`polybag.ops.ros1_ros2` (a type that cannot be
+bag, each message converted with :mod:`polybag.bridges.ros1_ros2` (a type that cannot be
 converted is named in a warning and not recorded).
 """
 
@@ -41,10 +41,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag._text import peer_text, safe_line
 from polybag.errors import UsageError
 from polybag.record.options import RecordOptions
 from polybag.record.recorder import _MCAP_MSG_OVERHEAD, Recorder, _Item
+from polybag.util.text import peer_text, safe_line
 
 #: std_msgs/msg/Empty serialized (CDR little endian: its one dummy uint8)
 EMPTY_CDR = b"\x00\x01\x00\x00\x00"
@@ -78,7 +78,7 @@ class Ros2Recorder(Recorder):
         self.storage = (storage or "sqlite3").lower()
         if self.storage not in ("sqlite3", "mcap"):
             raise UsageError(f"--storage {storage!r}: sqlite3 or mcap")
-        # -O NAME.bag / -o PREFIX.bag: a ROS 1 bag, each message converted (polybag.ops.ros1_ros2)
+        # -O NAME.bag / -o PREFIX.bag: a ROS 1 bag, each message converted (polybag.bridges.ros1_ros2)
         self.ros1 = any(n and n.lower().endswith(".bag") for n in (o.output_name, o.output_prefix))
         if o.bz2 and not self.ros1:
             raise UsageError(
@@ -133,9 +133,9 @@ class Ros2Recorder(Recorder):
     def _put_ros1(self, item: _Item, *, count: bool) -> None:
         """Write ``item`` converted to ROS 1; a type that cannot be converted (unknown) is
         named in a warning once and its messages counted as dropped (another type)."""
+        from polybag.bridges.ros1_ros2 import ros2_channel_to_ros1
         from polybag.errors import PolybagError
         from polybag.model import Channel, Schema
-        from polybag.ops.ros1_ros2 import ros2_channel_to_ros1
 
         w = self._writer
         ck = (item.topic, item.key)
@@ -681,7 +681,7 @@ class Ros2Source:
         if key in self._warned:
             return
         self._warned.add(key)
-        text = safe_line(text)  # (names and reasons from peers: see polybag._text)
+        text = safe_line(text)  # (names and reasons from peers: see polybag.util.text)
         self.warnings.append(text)
         self._say(f"warning: {text}")
 

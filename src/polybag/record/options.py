@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from polybag.errors import UsageError
-from polybag.timefmt import DURATION_FORMS, duration_ns
+from polybag.selection import DURATION_FORMS, duration_ns
 
 MB = 1 << 20
 KB = 1 << 10
@@ -108,7 +108,7 @@ def parse_min_space(text: str | int) -> int:
 
 def parse_duration(text: str | float | int | None) -> float | None:
     """rosbag's ``--duration`` in seconds: a number of seconds, or a text as every time option
-    reads a length of time (``30``, ``1.5m``, ``2h``, ``500ms``; :mod:`polybag.timefmt`)."""
+    reads a length of time (``30``, ``1.5m``, ``2h``, ``500ms``; :mod:`polybag.selection`)."""
     if text is None or text == "":
         return None
     if isinstance(text, bool):

@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from polybag.errors import PolybagError, UsageError, WriteError
-from polybag.record._items import (  # noqa: F401 - importable from here as before
+from polybag.record.files import FilesMixin, NameRegistry
+from polybag.record.items import (  # noqa: F401 - importable from here as before
     _BAG_HEADER,
     _BAG_MSG_OVERHEAD,
     _MCAP_MSG_OVERHEAD,
@@ -60,7 +61,6 @@ from polybag.record._items import (  # noqa: F401 - importable from here as befo
     _remove_if_unwritten,
     _Snapshot,
 )
-from polybag.record.files import FilesMixin, NameRegistry
 from polybag.record.options import RecordOptions
 from polybag.record.writing import WriterThreadMixin
 

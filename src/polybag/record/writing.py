@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from polybag.errors import OutputExistsError, WriteError
-from polybag.record._items import (
+from polybag.record.items import (
     _Item,
     _Snapshot,
 )

@@ -15,7 +15,7 @@ Numpy only; ``compressed_image_to_numpy`` needs Pillow or OpenCV
 
 The package by job: :mod:`~polybag.sensors.image` (``sensor_msgs/Image`` encodings),
 :mod:`~polybag.sensors.compressed` (``CompressedImage``, ``compressedDepth``),
-:mod:`~polybag.sensors.pointcloud` (``PointCloud2``), :mod:`~polybag.sensors.misc`
+:mod:`~polybag.sensors.pointcloud` (``PointCloud2``), :mod:`~polybag.sensors.scalars`
 (``LaserScan``, ``Range``, ``NavSatFix``, ``Imu``, ``OccupancyGrid``, ``Odometry``),
 :mod:`~polybag.sensors.display` (any image as 8-bit RGB for files and video),
 :mod:`~polybag.sensors.layout` (the zero-copy image path), :mod:`~polybag.sensors.read`
@@ -27,7 +27,15 @@ from __future__ import annotations
 from polybag.sensors.compressed import compressed_image_to_numpy
 from polybag.sensors.display import to_rgb8
 from polybag.sensors.image import Encoding, encoding_info, encodings, image_to_numpy, numpy_to_image
-from polybag.sensors.misc import (
+from polybag.sensors.pointcloud import (
+    merge_rgb,
+    numpy_to_pointcloud2,
+    pointcloud2_to_numpy,
+    split_packed_rgb,
+    xyz,
+)
+from polybag.sensors.read import images, pointclouds
+from polybag.sensors.scalars import (
     IMU_COLUMNS,
     NAVSATFIX_COLUMNS,
     ODOMETRY_COLUMNS,
@@ -39,14 +47,6 @@ from polybag.sensors.misc import (
     odometry_to_numpy,
     range_to_numpy,
 )
-from polybag.sensors.pointcloud import (
-    merge_rgb,
-    numpy_to_pointcloud2,
-    pointcloud2_to_numpy,
-    split_packed_rgb,
-    xyz,
-)
-from polybag.sensors.read import images, pointclouds
 
 __all__ = [
     "IMU_COLUMNS",

@@ -33,7 +33,7 @@ from polybag.formats.bag.check import check_bag
 from polybag.formats.bag.reader import open_bag
 from polybag.formats.bag.reader_v2 import BagV2Reader
 from polybag.formats.bag.writer import BagWriter
-from polybag.source import MappedSource
+from polybag.io.source import MappedSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "remote"))
 from remote_helpers import STEP, T0, serve, write_big  # noqa: E402

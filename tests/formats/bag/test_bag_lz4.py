@@ -79,7 +79,7 @@ def test_shared_lz4_frames_suit_roslz4_and_mcap():
 
     from mcap.reader import make_reader
 
-    from polybag.compression import compress, decompress
+    from polybag.io.compression import compress, decompress
 
     data = b"".join(b"payload %d " % i for i in range(200_000))
     c = compress("lz4", data)

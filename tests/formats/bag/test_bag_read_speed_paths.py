@@ -2,7 +2,7 @@
 and data lengths read as little-endian u32s through one view with an item at every byte)
 give the payloads rosbags reads, and a length that points past the chunk is a
 FormatError, never an IndexError or a wrong slice.  The payload arena's buffer comes from
-a pool (``polybag.payloads.pooled_empty``) only once every view of an earlier result is
+a pool (``polybag.formats.shared.payloads.pooled_empty``) only once every view of an earlier result is
 gone, and every byte a result exposes is written by the call that returns it."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def _addr(a: np.ndarray) -> int:
 def quiet_pool() -> Iterator[None]:
     """An empty pool, and no collection while a test runs: an earlier test's result that
     the cyclic collector frees mid-test would hand its buffer to the pool."""
-    from polybag import payloads
+    from polybag.formats.shared import payloads
 
     gc.collect()
     gc.disable()
@@ -130,7 +130,7 @@ def quiet_pool() -> Iterator[None]:
 
 
 def test_pooled_arena_is_reused_only_when_every_view_is_gone(tmp_path: Path, quiet_pool: None) -> None:
-    from polybag import payloads
+    from polybag.formats.shared import payloads
 
     path = tmp_path / "big.bag"
     want = _big_bag(path)
@@ -163,7 +163,7 @@ def test_pooled_arena_is_reused_only_when_every_view_is_gone(tmp_path: Path, qui
 
 
 def test_pool_keeps_two_buffers_of_1_to_64_mib(quiet_pool: None) -> None:
-    from polybag import payloads
+    from polybag.formats.shared import payloads
 
     small = payloads.pooled_empty(1000)
     big = payloads.pooled_empty(65 << 20)

@@ -378,7 +378,7 @@ def test_chunks_sharing_boundary_times_are_not_merged(tmp_path):
 def test_pipelined_chunks_give_the_one_thread_bytes(monkeypatch, compression, chunk_size):
     """Chunks compressed by worker threads (several in flight) are written in order: the
     file is byte for byte the one-thread writer's, and reads back."""
-    from polybag import _threads
+    from polybag.util import threads as _threads
 
     outs = []
     for cores in (1, 3):

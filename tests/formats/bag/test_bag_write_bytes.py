@@ -15,8 +15,8 @@ import struct
 import pytest
 
 import polybag
-from polybag import _threads
 from polybag.formats.bag.writer import BagWriter
+from polybag.util import threads as _threads
 
 STRING_DEF = b"string data\n"
 STRING_MD5 = "992ce8a1687cec8c8bd883ec73ca41d1"

@@ -18,7 +18,7 @@ from mcap_helpers import TOPICS, Pipe, Row, key, to_bytes
 from polybag.errors import PolybagError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.reader import McapReader
-from polybag.source import MappedSource, StreamSource
+from polybag.io.source import MappedSource, StreamSource
 
 
 def _rows(n: int, seed: int) -> list[Row]:

@@ -13,7 +13,7 @@ from mcap.writer import Writer as LibWriter
 
 from mcap_helpers import Pipe, Row, expected, key, to_bytes
 from polybag.formats.mcap.reader import McapReader
-from polybag.source import MappedSource, StreamSource
+from polybag.io.source import MappedSource, StreamSource
 
 
 @st.composite

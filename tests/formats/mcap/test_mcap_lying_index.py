@@ -22,7 +22,7 @@ import polybag
 from mcap_helpers import TOPICS, Pipe, Row, key, to_bytes
 from polybag.errors import FormatError
 from polybag.formats.mcap.reader import McapIndexWarning, McapReader
-from polybag.source import MappedSource
+from polybag.io.source import MappedSource
 
 U64 = struct.Struct("<Q")
 U32 = struct.Struct("<I")

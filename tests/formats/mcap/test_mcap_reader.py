@@ -18,7 +18,7 @@ from paths import CORPORA
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError, WriteError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.reader import McapReader
-from polybag.source import MappedSource, StreamSource
+from polybag.io.source import MappedSource, StreamSource
 
 
 def make_rows(n: int, seed: int = 0, shuffle_times: bool = True) -> list[Row]:

@@ -23,7 +23,7 @@ from polybag.codecs import codec_for
 from polybag.codecs.columns import payload_columns
 from polybag.errors import FormatError, PolybagError
 from polybag.formats.mcap.reader import McapReader, _pack
-from polybag.source import MappedSource, StreamSource
+from polybag.io.source import MappedSource, StreamSource
 
 Pairs = list[tuple[int, bytes]]
 

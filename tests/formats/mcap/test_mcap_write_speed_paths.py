@@ -1,4 +1,4 @@
-"""The MCAP writer's and reader's CRC-32 (``polybag.compression.crc32``: ISA-L's when
+"""The MCAP writer's and reader's CRC-32 (``polybag.io.compression.crc32``: ISA-L's when
 ``isal`` is installed) gives zlib's values, so the files are byte for byte the ones zlib's
 CRC wrote, and the `mcap` library validates every CRC in them.  Also: a fresh ``polybag``
 command (a bag -> MCAP convert) gets OpenBLAS's short spin (``polybag/cli/__init__.py``)."""
@@ -21,10 +21,10 @@ from mcap.reader import make_reader
 
 import polybag
 from bag_helpers import write_sample
-from polybag import compression
 from polybag.errors import ChecksumError
 from polybag.formats.mcap import writer_chunks
 from polybag.formats.mcap.writer import McapWriter
+from polybag.io import compression
 
 
 def test_fast_crc_is_installed() -> None:
@@ -171,7 +171,7 @@ def test_a_stalled_worker_does_not_stall_the_writer(monkeypatch: pytest.MonkeyPa
     """While the worker's chunk waits (its thread kept off the cores by other processes),
     the writing thread packs the next chunks itself and queues them (up to QUEUE_CHUNKS),
     instead of waiting; the file is byte for byte the one-thread writer's."""
-    from polybag import _threads
+    from polybag.util import threads as _threads
 
     def write(pool: _StalledPool | None, helpers: int) -> bytes:
         monkeypatch.setattr(_threads, "helpers", lambda: helpers)
@@ -194,7 +194,7 @@ def test_a_stalled_worker_does_not_stall_the_writer(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_queue_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from polybag import _threads
+    from polybag.util import threads as _threads
 
     pool = _StalledPool()
     monkeypatch.setattr(_threads, "helpers", lambda: 1)

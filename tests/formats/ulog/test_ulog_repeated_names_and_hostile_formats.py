@@ -193,9 +193,9 @@ def test_fast_scan_treats_repeated_names_like_any_topic(monkeypatch: pytest.Monk
     monkeypatch.setattr(ulog_reader.UlogReader, "_fast_chunk", counted)
     for topics in (None, ["real"]):
         calls.clear()
-        a = ulog_reader.UlogReader(polybag.source.MappedSource("dup", dup_log(2000)), "dup", topics=topics)
+        a = ulog_reader.UlogReader(polybag.io.source.MappedSource("dup", dup_log(2000)), "dup", topics=topics)
         b = ulog_reader.UlogReader(
-            polybag.source.MappedSource("distinct", dup_log(2000, distinct=True)), "distinct", topics=topics
+            polybag.io.source.MappedSource("distinct", dup_log(2000, distinct=True)), "distinct", topics=topics
         )
         assert calls["dup"] == calls["distinct"]
         assert sum(calls["dup"]) >= len(calls["dup"]) - 2  # all but the chunks with subscriptions
@@ -487,8 +487,8 @@ def test_compile_refuses_before_allocating() -> None:
 def test_hostile_ulog_schemas_in_other_containers() -> None:
     """A ULog schema met in an MCAP (the ULog -> ROS 1 mapping) or a ROS 1 type going to
     ULog: deep chains, cycles and huge arrays are polybag errors."""
-    from polybag.ops.ros1_ulog import ros1_channel_to_ulog
-    from polybag.ops.ulog_ros1 import ulog_channel_to_ros1
+    from polybag.bridges.ros1_ulog import ros1_channel_to_ulog
+    from polybag.bridges.ulog_ros1 import ulog_channel_to_ros1
 
     for case, (formats, _) in HOSTILE.items():
         if case == "no utf-8 name":

@@ -53,7 +53,7 @@ def test_compressors_load_on_first_use() -> None:
     code = f"""
 import sys
 sys.path.insert(0, {SRC!r})
-from polybag import compression
+from polybag.io import compression
 assert "zstandard" not in sys.modules and "lz4" not in sys.modules
 data = bytes(range(256)) * 1000
 for name in ("zstd", "lz4", "bz2"):
@@ -88,7 +88,7 @@ NOT_NEEDED = (
     "polybag.codecs.columns",
     "polybag.ops",
     "polybag.cli",
-    "polybag.remote",
+    "polybag.io.remote",
     "polybag.dask",
     "polybag.net",
 )

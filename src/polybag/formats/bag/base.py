@@ -1,6 +1,6 @@
 """What the bag readers share (the 2.0 reader and the older versions'): :class:`BagReader`.
 
-* Damage bookkeeping: a reader keeps one :class:`~polybag.recovery.Recovery` (``_recovery``):
+* Damage bookkeeping: a reader keeps one :class:`~polybag.formats.shared.recovery.Recovery` (``_recovery``):
   it notes each problem there, with the bytes it skipped, and keeps the first as
   ``_recovery.first`` when it does not recover; a pass (:meth:`BagReader.damage_pass`)
   leaves a recovering reader's ``recovery_report`` when it ends (also when its consumer
@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from polybag.errors import PolybagError
+from polybag.formats.shared.recovery import Recovery
 from polybag.model import Channel, Summary
 from polybag.reader import Reader
-from polybag.recovery import Recovery
 
 from .info import BagInfoMixin
 

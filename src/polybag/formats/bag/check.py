@@ -11,8 +11,8 @@ import numpy as np
 
 from polybag.codecs.checks import md5_problems
 from polybag.errors import PolybagError
-from polybag.remote import is_url, open_url
-from polybag.source import MappedSource
+from polybag.io.remote import is_url, open_url
+from polybag.io.source import MappedSource
 
 from .reader import open_bag
 from .reader_v2 import BagV2Reader, parse_chunk_records

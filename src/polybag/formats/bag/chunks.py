@@ -14,8 +14,8 @@ import struct
 
 import numpy as np
 
-from polybag.compression import OutputBuffer, decompress, max_chunk_bytes, normalize
 from polybag.errors import FormatError, PolybagError
+from polybag.io.compression import OutputBuffer, decompress, max_chunk_bytes, normalize
 
 from .records import OP_CHUNK, OP_CONNECTION, OP_MSG_DATA, OP_NAMES, U32, HeaderFields, op_of, read_record_at
 from .state import _EMPTY_I64, BagV2State, Chunk, Connection, _conn_from_record
@@ -109,7 +109,7 @@ def partial_decompress(
 ) -> bytes | memoryview:
     """As much of a cut or damaged compressed stream as decompresses: at most ``limit``
     bytes, and never more than the cap ``max_bytes`` (None: the process-wide one, see
-    :func:`~polybag.compression.max_chunk_bytes`)."""
+    :func:`~polybag.io.compression.max_chunk_bytes`)."""
     import bz2
 
     limit = min(limit, max_chunk_bytes(max_bytes))

@@ -5,11 +5,11 @@ rosbag writes (buffer handling, and the content checksum).  A roslz4 frame has i
 blocks, so each block can go straight to ``lz4.block.decompress`` with the remaining
 declared size as its bound.  Checksums are not verified here (``polybag check`` verifies
 them through the strict decoder); frames with linked blocks or anything unexpected fall
-back to :func:`polybag.compression.decompress`.
+back to :func:`polybag.io.compression.decompress`.
 
 Memory: a declared size over the cap (``max_chunk_bytes``) is refused before anything is
 decoded, no block may decode past the declared size, and the output grows in one buffer
-(:class:`~polybag.compression.OutputBuffer`), so a chunk costs its size plus one block.
+(:class:`~polybag.io.compression.OutputBuffer`), so a chunk costs its size plus one block.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import struct
 
 import lz4.block
 
-from polybag.compression import OutputBuffer, check_declared, max_chunk_bytes
-from polybag.compression import decompress as strict_decompress
 from polybag.errors import FormatError
+from polybag.io.compression import OutputBuffer, check_declared, max_chunk_bytes
+from polybag.io.compression import decompress as strict_decompress
 
 _MAGIC = 0x184D2204
 _u32 = struct.Struct("<I").unpack_from
@@ -42,7 +42,7 @@ def decompress_lz4(
     ``memoryview`` when they took more than one block).
 
     ``max_bytes`` is the cap (None: the process-wide one, see
-    :func:`polybag.compression.max_chunk_bytes`)."""
+    :func:`polybag.io.compression.max_chunk_bytes`)."""
     cap = max_chunk_bytes(max_bytes)
     check_declared(size, cap, path, offset)
     try:

@@ -3,7 +3,7 @@
 A read selects the chunks that can hold a wanted message (:meth:`OrderMixin._wanted`: the
 connections and time range of the chunk info or the scan) and cuts them into groups:
 in file order one chunk at a time; in log-time order one run per chunk, merged by
-:func:`polybag._merge.merge_runs` by (time, file position) so that recorded bags, whose
+:func:`polybag.formats.shared.merge.merge_runs` by (time, file position) so that recorded bags, whose
 chunks follow each other in time, stream one chunk at a time (bounded memory).  Each chunk
 becomes one list of :class:`~polybag.model.Message` built in bulk: entries filtered and
 sorted with numpy, payloads sliced from the chunk (small ones copied out as ``bytes``).
@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from polybag._merge import LOG_TIME, NEG_LOG_TIME, OutOfOrder, Run, merge_plan, merge_runs
 from polybag.errors import FormatError
+from polybag.formats.shared.merge import LOG_TIME, NEG_LOG_TIME, OutOfOrder, Run, merge_plan, merge_runs
 from polybag.model import Channel, Message
 from polybag.reader import TopicSelector, topic_filter
 
@@ -80,7 +80,7 @@ class OrderMixin(IndexMixin):
         self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
     ) -> Iterator[list[Message]]:
         """The messages of a read, one list per chunk (or per stretch of overlapping
-        chunks, merged by :func:`polybag._merge.merge_runs`), in one damage pass."""
+        chunks, merged by :func:`polybag.formats.shared.merge.merge_runs`), in one damage pass."""
         chans = self.channel_map()
         sel = topic_filter(topics, chans.values())
         chunks = [ci for ci in self.chunks if self._wanted(ci, sel, start, end)]

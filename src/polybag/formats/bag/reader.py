@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from polybag.errors import UnknownFormatError, UnsupportedError
+from polybag.io.source import Source, StreamSource
 from polybag.reader import Reader
-from polybag.source import Source, StreamSource
 
 from .records import MAGIC_V20
 

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from polybag.errors import FormatError, TruncatedError
+from polybag.formats.shared.recovery import Recovery
+from polybag.io.source import MappedSource
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import TopicSelector, topic_filter
-from polybag.recovery import Recovery
-from polybag.source import MappedSource
 
 from .base import BagReader, gc_paused
 from .records import (

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from polybag.compression import decompress as decompress  # re-exported (tests patch it here)
 from polybag.errors import PolybagError
+from polybag.io.compression import decompress as decompress  # re-exported (tests patch it here)
+from polybag.io.source import MappedSource
 from polybag.model import Channel, ChunkInfo, Message, Summary
 from polybag.reader import TopicSelector, topic_filter
-from polybag.source import MappedSource
 
 from .chunks import parse_chunk_records as parse_chunk_records  # re-exported
 from .chunks import partial_decompress as partial_decompress  # re-exported

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
-from polybag.compression import normalize
 from polybag.errors import PolybagError, UnsupportedError
+from polybag.io.compression import normalize
+from polybag.io.source import MappedSource
 from polybag.reader import Reader
-from polybag.source import MappedSource
 
 from .reader import open_bag
 from .reader_v2 import BagV2Reader, Chunk

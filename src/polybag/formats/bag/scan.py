@@ -4,7 +4,7 @@
 decompressed and walked (what is intact of a cut, unterminated or damaged one is kept),
 connection records are collected, and message records outside any chunk (an uncompressed
 chunk a killed recorder left with sizes 0: its records follow in the file) are gathered
-into pseudo-chunks.  Damage is noted in the reader's :class:`~polybag.recovery.Recovery`;
+into pseudo-chunks.  Damage is noted in the reader's :class:`~polybag.formats.shared.recovery.Recovery`;
 without ``recover`` the scan stops at the first damage (the messages before it are still
 given, then the error raised), with it the scan resynchronises at the next plausible chunk
 record.  The last record of a killed recording, cut by its last write, is noted but is not
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from polybag.compression import ChunkLimitError, normalize
 from polybag.errors import FormatError, TruncatedError, UnsupportedError
+from polybag.io.compression import ChunkLimitError, normalize
 
 from .chunks import ChunksMixin, parse_chunk_records, partial_decompress
 from .records import (

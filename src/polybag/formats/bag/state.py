@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from polybag.compression import max_chunk_bytes
+from polybag.formats.shared.recovery import Recovery
+from polybag.io.compression import max_chunk_bytes
+from polybag.io.source import MappedSource
 from polybag.model import Channel, Schema, Summary
-from polybag.recovery import Recovery
-from polybag.source import MappedSource
 
 from .base import BagReader
 from .records import MAGIC_V20, HeaderFields, parse_header

@@ -32,10 +32,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from polybag import _threads
-from polybag.compression import compress, normalize
 from polybag.errors import UnsupportedError, WriteError
+from polybag.io.compression import compress, normalize
 from polybag.model import Channel, Schema
+from polybag.util import threads as _threads
 from polybag.writer import AtomicFile, Writer, check_open
 
 from . import records as R

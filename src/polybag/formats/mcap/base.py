@@ -10,20 +10,20 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from polybag import compression
-from polybag._merge import LOG_TIME, NEG_LOG_TIME
 from polybag.errors import ChecksumError, FormatError, PolybagError, PolybagWarning
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.records import Opcode
+from polybag.formats.shared.merge import LOG_TIME, NEG_LOG_TIME
+from polybag.formats.shared.recovery import Recovery
+from polybag.io import compression
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import Reader, TopicSelector
-from polybag.recovery import Recovery
 
 if TYPE_CHECKING:
     from polybag.formats.mcap.defs import _Census
     from polybag.formats.mcap.scan import _ScanResult
 
-_LOG_TIME = LOG_TIME  # the merge keys, shared with every reader (polybag._merge)
+_LOG_TIME = LOG_TIME  # the merge keys, shared with every reader (polybag.formats.shared.merge)
 _NEG_LOG_TIME = NEG_LOG_TIME
 _MAX_TIME = (1 << 64) - 1
 _INT64_MAX = (1 << 63) - 1

@@ -5,7 +5,7 @@ heads) select the fixed 31-byte heads of all its messages at once into a structu
 filtering by channel and time and sorting by log time happen there, and Python runs once
 per message only to create the :class:`~polybag.model.Message` (:func:`_messages_from_heads`),
 or not at all when only payloads are wanted (:class:`_Batch`, gathered by
-:mod:`polybag.payloads`, for ``topic_payloads``).  Anything unusual raises
+:mod:`polybag.formats.shared.payloads`, for ``topic_payloads``).  Anything unusual raises
 ``_NeedSlowPath`` (the record-by-record walk of :mod:`polybag.formats.mcap.walk` takes over).  Also: the Schema/Channel records lying
 between the listed messages, and message offsets from Message Index record bodies.
 """
@@ -22,8 +22,8 @@ from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import _Bad, _NeedSlowPath, _UnknownChannel
 from polybag.formats.mcap.records import RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U32
 from polybag.formats.mcap.walk import _walk_defs
+from polybag.formats.shared.payloads import gather, packed
 from polybag.model import Channel, Message
-from polybag.payloads import gather, packed
 
 _MI_DTYPE = np.dtype(R.MESSAGE_INDEX_DTYPE)
 
@@ -214,7 +214,7 @@ class _Batch:
 
 def _pack(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The payloads ``a[starts[i]:starts[i] + sizes[i]]`` back to back: (blob, new starts),
-    as :func:`polybag.payloads.gather` packs them."""
+    as :func:`polybag.formats.shared.payloads.gather` packs them."""
     out = np.empty(int(sizes.sum()) if len(starts) else 0, np.uint8)
     return out, gather(a, starts, sizes, out)
 

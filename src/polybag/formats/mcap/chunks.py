@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from polybag import compression
 from polybag.errors import ChecksumError, FormatError, TruncatedError, UnsupportedError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import (
@@ -39,8 +38,9 @@ from polybag.formats.mcap.bulk import (
 )
 from polybag.formats.mcap.records import CHUNK_HEAD, RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U32, U64
 from polybag.formats.mcap.walk import _record_offsets, _walk_defs, _walk_filtered, _walk_versions
+from polybag.io import compression
+from polybag.io.source import MappedSource
 from polybag.model import Channel, Message
-from polybag.source import MappedSource
 
 
 class ChunksMixin(McapState):

@@ -17,7 +17,7 @@ from typing import Any
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.reader import McapReader
 from polybag.formats.mcap.writer import McapWriter
-from polybag.source import MappedSource, StreamSource
+from polybag.io.source import MappedSource, StreamSource
 
 _TYPE_NAMES = {
     R.Header: "Header",

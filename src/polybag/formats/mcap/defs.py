@@ -45,9 +45,9 @@ from polybag.formats.mcap.base import (
 from polybag.formats.mcap.bulk import _defs_between_messages, _u64_at
 from polybag.formats.mcap.records import RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U16
 from polybag.formats.mcap.walk import _walk_defs, _walk_defs_quiet
+from polybag.io.source import MappedSource, StreamSource
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import TopicSelector, topic_filter
-from polybag.source import MappedSource, StreamSource
 
 
 @dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from polybag import compression
 from polybag.errors import FormatError, PolybagError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import (
@@ -25,8 +24,9 @@ from polybag.formats.mcap.base import (
 )
 from polybag.formats.mcap.records import CHUNK_HEAD, MESSAGE_HEAD_LEN, RECORD_HEAD, U16, U32, U64
 from polybag.formats.mcap.walk import _count_chunk
+from polybag.io import compression
+from polybag.io.source import MappedSource
 from polybag.model import ChunkInfo, Summary
-from polybag.source import MappedSource
 
 
 class InfoMixin(McapState):

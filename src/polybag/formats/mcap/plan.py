@@ -30,8 +30,8 @@ from polybag.formats.mcap.base import (
 )
 from polybag.formats.mcap.bulk import _Batch
 from polybag.formats.mcap.records import MESSAGE_HEAD_LEN, U64
+from polybag.io.source import MappedSource
 from polybag.model import Channel, Message
-from polybag.source import MappedSource
 
 _AR16 = np.arange(16, dtype=np.int64)  # the 16 bytes of a Chunk record's start and end times
 

@@ -1,10 +1,10 @@
 """MCAP reading: indexed (footer -> summary -> chunk and message indexes) and streamed.
 
-One reader class serves both sources.  A :class:`~polybag.source.MappedSource` with a
+One reader class serves both sources.  A :class:`~polybag.io.source.MappedSource` with a
 usable summary is read through its indexes: only the chunks that can hold a wanted message
 are read, each decompressed whole and walked with one precompiled struct per record.
 Without a summary (or with ``recover=True``) the same chunks are found by a linear scan of
-the top-level records, which gives the same answers.  A :class:`~polybag.source.StreamSource`
+the top-level records, which gives the same answers.  A :class:`~polybag.io.source.StreamSource`
 is read strictly forward in file order (``order="file"``); log-time order and reverse need
 the whole file, so a stream is then read into memory first (chunks stay compressed until
 used).
@@ -76,7 +76,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from polybag._merge import LOG_TIME, NEG_LOG_TIME, OutOfOrder, Run, merge_plan, merge_runs
 from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import (
@@ -100,10 +99,11 @@ from polybag.formats.mcap.stream import StreamMixin
 from polybag.formats.mcap.summary import CHUNK_INDEX_DTYPE as CHUNK_INDEX_DTYPE  # re-exported
 from polybag.formats.mcap.summary import SummarySectionMixin
 from polybag.formats.mcap.toplevel import RecordsMixin
+from polybag.formats.shared.merge import LOG_TIME, NEG_LOG_TIME, OutOfOrder, Run, merge_plan, merge_runs
+from polybag.formats.shared.payloads import Arena
+from polybag.io.source import MappedSource, Source, StreamSource
 from polybag.model import Message
-from polybag.payloads import Arena
 from polybag.reader import TopicSelector
-from polybag.source import MappedSource, Source, StreamSource
 
 
 class _Read(NamedTuple):

@@ -26,7 +26,7 @@ from polybag.formats.mcap.base import (
     McapState,
 )
 from polybag.formats.mcap.records import CHUNK_HEAD, MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U32, U64, Opcode
-from polybag.source import MappedSource
+from polybag.io.source import MappedSource
 
 
 @dataclass

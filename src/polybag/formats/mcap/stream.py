@@ -19,9 +19,9 @@ from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import McapState, _Partial
 from polybag.formats.mcap.bulk import _positions_from_index_records
 from polybag.formats.mcap.records import MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U32
+from polybag.io.source import StreamSource
 from polybag.model import Message
 from polybag.reader import TopicSelector
-from polybag.source import StreamSource
 
 # the opcodes the stream walk compares against, as module globals (the loop runs per record)
 _OP_CHANNEL, _OP_CHUNK, _OP_DATA_END, _OP_FOOTER = base._OP_CHANNEL, base._OP_CHUNK, base._OP_DATA_END, base._OP_FOOTER

@@ -19,7 +19,7 @@ from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedEr
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.base import _OP_CHANNEL, _OP_FOOTER, _OP_SCHEMA, McapState
 from polybag.formats.mcap.records import FOOTER_RECORD_LEN, MAGIC, RECORD_HEAD, U32, Opcode
-from polybag.source import MappedSource
+from polybag.io.source import MappedSource
 
 CHUNK_INDEX_DTYPE = np.dtype(
     [

@@ -25,8 +25,8 @@ from polybag.formats.mcap.base import (
     McapState,
 )
 from polybag.formats.mcap.records import MAGIC, RECORD_HEAD, U32, Opcode
+from polybag.io.source import MappedSource, StreamSource
 from polybag.model import Attachment, Metadata
-from polybag.source import MappedSource, StreamSource
 
 
 class RecordsMixin(McapState):

@@ -16,11 +16,11 @@ from array import array
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
-from polybag import compression as _compression
 from polybag.errors import UnsupportedError, WriteError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.records import MAGIC, RECORD_MESSAGE_HEAD, Opcode
 from polybag.formats.mcap.writer_chunks import ChunkOutputMixin
+from polybag.io import compression as _compression
 from polybag.model import Channel, Schema
 from polybag.writer import Writer, check_open
 

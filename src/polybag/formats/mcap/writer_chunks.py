@@ -19,11 +19,11 @@ from typing import Any, BinaryIO
 
 import zstandard
 
-from polybag import _threads
-from polybag import compression as _compression
-from polybag.compression import crc32 as _crc32
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.records import Opcode
+from polybag.io import compression as _compression
+from polybag.io.compression import crc32 as _crc32
+from polybag.util import threads as _threads
 from polybag.writer import AtomicFile
 
 _LITTLE = sys.byteorder == "little"

@@ -32,7 +32,7 @@ written by rosbag2 do) and converts between the two spellings when it writes.
 Every value is checked: a metadata.yaml that is not YAML, not a mapping, or has values of
 the wrong kind is a :class:`~polybag.errors.FormatError` naming the file and the field;
 nothing is allocated from a count it declares.  The YAML (the file, and the QoS strings in
-it) is loaded by :func:`polybag._yaml.load`: size, nodes with every alias expanded, and
+it) is loaded by :func:`polybag.util.safe_yaml.load`: size, nodes with every alias expanded, and
 nesting are bounded before anything is built.  Storage file paths are normalised
 (``./a.db3`` is ``a.db3``) and must stay inside the bag directory.
 """
@@ -45,8 +45,8 @@ from typing import Any
 
 import yaml
 
-from polybag import _yaml
 from polybag.errors import FormatError, UnsupportedError
+from polybag.util import safe_yaml as _yaml
 
 METADATA_FILE = "metadata.yaml"
 #: the newest metadata version polybag reads (and the one it writes by default)

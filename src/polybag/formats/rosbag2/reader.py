@@ -31,14 +31,14 @@ from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from polybag.compression import decompress
 from polybag.errors import FormatError, PolybagError, UnsupportedError
 from polybag.formats.rosbag2.metadata import METADATA_FILE, BagInfo, qos_summary
 from polybag.formats.rosbag2.opening import MAX_OPEN_STORAGES, Rosbag2Opening, _storage_files
 from polybag.formats.rosbag2.storage import Decompressed, Storage, renamed
+from polybag.io.compression import decompress
+from polybag.io.source import MappedSource, Source
 from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
-from polybag.source import MappedSource, Source
 
 if TYPE_CHECKING:
     import numpy as np
@@ -365,7 +365,7 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         sizes)``); for SQLite storage straight from one query per file."""
         import numpy as np
 
-        from polybag.payloads import packed
+        from polybag.formats.shared.payloads import packed
 
         ids = topic_filter([topic], self._channels.values()) or set()
         if len(self._storages) == 1 and not self._per_message and not self.recover:

@@ -52,8 +52,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from polybag.compression import LIMIT_HINT, ChunkLimitError, max_chunk_bytes
 from polybag.errors import FormatError
+from polybag.io.compression import LIMIT_HINT, ChunkLimitError, max_chunk_bytes
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _READ_TABLES = {"messages", "topics", "message_definitions"}
@@ -563,7 +563,7 @@ class SqliteStorage:
         import numpy as np
 
         from polybag.formats.rosbag2.pages import Rows
-        from polybag.payloads import packed
+        from polybag.formats.shared.payloads import packed
 
         got = self.page_rows(topic_ids, None, None, False, "log_time", known)
         if got is None:

@@ -23,9 +23,9 @@ from typing import Any
 from polybag.errors import FormatError, PolybagError, UsageError
 from polybag.formats import registry
 from polybag.formats.rosbag2.sqlite import SQLITE_MAGIC, SqliteStorage
+from polybag.io.remote import source_for_path
 from polybag.model import Attachment, Channel, Message, Metadata
 from polybag.reader import RAW_FIELDS
-from polybag.remote import source_for_path
 
 _PAGE_BATCH = 2048  # messages built per batch from rows read off the pages
 
@@ -445,7 +445,7 @@ def storage_cap(value: Any, compressed_size: int) -> tuple[int, str]:
         value = os.environ[ENV_MAX_STORAGE]
     if value is not None:
         if isinstance(value, str):
-            from polybag.compression import parse_size
+            from polybag.io.compression import parse_size
 
             return parse_size(value), f"the max_storage_bytes setting, {ENV_MAX_STORAGE}"
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

@@ -31,7 +31,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from polybag._version import __version__
-from polybag.compression import compress
 from polybag.errors import OutputExistsError, UnsupportedError, WriteError
 from polybag.formats import registry
 from polybag.formats.rosbag2.metadata import (
@@ -45,6 +44,7 @@ from polybag.formats.rosbag2.metadata import (
     qos_to_text,
 )
 from polybag.formats.rosbag2.sqlite import SqliteStorageWriter
+from polybag.io.compression import compress
 from polybag.model import Channel, Schema
 from polybag.writer import (
     Writer,

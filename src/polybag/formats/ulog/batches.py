@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from polybag.codecs.ulog import MAX_PAYLOAD
+from polybag.formats.shared.recovery import Recovery
 from polybag.formats.ulog import records as rec
 from polybag.formats.ulog.damage import _MAX_REPORTS
 from polybag.formats.ulog.definitions import UlogData, _DeadSub, _Sub
 from polybag.formats.ulog.scan import _LOW16, _MIN_TABLE, _SHIFT24, _unsound
-from polybag.recovery import Recovery
 
 
 class _Batch:

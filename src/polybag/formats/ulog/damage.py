@@ -2,7 +2,7 @@
 
 Each piece of damage found while reading goes through :meth:`_Damage._damaged`: its bytes
 are counted in ``recovery_report["bytes_skipped"]`` (the reader's
-:class:`~polybag.recovery.Recovery` makes the report at the end of the scan), it is listed (the first
+:class:`~polybag.formats.shared.recovery.Recovery` makes the report at the end of the scan), it is listed (the first
 :data:`_MAX_REPORTS`) in ``reader.ulog.corruptions`` with a line of
 ``recovery_report["errors"]``, and the first one in the file is what
 :meth:`~polybag.formats.ulog.reader.UlogReader.messages` raises without ``recover=True``.
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from polybag.errors import FormatError, PolybagWarning, TruncatedError
+from polybag.formats.shared.recovery import Recovery
 from polybag.formats.ulog.definitions import UlogData, _DeadSub
-from polybag.recovery import Recovery
 
 _MAX_REPORTS = 1000  # damage reports kept one by one
 

@@ -56,7 +56,6 @@ from typing import Any
 
 import numpy as np
 
-from polybag import _threads
 from polybag.codecs.ulog import (
     LOGGED_STRING_SCHEMA,
     LOGGED_STRING_TEXT,
@@ -65,6 +64,7 @@ from polybag.codecs.ulog import (
     schema_text,
 )
 from polybag.errors import FormatError, TruncatedError
+from polybag.formats.shared.recovery import Recovery
 from polybag.formats.ulog import records as rec
 from polybag.formats.ulog.batches import _Batches
 from polybag.formats.ulog.damage import _MAX_REPORTS as _MAX_REPORTS
@@ -88,10 +88,10 @@ from polybag.formats.ulog.scan import _SHIFT24 as _SHIFT24
 from polybag.formats.ulog.scan import ScanTuning, _Scan
 from polybag.formats.ulog.scan import _run_ends as _run_ends
 from polybag.formats.ulog.scan import _unsound as _unsound
+from polybag.io.source import MappedSource, Source, StreamSource
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
-from polybag.recovery import Recovery
-from polybag.source import MappedSource, Source, StreamSource
+from polybag.util import threads as _threads
 
 # The step sizes of the scan, read at each use through UlogReader._tuning (tests set them here).
 _WALK_LIMIT = 1 << 16  # messages handled at once (bounds the index arrays)
@@ -432,7 +432,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
 
 def open_ulog(source: Source, path: str | None = None, *, recover: bool = False, topics: TopicSelector = None, **opts: Any) -> UlogReader:
     """Opener registered in :data:`polybag.formats.sniff.READERS`."""
-    from polybag.compression import max_chunk_bytes
+    from polybag.io.compression import max_chunk_bytes
 
     # ULog has no compression: the chunk cap is accepted (checked) and has nothing to bound
     max_chunk_bytes(opts.pop("max_chunk_bytes", None))

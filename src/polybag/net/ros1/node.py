@@ -27,9 +27,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from polybag._closing import Closing
-from polybag._text import peer_text
-from polybag.net.ros1._common import (
+from polybag.net.ros1.errors import RosGraphError
+from polybag.net.ros1.master import DEFAULT_TIMEOUT, MasterClient
+from polybag.net.ros1.publisher import Publisher, _close_pub_topics, _IncomingSubscriber, _PubTopic
+from polybag.net.ros1.slave import _Quiet, _SlaveApi, _ThreadingSlaveServer
+from polybag.net.ros1.sockets import (
     FLUSH_TIMEOUT,
     HANDSHAKE_TIMEOUT,
     JOIN_TIMEOUT,
@@ -41,12 +43,10 @@ from polybag.net.ros1._common import (
     _shutdown_socket,
     log,
 )
-from polybag.net.ros1.errors import RosGraphError
-from polybag.net.ros1.master import DEFAULT_TIMEOUT, MasterClient
-from polybag.net.ros1.publisher import Publisher, _close_pub_topics, _IncomingSubscriber, _PubTopic
-from polybag.net.ros1.slave import _Quiet, _SlaveApi, _ThreadingSlaveServer
 from polybag.net.ros1.subscriber import Ros1Message, Subscription
 from polybag.net.ros1.tcpros import DEFAULT_MAX_HEADER, DEFAULT_MAX_MESSAGE
+from polybag.util.closing import Closing
+from polybag.util.text import peer_text
 
 
 class Node(Closing):

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from polybag._text import peer_text
 from polybag.errors import PolybagError
-from polybag.net.ros1._common import (
+from polybag.net.ros1.errors import RosGraphError
+from polybag.net.ros1.sockets import (
     _SEND_BATCH,
     FLUSH_TIMEOUT,
     HANDSHAKE_TIMEOUT,
@@ -31,8 +31,8 @@ from polybag.net.ros1._common import (
     _shutdown_socket,
     log,
 )
-from polybag.net.ros1.errors import RosGraphError
 from polybag.net.ros1.tcpros import encode_header, frame, read_header, text
+from polybag.util.text import peer_text
 
 if TYPE_CHECKING:
     from polybag.net.ros1.node import Node

@@ -15,7 +15,7 @@ import xmlrpc.server
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from polybag.net.ros1._common import HANDSHAKE_TIMEOUT, _join, log
+from polybag.net.ros1.sockets import HANDSHAKE_TIMEOUT, _join, log
 
 if TYPE_CHECKING:
     from polybag.net.ros1.node import Node

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from polybag._closing import Closing
-from polybag._text import peer_text
 from polybag.errors import PolybagError
-from polybag.net.ros1._common import (
+from polybag.net.ros1.errors import RosGraphError, TcprosError
+from polybag.net.ros1.master import DEFAULT_TIMEOUT, _brief, xmlrpc_call
+from polybag.net.ros1.sockets import (
     _POLL,
     HANDSHAKE_TIMEOUT,
     RETIRE_GRACE,
@@ -28,9 +28,9 @@ from polybag.net.ros1._common import (
     _shutdown_socket,
     log,
 )
-from polybag.net.ros1.errors import RosGraphError, TcprosError
-from polybag.net.ros1.master import DEFAULT_TIMEOUT, _brief, xmlrpc_call
 from polybag.net.ros1.tcpros import BufferedSocket, encode_header, read_header, read_message, text
+from polybag.util.closing import Closing
+from polybag.util.text import peer_text
 
 if TYPE_CHECKING:
     from polybag.net.ros1.node import Node

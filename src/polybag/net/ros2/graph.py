@@ -33,10 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag._text import peer_text
 from polybag.errors import PolybagError, UsageError
 from polybag.net.ros2 import names
 from polybag.net.ros2.qos import dds_qos, offered_profile
+from polybag.util.text import peer_text
 
 
 def guid_prefix(guid: str) -> str:

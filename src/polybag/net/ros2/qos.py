@@ -88,8 +88,8 @@ def parse_profiles(text: str) -> list[dict[str, Any]]:
     ``[]`` when it is empty or does not parse."""
     if not text or not text.strip():
         return []
-    from polybag import _yaml
     from polybag.errors import PolybagError
+    from polybag.util import safe_yaml as _yaml
 
     try:  # (recorded text is untrusted: bounded, and a value its tag cannot take is no profile)
         got = _yaml.load(text, "offered_qos_profiles")

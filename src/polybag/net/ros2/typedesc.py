@@ -34,7 +34,7 @@ related sample identity, which the Cyclone DDS binding does not hand out: a succ
 reply counts when it describes our type, and a refusal (which names no type) never ends
 the wait: it may answer another client; it is named only if no answer came in time.
 Peer text in every message (reasons, names) is cut and escaped
-(:func:`polybag._text.peer_text`).
+(:func:`polybag.util.text.peer_text`).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag._text import peer_text
 from polybag.net.ros2.graph import Ros2GraphError, guid_prefix
 from polybag.net.ros2.names import constant_name_ok, field_name_ok, type_name_ok
+from polybag.util.text import peer_text
 
 REQUEST_TYPE = "type_description_interfaces::srv::dds_::GetTypeDescription_Request_"
 REPLY_TYPE = "type_description_interfaces::srv::dds_::GetTypeDescription_Response_"

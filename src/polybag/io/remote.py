@@ -1,6 +1,6 @@
 """Remote files (any fsspec URL) read by range requests.
 
-A :class:`RemoteSource` is a :class:`~polybag.source.MappedSource` whose ``view`` maps a
+A :class:`RemoteSource` is a :class:`~polybag.io.source.MappedSource` whose ``view`` maps a
 sparse temporary file as large as the remote object.  Nothing is downloaded up front but
 the first 16 and the last 64 KiB (magic, bag header, MCAP footer); a reader asks for the ranges it
 is about to touch with :meth:`~RemoteSource.need` / :meth:`~RemoteSource.need_many`
@@ -19,23 +19,23 @@ concurrent 8 MiB parts.  Fetched bytes live in the temporary file (anonymous: go
 source closes), so memory stays that of the pages a reader touches.
 
 URLs are resolved with :func:`fsspec.core.url_to_fs` (``s3://`` needs s3fs); plain
-``http(s)://`` URLs are read by :mod:`polybag.remote_http`, ``gs://`` URLs by gcsfs when it is
-installed, else through GCS's XML API over the same transport (:mod:`polybag.remote_gcs`);
-``file://`` URLs are mapped like local paths by :func:`polybag.source.open_source`.
+``http(s)://`` URLs are read by :mod:`polybag.io.http`, ``gs://`` URLs by gcsfs when it is
+installed, else through GCS's XML API over the same transport (:mod:`polybag.io.gcs`);
+``file://`` URLs are mapped like local paths by :func:`polybag.io.source.open_source`.
 
-Servers are untrusted (see :mod:`polybag.remote_http` for the HTTP details).  Every operation
+Servers are untrusted (see :mod:`polybag.io.http` for the HTTP details).  Every operation
 here (an open, each ``need``, a ``download``) has an overall deadline:
 ``storage_options={"deadline": seconds}``, else ``POLYBAG_REMOTE_DEADLINE``, else one hour;
 ``storage_options={"timeout": seconds}`` (``POLYBAG_HTTP_TIMEOUT``, 120 s) bounds each HTTP
 request.  Both are polybag's own options, never passed to fsspec.  The object is pinned to
 the version that was opened: over HTTP by its ``ETag``/``Last-Modified`` (``If-Match``), on
 S3 (s3fs) by its ``VersionId`` or ``If-Match`` with its ``ETag``; a change is an error.  Sizes
-over :data:`~polybag.remote_http.MAX_OBJECT_BYTES` are refused, and messages name the URL
+over :data:`~polybag.io.http.MAX_OBJECT_BYTES` are refused, and messages name the URL
 without its user info or query values.  An ``http(s)://`` URL given options only fsspec
 takes (``client_kwargs``, ``ssl``, ...) is read by fsspec's HTTP filesystem (aiohttp) under
-the redirect rules of :class:`~polybag.remote_http.HttpRanges`, through a trace hook added to
-its ``client_kwargs["trace_configs"]`` (:func:`~polybag.remote_http.aiohttp_guard`): a refused
-redirect is a :class:`~polybag.remote_http.RedirectRefused`.
+the redirect rules of :class:`~polybag.io.http.HttpRanges`, through a trace hook added to
+its ``client_kwargs["trace_configs"]`` (:func:`~polybag.io.http.aiohttp_guard`): a refused
+redirect is a :class:`~polybag.io.http.RedirectRefused`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from polybag.errors import PolybagError, UsageError
-from polybag.remote_http import (
+from polybag.io.http import (
     DEADLINE,
     DEADLINE_ENV,
     MAX_OBJECT_BYTES,
@@ -68,7 +68,7 @@ from polybag.remote_http import (
     scrub,
     secrets_of,
 )
-from polybag.source import MappedSource
+from polybag.io.source import MappedSource
 
 #: bookkeeping granularity: what a small request is rounded to (one state byte per block)
 BLOCK = 2048
@@ -122,7 +122,7 @@ def file_url_path(url: str) -> str | None:
 def _guarded(url: str, opts: dict[str, Any]) -> dict[str, Any]:
     """The options of an ``http(s)://`` URL read through fsspec's HTTP filesystem: the
     caller's ``client_kwargs`` (kept) with polybag's redirect rules added to their
-    ``trace_configs`` (:func:`polybag.remote_http.aiohttp_guard`)."""
+    ``trace_configs`` (:func:`polybag.io.http.aiohttp_guard`)."""
     kwargs = opts.get("client_kwargs")
     if kwargs is None:
         kwargs = {}
@@ -693,7 +693,7 @@ def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[
     if not _glob.has_magic(url):
         return [url]
     if url.lower().startswith(("gs://", "gcs://")):
-        from polybag.remote_gcs import have_gcsfs, no_listing
+        from polybag.io.gcs import have_gcsfs, no_listing
 
         if not have_gcsfs():
             raise no_listing(url)
@@ -709,7 +709,7 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
     """A :class:`RemoteSource` for ``url`` with its first 16 and last 64 KiB fetched.
 
     Plain ``http(s)://`` URLs (without storage options other than ``headers``, ``timeout``,
-    ``deadline``) are read by :class:`polybag.remote_http.HttpRanges`; everything else
+    ``deadline``) are read by :class:`polybag.io.http.HttpRanges`; everything else
     through fsspec.  The open (size, first and last bytes) is one operation under the
     ``deadline``."""
     _timeout, deadline, _opts = limits(url, storage_options)

@@ -1,4 +1,4 @@
-"""Range requests over plain ``http(s)://`` without fsspec: the fast path of :mod:`polybag.remote`.
+"""Range requests over plain ``http(s)://`` without fsspec: the fast path of :mod:`polybag.io.remote`.
 
 fsspec's HTTP filesystem runs every request through aiohttp on its own event loop and hands
 back a fresh ``bytes`` (joined from the stream's pieces), which the source then copies into
@@ -28,7 +28,7 @@ The server is untrusted:
 - **time**: every request (connection, redirects, headers, body) has an overall deadline
   (``storage_options={"timeout": seconds}``, else ``POLYBAG_HTTP_TIMEOUT``, else
   :data:`TIMEOUT`); no single receive waits more than :data:`RECV_TIMEOUT`; the operations of
-  :mod:`polybag.remote` have their own deadline (``deadline``, ``POLYBAG_REMOTE_DEADLINE``);
+  :mod:`polybag.io.remote` have their own deadline (``deadline``, ``POLYBAG_REMOTE_DEADLINE``);
 - **bytes**: what is read is what was asked for plus a little framing: a multipart answer
   may hold each asked range once (a repeated, overlapping or unasked part, a malformed
   boundary or Content-Range is an error), its framing may not exceed :data:`PART_SLACK` a
@@ -62,7 +62,7 @@ MAX_RANGES = 256
 MAX_REDIRECTS = 5
 #: the overall deadline of one request (connection, redirects, headers and body), seconds
 TIMEOUT = 120.0
-#: the overall deadline of one operation of :mod:`polybag.remote` (an open, one read), seconds
+#: the overall deadline of one operation of :mod:`polybag.io.remote` (an open, one read), seconds
 DEADLINE = 3600.0
 #: the longest a single receive (or the connection) waits, seconds
 RECV_TIMEOUT = 60.0
@@ -698,7 +698,7 @@ def _header(resp: http.client.HTTPResponse, name: str) -> str | None:
 def gcs_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRanges | None:
     """An :class:`HttpRanges` reading ``gs://`` ``url`` through the XML
     API, or None when gcsfs is installed (then fsspec and gcsfs read it)."""
-    from polybag.remote_gcs import OPTIONS, have_gcsfs, headers, http_url
+    from polybag.io.gcs import OPTIONS, have_gcsfs, headers, http_url
 
     if have_gcsfs():
         return None
@@ -717,7 +717,7 @@ def gcs_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRange
 def http_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRanges | None:
     """An :class:`HttpRanges` for a plain ``http(s)://`` URL whose storage options it can
     honour (none, or only ``headers``, ``timeout``, ``deadline``), or for a ``gs://`` URL when
-    gcsfs is not installed (:mod:`polybag.remote_gcs`); None to go through fsspec."""
+    gcsfs is not installed (:mod:`polybag.io.gcs`); None to go through fsspec."""
     if url.lower().startswith(("gs://", "gcs://")):
         return gcs_transport(url, storage_options)
     if not url.lower().startswith(("http://", "https://")):
@@ -737,7 +737,7 @@ class RedirectRefused(PolybagError):
 
 class _Refused(Exception):
     """Raised inside aiohttp by the hook of :func:`aiohttp_guard`: the reason a redirect is
-    not followed (no URL of the caller's: :mod:`polybag.remote` adds it, redacted)."""
+    not followed (no URL of the caller's: :mod:`polybag.io.remote` adds it, redacted)."""
 
 
 #: request headers that are no credentials of the caller's (fsspec adds them), or that aiohttp

@@ -1,7 +1,7 @@
 """Helpers shared by the command modules: output, sizes; time parsing and progress.
 
-Time parsing and formatting live in :mod:`polybag.timefmt` and the progress bar in
-:mod:`polybag._progress` (the ops use them too, and must not import the CLI); they are
+Time parsing and formatting live in :mod:`polybag.selection` and the progress bar in
+:mod:`polybag.util.progress` (the ops use them too, and must not import the CLI); they are
 re-exported here under their old names.
 """
 
@@ -12,14 +12,14 @@ import re
 import sys
 from typing import Any, TextIO
 
-from polybag._progress import Progress
-from polybag.timefmt import (
+from polybag.selection import (
     DURATION_HELP,
     TIME_HELP,
     format_duration,
     format_ns,
     parse_time,
 )
+from polybag.util.progress import Progress
 
 __all__ = [
     "DURATION_HELP",

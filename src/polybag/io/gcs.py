@@ -1,5 +1,5 @@
 """``gs://bucket/object`` read without gcsfs: Google Cloud Storage's XML API over
-:class:`polybag.remote_http.HttpRanges`.
+:class:`polybag.io.http.HttpRanges`.
 
 GCS serves every object at ``https://storage.googleapis.com/<bucket>/<object>`` (the XML
 API): ``HEAD`` gives its size and ``GET`` with ``Range`` its bytes, so a ``gs://`` URL is read
@@ -16,7 +16,7 @@ variable ``GOOGLE_OAUTH_ACCESS_TOKEN`` is sent as ``Authorization: Bearer <token
 otherwise requests are anonymous (public buckets).  ``token="anon"`` forces anonymous.
 Other credential kinds (service account files, application default credentials) need gcsfs.
 The token goes to the endpoint's scheme, host and port only, never to where a redirect
-points elsewhere (:mod:`polybag.remote_http`).  ``timeout`` and ``deadline`` are polybag's
+points elsewhere (:mod:`polybag.io.http`).  ``timeout`` and ``deadline`` are polybag's
 request and operation deadlines, as for ``http(s)://``.
 """
 

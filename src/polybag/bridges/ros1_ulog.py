@@ -1,7 +1,7 @@
 """ROS 1 channels as ULog subscriptions: the mapping ``convert``/``merge``/``split`` use for
-ULog targets (the reverse of :mod:`polybag.ops.ulog_ros1`).
+ULog targets (the reverse of :mod:`polybag.bridges.ulog_ros1`).
 
-* ``ulog_msgs/<name>`` channels (made from a ULog by :mod:`polybag.ops.ulog_ros1`) go back to
+* ``ulog_msgs/<name>`` channels (made from a ULog by :mod:`polybag.bridges.ulog_ros1`) go back to
   the ULog format ``<name>``: every field keeps its name, order and type (``int8..uint64 ->
   int8_t..uint64_t``, ``float32 -> float``, ``float64 -> double``, ``bool``, ``char``), nested
   ``ulog_msgs/B`` become the format ``B``, fixed arrays stay fixed arrays.  The original
@@ -30,10 +30,10 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from polybag.bridges.ulog_ros1 import BASIC, LOGGED_TYPE, PACKAGE, check_nesting, logged_string_to_ulog
 from polybag.codecs.ulog import MAX_ARRAY, MAX_PAYLOAD
 from polybag.errors import UnsupportedError
 from polybag.model import Channel
-from polybag.ops.ulog_ros1 import BASIC, LOGGED_TYPE, PACKAGE, check_nesting, logged_string_to_ulog
 
 # ROS 1 primitive -> (ULog type, size)
 PRIMITIVES: dict[str, tuple[str, int]] = {ros: (ul, n) for ul, (ros, n) in BASIC.items() if ul != "char"} | {

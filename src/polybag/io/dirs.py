@@ -7,8 +7,8 @@ reader:
 - ``metadata.yaml`` is fetched (one small request) and parsed; the storage files it lists
   are looked for next to it;
 - an **MCAP** storage file gets a local stand-in (its first 16 bytes, so it sniffs as MCAP)
-  registered with :func:`polybag.remote.add_stand_in`: the rosbag2 reader opens it through
-  :func:`polybag.remote.source_for_path`, which reads the remote object **by range
+  registered with :func:`polybag.io.remote.add_stand_in`: the rosbag2 reader opens it through
+  :func:`polybag.io.remote.source_for_path`, which reads the remote object **by range
   requests** like any remote MCAP (summary, then the chunks a read needs);
 - a **sqlite3** storage file (and a zstd-compressed one) is **fetched whole** into the
   temporary directory: SQLite reads local files only.  Only the storage files are fetched:
@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 from polybag.errors import FormatError, PolybagError
 from polybag.formats.rosbag2.metadata import MAX_METADATA_BYTES, METADATA_FILE, parse_metadata
-from polybag.remote import add_stand_in, download, drop_stand_ins, read_head
+from polybag.io.remote import add_stand_in, download, drop_stand_ins, read_head
 
 _MAGIC_BYTES = 16
 

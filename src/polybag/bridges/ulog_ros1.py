@@ -266,7 +266,7 @@ def _logged_string(data: bytes | memoryview) -> bytes | None:
 
 def logged_string_to_ulog(data: bytes | memoryview) -> bytes | None:
     """The reverse of :func:`_logged_string`: ROS 1 ``ulog_msgs/logged_string`` -> the ULog
-    reader's logged-string payload (:mod:`polybag.ops.ros1_ulog`)."""
+    reader's logged-string payload (:mod:`polybag.bridges.ros1_ulog`)."""
     if len(data) < ROS1_LOGGED.size:
         return None
     ts, level, tag, n = ROS1_LOGGED.unpack_from(data, 0)

@@ -11,7 +11,7 @@ it).  Each refusal says which limit it met.
 
 Used for rosbag2's ``metadata.yaml``; record configs (``record --config``) can use it too::
 
-    from polybag._yaml import load
+    from polybag.util.safe_yaml import load
     doc = load(data, path, error=UsageError)
 """
 

@@ -21,7 +21,7 @@ once complete**:
   uploaded before ``metadata.yaml``.
 - ``http(s)://`` outputs are refused (:class:`~polybag.errors.UsageError`: nothing is
   written anywhere); ``gs://`` needs gcsfs to write (reading works without it,
-  :mod:`polybag.remote_gcs`); ``file://`` URLs are local paths (written as ``NAME.active``
+  :mod:`polybag.io.gcs`); ``file://`` URLs are local paths (written as ``NAME.active``
   and renamed, as always).
 
 :class:`RemoteWriter` is what ``polybag.Writer(url, ...)`` constructs for a URL: the
@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from polybag.errors import OutputExistsError, PolybagError, UsageError
-from polybag.remote import file_url_path, is_url
+from polybag.io.remote import file_url_path, is_url
 from polybag.writer import Writer
 
 #: the file of a directory output uploaded last (readers open a bag through it)
@@ -166,7 +166,7 @@ def _upload_bar(total: int, label: str) -> Any:
     """An fsspec callback drawing polybag's progress bar of ``total`` bytes (``.bar``)."""
     from fsspec.callbacks import Callback
 
-    from polybag._progress import Progress
+    from polybag.util.progress import Progress
 
     bar = Progress(total, label, enabled=True)
 

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from polybag.bridges.channels import HOLDS, ChannelMap, _Timed
 from polybag.codecs import codec_for
 from polybag.codecs.cdr import CdrCodec
 from polybag.codecs.ros1 import Ros1Codec
@@ -58,7 +59,6 @@ from polybag.codecs.ros2 import known_types as ros2_known
 from polybag.codecs.ros2.typehash import type_hash
 from polybag.errors import PolybagError, UnsupportedError, UsageError
 from polybag.model import Channel, Schema
-from polybag.ops._common import HOLDS, ChannelMap, _Timed
 
 __all__ = [
     "LATCHED_QOS",
@@ -490,9 +490,9 @@ class _LenientCompiler(Compiler):
         return super().attr(o, name, mode, t, default)
 
 
-#: the bridges between message encodings: ULog -> ROS 1 (:mod:`polybag.ops.ulog_ros1`),
+#: the bridges between message encodings: ULog -> ROS 1 (:mod:`polybag.bridges.ulog_ros1`),
 #: ROS 1 <-> ROS 2 (this module).  ROS 1 -> ULog is the ULog output's own mapping
-#: (:mod:`polybag.ops.ros1_ulog`, made by :class:`ChannelMap` when it writes the channel).
+#: (:mod:`polybag.bridges.ros1_ulog`, made by :class:`ChannelMap` when it writes the channel).
 BRIDGES: dict[str, tuple[str, ...]] = {"ulog": ("ros1",), "ros1": ("cdr",), "cdr": ("ros1",)}
 _LABELS = {"ros1": "ROS 1", "cdr": "ROS 2", "ulog": "ULog"}
 
@@ -614,7 +614,7 @@ class RosBridgeMap(ChannelMap):
         """One bridge: ``ch`` (of the source's ``topic``) as a channel of encoding ``to``, and
         its payload transform."""
         if ch.message_encoding == "ulog":
-            from polybag.ops.ulog_ros1 import ulog_channel_to_ros1
+            from polybag.bridges.ulog_ros1 import ulog_channel_to_ros1
 
             topic, schema, metadata, repack = ulog_channel_to_ros1(ch)
             return Channel(ch.id, topic, "ros1", schema, metadata), repack

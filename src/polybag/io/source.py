@@ -2,7 +2,7 @@
 
 Formats never open files themselves.  A seekable source (:class:`MappedSource`) maps the
 file and hands out ``memoryview`` slices; a forward-only source (:class:`StreamSource`)
-wraps a pipe or ``sys.stdin.buffer``; a remote object (:mod:`polybag.remote`) is a
+wraps a pipe or ``sys.stdin.buffer``; a remote object (:mod:`polybag.io.remote`) is a
 ``MappedSource`` filled by range requests as a format :meth:`~MappedSource.need` s ranges.  All check every request against what the file can
 hold, so a lying length field becomes a :class:`~polybag.errors.TruncatedError`, never a
 huge allocation.
@@ -108,7 +108,7 @@ class MappedSource:
             pass
         return cls(p, mm)
 
-    #: requests and bytes fetched (a remote source, :mod:`polybag.remote`); None for a local file
+    #: requests and bytes fetched (a remote source, :mod:`polybag.io.remote`); None for a local file
     stats: dict[str, Any] | None = None
 
     def need(self, offset: int, length: int) -> None:
@@ -311,7 +311,7 @@ def _check_stream(target: BinaryIO, name: str | None) -> None:
 
 def open_source(target: str | os.PathLike[str] | BinaryIO | bytes | bytearray | memoryview) -> Source:
     """A byte source for a path, an in-memory buffer or a binary stream (URLs:
-    :func:`polybag.remote.open_url`)."""
+    :func:`polybag.io.remote.open_url`)."""
     if isinstance(target, (bytes, bytearray, memoryview)):
         return MappedSource(None, target)
     if isinstance(target, (str, os.PathLike)):

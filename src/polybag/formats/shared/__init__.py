@@ -1,0 +1,1 @@
+"""Parts several formats share: payload arenas, k-way merges, damage reports."""

@@ -1,0 +1,1 @@
+"""Bytes: local, streamed and remote sources, transports by URL scheme, uploads, bounded decompression."""
