@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from polybag._version import __version__
 from polybag.errors import (
@@ -27,10 +27,14 @@ from polybag.errors import (
     UsageError,
     WriteError,
 )
-from polybag.io.source import MappedSource, Source, open_source
+from polybag.io.source import MappedSource, StreamSource, open_source
+from polybag.io.urls import url_target
 from polybag.model import Attachment, Channel, ChunkInfo, Message, Metadata, Schema, Summary
 from polybag.reader import Reader
 from polybag.writer import Writer
+
+if TYPE_CHECKING:
+    from polybag.formats.registry import FormatSpec
 
 
 def open(  # noqa: A001 - the public name the issue asks for
@@ -52,33 +56,63 @@ def open(  # noqa: A001 - the public name the issue asks for
     or a size such as ``"1G"``; default 512 MiB, or the process-wide value of
     :func:`polybag.io.compression.set_max_chunk_bytes`).  A chunk over it is a
     :class:`FormatError` naming the file, the offset and the option, never an allocation.
+
+    How: the target is resolved to a byte source (:mod:`polybag.io`: mapped, streamed, or
+    read by range requests) or, for a directory format, a path (or a remote layout of one,
+    the registry's ``open_url`` hook); the format is found (the registry: a path probe, the
+    magic bytes, the extension); its reader opens it.
     """
-    from polybag.formats import registry
     from polybag.io.compression import max_chunk_bytes
 
     if options.get("max_chunk_bytes") is not None:
         options["max_chunk_bytes"] = max_chunk_bytes(options["max_chunk_bytes"])  # UsageError if not a size
     storage_options = options.pop("storage_options", None)
-    if isinstance(target, str) and "://" in target:
-        from polybag.io.remote import file_url_path, is_url, open_url
+    url = url_target(target)
+    if url is not None and url.local is not None:
+        target = url.local  # a file:// URL is its local path
+    elif url is not None:  # a URL: a format's remote layout (a bag directory), else one object
+        reader = _open_remote_layout(url.url, format, storage_options, options)
+        if reader is not None:
+            return reader
+        from polybag.io.remote import open_url  # here: it loads the transports (and numpy)
 
-        if is_url(target):
-            local = file_url_path(target)
-            if local is None:
-                from polybag.io.dirs import is_bag_directory_url, open_remote_rosbag2
-
-                if is_bag_directory_url(target) and format in (None, "rosbag2"):
-                    return open_remote_rosbag2(target, storage_options, options)  # a rosbag2 directory
-                return _open_source(open_url(target, storage_options), format, options)
-            target = local
-    if isinstance(target, (str, os.PathLike)):
-        by_path = registry.probe_path(target)  # a directory (or multi-file) format
-        if by_path is not None and (format is None or registry.lookup(format) is by_path):
-            return by_path.open_by_path(os.fspath(target), **options)
-    return _open_source(open_source(target), format, options)
+        return _open_source(open_url(url.url, storage_options), format, options)
+    if isinstance(target, (str, os.PathLike)):  # a path: a directory (or multi-file) format's
+        spec = _directory_format(target, format)
+        if spec is not None:
+            by_path: Reader = spec.open_by_path(os.fspath(target), **options)
+            return by_path
+    return _open_source(open_source(target), format, options)  # a file, a buffer or a stream
 
 
-def _open_source(source: Source, format: str | None, options: dict[str, Any]) -> Reader:  # noqa: A002
+def _open_remote_layout(
+    url: str, format: str | None, storage_options: dict[str, Any] | None, options: dict[str, Any]  # noqa: A002
+) -> Reader | None:
+    """The reader a format's ``open_url`` hook makes of ``url`` (a rosbag2 bag directory at a
+    URL), or None when no format takes the URL that way (it is then read as one object)."""
+    from polybag.formats import registry
+
+    wanted = registry.lookup(format) if format else None
+    for spec in registry.formats():
+        if spec.open_url is not None and (format is None or wanted is spec):
+            reader: Reader | None = spec.open_by_url(url, storage_options, options)
+            if reader is not None:
+                return reader
+    return None
+
+
+def _directory_format(target: str | os.PathLike[str], format: str | None) -> FormatSpec | None:  # noqa: A002
+    """The directory (or multi-file) format whose probe takes the path ``target`` (and that
+    ``format`` names, if given), or None: the path is opened as one file."""
+    from polybag.formats import registry
+
+    by_path = registry.probe_path(target)
+    if by_path is not None and (format is None or registry.lookup(format) is by_path):
+        return by_path
+    return None
+
+
+def _open_source(source: MappedSource | StreamSource, format: str | None, options: dict[str, Any]) -> Reader:  # noqa: A002
     """The reader of an opened byte source (the format sniffed unless given)."""
     from polybag.formats import registry
 
@@ -105,8 +139,8 @@ def _open_source(source: Source, format: str | None, options: dict[str, Any]) ->
         raise UnsupportedError(f"unknown format {fmt!r} (known: {', '.join(registry.names())})")
     opener = spec.load_opener()
     try:
-        if not spec.ranged and isinstance(source, MappedSource):
-            source.need_all()  # a remote file this format reads front to back
+        if not spec.ranged:
+            source.need_all()  # a remote file this format reads front to back (nothing locally)
         reader: Reader = opener(source, path, **options)
     except BaseException:
         source.close()

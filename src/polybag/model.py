@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypedDict
 
 from polybag.errors import UnsupportedError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Codec(Protocol):
@@ -219,3 +222,25 @@ class Summary:
         for cid, ch in self.channels.items():
             out[ch.topic] = out.get(ch.topic, 0) + self.message_counts.get(cid, 0)
         return out
+
+
+class TopicPayloads(NamedTuple):
+    """Every payload of one topic at once (``Reader.topic_payloads``), as numpy arrays in
+    log-time order: ``blob`` a uint8 array holding the payloads, message ``i`` being
+    ``blob[starts[i]:starts[i] + sizes[i]]``, logged at ``log_times[i]``."""
+
+    log_times: np.ndarray
+    blob: np.ndarray
+    starts: np.ndarray
+    sizes: np.ndarray
+
+
+class RecoveryReport(TypedDict):
+    """What a recovering read met (``Reader.recovery_report``, after the read)."""
+
+    #: messages read
+    messages: int
+    #: bytes of damaged data skipped
+    bytes_skipped: int
+    #: one line per damaged place (file, offset, what was wrong)
+    errors: list[str]

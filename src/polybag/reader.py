@@ -30,26 +30,120 @@ A reader gives data only: ``info_style`` names a layout people know the format b
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from polybag.codecs import codec_for
-from polybag.errors import UsageError
 from polybag.io.source import MappedSource, Source
-from polybag.model import Attachment, Channel, Message, Metadata, Summary
-from polybag.selection import TimeWindow
+from polybag.model import (
+    Attachment,
+    Channel,
+    Message,
+    Metadata,
+    RecoveryReport,
+    Summary,
+    TopicPayloads,
+)
+from polybag.selection import ORDERS, MessageOrder, TimeWindow, TopicSelector, check_order, topic_filter
 from polybag.util.closing import Closing
 
 if TYPE_CHECKING:
     import numpy as np
+    import pandas as pd  # type: ignore[import-untyped]  # no stubs installed (pandas-stubs is not a dependency)
+    import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 
-
-TopicSelector = str | Sequence[str] | None
+__all__ = [
+    "ORDERS",
+    "RAW_FIELDS",
+    "InfoStyle",
+    "MessageOrder",
+    "Reader",
+    "ReaderProtocol",
+    "RecoveryReport",
+    "TopicPayloads",
+    "TopicSelector",
+    "UlogExtras",
+    "check_order",
+    "time_bounds",
+    "topic_filter",
+]
+#: the layouts ``polybag info`` draws besides its generic one (:attr:`Reader.info_style`)
+InfoStyle = Literal["rosbag", "rosbag2", "ulog"]
 #: a Message as a ``(channel, log_time, data)`` tuple (:meth:`Reader.raw_messages`)
 RAW_FIELDS = attrgetter("channel", "log_time", "data")
+
+
+class UlogExtras(Protocol):
+    """What a PX4 ULog reader's ``ulog`` gives besides its messages (pyulog's ``ULog``
+    attributes): the header, info and parameters, logged strings, subscriptions, and the
+    damage met (:class:`polybag.formats.ulog.facts.UlogData` is the one implementation)."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def start_timestamp(self) -> int: ...
+    @property
+    def compat_flags(self) -> list[int]: ...
+    @property
+    def incompat_flags(self) -> list[int]: ...
+    @property
+    def appended_offsets(self) -> list[int]: ...
+    @property
+    def formats(self) -> dict[str, Any]: ...
+    @property
+    def info(self) -> dict[str, Any]: ...
+    @property
+    def info_types(self) -> dict[str, str]: ...
+    @property
+    def info_multiple(self) -> dict[str, list[list[Any]]]: ...
+    @property
+    def info_multiple_types(self) -> dict[str, str]: ...
+    @property
+    def params(self) -> dict[str, int | float]: ...
+    @property
+    def default_params(self) -> dict[int, dict[str, int | float]]: ...
+    @property
+    def logged_messages(self) -> list[Any]: ...
+    @property
+    def subscriptions(self) -> list[Any]: ...
+    @property
+    def unsubscriptions(self) -> list[tuple[int, int]]: ...
+    @property
+    def sync_count(self) -> int: ...
+    @property
+    def sync_offsets(self) -> list[int]: ...
+    @property
+    def corruptions(self) -> list[dict[str, Any]]: ...
+    @property
+    def warnings(self) -> list[str]: ...
+    @property
+    def unreported_damage(self) -> int: ...
+    @property
+    def unknown_types(self) -> dict[str, int]: ...
+    @property
+    def last_timestamp(self) -> int: ...
+    @property
+    def changed_params(self) -> list[tuple[int, str, int | float]]: ...
+    @property
+    def dropouts(self) -> list[Any]: ...
+    @property
+    def syncs(self) -> list[int]: ...
+    @property
+    def has_default_parameters(self) -> bool: ...
+    @property
+    def has_data_appended(self) -> bool: ...
+    @property
+    def file_corruption(self) -> bool: ...
+    @property
+    def initial_parameters(self) -> dict[str, int | float]: ...
+    @property
+    def logged_messages_untagged(self) -> list[Any]: ...
+    @property
+    def logged_messages_tagged(self) -> dict[int, list[Any]]: ...
+    def get_default_parameters(self, default_type: int) -> dict[str, int | float]: ...
+    def version_info_str(self, key: str = "ver_sw_release") -> str | None: ...
 
 
 class Reader(Closing, ABC):
@@ -66,17 +160,17 @@ class Reader(Closing, ABC):
     native_profile: str | None = None
     #: what a recovering read met (``{"messages", "bytes_skipped", "errors"}``), set by the
     #: formats that recover; None: no report (not recovering, or nothing to report yet)
-    recovery_report: dict[str, Any] | None = None
+    recovery_report: RecoveryReport | None = None
     #: definitions (schemas, channels) given twice with different content (MCAP); read as
     #: written, but worth a ``check`` problem each
     definition_problems: Sequence[str] = ()
     #: a PX4 ULog's own data (info, parameters, logged strings, dropouts, corruptions: a
-    #: :class:`polybag.formats.ulog.definitions.UlogData`); None for every other format
-    ulog: Any = None
+    #: :class:`UlogExtras`); None for every other format
+    ulog: UlogExtras | None = None
     #: the layout ``polybag info`` gives this format instead of its generic one (``rosbag``:
     #: ``rosbag info`` and ``rosbag info --yaml``; ``ulog``: pyulog's ``ulog_info``), drawn
     #: by :mod:`polybag.cli.render` from ``info_extras()`` (and ``ulog``); None: generic
-    info_style: str | None = None
+    info_style: InfoStyle | None = None
 
     def __init__(self, source: Source, path: str | None = None) -> None:
         self.source = source
@@ -88,7 +182,7 @@ class Reader(Closing, ABC):
     def summary(self) -> Summary:
         """Channels, counts, times: from the index or summary section when there is one."""
 
-    def messages(self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[Message]:
+    def messages(self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: MessageOrder = "log_time") -> Iterator[Message]:
         """Messages on ``topics`` with ``start <= log_time < end``.
 
         ``order="log_time"`` sorts by log time (ties in file order), ``order="file"`` keeps
@@ -114,7 +208,7 @@ class Reader(Closing, ABC):
         w = TimeWindow.parse(start, end, lambda: self.summary.start_time)
         return time_bounds(w.start, w.end)
 
-    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
+    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: MessageOrder) -> Iterator[Message]:
         """The format's part of :meth:`messages` (a reader implements this one, or overrides
         :meth:`messages` whole): ``order`` is ``"log_time"`` or ``"file"``; ``start`` and
         ``end`` are ``None`` or bounds that exclude something (an empty window is ``1, 1``).
@@ -123,7 +217,7 @@ class Reader(Closing, ABC):
         raise NotImplementedError(f"{type(self).__name__} implements neither messages() nor _messages()")
 
     def raw_messages(
-        self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: str = "log_time"
+        self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: MessageOrder = "log_time"
     ) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
         """:meth:`messages` as plain ``(channel, log_time, data)`` tuples (the shape of
         rosbags' ``Reader.messages()``), same selection, order and errors.  For a loop that
@@ -134,7 +228,7 @@ class Reader(Closing, ABC):
         return self._raw_messages(topics, start, end, reverse, order)
 
     def _raw_messages(
-        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str
+        self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: MessageOrder
     ) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
         """The format's part of :meth:`raw_messages`; here, each message's fields taken in C
         (a reader that overrides :meth:`messages` whole is served too)."""
@@ -151,8 +245,8 @@ class Reader(Closing, ABC):
         return {}
 
     # --- optional capabilities ("not here" answers) -------------------------------------
-    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(log_times, blob, starts, sizes)`` of every message on ``topic`` at once (numpy
+    def topic_payloads(self, topic: str) -> TopicPayloads | None:
+        """``(log_times, blob, starts, sizes)`` (a :class:`~polybag.model.TopicPayloads`) of every message on ``topic`` at once (numpy
         arrays, log-time order; ``blob`` a uint8 array, ``starts``/``sizes`` the payloads in
         it), for columns without iterating messages.  None: not offered by this format
         (:func:`polybag.codecs.columns.topic_columns` then iterates ``messages``)."""
@@ -224,10 +318,13 @@ class Reader(Closing, ABC):
     def channels(self) -> dict[int, Channel]:
         return self.summary.channels
 
-    def decoded_messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[tuple[Message, Any]]:
-        """``(message, decoded object)`` pairs, the codec chosen per channel."""
+    def decoded_messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: MessageOrder = "log_time") -> Iterator[tuple[Message, Any]]:
+        """``(message, decoded object)`` pairs, the codec chosen per channel (plain tuples: a
+        named tuple costs a second allocation per message, about 7% of the loop)."""
+        lookup = codec_for
         for m in self.messages(topics=topics, start=start, end=end, reverse=reverse, order=order):
-            yield m, codec_for(m.channel).decode(m.data, topic=m.channel.topic)
+            ch = m.channel
+            yield m, lookup(ch).decode(m.data, topic=ch.topic)
 
     def topic_columns(self, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """One numpy array per leaf field of ``topic``, plus ``log_time``."""
@@ -235,13 +332,13 @@ class Reader(Closing, ABC):
 
         return topic_columns(self, topic, fields)
 
-    def to_arrow(self, topic: str, fields: Sequence[str] | None = None) -> Any:
+    def to_arrow(self, topic: str, fields: Sequence[str] | None = None) -> pa.Table:
         """The columns of ``topic`` as a ``pyarrow.Table``."""
         from polybag.codecs.columns import columns_to_arrow
 
         return columns_to_arrow(self.topic_columns(topic, fields))
 
-    def to_pandas(self, topic: str, fields: Sequence[str] | None = None) -> Any:
+    def to_pandas(self, topic: str, fields: Sequence[str] | None = None) -> pd.DataFrame:
         """The columns of ``topic`` as a ``pandas.DataFrame``."""
         from polybag.codecs.columns import columns_to_pandas
 
@@ -282,18 +379,18 @@ class ReaderProtocol(Protocol):
     path: str | None
     source: Source
     native_profile: str | None
-    recovery_report: dict[str, Any] | None
+    recovery_report: RecoveryReport | None
     definition_problems: Sequence[str]
-    ulog: Any
-    info_style: str | None
+    ulog: UlogExtras | None
+    info_style: InfoStyle | None
 
     @property
     def summary(self) -> Summary: ...
 
-    def messages(self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[Message]: ...
+    def messages(self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: MessageOrder = "log_time") -> Iterator[Message]: ...
 
     def raw_messages(
-        self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: str = "log_time"
+        self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: MessageOrder = "log_time"
     ) -> Iterator[tuple[Channel, int, bytes | memoryview]]: ...
 
     def attachments(self) -> Iterator[Attachment]: ...
@@ -302,7 +399,7 @@ class ReaderProtocol(Protocol):
 
     def info_extras(self) -> dict[str, Any]: ...
 
-    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None: ...
+    def topic_payloads(self, topic: str) -> TopicPayloads | None: ...
 
     def record_problems(self) -> list[str]: ...
 
@@ -324,13 +421,13 @@ class ReaderProtocol(Protocol):
 
     def channels(self) -> dict[int, Channel]: ...
 
-    def decoded_messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: str = "log_time") -> Iterator[tuple[Message, Any]]: ...
+    def decoded_messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: MessageOrder = "log_time") -> Iterator[tuple[Message, Any]]: ...
 
     def topic_columns(self, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]: ...
 
-    def to_arrow(self, topic: str, fields: Sequence[str] | None = None) -> Any: ...
+    def to_arrow(self, topic: str, fields: Sequence[str] | None = None) -> pa.Table: ...
 
-    def to_pandas(self, topic: str, fields: Sequence[str] | None = None) -> Any: ...
+    def to_pandas(self, topic: str, fields: Sequence[str] | None = None) -> pd.DataFrame: ...
 
     def images(
         self, topic: TopicSelector, start: int | None = None, end: int | None = None, copy: bool = False
@@ -347,15 +444,6 @@ class ReaderProtocol(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-ORDERS = ("log_time", "file")
-
-
-def check_order(order: str) -> None:
-    """Reject an ``order=`` that no reader knows (a :class:`UsageError`)."""
-    if order not in ORDERS:
-        raise UsageError(f"order must be 'log_time' or 'file', not {order!r}")
-
-
 def time_bounds(start: int | None, end: int | None) -> tuple[int | None, int | None]:
     """``start``/``end`` of a read with the bounds that exclude nothing (times are u64) made
     ``None``, and a window that holds nothing made ``1, 1``."""
@@ -366,21 +454,3 @@ def time_bounds(start: int | None, end: int | None) -> tuple[int | None, int | N
     if end is not None and end <= 0:
         start, end = 1, 1  # an empty window
     return start, end
-
-
-def topic_filter(topics: TopicSelector, channels: Iterable[Channel]) -> set[int] | None:
-    """Channel ids selected by ``topics`` (``None``: all).
-
-    A string is a regular expression matched against the whole topic; a sequence is a set
-    of exact topic names.
-    """
-    if topics is None:
-        return None
-    if isinstance(topics, str):
-        try:
-            rx = re.compile(topics)
-        except re.error as e:
-            raise UsageError(f"not a valid topic regular expression {topics!r}: {e}") from None
-        return {c.id for c in channels if rx.fullmatch(c.topic)}
-    wanted = set(topics)
-    return {c.id for c in channels if c.topic in wanted}

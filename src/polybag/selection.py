@@ -1,7 +1,12 @@
-"""Times as people write and read them: parsing time arguments and windows, printing nanoseconds.
+"""What a read selects: topics, the order of messages, and times as people write and read
+them (time arguments and windows, nanoseconds printed).
 
-The bottom layer for the CLI and the ops alike (it imports nothing of polybag above
-:mod:`polybag.errors`).  Times are integer nanoseconds.
+The bottom layer for the readers, the sensors, the CLI and the ops alike (it imports nothing
+of polybag above :mod:`polybag.errors`).  Times are integer nanoseconds.
+
+A read's topics are a :data:`TopicSelector`: a regular expression matched against the whole
+topic, a sequence of exact topic names, or None for every topic (:func:`topic_filter`,
+:func:`selected_channels`).  Its order is a :data:`MessageOrder` (:func:`check_order`).
 
 The one grammar of a time argument (every time option of the CLI, and every text the
 library takes for a time):
@@ -28,10 +33,10 @@ import datetime as _dt
 import numbers
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Literal, Protocol, TypeVar
 
 from polybag.errors import PolybagWarning, UsageError
 
@@ -39,9 +44,14 @@ __all__ = [
     "DURATION_FORMS",
     "DURATION_HELP",
     "MAX_NS",
+    "ORDERS",
     "TIME_FORMS",
     "TIME_HELP",
+    "MessageOrder",
     "TimeWindow",
+    "TopicChannel",
+    "TopicSelector",
+    "check_order",
     "duration_ns",
     "duration_seconds",
     "format_duration",
@@ -49,9 +59,70 @@ __all__ = [
     "format_ns",
     "parse_duration",
     "parse_time",
+    "selected_channels",
     "time_ns",
+    "topic_filter",
     "warn_if_meant_relative",
 ]
+
+#: the topics a read selects: a regular expression matched against the whole topic, a
+#: sequence of exact topic names, or None (every topic)
+TopicSelector = str | Sequence[str] | None
+
+#: the order of a read's messages: by log time (ties in file order), or as in the file
+MessageOrder = Literal["log_time", "file"]
+ORDERS: tuple[MessageOrder, ...] = ("log_time", "file")
+
+
+class TopicChannel(Protocol):
+    """A channel as topic selection sees it (:class:`polybag.model.Channel` is one)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def topic(self) -> str: ...
+
+
+ChannelT = TypeVar("ChannelT", bound=TopicChannel)
+
+
+def check_order(order: str) -> None:
+    """Reject an ``order=`` that no reader knows (a :class:`UsageError`)."""
+    if order not in ORDERS:
+        raise UsageError(f"order must be 'log_time' or 'file', not {order!r}")
+
+
+def _topic_matcher(topics: str | Sequence[str]) -> Callable[[str], object]:
+    """Whether a topic is selected: a regular expression matched against the whole topic (a
+    :class:`UsageError` when it is none), or membership in a set of exact names."""
+    if isinstance(topics, str):
+        try:
+            return re.compile(topics).fullmatch
+        except re.error as e:
+            raise UsageError(f"not a valid topic regular expression {topics!r}: {e}") from None
+    return set(topics).__contains__
+
+
+def topic_filter(topics: TopicSelector, channels: Iterable[TopicChannel]) -> set[int] | None:
+    """Channel ids selected by ``topics`` (``None``: all).
+
+    A string is a regular expression matched against the whole topic; a sequence is a set
+    of exact topic names.
+    """
+    if topics is None:
+        return None
+    selected = _topic_matcher(topics)
+    return {c.id for c in channels if selected(c.topic)}
+
+
+def selected_channels(topics: TopicSelector, channels: Iterable[ChannelT]) -> list[ChannelT]:
+    """The ``channels`` that ``topics`` selects, in their order (all when ``topics`` is None;
+    the same selection as :func:`topic_filter`)."""
+    if topics is None:
+        return list(channels)
+    selected = _topic_matcher(topics)
+    return [c for c in channels if selected(c.topic)]
 
 #: the log's start time for relative (``+``) times: the time, or a call that gives it
 #: (called only when a relative time needs it, so a stream is not read for nothing)
@@ -250,7 +321,8 @@ class TimeWindow:
         """The window of two time arguments (see :func:`time_ns`; ``None`` stays open).  An
         end before the start is a UsageError."""
         if callable(base):
-            get, cache = base, []
+            get = base
+            cache: list[int | None] = []
 
             def once() -> int | None:  # the start is asked for once, whichever side needs it
                 if not cache:

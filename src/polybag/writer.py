@@ -1,7 +1,10 @@
-"""The writer interface every format implements, and the atomic-file helper.
+"""The writer interface every format implements, the factory that picks a format's writer,
+and the atomic-file helper.
 
-``polybag.Writer(path, format=None, **options)`` is this class: constructing it picks the
-format's subclass from ``format=`` or the file extension.
+``polybag.Writer(path, format=None, **options)`` is this class: calling it picks the
+format's subclass from ``format=`` or the file extension (:class:`WriterFactory`).  A URL
+output is the format's writer on a local staging path wired to an
+:class:`~polybag.io.upload.Upload`: its ``close`` uploads, its ``abort`` drops.
 """
 
 from __future__ import annotations
@@ -9,12 +12,60 @@ from __future__ import annotations
 import errno
 import io
 import os
+import posixpath
 import stat
-from collections.abc import Mapping
-from typing import Any, BinaryIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, TypedDict
 
 from polybag.errors import OutputExistsError, UnsupportedError, WriteError
+from polybag.io.urls import url_target
 from polybag.model import Attachment, Channel, Message, Metadata, Schema
+
+if TYPE_CHECKING:
+    from typing_extensions import Self, Unpack  # Python 3.10 has neither
+
+    from polybag.io.upload import Upload
+
+
+class WriterOptions(TypedDict, total=False):
+    """The options ``Writer(...)`` takes (each format's writer takes its own of them, and
+    says so when given one it does not know)."""
+
+    #: chunk (or file) compression: ``"zstd"``, ``"lz4"``, ``"bz2"``, ``"none"``... as the format takes
+    compression: str | None
+    compression_level: int | None
+    chunk_size: int | None
+    #: replace an existing output once the new one is complete (default True)
+    overwrite: bool
+    #: a URL output: fsspec's options, and an upload bar (None: only on a terminal)
+    storage_options: dict[str, Any] | None
+    progress: bool | None
+    # MCAP
+    profile: str
+    library: str | None
+    use_chunking: bool
+    use_message_index: bool
+    use_chunk_index: bool
+    use_statistics: bool
+    use_summary_offsets: bool
+    use_attachment_index: bool
+    use_metadata_index: bool
+    repeat_schemas: bool
+    repeat_channels: bool
+    use_crcs: bool
+    # ULog
+    start_timestamp: int | None
+    compat_flags: Sequence[int] | None
+    sync_interval: int
+    spool_size: int
+    # ULog (file version), rosbag2 (metadata version)
+    version: int
+    # rosbag2
+    storage: str
+    compression_mode: str
+    chunk_compression: str
+    ros_distro: str
+    custom_data: Mapping[str, str] | None
 
 
 def format_for_path(path: str | os.PathLike[str]) -> str:
@@ -25,12 +76,101 @@ def format_for_path(path: str | os.PathLike[str]) -> str:
     return registry.format_for_path(path)
 
 
-class Writer:
+def writer_class(format: str) -> type[Writer]:  # noqa: A002
+    """The writer class of the writable format ``format`` (a name or an alias)."""
+    from polybag.formats import registry
+
+    sub: type[Writer] = registry.writer_spec(format).load_writer()
+    return sub
+
+
+def writer_class_of(path: str | os.PathLike[str]) -> type[Writer] | None:
+    """The writer class of the format of the log file or directory at ``path`` (None: no
+    format, or one polybag cannot write); what a staged upload of a copy of it asks for its
+    upload order (:class:`~polybag.io.upload.Upload`)."""
+    from polybag.formats import registry
+
+    name = registry.sniff_path(path)
+    spec = registry.lookup(name) if name else None
+    if spec is None or spec.writer is None:
+        return None
+    sub: type[Writer] = spec.load_writer()
+    return sub
+
+
+def _url_format(url: str, format: str | None) -> str:  # noqa: A002
+    """The writable format of the output URL ``url``: ``format``, else its extension, else
+    (no extension) the one directory format there is."""
+    from polybag.formats import registry
+
+    if format:
+        return registry.writer_spec(format).name
+    try:
+        return registry.format_for_path(url.rstrip("/"))
+    except UnsupportedError:
+        dirs = [s.name for s in registry.formats() if s.writer is not None and s.open_path is not None]
+        if posixpath.splitext(url.rstrip("/"))[1] or len(dirs) != 1:
+            raise
+        return dirs[0]
+
+
+def open_writer(
+    path: Any = None,
+    *args: Any,
+    format: str | None = None,  # noqa: A002
+    **options: Any,
+) -> Writer:
+    """The format's writer of ``path`` (what ``Writer(...)`` returns): the format from
+    ``format=`` or the extension.  A URL (``s3://bucket/run.mcap``) is written to a local
+    staging path and uploaded by ``close`` (:class:`~polybag.io.upload.Upload`; the options
+    ``storage_options``, ``overwrite`` (default True) and ``progress`` are the upload's); a
+    ``file://`` URL is its local path."""
+    target = url_target(path)
+    if target is None:  # a local path or a stream
+        return writer_class(format or format_for_path(path))(path, *args, format=format, **options)
+    fmt = _url_format(target.url, format)
+    sub = writer_class(fmt)
+    overwrite = bool(options.pop("overwrite", True))
+    storage_options = options.pop("storage_options", None)
+    progress = options.pop("progress", None)
+    if target.local is not None:  # file://: written as its local path
+        return sub(target.local, *args, format=fmt, overwrite=overwrite, **options)
+    from polybag.io.upload import Upload  # here: it loads the transports (and numpy)
+
+    upload = Upload(
+        target.url,
+        directory=sub.directory_output,
+        overwrite=overwrite,
+        storage_options=storage_options,
+        progress=progress,
+        files=sub,
+    )
+    try:
+        writer = sub(upload.local, *args, format=fmt, overwrite=True, **options)
+    except BaseException:
+        upload.discard()
+        raise
+    writer.upload = upload
+    return writer
+
+
+class WriterFactory(type):
+    """The metaclass of :class:`Writer`: calling ``Writer(...)`` itself is
+    :func:`open_writer` (the format's writer, wired to an upload for a URL); calling a format's
+    writer class constructs it as any class."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Writer:
+            return open_writer(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Writer(metaclass=WriterFactory):
     """Base of all format writers.
 
     ``Writer("out.mcap", compression="zstd")`` returns the MCAP writer; subclasses implement
     ``add_schema``, ``add_channel``, ``write``, ``add_attachment``, ``add_metadata``,
-    ``close`` and ``abort``.
+    ``finish_output`` (what ``close`` does) and ``abort_output`` (what ``abort`` does).
 
     A path is written as ``NAME.active`` (created exclusively, never through a symbolic link
     planted at that name) and renamed to ``NAME`` by ``close``.  Every writer takes
@@ -43,10 +183,25 @@ class Writer:
     removes ``NAME.active``.  A failed write (a full disk) raises an ``OSError`` naming ``NAME``.
 
     A URL (``s3://bucket/run.mcap``; ``storage_options=`` for fsspec) is written to a local
-    temporary file and uploaded by ``close`` (:mod:`polybag.io.upload`).
+    staging path and uploaded by ``close`` (:attr:`upload`, :mod:`polybag.io.upload`).
     """
 
     format: str = ""
+    #: the output is a directory (a rosbag2 bag), staged and uploaded file by file
+    directory_output: ClassVar[bool] = False
+    #: a writer made for a URL: the staged output, uploaded by ``close``, dropped by ``abort``
+    upload: Upload | None = None
+
+    def __new__(
+        cls,
+        path: str | os.PathLike[str] | BinaryIO | None = None,
+        *args: Any,
+        format: str | None = None,  # noqa: A002 - the format's name or alias
+        **options: Unpack[WriterOptions],
+    ) -> Self:
+        # what a format's writer class is constructed with (``Writer(...)`` itself is
+        # :class:`WriterFactory`'s :func:`open_writer`)
+        return super().__new__(cls)
 
     @classmethod
     def replace_refusal(cls, path: str) -> str | None:
@@ -55,21 +210,19 @@ class Writer:
         bytes (:func:`log_file_refusal`); a directory format's writer overrides this."""
         return log_file_refusal(path)
 
-    def __new__(cls, path: Any = None, *args: Any, format: str | None = None, **kwargs: Any) -> Writer:
-        if cls is Writer:
-            if isinstance(path, str) and "://" in path:
-                from polybag.io.remote import is_url
+    @classmethod
+    def upload_order(cls, files: Sequence[str]) -> list[str]:
+        """The files of a directory output (paths relative to it, ``/``-separated) in the order
+        they are uploaded: sorted (a directory format whose readers find the rest through one
+        file puts that one last)."""
+        return sorted(files)
 
-                if is_url(path):  # written locally, then uploaded (file://: the local path)
-                    from polybag.io.upload import RemoteWriter
-
-                    return RemoteWriter.__new__(RemoteWriter)
-            from polybag.formats import registry
-
-            spec = registry.writer_spec(format) if format else registry.get(format_for_path(path))
-            sub = spec.load_writer()
-            return super().__new__(sub)
-        return super().__new__(cls)
+    @classmethod
+    def replaceable_files(cls, read: Callable[[str, int], bytes], url: str) -> list[str]:
+        """The files of the existing directory output at ``url`` that writing a new one there
+        may replace (``read(name, most)``: the bytes of one of its files, at most ``most``);
+        an :class:`~polybag.errors.OutputExistsError` when it is no output of this format."""
+        raise OutputExistsError(f"{url}: exists and is not a {cls.format or 'log'} directory; not replaced, even with --force")
 
     # Subclasses define __init__(self, path_or_stream, *, format=None, compression=..., chunk_size=..., ...)
 
@@ -81,6 +234,21 @@ class Writer:
 
     def write(self, channel: Channel, data: bytes | memoryview, log_time: int, publish_time: int | None = None, sequence: int = 0) -> None:
         raise NotImplementedError
+
+    @property
+    def holds(self) -> frozenset[str] | None:
+        """The message encodings this writer's files hold (None: any), as the format registry
+        says (``FormatSpec.holds``); the channel map bridges other channels into them."""
+        from polybag.formats import registry
+
+        return registry.get(self.format).holds
+
+    def add_ulog_subscription(self, name: str, multi_id: int, formats: Sequence[str]) -> Channel:
+        """ULog message ``name`` as subscription ``multi_id``; ``formats`` are its ULog format
+        and the nested ones (``name:type field;...``, nested first).  How a channel bridged
+        into ULog is written (:mod:`polybag.bridges.ros1_ulog`); only a writer whose files
+        hold ULog messages takes one."""
+        raise UnsupportedError(f"{self.format} files cannot hold ULog subscriptions")
 
     def add_attachment(self, name: str, media_type: str, data: bytes, log_time: int = 0, create_time: int = 0) -> None:
         raise UnsupportedError(f"{self.format} files cannot hold attachments")
@@ -109,11 +277,49 @@ class Writer:
         return False
 
     def close(self) -> None:
-        raise NotImplementedError
+        """Finish the output (``NAME.active`` renamed to ``NAME``); a URL's is then uploaded
+        (the staged copy is removed either way)."""
+        upload = self.upload
+        if upload is None:
+            self.finish_output()
+            return
+        if upload.closed:
+            return
+        upload.closed = True
+        try:
+            self.finish_output()
+        except BaseException:
+            self._drop_upload(upload)
+            raise
+        upload.commit()
 
     def abort(self, *, discard: bool = False) -> None:
         """Stop without finishing: ``NAME.active`` stays as a killed writer leaves it (for
-        ``reindex``/``recover``), or is removed with ``discard=True``."""
+        ``reindex``/``recover``), or is removed with ``discard=True``.  A URL's output is
+        never uploaded and its staged copy removed (``discard`` is implied: there is no
+        ``NAME.active`` to recover)."""
+        upload = self.upload
+        if upload is None:
+            self.abort_output(discard=discard)
+        elif not upload.closed:
+            upload.closed = True
+            self._drop_upload(upload)
+        elif not upload.done:
+            upload.discard()
+
+    def _drop_upload(self, upload: Upload) -> None:
+        try:
+            self.abort_output(discard=True)
+        except BaseException:  # noqa: BLE001 - already failing
+            pass
+        upload.discard()
+
+    def finish_output(self) -> None:
+        """Finish the output: what ``close`` does (each format writer implements it)."""
+        raise NotImplementedError
+
+    def abort_output(self, *, discard: bool = False) -> None:
+        """Stop without finishing: what ``abort`` does (each format writer implements it)."""
         raise NotImplementedError
 
     def _check_channel(self, channel: Channel, known: Channel | None) -> None:
@@ -167,9 +373,9 @@ class _OutputRaw(io.FileIO):
 
     output_name = ""
 
-    def write(self, b: Any) -> int:  # type: ignore[override]
+    def write(self, b: Any) -> int:
         try:
-            return super().write(b)  # type: ignore[no-any-return]
+            return super().write(b)
         except OSError as e:
             raise named_os_error(e, self.output_name) from None
 
@@ -437,7 +643,7 @@ class AtomicFile:
                 ) from None
             raw = _OutputRaw(fd, "r+", closefd=True)
             raw.output_name = final
-            self.file: BinaryIO = io.BufferedRandom(raw, buffer_size=buffering)  # type: ignore[assignment]
+            self.file: BinaryIO = io.BufferedRandom(raw, buffer_size=buffering)
             self._own = True
         else:
             self.final_path = self.active_path = None

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 import polybag
-import polybag.codecs.ros2
+import polybag.codecs.ros2.store
 from paths import ROOT
 from polybag.cli import main
-from polybag.codecs.ros1.msgdef import TypeSet
+from polybag.codecs.msgdef import TypeSet
 from polybag.errors import UsageError
 from polybag.formats.rosbag2.metadata import qos_summary
 from polybag.record.group import load_config
@@ -63,7 +63,7 @@ DEFAULTS = "".join(f"{t} {t}_value\n" for t in SCALARS)
 @pytest.fixture(autouse=True)
 def _own_types(monkeypatch: pytest.MonkeyPatch) -> None:
     """``--types`` adds to the process's known types: each test starts without them."""
-    monkeypatch.setattr(polybag.codecs.ros2, "_user", TypeSet("ros2"))
+    monkeypatch.setattr(polybag.codecs.ros2.store, "_user", TypeSet("ros2"))
 
 
 def _warnings(err: str) -> list[str]:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from polybag.codecs.cdr import CdrCodec
-from polybag.codecs.ros1.msgdef import PRIMITIVE_FORMATS, FieldType, TypeSet
+from polybag.codecs.msgdef import PRIMITIVE_FORMATS, FieldType, TypeSet
 from polybag.codecs.ros2 import bundled, full_name
 
 typesys = pytest.importorskip("rosbags.typesys")

@@ -182,7 +182,7 @@ def test_ros2_string_constants_and_defaults() -> None:
 
 
 def test_bounds_enforced_when_encoding() -> None:
-    from polybag.codecs.ros1.serde import EncodeError
+    from polybag.codecs.serde.compiler import EncodeError
 
     codec = codec_for_type("p/msg/B", "string<=3 s\nint32[<=2] v\nstring<=2[] names\n")
     assert codec.to_dict(codec.encode({"s": "abc", "v": [1, 2], "names": ["ab"]}))["s"] == "abc"

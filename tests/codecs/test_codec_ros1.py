@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from _codec_helpers import norm_genpy, norm_rosbags, same
+from polybag.codecs.msgdef import parse_full
 from polybag.codecs.ros1 import (
     Time,
     bundled,
@@ -18,7 +19,6 @@ from polybag.codecs.ros1 import (
     definition_for,
     lookup_md5,
 )
-from polybag.codecs.ros1.msgdef import parse_full
 from polybag.errors import DecodeError
 from polybag.model import Channel, Schema
 

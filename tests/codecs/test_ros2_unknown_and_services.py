@@ -28,7 +28,7 @@ from polybag import codecs
 from polybag.cli import main
 from polybag.codecs.cdr import codec_for_type
 from polybag.errors import DecodeError
-from polybag.formats.rosbag2.sqlite import SCHEMA_SQL
+from polybag.formats.rosbag2.sqlite_writer import SCHEMA_SQL
 
 SEP = "=" * 80
 CORPUS_BAG = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "mcap-samples" / "rosbag2"

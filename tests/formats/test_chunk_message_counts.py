@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polybag
-from polybag.formats.bag import reader_v2
+from polybag.formats.bag.chunks import ChunkLoader
 from polybag.formats.mcap.reader import McapReader
 from polybag.io.source import MappedSource
 from polybag.model import ChunkInfo, Message, Summary
@@ -111,9 +111,8 @@ def test_counts_read_no_message_data(tmp_path: Path, suffix: str, monkeypatch: p
 
     monkeypatch.setattr(McapReader, "_chunk_data", boom)
     monkeypatch.setattr(McapReader, "_summary_from_scan", boom)
-    monkeypatch.setattr(reader_v2.BagV2Reader, "_load", boom)
-    monkeypatch.setattr(reader_v2.BagV2Reader, "_chunk_index", boom)
-    monkeypatch.setattr(reader_v2, "decompress", boom)
+    monkeypatch.setattr(ChunkLoader, "load", boom)
+    monkeypatch.setattr(ChunkLoader, "read_index_data", boom)
     from polybag.formats.bag import chunks as bag_chunks  # where the reader calls it
 
     monkeypatch.setattr(bag_chunks, "decompress", boom)

@@ -66,7 +66,7 @@ def test_lookups_and_their_errors() -> None:
 
 
 def test_writer_and_ops_follow_the_registry(tmp_path: Path) -> None:
-    from polybag.ops._common import ext_for, target_format
+    from polybag.ops.outputs import ext_for, target_format
 
     for spec in registry.formats():
         w = polybag.Writer(str(tmp_path / f"a{spec.extension}"), format=None if spec.extensions else spec.name)

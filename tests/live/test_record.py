@@ -498,7 +498,7 @@ def test_min_space_stops_with_clear_message(tmp_path):
     put_string(rec, "/a", "ok", T0)
     assert rec.flush(60)
     free[0] = 100 << 20
-    rec._next_disk_check = 0  # (the next message checks at once instead of within a second)
+    rec._output.next_disk_check = 0  # (the next message checks at once instead of within a second)
     put_string(rec, "/a", "no room", T0 + 1)
     assert rec.wait(60)
     rep = rec.close()

@@ -117,13 +117,13 @@ def test_trigger_returns_at_once_while_the_file_is_written(tmp_path):
     for i in range(2000):
         put_string(rec, "/a", "x" * 5000, T0 + i)
     gate = threading.Event()
-    real_put = rec._put
+    real_put = rec._writing._put
 
     def slow_put(item, **kw):  # the writer thread waits for the test
         gate.wait(60)
         real_put(item, **kw)
 
-    rec._put = slow_put  # type: ignore[method-assign]
+    rec._writing._put = slow_put  # type: ignore[method-assign]
     fut = rec.trigger()
     assert not fut.done()  # returned before anything was written
     # recording goes on into the new (empty) ring meanwhile
@@ -132,7 +132,7 @@ def test_trigger_returns_at_once_while_the_file_is_written(tmp_path):
     gate.set()
     path = fut.result(120)
     assert len(texts(path)) == 2000
-    rec._put = real_put  # type: ignore[method-assign]
+    rec._writing._put = real_put  # type: ignore[method-assign]
     assert texts(rec.trigger().result(60)) == ["during"]
     rec.close()
 

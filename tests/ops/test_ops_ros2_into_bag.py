@@ -1,7 +1,7 @@
 """Every operation that writes a bag turns ROS 2 (CDR) messages into ROS 1 ones, as convert does.
 
 filter, sort, recover, merge and split copy through the same channel map as convert
-(:class:`polybag.bridges.ros1_ros2.RosBridgeMap`), so a ROS 2 input written to a bag keeps every
+(:class:`polybag.bridges.ChannelMap`), so a ROS 2 input written to a bag keeps every
 message, with the values convert gives, instead of dropping the CDR channels.
 """
 

@@ -1,4 +1,4 @@
-"""Remote rosbag2 directories (polybag.io.dirs): over HTTP and S3 (moto)."""
+"""Remote rosbag2 directories (polybag.formats.rosbag2.remote): over HTTP and S3 (moto)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ from remote_helpers import RangeServer
 from remote_helpers import serve as serve_dir
 
 import polybag
-from polybag.io.remote import _STAND_INS
+
+
+def _layouts(tmp: Path) -> list[Path]:
+    """The local layouts of remote bags left in the temporary folder ``tmp``."""
+    return list(tmp.glob("polybag-rosbag2-*"))
 
 N = 3000
 
@@ -49,7 +53,12 @@ def _rows(r: polybag.Reader) -> list[tuple[str, int, bytes]]:
 
 @pytest.mark.parametrize("name", ["run_mcap", "run_sqlite"])
 @pytest.mark.parametrize("tail", ["/", "/metadata.yaml"])
-def test_remote_rosbag2_equals_local(server: RangeServer, bags: Path, name: str, tail: str) -> None:
+def test_remote_rosbag2_equals_local(
+    server: RangeServer, bags: Path, name: str, tail: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with polybag.open(str(bags / name)) as local:
         expect = _rows(local)
         summary = local.summary
@@ -61,7 +70,7 @@ def test_remote_rosbag2_equals_local(server: RangeServer, bags: Path, name: str,
         tmp = r.local_layout  # type: ignore[attr-defined]
         assert os.path.isdir(tmp)
     assert not os.path.exists(tmp)  # the local layout goes with the reader
-    assert not _STAND_INS
+    assert not _layouts(tmp_path)
 
 
 def test_mcap_storage_is_read_by_ranges(server: RangeServer, bags: Path) -> None:
@@ -89,8 +98,13 @@ def test_missing_metadata_is_a_clear_error(server: RangeServer) -> None:
         polybag.open(f"{server.url}/nothere/")
 
 
-def test_a_missing_storage_file_is_a_clear_error(server: RangeServer, bags: Path, tmp_path: Path) -> None:
+def test_a_missing_storage_file_is_a_clear_error(
+    server: RangeServer, bags: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import shutil
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     broken = bags / "broken"
     if not broken.exists():
@@ -100,7 +114,7 @@ def test_a_missing_storage_file_is_a_clear_error(server: RangeServer, bags: Path
                 p.unlink()
     with pytest.raises(polybag.PolybagError, match="cannot open: no such object"):
         polybag.open(f"{server.url}/broken/")
-    assert not _STAND_INS
+    assert not _layouts(tmp_path)  # nothing left of the layout
 
 
 def test_a_storage_path_leaving_the_directory_is_refused(server: RangeServer, bags: Path) -> None:

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polybag.errors import PolybagError
-from polybag.io.remote import BLOCK, COALESCE, MIN_AHEAD, PART, RemoteSource, is_url
+from polybag.io.remote import BLOCK, COALESCE, MIN_AHEAD, PART, RemoteSource
+from polybag.io.urls import is_url
 
 
 class FakeFS:

@@ -238,6 +238,23 @@ def test_library_writer_to_s3(fs: Any, s3: dict[str, Any]) -> None:
         assert r.summary.message_count == 5
 
 
+def test_url_writer_is_the_format_writer_wired_to_an_upload(fs: Any, s3: dict[str, Any]) -> None:
+    """``Writer(url)`` is the format's own writer (its own members, no proxy) on the staging
+    path of an :class:`~polybag.io.upload.Upload`."""
+    from polybag.formats.ulog.writer import UlogWriter
+    from polybag.io.upload import Upload
+
+    url = "s3://logs/lib/wired.ulg"
+    w = polybag.Writer(url, storage_options=s3)
+    assert type(w) is UlogWriter
+    assert isinstance(w.upload, Upload) and w.upload.url == url
+    w.start_timestamp = 5  # a ULog writer's own setting, on the writer itself
+    assert w.start_timestamp == 5
+    w.abort()
+    fs.invalidate_cache()
+    assert not fs.exists(url)
+
+
 def test_aborted_writer_leaves_nothing(fs: Any, s3: dict[str, Any]) -> None:
     url = "s3://logs/lib/aborted.mcap"
     before = _uploads()
@@ -293,7 +310,7 @@ def test_an_interrupted_operation_uploads_nothing(
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("polybag.ops._copy.copy_messages", interrupted)
+    monkeypatch.setattr("polybag.ops.copying.copy_messages", interrupted)
     monkeypatch.setenv("FSSPEC_S3_ENDPOINT_URL", s3["client_kwargs"]["endpoint_url"])
     import fsspec.config
 

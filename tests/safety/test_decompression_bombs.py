@@ -39,7 +39,8 @@ from mcap_helpers import Pipe, to_bytes
 from paths import CORPORA
 from polybag.cli import build_parser, main
 from polybag.errors import FormatError, UsageError
-from polybag.formats.bag import lz4fast, reader_v2
+from polybag.formats.bag import chunks as bag_chunks
+from polybag.formats.bag import lz4fast
 from polybag.formats.bag.records import TIME, U32, build_header
 from polybag.formats.bag.writer import BagWriter, connection_record
 from polybag.formats.mcap import records as R
@@ -461,7 +462,7 @@ def _forbid_decompression(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(compression, "_incremental", fail("lz4/bz2"))
     monkeypatch.setattr(lz4fast, "_fast", fail("lz4fast"))
     monkeypatch.setattr(lz4fast, "partial_lz4", fail("partial_lz4"))
-    monkeypatch.setattr(reader_v2, "partial_decompress", fail("partial_decompress"))
+    monkeypatch.setattr(bag_chunks, "partial_decompress", fail("partial_decompress"))
     from polybag.formats.bag import scan as bag_scan  # where the unindexed scan calls it
 
     monkeypatch.setattr(bag_scan, "partial_decompress", fail("partial_decompress"))
@@ -577,14 +578,14 @@ def test_partial_decompress_respects_the_cap(comp: str) -> None:
     n = 8 * MiB
     data = _compressed(comp, (bytes([i]) * MiB for i in range(8)), n)
     cut = data[: len(data) * 3 // 4] if comp == "lz4" else data
-    whole = reader_v2.partial_decompress(comp, cut, 1 << 40)
+    whole = bag_chunks.partial_decompress(comp, cut, 1 << 40)
     assert 0 < len(whole) <= n
-    capped = reader_v2.partial_decompress(comp, cut, 1 << 40, max_bytes=3 * MiB + 5)
+    capped = bag_chunks.partial_decompress(comp, cut, 1 << 40, max_bytes=3 * MiB + 5)
     assert len(capped) == 3 * MiB + 5 and bytes(capped) == bytes(whole[: 3 * MiB + 5])
-    assert len(reader_v2.partial_decompress(comp, cut, 1000)) == 1000
+    assert len(bag_chunks.partial_decompress(comp, cut, 1000)) == 1000
     prev = compression.set_max_chunk_bytes(MiB)
     try:
-        assert len(reader_v2.partial_decompress(comp, cut, 1 << 40)) == MiB
+        assert len(bag_chunks.partial_decompress(comp, cut, 1 << 40)) == MiB
     finally:
         compression.set_max_chunk_bytes(prev)
 

@@ -2,7 +2,7 @@
 neither the memory nor the time polybag spends on it.
 
 A 260k-field ``ros2msg`` definition cost 2.5 GB and 76 s to decode one message.  Now every
-definition is held to :class:`~polybag.codecs.ros1.msgdef.DefinitionLimits` (text size,
+definition is held to :class:`~polybag.codecs.msgdef.DefinitionLimits` (text size,
 types, fields written, name length, nesting, expansion) and refused past them with a
 :class:`~polybag.errors.DecodeError` naming the limit and the type; under them, compiling is
 linear in the definition (a diamond of types that doubles at every level is inlined into a
@@ -33,10 +33,11 @@ import polybag
 import polybag.codecs as codecs
 from polybag.cli import main
 from polybag.codecs import cdr
+from polybag.codecs import msgdef as md
 from polybag.codecs import ros1 as ros1_codecs
+from polybag.codecs import ros2 as ros2_types
 from polybag.codecs.columns import payload_columns
 from polybag.codecs.columns_layout import MAX_COLUMNS
-from polybag.codecs.ros1 import msgdef as md
 from polybag.codecs.ros2 import bundled as ros2_bundled
 from polybag.codecs.ros2 import definition_for as ros2_definition_for
 from polybag.errors import DecodeError, PolybagError
@@ -222,7 +223,7 @@ def test_long_names_refused(line: str) -> None:
     with pytest.raises(DecodeError, match="DefinitionLimits.name_chars"):
         md.parse_full("pkg/T", text)
     with pytest.raises(DecodeError, match="DefinitionLimits.name_chars"):
-        cdr.ros2_typeset("pkg/T", text)
+        ros2_types.ros2_typeset("pkg/T", text)
     # a field name at the limit is accepted
     assert md.parse_full("pkg/T", "int32 " + "n" * md.MAX_NAME).size("pkg/T") == 2
 
@@ -235,9 +236,9 @@ def test_idl_bombs_refused() -> None:
     assert peak[0] < 32 * MiB, peak[0]
     structs = "".join(f"struct S{i} {{ int8 v; }};\n" for i in range(md.MAX_TYPES + 1))
     with pytest.raises(DecodeError, match="DefinitionLimits.types"):
-        cdr.ros2_typeset("pkg/msg/S0", f"module pkg {{ module msg {{ {structs} }}; }};\n", "ros2idl")
+        ros2_types.ros2_typeset("pkg/msg/S0", f"module pkg {{ module msg {{ {structs} }}; }};\n", "ros2idl")
     with pytest.raises(DecodeError, match="DefinitionLimits.name_chars"):
-        cdr.ros2_typeset("pkg/msg/S", "module " + "m" * 5000 + " { struct S { int8 v; }; };\n", "ros2idl")
+        ros2_types.ros2_typeset("pkg/msg/S", "module " + "m" * 5000 + " { struct S { int8 v; }; };\n", "ros2idl")
     # sequences nested 5000 deep: a RecursionError before, now refused at the second level
     nested = "sequence<" * 5000 + "int32" + ">" * 5000
     with pytest.raises(DecodeError, match="sequences of sequences"):
@@ -289,19 +290,19 @@ def test_lower_limits_for_less_trusted_definitions() -> None:
     text, payload = flat(3000)
     strict = md.DEFAULT_LIMITS.lower(fields=2000, depth=8, expanded_fields=5000)
     with pytest.raises(DecodeError, match=r"DefinitionLimits.fields = 2000"):
-        cdr.check_definition("pkg/msg/Flat", text, limits=strict)
+        ros2_types.check_definition("pkg/msg/Flat", text, limits=strict)
     with pytest.raises(DecodeError, match=r"DefinitionLimits.fields = 2000"):
         cdr.codec_for_type("pkg/msg/Flat", text, limits=strict)
     with pytest.raises(DecodeError, match="DefinitionLimits.depth"):
-        cdr.check_definition("pkg/T0", chain(9), limits=strict)
+        ros2_types.check_definition("pkg/T0", chain(9), limits=strict)
     with pytest.raises(DecodeError, match="DefinitionLimits.expanded_fields"):
-        cdr.check_definition("pkg/T0", diamond(7, fan=5), limits=strict)
+        ros2_types.check_definition("pkg/T0", diamond(7, fan=5), limits=strict)
     with pytest.raises(DecodeError, match="DefinitionLimits.text_bytes"):
-        cdr.check_definition("pkg/T", "int8 x\n" * 100, limits=strict.lower(text_bytes=100))
+        ros2_types.check_definition("pkg/T", "int8 x\n" * 100, limits=strict.lower(text_bytes=100))
     # the file limits take them all
-    assert cdr.check_definition("pkg/msg/Flat", text).size("pkg/msg/Flat") == 3001
+    assert ros2_types.check_definition("pkg/msg/Flat", text).size("pkg/msg/Flat") == 3001
     assert cdr.codec_for_type("pkg/msg/Flat", text).decode(payload).f2999 == 2999
-    ts = cdr.check_definition("pkg/T0", chain(8), limits=strict)
+    ts = ros2_types.check_definition("pkg/T0", chain(8), limits=strict)
     assert ts.depth("pkg/T0") == 8
 
 
@@ -414,7 +415,7 @@ def test_protobuf_dependency_chain_and_deep_json_schema(tmp_path: Path) -> None:
 
 def test_generated_source_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A last bound on the Python source one compiler generates, named in the error."""
-    from polybag.codecs.ros1 import serde
+    from polybag.codecs.serde import compiler as serde
 
     monkeypatch.setattr(serde, "MAX_SOURCE_BYTES", 20_000)
     text, payload = flat(2000, "ros1")

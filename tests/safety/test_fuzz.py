@@ -271,6 +271,6 @@ def test_bag_v12_message_data_without_a_type_field() -> None:
     for recover in (False, True):
         with polybag.open(bytes(data), recover=recover) as r:
             times = r.message_times()  # (was an IndexError: one more time than connections)
-            assert sum(len(v) for v in times.values()) == len(r.times)
+            assert sum(len(v) for v in times.values()) == len(r.table.times)
     with polybag.open(bytes(data)) as r, pytest.raises(FormatError):
         list(r.messages())

@@ -725,7 +725,7 @@ def test_errors_of_a_remote_bag_name_the_url(tmp_path: Path, tmpdir_env: Path, c
 
 
 def test_shown_as_names_what_the_user_gave(tmp_path: Path, tmpdir_env: Path) -> None:
-    """``shown_as`` (what remote_dirs passes for a bag laid out locally): every error, at
+    """``shown_as`` (what a remote bag laid out locally is shown as): every error, at
     open and while reading, names it instead of the local folder."""
     bag = tmp_path / "layout" / "bag"
     _zstd_bag(bag, b"SQLite format 3\x00" + os.urandom(5000), 1 << 16, piece=1 << 16)

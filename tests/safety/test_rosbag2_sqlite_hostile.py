@@ -280,7 +280,7 @@ def test_a_real_hot_journal_is_rolled_back_in_a_copy_by_recover(tmp_path: Path, 
 
 def test_the_rollback_is_what_sqlite_itself_restores(tmp_path: Path) -> None:
     """The journal player against SQLite's own rollback of the same (trusted) files."""
-    from polybag.formats.rosbag2.sqlite import roll_back
+    from polybag.formats.rosbag2.sqlite_files import roll_back
 
     bag, db = _bag(tmp_path, n=400)
     _hot_transaction(db)
@@ -506,7 +506,7 @@ def _child_peak(body: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     files included), in MB."""
     script = f"""
 import json, sys, io, contextlib
-import polybag, polybag.formats.rosbag2.sqlite as S, polybag.formats.rosbag2.pages, numpy
+import polybag, polybag.formats.rosbag2.sqlite_files as S, polybag.formats.rosbag2.pages, numpy
 def hwm():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):

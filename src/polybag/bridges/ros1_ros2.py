@@ -39,12 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from polybag.bridges.channels import HOLDS, ChannelMap, _Timed
+from polybag.bridges.protocol import BridgedChannel
 from polybag.codecs import codec_for
 from polybag.codecs.cdr import CdrCodec
-from polybag.codecs.ros1 import Ros1Codec
-from polybag.codecs.ros1 import known_types as ros1_known
-from polybag.codecs.ros1.msgdef import (
+from polybag.codecs.msgdef import (
     NUMPY_TYPES,
     PRIMITIVE_FORMATS,
     FieldType,
@@ -53,24 +51,23 @@ from polybag.codecs.ros1.msgdef import (
     canonical,
     parse_msg,
 )
-from polybag.codecs.ros1.serde import Compiler, run_encoder
+from polybag.codecs.ros1 import Ros1Codec
+from polybag.codecs.ros1 import known_types as ros1_known
 from polybag.codecs.ros2 import definition_for, full_name
 from polybag.codecs.ros2 import known_types as ros2_known
 from polybag.codecs.ros2.typehash import type_hash
-from polybag.errors import PolybagError, UnsupportedError, UsageError
+from polybag.codecs.serde.compiler import Compiler, run_encoder
+from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Schema
 
 __all__ = [
     "LATCHED_QOS",
     "Mapped",
-    "BRIDGES",
-    "RosBridgeMap",
-    "bridge_chain",
-    "check_profile",
     "ros1_channel_to_ros2",
     "ros1_name",
+    "ros1_to_ros2",
     "ros2_channel_to_ros1",
-    "target_ros",
+    "ros2_to_ros1",
 ]
 
 Conv = Callable[[Any], Any]
@@ -490,186 +487,16 @@ class _LenientCompiler(Compiler):
         return super().attr(o, name, mode, t, default)
 
 
-#: the bridges between message encodings: ULog -> ROS 1 (:mod:`polybag.bridges.ulog_ros1`),
-#: ROS 1 <-> ROS 2 (this module).  ROS 1 -> ULog is the ULog output's own mapping
-#: (:mod:`polybag.bridges.ros1_ulog`, made by :class:`ChannelMap` when it writes the channel).
-BRIDGES: dict[str, tuple[str, ...]] = {"ulog": ("ros1",), "ros1": ("cdr",), "cdr": ("ros1",)}
-_LABELS = {"ros1": "ROS 1", "cdr": "ROS 2", "ulog": "ULog"}
+def ros1_to_ros2(ch: Channel) -> BridgedChannel:
+    """The ROS 1 -> ROS 2 bridge (:mod:`polybag.bridges.registry`): :func:`ros1_channel_to_ros2`."""
+    return _bridged(ch, ros1_channel_to_ros2(ch))
 
 
-def bridge_chain(source: str, goal: str) -> list[str] | None:
-    """The encodings a message of ``source`` goes through to reach ``goal`` (both ends
-    included: ``["ulog", "ros1", "cdr"]``), the shortest chain of :data:`BRIDGES`; None when
-    no chain of bridges reaches it."""
-    paths = {source: [source]}
-    todo = [source]
-    while todo:
-        enc = todo.pop(0)
-        if enc == goal:
-            return paths[enc]
-        for nxt in BRIDGES.get(enc, ()):
-            if nxt not in paths:
-                paths[nxt] = [*paths[enc], nxt]
-                todo.append(nxt)
-    return None
+def ros2_to_ros1(ch: Channel) -> BridgedChannel:
+    """The ROS 2 -> ROS 1 bridge (:mod:`polybag.bridges.registry`): :func:`ros2_channel_to_ros1`."""
+    return _bridged(ch, ros2_channel_to_ros1(ch))
 
 
-def _then(first: Any, second: Any) -> Any:
-    """The payload transform ``second(first(data))`` (either may be None: no change); timed
-    when ``second`` is (``first`` never is: the bridges need no log time)."""
-    if first is None:
-        return second
-    if second is None:
-        return first
-    if isinstance(second, _Timed):
-        def both_timed(data: bytes | memoryview, log_time: int) -> Any:
-            d = first(data)
-            return None if d is None else second(d, log_time)
-
-        return _Timed(both_timed)
-
-    def both(data: bytes | memoryview) -> Any:
-        d = first(data)
-        return None if d is None else second(d)
-
-    return both
-
-
-class RosBridgeMap(ChannelMap):
-    """A :class:`~polybag.ops._common.ChannelMap` that carries every channel into the message
-    encoding its output holds, through a chain of bridges (:func:`bridge_chain`): ULog ->
-    ROS 1 -> ROS 2, ROS 2 -> ROS 1 (-> ULog).  ``target = "ros2"`` (a rosbag2 output, or the
-    MCAP profile ``ros2``) wants CDR messages, ``target = "ros1"`` (a bag, the MCAP profile
-    ``ros1``) ROS 1 ones, a ULog output ULog ones; an MCAP output without a profile takes
-    every channel as it is (ULog channels as ROS 1).  A channel that no chain carries, or
-    whose type a bridge cannot map, is dropped with a warning naming it and the reason kept
-    in :attr:`reasons` (its messages counted); :meth:`report` warns about messages that
-    could not be converted."""
-
-    target: str | None = None
-
-    def __init__(self, writer: Any, fmt: str, result: Any) -> None:
-        super().__init__(writer, fmt, result)
-        self.mapped: dict[str, Mapped] = {}
-        #: why a topic's messages were dropped (topic -> reason), for the result
-        self.reasons: dict[str, str] = {}
-
-    def _goal(self, enc: str) -> str | None:
-        """The encoding a channel of ``enc`` must reach for this output (None: as it is)."""
-        holds = HOLDS.get(self.fmt)
-        if self.fmt == "ulog":
-            return "ulog" if enc == "ulog" else "ros1"  # ROS 1 -> ULog: the ULog mapping
-        if self.target == "ros2":
-            return "cdr"
-        if self.target == "ros1":
-            return "ros1"
-        if holds is None:
-            return "ros1" if enc == "ulog" else None
-        return next(iter(sorted(holds)))
-
-    def _drop(self, ch: Channel, reason: str) -> tuple[None, None]:
-        self.result.warn(f"topic {ch.topic}: {reason}; dropped")
-        self.reasons[ch.topic] = reason
-        return None, None
-
-    def _make(self, ch: Channel) -> tuple[Channel | None, Any]:
-        enc = ch.message_encoding
-        goal = self._goal(enc)
-        if goal is None or goal == enc:
-            return self._written(ch, ch.topic)
-        chain = bridge_chain(enc, goal)
-        if chain is None:
-            holds = HOLDS.get(self.fmt)
-            if holds is None:  # an MCAP holds anything: kept as it is
-                return self._written(ch, ch.topic)
-            held = ", ".join(sorted(holds))
-            return self._drop(
-                ch, f"no bridge carries {enc or 'schemaless'!r} messages into {self.fmt} files (they hold {held})"
-            )
-        cur, tf = ch, None
-        for step in chain[1:]:
-            try:
-                cur, step_tf = self._step(cur, step, ch.topic)
-            except PolybagError as e:
-                tname = cur.schema.name if cur.schema is not None else str(cur.metadata.get("type", "?"))
-                return self._drop(ch, f"cannot map {tname} to {_LABELS[step]}: {e}")
-            tf = _then(tf, step_tf)
-        out, last_tf = self._written(cur, ch.topic)
-        if out is None:
-            return None, None
-        return out, _then(tf, last_tf)
-
-    def _written(self, ch: Channel, topic: str) -> tuple[Channel | None, Any]:
-        """``ch`` written as the output holds it (:meth:`ChannelMap._make`); when it cannot
-        be, the reason it warned of is kept for the source's ``topic``."""
-        seen = len(self.result.warnings)
-        out, tf = super()._make(ch)
-        if out is None:
-            said = [w for w in self.result.warnings[seen:] if w.startswith(f"topic {ch.topic}: ")]
-            reason = said[-1][len(f"topic {ch.topic}: ") :].removesuffix("; dropped") if said else ""
-            self.reasons.setdefault(topic, reason or f"{self.fmt} files cannot hold it")
-        return out, tf
-
-    def _step(self, ch: Channel, to: str, topic: str) -> tuple[Channel, Any]:
-        """One bridge: ``ch`` (of the source's ``topic``) as a channel of encoding ``to``, and
-        its payload transform."""
-        if ch.message_encoding == "ulog":
-            from polybag.bridges.ulog_ros1 import ulog_channel_to_ros1
-
-            topic, schema, metadata, repack = ulog_channel_to_ros1(ch)
-            return Channel(ch.id, topic, "ros1", schema, metadata), repack
-        mp = ros1_channel_to_ros2(ch) if to == "cdr" else ros2_channel_to_ros1(ch)
-        self.mapped[topic] = mp
-        schema = Schema(0, mp.schema_name, mp.schema_encoding, mp.schema_data)
-        return Channel(ch.id, ch.topic, mp.message_encoding, schema, mp.metadata), mp.transform
-
-    def report(self) -> None:
-        """One warning per topic with messages that could not be converted; one warning for
-        every name of the translated types that ROS 2 tools refuse (a ULog's types: one per
-        topic, so they are said once)."""
-        problems = sorted({p for mp in self.mapped.values() for p in mp.name_problems})
-        if problems:
-            topics = sum(1 for mp in self.mapped.values() if mp.name_problems)
-            shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
-            self.result.warn(
-                f"names ROS 2 tools refuse are kept as they are (as rosbags-convert does), on {topics} topic(s): {shown}"
-            )
-        for topic, mp in sorted(self.mapped.items()):
-            if mp.failures:
-                reason = (
-                    f"{mp.failures} messages could not be converted to {mp.schema_name} (last: {mp.last_error})"
-                )
-                self.result.warn(f"topic {topic}: {reason}; dropped")
-                self.reasons.setdefault(topic, reason)
-
-
-def check_profile(fmt: str, profile: str | None) -> None:
-    """Refuse a ``--profile`` that an output of ``fmt`` cannot take: an MCAP takes ``ros1``
-    and ``ros2``; a format that holds only ROS 1 messages (bags) takes ``ros1``, one that
-    holds only ROS 2 (CDR) messages (rosbag2) ``ros2``; a ULog takes none."""
-    if profile is None:
-        return
-    if profile not in ("ros1", "ros2"):
-        raise UsageError(f"--profile {profile!r}: choose ros1 or ros2")
-    holds = HOLDS.get(fmt)
-    if holds is None:
-        return
-    fits = {"ros1": "ros1", "cdr": "ros2"}
-    takes = sorted(fits[h] for h in holds if h in fits)
-    if profile not in takes:
-        only = f"takes only --profile {takes[0]}" if takes else "takes no --profile"
-        raise UsageError(f"--profile {profile}: a {fmt} output {only} (leave --profile out, or pass --format mcap)")
-
-
-def target_ros(fmt: str, profile: str | None) -> str | None:
-    """Which ROS the messages of an output of ``fmt`` (and MCAP ``profile``) must be: ``ros1``
-    for a format that holds only ROS 1 messages (bags), ``ros2`` for one that holds only CDR
-    (rosbag2), the profile's for MCAP (``ros1``/``ros2``), else None (copied as they are)."""
-    holds = HOLDS.get(fmt)
-    if holds is not None and "ros1" in holds and "cdr" not in holds:
-        return "ros1"
-    if holds is not None and "cdr" in holds and "ros1" not in holds:
-        return "ros2"
-    if profile in ("ros1", "ros2"):
-        return profile
-    return None
+def _bridged(ch: Channel, mp: Mapped) -> BridgedChannel:
+    schema = Schema(0, mp.schema_name, mp.schema_encoding, mp.schema_data)
+    return BridgedChannel(ch.topic, mp.message_encoding, schema, mp.metadata, mp.transform, conversion=mp)

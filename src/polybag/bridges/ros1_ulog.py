@@ -30,10 +30,11 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from polybag.bridges.protocol import BridgedChannel, Payload, TimedTransform, Transform
 from polybag.bridges.ulog_ros1 import BASIC, LOGGED_TYPE, PACKAGE, check_nesting, logged_string_to_ulog
-from polybag.codecs.ulog import MAX_ARRAY, MAX_PAYLOAD
+from polybag.codecs.ulog import LOGGED_STRING_SCHEMA, LOGGED_STRING_TEXT, MAX_ARRAY, MAX_PAYLOAD
 from polybag.errors import UnsupportedError
-from polybag.model import Channel
+from polybag.model import Channel, Schema
 
 # ROS 1 primitive -> (ULog type, size)
 PRIMITIVES: dict[str, tuple[str, int]] = {ros: (ul, n) for ul, (ros, n) in BASIC.items() if ul != "char"} | {
@@ -174,7 +175,7 @@ class UlogMapping:
     name: str  # subscription / format name ("" for logged strings)
     multi_id: int
     formats: list[str]  # format texts, nested ones first
-    transform: Callable[..., bytes | memoryview | None] | None
+    transform: Callable[..., Payload | None] | None
     timed: bool = False  # transform(data, log_time)
     logged_strings: bool = False
 
@@ -230,3 +231,19 @@ def _multi_id(ch: Channel, name: str) -> int:
                 pass
     m = re.fullmatch(rf"/?{re.escape(name)}_(\d+)", ch.topic)
     return int(m.group(1)) if m else 0
+
+
+def ros1_to_ulog(ch: Channel) -> BridgedChannel:
+    """The ROS 1 -> ULog bridge (:mod:`polybag.bridges.registry`): :func:`ros1_channel_to_ulog`
+    as a ULog subscription (topic and schema: the format name; ``multi_id`` in the metadata;
+    the formats for the writer), or the logged strings' ``log_message`` channel."""
+    mp = ros1_channel_to_ulog(ch)
+    if mp.logged_strings:
+        schema = Schema(0, LOGGED_STRING_SCHEMA, "ulog", LOGGED_STRING_TEXT)
+        return BridgedChannel("log_message", "ulog", schema, {}, mp.transform, key=("logged_strings",))
+    tf: Transform | None = mp.transform
+    if mp.timed and mp.transform is not None:
+        tf = TimedTransform(mp.transform)
+    schema = Schema(0, mp.name, "ulog", "\n".join(mp.formats).encode())
+    key = ("ulog", mp.name, mp.multi_id)
+    return BridgedChannel(mp.name, "ulog", schema, {"multi_id": str(mp.multi_id)}, tf, key=key, formats=tuple(mp.formats))

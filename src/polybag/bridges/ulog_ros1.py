@@ -33,6 +33,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from polybag.bridges.protocol import BridgedChannel, Payload
 from polybag.codecs.ulog import MAX_DEPTH, FormatDef, compile_type, parse_schema_text, unique_names
 from polybag.errors import FormatError, UnsupportedError
 from polybag.model import Channel, Schema
@@ -216,7 +217,7 @@ def _root_name(schema: Schema, formats: dict[str, list[Field]]) -> str:
     return next(iter(formats))
 
 
-def make_repacker(formats: dict[str, list[Field]], root: str) -> tuple[int, Callable]:
+def make_repacker(formats: dict[str, list[Field]], root: str) -> tuple[int, Callable[[Payload], Payload | None]]:
     """``(size without padding, repack(data) -> bytes | None)``."""
     layout = _Layout(formats)
     full = layout.size(root)
@@ -274,7 +275,7 @@ def logged_string_to_ulog(data: bytes | memoryview) -> bytes | None:
     return ULOG_LOGGED.pack(level, 0 if tag < 0 else 1, max(tag, 0) & 0xFFFF, ts) + text
 
 
-def ulog_channel_to_ros1(ch: Channel) -> tuple[str, Schema, dict[str, str], Callable]:
+def ulog_channel_to_ros1(ch: Channel) -> tuple[str, Schema, dict[str, str], Callable[[Payload], Payload | None]]:
     """``(topic, ros1msg schema, metadata, repack)`` for a ULog channel.
 
     The reader's logged-string channel (schema ``ulog_logged_string``) becomes
@@ -306,3 +307,9 @@ def ulog_channel_to_ros1(ch: Channel) -> tuple[str, Schema, dict[str, str], Call
     schema = Schema(0, tname, "ros1msg", definition.encode())
     metadata = {"md5sum": md5, "type": tname, "ulog_name": name, "ulog_multi_id": multi or "0"}
     return topic, schema, metadata, repack
+
+
+def ulog_to_ros1(ch: Channel) -> BridgedChannel:
+    """The ULog -> ROS 1 bridge (:mod:`polybag.bridges.registry`): :func:`ulog_channel_to_ros1`."""
+    topic, schema, metadata, repack = ulog_channel_to_ros1(ch)
+    return BridgedChannel(topic, "ros1", schema, metadata, repack)

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 body = json.dumps(msg, default=_jsonable) if ok else f"[{len(m.data)} bytes] {_preview(m.data)}"
                 out.write(f"{format_ns(m.log_time)} {ch.topic} [{ch.type_name or ch.message_encoding}] {body}\n")
         if count == 0 and topics is not None:  # nothing printed: say why if --topics is it
-            from polybag.ops._common import require_topics
+            from polybag.ops.inputs import require_topics
 
             require_topics(topics, reader.summary.channels.values())
     return 1 if dec.problems else 0

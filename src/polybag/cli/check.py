@@ -13,28 +13,28 @@ import sys
 from typing import Any
 
 from polybag.cli.text import plain, print_json
+from polybag.formats import registry
 
 
 def _run(args: argparse.Namespace) -> int:
     from polybag.cli.compress import sniff_format
     from polybag.errors import PolybagError
-    from polybag.formats.bag.check import check_bag
     from polybag.ops.check import check_any
 
     worst = 0
     results = []
     for path in args.files:
+        res: dict[str, Any] | None = None
+        spec: registry.FormatSpec | None
         try:
-            fmt = sniff_format(path)
+            spec = registry.get(sniff_format(path))
         except PolybagError as e:
-            fmt = "bag" if path.endswith((".bag", ".bag.active")) else None
-            if fmt is None:
-                res: dict[str, Any] = {"problems": [str(e)], "notes": [], "messages": 0}
-                fmt = "?"
-        if fmt == "bag":
-            res = check_bag(path)
-        elif fmt != "?":
-            res = check_any(path)
+            spec = _headless(path)  # a file of a format whose files may lack magic bytes (a bag)
+            if spec is None:
+                res = {"problems": [str(e)], "notes": [], "messages": 0}
+        if res is None:
+            check = spec.load_check() if spec is not None else None
+            res = check(path) if check is not None else check_any(path)  # the format's own, or the reader's
         res["path"] = path
         results.append(res)
         if res["problems"]:
@@ -54,6 +54,16 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"  note: {n}")
     sys.stdout.flush()
     return worst
+
+
+def _headless(path: str) -> registry.FormatSpec | None:
+    """The format whose files may lack magic bytes (ROSLOG version 0 bags) that ``path``'s
+    extension names (also as ``NAME.EXT.active``), or None."""
+    for spec in registry.formats():
+        exts = spec.headless_extensions
+        if exts and path.endswith((*exts, *(e + ".active" for e in exts))):
+            return spec
+    return None
 
 
 _OFFSET = re.compile(r"\boffset (\d+)")

@@ -17,6 +17,7 @@ from typing import Any
 from polybag.cli._ops import add_progress_options, progress_of, run_each, summary
 from polybag.cli.text import plain
 from polybag.errors import UsageError
+from polybag.formats import registry
 from polybag.ops.compress import backup_path, recompress_mcap, rewrite_file, sniff_format
 
 __all__ = ["add_common", "backup_path", "recompress_mcap", "register", "rewrite_file", "run_many", "sniff_format"]
@@ -24,12 +25,22 @@ __all__ = ["add_common", "backup_path", "recompress_mcap", "register", "rewrite_
 EXIT_OK, EXIT_PROBLEM = 0, 1
 
 
+def _no_bz2(spec: registry.FormatSpec) -> str:
+    """``MCAP chunks can be none, zstd or lz4, not bz2 (use --zstd or --lz4)``."""
+    comps = list(spec.compressions)
+    can = ", ".join(comps[:-1]) + " or " + comps[-1] if len(comps) > 1 else comps[0]
+    use = " or ".join(f"--{c}" for c in comps if c != "none")
+    return f"{spec.description or spec.name} chunks can be {can}, not bz2 (use {use})"
+
+
 def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
     from polybag.ops.compress import compress
 
-    if comp == "bz2" and getattr(args, "comp", None) == "bz2" and sniff_format(path) == "mcap":
-        # asked for explicitly: MCAP has no bz2 chunks, and silently writing zstd would hide that
-        raise UsageError(f"{path}: MCAP chunks can be none, zstd or lz4, not bz2 (use --zstd or --lz4)")
+    if comp == "bz2" and getattr(args, "comp", None) == "bz2":
+        spec = registry.get(sniff_format(path))
+        if "bz2" in dict(spec.compression_aliases):
+            # asked for explicitly: MCAP has no bz2 chunks, and silently writing zstd would hide that
+            raise UsageError(f"{path}: {_no_bz2(spec)}")
     if os.path.isdir(path) and getattr(args, "comp", None) is None and comp == "bz2":
         comp = "zstd"  # a rosbag2 directory: its only compression
     res = compress(
@@ -44,7 +55,7 @@ def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
     for w in res.warnings:
         kind = "error" if res.skipped else "warning"
         print(f"polybag {args.command}: {kind}: {w}", file=sys.stderr)
-    if res.skipped:
+    if res.skipped or res.output is None:  # (a file not skipped has its output)
         return EXIT_PROBLEM
     if not args.quiet:
         print(f"{path} -> {res.output}: {res.messages} messages, {res.compression or comp}")

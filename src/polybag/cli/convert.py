@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None or args.scheduler or args.more:
         from polybag.ops.batch import convert_many
 
-        *inputs, outdir = [args.input, args.output, *args.more]
+        paths: list[str] = [args.input, args.output, *args.more]
+        inputs, outdir = paths[:-1], paths[-1]
         opts = write_options(args)
         del opts["progress"]
         sel = topic_selection(args)

@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from polybag.ops._common import check_output, placed
+    from polybag.ops.outputs import check_output, placed
     from polybag.writer import write_created
 
     if args.output != "-":

@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     """``polybag play``: open the inputs and the sink, play, print the result."""
     import polybag
     from polybag.errors import UsageError
-    from polybag.ops._common import require_topics
+    from polybag.ops.inputs import require_topics
     from polybag.play import Player
 
     files = _split_inputs(args)

@@ -253,7 +253,8 @@ def _run_ros2(args: argparse.Namespace) -> int:
     """``polybag record --ros2``: recorders fed by one :class:`polybag.record.live_ros2.Ros2Source`
     (several with ``--config``, each topic subscribed once)."""
     from polybag.codecs.ros2 import add_types
-    from polybag.record.live_ros2 import Ros2Member, Ros2Recorder, Ros2Source
+    from polybag.record.live_ros2 import Ros2Member, Ros2Source
+    from polybag.record.ros2_recorder import Ros2Recorder
 
     for folder in args.types:
         add_types(folder)
@@ -280,7 +281,7 @@ def _run_ros2(args: argparse.Namespace) -> int:
     ]
     shared = NameRegistry()
     for r in recs:
-        r._used_names = shared  # (no two recorders ever take one name)
+        r.share_names(shared)  # (no two recorders ever take one name)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()

@@ -14,18 +14,31 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from polybag.cli._ops import progress_of
 from polybag.cli.compress import add_common, done, rewrite_file, run_each_summarized
 from polybag.cli.text import Progress, plain
+from polybag.errors import UnsupportedError, UsageError
+from polybag.formats import registry
+
+
+def _reindexer(path: str) -> Callable[..., Any]:
+    """The index rebuilder (:attr:`~polybag.formats.registry.FormatSpec.reindex`) of the
+    directory format (a rosbag2 bag) for a directory, of the file format (a bag) for a file."""
+    directory = os.path.isdir(path)
+    for spec in registry.formats():
+        reindex = spec.load_reindex() if (spec.open_path is not None) == directory else None
+        if reindex is not None:
+            return reindex
+    raise UnsupportedError(f"{path}: polybag rebuilds no index of such a log")
 
 
 def _one(path: str, args: argparse.Namespace) -> int:
-    from polybag.formats.bag.reindex import reindex_bag
-
     if os.path.isdir(path):
         return _one_rosbag2(path, args)
+    reindex_bag = _reindexer(path)
 
     size = os.path.getsize(path) if os.path.exists(path) else 0
     mode = progress_of(args)
@@ -54,12 +67,9 @@ def _one(path: str, args: argparse.Namespace) -> int:
 def _one_rosbag2(path: str, args: argparse.Namespace) -> int:
     """A rosbag2 bag directory: its metadata.yaml rebuilt in place from the storage files
     (``ros2 bag reindex``); ``--force`` replaces an existing one."""
-    from polybag.errors import UsageError
-    from polybag.formats.rosbag2.reindex import reindex_rosbag2
-
     if args.output_dir:
         raise UsageError(f"{path}: a rosbag2 bag is reindexed in place (its metadata.yaml); --output-dir is for bags")
-    rep = reindex_rosbag2(path, overwrite=args.force)
+    rep = _reindexer(path)(path, overwrite=args.force)
     done(args, path, rep["messages"])
     if not args.quiet:
         print(f"{path}: metadata.yaml rebuilt: {rep['messages']} messages on {rep['topics']} topics in {len(rep['files'])} file(s)")

@@ -14,7 +14,7 @@ import datetime as _dt
 from collections.abc import Callable
 from typing import Any
 
-from polybag.reader import ReaderProtocol
+from polybag.reader import ReaderProtocol, UlogExtras
 from polybag.util.text import safe_line
 
 __all__ = [
@@ -169,11 +169,19 @@ def hms(us: int) -> str:
     return f"{h:d}:{m:02d}:{s:02d}"
 
 
+def _ulog_of(reader: ReaderProtocol) -> UlogExtras:
+    """The ULog data of a reader drawn in the ``ulog`` style (only readers that have it are)."""
+    u = reader.ulog
+    if u is None:
+        raise TypeError(f"a {reader.format} reader has no ULog data to draw")
+    return u
+
+
 def ulog_text(reader: ReaderProtocol, verbose: bool = True) -> str:
     """What ``ulog_info -v`` (``verbose``) or ``ulog_info`` prints: start, duration,
     dropouts, info, subscriptions; from ``reader.ulog`` and the subscriptions of
     ``reader.info_extras()``."""
-    u = reader.ulog
+    u = _ulog_of(reader)
     lines = []
     if u.file_corruption:
         lines.append("Warning: file has data corruption(s)")
@@ -322,7 +330,7 @@ def ulog_brief(reader: ReaderProtocol) -> str:
     """``polybag info``'s default for a ULog: system, times since boot, dropouts, counts of
     parameters, info keys and logged messages (warnings, errors), and each logged topic
     with its count and rate.  The whole ``ulog_info -v`` dump is :func:`ulog_text`."""
-    u = reader.ulog
+    u = _ulog_of(reader)
     ex = reader.info_extras()
     info = u.info
     lines: list[str] = []
@@ -378,7 +386,7 @@ def ulog_full(reader: ReaderProtocol) -> str:
     """``polybag info -v`` of a ULog: what ``ulog_info -v`` prints, then every parameter
     (``name: value``, later changes with their times) and every logged message
     (``H:MM:SS LEVEL: text``)."""
-    u = reader.ulog
+    u = _ulog_of(reader)
     lines = [ulog_text(reader, True), "", f"Parameters ({len(u.params)}):"]
     changes: dict[str, list[str]] = {}
     for t, name, value in u.changed_params:

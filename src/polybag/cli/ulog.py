@@ -70,14 +70,14 @@ def _open(path: str, topics: list[str] | None = None) -> Any:
 
 def logged_lines(reader: Any, events: bool = True) -> list[tuple[int, str, str]]:
     """(timestamp us, level name, text) of the logged strings, with PX4 events merged in."""
-    from polybag.formats.ulog.events import logged_events
-    from polybag.formats.ulog.records import level_name
+    from polybag.formats import registry
 
     u = reader.ulog
-    plain = [(m.timestamp, level_name(m.level), m.text) for m in u.logged_messages if m.tag is None]
+    plain = [(m.timestamp, m.level_name, m.text) for m in u.logged_messages if m.tag is None]
     if not events or u.info.get("sys_name", "") != "PX4":
         return plain
-    decoded = logged_events(reader)
+    logged_events = registry.get(reader.format).load_events()
+    decoded = logged_events(reader) if logged_events is not None else None
     if decoded is None:  # no definitions in the log: keep PX4's plain copies of the events
         return [(t, lv, txt.rstrip("\t")) for t, lv, txt in plain]
     out = list(decoded)

@@ -3,75 +3,38 @@
 A codec is made from a :class:`~polybag.model.Schema` and turns payload bytes into objects,
 dicts and back.  The codec for a channel is chosen by ``(channel.message_encoding,
 schema.encoding)`` and cached per schema, so each type is compiled once.
+
+This module is the registry, the top of the package: it names each codec's factory as a
+string (:data:`CODECS`, imported when first used) and nothing below imports it.  Below it
+(see ARCHITECTURE.md): the codecs (:mod:`~polybag.codecs.ros1`, :mod:`~polybag.codecs.cdr`,
+JSON, protobuf, ULog), the serializers they generate (:mod:`polybag.codecs.serde`), the
+type system (:mod:`polybag.codecs.msgdef`, :mod:`polybag.codecs.ros2`) and, at the bottom,
+:mod:`polybag.codecs.cache`.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import importlib
 import os
 from typing import Any
 
 from polybag import model
+from polybag.codecs.cache import CostCache, definition_key, on_definitions_added
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Codec, Schema
 
-
-class CostCache(dict):  # type: ignore[type-arg]
-    """A bounded cache of compiled things (codecs): at most ``max_items`` entries and
-    ``max_cost`` total cost (what each entry was given, e.g. the fields it compiled); the
-    least recently used entries are dropped past either bound, so what the cache holds never
-    grows with the number or the size of the definitions an input declares.  A ``dict``
-    (``clear()`` and lookups work as on one); add entries with :meth:`put`."""
-
-    def __init__(self, max_cost: int, max_items: int) -> None:
-        super().__init__()
-        self.max_cost = max_cost
-        self.max_items = max_items
-        self._costs: dict[Any, int] = {}
-        self.total = 0
-        self.evictions = 0  # entries dropped so far (callers drop what they derived from them)
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key not in self:
-            return default
-        value = super().pop(key)
-        super().__setitem__(key, value)  # most recently used last
-        return value
-
-    def put(self, key: Any, value: Any, cost: int = 1) -> Any:
-        self.pop(key, None)
-        cost = max(1, cost)
-        while len(self) and (self.total + cost > self.max_cost or len(self) >= self.max_items):
-            self.pop(next(iter(self)))
-            self.evictions += 1
-        super().__setitem__(key, value)
-        self._costs[key] = cost
-        self.total += cost
-        return value
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.put(key, value)
-
-    def pop(self, key: Any, *default: Any) -> Any:
-        self.total -= self._costs.pop(key, 0)
-        return super().pop(key, *default)
-
-    def __delitem__(self, key: Any) -> None:
-        self.pop(key)
-
-    def clear(self) -> None:
-        super().clear()
-        self._costs.clear()
-        self.total = 0
-
-
-def definition_key(text: str | bytes | bytearray | memoryview) -> tuple[int, bytes]:
-    """A short key for a definition text (its length and a 128-bit digest), so caches do not
-    hold copies of the texts themselves."""
-    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
-    return len(raw), hashlib.blake2b(raw, digest_size=16).digest()
+__all__ = [
+    "CACHE_CODECS",
+    "CACHE_FIELDS",
+    "CODECS",
+    "Codec",
+    "add_types",
+    "codec_for",
+    "decode_message",
+    "forget_failures",
+    "message_to_dict",
+]
 
 
 # (message_encoding, schema_encoding) -> "module:factory"; factory(schema) -> Codec
@@ -103,9 +66,9 @@ def add_types(folder: str | os.PathLike[str]) -> list[str]:
     """Add a workspace's ROS 2 ``.msg``/``.idl`` files (``pkg/msg/Name.msg`` layout) under
     ``folder`` to the types used when a file carries no definition; returns the names added.
     ROS 1 ``.msg`` folders go through :func:`polybag.codecs.ros1.add_msg_folder`."""
-    from polybag.codecs.ros2 import add_types as _add
+    from polybag.codecs.ros2.store import add_types as add_ros2_types  # imported when used: it parses
 
-    return _add(folder)
+    return add_ros2_types(folder)
 
 
 def forget_failures() -> None:
@@ -157,7 +120,7 @@ def _codec_for(channel: Channel) -> Codec:
         definition_key(schema.data),
         str(channel.metadata.get("md5sum", "")),
     )
-    codec = _cache.get(key)
+    codec: Codec | None = _cache.get(key)
     if codec is None:
         failed = _failed.get(key)
         if failed is not None:
@@ -199,3 +162,5 @@ def message_to_dict(channel: Channel, data: bytes | memoryview) -> Any:
 
 # the model's messages decode through this package (the model does not import it)
 model.install_codec_lookup(codec_for)
+# types added (--types, a ROS 1 .msg folder): schemas that failed are tried again
+on_definitions_added(forget_failures)

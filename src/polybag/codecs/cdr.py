@@ -2,478 +2,43 @@
 
 The payload starts with a 4-byte encapsulation header (``00 01`` little-endian, ``00 00``
 big-endian, then two option bytes); alignment is relative to the byte after it.  The
-definition parsing is shared with ROS 1 (:mod:`polybag.codecs.ros1.msgdef`, dialect
-``ros2``); IDL text is parsed here.  Serializers are the same generated code as ROS 1
-(:mod:`polybag.codecs.ros1.serde`) with CDR alignment and strings.
+definitions come from the ROS 2 type system below (:mod:`polybag.codecs.ros2`: a schema
+parsed, the known types, type hashes; the ``.msg`` parsing is shared with ROS 1,
+:mod:`polybag.codecs.msgdef`, dialect ``ros2``).  Serializers are the same generated
+code as ROS 1 (:mod:`polybag.codecs.serde.compiler`) with CDR alignment and strings.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Iterator
 from typing import Any
 
-from polybag.codecs import CostCache, definition_key
-from polybag.codecs.ros1.msgdef import (
+from polybag.codecs.cache import CostCache, definition_key, on_definitions_added
+from polybag.codecs.msgdef import (
     DEFAULT_LIMITS,
-    MAX_ARRAY,
-    MAX_DEPTH,
-    Constant,
     DefinitionLimits,
-    Field,
-    FieldType,
-    MsgDef,
     MsgDefError,
     TypeSet,
-    _Count,
     canonical,
-    check_field_names,
     defined_fields,
-    parse_full,
 )
-from polybag.codecs.ros1.serde import Compiler, EncodeError, left_over, run_encoder  # noqa: F401 - importable here as before
+from polybag.codecs.ros2.definitions import definition_for, ros2_typeset
+from polybag.codecs.ros2.store import known_types
+from polybag.codecs.ros2.typehash import type_hash_of
+from polybag.codecs.serde.compiler import Compiler, EncodeError, left_over
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 
 __all__ = [
     "CdrCodec",
-    "DefinitionLimits",
     "UndefinedCodec",
-    "check_definition",
     "codec_for_known",
     "codec_for_schema",
     "codec_for_type",
     "decoding_definition",
     "differs_from_known",
-    "parse_idl",
-    "ros2_typeset",
+    "forget_known",
 ]
-
-
-def _builtins() -> TypeSet:
-    """What a schema's own text may leave out: the known ROS 2 types (added, then bundled)."""
-    from polybag.codecs.ros2 import known_types
-
-    return known_types()
-
-
-_SEP_RE = re.compile(r"^[ \t\f\v\r]*={3,}[ \t\f\v\r]*$", re.MULTILINE)  # no \s*: see msgdef._SEPARATOR
-
-
-_SRV_SUFFIXES = ("_Event", "_Request", "_Response")
-_SRV_HEAD_RE = re.compile(r"\A\s*={3,}[ \t\f\v\r]*\n[ \t]*SRV:[^\n]*\n?")
-_SRV_SPLIT_RE = re.compile(r"^---[ \t\f\v\r]*$", re.MULTILINE)
-
-
-def service_of(name: str) -> tuple[str, str, str] | None:
-    """``pkg/srv/Name_Event`` (``_Request``, ``_Response``) -> ``("pkg", "Name", "_Event")``;
-    None for any other name."""
-    parts = name.strip().split("/")
-    if len(parts) != 3 or parts[1] != "srv":
-        return None
-    for suffix in _SRV_SUFFIXES:
-        if parts[2].endswith(suffix) and len(parts[2]) > len(suffix):
-            return parts[0], parts[2][: -len(suffix)], suffix
-    return None
-
-
-def service_sections(base: str, text: str) -> tuple[dict[str, str], str] | None:
-    """The ``.msg`` texts of service ``base``'s (``pkg/srv/Name``) types built from its
-    definition (``request --- response``, then ``MSG:`` sections), as rosbag2 stores one: the
-    ``.srv`` text alone (MCAP storage), or after an ``SRV: pkg/srv/Name`` section header
-    (rosbag2 from Jazzy).  ``({"_Event": ..., "_Request": ..., "_Response": ...}, the MSG:
-    sections after the service's)``; the event type is rosidl's: ``service_msgs/ServiceEventInfo
-    info``, ``Name_Request[<=1] request``, ``Name_Response[<=1] response``.  None when
-    ``text`` is no service definition."""
-    text = _SRV_HEAD_RE.sub("", text, count=1)
-    m = _SEP_RE.search(text)
-    main, tail = (text[: m.start()], text[m.start() :]) if m else (text, "")
-    halves = _SRV_SPLIT_RE.split(main, maxsplit=1)
-    if len(halves) != 2:
-        return None
-    req, resp = halves
-    event = (
-        "service_msgs/ServiceEventInfo info\n"
-        f"{base}_Request[<=1] request\n"
-        f"{base}_Response[<=1] response\n"
-    )
-    return {"_Event": event, "_Request": req, "_Response": resp}, tail
-
-
-def service_types(name: str, text: str) -> str | None:
-    """The full ``ros2msg`` text of ``name`` (``pkg/srv/Name_Event``, ``_Request`` or
-    ``_Response``) from its service's definition (:func:`service_sections`): that type first,
-    the other two as ``MSG:`` sections (keeping their ``srv/`` names, as the event's type hash
-    names them), then the dependencies the text carries.  None when ``name`` is no service
-    type or ``text`` no service definition."""
-    parts = service_of(name)
-    if parts is None:
-        return None
-    pkg, srv, suffix = parts
-    base = f"{pkg}/srv/{srv}"
-    got = service_sections(base, text)
-    if got is None:
-        return None
-    sections, tail = got
-    sep = "=" * 80
-    out = [sections.pop(suffix).rstrip("\n") + "\n"]
-    out += [f"{sep}\nMSG: {base}{k}\n{v.strip(chr(10))}\n" for k, v in sections.items()]
-    return "".join(out) + tail.lstrip("\n")
-
-
-def _idl_service(name: str, text: str) -> tuple[str, str] | None:
-    """A ``ros2idl`` definition of a service type as rosbag2 stores one whose dependencies
-    are ``.idl`` files: an ``SRV:`` section, then ``MSG:`` sections (empty for the IDL types)
-    and ``IDL:`` sections.  ``(the service type's ros2msg text, the IDL sections)``, or None
-    for any other definition."""
-    if service_of(name) is None or not _SRV_HEAD_RE.match(text):
-        return None
-    sep = "=" * 80
-    msg, idl = [], []
-    for part in _SEP_RE.split(text):
-        head, _, body = part.lstrip("\n").partition("\n")
-        if head.startswith("IDL:"):
-            idl.append(f"{sep}\n{head}\n{body}")
-        elif head.startswith(("SRV:", "MSG:")) and body.strip():
-            msg.append(f"{sep}\n{head}\n{body}")
-    srv = service_types(name, "\n".join(msg))
-    return (srv, "\n".join(idl)) if srv is not None else None
-
-
-def ros2_typeset(
-    name: str, text: str | bytes, encoding: str = "ros2msg", limits: DefinitionLimits | None = None
-) -> TypeSet:
-    """Parse a ``ros2msg`` or ``ros2idl`` schema into a resolved :class:`TypeSet`.
-
-    A definition over ``limits`` (:data:`~polybag.codecs.ros1.msgdef.DEFAULT_LIMITS`: text
-    size, types, fields, name length; nesting and expansion are checked when a type is
-    compiled, :meth:`TypeSet.check`) is a :class:`MsgDefError` naming the limit.  A service
-    type (``pkg/srv/Name_Event``, ``_Request``, ``_Response``) given its service's definition
-    is built from it (:func:`service_types`)."""
-    limits = limits or DEFAULT_LIMITS
-    limits.check_text(text, name)
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        text = bytes(text).decode("utf-8", "replace")
-    text = text.replace("\r\n", "\n")
-    if encoding == "ros2idl":
-        ts = TypeSet("ros2", fallback=_builtins(), limits=limits)
-        mixed = _idl_service(name, text)
-        if mixed is not None:
-            text = mixed[1]
-        for d in parse_idl(text, limits, name):
-            if d.name not in ts.types:
-                ts.add(d)
-        ts.finalize()
-        if mixed is not None:  # the service's types, over the IDL types they use
-            return parse_full(name, mixed[0], "ros2", fallback=ts, limits=limits)
-        return ts
-    srv = service_types(name, text)
-    if srv is not None:
-        text = srv
-    return parse_full(name, text, "ros2", fallback=_builtins(), limits=limits)
-
-
-def check_definition(
-    name: str, text: str | bytes, encoding: str = "ros2msg", limits: DefinitionLimits | None = None
-) -> TypeSet:
-    """Parse a ``ros2msg``/``ros2idl`` definition and check type ``name`` against ``limits``
-    (text, types, fields, names, nesting, expansion), without compiling anything; a
-    :class:`MsgDefError` naming the limit, else the resolved :class:`TypeSet`.  A recorder
-    taking definitions from live peers calls it with lower limits before storing one."""
-    ts = ros2_typeset(name, text, encoding, limits)
-    if ts.lookup(name) is None:
-        raise MsgDefError(f"the definition does not define {name}", type_name=name)
-    ts.check(name)
-    return ts
-
-
-# --- IDL -----------------------------------------------------------------------------------
-_IDL_TOKEN = re.compile(
-    r'\s+|//[^\n]*|/\*.*?\*/|(?P<str>"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\')'
-    r"|(?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
-    r"|(?P<id>[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)|(?P<p>::|[{}();<>,=\[\]@:#.-])",
-    re.DOTALL,
-)
-_IDL_PRIMS = {
-    "boolean": "bool",
-    "octet": "uint8",
-    "char": "uint8",
-    "wchar": "uint16",
-    "short": "int16",
-    "long": "int32",
-    "float": "float32",
-    "double": "float64",
-    "int8": "int8",
-    "uint8": "uint8",
-    "int16": "int16",
-    "uint16": "uint16",
-    "int32": "int32",
-    "uint32": "uint32",
-    "int64": "int64",
-    "uint64": "uint64",
-    "string": "string",
-    "wstring": "wstring",
-}
-
-
-_IDL_NAME = re.compile(r"[A-Za-z_]\w*")
-
-
-def _tokens(text: str, limits: DefinitionLimits = DEFAULT_LIMITS) -> Iterator[str]:
-    """The tokens of an IDL text, one at a time (never a list of them all); a name (``a::b``
-    scoped names: each part) longer than ``limits.name_chars`` is refused."""
-    max_name = 3 * limits.name_chars + 4
-    text = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("#"))
-    pos = 0
-    while pos < len(text):
-        m = _IDL_TOKEN.match(text, pos)
-        if m is None:
-            raise MsgDefError(f"IDL: unexpected character {text[pos]!r} at {pos}")
-        pos = m.end()
-        tok = m.group("str") or m.group("num") or m.group("id") or m.group("p")
-        if tok:
-            if len(tok) > max_name and m.group("id"):
-                raise limits.refuse(f"IDL: name {tok[:40]!r}... is {len(tok)} characters", "name_chars", None)
-            yield tok
-
-
-class _IdlParser:
-    def __init__(self, text: str, count: _Count | None = None) -> None:
-        self.count = count if count is not None else _Count(DEFAULT_LIMITS, "IDL")
-        self.t = _tokens(text, self.count.limits)
-        self.cur = next(self.t, "")
-        self.prev = ""
-        self.structs: dict[str, MsgDef] = {}
-        self.consts: dict[str, list[Constant]] = {}
-        self.typedefs: dict[str, FieldType] = {}
-
-    def peek(self) -> str:
-        return self.cur
-
-    def take(self, want: str | None = None) -> str:
-        tok = self.cur
-        if not tok or (want is not None and tok != want):
-            raise MsgDefError(f"IDL: expected {want or 'a token'}, found {tok or 'end of text'!r}")
-        self.prev = tok
-        self.cur = next(self.t, "")
-        return tok
-
-    def annotations(self) -> None:
-        while self.peek() == "@":
-            self.take()
-            self.take()
-            if self.peek() == "(":
-                depth = 0
-                while True:
-                    tok = self.take()
-                    depth += tok == "("
-                    depth -= tok == ")"
-                    if depth == 0:
-                        break
-
-    def parse(self) -> list[MsgDef]:
-        try:
-            self.definitions([])
-        except (ValueError, KeyError, IndexError) as e:  # a number or keyword that is not one
-            raise MsgDefError(f"IDL: cannot parse near {self.prev[:40]!r}: {e}") from None
-        out = []
-        for name, d in self.structs.items():
-            owner = name + "_Constants"
-            for cname, consts in self.consts.items():
-                if cname == owner:
-                    d.constants.extend(consts)
-            out.append(d)
-        return out
-
-    def definitions(self, scope: list[str]) -> None:
-        """The definitions of module ``scope`` up to its closing ``}`` (or the end)."""
-        while self.peek() and self.peek() != "}":
-            self.annotations()
-            tok = self.peek()
-            if tok == "module":
-                self.module(scope)
-            elif tok == "struct":
-                self.struct(scope)
-            elif tok == "typedef":
-                self.typedef(scope)
-            elif tok == "const":
-                self.const(scope)
-            elif tok == "enum":
-                self.enum()
-            elif tok == ";":
-                self.take()
-            else:
-                raise MsgDefError(f"IDL: unexpected {tok!r}")
-
-    def module(self, scope: list[str]) -> None:
-        """``module NAME { ... };``: its definitions, scoped in ``NAME``."""
-        self.take()
-        name = self.take()
-        self.count.check_name(name, "module name")
-        if len(scope) >= MAX_DEPTH:
-            raise MsgDefError(f"IDL: modules nested more than {MAX_DEPTH} levels deep")
-        self.take("{")
-        self.definitions([*scope, name])
-        self.take("}")
-        self.take(";")
-
-    def typedef(self, scope: list[str]) -> None:
-        """``typedef TYPE NAME[N]...;`` into :attr:`typedefs` (one array dimension at most)."""
-        self.take()
-        t = self.type_spec(scope)
-        name = self.take()
-        while self.peek() == "[":
-            self.take()
-            n = self.size()
-            self.take("]")
-            if t.array is not None:
-                raise MsgDefError(
-                    f"IDL: typedef {name}: arrays of arrays or sequences are not supported"
-                )
-            t = FieldType(t.base, n, None, t.string_bound, "")
-        self.take(";")
-        self.typedefs["/".join([*scope, name])] = t
-
-    def const(self, scope: list[str]) -> None:
-        """``const TYPE NAME = VALUE;`` into :attr:`consts` (the text kept if not a value)."""
-        self.take()
-        t = self.type_spec(scope)
-        name = self.take()
-        self.take("=")
-        val = []
-        while self.peek() != ";":
-            val.append(self.take())
-        self.take(";")
-        text = " ".join(val)
-        value: Any = text
-        try:
-            if t.base in ("string", "wstring"):
-                value = text[1:-1] if text[:1] in "\"'" else text
-            elif t.base == "bool":
-                value = text.upper() == "TRUE"
-            elif t.base.startswith("float"):
-                value = float(text.replace(" ", ""))
-            else:
-                value = int(text.replace(" ", ""), 0)
-        except ValueError:
-            pass
-        self.consts.setdefault("/".join(scope), []).append(Constant(name, t.base, value, text))
-
-    def enum(self) -> None:
-        """``enum NAME { ... };``: skipped."""
-        self.take()
-        self.take()
-        self.take("{")
-        while self.take() != "}":
-            pass
-        self.take(";")
-
-    def scoped(self, name: str, scope: list[str]) -> str:
-        parts = name.split("::")
-        if len(parts) == 1:
-            # relative: search enclosing scopes
-            for k in range(len(scope), -1, -1):
-                cand = "/".join([*scope[:k], name])
-                if cand in self.typedefs or cand in self.structs:
-                    return cand
-            return "/".join([*scope, name])
-        return "/".join(parts)
-
-    def size(self) -> int:
-        """An array size or bound: a non-negative integer token."""
-        tok = self.take()
-        n = int(tok, 0)
-        if not 0 <= n <= MAX_ARRAY:
-            raise MsgDefError(f"IDL: array size or bound {tok} out of range")
-        return n
-
-    def type_spec(self, scope: list[str]) -> FieldType:
-        tok = self.take()
-        if tok == "sequence":
-            self.take("<")
-            if self.peek() == "sequence":  # refused before recursing (``sequence<`` 5000 deep)
-                raise MsgDefError("IDL: sequences of sequences or arrays are not supported")
-            inner = self.type_spec(scope)  # one level: the inner type is no sequence
-            if inner.array is not None:
-                raise MsgDefError("IDL: sequences of sequences or arrays are not supported")
-            bound = None
-            if self.peek() == ",":
-                self.take()
-                bound = self.size()
-            self.take(">")
-            return FieldType(inner.base, -1, bound, inner.string_bound, "")
-        if tok in ("string", "wstring"):
-            sb = None
-            if self.peek() == "<":
-                self.take()
-                sb = self.size()
-                self.take(">")
-            return FieldType(tok, None, None, sb, "")
-        if tok == "unsigned":
-            nxt = self.take()
-            if nxt == "long" and self.peek() == "long":
-                self.take()
-                return FieldType("uint64")
-            return FieldType({"short": "uint16", "long": "uint32"}[nxt])
-        if tok == "long" and self.peek() == "long":
-            self.take()
-            return FieldType("int64")
-        if tok == "long" and self.peek() == "double":
-            raise MsgDefError("IDL: long double is not supported")
-        if tok in _IDL_PRIMS:
-            return FieldType(_IDL_PRIMS[tok])
-        full = self.scoped(tok, scope)
-        if full in self.typedefs:
-            return self.typedefs[full]
-        return FieldType(canonical(full))
-
-    def struct(self, scope: list[str]) -> None:
-        self.take("struct")
-        name = self.take()
-        full = "/".join([*scope, name])
-        self.count.add_type(full)
-        d = MsgDef(canonical(full), full_name=full)
-        self.take("{")
-        while self.peek() != "}":
-            self.annotations()
-            t = self.type_spec(scope)
-            while True:
-                fname = self.take()
-                if not _IDL_NAME.fullmatch(fname):
-                    raise MsgDefError(f"IDL: expected a member name, found {fname[:40]!r}", type_name=full)
-                self.count.add_field(fname)
-                ft = t
-                if self.peek() == "[":
-                    self.take()
-                    n = self.size()
-                    self.take("]")
-                    if ft.array is not None:
-                        raise MsgDefError("IDL: arrays of sequences are not supported", type_name=full)
-                    ft = FieldType(ft.base, n, None, ft.string_bound, "")
-                d.fields.append(Field(fname, ft))
-                if self.peek() == ",":
-                    self.take()
-                    continue
-                break
-            self.take(";")
-        self.take("}")
-        self.take(";")
-        check_field_names(d)
-        self.structs[full] = d
-
-
-def parse_idl(text: str, limits: DefinitionLimits | None = None, name: str = "IDL") -> list[MsgDef]:
-    """Every struct of an IDL text (``IDL:`` sections allowed) as :class:`MsgDef` (unresolved);
-    a text over ``limits`` (types, fields, names) is a :class:`MsgDefError` naming the limit."""
-    count = _Count(limits or DEFAULT_LIMITS, name)
-    out: list[MsgDef] = []
-    for sec in _SEP_RE.split(text):
-        lines = sec.lstrip().split("\n")
-        if lines and lines[0].strip().startswith("IDL:"):
-            sec = "\n".join(lines[1:])
-        out.extend(_IdlParser(sec, count).parse())
-    return out
 
 
 # --- codec ---------------------------------------------------------------------------------
@@ -580,7 +145,10 @@ _codecs = CostCache(1 << 16, 4096)
 
 
 def codec_for_type(
-    msg_type: str, definition: str | bytes, encoding: str = "ros2msg", limits: DefinitionLimits | None = None
+    msg_type: str,
+    definition: str | bytes | bytearray | memoryview,
+    encoding: str = "ros2msg",
+    limits: DefinitionLimits | None = None,
 ) -> CdrCodec:
     """The codec of ``msg_type`` from its ``ros2msg``/``ros2idl`` definition (cached; a
     definition over ``limits`` is a :class:`MsgDefError` naming the limit)."""
@@ -604,8 +172,6 @@ def codec_for_schema(schema: Schema, channel: Channel) -> CdrCodec:
     if not name:
         raise UnsupportedError(f"topic {channel.topic}: CDR channel without a schema name")
     if not bytes(schema.data).strip():
-        from polybag.codecs.ros2 import known_types
-
         if known_types().lookup(name) is not None or schema.encoding == "":
             return codec_for_known(name, topic=channel.topic)
         # an empty definition that names no known type: a message without fields (an Empty
@@ -662,8 +228,6 @@ def forget_known() -> None:
 def codec_for_known(msg_type: str, topic: str | None = None) -> CdrCodec:
     """The codec of a known type (bundled, or added with :func:`polybag.codecs.add_types`),
     for files that carry a type name and no definition (rosbag2 before Iron)."""
-    from polybag.codecs.ros2 import known_types
-
     ts = known_types()
     if ts.lookup(msg_type) is None:
         where = f"topic {topic}: " if topic else ""
@@ -683,8 +247,6 @@ def differs_from_known(name: str, encoding: str, data: bytes | memoryview) -> bo
     the known type of that name (``--types``, then bundled; REP 2011 hashes compared), or
     cannot be read: its messages may not decode with it (a placeholder such as ``uint8
     level`` for ``rcl_interfaces/msg/Log``).  False for a type known nowhere."""
-    from polybag.codecs.ros2 import known_types
-
     raw = bytes(data)
     if not raw.strip() or known_types().lookup(name) is None:
         return False
@@ -695,8 +257,6 @@ def differs_from_known(name: str, encoding: str, data: bytes | memoryview) -> bo
 @functools.lru_cache(maxsize=512)
 def _hash_of(name: str, encoding: str, data: bytes) -> str:
     """:func:`polybag.codecs.ros2.type_hash_of`, remembered (forgotten when types are added)."""
-    from polybag.codecs.ros2 import type_hash_of
-
     return type_hash_of(name, encoding, data)
 
 
@@ -706,8 +266,6 @@ def decoding_definition(name: str, encoding: str, data: bytes | memoryview, samp
     known type of that name (``--types``, then bundled) does: ``(encoding, full text, why
     the file's failed)`` of the known one, which is then the one to decode and write with;
     None otherwise (the file's definition stays)."""
-    from polybag.codecs.ros2 import definition_for, known_types
-
     if known_types().lookup(name) is None:
         return None
     why = ""
@@ -722,3 +280,7 @@ def decoding_definition(name: str, encoding: str, data: bytes | memoryview, samp
     except (DecodeError, MsgDefError, UnsupportedError):
         return None
     return "ros2msg", text.encode("utf-8"), why
+
+
+# types added (--types): the codecs made from the known types are made again
+on_definitions_added(forget_known)

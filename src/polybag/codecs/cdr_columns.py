@@ -32,7 +32,7 @@ import numpy as np
 
 from polybag.codecs.columns_fixed import _LITTLE, Limits, _back_to_back, _decode_strings, _owned, _rows_at
 from polybag.codecs.columns_layout import _TIME_TYPES, _Columns, _Leaf
-from polybag.codecs.ros1.msgdef import PRIMITIVE_FORMATS
+from polybag.codecs.msgdef import PRIMITIVE_FORMATS
 
 _MAX_DEPTH = 64
 

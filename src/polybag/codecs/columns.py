@@ -132,7 +132,7 @@ def _codec_of_topic(reader: MessageSource, topic: str) -> Any:
 
 def _topic_columns(reader: MessageSource, topic: str, codec: Any, fields: Sequence[str] | None) -> dict[str, np.ndarray]:
     # optional reader fast path: (log_times, blob, starts, sizes) as numpy arrays, log-time order
-    bulk = reader.topic_payloads(topic) if _is_compiled(codec) else None
+    bulk = reader.topic_payloads(topic) if is_compiled(codec) else None
     if bulk is not None:
         times_a, blob, starts, sizes = bulk
         cols = _walk_chunked(
@@ -169,7 +169,10 @@ def log_times(times: Sequence[int] | np.ndarray) -> np.ndarray:
     return np.array(times, dtype=np.uint64 if big else np.int64)
 
 
-def _is_compiled(codec: Any) -> bool:
+def is_compiled(codec: Any) -> bool:
+    """Whether ``codec`` decodes with generated code (a ROS 1 or CDR codec), so a topic's
+    payloads can be decoded into columns in bulk; its columns are checked against the
+    limits first."""
     if hasattr(codec, "typeset") and (hasattr(codec, "compiler") or hasattr(codec, "_compilers")):
         # its columns are bounded before anything is planned (a MsgDefError naming the limit)
         check_columns(codec.compiler("<") if callable(codec.compiler) else codec.compiler, codec.type_name)
@@ -195,7 +198,7 @@ def _payload_columns(
     topic: str | None,
 ) -> dict[str, np.ndarray]:
     want = _wanted(fields)
-    if _is_compiled(codec):
+    if is_compiled(codec):
         n = len(datas)
         sizes = np.fromiter(map(len, datas), dtype=np.int64, count=n)
         fixed = _fixed_from_payloads(codec, datas, sizes, want)

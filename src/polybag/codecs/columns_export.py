@@ -18,7 +18,7 @@ def _sanitize(name: str) -> str:
 def columns_to_arrow(cols: dict[str, np.ndarray]) -> Any:
     """A ``pyarrow.Table`` (one column per entry; object columns become list/string columns)."""
     try:
-        import pyarrow as pa
+        import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
     except ImportError:  # pragma: no cover - optional dependency
         raise UnsupportedError("to_arrow needs pyarrow: pip install 'polybag[arrow]'") from None
     arrays = {}
@@ -36,7 +36,7 @@ def columns_to_arrow(cols: dict[str, np.ndarray]) -> Any:
 def columns_to_pandas(cols: dict[str, np.ndarray]) -> Any:
     """A ``pandas.DataFrame`` indexed by ``log_time`` (int64 ns)."""
     try:
-        import pandas as pd
+        import pandas as pd  # type: ignore[import-untyped]  # no stubs installed (pandas-stubs)
     except ImportError:  # pragma: no cover - optional dependency
         raise UnsupportedError("to_pandas needs pandas: pip install 'polybag[pandas]'") from None
     data = {k: (list(v) if v.ndim > 1 else v) for k, v in cols.items() if k != "log_time"}

@@ -274,7 +274,7 @@ def _decode_strings(blob: np.ndarray, pos: np.ndarray, lens: np.ndarray, col: np
             col[sel] = _texts(_rows_at(blob, pos[sel], k)) if k else ""
         return
     cache: dict[bytes, str] = {}
-    mv = memoryview(blob)
+    mv = memoryview(blob)  # type: ignore[arg-type]  # numpy declares the buffer protocol (__buffer__) for Python 3.12+ only
     for i, (p, k) in enumerate(zip(pos.tolist(), lens.tolist(), strict=True)):
         raw = bytes(mv[p : p + k])
         s = cache.get(raw)

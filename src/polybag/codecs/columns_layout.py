@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.ros1.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, MsgDefError, short_name
+from polybag.codecs.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, MsgDefError, short_name
 
 _FIXED_SPLIT = 64  # fixed arrays up to this length become one column per element
 _TIME_TYPES = {"time", "duration", "builtin_interfaces/Time", "builtin_interfaces/Duration"}
@@ -27,7 +27,7 @@ MAX_COLUMN_NAME_CHARS = 1 << 25
 
 
 def check_columns(compiler: Any, type_name: str) -> None:
-    """Refuse (a :class:`~polybag.codecs.ros1.msgdef.MsgDefError` naming the limit) a type
+    """Refuse (a :class:`~polybag.codecs.msgdef.MsgDefError` naming the limit) a type
     whose columns would be more than :data:`MAX_COLUMNS`, or whose column names would hold more
     than :data:`MAX_COLUMN_NAME_CHARS` characters.  Counted per type from its fields (each type
     once), before the walk or a layout builds anything: the cost of planning the columns of

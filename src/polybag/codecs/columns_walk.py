@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from polybag.codecs.columns_layout import _FIXED_SPLIT, _TIME_TYPES
-from polybag.codecs.ros1.gen_decode import _wdec
-from polybag.codecs.ros1.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, FieldType
+from polybag.codecs.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, FieldType
+from polybag.codecs.serde.decoders import decode_wstring
 from polybag.errors import DecodeError, UnsupportedError
 
 
@@ -230,7 +230,7 @@ class _Walker:
                 col = np.empty(self.n, dtype=object)
                 buf = self.blob
                 if base == "uint8":
-                    mv = memoryview(buf)
+                    mv = memoryview(buf)  # type: ignore[arg-type]  # numpy declares the buffer protocol (__buffer__) for Python 3.12+ only
                     for i, (p, c) in enumerate(zip(pos.tolist(), count.tolist())):
                         col[i] = bytes(mv[p : p + c])
                 else:
@@ -244,7 +244,7 @@ class _Walker:
 
     def objects(self, base: str, name: str, pos: np.ndarray, count: np.ndarray) -> np.ndarray:
         """Sequences of strings/messages: decoded per message with the compiled decoders."""
-        mv = memoryview(self.blob)
+        mv = memoryview(self.blob)  # type: ignore[arg-type]  # numpy declares the buffer protocol (__buffer__) for Python 3.12+ only
         col = np.empty(self.n, dtype=object)
         newpos = pos.copy()
         if base in ("string", "wstring"):
@@ -274,7 +274,7 @@ class _Walker:
                             "string length exceeds the payload", name, np.arange(self.n) == i, pos
                         )
                     if base == "wstring":  # UTF-16 units in 4-byte wchar_t, as the decoders read them
-                        items.append(_wdec(body[p : p + 4 * k], self.endian == ">"))
+                        items.append(decode_wstring(body[p : p + 4 * k], self.endian == ">"))
                         p += 4 * k
                     else:
                         stop = p + k - 1 if (self.cdr and k) else p + k
@@ -314,11 +314,11 @@ class _Walker:
             self.check(pos, n * width, name)
             if self.want(name):
                 col = np.empty(self.n, dtype=object)
-                mv = memoryview(self.blob)
+                mv = memoryview(self.blob)  # type: ignore[arg-type]  # numpy declares the buffer protocol (__buffer__) for Python 3.12+ only
                 cut = 1 if (self.cdr and base == "string") else 0
                 if base == "wstring":  # UTF-16 units in 4-byte wchar_t, as the decoders read them
                     for i, (p, k) in enumerate(zip(pos.tolist(), n.tolist())):
-                        col[i] = _wdec(mv[p : p + 4 * k], self.endian == ">")
+                        col[i] = decode_wstring(mv[p : p + 4 * k], self.endian == ">")
                 elif self.n and bool((n == n[0]).all()) and int(n[0]) > cut:
                     # every string has the same length: decode each distinct value once
                     k = int(n[0]) - cut

@@ -21,7 +21,12 @@ MAX_SCHEMA_BYTES = 16 << 20
 
 def _require() -> Any:
     try:
-        from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+        from google.protobuf import (  # type: ignore[import-untyped]  # no stubs installed (types-protobuf)
+            descriptor_pb2,
+            descriptor_pool,
+            json_format,
+            message_factory,
+        )
     except ImportError:
         raise UnsupportedError(
             "protobuf messages need the protobuf package: pip install 'polybag[protobuf]'"

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from polybag.codecs import CostCache, definition_key
+from polybag.codecs.cache import CostCache, definition_key
 from polybag.errors import DecodeError, FormatError
 from polybag.model import Channel, Schema
 
@@ -58,55 +59,14 @@ MAX_NAME = 255  # longest format or field name (PX4's are a few dozen characters
 MAX_FLAT_NAME_CHARS = 1 << 24  # characters of all flattened field names of one message type
 
 
-class _Plain:
-    """Records with ``__slots__`` compared, hashed and shown field by field as the
-    ``@dataclass`` they were (each ``@dataclass`` cost ~0.5 ms of import time, paid by every
-    process that reads a ULog log).  ``_fields``: the compared and shown fields;
-    ``_frozen``: attributes cannot be set after ``__init__`` (``AttributeError``)."""
+@dataclass(frozen=True, slots=True)
+class FieldDef:
+    """One field of a format: base or nested type name, array length (0: scalar, N: fixed
+    array of N), name."""
 
-    __slots__: tuple[str, ...] = ()
-    _fields: tuple[str, ...] = ()
-    _frozen = False
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, f) for f in self._fields)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        if not self._frozen:
-            raise TypeError(f"unhashable type: {self.__class__.__name__!r}")
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
-        return f"{self.__class__.__qualname__}({inner})"
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if self._frozen:
-            raise AttributeError(f"cannot assign to field {name!r}")
-        object.__setattr__(self, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        if self._frozen:
-            raise AttributeError(f"cannot delete field {name!r}")
-        object.__delattr__(self, name)
-
-
-class FieldDef(_Plain):
-    """One field of a format: base or nested type name, array length, name."""
-
-    __slots__ = ("type", "array", "name")
-    _fields = __slots__
-    _frozen = True
-
-    def __init__(self, type: str, array: int, name: str) -> None:  # noqa: A002
-        object.__setattr__(self, "type", type)
-        object.__setattr__(self, "array", array)  # 0: scalar, N: fixed array of N
-        object.__setattr__(self, "name", name)
+    type: str
+    array: int
+    name: str
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FieldDef, (self.type, self.array, self.name))
@@ -141,18 +101,19 @@ def unique_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-class FormatDef(_Plain):
-    """One format (``F`` message): its name and fields."""
+@dataclass(frozen=True, slots=True)
+class FormatDef:
+    """One format (``F`` message): its name and fields; ``names``: the name each field is
+    addressed by (repeated names made distinct, see :func:`unique_names`; not compared or
+    shown)."""
 
-    __slots__ = ("name", "fields", "names")
-    _fields = ("name", "fields")
-    _frozen = True
+    name: str
+    fields: tuple[FieldDef, ...]
+    names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
-    def __init__(self, name: str, fields: tuple[FieldDef, ...]) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "fields", fields)
-        # the name each field is addressed by (repeated names made distinct, see unique_names)
-        object.__setattr__(self, "names", unique_names([f.name for f in fields]))
+    def __post_init__(self) -> None:
+        # a value worked out from the fields once (the frozen dataclass way to set it)
+        object.__setattr__(self, "names", unique_names([f.name for f in self.fields]))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FormatDef, (self.name, self.fields))
@@ -197,21 +158,22 @@ def parse_format(text: str) -> FormatDef:
     return FormatDef(name, tuple(fields))
 
 
-class FlatField(_Plain):
+@dataclass(slots=True)
+class FlatField:
     """One flattened field of a compiled type."""
 
-    __slots__ = ("name", "type", "offset", "padding")
-    _fields = __slots__
-
-    def __init__(self, name: str, type: str, offset: int, padding: bool) -> None:  # noqa: A002
-        self.name = name  # pyulog's flattened name
-        self.type = type  # base type
-        self.offset = offset
-        self.padding = padding  # the name or one of its parents is a _padding field
+    name: str  # pyulog's flattened name
+    type: str  # base type
+    offset: int
+    padding: bool  # the name or one of its parents is a _padding field
 
 
-class UlogType(_Plain):
-    """A message type compiled for reading: flattened fields and a numpy dtype."""
+class UlogType:
+    """A message type compiled for reading: flattened fields and a numpy dtype.
+
+    Mutable and unhashable, compared and shown field by field (``_fields``) like the
+    dataclass it was; a plain class because the flattened fields are made on first use
+    (:attr:`flat`)."""
 
     __slots__ = (
         "name",
@@ -263,6 +225,21 @@ class UlogType(_Plain):
         self._dtype = _dtype
         self._struct = _struct
         self._builder = _builder
+
+    def __hash__(self) -> int:
+        raise TypeError(f"unhashable type: {self.__class__.__name__!r}")  # mutable, like the dataclass it was
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, UlogType) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{self.__class__.__qualname__}({inner})"
 
     @property
     def flat(self) -> list[FlatField]:
@@ -597,6 +574,7 @@ def compile_type(name: str, formats: Mapping[str, FormatDef]) -> UlogType:
     min_size = 0
     kept = 0  # flattened fields up to the last non-padding field
     seen = 0
+    end: int | None
     for f, fname in zip(top.fields, top.names):
         n = f.array or 1
         if f.type in BASE_TYPES:

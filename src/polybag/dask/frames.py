@@ -8,8 +8,9 @@ Dask itself is imported only here, when a collection is built (:func:`_require`)
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from polybag.dask.plan import (
     DEFAULT_PARTITION_MESSAGES,
@@ -35,15 +36,12 @@ from polybag.reader import TopicSelector
 from polybag.selection import TimeWindow
 
 
-def _require(what: str = "dataframe") -> Any:
-    """Import dask (and ``dask.dataframe`` / ``dask.bag``) or say how to install it."""
+def _require(collection: Literal["dataframe", "items"] = "dataframe") -> Any:
+    """Import dask (and ``dask.dataframe``, or ``dask.bag`` for ``items``) or say how to install it."""
     try:
         import dask  # noqa: F401
 
-        if what == "bag":
-            import dask.bag as mod
-        else:
-            import dask.dataframe as mod
+        mod = importlib.import_module("dask.bag" if collection == "items" else "dask.dataframe")
     except ImportError as e:
         raise UnsupportedError(
             f"polybag.dask needs dask ({e}): pip install polybag[dask]  (or: pip install 'dask[dataframe]')"
@@ -163,7 +161,7 @@ def _partition_bag(
     """A ``dask.bag.Bag`` of the items ``task(part, topics=topics, **options)`` gives for
     each of the :func:`~polybag.dask.plan.partitions` of ``topics`` across ``paths`` (one
     empty partition when there is none)."""
-    db = _require("bag")
+    db = _require("items")
     parts = partitions(paths, topics, start=start, end=end, partition_messages=partition_messages)
     if not parts:
         return db.from_sequence([], npartitions=1)
@@ -175,7 +173,7 @@ def file_summaries(paths: PathsLike, *, errors: str = "record") -> Any:
     one row per file, one task per file.  ``errors="record"`` puts an unreadable file's
     error in the ``error`` column; ``errors="raise"`` raises it."""
     dd = _require("dataframe")
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # no stubs installed (pandas-stubs)
 
     if errors not in ("record", "raise"):
         raise UsageError(f"errors must be 'record' or 'raise', not {errors!r}")

@@ -16,16 +16,18 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from polybag.errors import UsageError
-from polybag.io.remote import expand_url, is_url, read_head
+from polybag.io.remote import expand_url, read_head
+from polybag.io.urls import is_url
 from polybag.reader import TopicSelector, topic_filter
 from polybag.selection import TimeWindow
 
 if TYPE_CHECKING:
+    from polybag.formats.registry import FormatSpec
     from polybag.model import Channel
 
 
@@ -206,14 +208,14 @@ def _plan_file(
 ) -> _FilePlan:
     import polybag
 
-    head = _sniff_path(path)
-    if head == "ulog":
-        # no index: one partition; the file is scanned by its task (and here only for meta)
+    spec = _sniff_spec(path)
+    if spec is not None and spec.unindexed:
+        # no index (a ULog): one partition; the file is scanned by its task (and here only for meta)
         chans: list[Channel] = []
         if need_channels:
-            with polybag.open(path, topics=topics, warn=False) as r:
+            with polybag.open(path, **selecting(spec, topics)) as r:
                 chans = list(r.summary.channels.values())
-        return _FilePlan(path, "ulog", [Partition(path, "ulog", start, end)], chans, False)
+        return _FilePlan(path, spec.name, [Partition(path, spec.name, start, end)], chans, False)
     with polybag.open(path) as r:
         fmt = r.format
         chunks = None
@@ -225,7 +227,7 @@ def _plan_file(
             summary = r.summary if need_channels or r.has_index else None
             chans = [] if summary is None else _selected_channels(topics, summary.channels)
             lo = hi = None
-            if summary is not None and summary.indexed and summary.start_time is not None:
+            if summary is not None and summary.indexed and summary.start_time is not None and summary.end_time is not None:
                 lo, hi = TimeWindow(start, end).clamp(summary.start_time, summary.end_time)
             return _FilePlan(path, fmt, [Partition(path, fmt, start, end, -1, lo, hi)], chans, False)
         return _FilePlan(
@@ -245,6 +247,21 @@ def _sniff_path(path: str) -> str | None:
         head = read_head(path, registry.SNIFF_BYTES)
         return registry.sniff(head) or (registry.by_extension(path, headless=True) if head else None)
     return registry.sniff_path(path)
+
+
+def _sniff_spec(path: str) -> FormatSpec | None:
+    """The registered format of the log at ``path`` (:func:`_sniff_path`), or None."""
+    from polybag.formats import registry
+
+    name = _sniff_path(path)
+    return None if name is None else registry.lookup(name)
+
+
+def selecting(spec: FormatSpec | None, topics: TopicSelector) -> dict[str, Any]:
+    """The opener options a task reads a file of format ``spec`` with: only ``topics``
+    parsed, and no warnings, where the opener takes them
+    (:attr:`~polybag.formats.registry.FormatSpec.opener_selects`: a ULog); none otherwise."""
+    return {"topics": topics, "warn": False} if spec is not None and spec.opener_selects else {}
 
 
 def _selection(topics: TopicSelector, channels: dict[int, Channel]) -> set[int] | None:

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
-from polybag.dask.plan import Partition, _FilePlan, _sniff_path
+from polybag.dask.plan import Partition, _FilePlan, _sniff_spec, selecting
 from polybag.errors import PolybagError, UnsupportedError, UsageError
 from polybag.model import Message
 from polybag.reader import TopicSelector
 from polybag.selection import TimeWindow
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # no stubs installed (pandas-stubs)
 
     from polybag.reader import Reader
 
@@ -41,10 +41,9 @@ def _detach(a: np.ndarray) -> np.ndarray:
 
 def _open(path: str, fmt: str, topics: TopicSelector) -> Reader:
     import polybag
+    from polybag.formats import registry
 
-    if fmt == "ulog":
-        return polybag.open(path, topics=topics, warn=False)
-    return polybag.open(path)
+    return polybag.open(path, **selecting(registry.lookup(fmt), topics))
 
 
 def _columns_window(
@@ -118,13 +117,28 @@ def _frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
     return columns_to_pandas(cols)
 
 
+def _instance_tables(fmt: str) -> bool:
+    """Whether a topic of format ``fmt`` is logged in instances, each a table of its own
+    records (:attr:`~polybag.formats.registry.FormatSpec.instance_tables`: a ULog)."""
+    from polybag.formats import registry
+
+    spec = registry.lookup(fmt)
+    return spec is not None and spec.instance_tables
+
+
+class _InstanceFrames(Protocol):
+    """A reader whose topics have instances (a ULog's ``multi_id``): one instance's frame."""
+
+    def to_pandas(self, topic: str, multi_id: int, fields: Sequence[str] | None = None, /) -> pd.DataFrame: ...
+
+
 def _ulog_frame(
     r: Reader, topic: str, fields: Sequence[str] | None, multi_id: int, start: int | None, end: int | None
 ) -> pd.DataFrame:
     mids = {c.metadata.get("multi_id", "0") for c in r.summary.channels.values() if c.topic == topic}
     if str(multi_id) not in mids:
         return _frame({})  # this file does not log the topic (or instance): no rows
-    df = r.to_pandas(topic, multi_id, fields)  # type: ignore[call-arg]
+    df = cast(_InstanceFrames, r).to_pandas(topic, multi_id, fields)
     if start is not None or end is not None:
         df = df[TimeWindow(start, end).contains(df.index.to_numpy())]
     return df.copy()
@@ -177,7 +191,7 @@ def _topic_partition(
     frames = []
     for path, fmt in part.files:
         with _open(path, fmt, [topic]) as r:
-            if r.ulog is not None:  # a ULog instance's table, from its own records
+            if _instance_tables(fmt):  # a ULog instance's table, from its own records
                 df = (
                     _ulog_frame(r, topic, fields, multi_id, part.start, part.end)
                     if decode
@@ -216,7 +230,7 @@ def _meta_for(
     from the schema (so that a projection can be decoded alone)."""
 
     from polybag.codecs import codec_for
-    from polybag.codecs.columns import _is_compiled, payload_columns
+    from polybag.codecs.columns import is_compiled, payload_columns
 
     plan = next((pl for pl in plans if pl.channels), None)
     if plan is None:
@@ -234,7 +248,7 @@ def _meta_for(
         )
     else:
         with _open(plan.path, plan.format, [topic]) as r:
-            if r.ulog is not None:  # a ULog instance's table, from its own records
+            if _instance_tables(plan.format):  # a ULog instance's table, from its own records
                 df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
             else:
                 # one message (the first chunk holding the topic) shows what pandas makes of
@@ -242,7 +256,7 @@ def _meta_for(
                 codec = codec_for(plan.channels[0])
                 first = next(iter(r.messages(topics=[topic], order="file")), None)
                 sample = [] if first is None else [bytes(first.data)]
-                if not _is_compiled(codec):
+                if not is_compiled(codec):
                     project = False  # keys may differ between messages: decode all, then select
                 cols = payload_columns(codec, sample, fields, topic=topic)
                 df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
@@ -348,7 +362,9 @@ def _summary_row(path: str, errors: str) -> pd.DataFrame:
     row: dict[str, Any] = dict.fromkeys(_SUMMARY_COLUMNS)
     row["path"] = path
     try:
-        with polybag.open(path, **({"warn": False} if _sniff_path(path) == "ulog" else {})) as r:
+        spec = _sniff_spec(path)
+        quiet: dict[str, Any] = {"warn": False} if spec is not None and spec.opener_selects else {}
+        with polybag.open(path, **quiet) as r:
             s = r.summary
             row.update(
                 format=s.format,

@@ -67,6 +67,65 @@ class FormatSpec:
     #: the reader asks its source for the byte ranges it reads (``source.need``), so a remote
     #: file is fetched by range requests; False: a remote file is fetched whole before opening
     ranged: bool = False
+    #: ``"module:function"``: ``function(url, storage_options, options) -> Reader | None``, a
+    #: remote log of this format that is no single object (a rosbag2 bag directory at a URL);
+    #: None when the URL is not one (then it is opened as one object, by range requests)
+    open_url: str | None = None
+    #: the message encodings the writer's files hold (None: any)
+    holds: frozenset[str] | None = None
+    #: the files always hold metadata records (``Writer.add_metadata``; a rosbag2 bag only
+    #: with MCAP storage: False), so a ULog's info and parameters are kept as such records
+    holds_metadata: bool = False
+    #: the writer keeps a ULog's extras itself (info, parameters, their changes, dropouts:
+    #: ``copy_extras``, ``add_param``); other formats get them as metadata or a warning
+    keeps_ulog_extras: bool = False
+    #: a writing command (convert, filter, split...) reads an input of this format recovering
+    #: (a ULog cut by power loss is the normal case, and its recovering read costs no more)
+    read_recovering: bool = False
+    #: the opener takes ``topics=`` (parsing only those) and ``warn=`` (silence its warnings)
+    opener_selects: bool = False
+    #: the files have no index to split a read by (a ULog): read as one part
+    unindexed: bool = False
+    #: the chunk size ``split`` plans its parts with (None: the writer's own chunking)
+    split_chunk_size: int | None = None
+    #: the storages a bag of this format is written in (rosbag2: ``sqlite3``, ``mcap``)
+    storages: tuple[str, ...] = ()
+    #: ``"module:function"``: ``function(path) -> dict`` (``problems``, ``notes``,
+    #: ``messages``), a check of the file's own records that ``polybag check`` runs for this
+    #: format (a bag's connection and index records); None: the reader's check
+    check: str | None = None
+    #: ``"module:function"``: ``function(path, **options) -> report``, rebuilding a file's
+    #: index (``polybag reindex``); None: the format has no index to rebuild
+    reindex: str | None = None
+    #: ``"module:function"``: ``function(reader) -> [(timestamp_us, level, text)] | None``,
+    #: the events a log stores decoded with the definitions it holds (PX4 events in a ULog);
+    #: None when it has no definitions
+    events: str | None = None
+    #: a topic is logged in instances (a ULog's ``multi_id``), each a table of its own
+    #: records whose ``timestamp`` column is the log's own time in microseconds
+    instance_tables: bool = False
+    #: the ``profile=`` values the writer takes (MCAP's ``ros1`` and ``ros2``)
+    profiles: tuple[str, ...] = ()
+    #: what a recording counts towards ``--size``: the bytes a message adds besides its
+    #: payload (record header, index entry) and the bytes a new file starts with
+    message_overhead: int = 0
+    header_overhead: int = 0
+
+    def load_recompress(self) -> Callable[..., Any] | None:
+        """The format's recompressor (imported on first use), or None: ``compress`` copies."""
+        return None if self.recompress is None else _load(self.recompress)
+
+    def load_events(self) -> Callable[..., Any] | None:
+        """The format's event decoder (imported on first use), or None."""
+        return None if self.events is None else _load(self.events)
+
+    def load_check(self) -> Callable[..., Any] | None:
+        """The format's own check (imported on first use), or None."""
+        return None if self.check is None else _load(self.check)
+
+    def load_reindex(self) -> Callable[..., Any] | None:
+        """The format's index rebuilder (imported on first use), or None."""
+        return None if self.reindex is None else _load(self.reindex)
 
     def load_opener(self) -> Callable[..., Any]:
         """The opener function (imported on first use)."""
@@ -86,6 +145,13 @@ class FormatSpec:
         if name not in self.compressions:
             raise UnsupportedError(f"{self.name} chunks can be {', '.join(self.compressions)}, not {name}")
         return name
+
+    def open_by_url(self, url: str, storage_options: dict[str, Any] | None, options: dict[str, Any]) -> Any:
+        """Open the remote log at ``url`` with the format's ``open_url`` hook (None: the URL
+        is not one the hook takes, or the format has no hook)."""
+        if self.open_url is None:
+            return None
+        return _load(self.open_url)(url, storage_options, options)
 
     def open_by_path(self, path: str, **options: Any) -> Any:
         """Open a directory or multi-file log of this format by its path (``open_path``)."""
@@ -246,7 +312,12 @@ register(
         compressions=("none", "zstd", "lz4"),
         default_compression="zstd",
         compression_aliases=(("bz2", "zstd"),),
+        holds_metadata=True,
+        split_chunk_size=1 << 20,
         description="MCAP",
+        profiles=("ros1", "ros2"),
+        message_overhead=31 + 16,  # message record and its index entry
+        header_overhead=8 + 9 + 64,  # magic, header record, profile and library
     )
 )
 register(
@@ -260,7 +331,13 @@ register(
         recompress="polybag.formats.bag.reindex:recompress_bag_file",
         aliases=("rosbag", "bag1"),
         headless_extensions=(".bag",),  # ROSLOG version 0 has no header line
+        holds=frozenset({"ros1"}),
+        split_chunk_size=768 * 1024,
+        check="polybag.formats.bag.check:check_bag",
+        reindex="polybag.formats.bag.reindex:reindex_bag",
         description="bag",
+        message_overhead=4 + 38 + 4 + 12,  # record header, its length, data length, index entry
+        header_overhead=13 + 4096,  # the version line and the padded bag header record
     )
 )
 register(
@@ -272,7 +349,16 @@ register(
         writer="polybag.formats.ulog.writer:UlogWriter",
         compressions=("none",),
         aliases=("ulg",),
+        holds=frozenset({"ulog"}),
+        keeps_ulog_extras=True,
+        read_recovering=True,
+        opener_selects=True,
+        unindexed=True,
+        events="polybag.formats.ulog.events:logged_events",
+        instance_tables=True,
         description="ULog",
+        message_overhead=2 + 1 + 2,  # message size, type, msg_id
+        header_overhead=16,  # the file header
     )
 )
 
@@ -296,6 +382,12 @@ register(
         aliases=("ros2bag",),
         probe=_probe_rosbag2,  # a directory with metadata.yaml, its metadata.yaml, a .db3
         open_path="polybag.formats.rosbag2.reader:open_rosbag2",
+        open_url="polybag.formats.rosbag2.remote:open_remote_bag",  # a bag directory at a URL
+        holds=frozenset({"cdr"}),
+        storages=("sqlite3", "mcap"),
+        reindex="polybag.formats.rosbag2.reindex:reindex_rosbag2",
         description="rosbag2",
+        message_overhead=31 + 16,  # counted as in its MCAP storage
+        header_overhead=4096,  # metadata.yaml and the storage file's start
     )
 )

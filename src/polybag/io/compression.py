@@ -52,7 +52,7 @@ class _Lazy:
 if TYPE_CHECKING:
     import bz2 as _bz2
 
-    import lz4.frame as _lz4f
+    import lz4.frame as _lz4f  # type: ignore[import-untyped]  # lz4 ships no type hints
     import zstandard as _zstd
 else:
     _bz2 = _Lazy("bz2")
@@ -67,7 +67,7 @@ def _crc32_impl() -> Callable[..., int]:
         from isal.isal_zlib import crc32 as fast
     except ImportError:  # pragma: no cover - isal is a dependency; a platform without its wheel
         return zlib.crc32
-    return fast  # type: ignore[no-any-return]
+    return fast
 
 
 # ``crc32(data, value=0)``: zlib's CRC-32 of ``data`` (any buffer) continuing ``value``,
@@ -126,7 +126,7 @@ def compress(name: str | None, data: bytes | bytearray | memoryview, level: int 
     if n == "lz4":
         # one frame that both readers accept: rosbag's roslz4 (C++ and Python) refuses frames
         # without a content checksum and expects independent 4 MB blocks; MCAP readers take any
-        return _lz4f.compress(
+        frame: bytes = _lz4f.compress(
             data,
             compression_level=0 if level is None else level,
             block_size=_lz4f.BLOCKSIZE_MAX4MB,
@@ -134,6 +134,7 @@ def compress(name: str | None, data: bytes | bytearray | memoryview, level: int 
             block_linked=False,
             store_size=False,
         )
+        return frame
     return _bz2.compress(data, 9 if level is None else level)
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from polybag.errors import UsageError
+from polybag.io.http import HttpRanges, limits
 
 #: the public endpoint of the XML API
 ENDPOINT = "https://storage.googleapis.com"
@@ -38,7 +39,7 @@ OPTIONS = {"endpoint_url", "token", "headers", "timeout", "deadline"}
 def have_gcsfs() -> bool:
     """Whether gcsfs can be imported (then fsspec reads ``gs://`` through it)."""
     try:
-        import gcsfs  # noqa: F401
+        import gcsfs  # type: ignore[import-not-found,unused-ignore]  # noqa: F401 - optional, ships no type hints
     except ImportError:
         return False
     return True
@@ -88,4 +89,21 @@ def no_listing(url: str) -> UsageError:
     """The error of a glob ``gs://`` URL without gcsfs."""
     return UsageError(
         f"{url}: listing gs:// URLs (a glob) needs gcsfs (pip install gcsfs); without it name each object"
+    )
+
+
+def gcs_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRanges | None:
+    """An :class:`~polybag.io.http.HttpRanges` reading the ``gs://`` ``url`` through the XML
+    API, or None when gcsfs is installed (then fsspec and gcsfs read it)."""
+    if have_gcsfs():
+        return None
+    unknown = set(storage_options or {}) - OPTIONS
+    if unknown:
+        raise UsageError(
+            f"{url}: storage option(s) {', '.join(sorted(unknown))} need gcsfs (pip install gcsfs); "
+            f"without it gs:// takes {', '.join(sorted(OPTIONS))}"
+        )
+    timeout, deadline, _rest = limits(url, storage_options)
+    return HttpRanges(
+        url, headers(url, storage_options), target=http_url(url, storage_options), timeout=timeout, deadline=deadline
     )

@@ -199,17 +199,18 @@ class _DeadlineIO(socket.SocketIO):
 
     def __init__(self, sock: socket.socket, conn: _Deadlined) -> None:
         super().__init__(sock, "rb")
+        self._socket = sock  # SocketIO's own ``_sock``, which typeshed does not declare
         self._conn = conn
         self._wait = -1.0
 
-    def readinto(self, b: Any) -> int | None:  # type: ignore[override]
+    def readinto(self, b: Any) -> int | None:
         conn = self._conn
         left = conn.pb_deadline - time.monotonic()
         if left <= 0:
             raise _Expired("deadline")
         wait = min(RECV_TIMEOUT, left)
         if wait != self._wait:
-            self._sock.settimeout(wait)
+            self._socket.settimeout(wait)
             self._wait = wait
         try:
             n = super().readinto(b)
@@ -249,6 +250,8 @@ class _Deadlined:
     pb_received = 0
     sock: Any
     timeout: Any
+    #: http.client's response class: here a factory of :class:`_Response` bound to the connection
+    response_class: Any
 
     def pb_setup(self) -> None:
         self.response_class = lambda sock, *a, **k: _Response(sock, *a, conn=self, **k)
@@ -695,31 +698,10 @@ def _header(resp: http.client.HTTPResponse, name: str) -> str | None:
     return ", ".join(str(v).strip() for v in values)
 
 
-def gcs_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRanges | None:
-    """An :class:`HttpRanges` reading ``gs://`` ``url`` through the XML
-    API, or None when gcsfs is installed (then fsspec and gcsfs read it)."""
-    from polybag.io.gcs import OPTIONS, have_gcsfs, headers, http_url
-
-    if have_gcsfs():
-        return None
-    unknown = set(storage_options or {}) - OPTIONS
-    if unknown:
-        raise UsageError(
-            f"{url}: storage option(s) {', '.join(sorted(unknown))} need gcsfs (pip install gcsfs); "
-            f"without it gs:// takes {', '.join(sorted(OPTIONS))}"
-        )
-    timeout, deadline, _rest = limits(url, storage_options)
-    return HttpRanges(
-        url, headers(url, storage_options), target=http_url(url, storage_options), timeout=timeout, deadline=deadline
-    )
-
-
 def http_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRanges | None:
     """An :class:`HttpRanges` for a plain ``http(s)://`` URL whose storage options it can
-    honour (none, or only ``headers``, ``timeout``, ``deadline``), or for a ``gs://`` URL when
-    gcsfs is not installed (:mod:`polybag.io.gcs`); None to go through fsspec."""
-    if url.lower().startswith(("gs://", "gcs://")):
-        return gcs_transport(url, storage_options)
+    honour (none, or only ``headers``, ``timeout``, ``deadline``); None to go through fsspec
+    (other options, other schemes)."""
     if not url.lower().startswith(("http://", "https://")):
         return None
     timeout, deadline, opts = limits(url, storage_options)

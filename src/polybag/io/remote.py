@@ -18,10 +18,13 @@ summary, recovery) calls :meth:`~RemoteSource.need_all`: the whole object, fetch
 concurrent 8 MiB parts.  Fetched bytes live in the temporary file (anonymous: gone when the
 source closes), so memory stays that of the pages a reader touches.
 
-URLs are resolved with :func:`fsspec.core.url_to_fs` (``s3://`` needs s3fs); plain
+What reads a URL is looked up by its scheme (:mod:`polybag.io.transports`): plain
 ``http(s)://`` URLs are read by :mod:`polybag.io.http`, ``gs://`` URLs by gcsfs when it is
-installed, else through GCS's XML API over the same transport (:mod:`polybag.io.gcs`);
-``file://`` URLs are mapped like local paths by :func:`polybag.io.source.open_source`.
+installed, else through GCS's XML API over the same transport (:mod:`polybag.io.gcs`); every
+other scheme through :func:`fsspec.core.url_to_fs` (``s3://`` needs s3fs).  ``file://`` URLs
+are mapped like local paths by :func:`polybag.io.source.open_source`.  This module knows no
+format: a remote log that is no single object (a rosbag2 bag directory) is its format's
+(the registry's ``open_url`` hook, :mod:`polybag.formats.rosbag2.remote`).
 
 Servers are untrusted (see :mod:`polybag.io.http` for the HTTP details).  Every operation
 here (an open, each ``need``, a ``download``) has an overall deadline:
@@ -41,8 +44,6 @@ redirect is a :class:`~polybag.io.http.RedirectRefused`.
 from __future__ import annotations
 
 import mmap
-import os
-import re
 import tempfile
 import threading
 import time
@@ -61,7 +62,6 @@ from polybag.io.http import (
     HttpRanges,
     RedirectRefused,
     aiohttp_guard,
-    http_transport,
     limits,
     redact,
     refused_redirect,
@@ -69,6 +69,8 @@ from polybag.io.http import (
     secrets_of,
 )
 from polybag.io.source import MappedSource
+from polybag.io.transports import transport_for
+from polybag.io.urls import is_url
 
 #: bookkeeping granularity: what a small request is rounded to (one state byte per block)
 BLOCK = 2048
@@ -102,21 +104,6 @@ BATCH = 256
 FEW = 4
 
 _MISSING, _INFLIGHT, _PRESENT = 0, 1, 2
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-
-
-def is_url(target: object) -> bool:
-    """True for a string that names a URL (``scheme://...``), False for a local path."""
-    return isinstance(target, str) and bool(_URL.match(target))
-
-
-def file_url_path(url: str) -> str | None:
-    """The local path of a ``file://`` URL; None for any other URL."""
-    if not url.lower().startswith("file://"):
-        return None
-    from urllib.parse import unquote, urlparse
-
-    return unquote(urlparse(url).path)
 
 
 def _guarded(url: str, opts: dict[str, Any]) -> dict[str, Any]:
@@ -141,13 +128,14 @@ def _guarded(url: str, opts: dict[str, Any]) -> dict[str, Any]:
 def _fs_for(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
     _timeout, _deadline, opts = limits(url, storage_options)  # polybag's own options stay here
     try:
-        import fsspec.core
+        import fsspec.core  # type: ignore[import-untyped]  # fsspec ships no type hints
     except ImportError as e:  # pragma: no cover - the remote extra
         raise UsageError(f"{redact(url)}: reading URLs needs fsspec (pip install 'polybag[remote]')") from e
     if url.lower().startswith(("http://", "https://")):
         opts = _guarded(url, opts)  # aiohttp under fsspec: the redirect rules of HttpRanges
     try:
-        return fsspec.core.url_to_fs(url, **opts)
+        fs, fpath = fsspec.core.url_to_fs(url, **opts)
+        return fs, fpath
     except (ImportError, ValueError) as e:
         raise UsageError(f"{redact(url)}: cannot read this URL: {scrub(str(e), secrets_of(url))}") from e
 
@@ -227,7 +215,7 @@ class RemoteSource(MappedSource):
 
     # --- what readers call ---------------------------------------------------------------
     @property
-    def stats(self) -> dict[str, Any]:  # type: ignore[override]
+    def stats(self) -> dict[str, Any]:
         """Requests made and bytes fetched so far (and the object's size)."""
         with self._cv:
             return {
@@ -448,8 +436,8 @@ class RemoteSource(MappedSource):
                     datas = fs.cat_ranges(
                         [self._fpath] * len(todo), [s for s, _ in todo], [e for _, e in todo]
                     )
-                except Exception as e:  # noqa: BLE001 - any transport error becomes one clear error
-                    raise _transport_error(self.url, f"cannot read {len(todo)} ranges", e) from None
+                except Exception as err:  # noqa: BLE001 - any transport error becomes one clear error
+                    raise _transport_error(self.url, f"cannot read {len(todo)} ranges", err) from None
                 for (s, e), data in zip(todo, datas):
                     if isinstance(data, BaseException):
                         raise _transport_error(self.url, f"cannot read bytes {s}..{e}", data)
@@ -632,7 +620,7 @@ class _S3Pinned:
         return data
 
     def cat_file(self, path: str, start: int, end: int) -> bytes:
-        from fsspec.asyn import sync
+        from fsspec.asyn import sync  # type: ignore[import-untyped]  # fsspec ships no type hints
 
         return sync(self._fs.loop, self._get, path, start, end)  # type: ignore[no-any-return]
 
@@ -662,7 +650,7 @@ def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -
     """The first ``n`` bytes of the object at ``url`` (one small request; for sniffing)."""
     _timeout, deadline, _opts = limits(url, storage_options)
     until = time.monotonic() + deadline
-    fast = http_transport(url, storage_options)
+    fast = transport_for(url, storage_options)
     if fast is not None:
         try:
             size = fast.open(until)
@@ -714,7 +702,7 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
     ``deadline``."""
     _timeout, deadline, _opts = limits(url, storage_options)
     until = time.monotonic() + deadline
-    fast = http_transport(url, storage_options)
+    fast = transport_for(url, storage_options)
     if fast is not None:
         try:
             size = fast.open(until)
@@ -755,7 +743,7 @@ def download(url: str, dest: str, storage_options: dict[str, Any] | None = None)
     The copy is one operation under the ``deadline``."""
     _timeout, deadline, _opts = limits(url, storage_options)
     until = time.monotonic() + deadline
-    fast = http_transport(url, storage_options)
+    fast = transport_for(url, storage_options)
     fs: Any = None
     fpath = url
     name = redact(url)
@@ -780,7 +768,11 @@ def download(url: str, dest: str, storage_options: dict[str, Any] | None = None)
                 for start in range(0, size, PART):
                     end = min(size, start + PART)
                     if fast is not None:
-                        fast.read_into(start, end, lambda s, e, o=start: view[s - o : e - o], until)
+
+                        def into(s: int, e: int, o: int = start) -> memoryview:
+                            return view[s - o : e - o]
+
+                        fast.read_into(start, end, into, until)
                         out.write(view[: end - start])
                         continue
                     if time.monotonic() > until:
@@ -803,32 +795,3 @@ def download(url: str, dest: str, storage_options: dict[str, Any] | None = None)
     finally:
         if fast is not None:
             fast.close()
-
-
-#: local stand-in paths of remote files (a remote rosbag2 bag's MCAP storage files): what
-#: :func:`source_for_path` opens by range requests instead of mapping
-_STAND_INS: dict[str, tuple[str, dict[str, Any] | None]] = {}
-_STAND_LOCK = threading.Lock()
-
-
-def add_stand_in(path: str, url: str, storage_options: dict[str, Any] | None = None) -> None:
-    """Make :func:`source_for_path` open ``url`` (by range requests) for the local ``path``."""
-    with _STAND_LOCK:
-        _STAND_INS[os.path.abspath(path)] = (url, storage_options)
-
-
-def drop_stand_ins(paths: Iterable[str]) -> None:
-    """Forget stand-ins (their directory is being removed)."""
-    with _STAND_LOCK:
-        for p in paths:
-            _STAND_INS.pop(os.path.abspath(p), None)
-
-
-def source_for_path(path: str) -> MappedSource:
-    """The source of a local path: mapped, or, for a stand-in of a remote file, a
-    :class:`RemoteSource` reading the remote object by range requests."""
-    with _STAND_LOCK:
-        remote = _STAND_INS.get(os.path.abspath(path))
-    if remote is not None:
-        return open_url(*remote)
-    return MappedSource.from_path(path)

@@ -1,11 +1,14 @@
 """Byte sources: the one way formats get at a file's bytes.
 
-Formats never open files themselves.  A seekable source (:class:`MappedSource`) maps the
-file and hands out ``memoryview`` slices; a forward-only source (:class:`StreamSource`)
-wraps a pipe or ``sys.stdin.buffer``; a remote object (:mod:`polybag.io.remote`) is a
-``MappedSource`` filled by range requests as a format :meth:`~MappedSource.need` s ranges.  All check every request against what the file can
-hold, so a lying length field becomes a :class:`~polybag.errors.TruncatedError`, never a
-huge allocation.
+Formats never open files themselves; they read a :class:`Source`.  A seekable source
+(:class:`MappedSource`, a :class:`RandomAccessSource`) maps the file and hands out
+``memoryview`` slices; a forward-only source (:class:`StreamSource`) wraps a pipe or
+``sys.stdin.buffer``; a remote object (:class:`polybag.io.remote.RemoteSource`) is a
+``MappedSource`` filled by range requests as a format :meth:`~Source.need` s ranges.  Every
+source answers ``need``/``need_many``/``need_all``/``hint`` (nothing to do but on a remote
+one), so a format says what it is about to read without knowing where the bytes come
+from.  All check every request against what the file can hold, so a lying length field
+becomes a :class:`~polybag.errors.TruncatedError`, never a huge allocation.
 
 A path is looked at before it is opened: a regular file is mapped, a named pipe (FIFO) is
 read forward only like stdin, and anything else (a directory, ``/dev/zero`` or another
@@ -19,7 +22,7 @@ import mmap
 import os
 import stat
 from collections.abc import Iterable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from polybag.errors import PolybagError, TruncatedError
 
@@ -71,8 +74,64 @@ def require_regular_file(path: str | os.PathLike[str]) -> os.stat_result:
     return st
 
 
+class Source(Protocol):
+    """What every byte source is: a name, whether it can be read at any offset, and the
+    ranges a format asks for before it reads them (a no-op on a local file, fetched on a
+    remote one; see :mod:`polybag.io.remote`)."""
+
+    #: what the source is to the user (a path, a URL without secrets, ``<stream>``)
+    path: str | None
+
+    @property
+    def seekable(self) -> bool:
+        """True for a random-access source (``view``), False for a forward-only stream."""
+        ...
+
+    @property
+    def stats(self) -> dict[str, Any] | None:
+        """Requests made and bytes fetched (a remote source); None for a local one."""
+        ...
+
+    def need(self, offset: int, length: int) -> None:
+        """Make ``[offset, offset + length)`` readable."""
+        ...
+
+    def need_many(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """:meth:`need` of several ``(offset, length)`` ranges at once."""
+        ...
+
+    def need_all(self) -> None:
+        """Make the whole file readable (a format that reads it front to back)."""
+        ...
+
+    def hint(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """The ``(offset, length)`` ranges a read will go through, in file order."""
+        ...
+
+    def close(self) -> None:
+        """Release the file (unmap it, close what the source owns)."""
+        ...
+
+
+class RandomAccessSource(Source, Protocol):
+    """A source read at any offset through one ``memoryview`` (a mapped file, a buffer, a
+    spooled stream, a remote object filled by range requests)."""
+
+    view: memoryview
+    size: int
+
+    def read_at(self, offset: int, length: int, what: str = "bytes") -> memoryview:
+        """``length`` bytes at ``offset``; TruncatedError if the file ends before."""
+        ...
+
+    def release_pages(self) -> None:
+        """Drop the pages read so far from the resident set (they are read again if touched)."""
+        ...
+
+
 class MappedSource:
-    """A whole local file (or an in-memory buffer) as one ``memoryview``."""
+    """A whole local file (or an in-memory buffer) as one ``memoryview`` (a
+    :class:`RandomAccessSource`)."""
 
     seekable = True
 
@@ -108,8 +167,11 @@ class MappedSource:
             pass
         return cls(p, mm)
 
-    #: requests and bytes fetched (a remote source, :mod:`polybag.io.remote`); None for a local file
-    stats: dict[str, Any] | None = None
+    @property
+    def stats(self) -> dict[str, Any] | None:
+        """Requests made and bytes fetched (a remote source, :mod:`polybag.io.remote`); None
+        for a local file."""
+        return None
 
     def need(self, offset: int, length: int) -> None:
         """Make ``view[offset:offset + length]`` readable: nothing to do for a local file; a
@@ -169,14 +231,17 @@ _SPOOL_BLOCK = 1 << 20
 
 
 class StreamSource:
-    """A forward-only binary stream (a pipe, stdin, a socket file)."""
+    """A forward-only binary stream (a pipe, stdin, a socket file): a :class:`Source` read
+    with :meth:`read`; its ``need``s are no-ops (the bytes come as the stream is read)."""
 
     seekable = False
+    #: nothing is fetched by request
+    stats: dict[str, Any] | None = None
 
     def __init__(self, stream: BinaryIO, path: str | None = None, prefix: bytes = b"", *, own: bool = False) -> None:
         self.stream = stream
         self._own = own  # close the stream with the source (a FIFO opened by path)
-        self.path = path or getattr(stream, "name", None) or "<stream>"
+        self.path: str | None = path or getattr(stream, "name", None) or "<stream>"
         if not isinstance(self.path, str):
             self.path = "<stream>"
         self._pending = prefix
@@ -209,6 +274,18 @@ class StreamSource:
         out = b"".join(parts)
         self.position += len(out)
         return out
+
+    def need(self, offset: int, length: int) -> None:
+        """Nothing: a stream's bytes are read in order (:meth:`read`)."""
+
+    def need_many(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Nothing (see :meth:`need`)."""
+
+    def need_all(self) -> None:
+        """Nothing: :meth:`spool` reads a stream whole."""
+
+    def hint(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Nothing (see :meth:`need`)."""
 
     def read_exact(self, n: int, what: str = "bytes") -> bytes:
         start = self.position
@@ -286,9 +363,6 @@ class StreamSource:
                 pass
 
 
-Source = MappedSource | StreamSource
-
-
 def _check_stream(target: BinaryIO, name: str | None) -> None:
     """A stream on a terminal, a device or a directory is an error (reading ``/dev/zero``
     would never end, a terminal would wait for typing)."""
@@ -309,7 +383,7 @@ def _check_stream(target: BinaryIO, name: str | None) -> None:
     raise _not_a_log(label, kind, mapped=False)
 
 
-def open_source(target: str | os.PathLike[str] | BinaryIO | bytes | bytearray | memoryview) -> Source:
+def open_source(target: str | os.PathLike[str] | BinaryIO | bytes | bytearray | memoryview) -> MappedSource | StreamSource:
     """A byte source for a path, an in-memory buffer or a binary stream (URLs:
     :func:`polybag.io.remote.open_url`)."""
     if isinstance(target, (bytes, bytearray, memoryview)):

@@ -7,9 +7,11 @@ once complete**:
 - :class:`Upload` holds a private temporary directory; the format's own writer writes the
   file (or, for a directory format such as a rosbag2 bag, the directory) there, and
   :meth:`Upload.commit` puts it at the URL with fsspec's ``put_file`` (S3 completes a
-  multipart upload atomically: readers see the old object or the whole new one).  A bag
-  directory is uploaded file by file with ``metadata.yaml`` last, so a reader never finds
-  metadata naming files not there yet.  The temporary directory goes in every case.
+  multipart upload atomically: readers see the old object or the whole new one).  A
+  directory output is uploaded file by file in the order its writer gives
+  (:meth:`polybag.writer.Writer.upload_order`: a rosbag2 bag's ``metadata.yaml`` last, so a
+  reader never finds metadata naming files not there yet).  The temporary directory goes in
+  every case.
 - An existing object is refused unless ``overwrite`` (checked before any work and again
   just before the upload); a failed or interrupted upload removes what this upload put
   there when nothing was there before (an existing object being replaced is left as it
@@ -24,10 +26,11 @@ once complete**:
   :mod:`polybag.io.gcs`); ``file://`` URLs are local paths (written as ``NAME.active``
   and renamed, as always).
 
-:class:`RemoteWriter` is what ``polybag.Writer(url, ...)`` constructs for a URL: the
-format's writer on the local file, uploaded by ``close``, discarded by ``abort``.  The
-operations reach this module through :mod:`polybag.ops._common` (``check_output``,
-``make_writer``, ``placed``) and :func:`staged`.
+``polybag.Writer(url, ...)`` is the format's writer on :attr:`Upload.local`, wired to its
+:class:`Upload` (:func:`polybag.writer.open_writer`): ``close`` uploads, ``abort`` drops.  The
+operations reach this module through :mod:`polybag.ops.outputs` and :func:`staged`.  This
+module knows no format: what a directory output's files are, and in which order they go,
+its writer says (:class:`StagedFiles`).
 """
 
 from __future__ import annotations
@@ -38,16 +41,13 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from polybag.errors import OutputExistsError, PolybagError, UsageError
-from polybag.io.remote import file_url_path, is_url
-from polybag.writer import Writer
+from polybag.io.urls import file_url_path, is_url
 
-#: the file of a directory output uploaded last (readers open a bag through it)
-LAST = "metadata.yaml"
 #: URL schemes whose first path component is a bucket (an output names something inside one)
 _BUCKETS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"}
 
@@ -61,6 +61,20 @@ def output_url(target: object) -> str | None:
         return None
     assert isinstance(target, str)
     return None if file_url_path(target) is not None else target
+
+
+class StagedFiles(Protocol):
+    """What the writer of a directory output says about its files (a writer class,
+    :class:`polybag.writer.Writer`)."""
+
+    def upload_order(self, files: Sequence[str]) -> list[str]:
+        """The files (relative ``/``-separated paths) in the order they are uploaded."""
+        ...
+
+    def replaceable_files(self, read: Callable[[str, int], bytes], url: str) -> list[str]:
+        """The files of the existing output at ``url`` a new one may replace (``read(name,
+        most)``: one of its files, at most ``most`` bytes); OutputExistsError if none may be."""
+        ...
 
 
 def local_output(target: Any) -> Any:
@@ -92,7 +106,7 @@ def writable_fs(url: str, storage_options: dict[str, Any] | None = None) -> tupl
         )
     if scheme in ("gs", "gcs"):
         try:
-            import gcsfs  # noqa: F401
+            import gcsfs  # type: ignore[import-not-found,unused-ignore]  # noqa: F401 - optional, ships no type hints
         except ImportError as e:
             raise UsageError(
                 f"{url}: writing gs:// URLs needs gcsfs (pip install gcsfs); reading them works without it"
@@ -100,11 +114,12 @@ def writable_fs(url: str, storage_options: dict[str, Any] | None = None) -> tupl
     if "?" in url or "#" in url:
         raise UsageError(f"{url}: an output URL cannot have a query or fragment")
     try:
-        import fsspec.core
+        import fsspec.core  # type: ignore[import-untyped]  # fsspec ships no type hints
     except ImportError as e:  # pragma: no cover - the remote extra
         raise UsageError(f"{url}: writing URLs needs fsspec (pip install 'polybag[remote]')") from e
     try:
-        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+        fs, fpath = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        return fs, fpath
     except (ImportError, ValueError, TypeError) as e:
         raise UsageError(f"{url}: cannot write this URL: {e}") from e
 
@@ -164,7 +179,7 @@ def remove(url: str, storage_options: dict[str, Any] | None = None) -> None:
 
 def _upload_bar(total: int, label: str) -> Any:
     """An fsspec callback drawing polybag's progress bar of ``total`` bytes (``.bar``)."""
-    from fsspec.callbacks import Callback
+    from fsspec.callbacks import Callback  # type: ignore[import-untyped]  # fsspec ships no type hints
 
     from polybag.util.progress import Progress
 
@@ -185,7 +200,8 @@ class Upload:
     directory (not yet created).  ``merge=True`` (a directory of separate files, such as
     ``export``'s tables): the prefix may exist; each file is refused if it exists (unless
     ``overwrite``) and a failed upload removes only the files it added.  ``progress``: an
-    upload bar (None: only on a terminal)."""
+    upload bar (None: only on a terminal).  ``files``: what the directory output's writer
+    says of its files (their upload order, what of an existing output it may replace)."""
 
     def __init__(
         self,
@@ -196,8 +212,10 @@ class Upload:
         merge: bool = False,
         storage_options: dict[str, Any] | None = None,
         progress: bool | None = None,
+        files: StagedFiles | None = None,
     ) -> None:
         self.url = url
+        self.files = files
         self.directory = directory or merge
         self.merge = merge
         self.overwrite = overwrite
@@ -211,43 +229,40 @@ class Upload:
             raise OutputExistsError(
                 f"{url}: output exists; not overwritten (--force replaces it; in Python overwrite=True)"
             )
-        self._old_files: list[str] = []  # a replaced bag directory's files (from its metadata.yaml)
+        self._old_files: list[str] = []  # a replaced directory output's files (its writer says which)
         if self.existed and self.directory:
-            self._old_files = self._bag_files(url)
+            self._old_files = self._replaceable(url)
         self._tmp = tempfile.mkdtemp(prefix="polybag-upload-")
         name = posixpath.basename(self.fpath.rstrip("/")) or "output"
         self.local = os.path.join(self._tmp, name)
-        self.done = False
+        self.done = False  # uploaded
+        self.closed = False  # the writer of the output was closed or aborted (Writer(url))
         self._put: list[str] = []  # remote paths put by this upload (removed if it fails)
         self._kept: set[str] = set()  # (merge) objects that existed before: never removed
 
-    def _bag_files(self, url: str) -> list[str]:
-        """The files the rosbag2 bag at the URL lists (metadata.yaml too): what replacing it
-        may remove.  Anything else there is refused, even with overwrite: replacing a folder
-        that is not a bag would mean deleting what is in it."""
-        from polybag.formats.rosbag2.metadata import MAX_METADATA_BYTES, parse_metadata
+    def _replaceable(self, url: str) -> list[str]:
+        """The files of the existing directory output at the URL that replacing it may remove,
+        as its writer says (``files``); without one, the directory is not replaced."""
+        if self.files is None:
+            raise OutputExistsError(f"{url}: exists and is a folder; not replaced, even with --force")
 
-        meta = posixpath.join(self.fpath, LAST)
-        try:
-            size = int(self.fs.size(meta))
-            if size > MAX_METADATA_BYTES:
-                raise PolybagError("metadata.yaml too large")
-            info = parse_metadata(bytes(self.fs.cat_file(meta)), join(url, LAST))
-        except Exception as e:  # noqa: BLE001 - no readable metadata.yaml: not a bag
-            raise OutputExistsError(
-                f"{url}: exists and is not a rosbag2 bag ({type(e).__name__}: {e}); not replaced, even with --force"
-            ) from None
-        return [LAST] + [posixpath.normpath(f.path) for f in info.files]
+        def read(name: str, most: int) -> bytes:
+            path = posixpath.join(self.fpath, name)
+            if int(self.fs.size(path)) > most:
+                raise PolybagError(f"{name} too large")
+            return bytes(self.fs.cat_file(path))
+
+        return self.files.replaceable_files(read, url)
 
     def _files(self) -> list[tuple[str, str]]:
-        """(local file, path relative to the output) of a directory output, metadata.yaml last."""
-        out: list[tuple[str, str]] = []
+        """(local file, path relative to the output) of a directory output, in upload order."""
+        found: dict[str, str] = {}
         for root, _dirs, files in os.walk(self.local):
             for f in files:
                 full = os.path.join(root, f)
-                out.append((full, os.path.relpath(full, self.local).replace(os.sep, "/")))
-        out.sort(key=lambda t: (t[1] == LAST, t[1]))
-        return out
+                found[os.path.relpath(full, self.local).replace(os.sep, "/")] = full
+        order = self.files.upload_order(list(found)) if self.files is not None else sorted(found)
+        return [(found[rel], rel) for rel in order]
 
     def commit(self) -> None:
         """Upload what was written to ``local`` and remove the staging directory; on any
@@ -370,6 +385,7 @@ def staged(
     merge: bool = False,
     storage_options: dict[str, Any] | None = None,
     progress: bool | None = None,
+    files: StagedFiles | None = None,
 ) -> Iterator[str]:
     """Yields a local path to write the output at ``url`` to (a file, or with ``directory``
     or ``merge`` a directory to create, or fill, there; see :class:`Upload`); uploaded when
@@ -381,6 +397,7 @@ def staged(
         merge=merge,
         storage_options=storage_options,
         progress=progress,
+        files=files,
     )
     try:
         yield up.local
@@ -388,133 +405,6 @@ def staged(
         up.discard()
         raise
     up.commit()
-
-
-def _is_directory_format(fmt: str) -> bool:
-    from polybag.formats import registry
-
-    spec = registry.get(fmt)
-    return spec.open_path is not None
-
-
-def _url_format(url: str, format: str | None) -> str:  # noqa: A002
-    from polybag.errors import UnsupportedError
-    from polybag.formats import registry
-
-    if format:
-        return registry.writer_spec(format).name
-    try:
-        return registry.format_for_path(url.rstrip("/"))
-    except UnsupportedError:
-        dirs = [s.name for s in registry.formats() if s.writer is not None and s.open_path is not None]
-        if posixpath.splitext(url.rstrip("/"))[1] or len(dirs) != 1:
-            raise
-        return dirs[0]
-
-
-class RemoteWriter(Writer):
-    """``polybag.Writer(url, ...)`` for a URL: the format's writer on a local temporary
-    file (directory, for a rosbag2 bag), uploaded by :meth:`close` and dropped by
-    :meth:`abort` (see the module notes).  ``storage_options`` go to fsspec; ``overwrite``
-    (default True, as for paths) replaces an existing object; ``progress``: an upload bar
-    (None: only on a terminal).  A ``file://`` URL is written as its local path."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> RemoteWriter:
-        return object.__new__(cls)
-
-    def __init__(
-        self,
-        url: str,
-        *args: Any,
-        format: str | None = None,  # noqa: A002
-        overwrite: bool = True,
-        storage_options: dict[str, Any] | None = None,
-        progress: bool | None = None,
-        **options: Any,
-    ) -> None:
-        self.url = url
-        fmt = _url_format(url, format)
-        local = file_url_path(url)
-        self._upload: Upload | None = None
-        if local is None:
-            self._upload = Upload(
-                url,
-                directory=_is_directory_format(fmt),
-                overwrite=overwrite,
-                storage_options=storage_options,
-                progress=progress,
-            )
-            local, overwrite = self._upload.local, True
-        try:
-            self._inner = Writer(local, *args, format=fmt, overwrite=overwrite, **options)
-        except BaseException:
-            if self._upload is not None:
-                self._upload.discard()
-            raise
-        self.format = self._inner.format
-        self.local_path = local
-        self._closed = False
-        inner = self._inner
-        # the hot calls go straight to the format's writer
-        self.add_schema = inner.add_schema  # type: ignore[method-assign]
-        self.add_channel = inner.add_channel  # type: ignore[method-assign]
-        self.write = inner.write  # type: ignore[method-assign]
-        self.add_attachment = inner.add_attachment  # type: ignore[method-assign]
-        self.add_metadata = inner.add_metadata  # type: ignore[method-assign]
-        self.add_format_extras = inner.add_format_extras  # type: ignore[method-assign]
-        self.undefined_types = inner.undefined_types  # type: ignore[method-assign]
-
-    def __getattr__(self, name: str) -> Any:
-        # a format writer's own members (the ULog writer's add_format, add_subscription...)
-        if name.startswith("__") or "_inner" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.__dict__["_inner"], name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # settings of the format's writer (the ULog writer's start_timestamp) go to it
-        inner = self.__dict__.get("_inner")
-        if (
-            inner is not None
-            and name not in self.__dict__
-            and not hasattr(type(self), name)
-            and hasattr(inner, name)
-        ):
-            setattr(inner, name, value)
-        else:
-            object.__setattr__(self, name, value)
-
-    def close(self) -> None:
-        """Finish the file and upload it (the local copy is removed either way)."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._inner.close()
-        except BaseException:
-            self._abort_inner()
-            raise
-        if self._upload is not None:
-            self._upload.commit()
-
-    def _abort_inner(self) -> None:
-        try:
-            self._inner.abort(discard=True)
-        except BaseException:  # noqa: BLE001 - already failing
-            pass
-        if self._upload is not None:
-            self._upload.discard()
-
-    def abort(self, *, discard: bool = False) -> None:
-        """Stop without finishing: nothing is uploaded and the local file is removed
-        (``discard`` is implied for a URL: there is no ``NAME.active`` to recover)."""
-        if self._upload is None:
-            self._inner.abort(discard=discard)
-            return
-        if not self._closed:
-            self._closed = True
-            self._abort_inner()
-        elif not self._upload.done:
-            self._upload.discard()
 
 
 def check_url_files(

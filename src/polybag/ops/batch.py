@@ -236,7 +236,7 @@ def convert_many(
     **options: Any,
 ) -> BatchResult:
     """Convert every input into ``output_dir/<stem><ext>`` (``format``: the target format)."""
-    from polybag.ops._common import ext_for, target_format
+    from polybag.ops.outputs import ext_for, target_format
 
     fmt = target_format("x", format)
     stems = _unique_stems(inputs)

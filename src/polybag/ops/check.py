@@ -71,14 +71,15 @@ def _all_damage(path: str, problems: list[str | dict[str, Any]], notes: list[str
             warnings.simplefilter("ignore")
             with polybag.open(path, recover=True) as r:
                 m = sum(1 for _ in r.messages(order="file"))
-                report = r.recovery_report or {}
+                report = r.recovery_report
     except PolybagError:
         return  # nothing more to learn than the strict read's error
-    errors = [str(e) for e in report.get("errors", ())]
+    errors = [str(e) for e in (report.get("errors", ()) if report else ())]
     if len(errors) > 1:
         first = str(problems[0])
         where = _OFFSET_RE.search(first)
         # the strict read's error is one of the damaged places: keep its wording, add the rest
         rest = [e for e in errors if where is None or f"offset {where.group(1)}:" not in e]
         problems[1:1] = [f"{path}: {e}" for e in rest]
-    notes.append(f"recovery mode reads {m} messages past the damage ({report.get('bytes_skipped', 0)} bytes skipped)")
+    skipped = report.get("bytes_skipped", 0) if report else 0
+    notes.append(f"recovery mode reads {m} messages past the damage ({skipped} bytes skipped)")

@@ -24,16 +24,10 @@ from typing import Any
 
 from polybag.errors import OutputExistsError, PolybagError
 from polybag.formats import registry
-from polybag.ops._common import (
-    OpResult,
-    abort_writer,
-    check_apart,
-    check_distinct,
-    make_folder,
-    make_progress,
-    replace_refusal,
-)
-from polybag.writer import refuse_existing, refuse_replacing
+from polybag.ops.inputs import check_apart, check_distinct
+from polybag.ops.outputs import abort_writer, make_folder, replace_refusal
+from polybag.ops.results import OpResult, make_progress
+from polybag.writer import refuse_existing, refuse_replacing, writer_class_of
 
 PathLike = str | os.PathLike[str]
 
@@ -130,7 +124,9 @@ def _rewrite_into_dir(
         name = name[: -len(".active")]
     if output_url(output_dir) is not None:
         url = output_dir.rstrip("/") + "/" + name
-        with staged(url, directory=os.path.isdir(path), overwrite=force) as local:
+        directory = os.path.isdir(path)  # a bag directory: its writer says the upload order
+        files = writer_class_of(path) if directory else None
+        with staged(url, directory=directory, overwrite=force, files=files) as local:
             report = produce(local)
         return url, report
     output_dir = local_output(output_dir)
@@ -285,7 +281,7 @@ def compress(
         raise PolybagError(f"{p}: {e}") from None
     # the format's own rewrite (a bag keeps every record as it is), else a copy of the
     # messages through the format's writer
-    rewrite = registry._load(spec.recompress) if spec.recompress else recompress_copy
+    rewrite = spec.load_recompress() or recompress_copy
     with make_progress(size, os.path.basename(p), progress) as prog:
 
         extra: dict[str, Any] = {}

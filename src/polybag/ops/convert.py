@@ -19,7 +19,7 @@ pack them), so memory stays bounded by a few chunks whatever the file size.
   that holds only CDR: rosbag2) ROS 1 messages become CDR messages of ROS 2 types; into a bag
   (or the MCAP profile ``ros1``) CDR messages become ROS 1 messages, see
   :mod:`polybag.bridges.ros1_ros2`.
-* Bridges chain (:func:`polybag.bridges.ros1_ros2.bridge_chain`): ULog -> ROS 1 -> ROS 2 (a ULog
+* Bridges chain (:func:`polybag.bridges.registry.bridge_chain`): ULog -> ROS 1 -> ROS 2 (a ULog
   into rosbag2 or MCAP ``--profile ros2``), ROS 2 -> ROS 1 -> ULog.  A message is dropped only
   when no chain reaches the output's encoding or a bridge cannot map its type; the reason is
   named per topic in a warning and in ``dropped_reasons``.
@@ -31,22 +31,14 @@ pack them), so memory stays bounded by a few chunks whatever the file size.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.bridges.ros1_ros2 import RosBridgeMap, check_profile
-from polybag.model import Message
-from polybag.ops._common import (
-    Input,
-    Output,
-    input_name,
-    opened,
-    require_topics,
-    summary_count,
-    tolerant_options,
-)
-from polybag.ops._copy import CopyJob, CopyResult, prepare_output
+from polybag.bridges import ChannelMap, check_profile
+from polybag.formats import registry
+from polybag.ops.copying import CopyJob, CopyResult, prepare_output
+from polybag.ops.inputs import input_name, open_input, require_topics, summary_count, tolerant_options
+from polybag.ops.options import Input, Output
 
 
 @dataclass
@@ -94,9 +86,9 @@ def convert(
     in ``result.damage`` and a warning; ``strict=True`` refuses it (the reader's error).
     """
     fmt = prepare_output(dst, format, [src], overwrite)
-    check_profile(fmt, profile)
+    check_profile(fmt, registry.get(fmt).holds, profile)
     result = ConvertResult(input=input_name(src), output=input_name(dst), output_format=fmt)
-    with opened(src, **{**tolerant_options(src, strict), **reader_options}) as reader:
+    with open_input(src, **{**tolerant_options(src, strict), **reader_options}) as reader:
         result.input_format = reader.format
         summary = reader.summary
         channels = summary.channels.values()
@@ -111,73 +103,6 @@ def convert(
                 job.copy_extras(reader)
             )
             result.channels = job.channels
-        if isinstance(job.cmap, RosBridgeMap):
+        if isinstance(job.cmap, ChannelMap):
             result.dropped_reasons = {t: r for t, r in job.cmap.reasons.items() if t in result.dropped_topics}
     return result
-
-
-def _str(v: Any) -> str:
-    return repr(v) if isinstance(v, float) else str(v)
-
-
-def ulog_metadata_records(
-    info: dict[str, Any], params: dict[str, Any], default_params: dict[int, dict[str, Any]]
-) -> dict[str, dict[str, str]]:
-    """The MCAP metadata records of a ULog's info and parameters: ``ulog_info``,
-    ``ulog_params`` and ``ulog_default_params_<bit>`` (empty ones left out)."""
-    records = {
-        "ulog_info": {k: _str(v) for k, v in info.items()},
-        "ulog_params": {k: _str(v) for k, v in params.items()},
-    }
-    for bit, d in sorted(default_params.items()):
-        records[f"ulog_default_params_{bit}"] = {k: _str(v) for k, v in d.items()}
-    return {name: md for name, md in records.items() if md}
-
-
-def ulog_metadata_to(
-    writer: Any,
-    fmt: str,
-    info: dict[str, Any],
-    params: dict[str, Any],
-    default_params: dict[int, dict[str, Any]],
-    has_changes: bool,
-    result: Any,
-) -> int:
-    """A ULog's definitions for a target that is not a ULog: MCAP gets the metadata records
-    of :func:`ulog_metadata_records`; what a target cannot hold (a bag's info and
-    parameters, anyone's parameter changes and dropouts) is reported as a warning on
-    ``result``.  Returns the estimated size on disk of what was written."""
-    size = 0
-    if fmt == "mcap":
-        for name, md in ulog_metadata_records(info, params, default_params).items():
-            writer.add_metadata(name, md)
-            result.metadata += 1
-            size += 64 + len(name) + sum(len(k) + len(v) + 8 for k, v in md.items())
-    else:
-        lost = [n for n, d in (("info", info), ("parameters", params)) if d]
-        if lost:
-            result.warn(f"{fmt} files cannot hold the ULog's {' and '.join(lost)}; not copied")
-    if has_changes:
-        result.warn(f"{fmt} files have no place for ULog parameter changes and dropouts; not copied")
-    return size
-
-
-def ulog_extras(
-    reader: Any, writer: Any, fmt: str, result: ConvertResult, messages: Iterator[Message]
-) -> Iterator[Message]:
-    """Carry a ULog's extras over (the logged strings are messages on the reader's log channel).
-
-    ULog -> ULog: info, multi-info, parameters, defaults, parameter changes and dropouts are
-    copied by the ULog writer.  ULog -> MCAP: info and parameters become metadata records
-    ``ulog_info``/``ulog_params``/``ulog_default_params_<bit>``.  What the target cannot hold
-    is reported as a warning.
-    """
-    u = reader.ulog
-    if fmt == "ulog":
-        writer.copy_extras(u)
-    else:
-        ulog_metadata_to(
-            writer, fmt, u.info, u.params, u.default_params,
-            bool(u.changed_params or u.dropouts), result,
-        )  # fmt: skip
-    yield from messages

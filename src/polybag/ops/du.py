@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.ops._common import Input, OpResult, input_name, make_progress, opened, summary_count
+from polybag.ops.inputs import input_name, open_input, summary_count
+from polybag.ops.options import Input
+from polybag.ops.results import OpResult, make_progress
 
 
 @dataclass
@@ -34,7 +36,7 @@ class DuResult(OpResult):
 def du(src: Input, *, progress: bool | None = False) -> DuResult:
     """Bytes per topic and per schema, largest first."""
     result = DuResult(input=input_name(src))
-    with opened(src) as reader:
+    with open_input(src) as reader:
         result.format = reader.format
         summary = reader.summary
         result.file_size = int(summary.file_size or reader.source_size)

@@ -46,21 +46,22 @@ from typing import Any
 import numpy as np
 
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError
+from polybag.formats import registry
 from polybag.model import Channel
-from polybag.ops._common import (
-    Input,
-    OpResult,
-    _page_releaser,
+from polybag.ops.copying import page_releaser
+from polybag.ops.inputs import (
     check_apart,
     check_distinct,
     input_name,
-    make_folder,
-    make_progress,
-    opened,
+    open_input,
     require_topics,
     tolerant_options,
     until_damage,
 )
+from polybag.ops.options import Input
+from polybag.ops.outputs import make_folder
+from polybag.ops.results import OpResult, make_progress
+from polybag.reader import Reader
 from polybag.selection import TimeWindow
 from polybag.writer import file_refusal, named_os_error, open_new, place_file, refuse_replacing
 
@@ -224,7 +225,7 @@ class _CsvSink:
 
 
 def _arrow_column(col: np.ndarray) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 
     if col.dtype == object:
         vals = [x.tolist() if isinstance(x, np.ndarray) and x.dtype != np.uint8 else x for x in col]
@@ -240,7 +241,7 @@ class _ParquetSink:
     def __init__(self, path: Path, topic: str = "") -> None:
         try:
             import pyarrow  # noqa: F401
-            import pyarrow.parquet  # noqa: F401
+            import pyarrow.parquet  # type: ignore[import-untyped]  # noqa: F401  # no type information
         except ImportError:
             raise UnsupportedError("parquet export needs pyarrow: pip install 'polybag[arrow]'") from None
         self.path = path
@@ -298,6 +299,13 @@ def _conform(table: Any, schema: Any) -> Any:
 
 
 # --- column blocks -----------------------------------------------------------------------------
+def _instance_tables(r: Reader) -> bool:
+    """Whether ``r``'s topics are logged in instances, each a table of its own records
+    (:attr:`~polybag.formats.registry.FormatSpec.instance_tables`: a ULog)."""
+    spec = registry.lookup(r.format)
+    return spec is not None and spec.instance_tables
+
+
 def _ulog_channel(r: Any, t: Table) -> Channel:
     """The channel whose data is the instance's table: the first subscription of the
     ``(topic, multi_id)`` that logged data (the reader's ``topic_columns`` pick)."""
@@ -329,9 +337,11 @@ def _ulog_flush(r: Any, t: Table, fields: Sequence[str] | None, timed: bool) -> 
     """One ULog instance: its data channel, and each batch decoded at once to a structured
     array of pyulog's fields."""
     from polybag.codecs import codec_for
+    from polybag.codecs.ulog import UlogCodec
 
     ch = _ulog_channel(r, t)
     codec = codec_for(ch)
+    assert isinstance(codec, UlogCodec), f"{t.topic}: a ULog instance's data channel has a ULog codec"
     utype = codec.type
     names = _ulog_names(utype, t.topic, fields, timed)
     fixed = [n for n in names if n != "log_time"]
@@ -508,7 +518,7 @@ def export(
     url = output_url(output_dir)  # a URL prefix: the tables are written locally, then uploaded
     out = Path(local_output(os.fspath(output_dir)))
     result = ExportResult(input=input_name(src), output_dir=url or str(out), format=format)
-    with opened(src, **tolerant_options(src)) as r:  # (a ULog: every intact message, damage reported)
+    with open_input(src, **tolerant_options(src)) as r:  # (a ULog: every intact message, damage reported)
         summary = r.summary
         window = TimeWindow.parse(start, end, summary.start_time)
         names, by_topic = _select_topics(summary, topics)
@@ -522,8 +532,8 @@ def export(
             job = _Export(
                 r=r, out=out, format=format, fields=fields, window=window, batch_bytes=batch_bytes,
                 batch_messages=batch_messages, overwrite=overwrite, result=result,
-                is_ulog=r.ulog is not None,  # ULog instances: tables from its own records
-                release=_page_releaser(r),  # drop the input's mapped pages already exported
+                is_ulog=_instance_tables(r),  # ULog instances: tables from its own records
+                release=page_releaser(r),  # drop the input's mapped pages already exported
             )
             _write_tables(job, plan, total, progress, made_dir)
             _report_recovered(r, result)

@@ -39,19 +39,11 @@ import numpy as np
 
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError
 from polybag.model import Message
-from polybag.ops._common import (
-    Input,
-    OpResult,
-    check_apart,
-    check_output,
-    input_name,
-    make_folder,
-    make_progress,
-    opened,
-    placed,
-    require_topics,
-)
 from polybag.ops.export import table_name, unique_names
+from polybag.ops.inputs import check_apart, input_name, open_input, require_topics
+from polybag.ops.options import Input
+from polybag.ops.outputs import check_output, make_folder, placed
+from polybag.ops.results import OpResult, make_progress
 from polybag.selection import TimeWindow
 from polybag.sensors.display import to_rgb8
 from polybag.sensors.image import encoding_info
@@ -131,8 +123,8 @@ def _check_frames(out: Path, bases: Sequence[str], ext: str, overwrite: bool) ->
             f"{existing[0]}{more}: frames exist; not overwritten (--force replaces them; in Python "
             "overwrite=True; or choose another output directory)"
         )
-    for p in existing:
-        refuse_replacing(p, file_refusal(p))
+    for frame in existing:
+        refuse_replacing(frame, file_refusal(frame))
 
 
 def _failed(result: MediaResult, what: str, e: PolybagError) -> None:
@@ -171,7 +163,7 @@ def _encode_image(a: np.ndarray, fmt: str) -> bytes:
     try:
         from PIL import Image
     except ImportError:
-        Image = None  # noqa: N806
+        Image = None  # type: ignore[assignment]  # Pillow is optional: None when not installed  # noqa: N806
     if Image is not None:
         import io
 
@@ -280,7 +272,7 @@ def _export_files(
     url = output_url(output_dir)  # a URL prefix: the files are written locally, then uploaded
     out = Path(local_output(os.fspath(output_dir)))
     result = MediaResult(input=input_name(src), output=url or str(out), kind=spec.kind, format=format)
-    with opened(src) as r:
+    with open_input(src) as r:
         window = TimeWindow.parse(start, end, r.summary.start_time)
         names = _sensor_topics(r, topics, spec.types, spec.what)
         result.topics = names
@@ -368,7 +360,7 @@ def _each_frame(
 # --- video -------------------------------------------------------------------------------------
 def _ffmpeg() -> Any:
     try:
-        import imageio_ffmpeg
+        import imageio_ffmpeg  # type: ignore[import-untyped]  # imageio-ffmpeg ships no type information
     except ImportError:
         raise UnsupportedError("video export needs imageio-ffmpeg: pip install 'polybag[sensors]'") from None
     return imageio_ffmpeg
@@ -453,7 +445,7 @@ def export_video(
         raise UsageError(f"--every must be at least 1, not {every}")
     _ffmpeg()
     result = MediaResult(input=input_name(src), output=out, kind="video", format=container)
-    with opened(src) as r:
+    with open_input(src) as r:
         window = TimeWindow.parse(start, end, r.summary.start_time)
         names = _image_topics(r, topics)
         if len(names) != 1:

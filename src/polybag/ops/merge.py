@@ -30,21 +30,15 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from polybag.bridges.ros1_ros2 import RosBridgeMap
+from polybag.bridges import ChannelMap
 from polybag.errors import WriteError
+from polybag.formats import registry
 from polybag.model import Channel, Message
-from polybag.ops._common import (
-    Input,
-    PathLike,
-    input_name,
-    opened,
-    require_topics,
-    summary_count,
-    tolerant_options,
-)
-from polybag.ops._copy import CopyJob, CopyResult, prepare_output
-from polybag.ops.convert import ulog_metadata_to
+from polybag.ops.copying import CopyJob, CopyResult, prepare_output
+from polybag.ops.inputs import input_name, open_input, require_topics, summary_count, tolerant_options
+from polybag.ops.options import Input, PathLike
 from polybag.ops.split import UlogTimeline
+from polybag.ops.ulog_extras import ulog_metadata_to
 from polybag.writer import Writer
 
 
@@ -59,13 +53,13 @@ class MergeResult(CopyResult):
     param_conflicts: list[str] = field(default_factory=list)
 
 
-class _MergeChannels(RosBridgeMap):
-    """ROS 1 <-> ROS 2 as convert does (:class:`RosBridgeMap`); for a ULog output, subscriptions of several inputs with the same name, instance and
+class _MergeChannels(ChannelMap):
+    """ROS 1 <-> ROS 2 as convert does (:class:`ChannelMap`); for a ULog output, subscriptions of several inputs with the same name, instance and
     format share one subscription (``msg_id`` is only a file's own numbering); a format
     that differs from one already written cannot be held: the topic is dropped, warned."""
 
     def _make(self, ch: Channel) -> tuple[Channel | None, Any]:
-        if self.fmt == "ulog" and ch.message_encoding == "ulog" and "msg_id" in ch.metadata:
+        if registry.get(self.fmt).keeps_ulog_extras and ch.message_encoding == "ulog" and "msg_id" in ch.metadata:
             md = {k: v for k, v in ch.metadata.items() if k != "msg_id"}
             ch = Channel(ch.id, ch.topic, ch.message_encoding, ch.schema, md)
         try:
@@ -189,7 +183,7 @@ def merge(
     fmt = prepare_output(dst, format, inputs, overwrite)
     result = MergeResult(output=str(dst), inputs=[input_name(s) for s in inputs])
     with ExitStack() as stack:
-        readers = [stack.enter_context(opened(s, **tolerant_options(s, strict))) for s in inputs]
+        readers = [stack.enter_context(open_input(s, **tolerant_options(s, strict))) for s in inputs]
         all_channels = [c for r in readers for c in r.summary.channels.values()]
         require_topics(topics, all_channels)  # (a selection no input has: EmptySelectionError)
         job = CopyJob(
@@ -212,7 +206,7 @@ def merge(
             streams = [counted(i) for i in range(len(readers))]
             merged: Iterable[Message] = heapq.merge(*streams, key=attrgetter("log_time"))
             if timeline is not None:
-                merged = _with_timeline(merged, timeline, job.writer if fmt == "ulog" else None)
+                merged = _with_timeline(merged, timeline, job.writer if registry.get(fmt).keeps_ulog_extras else None)
             total = sum(summary_count(r) for r in readers)
             result.messages = job.copy(merged, total, f"merge -> {dst}", progress)
             result.input_messages = counts
@@ -234,7 +228,7 @@ def _finish(
         a, _, md, _ = job.copy_extras(r)
         result.attachments += a
         result.metadata += md
-    if defs is not None and fmt == "ulog":
+    if defs is not None and registry.get(fmt).keeps_ulog_extras:
         defs.restore(job.writer)
     if timeline is not None:
         kinds = [e[2] for e in timeline.events]
@@ -249,7 +243,7 @@ def _finish(
 def _definitions_to(
     writer: Writer, fmt: str, defs: UlogDefinitions, ulogs: Sequence[Any], result: MergeResult
 ) -> None:
-    if fmt == "ulog":
+    if registry.get(fmt).keeps_ulog_extras:
         defs.write_ulog(writer)
         return
     changes = any(u.changed_params or u.dropouts for u in ulogs)

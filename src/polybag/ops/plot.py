@@ -18,7 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polybag.errors import EmptySelectionError, PolybagError, UnsupportedError, UsageError
-from polybag.ops._common import Input, OpResult, check_output, input_name, make_progress, opened, placed
+from polybag.formats import registry
+from polybag.ops.inputs import input_name, open_input
+from polybag.ops.options import Input
+from polybag.ops.outputs import check_output, placed
+from polybag.ops.results import OpResult, make_progress
 from polybag.reader import Reader
 
 _PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -94,12 +98,14 @@ def collect(reader: Reader, specs: Sequence[str], bar: Any = None) -> list[tuple
         wanted.setdefault(topic, []).append(fld)
     out = []
     counts = summary.message_counts or {}
+    fmt = registry.lookup(reader.format)
+    instance_tables = fmt is not None and fmt.instance_tables
     for topic, fields in wanted.items():
         if bar is not None:
             bar.update(sum(int(counts.get(c.id, 0)) for c in summary.channels.values() if c.topic == topic))
         cols = _columns(reader, topic)
         times = None
-        ulog = reader.ulog is not None  # a ULog's columns: its own "timestamp" in us
+        ulog = instance_tables  # a ULog's columns: its own "timestamp" in us
         if cols is not None:
             if "log_time" in cols:
                 times = np.asarray(cols["log_time"], dtype=np.int64)
@@ -122,10 +128,10 @@ def collect(reader: Reader, specs: Sequence[str], bar: Any = None) -> list[tuple
                     out.append((topic, name, t, np.asarray(cols[name], dtype=float)))
             continue
         # message by message
-        times: list[int] = []
+        stamps: list[int] = []
         values: dict[str, list[float]] = {f: [] for f in fields}
         for m, obj in reader.decoded_messages(topics=[topic]):
-            times.append(m.log_time)
+            stamps.append(m.log_time)
             for fld in fields:
                 if not fld:
                     raise PolybagError(f"{topic}: name a field (TOPIC.FIELD)")
@@ -133,7 +139,7 @@ def collect(reader: Reader, specs: Sequence[str], bar: Any = None) -> list[tuple
                     values[fld].append(float(_walk(obj, fld)))
                 except (KeyError, AttributeError, IndexError, TypeError, ValueError) as e:
                     raise PolybagError(f"{topic}.{fld}: cannot read the field: {e}") from None
-        t = (np.asarray(times, dtype=np.int64) - t0) / 1e9
+        t = (np.asarray(stamps, dtype=np.int64) - t0) / 1e9
         for fld in fields:
             out.append((topic, fld, t, np.asarray(values[fld], dtype=float)))
     return out
@@ -223,7 +229,7 @@ def plot(
         raise PolybagError("plot needs at least one TOPIC.FIELD")
     check_output(output, [src], overwrite)
     result = PlotResult(input=input_name(src), output=os.fspath(output))
-    with opened(src) as reader:
+    with open_input(src) as reader:
         summary = reader.summary
         topics = sorted({c.topic for c in summary.channels.values()})
         counts = summary.message_counts or {}

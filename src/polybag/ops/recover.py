@@ -13,25 +13,19 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import polybag
 from polybag.errors import PolybagError, UnknownFormatError
 from polybag.model import Message
-from polybag.ops._common import (
-    Input,
-    PathLike,
-    WriteOptions,
-    Writing,
-    check_output,
-    input_name,
-    target_format,
-)
-from polybag.ops._copy import CopyJob, CopyResult
+from polybag.ops.copying import CopyJob, CopyResult
+from polybag.ops.inputs import input_name
+from polybag.ops.options import Input, PathLike, WriteOptions, Writing, is_path
+from polybag.ops.outputs import check_output, target_format
 from polybag.reader import Reader
 
 if TYPE_CHECKING:
-    from polybag.ops._common import Unpack
+    from typing_extensions import Unpack
 
 
 @dataclass
@@ -70,17 +64,17 @@ def _declared_count(src: Input) -> int | None:
     return None
 
 
-def _open_damaged(src: Input) -> Reader:
-    """``polybag.open(src, recover=True)``; a damaged magic falls back on the file extension."""
+def _open_damaged(src: PathLike | BinaryIO) -> Reader:
+    """``polybag.open(src, recover=True)``; a damaged magic falls back on the file extension
+    (a stream has none: its error stands)."""
     try:
         return polybag.open(src, recover=True)
     except UnknownFormatError:
         from polybag.writer import format_for_path
 
-        try:
-            fmt = format_for_path(src)  # type: ignore[arg-type]
-        except PolybagError:
+        if not is_path(src):
             raise
+        fmt = format_for_path(src)
         return polybag.open(src, format=fmt, recover=True)
 
 
@@ -102,15 +96,15 @@ def recover(
     result = RecoverResult(input=input_name(src), output=str(dst))
     result.messages_expected = _declared_count(src)
     own = not isinstance(src, Reader)
-    reader: Reader = _open_damaged(src) if own else src  # type: ignore[arg-type]
+    reader = src if isinstance(src, Reader) else _open_damaged(src)
     try:
         result.format = reader.format
         fmt = target_format(dst, w.format)
         result.bytes_total = reader.source_size
         written, crc, plain = _copy_intact(reader, dst, fmt, w, result)
-        report = reader.recovery_report or {}
-        result.bytes_lost = int(report.get("bytes_skipped", 0) or 0)
-        result.errors.extend(str(e) for e in report.get("errors", []) or [])
+        report = reader.recovery_report
+        result.bytes_lost = int(report.get("bytes_skipped", 0) or 0) if report else 0
+        result.errors.extend(str(e) for e in (report.get("errors", []) if report else []) or [])
     finally:
         if own:
             reader.close()

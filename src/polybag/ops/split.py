@@ -49,37 +49,36 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from polybag.bridges.ros1_ros2 import RosBridgeMap, target_ros
+from polybag.bridges import ChannelMap, TimedTransform, Transform, target_ros
 from polybag.errors import OutputExistsError, PolybagError, UsageError
 from polybag.formats import registry
-from polybag.model import Message
-from polybag.ops._common import (
+from polybag.model import Channel, Message
+from polybag.ops.copying import (
     RELEASE_EVERY,
-    Input,
-    OpResult,
-    WriteOptions,
-    Writing,
-    _page_releaser,
-    abort_writer,
-    apply_transform,
+    copy_attachments_and_metadata,
+    intact,
+    page_releaser,
+    profile_for,
+    report_recovered,
+)
+from polybag.ops.inputs import (
     check_apart,
     check_distinct,
-    copy_attachments_and_metadata,
-    ext_for,
     input_name,
-    make_progress,
-    make_writer,
-    opened,
-    profile_for,
-    replace_refusal,
-    report_dropped,
-    report_undefined,
+    open_input,
     summary_count,
-    target_format,
     tolerant_options,
 )
-from polybag.ops._copy import intact, report_recovered
-from polybag.ops.convert import ulog_metadata_to
+from polybag.ops.options import Input, WriteOptions, Writing
+from polybag.ops.outputs import (
+    abort_writer,
+    ext_for,
+    make_writer,
+    replace_refusal,
+    target_format,
+)
+from polybag.ops.results import OpResult, make_progress, report_dropped, report_undefined
+from polybag.ops.ulog_extras import ulog_metadata_to
 from polybag.selection import duration_ns, time_ns, warn_if_meant_relative
 from polybag.writer import Writer, refuse_replacing
 
@@ -89,19 +88,19 @@ MESSAGE_OVERHEAD = 64  # record header + index entry per message (bag 42+12, MCA
 CHUNK_OVERHEAD = 256  # chunk record header, chunk info / chunk index, compression framing
 CHUNK_CHANNEL_OVERHEAD = 48  # per channel per chunk: message index record / index data head
 CHANNEL_OVERHEAD = 256  # per channel definition copy: record header, field names, md5, ids
-DEFAULT_CHUNK = {"bag": 768 * 1024, "mcap": 1 << 20}
 MAX_PARTS = 1000  # parts a split writes unless max_parts allows more
 
 if TYPE_CHECKING:
-    from polybag.ops._common import Unpack
+    from typing_extensions import Unpack
 
 
 class SizeBudget:
     """A conservative running estimate of one part's size on disk."""
 
     def __init__(self, fmt: str, chunk_size: int | None) -> None:
-        self.chunk = chunk_size or DEFAULT_CHUNK.get(fmt, 1 << 20)
-        self.chunked = fmt in DEFAULT_CHUNK
+        planned = registry.get(fmt).split_chunk_size  # (None: the writer does not chunk)
+        self.chunk = chunk_size or planned or 1 << 20
+        self.chunked = planned is not None
         self.defs = 0
         self.channels: set[int] = set()
         self.raw = 0
@@ -249,7 +248,7 @@ def ulog_part_extras(
 ) -> int:
     """Give a fresh part the ULog's definitions (``params``: those in force at its start);
     returns their estimated size on disk."""
-    if fmt == "ulog":
+    if registry.get(fmt).keeps_ulog_extras:
         writer.copy_extras(u, changed_params=False, dropouts=False, formats=False, syncs=False)
         for k, v in params.items():
             writer.add_param(k, v)
@@ -347,11 +346,11 @@ def split(
         out_dir = local_output(out_dir)
     result = SplitResult(input=name)
     base_name = prefix if prefix is not None else stem
-    with opened(src, **tolerant_options(src, w.strict)) as reader:
+    with open_input(src, **tolerant_options(src, w.strict)) as reader:
         fmt, out_ext = _part_format(w.format, reader.format, ext)
         if w.storage is None and fmt == reader.format:
             kept = str(reader.info_extras().get("storage", ""))  # a bag's storage, kept too
-            if kept in ("sqlite3", "mcap"):
+            if kept in registry.get(fmt).storages:
                 w = dataclasses.replace(w, storage=kept)
         stale = _check_parts(src, out_dir, base_name, out_ext, w.overwrite)
         summary = reader.summary
@@ -362,7 +361,7 @@ def split(
         parts = _Parts.of(src, reader, channels, result, out_dir, base_name, out_ext, fmt, w)
         parts.max_parts = max_parts
         bar = make_progress(summary_count(reader), f"split {name}", w.progress)
-        release = _page_releaser(reader)
+        release = page_releaser(reader)
         try:
             with bar:
                 messages = reader.messages(order="log_time")
@@ -493,9 +492,10 @@ class _Parts:
     timeline: UlogTimeline | None
     data_channel: Any  # a channel of data (not logged strings), to start a ULog data section
     writer: Writer | None = None
-    cmap: RosBridgeMap | None = None
+    cmap: ChannelMap | None = None
     part: Part | None = None
-    cache: dict[int, Any] = field(default_factory=dict)
+    #: (channel, target channel, transform, or the one that takes the log time too) by id(channel)
+    cache: dict[int, tuple[Channel, Channel | None, Transform | None, TimedTransform | None]] = field(default_factory=dict)
     budget: SizeBudget = field(init=False)
     finished: list[str] = field(default_factory=list)  # the parts closed (renamed into place) so far
     undefined: set[str] = field(default_factory=set)  # the types named as written without a definition
@@ -518,7 +518,7 @@ class _Parts:
         w: Writing,
     ) -> _Parts:
         """The parts of ``reader``'s split (its ``channels``' profile, its ULog's timed records)."""
-        profile = profile_for(channels, reader) if fmt == "mcap" else None
+        profile = profile_for(channels, reader) if registry.get(fmt).profiles else None
         ulog = reader.ulog
         timeline = UlogTimeline.of([ulog], syncs=True) if ulog is not None else None
         data_channel = next((c for c in channels if c.topic != LOG_TOPIC), None)
@@ -543,8 +543,8 @@ class _Parts:
         self.writer = writer = make_writer(
             path, fmt, w.compression, w.chunk_size, self.profile, overwrite=w.overwrite, storage=w.storage
         )
-        self.cmap = RosBridgeMap(writer, fmt, result)
-        self.cmap.target = target_ros(fmt, self.profile)  # ROS 1 <-> ROS 2 where the output holds only one
+        self.cmap = ChannelMap(writer, fmt, result)
+        self.cmap.target = target_ros(writer.holds, self.profile)  # ROS 1 <-> ROS 2 where the output holds only one
         self.cache = {}
         self.part = Part(path=path)
         result.parts.append(self.part)
@@ -568,7 +568,8 @@ class _Parts:
     def finish(self) -> None:
         """After the last message: the timed records left go to the last part; close it."""
         if self.timeline is not None and self.part is not None:
-            self.timeline.flush(self.writer if self.fmt == "ulog" else None, None, self.part)
+            keeps = registry.get(self.fmt).keeps_ulog_extras
+            self.timeline.flush(self.writer if keeps else None, None, self.part)
         self.close()
 
     def abort(self) -> None:
@@ -605,7 +606,7 @@ class _Parts:
         part's state is held in locals, taken from ``self`` again only when a part starts.
         """
         result, timeline = self.result, self.timeline
-        ulog_writer = self.fmt == "ulog"
+        ulog_writer = registry.get(self.fmt).keeps_ulog_extras
         next_ns = timeline.next_ns if timeline is not None else _NEVER
         data_channel = self.data_channel
         writer, cmap, part, cache, budget_est = self.writer, self.cmap, self.part, self.cache, self.budget
@@ -637,7 +638,8 @@ class _Parts:
             ent = cache.get(id(m.channel))
             if ent is None or ent[0] is not m.channel:
                 out, tf = cmap.get(m.channel)
-                ent = cache[id(m.channel)] = (m.channel, out, tf)
+                timed = tf if isinstance(tf, TimedTransform) else None  # (it takes the log time too)
+                ent = cache[id(m.channel)] = (m.channel, out, None if timed is not None else tf, timed)
             if ent[1] is None:
                 result.dropped_messages += 1
                 result.dropped_topics[m.channel.topic] = result.dropped_topics.get(m.channel.topic, 0) + 1
@@ -649,7 +651,8 @@ class _Parts:
                     cmap.get(data_channel)
                 budget_est.base += timeline.flush(writer if ulog_writer else None, t // 1000, part)
                 next_ns = timeline.next_ns
-            data = m.data if ent[2] is None else apply_transform(ent[2], m.data, t)
+            plain, timed = ent[2], ent[3]
+            data = timed(m.data, t) if timed is not None else plain(m.data) if plain is not None else m.data
             if data is None:
                 result.dropped_messages += 1
                 result.dropped_topics[m.channel.topic] = result.dropped_topics.get(m.channel.topic, 0) + 1

@@ -16,11 +16,14 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polybag.model import Channel, Message
 from polybag.play.player import PlayOptions
 from polybag.play.routing import Route, RoutingSink
+
+if TYPE_CHECKING:
+    from polybag.bridges.protocol import Transform
 
 CLOCK_TOPIC = "/clock"
 CLOCK_TYPE = "rosgraph_msgs/Clock"
@@ -44,7 +47,7 @@ def _truthy(v: object) -> bool:
     return str(v).strip().lower() in ("1", "true", "yes")
 
 
-def ros1_connection(ch: Channel) -> tuple[str, str, str, str, bool, Callable[[Any], bytes | None] | None]:
+def ros1_connection(ch: Channel) -> tuple[str, str, str, str, bool, Transform | None]:
     """``(topic, type, md5sum, definition, latching, repack)`` to advertise ``ch`` on ROS 1.
 
     Raises :class:`polybag.errors.UnsupportedError` for channels ROS 1 cannot carry.
@@ -69,7 +72,7 @@ def ros1_connection(ch: Channel) -> tuple[str, str, str, str, bool, Callable[[An
             raise UnsupportedError(f"topic {ch.topic}: no message type")
         return ch.topic, tname, md5, definition, latch, None
     if schema is not None and schema.encoding == "ulog":
-        from polybag.bridges.ulog_ros1 import ulog_channel_to_ros1
+        from polybag.bridges import ulog_channel_to_ros1
 
         topic, rschema, rmd, repack = ulog_channel_to_ros1(ch)
         return topic, rschema.name, rmd["md5sum"], bytes(rschema.data).decode(), False, repack
@@ -77,17 +80,16 @@ def ros1_connection(ch: Channel) -> tuple[str, str, str, str, bool, Callable[[An
 
 
 def _drain(pub: Any, end: float) -> bool:
-    """For a Node publisher without ``flush``: until its subscriber queues are empty and
-    their sent counts have stopped moving (the last batch left the queue and the socket)."""
-    topic = getattr(pub, "_topic", None)
-    links = getattr(topic, "links", None)
-    if links is None:
+    """For a publisher without ``flush`` that shows its ``send_queues`` (as a Node
+    publisher does): until its subscriber queues are empty and their sent counts have
+    stopped moving (the last batch left the queue and the socket)."""
+    if not hasattr(pub, "send_queues"):
         return True
     last: list[int] | None = None
     while time.monotonic() < end:
-        current = list(links)
-        if all(not getattr(link, "queue", ()) for link in current):
-            sent = [int(getattr(link, "messages_sent", 0)) for link in current]
+        queues: list[tuple[int, int]] = pub.send_queues
+        if all(not queued for queued, _ in queues):
+            sent = [n for _, n in queues]
             if sent == last:
                 return True
             last = sent

@@ -27,12 +27,15 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polybag.model import Channel, Message
 from polybag.play.player import PlayOptions
 from polybag.play.routing import Route, RoutingSink
 from polybag.util.text import peer_text
+
+if TYPE_CHECKING:
+    from polybag.bridges.protocol import Transform
 
 CLOCK_TOPIC = "/clock"
 CLOCK_DDS_TYPE = "rosgraph_msgs::msg::dds_::Clock_"
@@ -52,7 +55,7 @@ def clock_payload(time_ns: int) -> bytes:
     return _CLOCK.pack(_CDR_LE, min(secs, 0x7FFFFFFF), nsecs)
 
 
-def ros2_route(ch: Channel) -> tuple[str, str, dict[str, Any], Callable[[Any], bytes | None] | None]:
+def ros2_route(ch: Channel) -> tuple[str, str, dict[str, Any], Transform | None]:
     """``(topic, ROS 2 type, QoS profile, transform)`` to publish ``ch`` on ROS 2.
 
     Raises :class:`polybag.errors.UnsupportedError` for channels ROS 2 cannot carry.
@@ -65,7 +68,7 @@ def ros2_route(ch: Channel) -> tuple[str, str, dict[str, Any], Callable[[Any], b
     if ch.message_encoding == "cdr":
         tname = ch.schema.name if ch.schema is not None and ch.schema.name else str(md.get("type", ""))
     elif ch.message_encoding == "ros1":
-        from polybag.bridges.ros1_ros2 import ros1_channel_to_ros2
+        from polybag.bridges import ros1_channel_to_ros2
 
         mapped = ros1_channel_to_ros2(ch)
         tname, md, transform = mapped.schema_name, mapped.metadata, mapped.transform

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polybag.model import Channel, Message
 from polybag.play.player import PlayOptions
+
+if TYPE_CHECKING:
+    from polybag.bridges.protocol import Transform
 
 
 class Route:
@@ -21,7 +24,7 @@ class Route:
 
     __slots__ = ("target", "transform")
 
-    def __init__(self, target: Any, transform: Callable[[Any], bytes | None] | None) -> None:
+    def __init__(self, target: Any, transform: Transform | None) -> None:
         self.target = target
         self.transform = transform
 

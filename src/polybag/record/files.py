@@ -1,19 +1,20 @@
 """The recorder's files: names (``-o``/``-O``, date stamps, snapshot counters), opening,
-splitting, ``--max-splits`` and the free-space check (a part of
-:class:`polybag.record.recorder.Recorder`)."""
+writing messages into the open file, splitting, ``--max-splits`` and the free-space check
+(:class:`OutputFiles`, a part of :class:`polybag.record.recorder.Recorder`)."""
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from polybag.errors import OutputExistsError, WriteError
-from polybag.record.items import (
-    _BAG_HEADER,
-)
+from polybag.formats import registry
+from polybag.record.items import ConnectionKey, QueuedMessage
+from polybag.record.options import RecordOptions, named_format
 
 
 def path_key(name: str) -> str:
@@ -54,18 +55,63 @@ def _exists(name: str) -> bool:
     return os.path.lexists(name) or os.path.lexists(name + ".active")
 
 
-class FilesMixin:
-    """The output files of :class:`~polybag.record.recorder.Recorder`.
+class OutputFiles:
+    """The output files of one :class:`~polybag.record.recorder.Recorder` (ROS 1 messages
+    to a bag or MCAP file; :class:`~polybag.record.ros2_recorder.Ros2Files` writes ROS 2 ones).
 
     A recorder never writes into a file that exists: ``NAME.active`` is created exclusively
     (``O_EXCL``: a symlink planted there is refused, never followed) and renamed to ``NAME``
     only if ``NAME`` is still free.  The first file of a recording named without a date
     (``-O NAME``) is refused when ``NAME`` or ``NAME.active`` exists; later files and dated
     names take ``-1``, ``-2``... instead.
+
+    What the recorder and its writer thread read: :attr:`writer` (None while no file is
+    open), :attr:`current_file`, :attr:`files` (finished, in order, deleted ones included),
+    :attr:`deleted` (by ``--max-splits``), :attr:`size` (the bytes the open file counts
+    towards ``--size``), :attr:`messages` (written to it), :attr:`start` (the receive time
+    its ``--duration`` window starts at, ns), :attr:`split_index`.  ``names``: the paths
+    claimed (a group's recorders share one); ``disk_free(directory)``, ``say(text)``,
+    ``errors`` (a list problems are added to) and ``low_space(reason)`` (ends the
+    recording) come from the recorder.
     """
 
-    _opened_any = False
+    #: the ``profile=`` asked of writers that take one (MCAP)
+    profile = "ros1"
 
+    def __init__(
+        self,
+        options: RecordOptions,
+        *,
+        names: NameRegistry,
+        disk_free: Callable[[str], int],
+        say: Callable[[str], None],
+        errors: list[str],
+        low_space: Callable[[str], None],
+    ) -> None:
+        self.options = options
+        self.names = names
+        self._disk_free = disk_free
+        self._say = say
+        self._errors = errors
+        self._low_space = low_space
+        self._min_space = options.min_space_bytes
+        self.open_hooks: list[Callable[[str], None]] = []
+        self.writer: Any = None
+        self.channels: dict[tuple[str, ConnectionKey], Any] = {}
+        self.current_file: str | None = None  # the file being written (as NAME.active)
+        self.files: list[str] = []
+        self.deleted: list[str] = []
+        self.size = 0
+        self.messages = 0
+        self.start: int | None = None
+        self.split_index = 0
+        self.next_disk_check = 0.0
+        self._kept: deque[str] = deque()
+        self._opened_any = False
+        #: bytes a message adds besides its payload (``--size``)
+        self.overhead = registry.get(options.output_format).message_overhead
+
+    # --- names -------------------------------------------------------------------------------------
     def _unique(self, name: str) -> str:
         o = self.options
         if not self._opened_any and not o.snapshot and not o.dated:
@@ -74,112 +120,138 @@ class FilesMixin:
                     raise OutputExistsError(
                         f"{what} exists; a recording never replaces a file (move it away, or choose another -O name)"
                     )
-            if not self._used_names.claim(name, self, again=True):
+            if not self.names.claim(name, self, again=True):
                 raise OutputExistsError(f"{name} is written by another recorder (choose another -O name)")
             return name
         stem, ext = os.path.splitext(name)
         candidate, n = name, 0
-        while _exists(candidate) or not self._used_names.claim(candidate, self):
+        while _exists(candidate) or not self.names.claim(candidate, self):
             n += 1
             candidate = f"{stem}-{n}{ext}"
         return candidate
 
-    def _check_first(self) -> None:
+    def check_first(self) -> None:
         """Before anything starts: an :class:`OutputExistsError` if the first file is named
         without a date (``-O NAME``) and that name is taken."""
         o = self.options
         if not o.snapshot and not o.dated:
-            self._target(None, None)
+            self.target(None, None)
 
-    def _open(self, t: float | None = None, *, path: str | None = None) -> None:
+    def target(self, t: float | None, path: str | None) -> tuple[str, str]:
+        """The format and the name of the file :meth:`open` starts (``t``: the time its name
+        is made of; ``path``: a snapshot's own name)."""
+        o = self.options
+        fmt = o.output_format
+        if path is None:
+            return fmt, self._unique(o.file_name(self.split_index if o.split else None, t))
+        named = named_format(path)
+        if named is not None:
+            fmt = named
+        else:
+            path += o.extension
+        return fmt, self.snapshot_path(path)
+
+    def snapshot_path(self, path: str) -> str:
+        """``path`` (in the options' directory when relative); an :class:`OutputExistsError`
+        when it names a file that exists or was recorded: a snapshot never replaces one."""
+        if self.options.directory and not os.path.isabs(path):
+            path = os.path.join(self.options.directory, path)
+        if _exists(path) or not self.names.claim(path, self):
+            raise OutputExistsError(f"{path} exists; a snapshot never replaces a file")
+        return path
+
+    # --- the open file -----------------------------------------------------------------------------
+    def open(self, t: float | None = None, *, path: str | None = None) -> None:
         """Start the next file (``t``: the time its name is made of), or the file ``path``
         (a snapshot's own name: never replacing a file)."""
-        fmt, name = self._target(t, path)
+        fmt, name = self.target(t, path)
         self._opened_any = True
         directory = os.path.dirname(os.path.abspath(name))
         if not os.path.isdir(directory):
             raise WriteError(f"cannot record to {name}: directory {directory} does not exist")
         # (never replacing: NAME.active is created exclusively, NAME linked into place if free)
         try:
-            w, header = self._new_writer(name, fmt, overwrite=False)
+            w, header = self.new_writer(name, fmt, overwrite=False)
         except OSError as e:  # (a folder on the way that is not one, a name too long...)
             raise WriteError(f"cannot record to {name}: {e.strerror or e}") from None
-        self._writer = w
-        self._channels = {}
+        self.writer = w
+        self.channels = {}
         self.current_file = name
-        self._bag_bytes = self._fresh_bytes = header
-        self._part_messages = 0
-        self._bag_start = None
+        self.size = header
+        self.messages = 0
+        self.start = None
         self._say(f"Recording to '{name}'.")
-        for hook in self._open_hooks:
+        for hook in self.open_hooks:
             try:
                 hook(name)
             except Exception as e:  # noqa: BLE001
-                self.errors.append(f"on-open hook: {e}")
+                self._errors.append(f"on-open hook: {e}")
 
-    def _target(self, t: float | None, path: str | None) -> tuple[str, str]:
-        """The format (``bag`` or ``mcap``) and the name of the file :meth:`_open` starts."""
-        o = self.options
-        fmt = o.output_format
-        if path is None:
-            return fmt, self._unique(o.file_name(self._split_index if o.split else None, t))
-        low = path.lower()
-        if low.endswith(".mcap"):
-            fmt = "mcap"
-        elif low.endswith(".bag"):
-            fmt = "bag"
-        else:
-            path += o.extension
-        return fmt, self._snapshot_path(path)
-
-    def _snapshot_path(self, path: str) -> str:
-        """``path`` (in the options' directory when relative); an :class:`OutputExistsError`
-        when it names a file that exists or was recorded: a snapshot never replaces one."""
-        if self.options.directory and not os.path.isabs(path):
-            path = os.path.join(self.options.directory, path)
-        if _exists(path) or not self._used_names.claim(path, self):
-            raise OutputExistsError(f"{path} exists; a snapshot never replaces a file")
-        return path
-
-    #: the profile of the MCAP files written
-    _mcap_profile = "ros1"
-
-    def _new_writer(self, name: str, fmt: str, overwrite: bool) -> tuple[Any, int]:
+    def new_writer(self, name: str, fmt: str, overwrite: bool) -> tuple[Any, int]:
         """A :class:`polybag.writer.Writer` of file ``name`` in ``fmt`` and the bytes its
-        header is counted as (towards ``--size``)."""
+        header is counted as (towards ``--size``): the options' chunk size and compression
+        (``-j``/``--lz4`` if the format has it, else the format's default), the
+        :attr:`profile` if the format takes one."""
         from polybag.writer import Writer
 
         o = self.options
-        if fmt == "mcap":
-            w = Writer(
-                name,
-                format="mcap",
-                compression="lz4" if o.lz4 else "zstd",
-                chunk_size=o.chunk_bytes,
-                profile=self._mcap_profile,
-                overwrite=overwrite,
-            )
-            return w, 8 + 9 + 64
-        w = Writer(name, format="bag", compression=o.compression, chunk_size=o.chunk_bytes, overwrite=overwrite)
-        return w, _BAG_HEADER
+        spec = registry.writer_spec(fmt)
+        extra: dict[str, Any] = {"profile": self.profile} if self.profile in spec.profiles else {}
+        compression = o.compression if o.compression in spec.compressions and (o.bz2 or o.lz4) else spec.default_compression
+        w = Writer(name, format=fmt, compression=compression, chunk_size=o.chunk_bytes, overwrite=overwrite, **extra)
+        return w, spec.header_overhead
 
-    _fresh_bytes = 0
-    _part_messages = 0
+    def put(self, item: QueuedMessage) -> bool:
+        """Write ``item`` into the open file; True (False: the file cannot take it, see
+        :class:`~polybag.record.ros2_recorder.Ros2Files`)."""
+        ck = (item.topic, item.key)
+        ch = self.channels.get(ck)
+        if ch is None:
+            ch = self.channels[ck] = self.add_channel(self.writer, item)
+        self.writer.write(ch, item.data, item.time, item.time)
+        self.size += len(item.data) + self.overhead
+        self.messages += 1
+        return True
 
-    def _close_file(self) -> None:
-        w = self._writer
+    def add_channel(self, w: Any, item: QueuedMessage) -> Any:
+        """The channel of ``item``'s topic and connection in writer ``w`` (its bytes counted
+        towards ``--size``)."""
+        typ, md5, definition, callerid, latching = item.key
+        md = {"md5sum": md5, "type": typ, "latching": "1" if latching else "0"}
+        if callerid:
+            md["callerid"] = callerid
+        schema = w.add_schema(typ, "ros1msg", definition.encode("utf-8"))
+        ch = w.add_channel(item.topic, "ros1", schema, md)
+        self.size += 100 + len(item.topic) + len(typ) + len(md5) + len(definition) + len(callerid)
+        return ch
+
+    def close(self) -> None:
+        """Finish the open file (if any)."""
+        w = self.writer
         if w is None:
             return
-        self._writer = None
+        self.writer = None
         w.close()
         assert self.current_file is not None
         self.files.append(self.current_file)
         self._say(f"Closing '{self.current_file}'.")
         self.current_file = None
 
-    def _rotate(self) -> None:
+    def abandon(self) -> None:
+        """A start that failed: drop the file begun (``NAME.active`` removed)."""
+        w, self.writer = self.writer, None
+        self.current_file = None
+        if w is not None:
+            try:
+                w.abort(discard=True)
+            except Exception as e:  # noqa: BLE001 - reported
+                self._errors.append(f"dropping the file begun: {e}")
+
+    def rotate(self) -> None:
+        """Finish the open file (deleting the oldest beyond ``--max-splits``) and start the
+        next part if there is space."""
         closed = self.current_file
-        self._close_file()
+        self.close()
         if closed is not None and self.options.max_splits:
             self._kept.append(closed)
             while len(self._kept) > self.options.max_splits:
@@ -188,13 +260,20 @@ class FilesMixin:
                     os.remove(old)
                     self.deleted.append(old)
                 except OSError as e:
-                    self.errors.append(f"--max-splits: cannot remove {old}: {e}")
-        self._split_index += 1
-        if self._disk_ok():
-            self._open()
+                    self._errors.append(f"--max-splits: cannot remove {old}: {e}")
+        self.split_index += 1
+        if self.disk_ok():
+            self.open()
 
-    def _disk_ok(self) -> bool:
-        self._next_disk_check = time.monotonic() + 1.0
+    # --- free space --------------------------------------------------------------------------------
+    def disk_check_due(self) -> bool:
+        """Whether a file is open and its free-space check (every second) is due."""
+        return self.writer is not None and time.monotonic() >= self.next_disk_check
+
+    def disk_ok(self) -> bool:
+        """Check the free space (``-L``/``--min-space``): below it the recording ends
+        (``low_space``) and False."""
+        self.next_disk_check = time.monotonic() + 1.0
         if not self._min_space:
             return True
         name = self.current_file or self.options.file_name(0)
@@ -205,7 +284,7 @@ class FilesMixin:
             self._say(f"cannot check free space in {directory}: {e}")
             return True
         if free < self._min_space:
-            self._finish(
+            self._low_space(
                 f"less than {self.options.min_space} of space free on the disk of {directory} "
                 f"({free} bytes free, -L/--min-space {self._min_space}); recording stopped"
             )
@@ -213,9 +292,3 @@ class FilesMixin:
         if free < 5 * self._min_space:
             self._say(f"less than 5 x {self.options.min_space} of space free on the disk of {directory}")
         return True
-
-    def _say(self, text: str) -> None:
-        if self._log is not None:
-            self._log(text)
-        elif not self.options.quiet:
-            print(f"[polybag record] {text}", file=sys.stderr, flush=True)

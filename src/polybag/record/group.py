@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from polybag.errors import OutputExistsError, UsageError, WriteError
+from polybag.formats import registry
 from polybag.record.files import NameRegistry
 from polybag.record.live import LiveSource, Member
 from polybag.record.options import (
@@ -295,11 +296,9 @@ def _output_shape(o: RecordOptions, ros2: bool) -> tuple[str, str]:
 
     sample = o.file_name(0 if o.split else None, 0.0)
     ext = o.extension
-    if ros2:
-        name_ext = [n for n in (o.output_name, o.output_prefix) if n]
-        if o.output_format != "mcap" and not (name_ext and name_ext[0].lower().endswith(".bag")):
-            ext = ""  # a rosbag2 bag: a directory
-            sample = sample[: -len(".bag")] if sample.endswith(".bag") else sample
+    if ros2 and not registry.get(o.ros2_format).extensions:
+        sample = sample[: -len(ext)] if sample.endswith(ext) else sample
+        ext = ""  # a rosbag2 bag: a directory
     stem = sample[: len(sample) - len(ext)] if ext else sample
     if o.split:
         stem = stem[: -len("_0")]
@@ -362,7 +361,7 @@ def plan_outputs(options: list[RecordOptions], *, ros2: bool = False, where: str
     return out
 
 
-def start_all(recorders: list[Recorder]) -> None:
+def start_all(recorders: Sequence[Recorder]) -> None:
     """Start ``recorders`` in order; if one fails, stop those started, remove only the
     files this start created (empty: no message written) and raise the error naming the
     recorder."""
@@ -433,7 +432,7 @@ class RecorderGroup:
                 rec.source = member
             else:
                 raise UsageError(f"RecorderGroup takes RecordOptions or Recorder, not {type(r).__name__}")
-            rec._used_names = shared  # (no two recorders of the group ever take one name)
+            rec.share_names(shared)  # (no two recorders of the group ever take one name)
             self.recorders.append(rec)
         if not self.recorders:
             raise UsageError("a recorder group needs at least one recorder")

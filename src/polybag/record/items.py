@@ -1,21 +1,26 @@
-"""What the recorder's parts share: a queued message, a snapshot job, per-topic counts,
-the size overheads that keep ``--size`` honest, and two file helpers."""
+"""What the recorder's parts share: a queued message, a snapshot job, the per-topic counts,
+and the work queue between the recorder (which takes messages) and its writer thread
+(which writes them)."""
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Iterable
+import threading
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-# Bytes a message adds besides its payload (bag: record header, length, index entry; MCAP:
-# message record and its index entry): enough to keep --size honest for small messages.
-_BAG_MSG_OVERHEAD = 4 + 38 + 4 + 12
-_MCAP_MSG_OVERHEAD = 31 + 16
-_BAG_HEADER = 13 + 4096
+from polybag.errors import WriteError
+
+#: what a connection of a topic is recorded by: (type, md5sum, definition, callerid, latching)
+ConnectionKey = tuple[str, str, str, str, bool]
+
+#: what the writer thread does next (:meth:`WorkQueue.next_work`): write a snapshot job or
+#: a message, exit, or (``""``) check the free space while idle
+WorkKind = Literal["snapshot", "message", "exit", ""]
 
 
 @dataclass
@@ -47,40 +52,179 @@ class TopicStats:
         return d
 
 
-class _Item:
+class QueuedMessage:
+    """One serialized message taken by the recorder and waiting to be written: its topic,
+    its connection (:data:`ConnectionKey`), its bytes and its receive time (ns)."""
+
     __slots__ = ("topic", "key", "data", "time")
 
-    def __init__(self, topic: str, key: tuple[str, str, str, str, bool], data: bytes, t: int) -> None:
+    def __init__(self, topic: str, key: ConnectionKey, data: bytes, t: int) -> None:
         self.topic = topic
-        self.key = key  # (type, md5sum, definition, callerid, latching)
+        self.key = key
         self.data = data
         self.time = t
 
 
-class _Snapshot:
-    """One trigger: the ring's messages (in receive order), when, where to, and the caller's future."""
+class SnapshotJob:
+    """One snapshot trigger: the ring's messages (in receive order), when, where to, and the
+    caller's future of the file's path."""
 
     __slots__ = ("items", "time", "path", "future")
 
-    def __init__(self, items: list[_Item], t: float, path: str | None, future: Future[Path]) -> None:
+    def __init__(self, items: list[QueuedMessage], t: float, path: str | None, future: Future[Path]) -> None:
         self.items = items
         self.time = t
         self.path = path
         self.future = future
 
 
-def _free_bytes(path: str) -> int:
+def free_bytes(path: str) -> int:
+    """The free bytes on the disk of folder ``path``."""
     return shutil.disk_usage(path).free
 
 
-def _remove_if_unwritten(report: dict[str, Any], files: Iterable[str]) -> None:
-    """After a failed start: delete ``files`` when ``report`` (a :meth:`Recorder.report`)
-    counts no message written, so that no empty bag is left behind (a file that cannot be
-    deleted is left)."""
-    if report["totals"]["written"]:
-        return
-    for f in files:
-        try:
-            os.remove(f)
-        except OSError:
-            pass
+class WorkQueue:
+    """What the recorder and its writer thread share, under one lock (:attr:`cond`): the
+    queue of messages (at most ``buffer`` bytes of payload, 0: no limit), the snapshot
+    ring and jobs, the per-topic counts and the recording's state (accepting, stopping,
+    paused, the writer busy, why it stopped).
+
+    The recorder puts work in (:meth:`push`, the ring, :meth:`add_job`); the writer thread
+    takes it (:meth:`next_work`) and counts what it wrote or could not write.  ``say(text)``
+    logs a line (the reason the recording ends).
+    """
+
+    def __init__(self, *, buffer: int, snapshot: bool, say: Callable[[str], None]) -> None:
+        self.cond = threading.Condition()
+        self.buffer = buffer
+        self.snapshot = snapshot
+        self._say = say
+        self.messages: deque[QueuedMessage] = deque()
+        self.queued_bytes = 0
+        self.jobs: deque[SnapshotJob] = deque()
+        self.ring: dict[str, deque[QueuedMessage]] = {}  # snapshot mode: per topic, oldest first
+        self.ring_bytes = 0
+        self.stats: dict[str, TopicStats] = {}
+        self.accepting = True
+        self.stopping = False
+        self.paused = False
+        self.busy = False  # the writer thread is writing a message or a snapshot
+        self.stop_reason: str | None = None
+
+    # --- the recorder's side (with the lock held) -------------------------------------------------
+    def push(self, item: QueuedMessage) -> None:
+        """Queue ``item``; drop the oldest queued messages while over the buffer (counted
+        as ``dropped_buffer``); wake the writer thread."""
+        q = self.messages
+        q.append(item)
+        self.queued_bytes += len(item.data)
+        if self.buffer:
+            while self.queued_bytes > self.buffer and q:
+                old = q.popleft()
+                self.queued_bytes -= len(old.data)
+                self.stats[old.topic].dropped_buffer += 1
+        self.cond.notify_all()
+
+    def end(self, reason: str | None) -> None:
+        """Stop accepting (``reason`` kept unless one was given before); what is queued is
+        still written (with the lock held)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.accepting = False
+        self.stopping = True
+        self.paused = False
+        self.cond.notify_all()
+
+    # --- the writer thread's side ----------------------------------------------------------------
+    def next_work(
+        self, idle_check_due: Callable[[], bool]
+    ) -> tuple[WorkKind, QueuedMessage | None, SnapshotJob | None]:
+        """Wait for the next thing to do: ``("snapshot", None, job)``, ``("message", item,
+        None)``, ``("exit", ...)`` once stopping, or ``("", ...)`` when ``idle_check_due()``
+        says the free-space check is due while idle (asked every second)."""
+        kind: WorkKind = ""
+        item: QueuedMessage | None = None
+        job: SnapshotJob | None = None
+        with self.cond:
+            while True:
+                if self.jobs:
+                    job = self.jobs.popleft()
+                    kind = "snapshot"
+                    break
+                if self.messages and not self.paused and not self.snapshot:
+                    item = self.messages.popleft()
+                    self.queued_bytes -= len(item.data)
+                    kind = "message"
+                    break
+                if self.stopping:
+                    kind = "exit"
+                    break
+                self.cond.wait(1.0)
+                if not self.stopping and idle_check_due():
+                    break
+            self.busy = kind in ("snapshot", "message")
+        return kind, item, job
+
+    def done_one(self) -> None:
+        """The writer thread finished the work :meth:`next_work` gave it."""
+        with self.cond:
+            self.busy = False
+            self.cond.notify_all()
+
+    def finish(self, reason: str) -> None:
+        """End the recording by itself (the queue's rest is counted as dropped)."""
+        with self.cond:
+            if self.stop_reason is None:
+                self.stop_reason = reason
+                self._say(reason)
+            self.accepting = False
+            self.stopping = True
+            self.paused = False
+            for it in self.messages:
+                self.stats[it.topic].dropped_stopped += 1
+            self.messages.clear()
+            self.queued_bytes = 0
+            self.cond.notify_all()
+
+    def drop_left(self) -> None:
+        """At the end: every message still queued, in the snapshot ring or in an unwritten
+        snapshot job is counted as ``dropped_stopped``; such jobs' futures fail."""
+        with self.cond:
+            left = list(self.messages)
+            self.messages.clear()
+            self.queued_bytes = 0
+            for it in left:
+                self.stats[it.topic].dropped_stopped += 1
+            for ring in self.ring.values():
+                for it in ring:
+                    self.stats[it.topic].dropped_stopped += 1
+            self.ring = {}
+            self.ring_bytes = 0
+            for job in self.jobs:
+                for it in job.items:
+                    self.stats[it.topic].dropped_stopped += 1
+                if not job.future.done():
+                    job.future.set_exception(WriteError("the recording stopped before this snapshot was written"))
+            self.jobs.clear()
+            self.cond.notify_all()
+
+    def count_written(self, topic: str) -> None:
+        with self.cond:
+            self.stats[topic].written += 1
+
+    def count_stopped(self, topic: str) -> None:
+        """Count a message of ``topic`` as not written because the recording has stopped
+        (or stops now)."""
+        with self.cond:
+            self.stats[topic].dropped_stopped += 1
+
+    def count_unwritten(self, job: SnapshotJob) -> None:
+        """Count the messages of ``job`` as not written (its file could not be started)."""
+        with self.cond:
+            for it in job.items:
+                self.stats[it.topic].dropped_stopped += 1
+
+    def count_refused(self, topic: str) -> None:
+        """Count a message of ``topic`` the file could not take (``dropped_type``)."""
+        with self.cond:
+            self.stats[topic].dropped_type += 1

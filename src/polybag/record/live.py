@@ -251,7 +251,7 @@ class LiveSource:
             self._pending.discard(topic)
         for s in self._live_sinks():
             if s.options.selects(topic):
-                s.rec._say(f"Subscribing to {topic}")
+                s.rec.say(f"Subscribing to {topic}")
                 break
 
     @staticmethod
@@ -386,7 +386,7 @@ class LiveSource:
     def _say(self, text: str) -> None:
         sinks = self._live_sinks()
         if sinks:
-            sinks[0].rec._say(text)
+            sinks[0].rec.say(text)
 
     def stop(self) -> None:
         """Unsubscribe everything and close the node (if it is ours)."""

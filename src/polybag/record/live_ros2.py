@@ -26,11 +26,7 @@ named on the command line is recorded.
 A publisher that appears later with a QoS the subscription cannot match (best effort on a
 reliable subscription) is named in a warning: its messages are not received (as rosbag2).
 
-:class:`Ros2Recorder` is the :class:`~polybag.record.recorder.Recorder` writing ROS 2
-files: a rosbag2 directory (``storage`` ``sqlite3`` or ``mcap``) or, for ``-O NAME.mcap``,
-an MCAP file with the ``ros2`` profile and ``cdr`` channels; for ``-O NAME.bag`` a ROS 1
-bag, each message converted with :mod:`polybag.bridges.ros1_ros2` (a type that cannot be
-converted is named in a warning and not recorded).
+It feeds :class:`~polybag.record.ros2_recorder.Ros2Recorder` recorders.
 """
 
 from __future__ import annotations
@@ -41,9 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.errors import UsageError
 from polybag.record.options import RecordOptions
-from polybag.record.recorder import _MCAP_MSG_OVERHEAD, Recorder, _Item
+from polybag.record.ros2_recorder import Ros2Recorder
 from polybag.util.text import peer_text, safe_line
 
 #: std_msgs/msg/Empty serialized (CDR little endian: its one dummy uint8)
@@ -61,137 +56,6 @@ def _definition(type_name: str) -> str:
         return definition_for(type_name)
     except Exception:  # noqa: BLE001 - any failure means: not known
         return ""
-
-
-class Ros2Recorder(Recorder):
-    """A :class:`Recorder` writing ROS 2 logs (see the module docstring).
-
-    ``storage``: the rosbag2 storage (``sqlite3`` or ``mcap``); ignored when the output is
-    an MCAP file (``-O NAME.mcap`` or ``options.format="mcap"``).
-    """
-
-    def __init__(
-        self, options: RecordOptions | None = None, source: Any = None, *, storage: str = "sqlite3", **kw: Any
-    ) -> None:
-        super().__init__(options, source, **kw)
-        o = self.options
-        self.storage = (storage or "sqlite3").lower()
-        if self.storage not in ("sqlite3", "mcap"):
-            raise UsageError(f"--storage {storage!r}: sqlite3 or mcap")
-        # -O NAME.bag / -o PREFIX.bag: a ROS 1 bag, each message converted (polybag.bridges.ros1_ros2)
-        self.ros1 = any(n and n.lower().endswith(".bag") for n in (o.output_name, o.output_prefix))
-        if o.bz2 and not self.ros1:
-            raise UsageError(
-                "ROS 2 recordings cannot be bz2 compressed (rosbag2: zstd; -O NAME.bag: a ROS 1 bag)"
-            )
-        self._ros1_file = False  # the file being written is a ROS 1 bag
-        self._qos: dict[str, tuple[str, str]] = {}  # topic -> (offered_qos_profiles, type hash)
-        self._overhead = _MCAP_MSG_OVERHEAD
-
-    def set_topic_info(self, topic: str, qos_text: str, type_hash: str = "") -> None:
-        """The offered QoS profiles (YAML text) and type hash stored for ``topic``."""
-        with self._cond:
-            self._qos[topic] = (qos_text, type_hash)
-
-    _mcap_profile = "ros2"
-
-    def _target(self, t: float | None, path: str | None) -> tuple[str, str]:
-        """The format (``rosbag2`` or ``mcap``) and the name of the file :meth:`_open` starts
-        (a rosbag2 bag is a directory: the options' ``.bag`` name without it)."""
-        if path is not None:
-            low = path.lower()
-            fmt = "mcap" if low.endswith(".mcap") else "bag" if low.endswith(".bag") else "rosbag2"
-            return fmt, self._snapshot_path(path)
-        o = self.options
-        mcap = o.output_format == "mcap"
-        name = o.file_name(self._split_index if o.split else None, t)
-        if not mcap and self.ros1:
-            return "bag", self._unique(name)
-        if not mcap and name.endswith(".bag"):
-            name = name[: -len(".bag")]  # (a rosbag2 bag is a directory)
-        return ("mcap" if mcap else "rosbag2"), self._unique(name)
-
-    def _new_writer(self, name: str, fmt: str, overwrite: bool) -> tuple[Any, int]:
-        """An MCAP writer (the ``ros2`` profile) or a rosbag2 one (``storage``); either
-        header is counted as 4096 bytes."""
-        self._ros1_file = fmt == "bag"
-        if fmt in ("mcap", "bag"):
-            w, header = super()._new_writer(name, fmt, overwrite)
-            return w, max(header, 4096)
-        from polybag.writer import Writer
-
-        return Writer(
-            name, format="rosbag2", storage=self.storage, compression="none", overwrite=overwrite
-        ), 4096
-
-    def _put(self, item: _Item, *, count: bool = True) -> None:
-        if self._ros1_file:
-            self._put_ros1(item, count=count)
-        else:
-            super()._put(item, count=count)
-
-    def _put_ros1(self, item: _Item, *, count: bool) -> None:
-        """Write ``item`` converted to ROS 1; a type that cannot be converted (unknown) is
-        named in a warning once and its messages counted as dropped (another type)."""
-        from polybag.bridges.ros1_ros2 import ros2_channel_to_ros1
-        from polybag.errors import PolybagError
-        from polybag.model import Channel, Schema
-
-        w = self._writer
-        ck = (item.topic, item.key)
-        got = self._channels.get(ck)
-        if got is None:
-            typ, _md5, definition, _callerid, _latching = item.key
-            with self._cond:
-                qos, _hash = self._qos.get(item.topic, ("", ""))
-            ch = Channel(
-                0,
-                item.topic,
-                "cdr",
-                Schema(0, typ, "ros2msg", definition.encode()),
-                {"offered_qos_profiles": qos},
-            )
-            try:
-                if not definition:
-                    raise UsageError("its definition is not known")
-                mapped = ros2_channel_to_ros1(ch)
-            except PolybagError as e:
-                got = self._channels[ck] = (None, None)
-                text = f"topic {item.topic}: {typ} cannot be converted to ROS 1 ({e}); not recorded"
-                with self._cond:
-                    self.warnings.append(text)
-                self._say(f"warning: {text}")
-            else:
-                schema = w.add_schema(mapped.schema_name, mapped.schema_encoding, mapped.schema_data)
-                out = w.add_channel(item.topic, mapped.message_encoding, schema, mapped.metadata)
-                got = self._channels[ck] = (out, mapped.transform)
-                self._bag_bytes += 100 + len(item.topic) + len(mapped.schema_data)
-        out, transform = got
-        data = transform(item.data) if out is not None and transform is not None else None
-        if out is None or data is None:
-            with self._cond:
-                self.stats[item.topic].dropped_type += 1
-            return
-        w.write(out, data, item.time, item.time)
-        self._bag_bytes += len(data) + self._overhead
-        self._part_messages += 1
-        if count:
-            with self._cond:
-                self.stats[item.topic].written += 1
-
-    def _add_channel(self, w: Any, item: _Item) -> Any:
-        """The ``cdr`` channel of ``item``'s topic in writer ``w``, with the offered QoS and
-        type hash of :meth:`set_topic_info` in its metadata."""
-        typ, _md5, definition, _callerid, _latching = item.key
-        with self._cond:
-            qos, type_hash = self._qos.get(item.topic, ("", ""))
-        md = {"offered_qos_profiles": qos} if qos else {}
-        if type_hash:
-            md["topic_type_hash"] = type_hash
-        schema = w.add_schema(typ, "ros2msg", definition.encode("utf-8"))
-        ch = w.add_channel(item.topic, "cdr", schema, md)
-        self._bag_bytes += 100 + len(item.topic) + len(typ) + len(definition) + len(qos)
-        return ch
 
 
 @dataclass(slots=True, eq=False, repr=False)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from polybag.errors import UsageError
+from polybag.formats import registry
+from polybag.formats.registry import FormatSpec
 from polybag.selection import DURATION_FORMS, duration_ns
 
 MB = 1 << 20
@@ -54,6 +56,36 @@ MAX_TOPICS = 10000
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
+#: the format a recording writes when neither ``format`` nor a name's extension asks for
+#: another (rosbag's bag)
+DEFAULT_FORMAT = "bag"
+#: the same for a ROS 2 recording (``polybag record --ros2``: a rosbag2 bag, a directory)
+ROS2_DEFAULT_FORMAT = "rosbag2"
+
+
+def holds(spec: FormatSpec, encoding: str) -> bool:
+    """Whether files of ``spec`` hold messages of ``encoding`` (``ros1``, ``cdr``) as they came."""
+    return spec.holds is None or encoding in spec.holds
+
+
+def recordable(name: str) -> FormatSpec | None:
+    """The format called ``name`` (exactly) if a recording can write ROS 1 messages to it
+    as they came (their connection headers as channel metadata), else None."""
+    spec = registry.lookup(name)
+    return spec if spec is not None and spec.name == name and spec.writer is not None and holds(spec, "ros1") else None
+
+
+def named_format(name: str | None) -> str | None:
+    """The format a file name's extension asks a recording for (``run.mcap``: ``mcap``),
+    among those :func:`recordable` names; None for any other name."""
+    if not name:
+        return None
+    low = name.lower()
+    for spec in registry.formats():
+        if spec.extensions and low.endswith(spec.extensions) and recordable(spec.name) is not None:
+            return spec.name
+    return None
+
 
 def check_text(what: str, value: object, *, limit: int = MAX_TEXT, empty: bool = True) -> str:
     """``value`` if it is text of at most ``limit`` characters without control characters
@@ -74,8 +106,9 @@ def check_number(what: str, value: object, *, high: float, integer: bool = False
     """``value`` as a number: finite, not negative (``positive``: above 0), at most ``high``
     (an integer when ``integer``); else a :class:`UsageError` naming ``what``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raw: Any = value  # (anything: what cannot be converted raises TypeError, caught)
         try:
-            value = float(value) if not integer else int(value)  # type: ignore[arg-type]
+            value = float(raw) if not integer else int(raw)
         except (TypeError, ValueError, OverflowError):
             raise UsageError(f"{what}: expected a number, got {value!r}") from None
     if integer and not isinstance(value, int):
@@ -231,16 +264,32 @@ class RecordOptions:
 
     @property
     def output_format(self) -> str:
+        """The format recorded to: ``format``, else the one a name's extension asks for
+        (``-O run.mcap``), else :data:`DEFAULT_FORMAT`."""
         if self.format:
             return self.format
-        for name in (self.output_name, self.output_prefix):
-            if name and name.lower().endswith(".mcap"):
-                return "mcap"
-        return "bag"
+        named = [f for f in map(named_format, (self.output_name, self.output_prefix)) if f]
+        return next((f for f in named if f != DEFAULT_FORMAT), DEFAULT_FORMAT)
+
+    @property
+    def ros2_format(self) -> str:
+        """The format a ROS 2 recording writes: :attr:`output_format` when its files hold CDR
+        messages (MCAP, the ``ros2`` profile), a ROS 1 bag when a name asks for one
+        (``-O run.bag``: each message converted), else :data:`ROS2_DEFAULT_FORMAT`."""
+        fmt = self.output_format
+        spec = recordable(fmt)
+        if spec is not None and holds(spec, "cdr"):
+            return fmt
+        if any(named_format(n) == fmt for n in (self.output_name, self.output_prefix)):
+            return fmt
+        return ROS2_DEFAULT_FORMAT
 
     @property
     def extension(self) -> str:
-        return ".mcap" if self.output_format == "mcap" else ".bag"
+        """The extension of the files recorded (that of :data:`DEFAULT_FORMAT` while the
+        format is not one a recording writes)."""
+        spec = recordable(self.output_format) or registry.get(DEFAULT_FORMAT)
+        return spec.extension
 
     def validate(self, *, live: bool = False) -> None:
         """Raise ``UsageError`` for what rosbag refuses (or polybag cannot do)."""
@@ -252,10 +301,15 @@ class RecordOptions:
             )
         if self.bz2 and self.lz4:
             raise UsageError("can only use one type of compression (-j/--bz2 or --lz4)")
-        if self.output_format not in ("bag", "mcap"):
-            raise UsageError(f"cannot record to format {self.output_format!r} (bag or mcap)")
-        if self.output_format == "mcap" and self.bz2:
-            raise UsageError("MCAP chunks cannot be bz2 compressed (use --lz4, or the default zstd)")
+        spec = recordable(self.output_format)
+        if spec is None:
+            known = sorted(s.name for s in registry.formats() if recordable(s.name) is not None)
+            raise UsageError(f"cannot record to format {self.output_format!r} ({' or '.join(known)})")
+        if self.bz2 and "bz2" not in spec.compressions:
+            raise UsageError(
+                f"{spec.description} chunks cannot be bz2 compressed (use --lz4, or the default "
+                f"{spec.default_compression})"
+            )
         if self.output_name and self.output_prefix:
             raise UsageError("use -o/--output-prefix or -O/--output-name, not both")
         for given in (self.output_name, self.output_prefix, self.directory):
@@ -360,8 +414,6 @@ class RecordOptions:
         """The file name without split number and extension (rosbag's updateFilenames)."""
         parts: list[str] = []
         prefix = self.output_name if self.output_name else (self.output_prefix or "")
-        from polybag.formats import registry
-
         for ext in registry.file_extensions():  # a name given with its extension (run.bag)
             if ext != ".active" and prefix.lower().endswith(ext):
                 prefix = prefix[: -len(ext)]

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -50,19 +51,10 @@ from pathlib import Path
 from typing import Any
 
 from polybag.errors import PolybagError, UsageError, WriteError
-from polybag.record.files import FilesMixin, NameRegistry
-from polybag.record.items import (  # noqa: F401 - importable from here as before
-    _BAG_HEADER,
-    _BAG_MSG_OVERHEAD,
-    _MCAP_MSG_OVERHEAD,
-    TopicStats,
-    _free_bytes,
-    _Item,
-    _remove_if_unwritten,
-    _Snapshot,
-)
+from polybag.record.files import NameRegistry, OutputFiles
+from polybag.record.items import QueuedMessage, SnapshotJob, TopicStats, WorkQueue, free_bytes
 from polybag.record.options import RecordOptions
-from polybag.record.writing import WriterThreadMixin
+from polybag.record.writing import WriterThread
 
 
 def remove_unwritten(report: dict[str, Any]) -> list[str]:
@@ -90,12 +82,16 @@ def remove_unwritten(report: dict[str, Any]) -> list[str]:
     return removed
 
 
-class Recorder(WriterThreadMixin, FilesMixin):
+class Recorder:
     """Record messages to bag/MCAP files with rosbag's options (see the module docstring).
 
     ``source``: an object with ``start(recorder)`` and ``stop()`` that calls :meth:`write`
     (``polybag.record.live.LiveSource`` subscribes on a ROS master); None for the in-process
     API.  ``disk_free(directory) -> bytes`` and ``log(text)`` can be replaced (tests).
+
+    The recorder takes messages (:meth:`write`, :meth:`trigger`) into a
+    :class:`~polybag.record.items.WorkQueue`; a :class:`~polybag.record.writing.WriterThread`
+    writes them into its :class:`~polybag.record.files.OutputFiles`.
     """
 
     def __init__(
@@ -109,60 +105,82 @@ class Recorder(WriterThreadMixin, FilesMixin):
         self.options = options = options if options is not None else RecordOptions()
         options.validate()
         self.source = source
-        self._disk_free = disk_free or _free_bytes
         self._log = log
-        self._cond = threading.Condition()
-        self._queue: deque[_Item] = deque()
-        self._queue_bytes = 0
-        self._buffer = options.buffer_bytes
         self._limit = int(options.limit)
-        self._max_size = options.max_size_bytes
-        self._max_dur = options.max_duration_ns
-        self._min_space = options.min_space_bytes
-        self.stats: dict[str, TopicStats] = {}
-        self._accepted: dict[str, int] = {}
-        self.files: list[str] = []  # finished files, in order (deleted ones included)
-        self.deleted: list[str] = []  # removed by --max-splits
-        self.current_file: str | None = None  # the file being written (as NAME.active)
-        self.stop_reason: str | None = None
-        self.errors: list[str] = []
-        self.done = threading.Event()  # set when the writer thread has finished everything
-        self._accepting = True
-        self._stopping = False
-        self._paused = False
-        self._jobs: deque[_Snapshot] = deque()
-        self._ring: dict[str, deque[_Item]] = {}  # snapshot mode: per topic, oldest first
-        self._ring_bytes = 0
         self._window = options.window_ns
+        self._work = WorkQueue(buffer=options.buffer_bytes, snapshot=options.snapshot, say=self.say)
+        self._cond = self._work.cond
+        self.stats: dict[str, TopicStats] = self._work.stats
+        self._accepted: dict[str, int] = {}
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+        self.done = threading.Event()  # set when the writer thread has finished everything
         self._types: dict[str, tuple[str, str]] = {}  # topic -> (type, md5sum) of its first message
         self._refused: set[tuple[str, str, str]] = set()
-        self.warnings: list[str] = []
-        self._latched: dict[tuple[str, str], _Item] = {}
-        self._kept: deque[str] = deque()
-        self._used_names = NameRegistry()  # (a group's recorders share one)
-        self._writer: Any = None
-        self._channels: dict[tuple[str, tuple[str, str, str, str, bool]], Any] = {}
-        self._bag_bytes = 0
-        self._bag_start: int | None = None
-        self._split_index = 0
-        self._next_disk_check = 0.0
+        self._latched: dict[tuple[str, str], QueuedMessage] = {}
+        self._output = self._new_files(
+            options,
+            names=NameRegistry(),  # (a group's recorders share one: share_names)
+            disk_free=disk_free or free_bytes,
+            say=self.say,
+            errors=self.errors,
+            low_space=self._work.finish,
+        )
+        self._writing = WriterThread(
+            options, self._work, self._output, latched=self._latched, errors=self.errors, done=self.done
+        )
         self._thread: threading.Thread | None = None
         self._started = False
         self._closed = False
-        self._open_hooks: list[Callable[[str], None]] = []
-        self._overhead = _MCAP_MSG_OVERHEAD if options.output_format == "mcap" else _BAG_MSG_OVERHEAD
+
+    def _new_files(self, options: RecordOptions, **parts: Any) -> OutputFiles:
+        """The recorder's files part (:class:`~polybag.record.ros2_recorder.Ros2Recorder`: ROS 2 files)."""
+        return OutputFiles(options, **parts)
+
+    # --- state --------------------------------------------------------------------------------
+    @property
+    def files(self) -> list[str]:
+        """The finished files, in order (deleted ones included)."""
+        return self._output.files
+
+    @property
+    def deleted(self) -> list[str]:
+        """The files removed by ``--max-splits``."""
+        return self._output.deleted
+
+    @property
+    def current_file(self) -> str | None:
+        """The file being written (as ``NAME.active``), or None."""
+        return self._output.current_file
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the recording stopped (None while it goes on)."""
+        return self._work.stop_reason
+
+    def share_names(self, names: NameRegistry) -> None:
+        """Claim output paths in ``names`` (shared by a group's recorders, so that no two of
+        them ever take one name); before :meth:`start`."""
+        self._output.names = names
+
+    def say(self, text: str) -> None:
+        """Log a line: to ``log`` if given, else to stderr unless quiet."""
+        if self._log is not None:
+            self._log(text)
+        elif not self.options.quiet:
+            print(f"[polybag record] {text}", file=sys.stderr, flush=True)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> Recorder:
         if self._started:
             return self
         self._started = True
+        output = self._output
         try:
-            self._check_first()
-            if not self.options.snapshot and self._disk_ok():
-                self._open()
-            thread = threading.Thread(target=self._run, name="polybag-record-writer", daemon=True)
-            thread.start()  # (RuntimeError when no thread can be started: memory, limits)
+            output.check_first()
+            if not self.options.snapshot and output.disk_ok():
+                output.open()
+            thread = self._writing.start()  # (RuntimeError when no thread can be started: memory, limits)
         except BaseException as e:
             name = self.current_file or self.options.output_name or self.options.output_prefix or "the bag"
             self._abandon()
@@ -185,31 +203,20 @@ class Recorder(WriterThreadMixin, FilesMixin):
     def _abandon(self) -> None:
         """A start that failed before the writer thread ran: drop the file begun
         (``NAME.active`` removed) and end."""
-        w, self._writer = self._writer, None
-        self.current_file = None
         with self._cond:
-            self._accepting = False
-            self._stopping = True
-        if w is not None:
-            try:
-                w.abort(discard=True)
-            except Exception as e:  # noqa: BLE001 - reported
-                self.errors.append(f"dropping the file begun: {e}")
+            self._work.accepting = False
+            self._work.stopping = True
+        self._output.abandon()
         self.done.set()
 
     def on_open(self, hook: Callable[[str], None]) -> None:
         """Call ``hook(path)`` whenever a file starts (``--publish`` uses it)."""
-        self._open_hooks.append(hook)
+        self._output.open_hooks.append(hook)
 
     def stop(self, reason: str = "stopped") -> None:
         """Stop accepting messages; the writer thread writes what is queued and finishes the file."""
         with self._cond:
-            if self.stop_reason is None:
-                self.stop_reason = reason
-            self._accepting = False
-            self._stopping = True
-            self._paused = False
-            self._cond.notify_all()
+            self._work.end(reason)
         src = self.source
         if src is not None:
             try:
@@ -244,29 +251,24 @@ class Recorder(WriterThreadMixin, FilesMixin):
     def pause(self) -> None:
         """Hold the writer thread: messages stay queued (and the buffer can overflow)."""
         with self._cond:
-            self._paused = True
+            self._work.paused = True
 
     def resume(self) -> None:
         with self._cond:
-            self._paused = False
+            self._work.paused = False
             self._cond.notify_all()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued so far is written (True) or ``timeout`` passes."""
         end = None if timeout is None else time.monotonic() + timeout
+        work = self._work
         with self._cond:
-            while (
-                (self._queue and not self.options.snapshot and not self.done.is_set())
-                or self._jobs
-                or self._busy
-            ):
+            while (work.messages and not self.options.snapshot and not self.done.is_set()) or work.jobs or work.busy:
                 left = None if end is None else end - time.monotonic()
                 if left is not None and left <= 0:
                     return False
                 self._cond.wait(0.05 if left is None else min(left, 0.05))
         return True
-
-    _busy = False
 
     # --- input --------------------------------------------------------------------------------
     def selects(self, topic: str) -> bool:
@@ -295,14 +297,15 @@ class Recorder(WriterThreadMixin, FilesMixin):
         t = time.time_ns() if receive_time is None else int(receive_time)
         if isinstance(definition, (bytes, bytearray, memoryview)):
             definition = bytes(definition).decode("utf-8", "replace")
-        item = _Item(topic, (type, md5sum or "*", definition, callerid or "", bool(latching)), bytes(data), t)
+        item = QueuedMessage(topic, (type, md5sum or "*", definition, callerid or "", bool(latching)), bytes(data), t)
         limit_hit = False
+        work = self._work
         with self._cond:
-            st = self.stats.get(topic)
+            st = work.stats.get(topic)
             if st is None:
-                st = self.stats[topic] = TopicStats(type=type)
+                st = work.stats[topic] = TopicStats(type=type)
             st.received += 1
-            if not self._accepting:
+            if not work.accepting:
                 st.dropped_stopped += 1
                 return False
             if not self._type_ok(topic, type, item.key[1]):
@@ -320,15 +323,7 @@ class Recorder(WriterThreadMixin, FilesMixin):
             if self.options.snapshot:
                 self._ring_add(item)
                 return True
-            q = self._queue
-            q.append(item)
-            self._queue_bytes += len(item.data)
-            if self._buffer:
-                while self._queue_bytes > self._buffer and q:
-                    old = q.popleft()
-                    self._queue_bytes -= len(old.data)
-                    self.stats[old.topic].dropped_buffer += 1
-            self._cond.notify_all()
+            work.push(item)
         if limit_hit:
             self._limit_reached(topic)
         return True
@@ -350,31 +345,33 @@ class Recorder(WriterThreadMixin, FilesMixin):
                 f"messages of {typ} ({md5}) on it are refused"
             )
             self.warnings.append(text)
-            self._say(f"warning: {text}")
+            self.say(f"warning: {text}")
         return False
 
-    def _ring_add(self, item: _Item) -> None:
+    def _ring_add(self, item: QueuedMessage) -> None:
         """Snapshot mode: keep ``item`` in its topic's ring; drop what the window or the
         buffer no longer holds (called with the lock held)."""
-        ring = self._ring.get(item.topic)
+        work = self._work
+        ring = work.ring.get(item.topic)
         if ring is None:
-            ring = self._ring[item.topic] = deque()
+            ring = work.ring[item.topic] = deque()
         ring.append(item)
-        self._ring_bytes += len(item.data)
+        work.ring_bytes += len(item.data)
         if self._window:
             self._prune_window(ring, item.time - self._window)
-        if self._buffer:
-            while self._ring_bytes > self._buffer:
-                oldest = min((r for r in self._ring.values() if r), key=lambda r: r[0].time)
+        if work.buffer:
+            while work.ring_bytes > work.buffer:
+                oldest = min((r for r in work.ring.values() if r), key=lambda r: r[0].time)
                 old = oldest.popleft()
-                self._ring_bytes -= len(old.data)
-                self.stats[old.topic].dropped_buffer += 1
+                work.ring_bytes -= len(old.data)
+                work.stats[old.topic].dropped_buffer += 1
 
-    def _prune_window(self, ring: deque[_Item], cutoff: int) -> None:
+    def _prune_window(self, ring: deque[QueuedMessage], cutoff: int) -> None:
+        work = self._work
         while ring and ring[0].time < cutoff:
             old = ring.popleft()
-            self._ring_bytes -= len(old.data)
-            self.stats[old.topic].dropped_window += 1
+            work.ring_bytes -= len(old.data)
+            work.stats[old.topic].dropped_window += 1
 
     def _limit_reached(self, topic: str) -> None:
         src = self.source
@@ -391,12 +388,7 @@ class Recorder(WriterThreadMixin, FilesMixin):
             got = {t if t.startswith("/") else "/" + t for t in full}
             if names <= got:
                 with self._cond:  # (what is queued is still written)
-                    if self.stop_reason is None:
-                        self.stop_reason = f"-l/--limit: {self._limit} messages recorded on every topic"
-                    self._accepting = False
-                    self._stopping = True
-                    self._paused = False
-                    self._cond.notify_all()
+                    self._work.end(f"-l/--limit: {self._limit} messages recorded on every topic")
 
     def trigger(self, path: str | os.PathLike[str] | None = None, *, at: int | None = None) -> Future[Path]:
         """Snapshot mode: hand the ring to the writer thread and return at once.
@@ -414,19 +406,20 @@ class Recorder(WriterThreadMixin, FilesMixin):
         fut.set_running_or_notify_cancel()
         if not self._started:
             self.start()
+        work = self._work
         with self._cond:
-            if self._stopping or self.done.is_set():
+            if work.stopping or self.done.is_set():
                 fut.set_exception(UsageError("the recording has stopped; no snapshot written"))
                 return fut
             if self._window:
                 cutoff = (time.time_ns() if at is None else int(at)) - self._window
-                for ring in self._ring.values():
+                for ring in work.ring.values():
                     self._prune_window(ring, cutoff)
-            rings = [r for r in self._ring.values() if r]
+            rings = [r for r in work.ring.values() if r]
             items = list(heapq.merge(*rings, key=lambda it: it.time)) if len(rings) > 1 else list(*rings)
-            self._ring = {}
-            self._ring_bytes = 0
-            self._jobs.append(_Snapshot(items, time.time(), None if path is None else os.fspath(path), fut))
+            work.ring = {}
+            work.ring_bytes = 0
+            work.jobs.append(SnapshotJob(items, time.time(), None if path is None else os.fspath(path), fut))
             self._cond.notify_all()
         return fut
 
@@ -434,7 +427,7 @@ class Recorder(WriterThreadMixin, FilesMixin):
     @property
     def queued_bytes(self) -> int:
         """Bytes of payload waiting: the write queue, or the snapshot ring."""
-        return self._ring_bytes if self.options.snapshot else self._queue_bytes
+        return self._work.ring_bytes if self.options.snapshot else self._work.queued_bytes
 
     def report(self) -> dict[str, Any]:
         with self._cond:

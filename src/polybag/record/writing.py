@@ -1,28 +1,62 @@
-"""The recorder's writer thread: takes queued messages and snapshot jobs in order and
-writes them (see :class:`polybag.record.recorder.Recorder`; this is its writer-thread part)."""
+"""The recorder's writer thread: takes queued messages and snapshot jobs in order from the
+:class:`~polybag.record.items.WorkQueue` and writes them into the
+:class:`~polybag.record.files.OutputFiles`, starting the next part at ``--size`` /
+``--duration`` (a part of :class:`polybag.record.recorder.Recorder`)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from polybag.errors import OutputExistsError, WriteError
-from polybag.record.items import (
-    _Item,
-    _Snapshot,
-)
+from polybag.record.files import OutputFiles
+from polybag.record.items import QueuedMessage, SnapshotJob, WorkQueue
+from polybag.record.options import RecordOptions
 
 
-class WriterThreadMixin:
-    """The writer thread of :class:`~polybag.record.recorder.Recorder`."""
+class WriterThread:
+    """Writes what ``work`` holds into ``files`` until the recording stops, then finishes
+    the file, counts what was left unwritten and sets ``done``.
 
-    def _run(self) -> None:
-        """The writer thread: take work in order until stopped, then finish the file and
-        count what was left unwritten."""
+    ``latched``: the recorder's last latched message per (topic, callerid), written again at
+    the start of each part with ``--repeat-latched``; ``errors``: the list a write error is
+    added to.
+    """
+
+    def __init__(
+        self,
+        options: RecordOptions,
+        work: WorkQueue,
+        files: OutputFiles,
+        *,
+        latched: dict[tuple[str, str], QueuedMessage],
+        errors: list[str],
+        done: threading.Event,
+    ) -> None:
+        self.options = options
+        self.work = work
+        self.files = files
+        self._latched = latched
+        self._errors = errors
+        self._done = done
+        self._max_size = options.max_size_bytes
+        self._max_dur = options.max_duration_ns
+
+    def start(self) -> threading.Thread:
+        """Run :meth:`run` in a new thread (RuntimeError when no thread can be started)."""
+        thread = threading.Thread(target=self.run, name="polybag-record-writer", daemon=True)
+        thread.start()
+        return thread
+
+    def run(self) -> None:
+        """Take work in order until stopped, then finish the file and count what was left
+        unwritten."""
+        work, files = self.work, self.files
+        due = files.disk_check_due
         try:
             while True:
-                kind, item, job = self._next_work()
+                kind, item, job = work.next_work(due)
                 if kind == "exit":
                     break
                 try:
@@ -32,167 +66,79 @@ class WriterThreadMixin:
                     elif kind == "snapshot":
                         assert job is not None
                         self._write_snapshot(job)
-                    elif self._writer is not None:
-                        self._disk_ok()
+                    elif files.writer is not None:
+                        files.disk_ok()
                 finally:
-                    with self._cond:
-                        self._busy = False
-                        self._cond.notify_all()
+                    work.done_one()
         except Exception as e:  # noqa: BLE001 - reported by close() and the CLI
-            self.errors.append(f"{type(e).__name__}: {e}")
-            self._finish(f"write error: {e}")
+            self._errors.append(f"{type(e).__name__}: {e}")
+            work.finish(f"write error: {e}")
         finally:
             try:
-                self._close_file()
+                files.close()
             except Exception as e:  # noqa: BLE001
-                self.errors.append(f"finishing {self.current_file}: {e}")
-            self._drop_left()
-            self.done.set()
+                self._errors.append(f"finishing {files.current_file}: {e}")
+            work.drop_left()
+            self._done.set()
 
-    def _next_work(self) -> tuple[str, _Item | None, _Snapshot | None]:
-        """Wait for the next thing to do: ``("snapshot", None, job)``, ``("message", item,
-        None)``, ``("exit", ...)`` once stopping, or ``("", ...)`` when the free-space check is
-        due while idle."""
-        kind = ""
-        item: _Item | None = None
-        job: _Snapshot | None = None
-        with self._cond:
-            while True:
-                if self._jobs:
-                    job = self._jobs.popleft()
-                    kind = "snapshot"
-                    break
-                if self._queue and not self._paused and not self.options.snapshot:
-                    item = self._queue.popleft()
-                    self._queue_bytes -= len(item.data)
-                    kind = "message"
-                    break
-                if self._stopping:
-                    kind = "exit"
-                    break
-                self._cond.wait(1.0)
-                if not self._stopping and self._writer is not None and time.monotonic() >= self._next_disk_check:
-                    break
-            self._busy = kind in ("snapshot", "message")
-        return kind, item, job
-
-    def _drop_left(self) -> None:
-        """At the end: every message still queued, in the snapshot ring or in an unwritten
-        snapshot job is counted as ``dropped_stopped``; such jobs' futures fail."""
-        with self._cond:
-            left = list(self._queue)
-            self._queue.clear()
-            self._queue_bytes = 0
-            for it in left:
-                self.stats[it.topic].dropped_stopped += 1
-            for ring in self._ring.values():
-                for it in ring:
-                    self.stats[it.topic].dropped_stopped += 1
-            self._ring = {}
-            self._ring_bytes = 0
-            for job in self._jobs:
-                for it in job.items:
-                    self.stats[it.topic].dropped_stopped += 1
-                if not job.future.done():
-                    job.future.set_exception(WriteError("the recording stopped before this snapshot was written"))
-            self._jobs.clear()
-            self._cond.notify_all()
-
-    def _finish(self, reason: str) -> None:
-        """End the recording by itself (the queue's rest is counted as dropped)."""
-        with self._cond:
-            if self.stop_reason is None:
-                self.stop_reason = reason
-                self._say(reason)
-            self._accepting = False
-            self._stopping = True
-            self._paused = False
-            for it in self._queue:
-                self.stats[it.topic].dropped_stopped += 1
-            self._queue.clear()
-            self._queue_bytes = 0
-            self._cond.notify_all()
-
-    def _drop_stopped(self, item: _Item) -> None:
-        """Count ``item`` as not written because the recording has stopped (or stops now)."""
-        with self._cond:
-            self.stats[item.topic].dropped_stopped += 1
-
-    def _write_item(self, item: _Item) -> None:
-        if self._writer is None:  # (finished)
-            self._drop_stopped(item)
+    def _write_item(self, item: QueuedMessage) -> None:
+        files, work, o = self.files, self.work, self.options
+        if files.writer is None:  # (finished)
+            work.count_stopped(item.topic)
             return
         t = item.time
-        if time.monotonic() >= self._next_disk_check and not self._disk_ok():
-            self._drop_stopped(item)
+        if time.monotonic() >= files.next_disk_check and not files.disk_ok():
+            work.count_stopped(item.topic)
             return
-        if self._max_size and self._bag_bytes > self._max_size and self._part_messages:
-            if not self.options.split:
-                self._finish(f"--size: the bag reached {self.options.size} MB")
-                self._drop_stopped(item)
+        if self._max_size and files.size > self._max_size and files.messages:
+            if not o.split:
+                work.finish(f"--size: the bag reached {o.size} MB")
+                work.count_stopped(item.topic)
                 return
-            self._rotate()
-            if self._writer is None:
-                self._drop_stopped(item)
+            files.rotate()
+            if files.writer is None:
+                work.count_stopped(item.topic)
                 return
-            self._bag_start = t
+            files.start = t
         if self._max_dur:
-            if self._bag_start is None:
-                self._bag_start = t
-            elif t - self._bag_start > self._max_dur:
-                if not self.options.split:
-                    self._finish(f"--duration: the bag reached {self.options.duration}")
-                    self._drop_stopped(item)
+            if files.start is None:
+                files.start = t
+            elif t - files.start > self._max_dur:
+                if not o.split:
+                    work.finish(f"--duration: the bag reached {o.duration}")
+                    work.count_stopped(item.topic)
                     return
                 d = self._max_dur
-                self._bag_start += ((t - self._bag_start + d - 1) // d - 1) * d
-                start = self._bag_start
-                self._rotate()
-                self._bag_start = start
-                if self._writer is None:
-                    self._drop_stopped(item)
+                start = files.start + ((t - files.start + d - 1) // d - 1) * d
+                files.rotate()
+                files.start = start
+                if files.writer is None:
+                    work.count_stopped(item.topic)
                     return
-        if self.options.repeat_latched and not self._part_messages and self._split_index > 0:
+        if o.repeat_latched and not files.messages and files.split_index > 0:
             for lat in list(self._latched.values()):
                 if lat is not item:
-                    self._put(_Item(lat.topic, lat.key, lat.data, t), count=False)
+                    self._put(QueuedMessage(lat.topic, lat.key, lat.data, t), count=False)
         self._put(item)
 
-    def _put(self, item: _Item, *, count: bool = True) -> None:
-        w = self._writer
-        ck = (item.topic, item.key)
-        ch = self._channels.get(ck)
-        if ch is None:
-            ch = self._channels[ck] = self._add_channel(w, item)
-        w.write(ch, item.data, item.time, item.time)
-        self._bag_bytes += len(item.data) + self._overhead
-        self._part_messages += 1
-        if count:
-            with self._cond:
-                self.stats[item.topic].written += 1
+    def _put(self, item: QueuedMessage, *, count: bool = True) -> None:
+        """Write ``item`` into the open file, counted as written (``count``) or, when the
+        file cannot take it, as refused."""
+        if self.files.put(item):
+            if count:
+                self.work.count_written(item.topic)
+        else:
+            self.work.count_refused(item.topic)
 
-    def _add_channel(self, w: Any, item: _Item) -> Any:
-        """The channel of ``item``'s topic and connection in writer ``w`` (its bytes counted
-        towards ``--size``)."""
-        typ, md5, definition, callerid, latching = item.key
-        md = {"md5sum": md5, "type": typ, "latching": "1" if latching else "0"}
-        if callerid:
-            md["callerid"] = callerid
-        schema = w.add_schema(typ, "ros1msg", definition.encode("utf-8"))
-        ch = w.add_channel(item.topic, "ros1", schema, md)
-        self._bag_bytes += 100 + len(item.topic) + len(typ) + len(md5) + len(definition) + len(callerid)
-        return ch
-
-    def _write_snapshot(self, job: _Snapshot) -> None:
-        """Write one trigger's messages to a new file (writer thread); settle its future."""
+    def _write_snapshot(self, job: SnapshotJob) -> None:
+        """Write one trigger's messages to a new file; settle its future."""
+        files, work = self.files, self.work
         try:
-            if not self._disk_ok():
-                raise WriteError(self.stop_reason or "not enough free disk space")
-            self._open(job.time, path=job.path)
+            if not files.disk_ok():
+                raise WriteError(work.stop_reason or "not enough free disk space")
+            files.open(job.time, path=job.path)
         except BaseException as e:
-            with self._cond:
-                for it in job.items:
-                    self.stats[it.topic].dropped_stopped += 1
+            work.count_unwritten(job)
             job.future.set_exception(e)
             if isinstance(e, OutputExistsError):
                 return  # (the caller's path: the recording goes on)
@@ -200,8 +146,8 @@ class WriterThreadMixin:
         try:
             for it in job.items:
                 self._put(it)
-            name = self.current_file
-            self._close_file()
+            name = files.current_file
+            files.close()
         except BaseException as e:
             job.future.set_exception(e)
             raise

@@ -50,7 +50,7 @@ def _demosaic(a: np.ndarray, pattern: str) -> np.ndarray:
         (1, 0): p[1::2, 0::2],
         (1, 1): p[1::2, 1::2],
     }
-    where = {ch: [] for ch in "rgb"}
+    where: dict[str, list[np.ndarray]] = {ch: [] for ch in "rgb"}
     for i, ch in enumerate(pattern):
         where[ch].append(cells[(i // 2, i % 2)])
     r = where["r"][0]

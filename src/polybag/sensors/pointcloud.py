@@ -10,7 +10,7 @@ big-endian clouds are converted to native order.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def cloud_dtype(fields: Any, point_step: int, big: bool) -> np.dtype:
     names: list[str] = []
     formats: list[Any] = []
     offsets: list[int] = []
-    order = ">" if big else "<"
+    order: Literal["<", ">"] = ">" if big else "<"
     try:
         count_fields = len(fields)
     except TypeError:
@@ -226,9 +226,11 @@ def numpy_to_pointcloud2(
     else:
         raise UsageError(f"a cloud array has 1 or 2 dimensions, not {a.ndim}")
     le = a.dtype.newbyteorder("<")
+    names, le_fields = a.dtype.names, le.fields
+    assert names is not None and le_fields is not None  # a structured array (checked above)
     fields = []
-    for name in a.dtype.names:
-        ft, offset = le.fields[name][:2]
+    for name in names:
+        ft, offset = le_fields[name][:2]
         base, shape = (ft.base, ft.shape) if ft.subdtype is not None else (ft, ())
         code = _CODES.get(base.newbyteorder("="))
         if code is None:

@@ -8,8 +8,7 @@ Pillow/OpenCV, clouds through the channel's codec; ROS 1 and ROS 2 channels alik
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ import numpy as np
 from polybag.codecs import codec_for
 from polybag.errors import UsageError
 from polybag.model import Channel, Message
+from polybag.selection import TopicSelector, selected_channels
 from polybag.sensors._access import as_bytes, field, integer, short_type, text
 from polybag.sensors.compressed import compressed_image_to_numpy
 from polybag.sensors.image import encoding_info, pixels
@@ -27,27 +27,11 @@ from polybag.sensors.pointcloud import pointcloud2_to_numpy
 IMAGE_TYPES = {"sensor_msgs/Image": "raw", "sensor_msgs/CompressedImage": "compressed"}
 CLOUD_TYPES = {"sensor_msgs/PointCloud2": "cloud"}
 
-TopicSelector = str | Sequence[str] | None
-
 
 def channel_type(ch: Channel) -> str:
     """The message type of a channel (``sensor_msgs/Image`` for ROS 1 and ROS 2 names)."""
     name = ch.schema.name if ch.schema is not None and ch.schema.name else str(ch.metadata.get("type", ""))
     return short_type(name)
-
-
-def select(channels: Sequence[Channel], topics: TopicSelector) -> list[Channel]:
-    """The channels ``topics`` selects (a regex matched against whole topics, or names)."""
-    if topics is None:
-        return list(channels)
-    if isinstance(topics, str):
-        try:
-            rx = re.compile(topics)
-        except re.error as e:
-            raise UsageError(f"not a valid topic regular expression {topics!r}: {e}") from None
-        return [c for c in channels if rx.fullmatch(c.topic)]
-    wanted = set(topics)
-    return [c for c in channels if c.topic in wanted]
 
 
 def sensor_channels(reader: Any, topics: TopicSelector, kinds: dict[str, str], what: str, strict: bool = True) -> list[Channel]:
@@ -57,7 +41,7 @@ def sensor_channels(reader: Any, topics: TopicSelector, kinds: dict[str, str], w
     (``/camera/.*`` takes the images, not ``/camera/camera_info``); topics named in a list
     must all be of those types (``strict``).  None of those types selected is a
     :class:`UsageError` naming what was matched."""
-    chosen = select(list(reader.summary.channels.values()), topics)
+    chosen = selected_channels(topics, reader.summary.channels.values())
     good = [c for c in chosen if channel_type(c) in kinds]
     bad = sorted(
         {f"{c.topic} ({channel_type(c) or 'no type'})" for c in chosen if channel_type(c) not in kinds}

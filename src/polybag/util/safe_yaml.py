@@ -33,7 +33,7 @@ __all__ = ["MAX_YAML_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_NODES", "dump", "load"]
 
 
 def _yaml() -> Any:
-    import yaml
+    import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML is not a dependency)
 
     return yaml
 
@@ -45,9 +45,11 @@ def _loader() -> Any:
 
 def _fail(error: Callable[..., PolybagError], path: str | None, message: str) -> PolybagError:
     """``error`` naming ``path``: a FormatError takes it as its path, others in the text."""
+    make = error  # (the checks below narrow ``error`` to a bare type)
     if isinstance(error, type) and issubclass(error, FormatError):
-        return error(message, path)
-    return error(f"{path}: {message}" if path else message)
+        format_error: type[FormatError] = error
+        return format_error(message, path)
+    return make(f"{path}: {message}" if path else message)
 
 
 def check_expansion(

@@ -237,7 +237,7 @@ def _lie_to_index_data(data: bytes, k: int) -> tuple[bytes, int]:
     assert isinstance(r, BagV2Reader)
     order = sorted(range(len(r.chunks)), key=lambda i: r.chunks[i].pos)
     ci = r.chunks[order[k]]
-    r._header(ci)
+    r.loader.header_of(ci)
     return with_chunk_pos(data, order[k], ci.index_end), ci.index_end
 
 

@@ -231,17 +231,17 @@ def test_definitions_from_another_file_or_mapping(tmp_path):
 def test_v12_summary_from_the_index_without_scanning(monkeypatch):
     """rosbag-format-v1.x "Index Data" (version 0): counts and times per topic come from
     the index; definitions from the records the first entries point at."""
-    from polybag.formats.bag.reader_v1 import BagV12Reader
+    from polybag.formats.bag import reader_v1
 
     data = build_v12(with_index=True)
     scans = {"n": 0}
-    orig = BagV12Reader._scan
+    orig = reader_v1.scan_v12_records
 
-    def counting(self, pos):
+    def counting(*args):
         scans["n"] += 1
-        return orig(self, pos)
+        return orig(*args)
 
-    monkeypatch.setattr(BagV12Reader, "_scan", counting)
+    monkeypatch.setattr(reader_v1, "scan_v12_records", counting)
     with polybag.open(data, format="bag") as r:
         s = r.summary
         info = r.info_extras()

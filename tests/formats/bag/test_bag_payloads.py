@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 import polybag
 from paths import CORPORA
 from polybag.errors import PolybagError
-from polybag.formats.bag.payloads import Arena, gather
 from polybag.formats.bag.writer import BagWriter
+from polybag.formats.shared.payloads import Arena, gather
 
 ROOT = CORPORA / "rosbag"
 ALL_BAGS = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/*.bag") if p.stat().st_size > 0)

@@ -1,4 +1,4 @@
-"""The bag reader's bulk payload positions (``ChunkReader._payloads``: each record's header
+"""The bag reader's bulk payload positions (:func:`polybag.formats.bag.chunks.payload_positions`: each record's header
 and data lengths read as little-endian u32s through one view with an item at every byte)
 give the payloads rosbags reads, and a length that points past the chunk is a
 FormatError, never an IndexError or a wrong slice.  The payload arena's buffer comes from

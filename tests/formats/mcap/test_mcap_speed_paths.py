@@ -1,7 +1,7 @@
 """The fast paths of MCAP reading give the same messages as the `mcap` library reads.
 
-Covers the bulk record-head gather (one overlapping-stride view, ``_at_every_byte``), the
-channel lookup table (``_channel_of_each``, and its per-message dict fallback when the
+Covers the bulk record-head gather (one overlapping-stride view, ``at_every_byte``), the
+channel lookup table (``channel_of_each``, and its per-message dict fallback when the
 ids outnumber the messages), shared ``publish_time`` objects when they equal the log
 times, and the stream's flattened message iterator (``_Flat``).
 """
@@ -22,10 +22,10 @@ from mcap.writer import Writer as PeerWriter
 
 import polybag
 from mcap_helpers import Pipe
-from polybag.formats.mcap.base import _UnknownChannel
-from polybag.formats.mcap.bulk import _REC_DTYPE, _at_every_byte, _channel_of_each
+from polybag.formats.mcap.bulk_kernels import MESSAGE_HEAD_DTYPE, at_every_byte, channel_of_each
 from polybag.formats.mcap.records import RECORD_MESSAGE_HEAD
 from polybag.formats.mcap.stream import _Flat
+from polybag.formats.mcap.vocabulary import UnknownChannelId
 
 Msg = tuple[str, int, int, int, bytes]
 
@@ -101,10 +101,10 @@ def test_gather_at_every_byte_equals_struct() -> None:
     buf = rnd.integers(0, 256, 4096, dtype=np.uint8).tobytes()
     offs = np.sort(rnd.choice(4096 - 31 + 1, 200, replace=False)).astype(np.int64)
     offs[-1] = 4096 - 31  # the last possible head
-    rec = _at_every_byte(buf, np.dtype("V31"))[offs].view(_REC_DTYPE)
+    rec = at_every_byte(buf, np.dtype("V31"))[offs].view(MESSAGE_HEAD_DTYPE)
     for o, r in zip(offs.tolist(), rec.tolist()):
         assert RECORD_MESSAGE_HEAD.unpack_from(buf, o) == r
-    u8 = _at_every_byte(buf, np.dtype("<u8"), 1)[offs]
+    u8 = at_every_byte(buf, np.dtype("<u8"), 1)[offs]
     assert u8.tolist() == [struct.unpack_from("<Q", buf, o + 1)[0] for o in offs.tolist()]
 
 
@@ -112,10 +112,10 @@ def test_gather_at_every_byte_equals_struct() -> None:
 def test_channel_of_each(top: int) -> None:
     chans: dict[int, Any] = {i: f"ch{i}" for i in range(0, top + 1, 5)}
     cids = np.array([top, 0, 5, top, 5] * 3, np.uint16)
-    assert _channel_of_each(cids, chans) == [chans[c] for c in cids.tolist()]  # type: ignore[index]
+    assert channel_of_each(cids, chans) == [chans[c] for c in cids.tolist()]  # type: ignore[index]
     bad = np.array([0, 3, 5] * 10, np.uint16)
-    with pytest.raises(_UnknownChannel) as e:
-        _channel_of_each(bad, chans)  # type: ignore[arg-type]
+    with pytest.raises(UnknownChannelId) as e:
+        channel_of_each(bad, chans)  # type: ignore[arg-type]
     assert e.value.cid == 3
 
 
@@ -154,8 +154,8 @@ def test_stream_messages_close_drops_the_topic_filter() -> None:
 
 def test_message_batches_equal_the_list() -> None:
     """A stream builds a chunk's messages in batches of ``_BATCH``: the same messages."""
-    from polybag.formats.mcap import bulk
-    from polybag.formats.mcap.walk import _record_offsets
+    from polybag.formats.mcap import bulk_kernels as bulk
+    from polybag.formats.mcap.walk_kernels import record_offsets
 
     rows = [(i % 3, 5000 + i, 5000 + (i % 2) * i, i, bytes([i % 251]) * (i % 13)) for i in range(2 * bulk._BATCH + 7)]
     data = peer_file(rows, 3, 1 << 22, "none")
@@ -163,11 +163,11 @@ def test_message_batches_equal_the_list() -> None:
         list(r.messages())
         (off, _len, _s, _e), = r._chunk_list()  # type: ignore[attr-defined]
         buf = r._chunk_data(off)  # type: ignore[attr-defined]
-        offs = np.array(_record_offsets(buf), np.int64)
+        offs = np.array(record_offsets(buf), np.int64)
         offs = offs[np.frombuffer(buf, np.uint8)[offs] == 5]
-        rec, sel = bulk._bulk_heads(buf, offs, r._channels, None, None, None, False)  # type: ignore[attr-defined]
-        whole = bulk._messages_from_heads(buf, rec, sel, r._channels)  # type: ignore[attr-defined]
-        parts = list(bulk._message_batches(buf, rec, sel, r._channels))  # type: ignore[attr-defined]
+        rec, sel = bulk.bulk_heads(buf, offs, r._channels, None, None, None, False)  # type: ignore[attr-defined]
+        whole = bulk.messages_from_heads(buf, rec, sel, r._channels)  # type: ignore[attr-defined]
+        parts = list(bulk.message_batches(buf, rec, sel, r._channels))  # type: ignore[attr-defined]
     assert [len(p) for p in parts] == [bulk._BATCH, bulk._BATCH, 7]
     flat = [m for p in parts for m in p]
     assert [(m.channel, m.log_time, m.publish_time, m.sequence, bytes(m.data)) for m in flat] == [

@@ -22,7 +22,8 @@ from mcap_helpers import TOPICS, Pipe, Row, to_bytes
 from polybag.codecs import codec_for
 from polybag.codecs.columns import payload_columns
 from polybag.errors import FormatError, PolybagError
-from polybag.formats.mcap.reader import McapReader, _pack
+from polybag.formats.mcap.bulk_kernels import pack_payloads
+from polybag.formats.mcap.reader import McapReader
 from polybag.io.source import MappedSource, StreamSource
 
 Pairs = list[tuple[int, bytes]]
@@ -139,7 +140,7 @@ def test_pack_strided_masked_and_permuted() -> None:
     ]:
         s = np.array(starts, np.int64)
         z = np.array(sizes, np.int64)
-        blob, new = _pack(a, s, z)
+        blob, new = pack_payloads(a, s, z)
         assert blob.tobytes() == b"".join(a[x : x + y].tobytes() for x, y in sorted(zip(starts, sizes)))
         for x, y, n in zip(starts, sizes, new.tolist()):
             assert blob[n : n + y].tobytes() == a[x : x + y].tobytes()
@@ -264,7 +265,7 @@ CUSTOM = (
 
 
 def _value(codec: Any, t: Any, rnd: random.Random, strings: list[str]) -> Any:
-    from polybag.codecs.ros1.msgdef import PRIMITIVE_FORMATS
+    from polybag.codecs.msgdef import PRIMITIVE_FORMATS
 
     def one(base: str) -> Any:
         if base in PRIMITIVE_FORMATS:

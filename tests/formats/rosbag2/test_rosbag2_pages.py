@@ -20,7 +20,7 @@ import polybag
 from polybag.errors import PolybagError
 from polybag.formats.rosbag2 import pages
 from polybag.formats.rosbag2.pages import GiveUp, PageTable
-from polybag.formats.rosbag2.sqlite import SCHEMA_SQL
+from polybag.formats.rosbag2.sqlite_writer import SCHEMA_SQL
 
 TOPICS = [(1, "/a", "std_msgs/msg/String"), (2, "/b", "std_msgs/msg/Int32"), (7, "/c", "std_msgs/msg/Float64")]
 Row = tuple[int, int, bytes]  # topic id, timestamp, data
@@ -142,7 +142,7 @@ def test_reads_through_polybag_equal_sqlite(tmp_path: Path) -> None:
         got = [(m.channel.topic, m.log_time, bytes(m.data)) for m in r.messages()]
         names = {t[0]: t[1] for t in TOPICS}
         assert got == [(names[t], ts, d) for _i, t, ts, d in want]
-        assert r._storages[0].db._pages  # read from the pages, not through SQLite
+        assert r._storages[0].db.paged.table  # read from the pages, not through SQLite
         t, blob, starts, sizes = r.topic_payloads("/b")
         sel = [x for x in want if x[1] == 2]
         assert t.tolist() == [x[2] for x in sel]

@@ -88,7 +88,7 @@ def _grouped(path: str) -> tuple[dict[tuple[str, int], dict[str, np.ndarray]], d
     """Every topic's columns after the summary grouped every subscription first."""
     with polybag.open(path, recover=True) as r:
         chans = r.summary.channels
-        assert not r._grouping_pending
+        assert not r._data.grouping_pending
         cols = {
             (ch.topic, int(ch.metadata.get("multi_id", "0"))): r.topic_columns(
                 ch.topic, ch.metadata.get("multi_id", "0"), padding=True, log_time=True
@@ -132,8 +132,8 @@ def test_channels_then_every_topic_equals_the_grouped_path_and_pyulog(tmp_path: 
             key = (ch.topic, int(ch.metadata.get("multi_id", "0")))
             got[key] = r.topic_columns(ch.topic, ch.metadata.get("multi_id", "0"), padding=True, log_time=True)
             if i == 0 and ch.topic != "log_message":
-                assert r._grouping_pending  # the first topic: a mask, the others wait
-        assert not r._grouping_pending or len(chans) < 3
+                assert r._data.grouping_pending  # the first topic: a mask, the others wait
+        assert not r._data.grouping_pending or len(chans) < 3
         assert r.summary.channels == chans  # the summary made afterwards: the same channels
         assert bool(r.ulog.corruptions) == (name in ("synthetic_damaged", "synthetic_cut", "trail_cut"))
     assert got.keys() == want.keys()
@@ -168,7 +168,7 @@ def test_kept_or_released_pages_give_the_same_values(
     path = write(tmp_path, f"{name}.ulg", LOGS[name])
     monkeypatch.setattr(ulog_reader, "_SCAN_CHUNK", 1 << 9)  # many chunks: many releases
     released, _ = _read_in_order(path, list(range(50)))
-    monkeypatch.setattr(ulog_scan._Scan, "_release", lambda self, start, end: None)
+    monkeypatch.setattr(ulog_scan.MappedLog, "release", lambda self, start, end: None)
     kept, _ = _read_in_order(path, list(range(50)))
     assert kept.keys() == released.keys()
     for k in kept:
@@ -182,16 +182,16 @@ def test_an_error_in_a_scanning_thread_is_raised_in_the_caller(
     path = write(tmp_path, "t.ulg", synth)
     monkeypatch.setattr(ulog_reader, "_SCAN_CHUNK", 1 << 10)
     monkeypatch.setattr(ulog_reader, "_scan_workers", lambda n: 2)
-    real = ulog_scan._Scan._scan_part
+    real = ulog_scan.MessageScanner.scan_part
     calls: list[int] = []
 
-    def failing(self: ulog_scan._Scan, a0: int, *args: object) -> object:
+    def failing(self: ulog_scan.MessageScanner, a0: int, *args: object) -> object:
         calls.append(a0)
         if len(calls) > 1 or a0 > 1000:  # the second part (the thread's)
             raise MemoryError("scan part")
         return real(self, a0, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ulog_scan._Scan, "_scan_part", failing)
+    monkeypatch.setattr(ulog_scan.MessageScanner, "scan_part", failing)
     with pytest.raises(MemoryError, match="scan part"):
         polybag.open(path)
     assert len(calls) == 2
@@ -217,7 +217,7 @@ def test_grouping_of_many_subscriptions_with_control_messages_between(tmp_path: 
         chans = [ch for ch in r.channels().values() if ch.topic != "log_message"]
         assert len(chans) == nsubs
         got = {int(ch.metadata["msg_id"]): r.topic_columns(ch.topic, ch.metadata["multi_id"]) for ch in chans}
-        assert not r._grouping_pending
+        assert not r._data.grouping_pending
     assert {i: c["timestamp"].tolist() for i, c in got.items()} == want
     theirs = pyulog_columns(path)
     for i, c in got.items():
@@ -268,7 +268,7 @@ def test_fast_batches_equal_the_general_path(
     fast = read()
     from polybag.formats.ulog import batches
 
-    monkeypatch.setattr(batches._Batches, "_fast_chunk", lambda self, p, words: False)
+    monkeypatch.setattr(batches.BatchDecoder, "fast_batch", lambda self, p, words: False)
     general = read()
     assert fast[1:] == general[1:]
     assert fast[0].keys() == general[0].keys()  # type: ignore[attr-defined]

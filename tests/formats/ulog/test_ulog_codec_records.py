@@ -1,5 +1,5 @@
 """The ULog codec's records (:class:`FieldDef`, :class:`FormatDef`, :class:`FlatField`,
-:class:`UlogType`) behave as the dataclasses they replaced (plain classes import faster):
+:class:`UlogType`) behave as dataclasses (three of them are; :class:`UlogType` is a plain class):
 compared and shown field by field, the two format records frozen and hashable, the
 compiled ones mutable and unhashable, and all of them copied and pickled intact."""
 

@@ -447,9 +447,9 @@ def test_fast_walk_is_the_sequential_walk(damage: list[tuple[int, bytes]], start
         r = _open(b, recover=True)
     except PolybagError:
         return
-    ds = r._data_start
+    ds = r._scanner.data_start
     for pos in (ds, ds + start_seed % 5000, ds + start_seed % (len(b) - ds)):
-        got, stop = r._walk_fast(pos, len(b))
+        got, stop = r._scanner.walk_fast(pos, len(b))
         want, wstop = _reference_walk(b, pos, len(b))
         assert got.tolist() == want
         assert stop == wstop

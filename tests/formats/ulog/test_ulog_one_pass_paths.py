@@ -4,7 +4,7 @@
   (a mask per chunk); a summary or a full read groups every subscription's offsets with one
   stable sort.  Both orders must give the same columns, counts and times.
 * The summary, ``messages()`` and the time facts gather every subscription's timestamps in
-  one ordered pass over the file (windows of ``_GATHER_SPAN`` bytes); they must be the
+  one ordered pass over the file (windows of ``GATHER_SPAN`` bytes); they must be the
   times read from the file one topic at a time.
 
 (pyulog drops data messages that carry their trailing padding, which polybag reads as the
@@ -74,12 +74,12 @@ def test_one_topic_first_reads_like_the_grouped_path_and_pyulog(tmp_path: Path, 
     for topic, mid in instances:
         with polybag.open(path, recover=True) as lazy:  # this topic's offsets only
             first = lazy.topic_columns(topic, mid, padding=True, log_time=True)
-            assert lazy._grouping_pending  # the others are still in the scan's chunks
+            assert lazy._data.grouping_pending  # the others are still in the scan's chunks
             lazy_summary = lazy.summary
             lazy_msgs = [(m.channel.id, m.log_time, m.sequence, bytes(m.data)) for m in lazy.messages()]
         with polybag.open(path, recover=True) as grouped:
             grouped_summary = grouped.summary  # every subscription grouped first
-            assert not grouped._grouping_pending
+            assert not grouped._data.grouping_pending
             second = grouped.topic_columns(topic, mid, padding=True, log_time=True)
             grouped_msgs = [(m.channel.id, m.log_time, m.sequence, bytes(m.data)) for m in grouped.messages()]
         _same_columns(first, second)
@@ -104,16 +104,16 @@ def test_one_topic_first_reads_like_the_grouped_path_and_pyulog(tmp_path: Path, 
 def test_timestamps_in_one_pass_equal_one_topic_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, span: int
 ) -> None:
-    monkeypatch.setattr(ulog_data, "_GATHER_SPAN", span)  # several windows, or one
+    monkeypatch.setattr(ulog_data, "GATHER_SPAN", span)  # several windows, or one
     path = write(tmp_path, f"{name}.ulg", LOGS[name])
     with polybag.open(path, recover=True) as each:
-        each._group_all()
+        each._data.group_all()
         alone = {}
         for s in each._subs:  # read from the file one topic at a time, not from the scan's words
             assert s.type is not None and s.positions is not None
             width = BASE_TYPES[s.type.timestamp_type][1]
-            raw = each._gather_sparse(s.positions + 5 + s.type.timestamp_offset, np.dtype(f"<u{width}"))
-            alone[s.index] = ulog_data._unwrap(raw, width)
+            raw = each._data.gather_sparse(s.positions + 5 + s.type.timestamp_offset, np.dtype(f"<u{width}"))
+            alone[s.index] = ulog_data.unwrap_timestamps(raw, width)
         each_facts = (each.ulog.last_timestamp, each.ulog.changed_params, each.ulog.dropouts, each.ulog.syncs)
     with polybag.open(path, recover=True) as one_pass:
         summary = one_pass.summary  # every topic's timestamps in one pass

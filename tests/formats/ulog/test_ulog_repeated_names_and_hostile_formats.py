@@ -32,6 +32,7 @@ from polybag import ops
 from polybag.cli import main
 from polybag.codecs.ulog import MAX_DEPTH, codec_for_schema, compile_type, parse_format, type_for_schema
 from polybag.errors import FormatError, PolybagError, PolybagWarning, UnsupportedError, WriteError
+from polybag.formats.ulog import batches as ulog_batches
 from polybag.formats.ulog import reader as ulog_reader
 from polybag.formats.ulog.writer import UlogWriter
 from polybag.model import Channel, Schema
@@ -118,7 +119,7 @@ def test_trailing_repeated_padding_reads_like_pyulog(tmp_path: Path) -> None:
             assert set(got) == set(cols)  # pyulog keeps the middle padding columns too
             for k, v in cols.items():
                 assert np.array_equal(got[k], v), k
-            assert r.summary.message_counts[r._subscription(topic, mid).index] == len(cols["timestamp"])
+            assert r.summary.message_counts[r._data.subscription(topic, mid).index] == len(cols["timestamp"])
         assert set(r.topic_columns("trail")) == {"timestamp", "a", "b", "c"}
 
 
@@ -183,14 +184,14 @@ def test_fast_scan_treats_repeated_names_like_any_topic(monkeypatch: pytest.Monk
     to fall off it for every chunk holding such a topic's data)."""
     monkeypatch.setattr(ulog_reader, "_WALK_LIMIT", 256)
     calls: dict[str, list[bool]] = {}
-    orig = ulog_reader.UlogReader._fast_chunk
+    orig = ulog_batches.BatchDecoder.fast_batch
 
     def counted(self: Any, p: Any, w: Any) -> bool:
         ok = orig(self, p, w)
         calls.setdefault(self.path or "", []).append(ok)
         return ok
 
-    monkeypatch.setattr(ulog_reader.UlogReader, "_fast_chunk", counted)
+    monkeypatch.setattr(ulog_batches.BatchDecoder, "fast_batch", counted)
     for topics in (None, ["real"]):
         calls.clear()
         a = ulog_reader.UlogReader(polybag.io.source.MappedSource("dup", dup_log(2000)), "dup", topics=topics)

@@ -73,14 +73,14 @@ def big() -> bytes:
 
 def test_walk_over_many_chunks_is_the_sequential_walk(big: bytes) -> None:
     r = polybag.open(big)
-    ds = r._data_start
+    ds = r._scanner.data_start
     for pos in (ds, ds + 1, ds + 777, (1 << 20) - 5, (1 << 20) + 3):
-        got, stop = r._walk_fast(pos, len(big))
+        got, stop = r._scanner.walk_fast(pos, len(big))
         want, wstop = _reference_walk(big, pos, len(big))
         assert got.tolist() == want
         assert stop == wstop
     # candidates are exactly the D messages the walk found plus payload bytes it skipped
-    c, _nxt, _w, _ends = r._candidates()
+    c, _nxt, _w, _ends = r._scanner.candidates()
     real = set(want) if (want := _reference_walk(big, ds, len(big))[0]) else set()
     d_msgs = {q for q in real if big[q + 2] == 0x44}
     assert len(d_msgs - set(c.tolist())) < len(d_msgs) // 4  # most data messages are in runs
@@ -90,8 +90,8 @@ def test_walk_over_many_chunks_is_the_sequential_walk(big: bytes) -> None:
 def test_lookahead_does_not_change_results(big: bytes, look: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ulog_reader, "_LINK_LOOKAHEAD", look)
     r = polybag.open(big)
-    got, _ = r._walk_fast(r._data_start, len(big))
-    want, _ = _reference_walk(big, r._data_start, len(big))
+    got, _ = r._scanner.walk_fast(r._scanner.data_start, len(big))
+    want, _ = _reference_walk(big, r._scanner.data_start, len(big))
     assert got.tolist() == want
 
 
@@ -163,16 +163,16 @@ def test_threaded_scan_equals_one_thread(
     candidates one thread does, and the walk stays the sequential one."""
     monkeypatch.setattr(ulog_reader, "_SCAN_CHUNK", chunk)
     monkeypatch.setattr(ulog_reader, "_scan_workers", lambda n: 1)
-    one = polybag.open(big)._candidates()
+    one = polybag.open(big)._scanner.candidates()
     if chunk < (1 << 20):  # output buffers far too small: they grow as the scan goes
         monkeypatch.setattr(ulog_reader, "_part_capacity", lambda n: 7)
     monkeypatch.setattr(ulog_reader, "_scan_workers", lambda n: max(1, min(workers, n)))
     r = polybag.open(big)
-    many = r._candidates()
+    many = r._scanner.candidates()
     for x, y in zip(one, many, strict=True):
         assert np.array_equal(x, y)
-    got, stop = r._walk_fast(r._data_start, len(big))
-    want, wstop = _reference_walk(big, r._data_start, len(big))
+    got, stop = r._scanner.walk_fast(r._scanner.data_start, len(big))
+    want, wstop = _reference_walk(big, r._scanner.data_start, len(big))
     assert got.tolist() == want and stop == wstop
     # with a damaged message header in the middle of a part: the same report and data
     raw = bytearray(big)
@@ -222,20 +222,20 @@ def test_each_part_has_its_run_ends_and_header_words(
     to the next), are those of its candidates taken as a whole; its header words are the
     file's bytes; and a walk that stops inside a run (a segment end) is the sequential
     walk."""
-    from polybag.formats.ulog.scan import _run_ends
+    from polybag.formats.ulog.scan import run_ends
 
     monkeypatch.setattr(ulog_reader, "_SCAN_CHUNK", chunk)
     monkeypatch.setattr(ulog_reader, "_scan_workers", lambda n: max(1, min(workers, n)))
     r = polybag.open(big)
-    _lo, parts = r._cand_parts()
+    _lo, parts = r._scanner.cand_parts()
     for c, w, ends in parts:
         nxt = c + 3 + (w & np.uint64(0xFFFF)).astype(np.int64)
-        assert np.array_equal(ends, _run_ends(c, nxt))
+        assert np.array_equal(ends, run_ends(c, nxt))
         assert [int.from_bytes(big[q : q + 8], "little") for q in c[:: max(1, len(c) // 500)].tolist()] == w[
             :: max(1, len(c) // 500)
         ].tolist()
-    want, _ = _reference_walk(big, r._data_start, len(big))
+    want, _ = _reference_walk(big, r._scanner.data_start, len(big))
     for end in (want[len(want) // 3] + 1, want[len(want) // 2] + 7, len(big) - 1):
-        got, stop = r._walk_fast(r._data_start, end)
-        ref, rstop = _reference_walk(big, r._data_start, end)
+        got, stop = r._scanner.walk_fast(r._scanner.data_start, end)
+        ref, rstop = _reference_walk(big, r._scanner.data_start, end)
         assert got.tolist() == ref and stop == rstop

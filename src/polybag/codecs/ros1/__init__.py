@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from polybag.codecs import CostCache, definition_key
-from polybag.codecs.ros1.msgdef import (
+from polybag.codecs.cache import CostCache, definition_key, definitions_added
+from polybag.codecs.msgdef import (
     DEFAULT_LIMITS,
     MsgDefError,
     TypeSet,
@@ -30,7 +30,7 @@ from polybag.codecs.ros1.msgdef import (
     defined_fields,
     parse_full,
 )
-from polybag.codecs.ros1.serde import (
+from polybag.codecs.serde.compiler import (
     Compiler,
     Duration,
     EncodeError,
@@ -98,9 +98,7 @@ def add_msg_folder(folder: str | Path, package: str | None = None) -> list[str]:
     ts = known_types()
     added = add_folder(ts, str(folder), package)
     _md5_index.clear()
-    from polybag.codecs import forget_failures
-
-    forget_failures()
+    definitions_added()  # schemas that failed are tried again
     return added
 
 
@@ -250,7 +248,7 @@ _codecs = CostCache(1 << 16, 4096)
 
 def codec_for_type(msg_type: str, definition: str | bytes = "", md5sum: str = "") -> Ros1Codec:
     """A codec for ``msg_type`` from its full definition, or from the known types (a
-    definition over :data:`~polybag.codecs.ros1.msgdef.DEFAULT_LIMITS` is a
+    definition over :data:`~polybag.codecs.msgdef.DEFAULT_LIMITS` is a
     :class:`MsgDefError` naming the limit)."""
     DEFAULT_LIMITS.check_text(definition, msg_type)
     text = bytes(definition).decode("utf-8", "replace") if not isinstance(definition, str) else definition

@@ -13,10 +13,12 @@ import hashlib
 import json
 from typing import Any
 
-from polybag.codecs.ros1.msgdef import FieldType, TypeSet, canonical
-from polybag.codecs.ros2 import full_name
+from polybag.codecs.msgdef import FieldType, MsgDefError, TypeSet, canonical
+from polybag.codecs.ros2.definitions import full_definition, ros2_typeset
+from polybag.codecs.ros2.store import full_name
+from polybag.errors import UnsupportedError
 
-__all__ = ["type_hash"]
+__all__ = ["type_hash", "type_hash_of"]
 
 # field type ids of type_description_interfaces/msg/FieldType
 _IDS = {  # (13 is FIELD_TYPE_CHAR, which no .msg type produces)
@@ -85,3 +87,19 @@ def type_hash(ts: TypeSet, name: str) -> str:
     refs = sorted((_description(ts, dep) for dep in ts.dependencies(key)), key=lambda x: x["type_name"])
     text = json.dumps({"type_description": _description(ts, key), "referenced_type_descriptions": refs})
     return "RIHS01_" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def type_hash_of(name: str, encoding: str, data: bytes | memoryview) -> str:
+    """The REP 2011 ``RIHS01_...`` hash of type ``name`` as its ``ros2msg``/``ros2idl``
+    definition ``data`` describes it (empty: the known type's), or ``""`` when the
+    definition cannot be read."""
+    encoding, data = full_definition(name, encoding, data)
+    if encoding not in ("ros2msg", "ros2idl") or not data.strip():
+        return ""
+    try:
+        ts = ros2_typeset(name, data, encoding)
+        if ts.lookup(name) is None:
+            return ""
+        return type_hash(ts, name)
+    except (MsgDefError, KeyError, UnsupportedError):
+        return ""

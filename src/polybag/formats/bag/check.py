@@ -11,11 +11,14 @@ import numpy as np
 
 from polybag.codecs.checks import md5_problems
 from polybag.errors import PolybagError
-from polybag.io.remote import is_url, open_url
+from polybag.io.remote import open_url
 from polybag.io.source import MappedSource
+from polybag.io.urls import is_url
+from polybag.model import Message
 
+from .chunks import parse_chunk_records
 from .reader import open_bag
-from .reader_v2 import BagV2Reader, parse_chunk_records
+from .reader_v2 import BagV2Reader
 
 
 def check_bag(path: str) -> dict[str, Any]:
@@ -38,6 +41,7 @@ def check_bag(path: str) -> dict[str, Any]:
         return {"problems": [str(e)], "notes": notes, "messages": 0, "version": "?"}
     n = 0
     try:
+        _m: Message | None = None
         try:
             for _m in r.messages(order="file"):
                 n += 1
@@ -45,9 +49,9 @@ def check_bag(path: str) -> dict[str, Any]:
             problems.append(str(e))
         _m = None  # the last message holds its chunk: release it before the checks below decompress again
         s = r.summary
-        for e in s.extras.get("errors", []):
-            if e not in problems:
-                problems.append(e)
+        for err in s.extras.get("errors", []):
+            if err not in problems:
+                problems.append(err)
         if isinstance(r, BagV2Reader):
             _check_v2(r, problems, notes)
         else:
@@ -72,7 +76,7 @@ def _check_v2(r: BagV2Reader, problems: list[str], notes: list[str]) -> None:
         if ci.pos != prev_end:
             notes.append(f"{p}: offset {prev_end}: {ci.pos - prev_end} bytes between records before the chunk at {ci.pos}")
         try:
-            buf = r._chunk_buffer(ci)
+            buf = r.loader.buffer(ci)
         except PolybagError as e:
             problems.append(str(e))
             prev_end = ci.pos + ci.record_len
@@ -83,7 +87,7 @@ def _check_v2(r: BagV2Reader, problems: list[str], notes: list[str]) -> None:
             problems.append(f"inside chunk at {ci.pos}: {err}")
         try:
             ci.dstart = ci.dlen = None
-            r._chunk_index(ci, fallback=False)
+            r.loader.read_index_data(ci, r.conns, fallback=False)
         except PolybagError as e:
             problems.append(str(e))
             continue

@@ -1,4 +1,6 @@
-"""What ``rosbag info`` reports, from the index (no chunk data when the bag is indexed).
+"""What ``rosbag info`` reports, from the index (no chunk data when the bag is indexed):
+:func:`bag_info`, the ``info_extras`` of every bag reader; and :func:`bag_summary`, the
+common part of every bag reader's summary.
 
 The data only: its ``rosbag info`` layout is :mod:`polybag.cli.render`'s.
 """
@@ -9,10 +11,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from polybag.model import Summary
+from polybag.model import Channel, Summary
 
 
-class _BagLike(Protocol):
+class BagLike(Protocol):
+    """What :func:`bag_info` reads of a bag reader."""
+
     path: str | None
     version: str
 
@@ -33,7 +37,7 @@ def _frequency(times: np.ndarray) -> float | None:
     return 1e9 / med
 
 
-def bag_info(reader: _BagLike, *, frequencies: bool = True) -> dict[str, Any]:
+def bag_info(reader: BagLike, *, frequencies: bool = True) -> dict[str, Any]:
     """The facts ``rosbag info`` shows (JSON-ready): times, size, chunks by compression,
     types with their md5sums, and per topic its messages, connections and (with
     ``frequencies``) median frequency."""
@@ -86,15 +90,16 @@ def bag_info(reader: _BagLike, *, frequencies: bool = True) -> dict[str, Any]:
     }
 
 
-class BagInfoMixin:
-    """``info_extras`` for every bag reader version, and the
-    :class:`~polybag.reader.ReaderProtocol` members every bag answers the same way."""
-
-    #: every bag channel is ROS 1 (an MCAP written from a bag gets the ``ros1`` profile)
-    native_profile = "ros1"
-    #: ``polybag info`` lays a bag out as ``rosbag info`` (and ``rosbag info --yaml``)
-    #: does: :mod:`polybag.cli.render`
-    info_style = "rosbag"
-
-    def info_extras(self) -> dict[str, Any]:
-        return bag_info(self)  # type: ignore[arg-type]
+def bag_summary(version: str, file_size: int, channels: dict[int, Channel], **fields: Any) -> Summary:
+    """The :class:`Summary` of a bag of ``version`` of ``channels`` (with their schemas),
+    the rest from ``fields``; every bag reader's summary is this."""
+    schemas = {ch.schema.id: ch.schema for ch in channels.values() if ch.schema is not None}
+    return Summary(
+        format="bag",
+        profile="ros1",
+        version=version,
+        schemas=schemas,
+        channels=channels,
+        file_size=file_size,
+        **fields,
+    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 
-import lz4.block
+import lz4.block  # type: ignore[import-untyped]  # lz4 ships no type information
 
 from polybag.errors import FormatError
 from polybag.io.compression import OutputBuffer, check_declared, max_chunk_bytes
@@ -26,8 +26,9 @@ _MAGIC = 0x184D2204
 _u32 = struct.Struct("<I").unpack_from
 
 
-class _Fallback(Exception):
-    pass
+class _NotTheFastLayout(Exception):
+    """The data is not lz4 frames of independent blocks the fast decoder reads: the strict
+    decoder decides."""
 
 
 def decompress_lz4(
@@ -47,7 +48,7 @@ def decompress_lz4(
     check_declared(size, cap, path, offset)
     try:
         return _fast(memoryview(data), size, path, offset)
-    except _Fallback:
+    except _NotTheFastLayout:
         return strict_decompress("lz4", data, size, path=path, offset=offset, max_bytes=cap)
 
 
@@ -57,14 +58,14 @@ def _fast(mv: memoryview, size: int, path: str | None, offset: int | None) -> by
     n = len(mv)
     while pos < n:
         if n - pos < 7 or _u32(mv, pos)[0] != _MAGIC:
-            raise _Fallback
+            raise _NotTheFastLayout
         flg = mv[pos + 4]
         bd = mv[pos + 5]
         if (flg >> 6) != 1 or not (flg & 0x20):  # version 01, independent blocks only
-            raise _Fallback
+            raise _NotTheFastLayout
         block_max = 1 << (8 + 2 * ((bd >> 4) & 7))
         if not 4 <= (bd >> 4) & 7 <= 7:
-            raise _Fallback
+            raise _NotTheFastLayout
         pos += 6
         if flg & 0x08:
             pos += 8

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, BinaryIO
 
 from polybag.errors import PolybagError, UnsupportedError
@@ -18,8 +19,9 @@ from polybag.io.compression import normalize
 from polybag.io.source import MappedSource
 from polybag.reader import Reader
 
+from .index import Chunk
 from .reader import open_bag
-from .reader_v2 import BagV2Reader, Chunk
+from .reader_v2 import BagV2Reader
 from .writer import BagWriter
 
 
@@ -62,6 +64,11 @@ def _copy_chunk(
     return sum(len(v) for v in index.values()), rebuilt
 
 
+def _given(buf: bytes | memoryview) -> bytes | memoryview:
+    """``buf`` (a chunk's bytes already loaded, as :func:`_copy_chunk` asks for them)."""
+    return buf
+
+
 def _index_of(ci: Chunk) -> dict[int, list[tuple[int, int]]]:
     out: dict[int, list[tuple[int, int]]] = {}
     assert ci.times is not None and ci.conns is not None and ci.offsets is not None
@@ -97,14 +104,14 @@ def _rewrite_old(
             w.write_message(m)
             n += 1
     if progress is not None:
-        progress(r.source.size)
-    rep = r.recovery_report or {}
+        progress(r.source.size if isinstance(r.source, MappedSource) else 0)
+    rep = r.recovery_report
     return {
         "messages": n,
         "chunks": w.chunk_count,
         "rebuilt_chunks": w.chunk_count,
-        "errors": list(rep.get("errors", [])),
-        "bytes_skipped": int(rep.get("bytes_skipped", 0)),
+        "errors": list(rep["errors"]) if rep is not None else [],
+        "bytes_skipped": int(rep["bytes_skipped"]) if rep is not None else 0,
         "was_indexed": False,
         "index_problem": f"version {getattr(r, 'version', '?')} bag rewritten as 2.0",
     }
@@ -142,15 +149,15 @@ def reindex_bag(
         with _writing(BagWriter(dst, compression=comp0)) as w:
             _register(w, r)
             for ci in chunks:  # each in its own compression, rebuilt when damaged
-                k, new = _copy_chunk(w, r, ci, ci.compression, lambda ci=ci: r._chunk_buffer(ci), progress)
+                k, new = _copy_chunk(w, r, ci, ci.compression, partial(r.loader.buffer, ci), progress)
                 n += k
                 rebuilt += new
         return {
             "messages": n,
             "chunks": len(chunks),
             "rebuilt_chunks": rebuilt,
-            "errors": list(r.scan_errors),
-            "bytes_skipped": r.bytes_skipped,
+            "errors": list(r.damage.recovery.errors),
+            "bytes_skipped": r.damage.recovery.bytes_skipped,
             "was_indexed": bool(r.index_pos) and r.index_problem is None,
             "index_problem": r.index_problem,
         }
@@ -176,14 +183,14 @@ def recompress_bag(
     r = _open_v2(src, recover=False)
     try:
         r.load_headers()  # every chunk record checked first: an index that lies is not used
-        if r.scan_error is not None:
-            raise PolybagError(f"{src}: bag is damaged ({r.scan_error}); run `polybag reindex` first")
+        if r.damage.recovery.first is not None:
+            raise PolybagError(f"{src}: bag is damaged ({r.damage.recovery.first}); run `polybag reindex` first")
         n = 0
         with _writing(BagWriter(dst, compression=comp)) as w:
             _register(w, r)
             for ci in sorted(r.chunks, key=lambda c: c.pos):
-                buf = r._load(ci)  # (its index and payload positions too)
-                n += _copy_chunk(w, r, ci, comp, lambda buf=buf: buf, progress)[0]
+                buf = r.loader.load(ci, r.conns)  # (its index and payload positions too)
+                n += _copy_chunk(w, r, ci, comp, partial(_given, buf), progress)[0]
         return {"messages": n, "chunks": len(r.chunks), "compression": comp}
     finally:
         r.close()

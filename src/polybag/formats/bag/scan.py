@@ -1,10 +1,10 @@
 """The record-by-record scan of a 2.0 bag without a usable index (or read with ``recover``).
 
-:class:`ScanMixin` walks the data section from the bag header on: each chunk record is
+:func:`scan_bag` (a :class:`RecordScan`) walks the data section from the bag header on: each chunk record is
 decompressed and walked (what is intact of a cut, unterminated or damaged one is kept),
 connection records are collected, and message records outside any chunk (an uncompressed
 chunk a killed recorder left with sizes 0: its records follow in the file) are gathered
-into pseudo-chunks.  Damage is noted in the reader's :class:`~polybag.formats.shared.recovery.Recovery`;
+into pseudo-chunks.  Damage is noted in the reader's :class:`~polybag.formats.bag.damage.Damage`;
 without ``recover`` the scan stops at the first damage (the messages before it are still
 given, then the error raised), with it the scan resynchronises at the next plausible chunk
 record.  The last record of a killed recording, cut by its last write, is noted but is not
@@ -20,7 +20,8 @@ import numpy as np
 from polybag.errors import FormatError, TruncatedError, UnsupportedError
 from polybag.io.compression import ChunkLimitError, normalize
 
-from .chunks import ChunksMixin, parse_chunk_records, partial_decompress
+from .chunks import ChunkLoader, parse_chunk_records, partial_decompress, set_entries
+from .index import Chunk, Connection, connection_from_record
 from .records import (
     OP_CHUNK,
     OP_CONNECTION,
@@ -32,7 +33,6 @@ from .records import (
     op_of,
     parse_header,
 )
-from .state import Chunk, _conn_from_record
 
 _u32 = U32.unpack_from
 
@@ -53,8 +53,9 @@ def _data_cut(op: int, dl: int, left: int, path: str | None, dpos: int) -> Trunc
     )
 
 
-class _Loose:
-    """Message records met outside any chunk, gathered until the run ends: ``chunk`` (None
+class LooseRecords:
+    """Message records met outside any chunk (written by a killed recorder after an
+    unterminated uncompressed chunk's header), gathered until the run ends: ``chunk`` (None
     between runs) and per record its time, connection, record and payload offset (relative
     to the run's first record) and payload length."""
 
@@ -65,17 +66,34 @@ class _Loose:
         self.lists: tuple[list[int], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
 
 
-class ScanMixin(ChunksMixin):
-    """Finds the chunks, connections and loose messages of a bag by reading every record."""
+def scan_bag(loader: ChunkLoader, conns: dict[int, Connection]) -> list[Chunk]:
+    """The chunks (and loose records) of the bag ``loader`` reads, found by reading every
+    record from the bag header on; the connection records met are added to ``conns``."""
+    return RecordScan(loader, conns).run()
 
-    def _scan(self) -> None:
+
+class RecordScan:
+    """Finds the chunks, connections and loose messages of a bag by reading every record
+    (one scan: :meth:`run`)."""
+
+    def __init__(self, loader: ChunkLoader, conns: dict[int, Connection]) -> None:
+        self.loader = loader
+        self.source = loader.source
+        self.view = loader.view
+        self.size = loader.source.size
+        self.path = loader.path
+        self.data_start = loader.header.data_start
+        self.index_pos = loader.header.index_pos
+        self.damage = loader.damage
+        self.conns = conns
+
+    def run(self) -> list[Chunk]:
         """Read the file record by record (no index): chunks, loose records, damage."""
-        self._scanned = True
         self.source.need_all()  # a remote file: the scan reads every record
         view, size, p = self.view, self.size, self.path
         pos = self.data_start
         chunks: list[Chunk] = []
-        loose = _Loose()
+        loose = LooseRecords()
         lt, lc, lo, ld, ll = loose.lists
         while pos < size:
             op: int | None = None
@@ -104,7 +122,7 @@ class ScanMixin(ChunksMixin):
                 if dl > size - ds:
                     raise _data_cut(op, dl, size - ds, p, dpos)
                 if op == OP_CONNECTION:
-                    conn = _conn_from_record(h, view, ds, dl, p, pos)
+                    conn = connection_from_record(h, view, ds, dl, p, pos)
                     self.conns.setdefault(conn.id, conn)
                 elif op == OP_MSG_DATA:
                     hf = HeaderFields(h, p, pos, "message data")
@@ -122,7 +140,7 @@ class ScanMixin(ChunksMixin):
                     self._close_loose(loose, chunks)
                 pos = ds + dl
             except FormatError as e:
-                if isinstance(e, ChunkLimitError) and not self.recover:
+                if isinstance(e, ChunkLimitError) and not self.damage.recover:
                     raise
                 self._close_loose(loose, chunks)
                 nxt = self._past_damage(e, pos, op)
@@ -130,9 +148,9 @@ class ScanMixin(ChunksMixin):
                     break
                 pos = nxt
         self._close_loose(loose, chunks)
-        self._scan_done(chunks)
+        return self._scan_done(chunks)
 
-    def _close_loose(self, loose: _Loose, chunks: list[Chunk]) -> None:
+    def _close_loose(self, loose: LooseRecords, chunks: list[Chunk]) -> None:
         """End a run of loose message records: one pseudo-chunk (its bytes are the file's)."""
         ci = loose.chunk
         if ci is None:
@@ -142,10 +160,11 @@ class ScanMixin(ChunksMixin):
         ci.size = ci.data_len
         ci.buffer = self.view[ci.data_start : ci.data_start + ci.data_len]
         ci.damaged = True  # not a real chunk: reindex rebuilds it
-        self._set_entries(ci, list(lt), list(lc), list(lo), list(ld), list(ll))
+        set_entries(ci, list(lt), list(lc), list(lo), list(ld), list(ll))
         chunks.append(ci)
         loose.chunk = None
-        lt.clear(), lc.clear(), lo.clear(), ld.clear(), ll.clear()
+        for lst in (lt, lc, lo, ld, ll):
+            lst.clear()
 
     def _scan_chunk(
         self, h: dict[str, bytes], pos: int, dpos: int, ds: int, dl: int, chunks: list[Chunk]
@@ -171,16 +190,16 @@ class ScanMixin(ChunksMixin):
             self._note_error(err, 0)
             return None
         try:
-            buf = self._decompress(comp, self.view[ds : ds + dl], usize, pos)
+            buf = self.loader.decompress(comp, self.view[ds : ds + dl], usize, pos)
         except FormatError as e:
-            if isinstance(e, ChunkLimitError) and not self.recover:
+            if isinstance(e, ChunkLimitError) and not self.damage.recover:
                 raise  # not damage: the reader's limit, which the user can raise
             self._recover_chunk(ci, cut=False, reason=str(e))
             if ci.times is not None and len(ci.times):
                 chunks.append(ci)
             return ds + dl if self._note_error(e, dl) else None
         t, c, o, d, dl_, err2, vend = parse_chunk_records(buf, ds, p, self.conns)
-        self._set_entries(ci, t, c, o, d, dl_)
+        set_entries(ci, t, c, o, d, dl_)
         ci.valid_end = vend
         chunks.append(ci)
         if err2 is not None:
@@ -192,7 +211,7 @@ class ScanMixin(ChunksMixin):
     def _unterminated_chunk(self, ci: Chunk, chunks: list[Chunk]) -> int:
         """A chunk of a killed recorder (sizes never rewritten, 0): not an error for reading
         (it is how a recording looks), but noted.  Returns where the scan goes on."""
-        self._recovery.note(
+        self.damage.recovery.note(
             f"{self.path}: offset {ci.pos}: unterminated {ci.compression} chunk (recording in progress or killed); "
             "its complete records are read"
         )
@@ -210,17 +229,18 @@ class ScanMixin(ChunksMixin):
             # the last record of a killed recording, cut by its last write: a chunk
             # header without data, index data or a connection record (recorders put
             # messages only in chunks), so no message is lost; noted, not an error
-            self._recovery.note(f"{e}; the recording ends inside this record (no message lost)", self.size - pos)
+            self.damage.recovery.note(f"{e}; the recording ends inside this record (no message lost)", self.size - pos)
             return None
         if not self._note_error(e, 0):
             return None
         nxt = self._resync(pos + 1)
-        self._recovery.bytes_skipped += nxt - pos
+        self.damage.recovery.bytes_skipped += nxt - pos
         return nxt
 
-    def _scan_done(self, chunks: list[Chunk]) -> None:
-        """The scan's chunks, finished (counts, times, unknown connections), into ``chunks``."""
-        if self.index_pos > self.size and self._recovery.first is None:
+    def _scan_done(self, chunks: list[Chunk]) -> list[Chunk]:
+        """The scan's chunks, finished (counts, times, unknown connections): those holding
+        messages."""
+        if self.index_pos > self.size and self.damage.recovery.first is None:
             # the header says the index starts past the end: the file was cut (messages
             # found so far are still yielded first)
             self._note_error(
@@ -232,33 +252,28 @@ class ScanMixin(ChunksMixin):
         # drop messages whose connection never appeared (recover) / complain (strict)
         for ci in chunks:
             self._finish_chunk(ci)
-        self.chunks = [c for c in chunks if c.times is not None and len(c.times)]
+        return [c for c in chunks if c.times is not None and len(c.times)]
 
     def _note_error(self, e: FormatError, skipped: int) -> bool:
         """Record a scan error; True when scanning should go on (recover mode)."""
-        rec = self._recovery
-        rec.note(str(e), max(0, skipped))
-        if self.recover:
-            return True
-        if rec.first is None:
-            rec.first = e
-        return False
+        return self.damage.note_error(e, skipped)
 
     def _recover_chunk(self, ci: Chunk, *, cut: bool, reason: str) -> None:
         """Intact records of a cut or undecompressable chunk."""
         raw = self.view[ci.data_start : ci.data_start + ci.data_len]
-        limit = min(ci.size if ci.size > 0 else 1 << 31, self.max_chunk_bytes)
+        cap = self.loader.max_chunk_bytes
+        limit = min(ci.size if ci.size > 0 else 1 << 31, cap)
         if ci.compression == "none":
             buf: bytes | memoryview = raw
         else:
             buf = partial_decompress(
-                ci.compression, raw, min(limit, max(len(raw) * 255, 1 << 20)), self.max_chunk_bytes
+                ci.compression, raw, min(limit, max(len(raw) * 255, 1 << 20)), cap
             )
         t, c, o, d, dl, _err, vend = parse_chunk_records(buf, ci.data_start, self.path, self.conns)
         ci.buffer = buf
         ci.valid_end = vend
         ci.damaged = True
-        self._set_entries(ci, t, c, o, d, dl)
+        set_entries(ci, t, c, o, d, dl)
 
     def _finish_chunk(self, ci: Chunk) -> None:
         """``ci``'s counts and time range; messages of connections never defined are dropped
@@ -270,9 +285,9 @@ class ScanMixin(ChunksMixin):
             if not known.all():
                 bad = int(ci.conns[~known][0])
                 msg = f"{int((~known).sum())} messages of connection {bad}, which has no connection record"
-                self._recovery.note(f"{self.path}: offset {ci.pos}: {msg}")
-                if not self.recover and self._recovery.first is None:
-                    self._recovery.first = FormatError(msg, self.path, ci.pos)
+                self.damage.recovery.note(f"{self.path}: offset {ci.pos}: {msg}")
+                if not self.damage.recover and self.damage.recovery.first is None:
+                    self.damage.recovery.first = FormatError(msg, self.path, ci.pos)
                 for name in ("times", "conns", "offsets", "dstart", "dlen"):
                     arr = getattr(ci, name)
                     if arr is not None:

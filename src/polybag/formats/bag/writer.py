@@ -424,7 +424,7 @@ class BagWriter(Writer):
         counts: dict[int, int] = {}
         start = None
         end = 0
-        recs = []
+        recs: list[bytes] = []
         for cid in sorted(index):
             times, offsets = index[cid]
             if not offsets:
@@ -469,7 +469,7 @@ class BagWriter(Writer):
             self._conn_written.add(cid)
 
     # --- closing ---------------------------------------------------------------------------
-    def close(self) -> None:
+    def finish_output(self) -> None:
         if self.closed:
             return
         self._flush_chunk()
@@ -510,7 +510,7 @@ class BagWriter(Writer):
         else:
             f.flush()
 
-    def abort(self, *, discard: bool = False) -> None:
+    def abort_output(self, *, discard: bool = False) -> None:
         """Stop without finishing: the ``.active`` file stays as a killed writer leaves it
         (or is removed with ``discard``)."""
         self.closed = True

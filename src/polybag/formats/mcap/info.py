@@ -13,23 +13,23 @@ from typing import Any
 
 from polybag.errors import FormatError, PolybagError
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import (
-    _FILE_ID,
-    _OP_MESSAGE_INDEX,
-    McapState,
-    _Bad,
-    _long_record,
-    _Redefined,
-    _short_record,
-)
+from polybag.formats.mcap.definitions import DefinitionsMixin
 from polybag.formats.mcap.records import CHUNK_HEAD, MESSAGE_HEAD_LEN, RECORD_HEAD, U16, U32, U64
-from polybag.formats.mcap.walk import _count_chunk
+from polybag.formats.mcap.vocabulary import (
+    FILE_ID_MASK,
+    OP_MESSAGE_INDEX,
+    ChunkDamage,
+    RedefinedId,
+    long_record,
+    short_record_head,
+)
+from polybag.formats.mcap.walk_kernels import count_chunk
 from polybag.io import compression
 from polybag.io.source import MappedSource
 from polybag.model import ChunkInfo, Summary
 
 
-class InfoMixin(McapState):
+class InfoMixin(DefinitionsMixin):
     """``summary``, ``has_index``, ``chunk_message_counts`` and ``info_extras``."""
 
     @property
@@ -43,15 +43,15 @@ class InfoMixin(McapState):
             gc.disable()
             try:
                 # a file that redefines ids: the summary's per-id counts cannot tell versions apart
-                self._summary = self._summary_from_index() if self.has_summary and self._census is None else None
+                self._summary = self._summary_from_index() if self.has_summary and self._timeline is None else None
             finally:
                 if was:
                     gc.enable()
             if self._summary is None:
                 try:
                     self._summary = self._summary_from_scan()
-                except _Redefined:
-                    self._run_census()
+                except RedefinedId:
+                    self._build_timeline()
                     self._summary = self._summary_from_scan()
             self._judge_summary(self._summary)  # definitions that decode, where the file's do not
         return self._summary
@@ -88,11 +88,11 @@ class InfoMixin(McapState):
                 continue
             n = 0
             exact = True
-            for cid in {c & _FILE_ID for c in wanted_ids} & offs.keys():
+            for cid in {c & FILE_ID_MASK for c in wanted_ids} & offs.keys():
                 off = offs[cid]
                 if (
                     off + 15 > size
-                    or view[off] != _OP_MESSAGE_INDEX
+                    or view[off] != OP_MESSAGE_INDEX
                     or U16.unpack_from(view, off + 9)[0] != cid
                 ):
                     exact = False
@@ -243,12 +243,12 @@ class InfoMixin(McapState):
         for off, ln, _cs, _ce in sr.chunks:
             try:
                 buf = self._chunk_data(off)
-                if self._census is not None and self._census.versions:
+                if self._timeline is not None and self._timeline.versions:
                     n, clo, chi = self._count_versions(buf, off, counts)
                 else:
-                    n, clo, chi = _count_chunk(buf, counts, self._defs_for(buf, 0, off))
-            except (PolybagError, _Bad) as err:
-                if isinstance(err, _Bad):
+                    n, clo, chi = count_chunk(buf, counts, self._defs_for(buf, 0, off))
+            except (PolybagError, ChunkDamage) as err:
+                if isinstance(err, ChunkDamage):
                     err = self._err(FormatError, f"inside Chunk at {off}: {err.what}", off)
                 if not self.recover:
                     raise err from None
@@ -260,7 +260,7 @@ class InfoMixin(McapState):
             chunks.append(ChunkInfo(off, ln, clo if n else 0, chi if n else 0, comp, csize, usize, n))
         self._defs_scanned = len(sr.chunks)
         view = src.view
-        cen = self._census
+        cen = self._timeline
         for _rank, t0, t1, offs in sr.loose:
             for p in offs:
                 cid = R.U16.unpack_from(view, p + 9)[0] if U64.unpack_from(view, p + 1)[0] >= 2 else 0
@@ -291,9 +291,9 @@ class InfoMixin(McapState):
             s.extras["redefinitions"] = list(self.definition_problems)
         return s
 
-    def _count_versions(self, buf: bytes, off: int, counts: dict[int, int]) -> tuple[int, int, int]:
-        """Like :func:`_count_chunk` for a file that redefines ids: counts by channel version."""
-        cen = self._census
+    def _count_versions(self, buf: bytes | memoryview, off: int, counts: dict[int, int]) -> tuple[int, int, int]:
+        """Like :func:`count_chunk` for a file that redefines ids: counts by channel version."""
+        cen = self._timeline
         assert cen is not None
         chans = cen.map_at(off, self._channels)
         inside = cen.inside.get(off) or []
@@ -306,10 +306,10 @@ class InfoMixin(McapState):
             while j < len(inside) and inside[j][0] <= pos:
                 chans[inside[j][1]] = inside[j][2]
                 j += 1
-            op, ln = head(buf, pos) if pos + 9 <= n else _short_record(pos, n)
+            op, ln = head(buf, pos) if pos + 9 <= n else short_record_head(pos, n)
             e = pos + 9 + ln
             if e > n:
-                raise _long_record(pos, op, ln, n)
+                raise long_record(pos, op, ln, n)
             if op == 5:
                 if ln >= MESSAGE_HEAD_LEN:
                     cid, _seq, lt, _pt = mhead(buf, pos + 9)

@@ -5,7 +5,7 @@ to trust their claimed times.
 that may hold a wanted message, with its claimed log-time range, its rank in file order and
 a loader), from the chunk indexes or a scan.  Chunk times are claims: the Chunk Indexes are
 compared with the Chunk headers first, and once a claim is caught lying
-(:class:`~polybag.formats.mcap.base.McapIndexWarning`) every chunk's real range is found by
+(:class:`~polybag.formats.mcap.vocabulary.McapIndexWarning`) every chunk's real range is found by
 reading it, and the segments are planned again from those.
 """
 
@@ -19,24 +19,19 @@ import numpy as np
 
 from polybag.errors import ChecksumError, FormatError, PolybagError
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import (
-    _FILE_ID,
-    _LOG_TIME,
-    _MAX_TIME,
-    _OP_CHUNK,
-    McapIndexWarning,
-    McapState,
-    _Partial,
-)
-from polybag.formats.mcap.bulk import _Batch
+from polybag.formats.mcap.bulk_kernels import PayloadBatch, index_positions
+from polybag.formats.mcap.chunk_loader import message_index_parts
+from polybag.formats.mcap.chunks import ChunksMixin
 from polybag.formats.mcap.records import MESSAGE_HEAD_LEN, U64
+from polybag.formats.mcap.vocabulary import FILE_ID_MASK, MAX_TIME, OP_CHUNK, McapIndexWarning, PartialLoad
+from polybag.formats.shared.merge import LOG_TIME
 from polybag.io.source import MappedSource
 from polybag.model import Channel, Message
 
 _AR16 = np.arange(16, dtype=np.int64)  # the 16 bytes of a Chunk record's start and end times
 
 
-class PlanMixin(McapState):
+class PlanMixin(ChunksMixin):
     """The segments of a read, their loaders, and trusting chunk times."""
 
     def _distrust(self, what: str) -> None:
@@ -80,7 +75,7 @@ class PlanMixin(McapState):
         a = np.frombuffer(src.view, np.uint8)
         ops = a[offs]
         heads = a[(offs + 9)[:, None] + _AR16].view("<u8")
-        mism = (ops == _OP_CHUNK) & ((heads[:, 0] != arr["start"][room]) | (heads[:, 1] != arr["end"][room]))
+        mism = (ops == OP_CHUNK) & ((heads[:, 0] != arr["start"][room]) | (heads[:, 1] != arr["end"][room]))
         if bool(mism.any()):
             i = int(np.argmax(mism))
             s, e = int(arr["start"][room][i]), int(arr["end"][room][i])
@@ -121,7 +116,7 @@ class PlanMixin(McapState):
         got: Any
         try:
             got = load()
-        except _Partial as p:
+        except PartialLoad as p:
             got = p.msgs
         except PolybagError:
             got = None
@@ -131,7 +126,7 @@ class PlanMixin(McapState):
         if got is None:
             rng = (0, (1 << 64) - 1)
         else:
-            lts = got.lt if isinstance(got, _Batch) else np.fromiter((m.log_time for m in got), np.uint64, len(got))
+            lts = got.lt if isinstance(got, PayloadBatch) else np.fromiter((m.log_time for m in got), np.uint64, len(got))
             rng = (int(lts.min()), int(lts.max())) if len(lts) else None
             if rng is None and self._muted != muted:
                 rng = (0, (1 << 64) - 1)
@@ -189,7 +184,7 @@ class PlanMixin(McapState):
         """(start, end, rank, loader) for every chunk or run of loose messages that may match.
 
         Start and end are the claimed log-time range (unknown: 0 and 2**64 - 1).  With
-        ``arrays`` chunk loaders may return a :class:`_Batch` instead of a list.  With
+        ``arrays`` chunk loaders may return a :class:`PayloadBatch` instead of a list.  With
         ``merge`` (log-time order) the Message Index times of the wanted channels in the
         chunks to read are checked against their chunk's claims first.
         """
@@ -201,7 +196,7 @@ class PlanMixin(McapState):
         lo = -1 if start is None else start
         hi = 1 << 64 if end is None else end
         # the ids in the file's terms (a redefined channel's versions share one)
-        wfile = want if want is None or self._census is None else {i & _FILE_ID for i in want}
+        wfile = want if want is None or self._timeline is None else {i & FILE_ID_MASK for i in want}
         if self.has_summary and self.chunk_indexes:
             arr = self._ci_array
             assert arr is not None
@@ -232,7 +227,7 @@ class PlanMixin(McapState):
                 )
             for i in picked:
                 ci = cis[i]
-                s, t = (0, _MAX_TIME) if unknown[i] else (ci.message_start_time, ci.message_end_time)
+                s, t = (0, MAX_TIME) if unknown[i] else (ci.message_start_time, ci.message_end_time)
                 if merge and not self._index_times_fit(ci, wfile, s, t):
                     return self._verified_segments(want, start, end, sort, arrays)
                 out.append((s, t, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort, arrays)))
@@ -240,7 +235,7 @@ class PlanMixin(McapState):
         sr = self._scan()
         for (off, _ln, s, t), rank in zip(sr.chunks, sr.chunk_ranks):
             if s == 0 and t == 0:
-                t = _MAX_TIME  # no times: read it wherever
+                t = MAX_TIME  # no times: read it wherever
             elif t < lo or s >= hi:
                 continue
             out.append((s, t, rank, self._scan_loader(off, want, start, end, sort, arrays)))
@@ -253,7 +248,7 @@ class PlanMixin(McapState):
 
     def _index_times_fit(self, ci: R.ChunkIndex, want: set[int] | None, s: int, t: int) -> bool:
         """Whether the chunk's Message Index times (wanted channels) lie in its claimed range."""
-        parts = self._index_parts(ci, want)
+        parts = message_index_parts(self._mapped(), ci, want)
         for _cid, arr in parts or ():
             if len(arr):
                 lts = arr["log_time"]
@@ -270,11 +265,11 @@ class PlanMixin(McapState):
     ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
             buf = self._chunk_data(ci.chunk_start_offset)
-            cen = self._census
+            cen = self._timeline
             if cen is not None and cen.inside.get(ci.chunk_start_offset):
                 parts = None  # the chunk redefines a channel: walked record by record
             else:
-                parts = self._index_parts(ci, want if want is None or cen is None else {i & _FILE_ID for i in want})
+                parts = message_index_parts(self._mapped(), ci, want if want is None or cen is None else {i & FILE_ID_MASK for i in want})
             # every message listed: check the index against the chunk and find definitions
             complete = want is None and start is None and end is None
             positions = cids = None
@@ -282,7 +277,7 @@ class PlanMixin(McapState):
                 # a chunk claimed inside the window: its records' times alone filter it
                 inside = (start is None or ci.message_start_time >= start) and (end is None or ci.message_end_time < end)
                 lo, hi = (None, None) if inside else (start, end)
-                got = self._index_positions(buf, parts, lo, hi, want is not None)
+                got = index_positions(buf, parts, lo, hi, want is not None)
                 if got is not None:
                     positions, cids = got
                     if want is None and not complete and cen is None:
@@ -336,7 +331,7 @@ class PlanMixin(McapState):
             unpack = R.MESSAGE_HEAD.unpack_from
             lo = -1 if start is None else start
             hi = 1 << 64 if end is None else end
-            cen = self._census
+            cen = self._timeline
             if offs:
                 self._defs_upto(offs[0])
                 self._loaded.append((offs[0], offs[-1], False))
@@ -363,11 +358,11 @@ class PlanMixin(McapState):
                         self._note(str(err), e - pos)
                         continue
                     if sort:
-                        out.sort(key=_LOG_TIME)
-                    raise _Partial(out, err)
+                        out.sort(key=LOG_TIME)
+                    raise PartialLoad(out, err)
                 out.append(Message(ch, lt, pt, seq, data))
             if sort:
-                out.sort(key=_LOG_TIME)
+                out.sort(key=LOG_TIME)
             return out
 
         return load

@@ -46,7 +46,8 @@ the file's matching messages as far as these checks reach:
 
 Redefined ids.  A Schema/Channel id defined again with different content (the spec forbids
 it) is read as written: each message gets the channel in force where it lies, and each later
-version is a model channel of its own (see :class:`_Census`); ``definition_problems`` lists
+version is a model channel of its own (see
+:class:`~polybag.formats.mcap.definition_timeline.DefinitionTimeline`); ``definition_problems`` lists
 them for ``check``.  Streams follow the definitions as they come.  A mapped file builds the
 timeline of every definition (one pass over the chunks) as soon as one is known: from a
 summary that holds two versions or counts more Channel records than ids, from the top-level
@@ -56,59 +57,55 @@ topic filter that matches none of the summary's channels.  A summary that names 
 per id is otherwise believed by topic-filtered reads and by the summary (which never
 decompresses a chunk), as the mcap library's indexed reader does.
 
-Where things are.  This module holds :class:`McapReader` (opening, ``messages()``,
-``topic_payloads()``) and :func:`open_mcap`.  The reader is built from one mixin per job,
-sharing the state of :class:`~polybag.formats.mcap.base.McapState` (``base``, with the
-opcodes and internal exceptions): ``summary`` (the summary section and Footer), ``scan``
-(the linear scan of top-level records, resync after damage), ``defs`` (Schema/Channel
-definitions, redefined ids), ``chunks`` (one chunk: decompress, read its messages),
-``plan`` (which chunks a read loads; trusting chunk times), ``stream`` (non-seekable
-streams), ``toplevel`` (``records()``, attachments, metadata) and ``info`` (the reported
-``summary``).  The hot loops are functions: ``bulk`` (numpy), ``walk`` (record by record)
-and ``merge`` (the log-time merge).
+Where things are.  This module holds :class:`McapReader` (opening, reading the summary
+section, ``messages()``, ``topic_payloads()``) and :func:`open_mcap`.  Plain functions and
+values it uses: ``summary_section`` (:func:`~polybag.formats.mcap.summary_section.load_summary`
+-> :class:`~polybag.formats.mcap.index.SummaryIndex`), ``scan`` (the linear scan of top-level
+records, resync after damage -> :class:`~polybag.formats.mcap.index.ScanIndex`),
+``chunk_loader`` (read, decompress and CRC-check one chunk; its Message Index entries),
+``definition_timeline`` (which version of a redefined id is in force where), and the hot
+loops ``bulk_kernels`` (numpy), ``walk_kernels`` (record by record) and
+:mod:`polybag.formats.shared.merge` (the log-time merge).  The reader's own parts are
+layered classes, each using only those below it, over the state of
+:class:`~polybag.formats.mcap.reader_state.McapState`: ``definitions`` (Schema/Channel
+definitions, redefined ids), ``chunks`` (one chunk's messages), ``plan`` (which chunks a read
+loads; trusting chunk times), ``stream`` (non-seekable streams), ``top_records``
+(``records()``, attachments, metadata) and ``info`` (the reported ``summary``);
+``vocabulary`` holds the opcodes and the exceptions the parts signal each other with.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from polybag.errors import FormatError, PolybagError, TruncatedError, UnsupportedError
+from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError, UnsupportedError
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import (
-    _INT64_MAX,
-    _OP_HEADER,
-    McapState,
-    _guard,
-    _Partial,
-    _Redefined,
-)
-from polybag.formats.mcap.base import McapIndexWarning as McapIndexWarning  # re-exported
-from polybag.formats.mcap.bulk import _Batch, _batch_from_messages
-from polybag.formats.mcap.bulk import _pack as _pack  # re-exported
-from polybag.formats.mcap.chunks import ChunksMixin
-from polybag.formats.mcap.defs import DefinitionsMixin
+from polybag.formats.mcap.bulk_kernels import PayloadBatch, batch_from_messages
+from polybag.formats.mcap.index import CHUNK_INDEX_DTYPE as CHUNK_INDEX_DTYPE  # re-exported
+from polybag.formats.mcap.index import SummaryIndex
 from polybag.formats.mcap.info import InfoMixin
 from polybag.formats.mcap.plan import PlanMixin
+from polybag.formats.mcap.reader_state import partial_load_guard
 from polybag.formats.mcap.records import MAGIC, RECORD_HEAD
-from polybag.formats.mcap.scan import ScanMixin
-from polybag.formats.mcap.stream import StreamMixin
-from polybag.formats.mcap.summary import CHUNK_INDEX_DTYPE as CHUNK_INDEX_DTYPE  # re-exported
-from polybag.formats.mcap.summary import SummarySectionMixin
-from polybag.formats.mcap.toplevel import RecordsMixin
+from polybag.formats.mcap.summary_section import load_summary, read_footer
+from polybag.formats.mcap.top_records import RecordsMixin
+from polybag.formats.mcap.vocabulary import INT64_MAX, OP_HEADER, PartialLoad, RedefinedId
+from polybag.formats.mcap.vocabulary import McapIndexWarning as McapIndexWarning  # re-exported
 from polybag.formats.shared.merge import LOG_TIME, NEG_LOG_TIME, OutOfOrder, Run, merge_plan, merge_runs
 from polybag.formats.shared.payloads import Arena
 from polybag.io.source import MappedSource, Source, StreamSource
-from polybag.model import Message
+from polybag.model import Message, TopicPayloads
 from polybag.reader import TopicSelector
 
 
 class _Read(NamedTuple):
     """What one ``messages()`` read of a mapped file asks for, handed to its re-planning
-    steps (``guard``: wraps each segment's loader, see :func:`~polybag.formats.mcap.merge._guard`)."""
+    steps (``guard``: wraps each segment's loader, see :func:`~polybag.formats.mcap.reader_state.partial_load_guard`)."""
 
     want: set[int] | None
     start: int | None
@@ -117,17 +114,7 @@ class _Read(NamedTuple):
     guard: Callable[[Callable[[], list[Message]]], Callable[[], list[Message]]]
 
 
-class McapReader(
-    StreamMixin,
-    RecordsMixin,
-    InfoMixin,
-    SummarySectionMixin,
-    PlanMixin,
-    ChunksMixin,
-    ScanMixin,
-    DefinitionsMixin,
-    McapState,
-):
+class McapReader(RecordsMixin, InfoMixin, PlanMixin):
     """Reads an MCAP file or stream.  Use :func:`open_mcap` (or ``polybag.open``)."""
 
     format = "mcap"
@@ -162,7 +149,7 @@ class McapReader(
                 return
             raise self._err(TruncatedError, "expected a Header record after the magic", pos)
         op, ln = RECORD_HEAD.unpack_from(src.view, pos)
-        if op != _OP_HEADER:
+        if op != OP_HEADER:
             if not self.recover:
                 raise self._err(FormatError, f"expected a Header record (opcode 0x01), found opcode 0x{op:02x}", pos)
         elif ln > src.size - pos - 9:
@@ -196,7 +183,7 @@ class McapReader(
                 return
             raise self._err(TruncatedError, "expected a Header record after the magic", 8)
         op, ln = RECORD_HEAD.unpack_from(head, 0)
-        if op != _OP_HEADER:
+        if op != OP_HEADER:
             if not self.recover:
                 raise self._err(FormatError, f"expected a Header record (opcode 0x01), found opcode 0x{op:02x}", 8)
             return
@@ -206,6 +193,66 @@ class McapReader(
         self.header = rec
         self._stream_head = RECORD_HEAD.pack(op, ln) + body
 
+    # --- the summary section ------------------------------------------------------------------
+    def _read_summary_or_scan(self) -> None:
+        """Read the summary; one that does not parse is ignored (the data is scanned instead)."""
+        was = gc.isenabled()
+        gc.disable()  # many small index objects: the cyclic collector would rescan them all
+        try:
+            self._read_summary()
+        except FormatError as e:
+            # messages are then found by a scan; a CRC mismatch is raised after them
+            self.summary_error = str(e)
+            if isinstance(e, ChecksumError):
+                self._summary_crc_error = e
+            self._forget_summary()
+        finally:
+            if was:
+                gc.enable()
+
+    def _borrow_summary_definitions(self) -> None:
+        """Recovering: keep the summary's Schema/Channel copies (if they read), nothing else.
+
+        A damaged data section may have lost a Channel record that the summary repeats.
+        """
+        try:
+            self._read_summary()
+        except PolybagError:
+            self._forget_summary()
+        self.has_summary = False
+        self._index = SummaryIndex()
+
+    def _forget_summary(self) -> None:
+        """A summary section that did not parse: none of it is used, not even its definitions."""
+        self.has_summary = False
+        self.schemas.clear()
+        self._channels.clear()
+        self._channel_records.clear()
+        self._index = SummaryIndex()
+
+    def _read_summary(self) -> None:
+        """Footer -> summary section (:func:`~polybag.formats.mcap.summary_section.load_summary`);
+        leaves ``has_summary`` False when there is none."""
+        src = self.source
+        assert isinstance(src, MappedSource)
+        footer = self.footer = read_footer(src, self._header_end)
+        if footer is None or footer.summary_start == 0:
+            return
+
+        def define_copy(view: memoryview, op: int, pos: int, e: int) -> None:
+            self._define(view, op, pos, e, 0, summary=True)
+
+        index = load_summary(src, self.path, footer, self._header_end, self.validate_crcs, define_copy)
+        self._index = index
+        self.has_summary = True
+        st = self.statistics
+        if st is not None and self._channel_records and (
+            st.channel_count > len(self._channel_records) or (self.schemas and st.schema_count > len(self.schemas))
+        ):
+            # more Channel (Schema) records were written than the summary has ids: some id
+            # was defined twice, or the summary is incomplete; the data section decides
+            self._need_timeline = True
+
     def _materialize(self) -> None:
         """Turn a stream into an in-memory mapped source (for summary, reverse, attachments)."""
         src = self.source
@@ -214,8 +261,10 @@ class McapReader(
         if self._stream_used:
             raise PolybagError(f"{self.path}: the stream was already read; open it again")
         self._stream_used = True
-        self.source = src.spool(MAGIC + getattr(self, "_stream_head", b""))  # long: a temporary file
-        self.source.path = self.path
+        assert isinstance(src, StreamSource)
+        spooled = src.spool(MAGIC + getattr(self, "_stream_head", b""))  # long: a temporary file
+        spooled.path = self.path
+        self.source = spooled
         if not self.recover:
             self._read_summary_or_scan()
 
@@ -223,7 +272,7 @@ class McapReader(
     def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         """:meth:`~polybag.reader.Reader.messages` of an MCAP file or stream; a CDR channel
         whose stored definition does not decode its messages carries the known one that
-        does (:meth:`~polybag.formats.mcap.defs.DefinitionsMixin._judge`)."""
+        does (:meth:`~polybag.formats.mcap.definitions.DefinitionsMixin._judge`)."""
         it = self._read_messages(topics, start, end, reverse, order)
         return self._judging(it) if self._needs_judging() else it
 
@@ -246,11 +295,11 @@ class McapReader(
             self._loaded = []
             try:
                 segs, pending = self._segments(want, start, end, order == "log_time", merge=order == "log_time")
-            except _Redefined:  # met while planning: nothing was returned yet
-                self._run_census()
+            except RedefinedId:  # met while planning: nothing was returned yet
+                self._build_timeline()
                 segs, pending = self._segments(want, start, end, order == "log_time", merge=order == "log_time")
             late: list[PolybagError] = []
-            guard = _guard(late)
+            guard = partial_load_guard(late)
             segs = [(a, b, c, guard(ld)) for a, b, c, ld in segs]
             rd = _Read(want, start, end, reverse, guard)
             if order == "file":
@@ -264,8 +313,8 @@ class McapReader(
                     i += 1
                     try:
                         msgs = load()
-                    except _Redefined:
-                        # a definition in this chunk changes a channel: read on with the census
+                    except RedefinedId:
+                        # a definition in this chunk changes a channel: read on with the timeline
                         seq = self._file_order_redefined(rd, done, count, r)
                         i = 0
                         continue
@@ -297,7 +346,7 @@ class McapReader(
                     raise self._out_of_order(r, -o.key if reverse else o.key, "later messages were already returned") from None
                 if late:
                     raise late[0]
-        except _Redefined:  # met while re-planning for another reason: the census makes a new read right
+        except RedefinedId:  # met while re-planning for another reason: the timeline makes a new read right
             raise self._redefined_after_return() from None
         finally:
             self._drop_want(want)
@@ -306,8 +355,8 @@ class McapReader(
 
     def _redefined_after_return(self) -> FormatError:
         """A read met a definition that changes messages it already returned: build the
-        census (a new read is then right) and say so."""
-        self._run_census()
+        timeline (a new read is then right) and say so."""
+        self._build_timeline()
         return self._err(
             FormatError,
             "a Schema or Channel record redefines an id after messages that depend on it were returned; "
@@ -324,10 +373,10 @@ class McapReader(
 
     def _file_order_redefined(self, rd: _Read, done: set[int], count: int, r: int) -> list[Run]:
         """A read in file order met, in the chunk of rank ``r``, a definition that changes a
-        channel: build the census and return the segments still to read (all of them if
+        channel: build the timeline and return the segments still to read (all of them if
         nothing was returned yet; FormatError if one already passed held a message)."""
         reverse = rd.reverse
-        self._census_mid_read(count > 0)
+        self._timeline_mid_read(count > 0)
         vs, _err = self._segments(rd.want, rd.start, rd.end, False)
         vs = [(a, b, c, rd.guard(ld)) for a, b, c, ld in vs if count == 0 or c not in done]
         if count:
@@ -353,7 +402,7 @@ class McapReader(
 
     def _merged(self, segs: list[Run], rd: _Read) -> Iterator[list[Message]]:
         """The log-time merge of ``segs`` (reversed: by descending time), re-planned from the
-        chunks' real ranges when a chunk's claimed times lie, and with the census when a
+        chunks' real ranges when a chunk's claimed times lie, and with the timeline when a
         definition met on the way changes a channel."""
         want, start, end, reverse, guard = rd
         key = NEG_LOG_TIME if reverse else LOG_TIME
@@ -369,13 +418,13 @@ class McapReader(
             return runs_left(vs, done)
 
         def redefined(done: set[int], fresh: bool) -> list[Run]:
-            self._census_mid_read(not fresh)
+            self._timeline_mid_read(not fresh)
             vs, _err = self._segments(want, start, end, True, merge=True)
             return runs_left(vs, () if fresh else done)
 
-        return merge_runs(merge_plan(segs, reverse), key, None if self._verify else replan, redefined, (_Redefined,))
+        return merge_runs(merge_plan(segs, reverse), key, None if self._verify else replan, redefined, (RedefinedId,))
 
-    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def topic_payloads(self, topic: str) -> TopicPayloads:
         """Every payload of ``topic`` at once: ``(log_times, blob, starts, sizes)``.
 
         The same messages as ``messages(topics=[topic])`` in log-time order (ties in file
@@ -396,8 +445,8 @@ class McapReader(
             segs, pending = self._segments(want, None, None, sort=True, arrays=True)
             result = self._gather_payloads(segs)
             count = len(result[0])
-        except _Redefined:  # nothing was returned yet: read again with the census
-            self._run_census()
+        except RedefinedId:  # nothing was returned yet: read again with the timeline
+            self._build_timeline()
             self._drop_want(want)
             result = self.topic_payloads(topic)
             count = len(result[0])
@@ -408,7 +457,7 @@ class McapReader(
         self._raise_pending(pending)
         return result
 
-    def _gather_payloads(self, segs: list[tuple[int, int, int, Callable[[], list[Message]]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _gather_payloads(self, segs: list[tuple[int, int, int, Callable[[], list[Message]]]]) -> TopicPayloads:
         """Load ``segs`` in file order and gather their payloads (see :meth:`topic_payloads`)."""
         # each chunk's payloads are copied into one blob as soon as it is decompressed
         # (its buffer is then freed); declared sizes bound the blob, which grows if they lie
@@ -416,15 +465,15 @@ class McapReader(
         for _s, _t, _r, load in sorted(segs, key=lambda x: x[2]):
             try:
                 got: Any = load()
-            except _Partial as p:
+            except PartialLoad as p:
                 raise p.err from None
-            b = got if isinstance(got, _Batch) else _batch_from_messages(got)
+            b = got if isinstance(got, PayloadBatch) else batch_from_messages(got)
             arena.add(b.buf, b.lt, b.starts, b.sizes)
             del b, got
         lt, blob, starts, sizes = arena.result()
         # MCAP times are u64: int64 unless a time does not fit (then uint64, not wrapped)
-        fits = not len(lt) or int(lt[-1]) <= _INT64_MAX
-        return (lt.astype(np.int64) if fits else lt, blob, starts, sizes)
+        fits = not len(lt) or int(lt[-1]) <= INT64_MAX
+        return TopicPayloads(lt.astype(np.int64) if fits else lt, blob, starts, sizes)
 
     def _payload_bound(self) -> int:
         """Room for the payloads of a topic: the declared uncompressed chunk sizes (or the

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from polybag.errors import FormatError
 
@@ -551,7 +551,13 @@ Record = (
     | DataEnd | UnknownRecord
 )  # fmt: skip
 
-RECORD_CLASSES: dict[int, type] = {
+class RecordClass(Protocol):
+    """A record class: reads its record from a :class:`Cursor` over its content."""
+
+    def read(self, c: Cursor) -> Record: ...
+
+
+RECORD_CLASSES: dict[int, RecordClass] = {
     Opcode.HEADER: Header,
     Opcode.FOOTER: Footer,
     Opcode.SCHEMA: SchemaRecord,

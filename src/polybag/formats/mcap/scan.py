@@ -1,84 +1,79 @@
 """The linear scan of a mapped file's top-level records (no summary, or ``recover=True``).
 
-:class:`ScanMixin` walks the data section once without decompressing chunks: where the
-chunks, loose messages, attachments and metadata are, the top-level definitions, the data
-section CRC at DataEnd, and the first error.  Recovering, it skips damage by searching for
-the next plausible record (:meth:`ScanMixin._resync`) and goes on from there.
+:func:`scan_records` walks the data section once without decompressing chunks and fills a
+:class:`~polybag.formats.mcap.index.ScanIndex`: where the chunks, loose messages,
+attachments and metadata are, the data section CRC at DataEnd, and the first error; each
+top-level Schema/Channel record is handed to the ``define`` callback of the reader.
+Recovering, it skips damage by searching for the next plausible record
+(:meth:`RecordScan._resync`) and goes on from there.
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import (
-    _OP_ATTACHMENT,
-    _OP_CHANNEL,
-    _OP_CHUNK,
-    _OP_DATA_END,
-    _OP_FOOTER,
-    _OP_MESSAGE,
-    _OP_MESSAGE_INDEX,
-    _OP_METADATA,
-    _OP_SCHEMA,
-    McapState,
-)
+from polybag.formats.mcap.index import ScanIndex
 from polybag.formats.mcap.records import CHUNK_HEAD, MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U32, U64, Opcode
+from polybag.formats.mcap.vocabulary import (
+    OP_ATTACHMENT,
+    OP_CHANNEL,
+    OP_CHUNK,
+    OP_DATA_END,
+    OP_FOOTER,
+    OP_MESSAGE,
+    OP_MESSAGE_INDEX,
+    OP_METADATA,
+    OP_SCHEMA,
+)
+from polybag.formats.shared.recovery import Recovery
 from polybag.io.source import MappedSource
 
-
-@dataclass
-class _ScanResult:
-    """What a linear scan of the top-level records of a mapped file found."""
-
-    chunks: list[tuple[int, int, int, int]] = field(default_factory=list)  # (offset, length, start, end)
-    chunk_ranks: list[int] = field(default_factory=list)
-    loose: list[tuple[int, int, int, list[int]]] = field(default_factory=list)  # (rank, start, end, offsets)
-    attachments: list[int] = field(default_factory=list)
-    metadata: list[int] = field(default_factory=list)
-    data_end: int | None = None
-    footer: int | None = None
-    statistics: R.Statistics | None = None
+# registers a top-level Schema/Channel record: (view, opcode, record start, record end, base offset)
+Define = Callable[[memoryview, int, int, int, int], None]
 
 
-class ScanMixin(McapState):
-    """One pass over the top-level records of a mapped file; resynchronising after damage."""
+class RecordScan:
+    """One pass over the top-level records of a mapped file; resynchronising after damage.
 
-    def _note(self, what: str, skipped: int) -> None:
-        """Damage met while reading (muted while looking for chunks' real time ranges: the
-        real read reports it)."""
-        if self._quiet:
-            self._muted += 1
-        else:
-            self._recovery.note(what, skipped)
+    ``define`` registers a Schema/Channel record met on the way, ``known_channel`` says
+    whether a channel id is defined so far (a plausible Message record after damage), and
+    damage goes to ``recovery`` (recovering) or becomes its ``first`` error.
+    """
 
-    def _finish_report(self, count: int) -> None:
-        """Recovering: the ``recovery_report`` of a read that returned ``count`` messages."""
-        if self.recover:
-            self.recovery_report = self._recovery.report(count)
+    def __init__(
+        self,
+        source: MappedSource,
+        path: str | None,
+        *,
+        validate_crcs: bool,
+        recover: bool,
+        recovery: Recovery,
+        define: Define,
+        known_channel: Callable[[int], bool],
+    ) -> None:
+        self.source = source
+        self.path = path
+        self.validate_crcs = validate_crcs
+        self.recover = recover
+        self._recovery = recovery
+        self._define = define
+        self._known_channel = known_channel
 
-    def _scan(self) -> _ScanResult:
-        """One pass over the top-level records (chunks are not decompressed)."""
-        if self._scan_result is not None:
-            return self._scan_result
-        self._noting += 1  # a redefinition found here only asks for the census
-        try:
-            return self._scan_records()
-        finally:
-            self._noting -= 1
+    def _err(self, cls: type[FormatError], what: str, offset: int | None) -> FormatError:
+        """An error of class ``cls`` about this file at ``offset``."""
+        return cls(what, self.path, offset)
 
-    def _scan_records(self) -> _ScanResult:
-        """The pass itself (:meth:`_scan` runs it once per reader)."""
+    def run(self, sr: ScanIndex, start: int) -> None:
+        """Scan from the record at ``start`` (after the Header) into ``sr``."""
         src = self.source
-        assert isinstance(src, MappedSource)
         src.need_all()  # a pass over every top-level record
-        sr = self._scan_result = _ScanResult()
         view = src.view
         size = src.size
         head = RECORD_HEAD.unpack_from
-        pos = self._header_end if self._header_end else 8  # no header (recover): from the magic on
+        pos = start
         rank = 0
         loose: list[int] | None = None
         lo = hi = 0
@@ -93,14 +88,14 @@ class ScanMixin(McapState):
                     break
                 op, ln = head(view, pos)
                 e = pos + 9 + ln
-                if ended and op != _OP_FOOTER and e <= size and op != 0:
+                if ended and op != OP_FOOTER and e <= size and op != 0:
                     pos = e
                     continue
                 if e > size or op == 0:
                     if op == 0:
                         raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
                     raise self._err(TruncatedError, f"record (opcode 0x{op:02x}) declares {ln} bytes, file has {size - pos - 9} left", pos)
-                if op == _OP_MESSAGE:
+                if op == OP_MESSAGE:
                     if ln >= MESSAGE_HEAD_LEN:
                         lt = U64.unpack_from(view, pos + 15)[0]
                     else:
@@ -116,51 +111,48 @@ class ScanMixin(McapState):
                     hi = max(hi, lt)
                     sr.loose[-1] = (sr.loose[-1][0], lo, hi, loose)
                 else:
-                    if op != _OP_MESSAGE_INDEX:
+                    if op != OP_MESSAGE_INDEX:
                         loose = None
-                    if op == _OP_DATA_END:
+                    if op == OP_DATA_END:
                         if sr.data_end is None:
                             self._check_data_end(sr, pos, ln)
                         ended = True  # the summary section only repeats the data section
-                    elif op == _OP_FOOTER:
+                    elif op == OP_FOOTER:
                         sr.footer = pos
                         pos = self._after_footer(e)
                         break
-                    elif op != _OP_MESSAGE_INDEX:
+                    elif op != OP_MESSAGE_INDEX:
                         rank = self._scan_record(sr, op, pos, e, ln, rank)
                 pos = e
         except PolybagError as err:
             self._scan_failed(sr, err, pos, rank)
-        return sr
 
-    def _scan_record(self, sr: _ScanResult, op: int, pos: int, e: int, ln: int, rank: int) -> int:
+    def _scan_record(self, sr: ScanIndex, op: int, pos: int, e: int, ln: int, rank: int) -> int:
         """Note a top-level record other than a message, Message Index, DataEnd or Footer in
         ``sr`` (Chunks, definitions, attachments, metadata, statistics); returns the next rank."""
         src = self.source
-        assert isinstance(src, MappedSource)
         view = src.view
-        if op == _OP_CHUNK:
+        if op == OP_CHUNK:
             if ln < CHUNK_HEAD.size:
                 raise self._err(FormatError, f"Chunk record of {ln} bytes is shorter than its fixed fields", pos)
             s, t = R.struct.unpack_from("<QQ", view, pos + 9)
             sr.chunks.append((pos, e - pos, s, t))
             sr.chunk_ranks.append(rank)
             rank += 1
-        elif op == _OP_SCHEMA or op == _OP_CHANNEL:
+        elif op == OP_SCHEMA or op == OP_CHANNEL:
             self._define(view, op, pos, e, 0)
-        elif op == _OP_ATTACHMENT:
+        elif op == OP_ATTACHMENT:
             sr.attachments.append(pos)
-        elif op == _OP_METADATA:
+        elif op == OP_METADATA:
             sr.metadata.append(pos)
         elif op == Opcode.STATISTICS:
             st = R.parse_as(R.Statistics, op, view, pos + 9, e, self.path, 0)
             sr.statistics = st
         return rank
 
-    def _check_data_end(self, sr: _ScanResult, pos: int, ln: int) -> None:
+    def _check_data_end(self, sr: ScanIndex, pos: int, ln: int) -> None:
         """The first DataEnd record, at ``pos``: check the data section CRC it holds."""
         src = self.source
-        assert isinstance(src, MappedSource)
         view = src.view
         sr.data_end = pos
         if self.validate_crcs and ln >= 4:
@@ -181,7 +173,6 @@ class ScanMixin(McapState):
     def _after_footer(self, e: int) -> int:
         """The offset after the closing magic that must follow the Footer ending at ``e``."""
         src = self.source
-        assert isinstance(src, MappedSource)
         view = src.view
         size = src.size
         if e + 8 > size or bytes(view[e : e + 8]) != MAGIC:
@@ -191,11 +182,10 @@ class ScanMixin(McapState):
             raise self._err(FormatError, f"{size - pos} bytes follow the closing magic", pos)
         return pos
 
-    def _scan_failed(self, sr: _ScanResult, err: PolybagError, pos: int, rank: int) -> None:
+    def _scan_failed(self, sr: ScanIndex, err: PolybagError, pos: int, rank: int) -> None:
         """The scan met ``err`` at ``pos``: recovering, note it and go on after the damage;
         otherwise keep the first error (raised once the messages before it are read)."""
         src = self.source
-        assert isinstance(src, MappedSource)
         size = src.size
         if self.recover:
             new = self._resync(pos + 1)
@@ -205,10 +195,9 @@ class ScanMixin(McapState):
         elif self._recovery.first is None:
             self._recovery.first = err
 
-    def _scan_from(self, sr: _ScanResult, pos: int, rank: int) -> None:
+    def _scan_from(self, sr: ScanIndex, pos: int, rank: int) -> None:
         """Continue a recovering scan after damage (chunks, definitions and loose messages)."""
         src = self.source
-        assert isinstance(src, MappedSource)
         view = src.view
         size = src.size
         while pos + 9 <= size:
@@ -222,25 +211,25 @@ class ScanMixin(McapState):
                     return
                 pos = new
                 continue
-            if op == _OP_CHUNK:
+            if op == OP_CHUNK:
                 s, t = R.struct.unpack_from("<QQ", view, pos + 9)
                 sr.chunks.append((pos, e - pos, s, t))
                 sr.chunk_ranks.append(rank)
                 rank += 1
-            elif op == _OP_MESSAGE and ln >= MESSAGE_HEAD_LEN:
+            elif op == OP_MESSAGE and ln >= MESSAGE_HEAD_LEN:
                 lt = U64.unpack_from(view, pos + 15)[0]
                 sr.loose.append((rank, lt, lt, [pos]))
                 rank += 1
-            elif op == _OP_SCHEMA or op == _OP_CHANNEL:
+            elif op == OP_SCHEMA or op == OP_CHANNEL:
                 try:
                     self._define(view, op, pos, e, 0)
                 except PolybagError as err:
                     self._recovery.note(str(err))
-            elif op == _OP_ATTACHMENT:
+            elif op == OP_ATTACHMENT:
                 sr.attachments.append(pos)
-            elif op == _OP_METADATA:
+            elif op == OP_METADATA:
                 sr.metadata.append(pos)
-            elif op == _OP_FOOTER:
+            elif op == OP_FOOTER:
                 return
             pos = e
 
@@ -248,7 +237,6 @@ class ScanMixin(McapState):
 
     def _plausible(self, pos: int) -> bool:
         src = self.source
-        assert isinstance(src, MappedSource)
         view = src.view
         size = src.size
         if pos + 9 > size:
@@ -256,7 +244,7 @@ class ScanMixin(McapState):
         op, ln = RECORD_HEAD.unpack_from(view, pos)
         if op not in self._KNOWN_TOP or pos + 9 + ln > size:
             return False
-        if op == _OP_CHUNK:
+        if op == OP_CHUNK:
             if ln < CHUNK_HEAD.size + 12:
                 return False
             s, t, usize, _crc = CHUNK_HEAD.unpack_from(view, pos + 9)
@@ -271,9 +259,9 @@ class ScanMixin(McapState):
                 return False
             rlen = U64.unpack_from(view, p)[0]
             return p + 8 + rlen <= pos + 9 + ln
-        if op == _OP_MESSAGE:
-            return ln >= MESSAGE_HEAD_LEN and _u16_at(view, pos + 9) in self._channel_records
-        if op in (_OP_SCHEMA, _OP_CHANNEL, _OP_ATTACHMENT, _OP_METADATA, _OP_MESSAGE_INDEX):
+        if op == OP_MESSAGE:
+            return ln >= MESSAGE_HEAD_LEN and self._known_channel(_u16_at(view, pos + 9))
+        if op in (OP_SCHEMA, OP_CHANNEL, OP_ATTACHMENT, OP_METADATA, OP_MESSAGE_INDEX):
             try:
                 R.parse_record(op, view, pos + 9, pos + 9 + ln, self.path, 0)
             except PolybagError:
@@ -281,7 +269,7 @@ class ScanMixin(McapState):
             return True
         return ln < (1 << 20)
 
-    _RESYNC_OPS = (_OP_CHUNK, _OP_MESSAGE, _OP_CHANNEL, _OP_SCHEMA, _OP_ATTACHMENT, _OP_METADATA, _OP_DATA_END)
+    _RESYNC_OPS = (OP_CHUNK, OP_MESSAGE, OP_CHANNEL, OP_SCHEMA, OP_ATTACHMENT, OP_METADATA, OP_DATA_END)
     _RESYNC_WINDOW = 1 << 22
 
     def _resync(self, pos: int) -> int | None:
@@ -291,7 +279,6 @@ class ScanMixin(McapState):
         costs one C-level scan, not one Python step per byte.
         """
         src = self.source
-        assert isinstance(src, MappedSource)
         data = src.view
         size = src.size
         while pos < size - 9:
@@ -306,7 +293,7 @@ class ScanMixin(McapState):
                 cand = pos + rel
                 if cand >= size - 9:
                     return None
-                if op != _OP_DATA_END and self._plausible(cand):
+                if op != OP_DATA_END and self._plausible(cand):
                     return cand
                 starts[op] = window.find(bytes([op]), rel + 1)
             if wend >= size:
@@ -318,3 +305,22 @@ class ScanMixin(McapState):
 def _u16_at(view: memoryview, pos: int) -> int:
     v: int = R.U16.unpack_from(view, pos)[0]
     return v
+
+
+def scan_records(
+    source: MappedSource,
+    path: str | None,
+    sr: ScanIndex,
+    start: int,
+    *,
+    validate_crcs: bool,
+    recover: bool,
+    recovery: Recovery,
+    define: Define,
+    known_channel: Callable[[int], bool],
+) -> ScanIndex:
+    """Scan the top-level records of ``source`` from ``start`` into ``sr`` (see :class:`RecordScan`)."""
+    RecordScan(
+        source, path, validate_crcs=validate_crcs, recover=recover, recovery=recovery, define=define, known_channel=known_channel
+    ).run(sr, start)
+    return sr

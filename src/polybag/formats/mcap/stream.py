@@ -14,24 +14,29 @@ import zlib
 from collections.abc import Callable, Generator, Iterable, Iterator
 
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
-from polybag.formats.mcap import base
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import McapState, _Partial
-from polybag.formats.mcap.bulk import _positions_from_index_records
+from polybag.formats.mcap.bulk_kernels import positions_from_index_records
+from polybag.formats.mcap.chunks import ChunksMixin
 from polybag.formats.mcap.records import MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U32
+from polybag.formats.mcap.vocabulary import (
+    OP_CHANNEL,
+    OP_CHUNK,
+    OP_DATA_END,
+    OP_FOOTER,
+    OP_MESSAGE,
+    OP_MESSAGE_INDEX,
+    OP_SCHEMA,
+    PartialLoad,
+)
 from polybag.io.source import StreamSource
 from polybag.model import Message
 from polybag.reader import TopicSelector
-
-# the opcodes the stream walk compares against, as module globals (the loop runs per record)
-_OP_CHANNEL, _OP_CHUNK, _OP_DATA_END, _OP_FOOTER = base._OP_CHANNEL, base._OP_CHUNK, base._OP_DATA_END, base._OP_FOOTER
-_OP_MESSAGE, _OP_MESSAGE_INDEX, _OP_SCHEMA = base._OP_MESSAGE, base._OP_MESSAGE_INDEX, base._OP_SCHEMA
 
 # (log time or 0, rank, the messages in lists): a segment of the stream
 _Batches = tuple[int, int, Callable[[], Iterable[list[Message]]]]
 
 
-class _Flat(itertools.chain):  # type: ignore[type-arg]
+class _Flat(itertools.chain[Message]):
     """The messages of a generator of message lists, iterated in C (no Python frame resumed
     per message), with the generator's ``close``."""
 
@@ -42,6 +47,7 @@ class _Flat(itertools.chain):  # type: ignore[type-arg]
     @classmethod
     def over(cls, lists: Generator[list[Message], None, None]) -> _Flat:
         flat = cls.from_iterable(lists)
+        assert isinstance(flat, _Flat)  # ``from_iterable`` makes an instance of ``cls``
         flat._lists = lists
         return flat
 
@@ -52,7 +58,7 @@ class _Flat(itertools.chain):  # type: ignore[type-arg]
         self._lists.close()
 
 
-class StreamMixin(McapState):
+class StreamMixin(ChunksMixin):
     """``messages(order="file")`` from a stream, and its top-level records."""
 
     def _stream_records(self) -> Iterator[tuple[int, bytes, int]]:
@@ -78,7 +84,7 @@ class StreamMixin(McapState):
             if op == 0:
                 raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
             body = src.read_exact(ln, f"record (opcode 0x{op:02x})")
-            if op == _OP_DATA_END and not ended:
+            if op == OP_DATA_END and not ended:
                 if check and ln >= 4:
                     want_crc = U32.unpack_from(body, 0)[0]
                     if want_crc and want_crc != crc:
@@ -89,15 +95,15 @@ class StreamMixin(McapState):
                 ended = True
             elif check:
                 crc = zlib.crc32(body, zlib.crc32(head, crc))
-            elif ended and op != _OP_FOOTER:
+            elif ended and op != OP_FOOTER:
                 scrc = zlib.crc32(body, zlib.crc32(head, scrc))
-            if op == _OP_FOOTER and ln >= 20 and self.validate_crcs and not self.recover:
+            if op == OP_FOOTER and ln >= 20 and self.validate_crcs and not self.recover:
                 want_crc = U32.unpack_from(body, 16)[0]
                 got = zlib.crc32(body[:16], zlib.crc32(head, scrc))
                 if want_crc and got != want_crc:
                     raise self._err(ChecksumError, f"summary section CRC is {got:#010x}, the Footer records {want_crc:#010x}", pos)
             yield op, body, pos
-            if op == _OP_FOOTER:
+            if op == OP_FOOTER:
                 tail = src.read(8)
                 if tail != MAGIC:
                     raise self._err(TruncatedError, "expected the closing MCAP magic after the Footer", src.position - len(tail))
@@ -109,7 +115,7 @@ class StreamMixin(McapState):
     def _stream_messages(self, topics: TopicSelector, start: int | None, end: int | None, order: str) -> Iterator[Message]:
         want = self._want(topics)
 
-        def lists() -> Iterator[list[Message]]:
+        def lists() -> Generator[list[Message], None, None]:
             try:
                 for _s, _r, load in self._stream_segments(want, start, end):
                     yield from load()
@@ -131,7 +137,7 @@ class StreamMixin(McapState):
         try:
             for op, body, pos in self._stream_records():
                 if pending is not None:
-                    if op == _OP_MESSAGE_INDEX:
+                    if op == OP_MESSAGE_INDEX:
                         index_bodies.append(body)
                         continue
                     chunk, pending = pending, None
@@ -142,13 +148,13 @@ class StreamMixin(McapState):
                         raise late
                 if ended:
                     continue  # summary records: read (and CRC-checked), nothing new in them
-                if op == _OP_SCHEMA or op == _OP_CHANNEL:
+                if op == OP_SCHEMA or op == OP_CHANNEL:
                     self._define(body, op, -9, len(body), pos + 9)
-                elif op == _OP_CHUNK:
+                elif op == OP_CHUNK:
                     # decoded once the Message Index records after it have been seen
                     pending = (body, pos)
                     index_bodies = []
-                elif op == _OP_MESSAGE:
+                elif op == OP_MESSAGE:
                     rec = R.parse_as(R.MessageRecord, op, body, 0, len(body), self.path, pos + 9)
                     if not (lo <= rec.log_time < hi):
                         continue
@@ -161,9 +167,13 @@ class StreamMixin(McapState):
                         continue
                     data = memoryview(body)[MESSAGE_HEAD_LEN:] if len(body) >= MESSAGE_HEAD_LEN else b""
                     one = [[Message(ch, rec.log_time, rec.publish_time, rec.sequence, data)]]
-                    yield rec.log_time, rank, lambda one=one: one
+
+                    def loose(one: list[list[Message]] = one) -> list[list[Message]]:
+                        return one
+
+                    yield rec.log_time, rank, loose
                     rank += 1
-                elif op == _OP_DATA_END:
+                elif op == OP_DATA_END:
                     ended = True
         except PolybagError:
             if pending is not None:  # a complete chunk right before the damage
@@ -187,11 +197,11 @@ class StreamMixin(McapState):
         after the messages it holds, if any."""
         body, pos = chunk
         buf = self._decode_chunk(body, 0, len(body), pos)
-        positions = _positions_from_index_records(index_bodies, len(buf)) if index_bodies else None
+        positions = positions_from_index_records(index_bodies, len(buf)) if index_bodies else None
         late: PolybagError | None = None
         try:
             out = self._chunk_messages(buf, pos, want, start, end, positions, False, gap_defs=True, batches=True)
-        except _Partial as p:
+        except PartialLoad as p:
             out, late = p.msgs, p.err
         got: Iterable[list[Message]] = [out] if isinstance(out, list) else out
         return (0, rank, lambda: got), late

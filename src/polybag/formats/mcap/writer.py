@@ -303,7 +303,7 @@ class McapWriter(ChunkOutputMixin, Writer):
         if self.use_metadata_index:
             self._metadata_indexes.append(R.MetadataIndex(offset, len(raw), name))
 
-    def close(self) -> None:
+    def finish_output(self) -> None:
         if self.closed:
             return
         if self.use_chunking:
@@ -350,7 +350,7 @@ class McapWriter(ChunkOutputMixin, Writer):
         self._writeback.wait()
         self._out.commit()
 
-    def abort(self, *, discard: bool = False) -> None:
+    def abort_output(self, *, discard: bool = False) -> None:
         """Stop without finishing: the ``.active`` file stays as a killed writer leaves it (the
         chunks written so far; ``recover`` rebuilds it), or is removed with ``discard``."""
         if self._out.committed:

@@ -1,7 +1,8 @@
 """ROS 2 bags (rosbag2 directories): ``metadata.yaml`` and ``sqlite3`` or ``mcap`` storage.
 
 * :mod:`~polybag.formats.rosbag2.metadata`: ``metadata.yaml`` (versions 0-9) parsed and written
-* :mod:`~polybag.formats.rosbag2.sqlite`: the ``.db3`` storage, read and written with ``sqlite3``
+* :mod:`~polybag.formats.rosbag2.sqlite`: the ``.db3`` storage, read with ``sqlite3`` (written:
+  :mod:`~polybag.formats.rosbag2.sqlite_writer`)
 * :mod:`~polybag.formats.rosbag2.storage`: one interface over the storage files (MCAP through
   the registry's MCAP reader), whole-file zstd
 * :mod:`~polybag.formats.rosbag2.reader`: :class:`Rosbag2Reader`, ``open_rosbag2``, the probe

@@ -43,7 +43,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML is not a dependency)
 
 from polybag.errors import FormatError, UnsupportedError
 from polybag.util import safe_yaml as _yaml

@@ -417,7 +417,7 @@ class PageTable:
             raise GiveUp("a record past the end of its page")
         m = _short_header(buf, s)
         if m is not None:  # one byte each: the header is five bytes, read from one word
-            h = 5
+            h: int | np.ndarray = 5
             if bool(np.any(m[:, 0] != 5)) or bool(np.any(m[:, 1] != 0)):
                 raise GiveUp("a record that is not (id, topic_id, timestamp, data)")
             t1, t2, t3 = m[:, 2], m[:, 3], m[:, 4]

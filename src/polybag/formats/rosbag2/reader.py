@@ -29,19 +29,17 @@ from collections.abc import Iterator
 from functools import partial
 from itertools import chain
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from polybag.errors import FormatError, PolybagError, UnsupportedError
+from polybag.formats.rosbag2.layout import LocalLayout
 from polybag.formats.rosbag2.metadata import METADATA_FILE, BagInfo, qos_summary
 from polybag.formats.rosbag2.opening import MAX_OPEN_STORAGES, Rosbag2Opening, _storage_files
 from polybag.formats.rosbag2.storage import Decompressed, Storage, renamed
 from polybag.io.compression import decompress
 from polybag.io.source import MappedSource, Source
-from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary
-from polybag.reader import Reader, TopicSelector, topic_filter
-
-if TYPE_CHECKING:
-    import numpy as np
+from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary, TopicPayloads
+from polybag.reader import MessageOrder, Reader, TopicSelector, topic_filter
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -74,6 +72,8 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
     native_profile = "ros2"
     #: ``polybag info`` lays a bag out as ``ros2 bag info`` does: :mod:`polybag.cli.render`
     info_style = "rosbag2"
+    #: where a remote bag was laid out locally (:mod:`polybag.formats.rosbag2.remote`); None for a local bag
+    local_layout: str | None = None
 
     def __init__(self, path: str, *, recover: bool = False, **options: Any) -> None:
         directory = bag_directory(path)
@@ -91,7 +91,11 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         self._temps: list[Decompressed] = []
         self._unlisted: list[str] = []
         self.info: BagInfo | None = None
-        shown = options.pop("shown_as", None)  # what a local layout is to the user (a URL)
+        layout: LocalLayout | None = options.pop("layout", None)  # a remote bag laid out locally
+        self._layout = layout
+        shown = layout.shown if layout is not None else options.pop("shown_as", None)  # errors name it
+        if layout is not None:
+            options["sources"] = layout.sources  # its MCAP files read by range requests
         self._shown = [(directory.rstrip(os.sep) + os.sep, shown.rstrip("/") + "/"), (directory, shown)] if shown else []
         try:
             self._open(directory, single, options)
@@ -102,6 +106,9 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         except BaseException:
             self.close()
             raise
+        if layout is not None:
+            self.path = layout.url  # what it is to the user (info, errors)
+            self.local_layout = layout.directory
 
     def _prefer_decoding_definitions(self) -> None:
         """A definition stored in the bag that does not decode its topic's messages (a
@@ -272,20 +279,20 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
             out["qos"] = qos
         return out
 
-    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
+    def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: MessageOrder) -> Iterator[Message]:
         ids = topic_filter(topics, self._channels.values())
         streams = [
             self._file_messages(i, ids, start, end, reverse, order) for i in range(len(self._storages))
         ]
         return self._naming(_merged(streams, order, reverse, _log_time, self._bounds(range(len(streams)), start, end, reverse)))
 
-    def _raw_messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
+    def _raw_messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: MessageOrder) -> Iterator[tuple[Channel, int, bytes | memoryview]]:
         """:meth:`_messages` as tuples: a storage read without compressed messages or
         recovery makes them straight from its rows (:meth:`Storage.raw_batches`)."""
         if self._per_message or self._sniff_zstd or self.recover:
             return super()._raw_messages(topics, start, end, reverse, order)
         ids = topic_filter(topics, self._channels.values())
-        streams = []
+        streams: list[Iterator[Any]] = []
         which = []
         for i, st in enumerate(self._storages):
             local_ids = self._local_ids(i, ids)
@@ -360,7 +367,7 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         """Metadata records of MCAP storage files, but rosbag2's own ``rosbag2`` record."""
         return self._naming(m for st in self._storages for m in st.records()[1])
 
-    def topic_payloads(self, topic: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    def topic_payloads(self, topic: str) -> TopicPayloads | None:
         """Every payload of ``topic`` at once, in log-time order (``(log_times, blob, starts,
         sizes)``); for SQLite storage straight from one query per file."""
         import numpy as np
@@ -372,7 +379,7 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
             lids = {lid for lid, ch in self._local[0].items() if ch.id in ids}
             arrays = self._storages[0].payload_arrays(lids, self._local[0]) if lids else None
             if arrays is not None:  # straight from the database's pages (no row through Python)
-                return arrays
+                return TopicPayloads(*arrays)
         times: list[int] = []
         datas: list[bytes | memoryview] = []
         for i, st in enumerate(self._storages):
@@ -395,7 +402,7 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
             order = np.argsort(t, kind="stable")  # several files: by time, ties in file order
             t = t[order]
             datas = [datas[k] for k in order.tolist()]
-        return (t, *packed(datas))
+        return TopicPayloads(t, *packed(datas))
 
     @property
     def recovery_report(self) -> dict[str, Any] | None:  # type: ignore[override]
@@ -435,6 +442,9 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         self._storages = []
         self._temps = []
         super().close()
+        layout = getattr(self, "_layout", None)
+        if layout is not None:
+            layout.remove()
 
 
 def _log_time(m: Message) -> int:
@@ -498,7 +508,9 @@ def open_rosbag2(path: str, **options: Any) -> Rosbag2Reader:
     ``shown_as`` (what the directory is to the user, a URL for a remote bag laid out
     locally: errors name it instead); others are ignored."""
     opts = {
-        k: v for k, v in options.items() if k in ("max_chunk_bytes", "validate_crcs", "max_storage_bytes", "shown_as")
+        k: v
+        for k, v in options.items()
+        if k in ("max_chunk_bytes", "validate_crcs", "max_storage_bytes", "shown_as", "layout")
     }
     return Rosbag2Reader(os.fspath(path), recover=bool(options.get("recover")), **opts)
 

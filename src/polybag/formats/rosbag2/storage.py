@@ -15,15 +15,16 @@ import copy
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
 from polybag.errors import FormatError, PolybagError, UsageError
 from polybag.formats import registry
-from polybag.formats.rosbag2.sqlite import SQLITE_MAGIC, SqliteStorage
-from polybag.io.remote import source_for_path
+from polybag.formats.rosbag2.layout import SourceFactory, source_for
+from polybag.formats.rosbag2.sqlite import SqliteStorage
+from polybag.formats.rosbag2.sqlite_files import SQLITE_MAGIC
 from polybag.model import Attachment, Channel, Message, Metadata
 from polybag.reader import RAW_FIELDS
 
@@ -278,14 +279,16 @@ def _page_slices(table: Any, batches: Iterator[Any], local: dict[int, Channel]) 
 
 
 class McapFile(Storage):
-    """An ``.mcap`` read by the registered MCAP reader."""
+    """An ``.mcap`` read by the registered MCAP reader; ``sources`` (a remote bag laid out
+    locally, :class:`~polybag.formats.rosbag2.layout.LocalLayout`) opens a stand-in path by
+    range requests instead of mapping it."""
 
     kind = "mcap"
 
-    def __init__(self, path: str, **options: Any) -> None:
+    def __init__(self, path: str, *, sources: Mapping[str, SourceFactory] | None = None, **options: Any) -> None:
         super().__init__(path, bool(options.get("recover")))
         opener = registry.get("mcap").load_opener()
-        source = source_for_path(path)  # mapped; a remote bag's file by range requests
+        source = source_for(path, sources)  # mapped; a remote bag's file by range requests
         try:
             self.reader = opener(source, path, **options)
         except BaseException:
@@ -679,7 +682,7 @@ def _open_kind(real: str, kind: str, options: dict[str, Any]) -> Storage:
         return SqliteFile(real, recover=recover, max_bytes=options.get("max_chunk_bytes"))
     return McapFile(
         real,
-        **{k: v for k, v in options.items() if k in ("recover", "max_chunk_bytes", "validate_crcs")},
+        **{k: v for k, v in options.items() if k in ("recover", "max_chunk_bytes", "validate_crcs", "sources")},
     )
 
 

@@ -24,16 +24,18 @@ renamed aside and only its own files removed.  An existing ``out.active`` is nev
 from __future__ import annotations
 
 import os
+import posixpath
 import secrets
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from polybag._version import __version__
 from polybag.errors import OutputExistsError, UnsupportedError, WriteError
 from polybag.formats import registry
 from polybag.formats.rosbag2.metadata import (
+    MAX_METADATA_BYTES,
     METADATA_FILE,
     BagInfo,
     FileInfo,
@@ -43,7 +45,7 @@ from polybag.formats.rosbag2.metadata import (
     qos_for_version,
     qos_to_text,
 )
-from polybag.formats.rosbag2.sqlite import SqliteStorageWriter
+from polybag.formats.rosbag2.sqlite_writer import SqliteStorageWriter
 from polybag.io.compression import compress
 from polybag.model import Channel, Schema
 from polybag.writer import (
@@ -98,12 +100,31 @@ class Rosbag2Writer(Writer):
     """
 
     format = "rosbag2"
+    directory_output = True
 
     @classmethod
     def replace_refusal(cls, path: str) -> str | None:
         """Why ``overwrite`` may not replace what is at ``path`` (None: nothing is there, or
         it is exactly a bag, see :func:`bag_entries`)."""
         return bag_entries(path)[0]
+
+    @classmethod
+    def upload_order(cls, files: Sequence[str]) -> list[str]:
+        """metadata.yaml last: a reader never finds metadata naming files not there yet."""
+        return sorted(files, key=lambda rel: (rel == METADATA_FILE, rel))
+
+    @classmethod
+    def replaceable_files(cls, read: Callable[[str, int], bytes], url: str) -> list[str]:
+        """The files the bag at ``url`` lists (metadata.yaml too): what replacing it may remove.
+        Anything else there is refused, even with overwrite: replacing a folder that is not a
+        bag would mean deleting what is in it."""
+        try:
+            info = parse_metadata(read(METADATA_FILE, MAX_METADATA_BYTES), posixpath.join(url, METADATA_FILE))
+        except Exception as e:  # noqa: BLE001 - no readable metadata.yaml: not a bag
+            raise OutputExistsError(
+                f"{url}: exists and is not a rosbag2 bag ({type(e).__name__}: {e}); not replaced, even with --force"
+            ) from None
+        return [METADATA_FILE] + [posixpath.normpath(f.path) for f in info.files]
 
     def __init__(
         self,
@@ -334,7 +355,7 @@ class Rosbag2Writer(Writer):
             custom_data=dict(self.custom_data),
         )
 
-    def close(self) -> None:
+    def finish_output(self) -> None:
         """Finish the storage file, compress it (file mode), write ``metadata.yaml``, and
         rename ``NAME.active/`` to ``NAME/``."""
         if self.closed:
@@ -390,7 +411,7 @@ class Rosbag2Writer(Writer):
         _fsync_dir(os.path.dirname(os.path.abspath(final)))
         _remove_own_files(aside, names)
 
-    def abort(self, *, discard: bool = False) -> None:
+    def abort_output(self, *, discard: bool = False) -> None:
         """Stop without finishing: ``NAME.active/`` stays for ``polybag recover`` (what was
         committed so far), or is removed with ``discard=True``."""
         if self.closed and not os.path.isdir(self.active_path):

@@ -150,7 +150,7 @@ def merge_plan(segs: list[Run], reverse: bool, wrap: Callable[[Loader], Loader] 
     if reverse:
         runs = [(-t, -s, -r, reversed_loader(wrap(ld) if wrap else ld)) for s, t, r, ld in segs]
     else:
-        runs = [(s, t, r, wrap(ld) if wrap else ld) for s, t, r, ld in segs] if wrap else list(segs)
+        runs = [(s, t, r, wrap(ld)) for s, t, r, ld in segs] if wrap else list(segs)
     runs.sort(key=lambda x: (x[0], x[2]))
     return runs
 

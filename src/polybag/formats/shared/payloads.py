@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from polybag.model import TopicPayloads
+
 _EMPTY = np.zeros(0, np.int64)
 _FEW_SIZES = 16  # at most this many distinct payload sizes: copied size by size
 _SIZES_SORT_MAX = 1 << 16  # more payloads than this in one call: not sorted to count sizes
@@ -167,17 +169,17 @@ class Arena:
         self.sizes.append(sizes.astype(np.int64, copy=False))
         self.pos += need
 
-    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def result(self) -> TopicPayloads:
         """``(log_times, blob, starts, sizes)`` in log-time order (ties in the order added)."""
         if not self.times:
-            return np.zeros(0, self.time_dtype), self.buf[:0], _EMPTY.copy(), _EMPTY.copy()
+            return TopicPayloads(np.zeros(0, self.time_dtype), self.buf[:0], _EMPTY.copy(), _EMPTY.copy())
         lt = np.concatenate(self.times)
         starts = np.concatenate(self.starts)
         sizes = np.concatenate(self.sizes)
         if len(lt) > 1 and not bool(np.all(lt[1:] >= lt[:-1])):
             o = np.argsort(lt, kind="stable")
             lt, starts, sizes = lt[o], starts[o], sizes[o]
-        return lt, self.buf[: self.pos], starts, sizes
+        return TopicPayloads(lt, self.buf[: self.pos], starts, sizes)
 
 
 def in_file_order(times: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -14,9 +14,8 @@ for chunks' real time ranges) stays in that format's reader.
 
 from __future__ import annotations
 
-from typing import Any
-
 from polybag.errors import PolybagError
+from polybag.model import RecoveryReport
 
 
 class Recovery:
@@ -34,6 +33,6 @@ class Recovery:
         self.errors.append(error)
         self.bytes_skipped += skipped
 
-    def report(self, messages: int) -> dict[str, Any]:
+    def report(self, messages: int) -> RecoveryReport:
         """The ``recovery_report`` of a pass over the messages that gave ``messages``."""
         return {"messages": messages, "bytes_skipped": self.bytes_skipped, "errors": list(self.errors)}

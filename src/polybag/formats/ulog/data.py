@@ -1,15 +1,12 @@
 """Data messages of a ULog after the scan: positions, timestamps, records and columns.
 
 The scan leaves, per subscription, the file offsets of its data messages
-(:meth:`_Data._group_positions`).  A topic's records are then one fancy-indexing gather of
-its payloads into a numpy structured array (:func:`_gather`, no Python object per message),
-its columns are views of the fields of that array (named like pyulog's ``data`` dict), and
-its timestamps are gathered the same way and unwrapped (``uint8`` timestamps are
+(:meth:`TopicData.group_positions`).  A topic's records are then one fancy-indexing gather
+of its payloads into a numpy structured array (:func:`gather`, no Python object per
+message), its columns are views of the fields of that array (named like pyulog's ``data``
+dict), and its timestamps are gathered the same way and unwrapped (``uint8`` timestamps are
 milliseconds).  The facts that need every timestamp (last timestamp, when parameters
-changed, dropouts, syncs) are worked out on first use (:meth:`_Data._resolve_times`).
-
-:class:`_Data` is a part of :class:`~polybag.formats.ulog.reader.UlogReader` and works on its
-state.
+changed, dropouts, syncs) are worked out on first use (:meth:`TopicData.resolve_times`).
 """
 
 from __future__ import annotations
@@ -22,14 +19,17 @@ import numpy as np
 from polybag.codecs.ulog import BASE_TYPES
 from polybag.errors import PolybagError
 from polybag.formats.ulog import records as rec
-from polybag.formats.ulog.definitions import _Sub
+from polybag.formats.ulog.definitions import LoggedEntry, TimedEntry
+from polybag.formats.ulog.facts import UlogData
+from polybag.formats.ulog.scan import MappedLog
+from polybag.formats.ulog.subscriptions import SubscriptionEntry
 from polybag.model import Channel
-from polybag.reader import topic_filter
+from polybag.selection import TopicSelector, topic_filter
 
 LOG_TOPIC = "log_message"
 
-_MAX_US = (2**63 - 1) // 1000  # larger (damaged) timestamps are clamped for log times
-_GATHER_SPAN = 16 << 20  # file bytes between releases of mapped pages in a sparse gather
+MAX_US = (2**63 - 1) // 1000  # larger (damaged) timestamps are clamped for log times
+GATHER_SPAN = 16 << 20  # file bytes between releases of mapped pages in a sparse gather
 
 
 class TopicNotFoundError(PolybagError, KeyError):
@@ -39,7 +39,7 @@ class TopicNotFoundError(PolybagError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def _gather(buf: Any, size: int, starts: np.ndarray, dtype: np.dtype, offset: int = 0) -> np.ndarray:
+def gather(buf: Any, size: int, starts: np.ndarray, dtype: np.dtype, offset: int = 0) -> np.ndarray:
     """One ``dtype`` item at each byte offset ``offset + starts`` (any alignment), in one
     fancy index.
 
@@ -53,7 +53,7 @@ def _gather(buf: Any, size: int, starts: np.ndarray, dtype: np.dtype, offset: in
     return items[starts]
 
 
-def _multi_id(value: object) -> int:
+def multi_id_of(value: object) -> int:
     """A multi_id given as an int or as its decimal string (channel metadata holds strings)."""
     if value is None:
         return 0
@@ -64,7 +64,7 @@ def _multi_id(value: object) -> int:
     raise TopicNotFoundError(f"multi_id must be an int or a decimal string, not {value!r}")
 
 
-def _count_subs(sub_chunks: list[np.ndarray], n: int) -> np.ndarray:
+def count_subscriptions(sub_chunks: list[np.ndarray], n: int) -> np.ndarray:
     """Data messages per subscription index in chunks of subscription indexes (-1: the
     offset of a control message, kept by the fast path)."""
     counts = np.zeros(n, np.int64)
@@ -73,61 +73,81 @@ def _count_subs(sub_chunks: list[np.ndarray], n: int) -> np.ndarray:
     return counts
 
 
-def _unwrap(raw: np.ndarray, width: int) -> np.ndarray:
+def unwrap_timestamps(raw: np.ndarray, width: int) -> np.ndarray:
     """Timestamps in us (int64) from their raw field of ``width`` bytes: 64-bit ones
     clamped so that log times fit int64 ns, narrower ones unwrapped where they run
     backwards (``uint8`` timestamps are milliseconds)."""
     if width == 8:
-        return np.minimum(raw, np.uint64(_MAX_US)).astype(np.int64)
+        return np.minimum(raw, np.uint64(MAX_US)).astype(np.int64)
     iv = raw.astype(np.int64)
     wraps = np.concatenate([[0], np.cumsum(np.diff(iv) < 0)])
     return (iv + wraps * (1 << (8 * width))) * (1000 if width == 1 else 1)
 
 
-class _Data:
-    """Positions, timestamps, records and columns of the data messages (a part of the
-    ULog reader)."""
+class TopicData:
+    """Positions, timestamps, records and columns of the data messages of a log's
+    subscriptions (``subs``), read from ``log``; ``logged``: the logged strings,
+    ``timed``: the control messages whose time is the largest data timestamp before them,
+    ``ulog``: where the facts worked out from every timestamp go."""
 
-    _subs: list[_Sub]
+    def __init__(
+        self,
+        log: MappedLog,
+        subs: list[SubscriptionEntry],
+        ulog: UlogData,
+        logged: list[LoggedEntry],
+        timed: list[TimedEntry],
+        data_start: int,
+    ) -> None:
+        self.log = log
+        self.subs = subs
+        self.ulog = ulog
+        self.logged = logged
+        self.timed = timed
+        self.data_start = data_start
+        self.times_done = False
+        # the scan's chunks of (offsets, subscription indexes) not yet grouped
+        self.chunks: tuple[list[np.ndarray], list[np.ndarray]] | None = None
+        self.counts_pending = False
+        self.grouping_pending = False  # offsets of every subscription left in chunks
+        self.masked = False  # a topic's offsets were pulled out of chunks by a mask
+        self.by_key: dict[tuple[str, int], list[SubscriptionEntry]] | None = None
 
-    def _group_positions(self) -> None:
+    def group_positions(self, pos_chunks: list[np.ndarray], sub_chunks: list[np.ndarray], topics: TopicSelector) -> None:
         """The offsets of each subscription's data messages (``positions``, in file order)
         and their counts, from the scan's chunks of (offset, subscription index)."""
-        subs = self._subs
-        pos_chunks, sub_chunks = self._d_pos_chunks, self._d_sub_chunks
-        self._d_pos_chunks = []
-        self._d_sub_chunks = []
-        picked = topic_filter(self._topics, [Channel(s.index, s.sub.name, "ulog", None) for s in subs])
+        subs = self.subs
+        picked = topic_filter(topics, [Channel(s.index, s.sub.name, "ulog", None) for s in subs])
         if picked is not None and len(picked) <= 8:
             # a few topics selected up front: only their offsets are pulled out now (chunk
             # by chunk); the others' offsets, and their counts, wait in the chunks until
-            # asked for (see _ensure_counts)
+            # asked for (see ensure_counts)
             for s in subs:
                 if s.index in picked:
                     found = [pc[sc == s.index] for pc, sc in zip(pos_chunks, sub_chunks)]
                     s.positions = np.concatenate(found) if found else np.zeros(0, np.int64)
                     s.count = len(s.positions)
-            self._d_chunks = (pos_chunks, sub_chunks)
-            self._counts_pending = True
+            self.chunks = (pos_chunks, sub_chunks)
+            self.counts_pending = True
         else:
             # every subscription's offsets on first need: one topic's by a mask per chunk
-            # (_subscription), all of them grouped at once when a read needs them all
-            # (_group_all); counting them is one bincount
-            counts = _count_subs(sub_chunks, len(subs))
+            # (subscription), all of them grouped at once when a read needs them all
+            # (group_all); counting them is one bincount
+            counts = count_subscriptions(sub_chunks, len(subs))
             for s in subs:
                 s.count = int(counts[s.index])
-            self._d_chunks = (pos_chunks, sub_chunks)
-            self._grouping_pending = True
+            self.chunks = (pos_chunks, sub_chunks)
+            self.grouping_pending = True
 
-    def _group_all(self) -> None:
+    def group_all(self) -> None:
         """The offsets of every subscription's data messages still left in the scan's chunks
         (a full read needs them all): one stable sort of the subscription indexes."""
-        if not self._grouping_pending or self._d_chunks is None:
+        if not self.grouping_pending or self.chunks is None:
             return
-        self._grouping_pending = False
-        subs = self._subs
-        pos_chunks, sub_chunks = self._d_chunks
-        self._d_chunks = None
+        self.grouping_pending = False
+        subs = self.subs
+        pos_chunks, sub_chunks = self.chunks
+        self.chunks = None
         counts = np.array([s.count for s in subs], dtype=np.int64)
         d_pos = np.concatenate(pos_chunks) if pos_chunks else np.zeros(0, np.int64)
         if len(subs) <= 128:
@@ -149,65 +169,65 @@ class _Data:
             if s.positions is None:
                 s.positions = grouped[bounds[s.index] : bounds[s.index + 1]]
 
-    def _ensure_counts(self) -> None:
+    def ensure_counts(self) -> None:
         """The data message count of every subscription (those of topics not selected up
         front are counted on first need)."""
-        if not self._counts_pending or self._d_chunks is None:
+        if not self.counts_pending or self.chunks is None:
             return
-        self._counts_pending = False
-        counts = _count_subs(self._d_chunks[1], len(self._subs))
-        for s in self._subs:
+        self.counts_pending = False
+        counts = count_subscriptions(self.chunks[1], len(self.subs))
+        for s in self.subs:
             if s.positions is None:
                 s.count = int(counts[s.index])
 
-    def _subscription(self, name: str, multi_id: int = 0) -> _Sub:
+    def subscription(self, name: str, multi_id: int = 0) -> SubscriptionEntry:
         """The subscription of a topic instance (the first with data when a name and
         multi_id are subscribed more than once), with its positions."""
-        if self._by_key is None:
-            self._by_key = {}
-            for x in self._subs:
-                self._by_key.setdefault((x.sub.name, x.sub.multi_id), []).append(x)
-        found = self._by_key.get((name, multi_id), [])
+        if self.by_key is None:
+            self.by_key = {}
+            for x in self.subs:
+                self.by_key.setdefault((x.sub.name, x.sub.multi_id), []).append(x)
+        found = self.by_key.get((name, multi_id), [])
         if not found:
-            known = sorted({f"{s.sub.name}/{s.sub.multi_id}" for s in self._subs})
+            known = sorted({f"{s.sub.name}/{s.sub.multi_id}" for s in self.subs})
             raise TopicNotFoundError(
                 f"no topic {name!r} with multi_id {multi_id} (topics: {', '.join(known)})"
             )
-        self._ensure_counts()
+        self.ensure_counts()
         with_data = [s for s in found if s.count]
         s = (with_data or found)[0]
-        if s.positions is None and self._grouping_pending and self._masked:
+        if s.positions is None and self.grouping_pending and self.masked:
             # a second topic: every subscription's offsets in one sort (a mask per chunk for
             # each topic costs more from the third topic on)
-            self._group_all()
-        if s.positions is None and self._d_chunks is not None:  # not selected up front
-            self._masked = True
-            pos_chunks, sub_chunks = self._d_chunks
-            found = [pc[sc == s.index] for pc, sc in zip(pos_chunks, sub_chunks)]
-            s.positions = np.concatenate(found) if found else np.zeros(0, np.int64)
+            self.group_all()
+        if s.positions is None and self.chunks is not None:  # not selected up front
+            self.masked = True
+            pos_chunks, sub_chunks = self.chunks
+            parts = [pc[sc == s.index] for pc, sc in zip(pos_chunks, sub_chunks)]
+            s.positions = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return s
 
-    def _gather_sparse(self, starts: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """:func:`_gather` of a few bytes per message, with the mapped pages released every
-        ``_GATHER_SPAN`` bytes of file: the kernel maps the pages around each fault too, so
+    def gather_sparse(self, starts: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """:func:`gather` of a few bytes per message, with the mapped pages released every
+        ``GATHER_SPAN`` bytes of file: the kernel maps the pages around each fault too, so
         a topic of big messages would otherwise leave the whole file resident."""
         if (
             len(starts) == 0
-            or int(starts[-1]) - int(starts[0]) <= _GATHER_SPAN
+            or int(starts[-1]) - int(starts[0]) <= GATHER_SPAN
             or not bool(np.all(starts[1:] >= starts[:-1]))  # out of file order: one gather
         ):
-            return _gather(self._view, self._size, starts, dtype)
+            return gather(self.log.view, self.log.size, starts, dtype)
         out = np.empty(len(starts), dtype)
         i = 0
         while i < len(starts):
-            j = int(np.searchsorted(starts, int(starts[i]) + _GATHER_SPAN, side="right"))
+            j = int(np.searchsorted(starts, int(starts[i]) + GATHER_SPAN, side="right"))
             j = max(j, i + 1)
-            out[i:j] = _gather(self._view, self._size, starts[i:j], dtype)
-            self._release(int(starts[i]), int(starts[j - 1]) + dtype.itemsize)
+            out[i:j] = gather(self.log.view, self.log.size, starts[i:j], dtype)
+            self.log.release(int(starts[i]), int(starts[j - 1]) + dtype.itemsize)
             i = j
         return out
 
-    def _sub_times(self, s: _Sub) -> np.ndarray:
+    def sub_times(self, s: SubscriptionEntry) -> np.ndarray:
         """Timestamps (us, unwrapped) of one subscription's data messages."""
         if s.ts_us is not None:
             return s.ts_us
@@ -215,20 +235,20 @@ class _Data:
         pos = s.positions if s.positions is not None else np.zeros(0, np.int64)
         assert t is not None
         if t.timestamp_offset < 0 or len(pos) == 0:
-            s.ts_us = np.full(len(pos), -1, dtype=np.int64)  # filled in by _resolve_times
+            s.ts_us = np.full(len(pos), -1, dtype=np.int64)  # filled in by resolve_times
             if len(pos) == 0:
                 return s.ts_us
-            self._resolve_times()
+            self.resolve_times()
             assert s.ts_us is not None
             return s.ts_us
         width = BASE_TYPES[t.timestamp_type][1]
-        raw = self._gather_sparse(pos + 5 + t.timestamp_offset, np.dtype(f"<u{width}"))
-        s.ts_us = _unwrap(raw, width)
+        raw = self.gather_sparse(pos + 5 + t.timestamp_offset, np.dtype(f"<u{width}"))
+        s.ts_us = unwrap_timestamps(raw, width)
         return s.ts_us
 
-    def _times_many(self, subs: list[_Sub]) -> None:
-        """The timestamps of several subscriptions (:meth:`_sub_times`) in one ordered pass
-        over the file: each ``_GATHER_SPAN`` window of it is read for every subscription,
+    def times_many(self, subs: list[SubscriptionEntry]) -> None:
+        """The timestamps of several subscriptions (:meth:`sub_times`) in one ordered pass
+        over the file: each ``GATHER_SPAN`` window of it is read for every subscription,
         then released once.  (One pass per subscription faulted the whole file's pages in
         again for each: two thirds of the time of a summary of 23 topics.)"""
         todo = [
@@ -248,33 +268,33 @@ class _Data:
             raws.append(np.empty(len(s.positions), np.dtype(f"<u{BASE_TYPES[s.type.timestamp_type][1]}")))
         lo = min(int(s.positions[0]) for s in todo if s.positions is not None)
         hi = max(int(s.positions[-1]) for s in todo if s.positions is not None) + 1
-        for a in range(lo, hi, _GATHER_SPAN):
-            b = a + _GATHER_SPAN
+        for a in range(lo, hi, GATHER_SPAN):
+            b = a + GATHER_SPAN
             for s, raw in zip(todo, raws):
                 assert s.type is not None and s.positions is not None
                 pos = s.positions
                 i0, i1 = (int(x) for x in np.searchsorted(pos, [a, b]))
                 if i1 > i0:
-                    raw[i0:i1] = _gather(self._view, self._size, pos[i0:i1], raw.dtype, 5 + s.type.timestamp_offset)
-            self._release(a, b)
+                    raw[i0:i1] = gather(self.log.view, self.log.size, pos[i0:i1], raw.dtype, 5 + s.type.timestamp_offset)
+            self.log.release(a, b)
         for s, raw in zip(todo, raws):
-            s.ts_us = _unwrap(raw, raw.dtype.itemsize)
+            s.ts_us = unwrap_timestamps(raw, raw.dtype.itemsize)
 
-    def _resolve_times(self) -> None:
+    def resolve_times(self) -> None:
         """Fill the facts that need every data timestamp: the last timestamp, when parameter
         changes and dropouts happened (pyulog: the largest data timestamp before them), and
         times of subscriptions without a timestamp field."""
         u = self.ulog
-        if self._times_done:
+        if self.times_done:
             return
-        self._times_done = True
-        self._group_all()
+        self.times_done = True
+        self.group_all()
         start = u.start_timestamp
-        timed = [s for s in self._subs if s.type is not None and s.type.timestamp_offset >= 0]
-        self._times_many(timed)
+        timed = [s for s in self.subs if s.type is not None and s.type.timestamp_offset >= 0]
+        self.times_many(timed)
         per = []
         for s in timed:
-            ts = self._sub_times(s)
+            ts = self.sub_times(s)
             if len(ts):
                 assert s.positions is not None
                 per.append((s.positions, np.maximum.accumulate(ts)))
@@ -288,26 +308,26 @@ class _Data:
                     best = max(best, int(runmax[i - 1]))
             return best
 
-        u._last_timestamp = last
-        u._changed_params = []
-        u._dropouts = []
-        u._syncs = []
-        for kind, q, payload in self._pending_ts:
+        changed_params: list[tuple[int, str, int | float]] = []
+        dropouts: list[rec.Dropout] = []
+        syncs: list[int] = []
+        u.set_timed_facts(last, changed_params, dropouts, syncs)
+        for kind, q, payload in self.timed:
             if kind == "S":
-                u._syncs.append(last_before(q))
+                syncs.append(last_before(q))
             elif kind == "P":
-                u._changed_params.append((last_before(q), payload[0], payload[1]))
+                changed_params.append((last_before(q), payload[0], payload[1]))
             else:
-                u._dropouts.append(rec.Dropout(last_before(q), payload))
-        for s in self._subs:
+                dropouts.append(rec.Dropout(last_before(q), payload))
+        for s in self.subs:
             if s.type is not None and s.type.timestamp_offset < 0 and s.positions is not None:
                 s.ts_us = np.array([last_before(int(q)) for q in s.positions], dtype=np.int64)
 
     def all_records(self) -> dict[tuple[str, int], np.ndarray]:
         """Every selected subscription's data as structured arrays, keyed ``(name, multi_id)``,
         gathered in one pass over the file in order (the full parse ``pyulog.ULog`` does)."""
-        self._group_all()
-        todo = [s for s in self._subs if s.selected and s._records is None and s.type is not None]
+        self.group_all()
+        todo = [s for s in self.subs if s.selected and s.records is None and s.type is not None]
         outs: dict[int, np.ndarray] = {}
         raw: dict[int, np.ndarray] = {}
         for s in todo:
@@ -318,7 +338,7 @@ class _Data:
             # copies field by field (three times slower for a full parse)
             raw[s.index] = outs[s.index].view(np.dtype(f"V{s.type.dtype.itemsize}")) if s.type.dtype.itemsize else outs[s.index]
         step = 1 << 22
-        for a in range(self._data_start, self._size, step):
+        for a in range(self.data_start, self.log.size, step):
             b = a + step
             for s in todo:
                 pos = s.positions
@@ -328,14 +348,14 @@ class _Data:
                     continue
                 i0, i1 = np.searchsorted(pos, [a, b])
                 if i1 > i0:
-                    raw[s.index][i0:i1] = _gather(self._view, self._size, pos[i0:i1], np.dtype(f"V{width}"), 5)
-            self._release(a, b)
+                    raw[s.index][i0:i1] = gather(self.log.view, self.log.size, pos[i0:i1], np.dtype(f"V{width}"), 5)
+            self.log.release(a, b)
         for s in todo:
             if s.type is not None and s.type.dtype.itemsize == 0:
                 outs[s.index] = np.zeros(len(outs[s.index]), dtype=s.type.dtype)
-            s._records = outs[s.index]
+            s.records = outs[s.index]
         out: dict[tuple[str, int], np.ndarray] = {}
-        for s in self._subs:
+        for s in self.subs:
             key = (s.sub.name, s.sub.multi_id)
             if s.selected and key not in out:
                 out[key] = self.records(*key)
@@ -346,7 +366,7 @@ class _Data:
         one ordered pass: ``{(name, multi_id): {"timestamp": ..., "accel[0]": ...}}``."""
         self.all_records()
         out: dict[tuple[str, int], dict[str, np.ndarray]] = {}
-        for s in self._subs:
+        for s in self.subs:
             key = (s.sub.name, s.sub.multi_id)
             if s.selected and key not in out:
                 out[key] = self.topic_columns(s.sub.name, s.sub.multi_id, padding=padding)
@@ -355,18 +375,18 @@ class _Data:
     def records(self, name: str, multi_id: int | str = 0) -> np.ndarray:
         """All data of one subscription as a numpy structured array (pyulog's flat fields);
         ``multi_id`` as an int or its decimal string."""
-        s = self._subscription(name, _multi_id(multi_id))
-        if s._records is None:
+        s = self.subscription(name, multi_id_of(multi_id))
+        if s.records is None:
             assert s.type is not None
             dt = s.type.dtype
             pos = s.positions if s.positions is not None else np.zeros(0, np.int64)
             if dt.itemsize == 0 or len(pos) == 0:
-                s._records = np.zeros(len(pos), dtype=dt)
+                s.records = np.zeros(len(pos), dtype=dt)
             else:
-                s._records = _gather(self._view, self._size, pos, np.dtype(f"V{dt.itemsize}"), 5).view(dt)
-        return s._records
+                s.records = gather(self.log.view, self.log.size, pos, np.dtype(f"V{dt.itemsize}"), 5).view(dt)
+        return s.records
 
-    def topic_columns(  # type: ignore[override]
+    def topic_columns(
         self,
         topic: str,
         multi_id: int | str | Sequence[str] | None = 0,
@@ -384,20 +404,20 @@ class _Data:
         sequence of names in its place is taken as ``fields``."""
         if isinstance(multi_id, (list, tuple)):
             fields, multi_id = multi_id, 0
-        mid = _multi_id(multi_id)
-        if topic == LOG_TOPIC and not any(x.sub.name == LOG_TOPIC for x in self._subs):
-            cols = self._log_columns()
+        mid = multi_id_of(multi_id)
+        if topic == LOG_TOPIC and not any(x.sub.name == LOG_TOPIC for x in self.subs):
+            cols = self.log_columns()
             names = list(cols)
             if log_time:
-                cols["log_time"] = np.minimum(cols["timestamp"], np.uint64(_MAX_US)).astype(np.int64) * 1000
+                cols["log_time"] = np.minimum(cols["timestamp"], np.uint64(MAX_US)).astype(np.int64) * 1000
         else:
             arr = self.records(topic, mid)
-            s = self._subscription(topic, mid)
+            s = self.subscription(topic, mid)
             assert s.type is not None
             names = s.type.column_names(padding=padding)
             cols = {n: arr[n] for n in (arr.dtype.names or ())}
             if log_time:
-                cols["log_time"] = self._sub_times(s) * 1000
+                cols["log_time"] = self.sub_times(s) * 1000
         if fields is not None:
             # a field selects itself and, as a prefix, its elements (``accel`` -> ``accel[0]``)
             chosen: list[str] = []
@@ -411,30 +431,12 @@ class _Data:
             names.append("log_time")
         return {n: cols[n] for n in names}
 
-    def _log_columns(self) -> dict[str, np.ndarray]:
+    def log_columns(self) -> dict[str, np.ndarray]:
         """The logged strings as columns (the ``log_message`` channel)."""
-        e = self._log_entries
+        e = self.logged
         return {
             "timestamp": np.array([x[2] for x in e], dtype=np.uint64),
             "log_level": np.array([x[1] for x in e], dtype=np.uint8),
             "tag": np.array([-1 if x[3] is None else x[3] for x in e], dtype=np.int32),
             "message": np.array([rec.parse_string(x[4]) for x in e], dtype=object),
         }
-
-    def to_pandas(  # type: ignore[override]
-        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
-    ) -> Any:
-        """A ``pandas.DataFrame`` of one subscription indexed by ``log_time`` (int64 ns,
-        ``timestamp * 1000``), like every other format's ``to_pandas``."""
-        from polybag.codecs.columns import columns_to_pandas
-
-        return columns_to_pandas(self.topic_columns(topic, multi_id, fields, log_time=True))
-
-    def to_arrow(  # type: ignore[override]
-        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
-    ) -> Any:
-        """A ``pyarrow.Table`` of one subscription with a ``log_time`` column (int64 ns), like
-        every other format's ``to_arrow``."""
-        from polybag.codecs.columns import columns_to_arrow
-
-        return columns_to_arrow(self.topic_columns(topic, multi_id, fields, log_time=True))

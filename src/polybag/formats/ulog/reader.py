@@ -39,65 +39,58 @@ Differences from pyulog, on purpose: appended data keeps its subscriptions (pyul
 the data messages after the first appended offset), and data messages that carry their
 trailing ``_padding`` are read (pyulog drops them); both follow the ULog spec.
 
-Where things are: :class:`UlogReader` (here) is made of parts, one module each, that work
-on its state: :mod:`~polybag.formats.ulog.definitions` (the definitions section, control
-messages, :class:`UlogData`), :mod:`~polybag.formats.ulog.scan` (message boundaries in the
-data section: candidates, walk, resync), :mod:`~polybag.formats.ulog.batches` (each batch of
-walked messages checked and sorted), :mod:`~polybag.formats.ulog.data` (positions,
-timestamps, records, columns), :mod:`~polybag.formats.ulog.damage` (damage reports) and
-:mod:`~polybag.formats.ulog.info` (info extras and text).  This module keeps the opener,
-the step sizes of the scan (tests change them here) and the names other modules import.
+Where things are: :class:`UlogReader` (here) owns a few parts, one module each:
+:mod:`~polybag.formats.ulog.index` (the one pass at open: :func:`read_index` returns a
+:class:`~polybag.formats.ulog.index.UlogIndex`), which uses
+:mod:`~polybag.formats.ulog.definitions` (the definitions section and control messages),
+:mod:`~polybag.formats.ulog.scan` (the mapped bytes, message boundaries in the data
+section: candidates, walk, resync), :mod:`~polybag.formats.ulog.batches` (each batch of
+walked messages checked and sorted; the hot kernels are plain functions there) and
+:mod:`~polybag.formats.ulog.damage` (damage reports, the first damage as a value); then
+:mod:`~polybag.formats.ulog.data` (positions, timestamps, records, columns),
+:mod:`~polybag.formats.ulog.facts` (``reader.ulog``) and :mod:`~polybag.formats.ulog.info`
+(info extras).  This module keeps the opener, the channels and messages, and the step
+sizes of the scan (tests change them here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from polybag.codecs.ulog import (
     LOGGED_STRING_SCHEMA,
     LOGGED_STRING_TEXT,
-    UlogType,
     logged_string_payload,
     schema_text,
 )
-from polybag.errors import FormatError, TruncatedError
-from polybag.formats.shared.recovery import Recovery
 from polybag.formats.ulog import records as rec
-from polybag.formats.ulog.batches import _Batches
-from polybag.formats.ulog.damage import _MAX_REPORTS as _MAX_REPORTS
-from polybag.formats.ulog.damage import _Damage
-from polybag.formats.ulog.data import _GATHER_SPAN as _GATHER_SPAN
-from polybag.formats.ulog.data import _MAX_US, LOG_TOPIC, _Data
+from polybag.formats.ulog.damage import DamageLog
+from polybag.formats.ulog.data import LOG_TOPIC, MAX_US, TopicData
 from polybag.formats.ulog.data import TopicNotFoundError as TopicNotFoundError
-from polybag.formats.ulog.data import _count_subs as _count_subs
-from polybag.formats.ulog.data import _gather as _gather
-from polybag.formats.ulog.data import _multi_id as _multi_id
-from polybag.formats.ulog.definitions import UlogData, _Definitions, _Sub
-from polybag.formats.ulog.definitions import _DeadSub as _DeadSub
-from polybag.formats.ulog.info import _Info
-from polybag.formats.ulog.scan import _LETTER as _LETTER
-from polybag.formats.ulog.scan import _LOW16 as _LOW16
-from polybag.formats.ulog.scan import _MAX_UNKNOWN as _MAX_UNKNOWN
-from polybag.formats.ulog.scan import _MIN_BODY as _MIN_BODY
-from polybag.formats.ulog.scan import _MIN_TABLE as _MIN_TABLE
-from polybag.formats.ulog.scan import _RESYNC_WINDOW as _RESYNC_WINDOW
-from polybag.formats.ulog.scan import _SHIFT24 as _SHIFT24
-from polybag.formats.ulog.scan import ScanTuning, _Scan
-from polybag.formats.ulog.scan import _run_ends as _run_ends
-from polybag.formats.ulog.scan import _unsound as _unsound
+from polybag.formats.ulog.definitions import LoggedEntry
+from polybag.formats.ulog.facts import UlogData as UlogData
+from polybag.formats.ulog.index import read_index
+from polybag.formats.ulog.info import info_extras
+from polybag.formats.ulog.scan import MappedLog, ScanTuning
+from polybag.formats.ulog.subscriptions import SubscriptionEntry
 from polybag.io.source import MappedSource, Source, StreamSource
-from polybag.model import Channel, Message, Schema, Summary
+from polybag.model import Channel, Message, RecoveryReport, Schema, Summary
 from polybag.reader import Reader, TopicSelector, topic_filter
 from polybag.util import threads as _threads
 
-# The step sizes of the scan, read at each use through UlogReader._tuning (tests set them here).
+# The step sizes of the scan, read at each use through scan_tuning (tests set them here).
 _WALK_LIMIT = 1 << 16  # messages handled at once (bounds the index arrays)
 _LINK_LOOKAHEAD = 6  # a candidate is kept when its end is one of the next this many
 _SCAN_CHUNK = 1 << 20  # bytes compared for the D type byte at once (cache-sized)
 _SCAN_PART = 8  # chunks at least per scanning thread
+
+
+def scan_tuning() -> ScanTuning:
+    """The step sizes of the scan, read from this module now (tests change them)."""
+    return ScanTuning(_SCAN_CHUNK, _LINK_LOOKAHEAD, _WALK_LIMIT, _scan_workers, _part_capacity)
 
 
 def _scan_workers(nchunks: int) -> int:
@@ -147,10 +140,69 @@ def _hint_heap(size: int) -> None:
     np.empty(_HEAP_HINT, np.uint8)  # freed at once: never touched, so never resident
 
 
-class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
+class ChannelsAtOpen(NamedTuple):
+    """The schemas and the selected channels of a log with their message counts, and the
+    channel of the logged strings (None when there are none or they are not selected)."""
+
+    schemas: dict[int, Schema]
+    channels: dict[int, Channel]
+    counts: dict[int, int]
+    log_channel: Channel | None
+
+
+def build_channels(
+    subs: list[SubscriptionEntry], ulog: UlogData, logged: list[LoggedEntry], topics: TopicSelector
+) -> ChannelsAtOpen:
+    """A schema per message name, a channel per subscription (set on each) and one for the
+    logged strings; which of them ``topics`` selects (``selected`` set on each)."""
+    schemas: dict[str, Schema] = {}
+    channels: dict[int, Channel] = {}
+    counts: dict[int, int] = {}
+    for s in subs:
+        assert s.type is not None
+        sch = schemas.get(s.sub.name)
+        if sch is None:
+            sch = schemas[s.sub.name] = Schema(
+                len(schemas) + 1, s.sub.name, "ulog", schema_text(s.sub.name, ulog.formats)
+            )
+        s.channel = Channel(
+            s.index,
+            s.sub.name,
+            "ulog",
+            sch,
+            {"multi_id": str(s.sub.multi_id), "msg_id": str(s.sub.msg_id)},
+        )
+    selected = topic_filter(topics, [s.channel for s in subs if s.channel is not None])
+    for s in subs:
+        assert s.channel is not None
+        s.selected = selected is None or s.channel.id in selected
+        if s.selected:
+            channels[s.channel.id] = s.channel
+            counts[s.channel.id] = s.count
+    log_channel: Channel | None = None
+    if logged:
+        lsch = Schema(len(schemas) + 1, LOGGED_STRING_SCHEMA, "ulog", LOGGED_STRING_TEXT)
+        ch = Channel(len(subs), LOG_TOPIC, "ulog", lsch, {})
+        sel = topic_filter(topics, [ch])
+        if sel is None or ch.id in sel:
+            log_channel = ch
+            channels[ch.id] = ch
+            counts[ch.id] = len(logged)
+    all_schemas = {sc.id: sc for sc in schemas.values()}
+    if log_channel is not None and log_channel.schema is not None:
+        all_schemas[log_channel.schema.id] = log_channel.schema
+    return ChannelsAtOpen(all_schemas, channels, counts, log_channel)
+
+
+class UlogReader(Reader):
     """A ULog file read through its mapped bytes (see the module docstring)."""
 
     format = "ulog"
+    #: ULog channels become ROS 1 in other formats (an MCAP written from a ULog gets the
+    #: ``ros1`` profile)
+    native_profile = "ros1"
+    #: ``polybag info`` lays a ULog out as pyulog's ``ulog_info`` does: :mod:`polybag.cli.render`
+    info_style = "ulog"
 
     def __init__(self, source: Source, path: str | None = None, *, recover: bool = False, topics: TopicSelector = None, warn: bool = True) -> None:
         if isinstance(source, StreamSource):
@@ -158,177 +210,53 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
         super().__init__(source, path)
         assert isinstance(self.source, MappedSource)
         self.recover = recover
-        self._warn = warn
-        self.ulog = UlogData()
-        self._recovery = Recovery()  # its errors: made from _errors at the end of the scan
-        # set at open (damage is all found then); "messages": what the last read gave so far
-        self.recovery_report: dict[str, Any] = self._recovery.report(0)
-        self._view = self.source.view
-        self._size = self.source.size
-        self._u8 = np.frombuffer(self._view, dtype=np.uint8) if self._size else np.zeros(0, np.uint8)
-        self._subs: list[_Sub] = []
-        self._by_msg_id: dict[int, _Sub] = {}
-        self._types: dict[str, UlogType | None] = {}
-        self._type_errors: dict[str, str] = {}  # why a format did not compile
-        self._dead: dict[int, int] = {}  # msg_id -> index in _dead_subs (format unusable)
-        self._dead_subs: list[_DeadSub] = []
-        # (offset, text) of each damage line of recovery_report["errors"] (sorted at the end)
-        self._errors: list[tuple[int, str]] = []
-        # dropped data messages of one kind: key -> [index in _errors, first text, count, bytes]
-        self._drop_groups: dict[tuple[int, int], list[Any]] = {}
-        self._damage: tuple[int, str, bool] | None = None  # (offset, message, truncated)
-        # (file offset, level, timestamp us, tag, text) of each logged string
-        self._log_entries: list[tuple[int, int, int, int | None, bytes]] = []
+        self.ulog: UlogData = UlogData()
         self._topics = topics
         self._summary: Summary | None = None
-        self._d_pos_chunks: list[np.ndarray] = []
-        self._d_sub_chunks: list[np.ndarray] = []
-        self._pending_ts: list[tuple[str, int, Any]] = []  # ("P"/"O"/"S", file offset, payload)
-        self._pending_damage: list[tuple[int, str]] = []
-        self._times_done = False
-        self._u16 = (
-            np.ndarray(buffer=self._view, dtype="<u2", shape=(self._size - 1,), strides=(1,))
-            if self._size > 1
-            else np.zeros(0, np.uint16)
-        )
-        self._cands: tuple[list[int], list[tuple[np.ndarray, ...]]] | None = None
-        self._u64: np.ndarray | None = None
-        # msg_id lookup tables of the data check, kept while the subscriptions stay the same
-        self._tables: tuple[Any, ...] | None = None
-        self._d_chunks: tuple[list[np.ndarray], list[np.ndarray]] | None = None
-        self._counts_pending = False
-        self._grouping_pending = False  # offsets of every subscription left in _d_chunks
-        self._masked = False  # a topic's offsets were pulled out of _d_chunks by a mask
-        self._by_key: dict[tuple[str, int], list[_Sub]] | None = None
-        _hint_heap(self._size)
-        self._scan()
-
-    def _tuning(self) -> ScanTuning:
-        """The step sizes of the scan, read from this module now (tests change them)."""
-        return ScanTuning(_SCAN_CHUNK, _LINK_LOOKAHEAD, _WALK_LIMIT, _scan_workers, _part_capacity)
-
-    # --- open: header, definitions, data section ------------------------------------------
-    def _scan(self) -> None:
-        """Read the log at open: file header, definitions section, data section (one
-        segment per appended part), then settle what needs all of it."""
-        view, size = self._view, self._size
-        if size < rec.HEADER.size:
-            raise TruncatedError(f"expected a 16-byte ULog header, file has {size} bytes", self.path, 0)
-        if bytes(view[:7]) != rec.MAGIC:
-            raise FormatError(f"expected ULog magic {rec.MAGIC!r}, found {bytes(view[:7])!r}", self.path, 0)
-        hdr = rec.FileHeader.unpack(view)
-        self.ulog.version = hdr.version
-        self.ulog.start_timestamp = hdr.timestamp
-        if hdr.version > 1:
-            self._note(f"unknown ULog version {hdr.version}; reading it anyway")
-        pos = self._read_definitions(rec.HEADER.size)
-        self._data_start = pos
-        segments = self._segments(pos)
-        for seg_start, seg_end, last in segments:
-            self._read_data(seg_start, seg_end, last)
-        self._cands = None
-        self._finish()
-
-    def _segments(self, pos: int) -> list[tuple[int, int, bool]]:
-        """The parts of the data section from ``pos``: ``(start, end, last)``, split at the
-        appended offsets of the flag bits."""
-        ends: list[int] = []
-        if self.ulog.has_data_appended:
-            prev = pos
-            for off in self.ulog.appended_offsets:
-                if off < prev or off > self._size:
-                    # e.g. a log cut before its appended part: the data itself is fine
-                    self._note(
-                        f"appended offset {off} is outside the data section ({prev}..{self._size}); ignored"
-                    )
-                    continue
-                ends.append(off)
-                prev = off
-        out = []
-        start = pos
-        for e in ends:
-            out.append((start, e, False))
-            start = e
-        out.append((start, self._size, True))
-        return out
-
-    def _finish(self) -> None:
-        """The end of the scan: the damage reports settled, data offsets grouped by
-        subscription, the logged strings and the channels made."""
-        self._report_damage()
-        self._group_positions()
-        u = self.ulog
-        for _pos, level, ts, tag, text in self._log_entries:
-            u.logged_messages.append(rec.LoggedMessage(ts, level, rec.parse_string(text), tag))
-        u._resolve = self._resolve_times
-        self._build_channels()
-
-    def _build_channels(self) -> None:
-        """A schema per message name, a channel per subscription and one for the logged
-        strings; which of them the ``topics`` given at open select."""
-        schemas: dict[str, Schema] = {}
-        channels: dict[int, Channel] = {}
-        counts: dict[int, int] = {}
-        for s in self._subs:
-            assert s.type is not None
-            sch = schemas.get(s.sub.name)
-            if sch is None:
-                sch = schemas[s.sub.name] = Schema(
-                    len(schemas) + 1, s.sub.name, "ulog", schema_text(s.sub.name, self.ulog.formats)
-                )
-            s.channel = Channel(
-                s.index,
-                s.sub.name,
-                "ulog",
-                sch,
-                {"multi_id": str(s.sub.multi_id), "msg_id": str(s.sub.msg_id)},
-            )
-        selected = topic_filter(self._topics, [s.channel for s in self._subs if s.channel is not None])
-        for s in self._subs:
-            assert s.channel is not None
-            s.selected = selected is None or s.channel.id in selected
-            if s.selected:
-                channels[s.channel.id] = s.channel
-                counts[s.channel.id] = s.count
-        self._log_channel: Channel | None = None
-        if self._log_entries:
-            lsch = Schema(len(schemas) + 1, LOGGED_STRING_SCHEMA, "ulog", LOGGED_STRING_TEXT)
-            ch = Channel(len(self._subs), LOG_TOPIC, "ulog", lsch, {})
-            sel = topic_filter(self._topics, [ch])
-            if sel is None or ch.id in sel:
-                self._log_channel = ch
-                channels[ch.id] = ch
-                counts[ch.id] = len(self._log_entries)
-        all_schemas = {sc.id: sc for sc in schemas.values()}
-        if self._log_channel is not None and self._log_channel.schema is not None:
-            all_schemas[self._log_channel.schema.id] = self._log_channel.schema
-        self._channels_built = (all_schemas, channels, counts)
+        # the mapped bytes (pages given back to the OS as they are read, unless topics are
+        # selected up front: their data is read again right after the scan)
+        self._log = MappedLog(self.source, self.source.view, self.source.size, release_pages=topics is None)
+        _hint_heap(self._log.size)
+        index = read_index(self._log, self.ulog, DamageLog(self.ulog, self.path, warn), scan_tuning)
+        self._scanner = index.scanner
+        self._subs = index.subscriptions.entries
+        self._logged = index.logged
+        self._first_damage = index.first_damage  # (offset, message, truncated)
+        # set at open (damage is all found then); "messages": what the last read gave so far
+        self.recovery_report: RecoveryReport = index.recovery_report
+        self._data = TopicData(self._log, self._subs, self.ulog, index.logged, index.timed, index.data_start)
+        self._data.group_positions(index.positions, index.subscription_indexes, topics)
+        for _pos, level, ts, tag, text in index.logged:
+            self.ulog.logged_messages.append(rec.LoggedMessage(ts, level, rec.parse_string(text), tag))
+        self.ulog.defer_timed_facts(self._data.resolve_times)
+        self._channels_built = build_channels(self._subs, self.ulog, index.logged, topics)
 
     def _make_summary(self) -> Summary:
         """The summary: the selected channels, their counts, the time span and the info
         extras."""
-        all_schemas, channels, counts = self._channels_built
-        self._group_all()
-        self._times_many([s for s in self._subs if s.selected])
+        built = self._channels_built
+        data = self._data
+        data.group_all()
+        data.times_many([s for s in self._subs if s.selected])
         times = []
         for s in self._subs:
             if s.selected and s.positions is not None and len(s.positions):
-                ts = self._sub_times(s)
+                ts = data.sub_times(s)
                 times.extend([int(ts.min()), int(ts.max())])
-        if self._log_channel is not None:
-            times.extend(min(e[2], _MAX_US) for e in self._log_entries)
+        if built.log_channel is not None:
+            times.extend(min(e[2], MAX_US) for e in self._logged)
         info = self.ulog.info
         summary = Summary(
             format="ulog",
             profile="px4" if info.get("sys_name") == "PX4" else "",
             library=" ".join(str(info[k]) for k in ("sys_name", "ver_sw") if isinstance(info.get(k), str)),
             version=str(self.ulog.version),
-            schemas=all_schemas,
-            channels=channels,
-            message_counts=counts,
+            schemas=built.schemas,
+            channels=built.channels,
+            message_counts=built.counts,
             start_time=min(times) * 1000 if times else None,
             end_time=max(times) * 1000 if times else None,
-            file_size=self._size,
+            file_size=self._log.size,
             indexed=False,
             extras={},
         )
@@ -339,7 +267,7 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
     def channels(self) -> dict[int, Channel]:
         """The selected channels by id, known at open (the same as ``summary.channels``
         without making the summary, whose time span reads every message's timestamp)."""
-        return self._channels_built[1]
+        return self._channels_built.channels
 
     @property
     def summary(self) -> Summary:
@@ -348,15 +276,21 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
             self._summary = self._make_summary()
         return self._summary
 
+    def info_extras(self) -> dict[str, Any]:
+        """The ULog facts of ``polybag info`` (the summary's ``extras``)."""
+        self._data.ensure_counts()
+        return info_extras(self.ulog, self._subs)
+
     def _messages(self, topics: TopicSelector, start: int | None, end: int | None, reverse: bool, order: str) -> Iterator[Message]:
         """:meth:`~polybag.reader.Reader.messages`: the messages of the selected channels in
         log time (or file) order, the logged strings among them; raises at the first damage
         without ``recover=True``."""
-        chans = self._channels_built[1]
-        self._group_all()
+        chans = self._channels_built.channels
+        data = self._data
+        data.group_all()
         wanted = topic_filter(topics, chans.values())
         sel = [s for s in self._subs if s.selected and (wanted is None or s.index in wanted)]
-        self._times_many(sel)
+        data.times_many(sel)
         pos_parts = []
         cid_parts = []
         t_parts = []
@@ -365,23 +299,24 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
                 continue
             pos_parts.append(s.positions)
             cid_parts.append(np.full(len(s.positions), s.index, dtype=np.int64))
-            t_parts.append(self._sub_times(s) * 1000)
-        log_ch = self._log_channel
-        if log_ch is not None and (wanted is None or log_ch.id in wanted) and self._log_entries:
-            pos_parts.append(np.array([e[0] for e in self._log_entries], dtype=np.int64))
-            cid_parts.append(np.full(len(self._log_entries), -1, dtype=np.int64))
-            t_parts.append(np.array([min(e[2], _MAX_US) for e in self._log_entries], dtype=np.int64) * 1000)
-        damage = None if self.recover else self._damage
+            t_parts.append(data.sub_times(s) * 1000)
+        log_ch = self._channels_built.log_channel
+        logged = self._logged
+        if log_ch is not None and (wanted is None or log_ch.id in wanted) and logged:
+            pos_parts.append(np.array([e[0] for e in logged], dtype=np.int64))
+            cid_parts.append(np.full(len(logged), -1, dtype=np.int64))
+            t_parts.append(np.array([min(e[2], MAX_US) for e in logged], dtype=np.int64) * 1000)
+        damage = None if self.recover else self._first_damage
         if not pos_parts:
             if damage is not None:
-                self._raise_damage()
+                raise damage.error(self.path)
             return
         pos = np.concatenate(pos_parts)
         cid = np.concatenate(cid_parts)
         tns = np.concatenate(t_parts)
         keep = np.ones(len(pos), dtype=bool)
         if damage is not None:
-            keep &= pos < damage[0]
+            keep &= pos < damage.offset
         if start is not None:
             keep &= tns >= start
         if end is not None:
@@ -392,16 +327,16 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
             idx = idx[::-1]
         yield from self._emit(pos[idx], cid[idx], tns[idx])
         if damage is not None:
-            self._raise_damage()
+            raise damage.error(self.path)
 
     def _emit(self, pos: np.ndarray, cid: np.ndarray, tns: np.ndarray) -> Iterator[Message]:
         """The messages at ``pos`` (channel index, -1: logged string; log time in ns)."""
-        view = self._view
+        view = self._log.view
         chans: dict[int, Channel] = {s.index: s.channel for s in self._subs if s.channel is not None}
-        log_ch = self._log_channel
-        log_by_pos = {e[0]: e for e in self._log_entries} if log_ch is not None else {}
+        log_ch = self._channels_built.log_channel
+        log_by_pos = {e[0]: e for e in self._logged} if log_ch is not None else {}
         # payload ends and per-channel sequence numbers (in file order) in bulk
-        ends = (pos + 3 + self._gather_sparse(pos, np.dtype("<u2"))).tolist() if len(pos) else []
+        ends = (pos + 3 + self._data.gather_sparse(pos, np.dtype("<u2"))).tolist() if len(pos) else []
         forder = np.lexsort((pos, cid))
         seqs = np.empty(len(pos), dtype=np.int64)
         if len(pos):
@@ -422,11 +357,69 @@ class UlogReader(_Info, _Data, _Batches, _Scan, _Definitions, _Damage, Reader):
             else:
                 yield Message(chans[c], t, t, sq, view[q + 5 : e_])
 
+    # --- columns (ULog topics are addressed by name and multi_id) ---------------------------
+    def records(self, name: str, multi_id: int | str = 0) -> np.ndarray:
+        """All data of one subscription as a numpy structured array (pyulog's flat fields);
+        ``multi_id`` as an int or its decimal string."""
+        return self._data.records(name, multi_id)
+
+    def all_records(self) -> dict[tuple[str, int], np.ndarray]:
+        """Every selected subscription's data as structured arrays, keyed ``(name, multi_id)``,
+        gathered in one pass over the file in order (the full parse ``pyulog.ULog`` does)."""
+        return self._data.all_records()
+
+    def all_topic_columns(self, *, padding: bool = False) -> dict[tuple[str, int], dict[str, np.ndarray]]:
+        """Columns of every selected topic instance (see :meth:`topic_columns`), built in
+        one ordered pass: ``{(name, multi_id): {"timestamp": ..., "accel[0]": ...}}``."""
+        return self._data.all_topic_columns(padding=padding)
+
+    # ULog topics are instances: a multi_id comes before the fields (a sequence in its
+    # place is taken as the fields, so every call of the base signature works)
+    def topic_columns(  # type: ignore[override]
+        self,
+        topic: str,
+        multi_id: int | str | Sequence[str] | None = 0,
+        fields: Sequence[str] | None = None,
+        *,
+        padding: bool = False,
+        log_time: bool = False,
+    ) -> dict[str, np.ndarray]:
+        """One numpy array per flattened field (``timestamp``, ``accel[0]``, ``nested.x``),
+        keyed exactly like pyulog's ``data`` dict.  ``_padding`` fields are left out unless
+        ``padding=True``; ``log_time=True`` adds the log time in ns (``timestamp * 1000``).
+
+        ``multi_id`` is the instance as an int or as the string found in
+        ``channel.metadata["multi_id"]`` (``1`` and ``"1"`` are the same instance); a
+        sequence of names in its place is taken as ``fields``."""
+        return self._data.topic_columns(topic, multi_id, fields, padding=padding, log_time=log_time)
+
+    # ULog topics are instances: a multi_id comes before the fields (a sequence in its
+    # place is taken as the fields, so every call of the base signature works)
+    def to_pandas(  # type: ignore[override]
+        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+    ) -> Any:
+        """A ``pandas.DataFrame`` of one subscription indexed by ``log_time`` (int64 ns,
+        ``timestamp * 1000``), like every other format's ``to_pandas``."""
+        from polybag.codecs.columns import columns_to_pandas
+
+        return columns_to_pandas(self.topic_columns(topic, multi_id, fields, log_time=True))
+
+    # ULog topics are instances: a multi_id comes before the fields (a sequence in its
+    # place is taken as the fields, so every call of the base signature works)
+    def to_arrow(  # type: ignore[override]
+        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+    ) -> Any:
+        """A ``pyarrow.Table`` of one subscription with a ``log_time`` column (int64 ns), like
+        every other format's ``to_arrow``."""
+        from polybag.codecs.columns import columns_to_arrow
+
+        return columns_to_arrow(self.topic_columns(topic, multi_id, fields, log_time=True))
+
     def close(self) -> None:
         """Drop the views of the file and the gathered records, then close the source."""
-        self._u8 = np.zeros(0, np.uint8)
+        self._log.u8 = np.zeros(0, np.uint8)
         for s in self._subs:
-            s._records = None
+            s.records = None
         super().close()
 
 

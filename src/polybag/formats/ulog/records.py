@@ -75,10 +75,12 @@ class _Record:
         return tuple(getattr(self, f) for f in self.__slots__)
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
+        if not isinstance(other, _Record) or other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        return self._values() == other._values()
 
+    # mutable records are unhashable; typeshed types __hash__ as a method, not as the
+    # None that Python's data model asks for here
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:

@@ -21,7 +21,7 @@ import shutil
 import struct
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
@@ -37,16 +37,18 @@ from polybag.codecs.ulog import (
 )
 from polybag.errors import UnsupportedError, WriteError
 from polybag.formats.ulog import records as rec
-from polybag.formats.ulog.writer_definitions import UlogDefinitions
+from polybag.formats.ulog.writer_definitions import DefinitionsSection
 from polybag.model import Channel, Schema
 from polybag.writer import AtomicFile, Writer, check_open
 
 _D_HEAD = struct.Struct("<HBH")
 
 
-class UlogWriter(UlogDefinitions, Writer):
+class UlogWriter(Writer):
     """A ULog file written from the model or from columns (see the module notes); the
-    definitions section (formats, info, parameters) is :class:`UlogDefinitions`'."""
+    definitions section (formats, info, parameters) is kept by a
+    :class:`~polybag.formats.ulog.writer_definitions.DefinitionsSection`
+    (``self.definitions``)."""
 
     format = "ulog"
 
@@ -65,16 +67,13 @@ class UlogWriter(UlogDefinitions, Writer):
         if format not in (None, "ulog"):
             raise UnsupportedError(f"UlogWriter writes ULog, not {format!r}")
         self._out = AtomicFile(path_or_stream, overwrite=overwrite)
-        self._data: BinaryIO = tempfile.SpooledTemporaryFile(max_size=spool_size)  # noqa: SIM115
+        self._data: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(max_size=spool_size)  # noqa: SIM115
         self.start_timestamp = start_timestamp
         self.version = version
-        self.compat_flags = list(compat_flags or [0] * 8)[:8] + [0] * max(0, 8 - len(compat_flags or [0] * 8))
+        self.definitions = DefinitionsSection(
+            list(compat_flags or [0] * 8)[:8] + [0] * max(0, 8 - len(compat_flags or [0] * 8))
+        )
         self.sync_interval = sync_interval
-        self.formats: dict[str, FormatDef] = {}
-        self.info: dict[str, tuple[str, Any]] = {}
-        self.info_multiple: list[tuple[str, str, list[Any]]] = []
-        self.params: dict[str, Any] = {}
-        self.default_params: dict[str, tuple[int, Any]] = {}
         self._schemas: dict[int, Schema] = {}
         self._channels: dict[int, Channel] = {}
         self._msg_ids: dict[int, int] = {}  # channel id -> msg_id
@@ -87,7 +86,78 @@ class UlogWriter(UlogDefinitions, Writer):
         self._since_sync = 0
         self.closed = False
 
-    # --- definitions (the rest in UlogDefinitions) ------------------------------------------
+    # --- definitions (kept by self.definitions) ----------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """Whether the writer is closed (the definitions section refuses additions then)."""
+        return self.definitions.closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self.definitions.closed = value
+
+    @property
+    def formats(self) -> dict[str, FormatDef]:
+        """The formats defined so far, by name."""
+        return self.definitions.formats
+
+    @property
+    def compat_flags(self) -> list[int]:
+        """The compat flags of the flag bits message."""
+        return self.definitions.compat_flags
+
+    @property
+    def info(self) -> dict[str, tuple[str, Any]]:
+        """The info messages: key -> (type, value)."""
+        return self.definitions.info
+
+    @property
+    def info_multiple(self) -> list[tuple[str, str, list[Any]]]:
+        """The multi-info entries: (key, type, values)."""
+        return self.definitions.info_multiple
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The parameters of the definitions section."""
+        return self.definitions.params
+
+    @property
+    def default_params(self) -> dict[str, tuple[int, Any]]:
+        """The default parameters: name -> (default types, value)."""
+        return self.definitions.default_params
+
+    def add_format(self, text: str | FormatDef) -> FormatDef:
+        """Register a message format (``name:type field;...``)."""
+        return self.definitions.add_format(text)
+
+    def add_info(self, key: str, value: Any, type: str | None = None) -> None:  # noqa: A002
+        """An ``I`` message; the type is inferred (strings char[n], ints int32, floats float)."""
+        self.definitions.add_info(key, value, type)
+
+    def add_info_multiple(self, key: str, values: Sequence[Any], type: str | None = None) -> None:  # noqa: A002
+        """One multi-info entry: ``values`` are written as one message and its continuations."""
+        self.definitions.add_info_multiple(key, values, type)
+
+    def add_param(self, name: str, value: int | float) -> None:
+        """A ``P`` message of the definitions section."""
+        self.definitions.add_param(name, value)
+
+    def add_default_param(self, name: str, value: int | float, default_types: int = 1) -> None:
+        """A ``Q`` message; ``default_types`` bit 0: system default, bit 1: current setup."""
+        self.definitions.add_default_param(name, value, default_types)
+
+    def add_format_extras(self, name: str, metadata: Mapping[str, str]) -> bool:
+        """The ``ulog_info`` / ``ulog_params`` / ``ulog_default_params_<bit>`` metadata
+        records of a ULog converted to MCAP, back into info, parameter and default
+        parameter messages; True when ``name`` is one of them (see
+        :meth:`~polybag.formats.ulog.writer_definitions.DefinitionsSection.add_format_extras`)."""
+        return self.definitions.add_format_extras(name, metadata)
+
+    def copy_definitions(self, ulog: Any) -> None:
+        """Info, multi-info, parameters and defaults of ``ulog`` (a read log or anything with
+        those dicts), and its compat flags or-ed into this writer's."""
+        self.definitions.copy_definitions(ulog)
+
     def copy_extras(self, ulog: Any, *, changed_params: bool = True, dropouts: bool = True, formats: bool = True, syncs: bool = True) -> None:
         """Info, multi-info, parameters, defaults (and timed changes, dropouts) of a read log;
         with ``formats`` every format it defines (also those no subscription uses), with
@@ -149,6 +219,11 @@ class UlogWriter(UlogDefinitions, Writer):
         except (TypeError, ValueError):
             raise WriteError(f"topic {topic}: multi_id {metadata.get('multi_id')!r} is not a number") from None
         return self.add_subscription(topic, multi_id, schema=schema)
+
+    def add_ulog_subscription(self, name: str, multi_id: int, formats: Sequence[str]) -> Channel:
+        for text in formats:
+            self.add_format(text)
+        return self.add_subscription(name, multi_id)
 
     def add_subscription(self, name: str, multi_id: int = 0, *, schema: Schema | None = None) -> Channel:
         """Subscribe message ``name`` (its format must be known) as instance ``multi_id``."""
@@ -313,14 +388,15 @@ class UlogWriter(UlogDefinitions, Writer):
             self._data.write(out[done:].tobytes())
 
     # --- closing --------------------------------------------------------------------------
-    def close(self) -> None:
+    def finish_output(self) -> None:
         if self.closed:
             return
         try:
             while self._pending:
                 self._data.write(heapq.heappop(self._pending)[2])
             f = self._out.file
-            f.write(self._definitions())
+            start = self.start_timestamp if self.start_timestamp is not None else (self._first_time or 0)
+            f.write(self.definitions.pack(self.version, start))
             self._data.seek(0)
             shutil.copyfileobj(self._data, f, 1 << 20)
             self._data.close()
@@ -328,7 +404,7 @@ class UlogWriter(UlogDefinitions, Writer):
         finally:
             self.closed = True
 
-    def abort(self, *, discard: bool = False) -> None:
+    def abort_output(self, *, discard: bool = False) -> None:
         """Stop without finishing.  The data waits in a spool until :meth:`close` writes the
         definitions before it, so an unfinished ULog holds nothing readable: ``NAME.active``
         is removed either way."""
@@ -369,7 +445,8 @@ def _interleave(blocks: list[np.ndarray], keys: list[np.ndarray]) -> tuple[np.nd
 
 def write_ulog(target: Any, channels_columns: Iterable[tuple[str, int, Mapping[str, Any]]], formats: Iterable[str], **options: Any) -> None:
     """Write a whole log from ``(name, multi_id, columns)`` triples and format strings."""
-    with UlogWriter(target, **options) as w:
+    w = UlogWriter(target, **options)
+    with w:
         for f in formats:
             w.add_format(f)
         for name, multi_id, cols in channels_columns:

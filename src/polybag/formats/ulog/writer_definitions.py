@@ -1,6 +1,7 @@
-"""The definitions section of a ULog being written: :class:`UlogDefinitions`, the mixin of
-:class:`~polybag.formats.ulog.writer.UlogWriter` that holds the formats, info, multi-info,
-parameters and default parameters, and packs them (with the header and flag bits) on close.
+"""The definitions section of a ULog being written: :class:`DefinitionsSection`, owned by
+:class:`~polybag.formats.ulog.writer.UlogWriter`, holds the formats, info, multi-info,
+parameters, default parameters and compat flags, and packs them (with the header and flag
+bits) on close.
 """
 
 from __future__ import annotations
@@ -15,20 +16,18 @@ from polybag.formats.ulog import records as rec
 from polybag.writer import check_open
 
 
-class UlogDefinitions:
-    """What a ULog writer puts before the data (a mixin of
-    :class:`~polybag.formats.ulog.writer.UlogWriter`, which sets these attributes)."""
+class DefinitionsSection:
+    """What a ULog writer puts before the data.  ``closed``: the writer is closed (every
+    addition is refused)."""
 
-    closed: bool
-    version: int
-    start_timestamp: int | None
-    compat_flags: list[int]
-    formats: dict[str, FormatDef]
-    info: dict[str, tuple[str, Any]]
-    info_multiple: list[tuple[str, str, list[Any]]]
-    params: dict[str, Any]
-    default_params: dict[str, tuple[int, Any]]
-    _first_time: int | None
+    def __init__(self, compat_flags: list[int]) -> None:
+        self.closed = False
+        self.compat_flags = compat_flags
+        self.formats: dict[str, FormatDef] = {}
+        self.info: dict[str, tuple[str, Any]] = {}
+        self.info_multiple: list[tuple[str, str, list[Any]]] = []
+        self.params: dict[str, Any] = {}
+        self.default_params: dict[str, tuple[int, Any]] = {}
 
     def add_format(self, text: str | FormatDef) -> FormatDef:
         """Register a message format (``name:type field;...``)."""
@@ -114,11 +113,11 @@ class UlogDefinitions:
                 self.add_default_param(k, v, 1 << bit)
         self.compat_flags = [a | b for a, b in zip(self.compat_flags, ulog.compat_flags)]
 
-
-    def _definitions(self) -> bytes:
+    def pack(self, version: int, start_timestamp: int) -> bytes:
+        """The file header (``version``, ``start_timestamp`` in us), the flag bits and the
+        definitions section."""
         parts: list[bytes] = []
-        start = self.start_timestamp if self.start_timestamp is not None else (self._first_time or 0)
-        parts.append(rec.FileHeader(self.version, max(0, int(start))).pack())
+        parts.append(rec.FileHeader(version, max(0, int(start_timestamp))).pack())
         parts.append(rec.FlagBits(self.compat_flags, [0] * 8, []).pack())
         written: set[str] = set()
         for name in self.formats:

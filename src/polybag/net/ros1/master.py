@@ -7,9 +7,12 @@ import os
 import reprlib
 import xmlrpc.client
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polybag.net.ros1.errors import RosGraphError
+
+if TYPE_CHECKING:
+    from _typeshed import SizedBuffer
 
 DEFAULT_MASTER_URI = "http://localhost:11311"
 #: Seconds an XML-RPC call (to the master or a peer) may take.
@@ -62,7 +65,7 @@ class _TimeoutTransport(xmlrpc.client.Transport):
         conn.timeout = self._timeout
         return conn
 
-    def single_request(self, host: Any, handler: str, request_body: bytes, verbose: bool = False) -> Any:
+    def single_request(self, host: Any, handler: str, request_body: SizedBuffer, verbose: bool = False) -> Any:
         # as xmlrpc.client.Transport.single_request, without reading an error answer's body
         # (its declared length would be allocated at once)
         try:

@@ -13,8 +13,9 @@ error is logged and kept in ``Subscription.errors`` / ``Publisher.errors``.
 
 The parts live in modules of their own: :mod:`.publisher` (our topics and the subscribers
 connected to them), :mod:`.subscriber` (our subscriptions and their publisher connections),
-:mod:`.slave` (the slave XML-RPC API) and :mod:`._common` (timeouts and helpers).  This
-module keeps :class:`Node`, which owns them, and re-exports the public names.
+:mod:`.slave` (the slave XML-RPC API) and :mod:`.sockets` (timeouts and helpers).  They
+see the node through :class:`~.node_interface.NodeInterface`, which :class:`Node` implements;
+this module keeps :class:`Node`, which owns them, and re-exports the public names.
 """
 
 from __future__ import annotations
@@ -247,7 +248,7 @@ class Node(Closing):
     def _close(self, subs: list[Subscription], pubs: list[_PubTopic], flush_timeout: float) -> None:
         for sub in subs:
             sub.close()
-        _close_pub_topics(pubs, flush_timeout)  # before unregistering (see _release_publisher)
+        _close_pub_topics(pubs, flush_timeout)  # before unregistering (see release_publisher)
         for pt in pubs:
             self._unregister_publisher(pt)
         _shutdown_socket(self._tcp)
@@ -275,7 +276,25 @@ class Node(Closing):
         if self._closed:
             raise RosGraphError(f"node {self.name} is closed")
 
-    def _release_subscription(self, sub: Subscription) -> None:
+    # ----------------------------------------------------------------- for the node's parts
+    # (the NodeInterface of .node_interface: publications, subscriptions, the slave API)
+    def published_topic(self, topic: str) -> _PubTopic | None:
+        with self._lock:
+            return self._pub_topics.get(topic)
+
+    def publications(self) -> list[_PubTopic]:
+        with self._lock:
+            return list(self._pub_topics.values())
+
+    def subscriptions(self) -> list[Subscription]:
+        with self._lock:
+            return [s for lst in self._subs.values() for s in lst]
+
+    def handshake_done(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._handshakes.discard(conn)
+
+    def release_subscription(self, sub: Subscription) -> None:
         with self._lock:
             lst = self._subs.get(sub.topic, [])
             if sub in lst:
@@ -289,7 +308,7 @@ class Node(Closing):
             except RosGraphError as exc:
                 log.info("unregistering subscriber of %s: %s", sub.topic, exc)
 
-    def _release_publisher(self, pt: _PubTopic, flush_timeout: float = 0.0) -> None:
+    def release_publisher(self, pt: _PubTopic, flush_timeout: float = 0.0) -> None:
         with self._lock:
             pt.handles -= 1
             if pt.handles > 0:
@@ -335,13 +354,13 @@ class Node(Closing):
         """Handshake with a subscriber that connected to our TCPROS port; then send its queue."""
         _IncomingSubscriber(self, conn, addr).serve()
 
-    def _publisher_update(self, topic: str, publishers: list[str]) -> None:
+    def publisher_update(self, topic: str, publishers: list[str]) -> None:
         with self._lock:
             subs = list(self._subs.get(topic, []))
         for sub in subs:
             sub._update(publishers)
 
-    def _request_shutdown(self, reason: str) -> None:
+    def request_shutdown(self, reason: str) -> None:
         reason = peer_text(reason)  # (any XML-RPC client may send it)
         self.shutdown_reason = reason
         self.shutdown_requested.set()

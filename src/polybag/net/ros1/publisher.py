@@ -35,7 +35,7 @@ from polybag.net.ros1.tcpros import encode_header, frame, read_header, text
 from polybag.util.text import peer_text
 
 if TYPE_CHECKING:
-    from polybag.net.ros1.node import Node
+    from polybag.net.ros1.node_interface import NodeInterface
 
 # send without blocking (0 where the platform has no such flag: then every message is queued)
 _DONTWAIT: int = getattr(socket, "MSG_DONTWAIT", 0)
@@ -172,7 +172,7 @@ class _SubscriberLink:
 class _PubTopic:
     """A topic this node publishes: shared by every Publisher handle on it."""
 
-    node: Node
+    node: NodeInterface[_PubTopic, Any]
     name: str
     type: str
     md5sum: str
@@ -296,6 +296,13 @@ class Publisher:
             return [link.callerid for link in self._topic.links]
 
     @property
+    def send_queues(self) -> list[tuple[int, int]]:
+        """``(messages queued, messages sent)`` of each connected subscriber's send queue."""
+        with self._topic.cond:
+            links = list(self._topic.links)
+        return [(len(link.queue), link.messages_sent) for link in links]
+
+    @property
     def dropped(self) -> int:
         """Messages dropped because a subscriber's send queue was full."""
         return self._topic.dropped
@@ -330,7 +337,7 @@ class Publisher:
         if self._closed:
             return
         self._closed = True
-        self._topic.node._release_publisher(self._topic, flush_timeout)
+        self._topic.node.release_publisher(self._topic, flush_timeout)
 
     def __enter__(self) -> Publisher:
         return self
@@ -348,7 +355,7 @@ class _IncomingSubscriber:
     ``serve`` runs in the connection's own thread (started by the node's accept loop).
     """
 
-    def __init__(self, node: Node, conn: socket.socket, addr: Any) -> None:
+    def __init__(self, node: NodeInterface[_PubTopic, Any], conn: socket.socket, addr: Any) -> None:
         self.node = node
         self.conn = conn
         self.peer = f"{addr[0]}:{addr[1]}"
@@ -367,8 +374,7 @@ class _IncomingSubscriber:
         except OSError as exc:
             log.info("TCPROS connection from %s failed: %s", peer, exc)
         finally:
-            with node._lock:
-                node._handshakes.discard(conn)
+            node.handshake_done(conn)
             if self.link is not None:
                 self.link.close()
             else:
@@ -389,8 +395,7 @@ class _IncomingSubscriber:
         conn.settimeout(None)
         link = self.link = _SubscriberLink(pt, conn, fields.get("callerid", self.peer), pt.queue_size)
         link.thread = threading.current_thread()
-        with node._lock:
-            node._handshakes.discard(conn)
+        node.handshake_done(conn)
         if not pt.add_link(link):
             return
         link.run()
@@ -402,8 +407,7 @@ class _IncomingSubscriber:
             conn.sendall(encode_header({"error": "polybag nodes provide no services"}))
             return None
         topic = fields.get("topic", "")
-        with node._lock:
-            pt = self.pt = node._pub_topics.get(topic)
+        pt = self.pt = node.published_topic(topic)
         if pt is None:
             conn.sendall(encode_header({"error": f"{node.name} does not publish {topic!r}"}))
             return None

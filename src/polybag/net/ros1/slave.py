@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 from polybag.net.ros1.sockets import HANDSHAKE_TIMEOUT, _join, log
 
 if TYPE_CHECKING:
-    from polybag.net.ros1.node import Node
+    from polybag.net.ros1.node_interface import NodeInterface
+    from polybag.net.ros1.publisher import _PubTopic
+    from polybag.net.ros1.subscriber import Subscription
 
 
 class _SlaveServer(xmlrpc.server.SimpleXMLRPCServer):
@@ -72,7 +74,7 @@ class _Quiet(xmlrpc.server.SimpleXMLRPCRequestHandler):
 class _SlaveApi:
     """The ROS slave API (http://wiki.ros.org/ROS/Slave_API)."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeInterface[_PubTopic, Subscription]) -> None:
         self.node = node
 
     def _dispatch(self, method: str, params: tuple[Any, ...]) -> Any:
@@ -89,9 +91,8 @@ class _SlaveApi:
 
     def getBusStats(self, caller_id: str) -> list:
         node = self.node
-        with node._lock:
-            pubs = list(node._pub_topics.values())
-            subs = [s for lst in node._subs.values() for s in lst]
+        pubs = node.publications()
+        subs = node.subscriptions()
         pub_stats = []
         for pt in pubs:
             with pt.cond:
@@ -108,25 +109,22 @@ class _SlaveApi:
             )
         sub_stats = []
         for sub in subs:
-            with sub._lock:
-                links2 = list(sub._links.values())
+            links2 = sub.publisher_links()
             sub_stats.append([sub.topic, [[lk.id, lk.bytes & 0x7FFFFFFF, -1, lk.connected] for lk in links2]])
         return [1, "bus stats", [pub_stats, sub_stats, []]]
 
     def getBusInfo(self, caller_id: str) -> list:
         node = self.node
         info = []
-        with node._lock:
-            pubs = list(node._pub_topics.values())
-            subs = [s for lst in node._subs.values() for s in lst]
+        pubs = node.publications()
+        subs = node.subscriptions()
         for pt in pubs:
             with pt.cond:
                 links = list(pt.links)
             for lk in links:
                 info.append([lk.id, lk.callerid, "o", "TCPROS", pt.name, True])
         for sub in subs:
-            with sub._lock:
-                links2 = list(sub._links.values())
+            links2 = sub.publisher_links()
             for lk2 in links2:
                 info.append([lk2.id, lk2.uri, "i", "TCPROS", sub.topic, lk2.connected])
         return [1, "bus info", info]
@@ -135,20 +133,21 @@ class _SlaveApi:
         return [1, "", self.node.master.uri]
 
     def shutdown(self, caller_id: str, msg: str = "") -> list:
-        self.node._request_shutdown(f"{caller_id}: {msg}")
+        self.node.request_shutdown(f"{caller_id}: {msg}")
         return [1, "shutdown", 0]
 
     def getPid(self, caller_id: str) -> list:
         return [1, "", os.getpid()]
 
     def getSubscriptions(self, caller_id: str) -> list:
-        with self.node._lock:
-            subs = [[topic, lst[0].type] for topic, lst in self.node._subs.items() if lst]
+        types: dict[str, str] = {}  # each topic with the type of its first subscription
+        for sub in self.node.subscriptions():
+            types.setdefault(sub.topic, sub.type)
+        subs = [[topic, type_] for topic, type_ in types.items()]
         return [1, "subscriptions", subs]
 
     def getPublications(self, caller_id: str) -> list:
-        with self.node._lock:
-            pubs = [[pt.name, pt.type] for pt in self.node._pub_topics.values()]
+        pubs = [[pt.name, pt.type] for pt in self.node.publications()]
         return [1, "publications", pubs]
 
     def paramUpdate(self, caller_id: str, key: str, value: Any) -> list:
@@ -157,14 +156,12 @@ class _SlaveApi:
     def publisherUpdate(self, caller_id: str, topic: str, publishers: list) -> list:
         if not isinstance(publishers, list) or not all(isinstance(p, str) for p in publishers):
             return [-1, "publishers must be a list of URIs", 0]
-        self.node._publisher_update(topic, publishers)
+        self.node.publisher_update(topic, publishers)
         return [1, "", 0]
 
     def requestTopic(self, caller_id: str, topic: str, protocols: list) -> list:
         node = self.node
-        with node._lock:
-            known = topic in node._pub_topics
-        if not known:
+        if node.published_topic(topic) is None:
             return [-1, f"{node.name} does not publish {topic}", []]
         for proto in protocols if isinstance(protocols, list) else []:
             if isinstance(proto, list) and proto and proto[0] == "TCPROS":

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from polybag.errors import PolybagError
 from polybag.net.ros1.errors import RosGraphError, TcprosError
@@ -33,7 +33,7 @@ from polybag.util.closing import Closing
 from polybag.util.text import peer_text
 
 if TYPE_CHECKING:
-    from polybag.net.ros1.node import Node
+    from polybag.net.ros1.node_interface import NodeInterface
 
 
 @dataclass(slots=True)
@@ -218,7 +218,7 @@ class _Closed(Exception):
 class Subscription(Closing):
     """A subscription of this node (see :meth:`Node.subscribe`)."""
 
-    node: Node
+    node: NodeInterface[Any, Subscription]
     topic: str
     callback: Callable[[Ros1Message], None]
     md5sum: str
@@ -262,6 +262,12 @@ class Subscription(Closing):
         """The TCPROS response headers of the live publisher connections."""
         with self._lock:
             return [dict(link.header) for link in self._links.values() if link.connected]
+
+    def publisher_links(self) -> list[_PublisherLink]:
+        """The publisher connections now, connected or connecting (the slave API's bus
+        stats and info)."""
+        with self._lock:
+            return list(self._links.values())
 
     @property
     def publishers(self) -> list[str]:
@@ -345,7 +351,7 @@ class Subscription(Closing):
             threads = [link.thread for link in links] + self._finished
             self._finished = []
             self._lock.notify_all()
-        self.node._release_subscription(self)
+        self.node.release_subscription(self)
         for link in links:
             link.close()
         for t in threads:

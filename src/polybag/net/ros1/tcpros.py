@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from polybag.net.ros1.errors import TcprosError
 
@@ -112,7 +113,7 @@ class BufferedSocket:
         self._buf, self._pos = data, n
         return data[:n]
 
-    def getpeername(self) -> object:
+    def getpeername(self) -> Any:  # (as socket.getpeername: the address family's own shape)
         return self.sock.getpeername()
 
 

@@ -29,7 +29,7 @@ import os
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +74,7 @@ def domain_id(env: dict[str, str] | None = None) -> int:
     return n
 
 
-def discovery_range(env: dict[str, str] | None = None) -> str:
+def discovery_range(env: Mapping[str, str] | None = None) -> str:
     """``LOCALHOST``, ``SUBNET`` (the default), ``OFF`` or ``SYSTEM_DEFAULT`` as ROS 2 Jazzy
     reads them (``ROS_LOCALHOST_ONLY=1`` wins, as rmw does while it is honoured)."""
     e = os.environ if env is None else env
@@ -173,13 +173,13 @@ class RawReader:
         self.profile = dict(profile)
         self.topic = dds_topic
         try:
-            self._topic = Topic(graph.participant, dds_topic, graph.data_type(dds_type_name, typeid))
+            self._topic: Topic[Any] = Topic(graph.participant, dds_topic, graph.data_type(dds_type_name, typeid))
             self._reader = DataReader(graph.participant, self._topic, qos=dds_qos(profile))
         except dds.core.DDSException as e:
             raise Ros2GraphError(
                 f"cannot subscribe to {peer_text(dds_topic)} ({peer_text(dds_type_name)}): {e}"
             ) from None
-        from cyclonedds._clayer import ddspy_take
+        from cyclonedds._clayer import ddspy_take  # type: ignore[import-not-found]  # a C extension cyclonedds ships without stubs
 
         self._take = ddspy_take
         self._ref = self._reader._ref
@@ -257,7 +257,7 @@ class RawWriter:
 
         self.topic = dds_topic
         try:
-            self._topic = Topic(graph.participant, dds_topic, raw_type(dds_type_name))
+            self._topic: Topic[Any] = Topic(graph.participant, dds_topic, raw_type(dds_type_name))
             self._writer = DataWriter(
                 graph.participant, self._topic, qos=dds_qos(profile, depth=depth, writer=True)
             )
@@ -465,10 +465,11 @@ class Graph:
             try:
                 from cyclonedds.dynamic import get_types_for_typeid
 
-                got = get_types_for_typeid(self.participant, typeid, 2_000_000_000)[0]
+                # the first of (type, type map): a class, which cyclonedds types as an instance
+                made: type = get_types_for_typeid(self.participant, typeid, 2_000_000_000)[0]  # type: ignore[assignment]
             except Exception:  # noqa: BLE001 - no type lookup: match on the name only
-                got = raw_type(dds_type_name)
-            self._xtypes[key] = got
+                made = raw_type(dds_type_name)
+            self._xtypes[key] = got = made
         return got
 
     def writer(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML is not a dependency)
 
 INFINITE_NS = 0x7FFFFFFFFFFFFFFF
 #: the depth of a recorder's reader queue (keep_last): it is emptied continuously

@@ -14,22 +14,22 @@ from typing import Any
 
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import (
-    _OP_ATTACHMENT,
-    _OP_CHUNK,
-    _OP_DATA_END,
-    _OP_FOOTER,
-    _OP_MESSAGE,
-    _OP_MESSAGE_INDEX,
-    _OP_METADATA,
-    McapState,
-)
 from polybag.formats.mcap.records import MAGIC, RECORD_HEAD, U32, Opcode
+from polybag.formats.mcap.stream import StreamMixin
+from polybag.formats.mcap.vocabulary import (
+    OP_ATTACHMENT,
+    OP_CHUNK,
+    OP_DATA_END,
+    OP_FOOTER,
+    OP_MESSAGE,
+    OP_MESSAGE_INDEX,
+    OP_METADATA,
+)
 from polybag.io.source import MappedSource, StreamSource
 from polybag.model import Attachment, Metadata
 
 
-class RecordsMixin(McapState):
+class RecordsMixin(StreamMixin):
     """``records()``, ``attachments()`` and ``metadata()``."""
 
     def records(self, expand_chunks: bool = True) -> Iterator[R.Record]:
@@ -44,7 +44,7 @@ class RecordsMixin(McapState):
         else:
             it = self._mapped_records()
         for op, body, pos in it:
-            if op == _OP_CHUNK and expand_chunks:
+            if op == OP_CHUNK and expand_chunks:
                 buf = self._decode_chunk(body, 0, len(body), pos)
                 p = 0
                 n = len(buf)
@@ -57,7 +57,7 @@ class RecordsMixin(McapState):
                     yield R.parse_record(iop, buf, p + 9, p + 9 + iln, self.path, 0)
                     p += 9 + iln
                 continue
-            if op == _OP_MESSAGE_INDEX and expand_chunks:
+            if op == OP_MESSAGE_INDEX and expand_chunks:
                 continue
             rec = R.parse_record(op, body, 0, len(body), self.path, pos + 9)
             if isinstance(rec, R.AttachmentRecord) and rec.crc and self.validate_crcs:
@@ -85,21 +85,21 @@ class RecordsMixin(McapState):
             e = pos + 9 + ln
             if e > size:
                 raise self._err(TruncatedError, f"record (opcode 0x{op:02x}) declares {ln} bytes, file has {size - pos - 9} left", pos)
-            if op == _OP_DATA_END and not checked:
+            if op == OP_DATA_END and not checked:
                 checked = True
                 if ln >= 4:
                     want_crc = U32.unpack_from(view, pos + 9)[0]
                     got = zlib.crc32(view[:pos])
                     if want_crc and got != want_crc:
                         raise self._err(ChecksumError, f"data section CRC is {got:#010x}, the DataEnd record holds {want_crc:#010x}", pos)
-            if op == _OP_FOOTER and self.validate_crcs and ln >= 20:
+            if op == OP_FOOTER and self.validate_crcs and ln >= 20:
                 ss, _sos, scrc = R.FOOTER_BODY.unpack_from(view, pos + 9)
                 if scrc and ss:
                     got = zlib.crc32(view[ss : pos + 25]) if ss <= pos else -1
                     if got != scrc:
                         raise self._err(ChecksumError, f"summary section CRC is {got:#010x}, the Footer records {scrc:#010x}", pos)
             yield op, view[pos + 9 : e], pos
-            if op == _OP_FOOTER:
+            if op == OP_FOOTER:
                 if e + 8 > size or bytes(view[e : e + 8]) != MAGIC:
                     raise self._err(TruncatedError, "expected the closing MCAP magic after the Footer", e)
                 if e + 8 != size:
@@ -139,11 +139,11 @@ class RecordsMixin(McapState):
             why = R.shortfall(op, view, pos + 9, e)
             if why:
                 problems.append(str(self._err(FormatError, why, pos)))
-            elif op == _OP_CHUNK:
+            elif op == OP_CHUNK:
                 problems.extend(self._chunk_record_problems(view, pos, e))
-            if op == _OP_DATA_END and data_end is None:
+            if op == OP_DATA_END and data_end is None:
                 data_end = pos
-            elif op == _OP_FOOTER:
+            elif op == OP_FOOTER:
                 footer = pos
                 break
             pos = e
@@ -166,7 +166,7 @@ class RecordsMixin(McapState):
             q = p + 9 + iln
             if q > n:
                 break
-            if iop != _OP_MESSAGE or iln < R.MESSAGE_HEAD_LEN:
+            if iop != OP_MESSAGE or iln < R.MESSAGE_HEAD_LEN:
                 why = R.shortfall(iop, buf, p + 9, q)
                 if why:
                     out.append(str(self._err(FormatError, f"inside the Chunk, at {p} of its records: {why}", pos)))
@@ -190,7 +190,7 @@ class RecordsMixin(McapState):
         return R.parse_record(op, body, 0, ln, self.path, offset + 9), body
 
     def _attachment(self, offset: int) -> Attachment:
-        rec, body = self._record_at(offset, _OP_ATTACHMENT, "Attachment")
+        rec, body = self._record_at(offset, OP_ATTACHMENT, "Attachment")
         assert isinstance(rec, R.AttachmentRecord)
         if rec.crc and self.validate_crcs:
             got = zlib.crc32(body[: rec.crc_end])
@@ -199,7 +199,7 @@ class RecordsMixin(McapState):
         return Attachment(rec.name, rec.media_type, rec.data, rec.log_time, rec.create_time)
 
     def attachments(self) -> Iterator[Attachment]:
-        for off in self._record_offsets(Opcode.ATTACHMENT_INDEX, self.attachment_indexes, "attachments"):
+        for off in self._toplevel_offsets(Opcode.ATTACHMENT_INDEX, self.attachment_indexes, "attachments"):
             try:
                 yield self._attachment(off)
             except PolybagError as err:
@@ -208,9 +208,9 @@ class RecordsMixin(McapState):
                 self._note(str(err), 0)
 
     def metadata(self) -> Iterator[Metadata]:
-        for off in self._record_offsets(Opcode.METADATA_INDEX, self.metadata_indexes, "metadata"):
+        for off in self._toplevel_offsets(Opcode.METADATA_INDEX, self.metadata_indexes, "metadata"):
             try:
-                rec, _body = self._record_at(off, _OP_METADATA, "Metadata")
+                rec, _body = self._record_at(off, OP_METADATA, "Metadata")
             except PolybagError as err:
                 if not self.recover:
                     raise
@@ -219,7 +219,7 @@ class RecordsMixin(McapState):
             assert isinstance(rec, R.MetadataRecord)
             yield Metadata(rec.name, rec.metadata)
 
-    def _record_offsets(self, index_op: int, indexes: list[Any], scanned: str) -> list[int]:
+    def _toplevel_offsets(self, index_op: int, indexes: list[Any], scanned: str) -> list[int]:
         """Offsets of the attachment or metadata records: from the summary's index records
         when it has that group (or says there are none), from a scan otherwise."""
         self._materialize()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.ros1.msgdef import (
+from polybag.codecs.msgdef import (
     NUMPY_TYPES,
     PRIMITIVE_FORMATS,
     Field,

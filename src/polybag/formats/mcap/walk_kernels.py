@@ -1,11 +1,11 @@
 """Record-by-record walks over a decompressed chunk: the hot loops.
 
-The fallbacks of the bulk path (:mod:`polybag.formats.mcap.bulk`) for chunks with short,
+The fallbacks of the bulk path (:mod:`polybag.formats.mcap.bulk_kernels`) for chunks with short,
 unusual or damaged records, the walk of a chunk that redefines a channel id part-way
 (each message with the channel in force where it lies), the walk that registers only the
 Schema/Channel records, and the per-channel count used by a summary built from a scan.
 Each is one tight ``while`` loop with one precompiled struct per record; damage inside
-the chunk raises :class:`~polybag.formats.mcap.base._Bad` with its offset.
+the chunk raises :class:`~polybag.formats.mcap.vocabulary.ChunkDamage` with its offset.
 """
 
 from __future__ import annotations
@@ -14,18 +14,18 @@ import struct
 from collections.abc import Callable
 
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import _Bad, _long_record, _short_record, _UnknownChannel
 from polybag.formats.mcap.records import (
     MESSAGE_HEAD_LEN,
     RECORD_HEAD,
     RECORD_MESSAGE_HEAD,
     RECORD_MESSAGE_HEAD_LEN,
 )
+from polybag.formats.mcap.vocabulary import ChunkDamage, UnknownChannelId, long_record, short_record_head
 from polybag.model import Channel, Message
 
 
-def _record_offsets(buf: bytes | memoryview) -> list[int]:
-    """Offsets of every record in a decompressed chunk; _Bad if the records do not tile it."""
+def record_offsets(buf: bytes | memoryview) -> list[int]:
+    """Offsets of every record in a decompressed chunk; ChunkDamage if the records do not tile it."""
     head = RECORD_HEAD.unpack_from
     pos = 0
     n = len(buf)
@@ -37,14 +37,14 @@ def _record_offsets(buf: bytes | memoryview) -> list[int]:
             app(pos)
             pos += 9 + ln
     except struct.error:
-        raise _Bad(pos, f"record header needs 9 bytes, chunk has {n - pos} left") from None
+        raise ChunkDamage(pos, f"record header needs 9 bytes, chunk has {n - pos} left") from None
     if pos != n:
         last = offs[-1]
-        raise _Bad(last, f"record declares {pos - last - 9} bytes, chunk has {n - last - 9} left")
+        raise ChunkDamage(last, f"record declares {pos - last - 9} bytes, chunk has {n - last - 9} left")
     return offs
 
 
-def _walk_versions(
+def walk_versions(
     buf: bytes | memoryview,
     chans: dict[int, Channel],
     changes: list[tuple[int, int, Channel]],
@@ -69,10 +69,10 @@ def _walk_versions(
         while j < nc and changes[j][0] <= pos:
             chans[changes[j][1]] = changes[j][2]
             j += 1
-        op, ln = head(buf, pos) if pos + 9 <= n else _short_record(pos, n)
+        op, ln = head(buf, pos) if pos + 9 <= n else short_record_head(pos, n)
         e = pos + 9 + ln
         if e > n:
-            raise _long_record(pos, op, ln, n)
+            raise long_record(pos, op, ln, n)
         if op == 5:
             data: bytes | memoryview
             if ln >= MESSAGE_HEAD_LEN:
@@ -84,14 +84,14 @@ def _walk_versions(
             if lo <= lt < hi:
                 ch = chans.get(cid)
                 if ch is None:
-                    raise _UnknownChannel(cid, pos)
+                    raise UnknownChannelId(cid, pos)
                 if want is None or ch.id in want:
                     out.append(Message(ch, lt, pt, seq, data))
         pos = e
 
 
-def _walk_filtered(
-    buf: bytes,
+def walk_filtered(
+    buf: bytes | memoryview,
     channels: dict[int, Channel],
     out: list[Message],
     defs: Callable[[int, int, int], None],
@@ -119,13 +119,13 @@ def _walk_filtered(
             op, ln = _short_head(buf, pos, n)
         e = pos + 9 + ln
         if e > n:
-            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+            raise ChunkDamage(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
         if op == 5 and ln >= 22:
             if lo <= lt < hi and (want is None or cid in want or cid not in channels):
                 try:
                     ch = channels[cid]
                 except KeyError:
-                    raise _UnknownChannel(cid, pos) from None
+                    raise UnknownChannelId(cid, pos) from None
                 append(M(ch, lt, pt, seq, view[pos + 31 : e]))
         elif op == 3 or op == 4 or op == 5:
             defs(op, pos, e)
@@ -134,30 +134,30 @@ def _walk_filtered(
         pos = e
 
 
-def _walk_defs(buf: bytes, defs: Callable[[int, int, int], None], pos: int = 0, n: int | None = None) -> None:
+def walk_defs(buf: bytes | memoryview, defs: Callable[[int, int, int], None], pos: int = 0, n: int | None = None) -> None:
     """Only the Schema and Channel records of a chunk (or of ``buf[pos:n]``)."""
     if n is None:
         n = len(buf)
     head = RECORD_HEAD.unpack_from
     while pos < n:
-        op, ln = head(buf, pos) if pos + 9 <= n else _short_record(pos, n)
+        op, ln = head(buf, pos) if pos + 9 <= n else short_record_head(pos, n)
         e = pos + 9 + ln
         if e > n:
-            raise _long_record(pos, op, ln, n)
+            raise long_record(pos, op, ln, n)
         if op == 3 or op == 4:
             defs(op, pos, e)
         pos = e
 
 
-def _walk_defs_quiet(buf: bytes, defs: Callable[[int, int, int], None]) -> None:
-    """:func:`_walk_defs` up to any damage (reading the chunk reports it)."""
+def walk_defs_quiet(buf: bytes | memoryview, defs: Callable[[int, int, int], None]) -> None:
+    """:func:`walk_defs` up to any damage (reading the chunk reports it)."""
     try:
-        _walk_defs(buf, defs)
-    except _Bad:
+        walk_defs(buf, defs)
+    except ChunkDamage:
         pass
 
 
-def _count_chunk(buf: bytes, counts: dict[int, int], defs: Callable[[int, int, int], None]) -> tuple[int, int, int]:
+def count_chunk(buf: bytes | memoryview, counts: dict[int, int], defs: Callable[[int, int, int], None]) -> tuple[int, int, int]:
     """Count messages per channel; registers definitions.  Returns (count, min, max) log time."""
     n = len(buf)
     pos = 0
@@ -177,7 +177,7 @@ def _count_chunk(buf: bytes, counts: dict[int, int], defs: Callable[[int, int, i
                 cid, lt = rec.channel_id, rec.log_time
         e = pos + 9 + ln
         if e > n:
-            raise _Bad(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
+            raise ChunkDamage(pos, f"record (opcode 0x{op:02x}) declares {ln} bytes, chunk has {n - pos - 9} left")
         if op == 5:
             if ln < 22:
                 rec = R.parse_as(R.MessageRecord, 5, buf, pos + 9, e)
@@ -194,13 +194,13 @@ def _count_chunk(buf: bytes, counts: dict[int, int], defs: Callable[[int, int, i
     return total, lo, hi
 
 
-def _short_head(buf: bytes, pos: int, n: int) -> tuple[int, int]:
-    op, ln = RECORD_HEAD.unpack_from(buf, pos) if pos + 9 <= n else _short_record(pos, n)
+def _short_head(buf: bytes | memoryview, pos: int, n: int) -> tuple[int, int]:
+    op, ln = RECORD_HEAD.unpack_from(buf, pos) if pos + 9 <= n else short_record_head(pos, n)
     return op, ln
 
 
 def _append_short_message(
-    buf: bytes,
+    buf: bytes | memoryview,
     pos: int,
     e: int,
     channels: dict[int, Channel],
@@ -217,5 +217,5 @@ def _append_short_message(
         return
     ch = channels.get(rec.channel_id)
     if ch is None:
-        raise _UnknownChannel(rec.channel_id, pos)
+        raise UnknownChannelId(rec.channel_id, pos)
     out.append(Message(ch, rec.log_time, rec.publish_time, rec.sequence, b""))

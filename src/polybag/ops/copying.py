@@ -1,7 +1,8 @@
-"""The copying operations' common skeleton (convert, filter, sort, merge, recover): check
-the output, make the writer, map the channels, copy the messages with a progress bar, the
-attachments and metadata, report what the output cannot hold, and leave nothing behind
-on failure.  Each operation gives its own message stream and fills its own result.
+"""Copying messages into a new log: the skeleton the copying operations (convert, filter,
+sort, merge, recover) share -- check the output, make the writer, map the channels, copy
+the messages with a progress bar, the attachments and metadata, report what the output
+cannot hold, and leave nothing behind on failure.  Each operation gives its own message
+stream and fills its own result.
 """
 
 from __future__ import annotations
@@ -10,27 +11,143 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.bridges.ros1_ros2 import RosBridgeMap, target_ros
-from polybag.errors import FormatError
-from polybag.model import Channel, Message
-from polybag.ops._common import (
-    ChannelMap,
-    Input,
-    OpResult,
-    Output,
-    abort_writer,
-    check_output,
-    copy_attachments_and_metadata,
-    copy_messages,
-    make_progress,
-    make_writer,
-    profile_for,
-    report_dropped,
-    report_undefined,
-    target_format,
-    until_damage,
-)
+from polybag.bridges import ChannelMap, TimedTransform, target_ros
+from polybag.bridges.protocol import Payload
+from polybag.bridges.registry import always_bridged
+from polybag.errors import FormatError, UnsupportedError
+from polybag.formats import registry
+from polybag.model import Attachment, Channel, Message, Metadata
+from polybag.ops.inputs import until_damage
+from polybag.ops.options import Input, Output
+from polybag.ops.outputs import abort_writer, check_output, make_writer, target_format
+from polybag.ops.results import OpResult, make_progress, report_dropped, report_undefined
+from polybag.ops.ulog_extras import ulog_extras
 from polybag.reader import Reader
+from polybag.writer import Writer
+
+RELEASE_EVERY = 64 << 20  # payload bytes between releases of the input's mapped pages
+
+
+def page_releaser(*readers: Reader) -> Callable[[], None] | None:
+    """A call that drops the mapped pages of ``readers`` (:meth:`Reader.release_pages`), or
+    None when none of them reads a mapped file (a stream)."""
+    mapped = [r for r in readers if r.seekable]
+    if not mapped:
+        return None
+    if len(mapped) == 1:
+        return mapped[0].release_pages
+
+    def release() -> None:
+        for r in mapped:
+            r.release_pages()
+
+    return release
+
+
+def copy_messages(
+    messages: Iterable[Message],
+    cmap: ChannelMap,
+    progress: Any | None = None,
+    on_message: Callable[[Message], None] | None = None,
+    readers: Sequence[Reader] = (),
+) -> tuple[int, int]:
+    """Write ``messages`` through ``cmap``; returns (written, dropped).
+
+    With ``readers`` (those the messages come from), the inputs' mapped pages are released
+    every 64 MB of payload so resident memory stays bounded on huge files.
+    """
+    write = cmap.writer.write
+    get = cmap.get
+    release = page_releaser(*readers)
+    budget = RELEASE_EVERY
+    # (channel, target channel, transform, whether it takes the log time too) by id(channel);
+    # the channel is kept so ids stay unique
+    cache: dict[int, tuple[Channel, Channel | None, Callable[..., Payload | None] | None, bool]] = {}
+    dropped = 0
+    n = 0  # messages written
+    last = 0  # n at the last housekeeping (progress, page release), done every 64 messages
+    for m in messages:
+        ch = m.channel
+        ent = cache.get(id(ch))
+        if ent is None or ent[0] is not ch:
+            out, tf = get(ch)
+            ent = cache[id(ch)] = (ch, out, tf, isinstance(tf, TimedTransform))
+        out, tf = ent[1], ent[2]
+        if out is None:
+            dropped += 1
+            cmap.dropped[ch.topic] = cmap.dropped.get(ch.topic, 0) + 1
+            continue
+        data = m.data
+        if tf is not None:
+            conv = tf(data, m.log_time) if ent[3] else tf(data)
+            if conv is None:
+                dropped += 1
+                cmap.dropped[ch.topic] = cmap.dropped.get(ch.topic, 0) + 1
+                continue
+            data = conv
+        write(out, data, m.log_time, m.publish_time, m.sequence)
+        if on_message is not None:
+            on_message(m)
+        n += 1
+        if not n & 63:
+            if progress is not None:
+                progress.update(n - last)
+            if release is not None:
+                budget -= len(data) * (n - last)  # an estimate from every 64th message
+                if budget < 0:
+                    release()
+                    budget = RELEASE_EVERY
+            last = n
+    if progress is not None and n > last:
+        progress.update(n - last)
+    return n, dropped
+
+
+def copy_attachments_and_metadata(
+    reader: Reader, writer: Writer, fmt: str, result: OpResult
+) -> tuple[int, int, int, int]:
+    """Copy attachments and metadata; returns (attachments kept, dropped, metadata kept, dropped)."""
+    kept_a = drop_a = kept_m = drop_m = 0
+    atts: Iterator[Attachment] = reader.attachments()
+    for a in atts:
+        try:
+            writer.write_attachment(a)
+            kept_a += 1
+        except (UnsupportedError, NotImplementedError):
+            drop_a += 1
+    metas: Iterator[Metadata] = reader.metadata()
+    for md in metas:
+        if writer.add_format_extras(md.name, md.metadata):  # a ULog's info/params back home
+            kept_m += 1
+            continue
+        try:
+            writer.write_metadata(md)
+            kept_m += 1
+        except (UnsupportedError, NotImplementedError):
+            drop_m += 1
+    if drop_a:
+        result.warn(f"{fmt} files cannot hold attachments: {drop_a} attachment(s) not copied")
+    if drop_m:
+        result.warn(f"{fmt} files cannot hold metadata: {drop_m} metadata record(s) not copied")
+    return kept_a, drop_a, kept_m, drop_m
+
+
+def profile_for(channels: Iterable[Channel], *readers: Reader) -> str | None:
+    """``ros1`` when every channel is (or becomes) ROS 1, ``ros2`` for all-CDR, else None.
+
+    Readers of a format whose channels always have one profile (``native_profile``: bags
+    and ULogs give ROS 1 channels) give it even when empty.
+    """
+    natives = {r.native_profile for r in readers}
+    if len(natives) == 1 and None not in natives:
+        return natives.pop()
+    # each channel as it is written where anything is held (ULog channels become ROS 1 ones)
+    encs = {always_bridged(e) or e for e in {c.message_encoding for c in channels}}
+    if encs == {"ros1"}:
+        return "ros1"
+    if encs == {"cdr"}:
+        return "ros2"
+    return None
 
 
 @dataclass
@@ -67,7 +184,7 @@ class CopyJob:
     an MCAP output means the one ``channels`` call for (:func:`profile_for`).
 
     ``strict``: how damage in an input is met: False keeps what was read before it (a
-    recovering read, :func:`~polybag.ops._common.tolerant_options`: every intact message),
+    recovering read, :func:`~polybag.ops.inputs.tolerant_options`: every intact message),
     names it in a warning and in ``result.damage`` (the command exits 1); True refuses (the
     reader's error, no output); None (the default) leaves it to the operation (``recover``).
     """
@@ -84,11 +201,11 @@ class CopyJob:
         overwrite: bool = False,
         *,
         profile: str | None = None,
-        channel_map: type[ChannelMap] = RosBridgeMap,
+        channel_map: type[ChannelMap] = ChannelMap,
         storage: str | None = None,
         strict: bool | None = None,
     ) -> None:
-        if profile is None and fmt == "mcap":
+        if profile is None and registry.get(fmt).profiles:  # an output with a profile (MCAP)
             profile = profile_for(channels, *readers)
         self.dst = dst
         self.fmt = fmt
@@ -97,8 +214,8 @@ class CopyJob:
         self.profile = profile
         self.writer = make_writer(dst, fmt, compression, chunk_size, profile, overwrite=overwrite, storage=storage)
         self.cmap = channel_map(self.writer, fmt, result)
-        if isinstance(self.cmap, RosBridgeMap):  # ROS 1 <-> ROS 2 where the output holds only one
-            self.cmap.target = target_ros(fmt, profile)
+        if isinstance(self.cmap, ChannelMap):  # ROS 1 <-> ROS 2 where the output holds only one
+            self.cmap.target = target_ros(self.writer.holds, profile)
         self.bar: Any = None  # the progress bar of :meth:`copy`, while it runs
         self.strict = strict
 
@@ -114,7 +231,7 @@ class CopyJob:
         except BaseException:
             abort_writer(self.writer, self.dst)
             raise
-        if isinstance(self.cmap, RosBridgeMap):
+        if isinstance(self.cmap, ChannelMap):
             self.cmap.report()
         report_undefined(self.writer, self.result)
         report_dropped(self.result, self.result.dropped_topics, self.fmt)
@@ -131,12 +248,10 @@ class CopyJob:
 
     def with_ulog_extras(self, reader: Reader, messages: Iterable[Message]) -> Iterable[Message]:
         """``messages``; a ULog input keeps its info and parameters (written when the first
-        message is asked for, see :func:`polybag.ops.convert.ulog_extras`)."""
+        message is asked for, see :func:`polybag.ops.ulog_extras.ulog_extras`)."""
         if reader.ulog is None:
             return messages
-        from polybag.ops.convert import ulog_extras
-
-        return ulog_extras(reader, self.writer, self.fmt, self.result, messages)  # type: ignore[arg-type]
+        return ulog_extras(reader, self.writer, self.fmt, self.result, messages)
 
     def copy(
         self,
@@ -181,7 +296,7 @@ def intact(messages: Iterable[Message], result: Any) -> Iterator[Message]:
 
 
 def report_recovered(readers: Sequence[Reader], result: Any) -> None:
-    """The damage the recovering reads of :func:`~polybag.ops._common.tolerant_options`
+    """The damage the recovering reads of :func:`~polybag.ops.inputs.tolerant_options`
     met (a ULog cut short, a corrupt format, a data message of no subscription), named on
     ``result`` (a warning each and ``result.damage``); every intact message was written."""
     for r in readers:

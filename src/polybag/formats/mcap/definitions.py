@@ -4,7 +4,7 @@
 copies, top-level records, records inside chunks), resolves forward references (a channel
 whose schema, or a message whose channel, lies in a chunk not read yet), and handles ids
 that the file defines again with different content: reading in file order applies each
-new version where it lies; reading out of file order builds :class:`_Census`, the timeline
+new version where it lies; reading out of file order builds :class:`DefinitionTimeline`, the timeline
 of every definition, with one pass over the chunks.
 
 It also judges stored CDR definitions that may not describe their messages (a placeholder
@@ -23,59 +23,32 @@ import bisect
 import dataclasses
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
 from polybag.errors import FormatError, PolybagError, PolybagWarning
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.base import (
-    _OP_CHANNEL,
-    _OP_CHUNK,
-    _OP_DATA_END,
-    _OP_FOOTER,
-    _OP_MESSAGE,
-    _OP_SCHEMA,
-    _VERSION_STEP,
-    McapState,
-    Where,
-    _Bad,
-    _Redefined,
-)
-from polybag.formats.mcap.bulk import _defs_between_messages, _u64_at
+from polybag.formats.mcap.bulk_kernels import defs_between_messages, u64_at
+from polybag.formats.mcap.chunk_loader import message_index_parts
+from polybag.formats.mcap.definition_timeline import DefinitionTimeline
+from polybag.formats.mcap.reader_state import McapState
 from polybag.formats.mcap.records import RECORD_HEAD, RECORD_MESSAGE_HEAD_LEN, U16
-from polybag.formats.mcap.walk import _walk_defs, _walk_defs_quiet
+from polybag.formats.mcap.vocabulary import (
+    OP_CHANNEL,
+    OP_CHUNK,
+    OP_DATA_END,
+    OP_FOOTER,
+    OP_MESSAGE,
+    OP_SCHEMA,
+    VERSION_STEP,
+    ChunkDamage,
+    RedefinedId,
+    Where,
+)
+from polybag.formats.mcap.walk_kernels import walk_defs, walk_defs_quiet
 from polybag.io.source import MappedSource, StreamSource
 from polybag.model import Channel, Message, Schema, Summary
 from polybag.reader import TopicSelector, topic_filter
-
-
-@dataclass
-class _Census:
-    """Every definition of the data section in file order (built once a redefinition is known).
-
-    ``versions``: file channel id -> [(where it takes effect, channel)], the first version at
-    (-1, -1); ids defined once are not listed.  ``inside``: chunk offset -> [(record offset,
-    file channel id, channel)] for versions taking effect inside that chunk.
-    """
-
-    versions: dict[int, list[tuple[Where, Channel]]]
-    keys: dict[int, list[Where]]
-    inside: dict[int, list[tuple[int, int, Channel]]]
-    channels: list[Channel]  # every version of every channel
-    schemas: dict[int, Schema]  # every version of every schema, by internal id
-
-    def at(self, cid: int, where: Where) -> Channel:
-        """The version of ``cid`` (which has several) in force just before ``where``."""
-        i = bisect.bisect_left(self.keys[cid], where) - 1
-        return self.versions[cid][max(i, 0)][1]
-
-    def map_at(self, chunk: int, base: dict[int, Channel]) -> dict[int, Channel]:
-        """``base`` (first versions) with the versions in force at the start of the chunk at ``chunk``."""
-        m = dict(base)
-        for cid in self.versions:
-            m[cid] = self.at(cid, (chunk, -1))
-        return m
 
 
 def _same_record(a: R.ChannelRecord, b: R.ChannelRecord) -> bool:
@@ -101,7 +74,7 @@ def _same_meaning(a: Channel, b: Channel) -> bool:
 
 
 class DefinitionsMixin(McapState):
-    """Registering Schema/Channel records; the timeline of redefined ids (:class:`_Census`)."""
+    """Registering Schema/Channel records; the timeline of redefined ids (:class:`DefinitionTimeline`)."""
 
     def _define(
         self, buf: memoryview | bytes, op: int, pos: int, e: int, base: int, chunk: int | None = None, summary: bool = False
@@ -110,7 +83,7 @@ class DefinitionsMixin(McapState):
         record offset ``pos`` inside the Chunk at ``chunk``; ``summary``: a summary copy)."""
         rec = R.parse_record(op, buf, pos + 9, e, self.path, base)
         where: Where | None = None if summary else ((base + pos, -1) if chunk is None else (chunk, pos))
-        if where is not None and (self._census_walk or isinstance(self.source, StreamSource)):
+        if where is not None and (self._timeline_walk or isinstance(self.source, StreamSource)):
             if where <= self._seq_where:
                 return  # reading in file order: this record was registered already
             self._seq_where = where
@@ -153,22 +126,22 @@ class DefinitionsMixin(McapState):
 
     def _conflict(self, rec: R.SchemaRecord | R.ChannelRecord, where: Where | None) -> None:
         """A definition that differs from the one in force for its id."""
-        if self._census is not None:
-            return  # the census has the whole timeline already
+        if self._timeline is not None:
+            return  # the timeline is complete already
         kind = "Schema" if isinstance(rec, R.SchemaRecord) else "Channel"
         if where is None:  # the summary section disagrees with itself
             self.definition_problems.append(
                 f"{self.path}: the summary section holds two different {kind} records for id {rec.id} "
                 f"({self._describe(rec)}): it cannot describe the file, whose data section is read instead"
             )
-            self._need_census = True
+            self._need_timeline = True
             return
-        if self._census_walk or isinstance(self.source, StreamSource):
+        if self._timeline_walk or isinstance(self.source, StreamSource):
             self._apply(rec, where)
             return
-        self._need_census = True
+        self._need_timeline = True
         if not self._noting:
-            raise _Redefined
+            raise RedefinedId
 
     def _describe(self, rec: R.SchemaRecord | R.ChannelRecord) -> str:
         """How the definition in force for ``rec``'s id differs from ``rec``."""
@@ -209,7 +182,7 @@ class DefinitionsMixin(McapState):
             sid = rec.id
             k = self._nversions[(3, sid)] = self._nversions.get((3, sid), 0) + 1
             old_s = self.schemas[sid]
-            new_s = Schema(sid + k * _VERSION_STEP, rec.name, rec.encoding, rec.data)
+            new_s = Schema(sid + k * VERSION_STEP, rec.name, rec.encoding, rec.data)
             self.schemas[sid] = new_s
             self._schema_changes.append((where, sid, old_s, new_s))
             for cid, crec in list(self._channel_records.items()):
@@ -228,7 +201,7 @@ class DefinitionsMixin(McapState):
             raise self._err(
                 FormatError, f"channel {cid} ({rec.topic}) refers to schema {rec.schema_id}, not defined before it", where[0]
             )
-        ch = Channel(cid + k * _VERSION_STEP, rec.topic, rec.message_encoding, schema, rec.metadata)
+        ch = Channel(cid + k * VERSION_STEP, rec.topic, rec.message_encoding, schema, rec.metadata)
         self._changes.append((where, cid, self._channels[cid], ch))
         self._channels[cid] = ch
         for sel, live in self._live_wants:
@@ -239,7 +212,7 @@ class DefinitionsMixin(McapState):
         """Channel ids matching ``topics``; grows as later Channel records are found."""
         if topics is None:
             return None
-        known = self._census.channels if self._census is not None else list(self._channels.values())
+        known = self._timeline.channels if self._timeline is not None else list(self._channels.values())
         live = topic_filter(topics, known) or set()
         self._live_wants.append((topics, live))
         return live
@@ -249,19 +222,19 @@ class DefinitionsMixin(McapState):
         after a version of a redefined id that the summary (one record per id) leaves out:
         then every definition is read first (one pass over the chunks)."""
         want = self._want(topics)
-        if want is not None and not want and self._census is None and self.has_summary and self.chunk_indexes:
-            self._run_census()  # refreshes ``want`` in place
+        if want is not None and not want and self._timeline is None and self.has_summary and self.chunk_indexes:
+            self._build_timeline()  # refreshes ``want`` in place
         return want
 
     def _drop_want(self, want: set[int] | None) -> None:
         """The read that used ``want`` is over: it no longer grows."""
         self._live_wants = [w for w in self._live_wants if w[1] is not want]
 
-    def _run_census(self) -> None:
-        """Build the definition timeline (:class:`_Census`) from every definition of the data
+    def _build_timeline(self) -> None:
+        """Build the definition timeline (:class:`DefinitionTimeline`) from every definition of the data
         section in file order: top-level records and every chunk's (each chunk is
         decompressed once).  The summary's copies only fill in ids the data never defines."""
-        if self._census is not None:
+        if self._timeline is not None:
             return
         src = self.source
         assert isinstance(src, MappedSource)
@@ -270,19 +243,19 @@ class DefinitionsMixin(McapState):
         self._changes, self._schema_changes, self._nversions, self._first_records = [], [], {}, {}
         self.definition_problems = [p for p in self.definition_problems if "summary section holds" in p]
         self._seq_where = (-1, -1)
-        self._census_walk = True
+        self._timeline_walk = True
         try:
             self._walk_all_definitions(src)
         finally:
-            self._census_walk = False
+            self._timeline_walk = False
         for sid, s in saved_schemas.items():  # defined only in the summary
             self.schemas.setdefault(sid, s)
         for cid, ch in saved_channels.items():
-            if cid not in self._channels and cid < _VERSION_STEP:
+            if cid not in self._channels and cid < VERSION_STEP:
                 self._channels[cid] = ch
                 self._channel_records[cid] = saved_records[cid]
-        cen = self._census = self._census_from_changes()
-        self._need_census = False
+        cen = self._timeline = self._timeline_from_changes()
+        self._need_timeline = False
         self._summary = None
         for sel, live in self._live_wants:
             live.clear()
@@ -290,7 +263,7 @@ class DefinitionsMixin(McapState):
         self._check_summary_copies(cen.versions)
 
     def _walk_all_definitions(self, src: MappedSource) -> None:
-        """The census walk: register every definition of the data section in file order
+        """The timeline walk: register every definition of the data section in file order
         (top-level records, and each chunk's, decompressed once); damage is skipped."""
         src.need_all()  # every definition of the data section
         view, size = src.view, src.size
@@ -298,20 +271,20 @@ class DefinitionsMixin(McapState):
         while pos + 9 <= size:
             op, ln = RECORD_HEAD.unpack_from(view, pos)
             e = pos + 9 + ln
-            if op == 0 or e > size or op == _OP_DATA_END or op == _OP_FOOTER:
+            if op == 0 or e > size or op == OP_DATA_END or op == OP_FOOTER:
                 break
             try:
-                if op == _OP_SCHEMA or op == _OP_CHANNEL:
+                if op == OP_SCHEMA or op == OP_CHANNEL:
                     self._define(view, op, pos, e, 0)
-                elif op == _OP_CHUNK:
+                elif op == OP_CHUNK:
                     buf = self._chunk_data(pos)
-                    _walk_defs(buf, self._defs_for(buf, 0, pos))
-            except (PolybagError, _Bad):
+                    walk_defs(buf, self._defs_for(buf, 0, pos))
+            except (PolybagError, ChunkDamage):
                 pass  # damage: reading the chunk reports it
             pos = e
 
-    def _census_from_changes(self) -> _Census:
-        """The timeline from the versions the census walk applied; the first version of each
+    def _timeline_from_changes(self) -> DefinitionTimeline:
+        """The timeline from the versions the timeline walk applied; the first version of each
         redefined id is put back in force under the file's id."""
         versions: dict[int, list[tuple[Where, Channel]]] = {}
         inside: dict[int, list[tuple[int, int, Channel]]] = {}
@@ -330,7 +303,7 @@ class DefinitionsMixin(McapState):
         for sid, s in self.schemas.items():
             schemas_all.setdefault(sid, s)
         channels_all = list(self._channels.values()) + [new for _w, _c, _o, new in self._changes]
-        return _Census(
+        return DefinitionTimeline(
             versions, {cid: [w for w, _ in lst] for cid, lst in versions.items()}, inside, channels_all, schemas_all
         )
 
@@ -348,14 +321,14 @@ class DefinitionsMixin(McapState):
                         f"matches no Channel record of that id in the data section"
                     )
 
-    def _census_mid_read(self, returned: bool) -> None:
-        """A read met a definition that changes a channel: build the census.  What it
+    def _timeline_mid_read(self, returned: bool) -> None:
+        """A read met a definition that changes a channel: build the timeline.  What it
         loaded before (and, if ``returned``, handed out) used the definitions known then; if
-        the census gives any of it another channel, FormatError (read again)."""
+        the timeline gives any of it another channel, FormatError (read again)."""
         before = dict(self._channels)
         loaded = self._loaded[:-1]  # the last one is the load that met the definition
-        self._run_census()
-        cen = self._census
+        self._build_timeline()
+        cen = self._timeline
         assert cen is not None
         if not returned:
             return
@@ -367,7 +340,7 @@ class DefinitionsMixin(McapState):
                 inner = j < len(keys) and keys[j] <= (b, 1 << 62)
                 if a == b and (seen or not inner):
                     # a chunk whose definitions were all registered without a conflict read as
-                    # the census says from its first one on: only messages before it can differ
+                    # the timeline says from its first one on: only messages before it can differ
                     changed = changed and self._message_before(a, cid, keys[j][1] if inner else 1 << 62)
                 elif inner:
                     changed = True
@@ -397,17 +370,17 @@ class DefinitionsMixin(McapState):
 
     def _defs_ready(self) -> None:
         """Before reading a mapped file: a redefinition already seen (summary, top-level
-        records) builds the census first."""
-        if self._census is not None or not isinstance(self.source, MappedSource):
+        records) builds the timeline first."""
+        if self._timeline is not None or not isinstance(self.source, MappedSource):
             return
         if not (self.has_summary and self.chunk_indexes):
             self._scan()  # what reading scans anyway: its top-level definitions
-        if self._need_census:
-            self._run_census()
+        if self._need_timeline:
+            self._build_timeline()
 
     def _defs_for(self, buf: bytes | memoryview, base: int, chunk: int | None = None) -> Callable[[int, int, int], None]:
         def defs(op: int, pos: int, e: int) -> None:
-            if op != _OP_MESSAGE:
+            if op != OP_MESSAGE:
                 if not self.recover:
                     self._define(buf, op, pos, e, base, chunk)
                     return
@@ -422,8 +395,8 @@ class DefinitionsMixin(McapState):
         """Register the definitions of the chunk at ``off`` (resolving a forward reference)."""
         try:
             buf = self._chunk_data(off)
-            _walk_defs(buf, self._defs_for(buf, 0, off))
-        except _Bad as b:
+            walk_defs(buf, self._defs_for(buf, 0, off))
+        except ChunkDamage as b:
             if not self.recover:
                 raise self._err(FormatError, f"inside Chunk at {off}: {b.what} (at record offset {b.pos})", off) from None
         except PolybagError:
@@ -433,7 +406,7 @@ class DefinitionsMixin(McapState):
     def _resolve_schema(self, sid: int) -> None:
         """A channel refers to a schema not yet seen (a chunk read out of file order): scan
         chunks' definitions for it."""
-        if isinstance(self.source, MappedSource) and not self._census_walk:
+        if isinstance(self.source, MappedSource) and not self._timeline_walk:
             chunks = self._chunk_list()
             while sid not in self.schemas and self._defs_scanned < len(chunks):
                 off = chunks[self._defs_scanned][0]
@@ -450,37 +423,37 @@ class DefinitionsMixin(McapState):
                 self._walk_chunk_defs(off)
         return self._channels.get(cid)
 
-    def _index_defs(self, buf: bytes, ci: R.ChunkIndex) -> None:
+    def _index_defs(self, buf: bytes | memoryview, ci: R.ChunkIndex) -> None:
         """Register the Schema/Channel records of a chunk read for some of its messages (so
         one that redefines an id is noticed): when its Message Indexes list every message,
         only a chunk whose message records do not fill it holds any."""
-        parts = self._index_parts(ci, None)
+        parts = message_index_parts(self._mapped(), ci, None)
         defs = self._defs_for(buf, 0, ci.chunk_start_offset)
         n = len(buf)
         if parts:
             pos = np.concatenate([p["offset"] for _c, p in parts]).astype(np.int64)
             if not len(pos):
-                return _walk_defs_quiet(buf, defs)
+                return walk_defs_quiet(buf, defs)
             if int(pos.min()) >= 0 and int(pos.max()) + RECORD_MESSAGE_HEAD_LEN <= n:
-                lens = _u64_at(buf, pos + 1)
+                lens = u64_at(buf, pos + 1)
                 with np.errstate(over="ignore"):
                     filled = int(lens.sum(dtype=np.uint64)) + 9 * len(pos)
                 if filled == n and bool((lens <= np.uint64(n)).all()):
                     return None  # messages only
                 pos.sort()
                 try:
-                    if _defs_between_messages(buf, pos, defs):
+                    if defs_between_messages(buf, pos, defs):
                         return None
-                except _Bad:
+                except ChunkDamage:
                     pass
-        return _walk_defs_quiet(buf, defs)
+        return walk_defs_quiet(buf, defs)
 
     def _defs_upto(self, off: int) -> None:
         """Without a summary: register the definitions of every chunk before ``off`` in file
         order before reading the one there (reading out of file order, a redefinition in an
         earlier chunk is then found before a message it changes is returned).  Chunks read in
         file order cost nothing extra: each advances the frontier as it is read."""
-        if self._census is not None or (self.has_summary and self.chunk_indexes):
+        if self._timeline is not None or (self.has_summary and self.chunk_indexes):
             return
         chunks = self._scan().chunks
         while self._defs_scanned < len(chunks) and chunks[self._defs_scanned][0] < off:
@@ -490,8 +463,8 @@ class DefinitionsMixin(McapState):
                 continue  # the chunk just read
             try:
                 buf = self._chunk_data(o)
-                _walk_defs(buf, self._defs_for(buf, 0, o))
-            except (PolybagError, _Bad):
+                walk_defs(buf, self._defs_for(buf, 0, o))
+            except (PolybagError, ChunkDamage):
                 pass  # reading that chunk reports the damage
 
     # --- stored definitions that do not decode their messages ------------------------------------
@@ -572,7 +545,7 @@ class DefinitionsMixin(McapState):
             if ch.id in self._judged or not self._suspect(ch):
                 continue
             try:
-                it = self._mapped_messages([ch.topic], None, None, False, "file")  # type: ignore[attr-defined]
+                it = self._mapped_messages([ch.topic], None, None, False, "file")
                 first = next((m for m in it if m.channel.id == ch.id), None)
                 del it
             except PolybagError:
@@ -601,7 +574,7 @@ class DefinitionsMixin(McapState):
         from its data yet) or is suspect or replaced."""
         if not isinstance(self.source, MappedSource):
             return True
-        if self.has_summary and self._census is None:
+        if self.has_summary and self._timeline is None:
             known = list(self._channels.values())
         elif self._summary is not None and not self._summary.indexed:
             known = list(self._summary.channels.values())  # found by reading the data: every channel

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.ros1.gen_base import _UNROLL, _Gen
-from polybag.codecs.ros1.msgdef import PRIMITIVE_FORMATS, FieldType, MsgDef
+from polybag.codecs.msgdef import PRIMITIVE_FORMATS, FieldType, MsgDef
+from polybag.codecs.serde.generator import _UNROLL, _Gen
 from polybag.errors import DecodeError
 
 

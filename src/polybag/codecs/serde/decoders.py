@@ -14,9 +14,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from polybag.codecs.ros1.gen_base import _INLINE_DEPTH, _INLINE_FIELDS, _UNROLL, _Gen, _key, _Short
-from polybag.codecs.ros1.messages import plain_name
-from polybag.codecs.ros1.msgdef import PRIMITIVE_FORMATS, FieldType, MsgDef
+from polybag.codecs.msgdef import PRIMITIVE_FORMATS, FieldType, MsgDef
+from polybag.codecs.serde.generator import _INLINE_DEPTH, _INLINE_FIELDS, _UNROLL, _Gen, _key, _Short
+from polybag.codecs.serde.messages import plain_name
 from polybag.errors import DecodeError
 
 _LOCAL_RUN = 64  # runs of at most this many values are unpacked into local variables
@@ -25,7 +25,7 @@ _RUN_SLICE = re.compile(r"\b_t(\d+)\[(\d+):(\d+)\]")
 _RUN_ITEM = re.compile(r"\b_t(\d+)\[(\d+)\]")
 
 
-def _wdec(raw: bytes | memoryview, big: bool) -> str:
+def decode_wstring(raw: bytes | memoryview, big: bool) -> str:
     """A CDR wstring's 4-byte ``wchar_t`` units (rmw_fastrtps: UTF-16 code units, widened)
     as text; surrogate pairs are joined, a lone surrogate becomes U+FFFD (as invalid UTF-8 in
     a ``string`` does), so the text can always be written as UTF-8."""
@@ -66,11 +66,11 @@ class _DecGen(_Gen):
         self.post: list[str] = []
         self.local_runs: set[int] = set()
         self.uses_isb = False
-        if getattr(self, "top", False) and c.cdr:
+        if self.top and c.cdr:
             self.reset_align(unknown=False)  # a whole payload: pos starts at the origin
         expr = self.message(self.name, d, "")
         self.flush()
-        top = getattr(self, "top", False)
+        top = self.top
         if top and self.c.cdr:  # up to 3 bytes of final padding may follow a CDR message
             self.emit("if end - pos >= 4 or pos > end: raise _Left(pos)")
         elif top:
@@ -269,14 +269,14 @@ class _DecGen(_Gen):
         c = self.c
         fmt, size = PRIMITIVE_FORMATS[base]
         if array >= 0:
-            n = array
-            if n == 0:
+            length = array
+            if length == 0:
                 return "b''" if base == "uint8" else ("[]" if not self.np_arrays else "_np_array([])")
             if base == "uint8":
-                var, idx = self.prim("s", 1, n, 1, path)
+                var, idx = self.prim("s", 1, length, 1, path)
                 return f"{var}[{idx}]"
-            var, idx = self.prim(fmt, size, n, size, path)
-            sl = f"{var}[{idx}:{idx + n}]"
+            var, idx = self.prim(fmt, size, length, size, path)
+            sl = f"{var}[{idx}:{idx + length}]"
             if self.mode == "dictnp":
                 c.dtype(base)
                 return f"_np_array({sl}, _NDT_{base})"

@@ -118,7 +118,7 @@ class DefinitionLimits:
     :data:`DEFAULT_LIMITS` applies to definitions from files; a caller with less trusted
     definitions (a live peer's) passes lower ones, e.g.
     ``DEFAULT_LIMITS.lower(fields=2000)``, to :func:`parse_full`,
-    :func:`polybag.codecs.cdr.ros2_typeset`, :func:`polybag.codecs.cdr.check_definition` or
+    :func:`polybag.codecs.ros2.ros2_typeset`, :func:`polybag.codecs.ros2.check_definition` or
     :func:`polybag.codecs.cdr.codec_for_type`.
     """
 
@@ -156,7 +156,7 @@ def short_name(name: str, keep: int = 120) -> str:
     return name if len(name) <= keep else f"{name[:keep]}... ({len(name)} characters)"
 
 
-class _Count:
+class DefinitionCount:
     """Types and fields of one definition counted while it is parsed, refused past its limits."""
 
     __slots__ = ("limits", "name", "types", "fields")
@@ -649,14 +649,14 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
         yield start, text[start : m.end()]
 
 
-def parse_msg(name: str, text: str, dialect: str = "ros1", count: _Count | None = None) -> MsgDef:
+def parse_msg(name: str, text: str, dialect: str = "ros1", count: DefinitionCount | None = None) -> MsgDef:
     """One ``.msg`` text (no ``MSG:`` sections) -> :class:`MsgDef` with unresolved types.
 
     ``count``: the types and fields of the whole definition so far (refused past its limits;
     by default this text alone is held to :data:`DEFAULT_LIMITS`)."""
     if count is None:
         DEFAULT_LIMITS.check_text(text, name)
-        count = _Count(DEFAULT_LIMITS, name)
+        count = DefinitionCount(DEFAULT_LIMITS, name)
     count.add_type(name)
     cname = canonical(name)
     d = MsgDef(cname, full_name=name.strip())
@@ -788,7 +788,7 @@ def parse_full(
         text = bytes(text).decode("utf-8", "replace")
     text = text.replace("\r\n", "\n")
     ts = TypeSet(dialect, fallback, limits)
-    count = _Count(limits, name)
+    count = DefinitionCount(limits, name)
     for sec_name, body in split_sections(text):
         if sec_name is None:
             ts.add(parse_msg(name, body, dialect, count))

@@ -1,41 +1,42 @@
-"""Remote rosbag2 bags: ``polybag.open("s3://bucket/run/")`` or ``.../run/metadata.yaml``.
+"""Remote rosbag2 bags: ``polybag.open("s3://bucket/run/")`` or ``.../run/metadata.yaml``
+(the registry's ``open_url`` hook of rosbag2).
 
 A rosbag2 bag is a directory, which an object store or an HTTP server does not have, so a
-remote bag is laid out locally in a temporary directory and opened there by the rosbag2
+remote bag is laid out locally in a temporary directory (a
+:class:`~polybag.formats.rosbag2.layout.LocalLayout`) and opened there by the rosbag2
 reader:
 
 - ``metadata.yaml`` is fetched (one small request) and parsed; the storage files it lists
   are looked for next to it;
 - an **MCAP** storage file gets a local stand-in (its first 16 bytes, so it sniffs as MCAP)
-  registered with :func:`polybag.io.remote.add_stand_in`: the rosbag2 reader opens it through
-  :func:`polybag.io.remote.source_for_path`, which reads the remote object **by range
-  requests** like any remote MCAP (summary, then the chunks a read needs);
+  whose source the layout makes with :func:`polybag.io.remote.open_url`: the rosbag2 reader
+  reads the remote object **by range requests** like any remote MCAP (summary, then the
+  chunks a read needs);
 - a **sqlite3** storage file (and a zstd-compressed one) is **fetched whole** into the
   temporary directory: SQLite reads local files only.  Only the storage files are fetched:
   a listed path that names an SQLite journal, write-ahead log or shared-memory file
   (``-journal``, ``-wal``, ``-shm``, which SQLite would act on) is refused, and a file
   listed twice (``a.db3``, ``./a.db3``) is fetched once.
 
-The temporary directory (and the stand-ins) go when the reader is closed (or collected).
-This module sits above the formats (it parses rosbag2 metadata) and is called by
-:func:`polybag.open` only.
+The temporary directory goes when the reader is closed (or collected).
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
-import shutil
 import tempfile
-import weakref
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
 from polybag.errors import FormatError, PolybagError
+from polybag.formats.rosbag2.layout import LocalLayout
 from polybag.formats.rosbag2.metadata import MAX_METADATA_BYTES, METADATA_FILE, parse_metadata
-from polybag.io.remote import add_stand_in, download, drop_stand_ins, read_head
+from polybag.io.remote import download, open_url, read_head
 
 _MAGIC_BYTES = 16
+_SQLITE_SIDE = ("-journal", "-wal", "-shm")
 
 
 def is_bag_directory_url(url: str) -> bool:
@@ -57,9 +58,6 @@ def _join(base: str, rel: str) -> str:
     return path + quote(rel) + (sep + query if sep else "")
 
 
-_SQLITE_SIDE = ("-journal", "-wal", "-shm")
-
-
 def _safe_relative(rel: str, meta_url: str) -> str:
     """A storage path of metadata.yaml that stays inside the bag directory and names a
     storage file (never an SQLite journal, write-ahead log or shared-memory file)."""
@@ -71,9 +69,12 @@ def _safe_relative(rel: str, meta_url: str) -> str:
     return norm
 
 
-def open_remote_rosbag2(url: str, storage_options: dict[str, Any] | None, options: dict[str, Any]) -> Any:
-    """The rosbag2 reader of the remote bag directory ``url`` (see the module notes)."""
-    from polybag.formats import registry
+def open_remote_bag(url: str, storage_options: dict[str, Any] | None, options: dict[str, Any]) -> Any:
+    """The registry's ``open_url`` of rosbag2: the reader of the remote bag directory ``url``
+    (see the module notes); None for a URL that names no directory nor metadata.yaml."""
+    if not is_bag_directory_url(url):
+        return None
+    from polybag.formats.rosbag2.reader import open_rosbag2  # here: an MCAP URL never needs it
 
     base = _base(url)
     meta_url = _join(base, METADATA_FILE)
@@ -85,11 +86,10 @@ def open_remote_rosbag2(url: str, storage_options: dict[str, Any] | None, option
     info = parse_metadata(text, meta_url)
     name = posixpath.basename(base.split("?", 1)[0].rstrip("/")) or "bag"
     tmp = tempfile.mkdtemp(prefix="polybag-rosbag2-")
-    directory = os.path.join(tmp, name)
-    stand_ins: list[str] = []
+    layout = LocalLayout(url, base.split("?", 1)[0], tmp, os.path.join(tmp, name))
     try:
-        os.makedirs(directory)
-        with open(os.path.join(directory, METADATA_FILE), "wb") as f:
+        os.makedirs(layout.directory)
+        with open(os.path.join(layout.directory, METADATA_FILE), "wb") as f:
             f.write(text)
         fetched: set[str] = set()
         for fi in info.files:
@@ -97,40 +97,20 @@ def open_remote_rosbag2(url: str, storage_options: dict[str, Any] | None, option
             if rel in fetched:
                 continue  # listed twice: one local file (the reader decides what a repeat means)
             fetched.add(rel)
-            local = os.path.join(directory, *rel.split("/"))
+            local = os.path.join(layout.directory, *rel.split("/"))
             os.makedirs(os.path.dirname(local), exist_ok=True)
             furl = _join(base, rel)
             if rel.lower().endswith(".mcap"):
                 head = read_head(furl, _MAGIC_BYTES, storage_options)
                 with open(local, "wb") as f:
                     f.write(head)
-                add_stand_in(local, furl, storage_options)
-                stand_ins.append(local)
+                layout.add_source(local, partial(open_url, furl, storage_options))
             else:  # sqlite3 (SQLite needs a local file), or a zstd-compressed file
                 download(furl, local, storage_options)
-        spec = registry.get("rosbag2")
-        reader = spec.open_by_path(directory, **options, shown_as=base.split("?", 1)[0])  # errors name the URL
+        return open_rosbag2(layout.directory, **options, layout=layout)  # errors name the URL
     except OSError as e:
-        _cleanup(tmp, stand_ins)
+        layout.remove()
         raise PolybagError(f"{url}: cannot lay out the bag in {tmp}: {e.strerror or e}") from e
     except BaseException:
-        _cleanup(tmp, stand_ins)
+        layout.remove()
         raise
-    done = weakref.finalize(reader, _cleanup, tmp, stand_ins)
-    close = reader.close
-
-    def close_and_clean() -> None:
-        try:
-            close()
-        finally:
-            done()
-
-    reader.close = close_and_clean
-    reader.path = url  # what it is to the user (info, errors); the layout is local_layout
-    reader.local_layout = directory
-    return reader
-
-
-def _cleanup(tmp: str, stand_ins: list[str]) -> None:
-    drop_stand_ins(stand_ins)
-    shutil.rmtree(tmp, ignore_errors=True)

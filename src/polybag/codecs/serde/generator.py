@@ -9,12 +9,9 @@ reads or writes (the error messages name that field).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from polybag.codecs.ros1.msgdef import PRIMITIVE_FORMATS, FieldType
-
-if TYPE_CHECKING:
-    from polybag.codecs.ros1.serde import Compiler
+from polybag.codecs.msgdef import PRIMITIVE_FORMATS, FieldType, MsgDef
 
 _U32 = {"<": struct.Struct("<I"), ">": struct.Struct(">I")}
 _ZERO_LIMIT = 1 << 16  # max elements of a zero-sized type in one sequence
@@ -52,8 +49,60 @@ def _key(name: str) -> str:
     return lit
 
 
+class GeneratorHost(Protocol):
+    """What a generator asks of the compiler it writes a function for (the compiler of
+    :mod:`polybag.codecs.serde.compiler` is one): the wire (``cdr``, endianness ``e``, the
+    ``origin`` alignment counts from), the namespace the generated source runs in, and the
+    names and source snippets it hands out."""
+
+    cdr: bool
+    e: str
+    origin: int
+    ns: dict[str, Any]
+    _errinfo: dict[str, list[Any]]
+
+    def enc_align_code(self, a: int) -> str: ...
+
+    def align_code(self, a: int) -> str: ...
+
+    def msgdef(self, name: str) -> MsgDef: ...
+
+    def cls(self, name: str) -> type: ...
+
+    def maker(self, name: str) -> str: ...
+
+    def spend_inline(self, gen: _Gen, fields: int) -> bool: ...
+
+    def _ident(self, prefix: str, name: str) -> str: ...
+
+    def const(self, value: str) -> str: ...
+
+    def attr(self, o: str, name: str, mode: str, t: FieldType | None = None, default: Any = None) -> str: ...
+
+    def size(self, name: str) -> int: ...
+
+    def dtype(self, prim: str) -> str: ...
+
+    def fixed_size(self, name: str) -> int: ...
+
+    def min_size(self, name: str) -> int: ...
+
+    def zero_limit(self, name: str) -> int: ...
+
+    def depth(self, name: str) -> int: ...
+
+    def struct(self, fmt: str) -> str: ...
+
+    def ustruct(self, fmt: str) -> str: ...
+
+    def _func(self, kind: str, name: str, mode: str) -> str: ...
+
+
 class _Gen:
-    def __init__(self, c: Compiler, mode: str, name: str, fname: str) -> None:
+    #: a decoder of a whole payload (``t`` functions): checks what is left after the message
+    top = False
+
+    def __init__(self, c: GeneratorHost, mode: str, name: str, fname: str) -> None:
         self.c = c
         self.mode = mode
         self.name = name
@@ -127,5 +176,13 @@ class _Gen:
         """Set ``_at``, the error entry naming ``path``, for the code that follows."""
         self.emit(f"_at = {self.err_entry(path)}")
 
+    def source(self) -> str:
+        """The generated function's source."""
+        raise NotImplementedError
+
     def flush(self) -> None:
+        raise NotImplementedError
+
+    def dyn_align(self, a: int) -> None:
+        """Emit code aligning the position to ``a`` when it is not known statically."""
         raise NotImplementedError

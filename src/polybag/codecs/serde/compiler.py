@@ -19,11 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.ros1 import msgdef as md
-from polybag.codecs.ros1.gen_base import _INLINE_FIELDS, _U32, _ZERO_LIMIT, _dict_default, _Gen, _key, _Short
-from polybag.codecs.ros1.gen_decode import _DecGen, _wdec
-from polybag.codecs.ros1.gen_encode import EncodeError, _as_bytes, _enc_str, _EncGen, _fixbytes, _seq, _wenc
-from polybag.codecs.ros1.messages import (
+from polybag.codecs import msgdef as md
+from polybag.codecs.serde.decoders import _DecGen, decode_wstring
+from polybag.codecs.serde.encoders import EncodeError, _as_bytes, _enc_str, _EncGen, _fixbytes, _seq, _wenc
+from polybag.codecs.serde.generator import (
+    _INLINE_FIELDS,
+    _U32,
+    _ZERO_LIMIT,
+    _dict_default,
+    _Gen,
+    _key,
+    _Short,
+)
+from polybag.codecs.serde.messages import (
     _DURATION,
     _TIME,
     Duration,
@@ -57,7 +65,7 @@ _EMPTY_CDR_FIELD = md.Field("structure_needs_at_least_one_member", md.FieldType(
 _INLINE_BUDGET = 2 * _INLINE_FIELDS
 _INLINE_PER_FIELD = 8
 #: Python source one compiler may generate (all its functions together); with the limits of
-#: :class:`~polybag.codecs.ros1.msgdef.DefinitionLimits` real types need a few KB and the
+#: :class:`~polybag.codecs.msgdef.DefinitionLimits` real types need a few KB and the
 #: largest definition allowed some MB: past this a type is refused, naming the limit
 MAX_SOURCE_BYTES = 32 << 20
 
@@ -80,7 +88,7 @@ def run_encoder(fn: Callable[[bytearray, Any], Any], obj: Any, type_name: str) -
 
 
 class Compiler:
-    """Generates and caches decoders/encoders for every type of one :class:`~polybag.codecs.ros1.msgdef.TypeSet`."""
+    """Generates and caches decoders/encoders for every type of one :class:`~polybag.codecs.msgdef.TypeSet`."""
 
     def __init__(self, ts: md.TypeSet, wire: str = "ros1", endian: str = "<", origin: int = 0) -> None:
         assert wire in ("ros1", "cdr") and endian in "<>"
@@ -103,7 +111,7 @@ class Compiler:
             "_fixbytes": _fixbytes,
             "_seq": _seq,
             "_wenc": _wenc,
-            "_wdec": _wdec,
+            "_wdec": decode_wstring,
         }
         self._structs: dict[str, str] = {}
         self._funcs: dict[tuple[str, str], str] = {}
@@ -230,7 +238,7 @@ class Compiler:
         return 1 if name in ("time", "duration") else self.ts.depth(name)
 
     def size(self, name: str) -> int:
-        """Fields of a type fully expanded (:meth:`~polybag.codecs.ros1.msgdef.TypeSet.size`)."""
+        """Fields of a type fully expanded (:meth:`~polybag.codecs.msgdef.TypeSet.size`)."""
         return 3 if name in ("time", "duration") else self.ts.size(name) + (1 if self.cdr else 0)
 
     def struct(self, fmt: str) -> str:
@@ -344,12 +352,13 @@ class Compiler:
             self.ts.check(name)
         fn = self._funcs[key] = f"_{kind}{mode}{self._count}"
         self._count += 1
-        gen = (_DecGen if kind in ("d", "t") else _EncGen)(self, mode, name, fn)
+        gen: _Gen = (_DecGen if kind in ("d", "t") else _EncGen)(self, mode, name, fn)
         gen.top = kind == "t"
         if self._pending is not None:
             self._pending.append((key, gen))
             return fn
-        self._pending = pending = [(key, gen)]
+        pending: list[tuple[tuple[str, str], _Gen]] = [(key, gen)]
+        self._pending = pending
         done = 0
         try:
             while done < len(pending):
@@ -360,7 +369,7 @@ class Compiler:
                 if self.source_bytes > MAX_SOURCE_BYTES:
                     raise md.MsgDefError(
                         f"the code generated for this type is over the limit of {MAX_SOURCE_BYTES} bytes "
-                        "(polybag.codecs.ros1.serde.MAX_SOURCE_BYTES)",
+                        "(polybag.codecs.serde.compiler.MAX_SOURCE_BYTES)",
                         type_name=md.short_name(name),
                     )
                 code = compile(src, f"<polybag {g.fname} {md.short_name(g.name, 60)!r}>", "exec")
