@@ -716,6 +716,8 @@ def test_sigint_to_a_real_process_leaves_no_active(tmp_path: Path) -> None:
     """A real SIGINT (not a patched exception) while convert writes: no .active, exit 130."""
     code = (
         "import os, signal, sys\n"
+        # (SIGINT is Python's KeyboardInterrupt even if this test runs where it is ignored)
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from polybag.formats.mcap import writer as w\n"
         "real = w.McapWriter.write\n"
         "n = 0\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import io
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -542,14 +543,21 @@ def test_ctrl_c_during_the_upload_leaves_no_object(
     w = polybag.Writer(url, storage_options=s3)
     _write_one(w)
 
+    # Ctrl-C is Python's KeyboardInterrupt even where this process was started with SIGINT
+    # ignored (a background job of a shell): interrupt_main() does nothing then
+    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+
     def interrupt() -> None:
         started.wait(10)
         _thread.interrupt_main()
         fired.set()
 
     threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        w.close()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            w.close()
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
     assert _uploads() == before
     time.sleep(1.0)  # a put left running in the background would have completed by now
     monkeypatch.setattr(s3fs.S3FileSystem, "_put_file", real)
