@@ -309,7 +309,7 @@ class Ros2PeerTarget(Target):
         writer: str,
         participant: str,
     ) -> None:
-        from polybag.codecs.msgdef import parse_full
+        from polybag.codecs.msg_parser import parse_full
         from polybag.codecs.ros2 import full_name
         from polybag.codecs.ros2.typehash import type_hash
         from polybag.net.ros2.graph import guid_prefix

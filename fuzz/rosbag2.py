@@ -472,7 +472,8 @@ class Db3Pages(Target):
         return data
 
     def run(self, data: bytes, stats: Stats) -> None:
-        from polybag.formats.rosbag2.pages import GiveUp, PageTable
+        from polybag.formats.rosbag2.pages import PageTable
+        from polybag.formats.rosbag2.sqlite_records import GiveUp
 
         path = self.root / "x.db3"
         path.write_bytes(data)

@@ -306,6 +306,8 @@ def private_imports(tree: Tree, imports: list[Import]) -> list[dict[str, object]
                 "what": "module" if is_module else "name",
                 "scope": scope,
                 "kind": i.kind,
+                # held by a module named as internal to its package (``_x.py``), in that package
+                "internal": scope == "within" and not is_module and _private(holder.rsplit(".", 1)[-1]),
             }
         )
     return out
@@ -672,6 +674,10 @@ def summary_rows(r: dict) -> list[tuple[str, str]]:
         (
             "  within one package (names / modules)",
             f"{pc[('within', 'name')] + pc[('within', 'module')]} ({pc[('within', 'name')]} / {pc[('within', 'module')]})",
+        ),
+        (
+            "    of which from a module named as internal (`_x.py`) of that package",
+            str(sum(1 for p in priv if p.get("internal"))),
         ),
         (
             "  across packages (names / modules)",

@@ -349,3 +349,31 @@ def test_moved_names_still_importable() -> None:
     assert RosGraphError is R2 and TcprosError is T2
     assert issubclass(TcprosError, RosGraphError) and issubclass(TcprosError, FormatError)
     assert issubclass(RosGraphError, PolybagError)
+
+
+# --- private names (issue 29 item 6) ----------------------------------------------------------
+# private names imported from another module that is not named as internal, each with why
+# (``polybag.pkg.module._name`` -> reason); this list may only shrink
+ALLOWED_PRIVATE_IMPORTS: dict[str, str] = {}
+
+
+def test_private_names_cross_modules_only_from_internal_modules() -> None:
+    """A name ``_x`` is imported from another polybag module only from a module named as
+    internal to its package (its own name starts with ``_``, as ``dask/_plan.py``), and only
+    inside that package; a name other modules need is public.  A private module (``_ops``)
+    is imported only inside its package.  Dunders (``__version__``) are not private.  The
+    imports are those ``scripts/arch_metrics.py`` counts (every ``from polybag.x import _y``)."""
+    tree = arch_metrics.Tree.load(PKG)
+    found = arch_metrics.private_imports(tree, arch_metrics.all_imports(tree))
+
+    def internal(p: dict[str, object]) -> bool:
+        holder = str(p["name"]).rpartition(".")[0]
+        from_internal = p["what"] == "module" or holder.rpartition(".")[2].startswith("_")
+        return from_internal and p["scope"] == "within"
+
+    broken = sorted(
+        f"{p['where']}: {p['name']}" for p in found if not internal(p) and p["name"] not in ALLOWED_PRIVATE_IMPORTS
+    )
+    assert not broken, "private names imported from a module not named as internal:\n" + "\n".join(broken)
+    stale = set(ALLOWED_PRIVATE_IMPORTS) - {str(p["name"]) for p in found if not internal(p)}
+    assert not stale, f"no longer imported (take off ALLOWED_PRIVATE_IMPORTS): {sorted(stale)}"

@@ -2,7 +2,9 @@
 (the package root, ``model``, ``errors``, ``selection``, ``reader``, ``writer``, and the
 ``codecs``, ``ops``, ``dask`` and ``sensors`` packages' entry points), and a caller's mistakes are caught
 (``order="bogus"``), while its right uses type-check (a decoded message's fields, a topic's
-payloads, a recovery report).
+payloads, a recovery report).  The writer factory ``polybag.open_writer`` types a literal
+``format=`` as that format's writer class (``McapWriter``, ``UlogWriter``...) with that
+format's options, so ``compression=3`` or an MCAP writer with ``bz2`` chunks is an error.
 
 mypy runs in a subprocess (it is in the ``test`` extra); the same check by hand::
 
@@ -64,6 +66,37 @@ def use(r: Reader, topics: TopicSelector, order: MessageOrder) -> int:
     return n
 '''
 
+# a caller of the typed writer factory: `polybag.open_writer` with a literal `format=` is that
+# format's writer class with that format's options; every line type-checks but those marked WRONG
+WRITER_CALLER = '''\
+from __future__ import annotations
+
+import polybag
+from polybag.formats.bag.writer import BagWriter
+from polybag.formats.mcap.writer import McapWriter
+from polybag.formats.rosbag2.writer import Rosbag2Writer
+from polybag.formats.ulog.writer import UlogWriter
+
+
+def use(fmt: str, compression: str) -> list[polybag.Writer]:
+    mcap: McapWriter = polybag.open_writer("x.mcap", format="mcap", compression="zstd", chunk_size=1 << 20)
+    ulog: UlogWriter = polybag.open_writer("x.ulg", format="ulg", spool_size=1 << 20)
+    bag: BagWriter = polybag.open_writer("x.bag", format="rosbag", compression="bz2")
+    bag2: Rosbag2Writer = polybag.open_writer("out", format="rosbag2", storage="mcap", compression_mode="message")
+    reveal_type(polybag.open_writer("x.mcap", format="mcap"))
+    reveal_type(polybag.open_writer("x.ulg", format="ulog"))
+    any_format: polybag.Writer = polybag.open_writer("x.mcap", format=fmt, compression=compression)
+    by_extension: polybag.Writer = polybag.open_writer("x.mcap")
+    polybag.open_writer("x.mcap", format="mcap", compression=3)  # WRONG
+    no_bz2: McapWriter = polybag.open_writer("x.mcap", format="mcap", compression="bz2")  # WRONG
+    no_compression: UlogWriter = polybag.open_writer("x.ulg", format="ulog", compression="zstd")  # WRONG
+    return [mcap, ulog, bag, bag2, any_format, by_extension, no_bz2, no_compression]
+'''
+
+
+def _wrong_lines(text: str) -> list[str]:
+    return [str(n) for n, line in enumerate(text.splitlines(), 1) if line.endswith("# WRONG")]
+
 
 def _mypy(*paths: Path, cache: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -82,11 +115,87 @@ def _mypy(*paths: Path, cache: Path) -> subprocess.CompletedProcess[str]:
 def test_public_modules_pass_mypy_strict(tmp_path: Path) -> None:
     caller = tmp_path / "caller.py"
     caller.write_text(CALLER, encoding="utf-8")
-    got = _mypy(*PUBLIC, caller, cache=tmp_path / "cache")
-    errors = [line for line in got.stdout.splitlines() if ": error:" in line]
-    wrong = CALLER.splitlines().index(next(x for x in CALLER.splitlines() if x.endswith("# WRONG"))) + 1
+    writer_caller = tmp_path / "writer_caller.py"
+    writer_caller.write_text(WRITER_CALLER, encoding="utf-8")
+    got = _mypy(*PUBLIC, caller, writer_caller, cache=tmp_path / "cache")
+    lines = got.stdout.splitlines()
+    errors = [line for line in lines if ": error:" in line]
     # the public modules: no error at all
-    assert not [e for e in errors if not e.startswith(str(caller))], got.stdout + got.stderr
+    assert not [e for e in errors if not e.startswith((str(caller), str(writer_caller)))], got.stdout + got.stderr
     # the caller: one error, on the line that passes an order no reader knows
-    assert [e.split(":")[1] for e in errors] == [str(wrong)], got.stdout + got.stderr
-    assert '"order"' in errors[0] and "Literal" in errors[0], errors
+    reader_errors = [e for e in errors if e.startswith(f"{caller}:")]
+    assert [e.split(":")[1] for e in reader_errors] == _wrong_lines(CALLER), got.stdout + got.stderr
+    assert '"order"' in reader_errors[0] and "Literal" in reader_errors[0], errors
+    # the writer caller: a literal format is its writer class, and only the wrong options are
+    # errors (an int compression; a compression MCAP has not, which is no `McapWriter`; a
+    # compression for ULog, which has none)
+    writer_errors = [e for e in errors if e.startswith(f"{writer_caller}:")]
+    assert [e.split(":")[1] for e in writer_errors] == _wrong_lines(WRITER_CALLER), got.stdout + got.stderr
+    revealed = [line.split("Revealed type is ")[1] for line in lines if "Revealed type is" in line]
+    assert revealed == [
+        '"polybag.formats.mcap.writer.McapWriter"',
+        '"polybag.formats.ulog.writer.UlogWriter"',
+    ], got.stdout
+
+
+def test_open_writer_is_the_writer_factory() -> None:
+    """``polybag.open_writer`` is :func:`polybag.writer.open_writer` itself (its overloads
+    exist only for the type checker), what ``polybag.Writer(...)`` calls."""
+    import polybag
+    import polybag.writer
+
+    assert polybag.open_writer is polybag.writer.open_writer
+    assert "open_writer" in polybag.__all__
+
+
+def test_writer_options_are_the_writers_keywords() -> None:
+    """Each format's options (what ``polybag.open_writer`` types them as) are its writer's
+    keyword arguments, and the output options (``storage_options``, ``progress``: a URL's)."""
+    import inspect
+
+    from polybag.formats.bag.writer import BagWriter
+    from polybag.formats.mcap.writer import McapWriter
+    from polybag.formats.rosbag2.writer import Rosbag2Writer
+    from polybag.formats.ulog.writer import UlogWriter
+    from polybag.writer import (
+        BagOptions,
+        McapOptions,
+        OutputOptions,
+        Rosbag2Options,
+        UlogOptions,
+        WriterOptions,
+    )
+
+    output = set(OutputOptions.__annotations__) - {"overwrite"}
+    every: set[str] = set()
+    for options, cls in [
+        (McapOptions, McapWriter), (BagOptions, BagWriter), (UlogOptions, UlogWriter), (Rosbag2Options, Rosbag2Writer)
+    ]:  # fmt: skip
+        keywords = {
+            p.name
+            for p in inspect.signature(cls.__init__).parameters.values()
+            if p.kind is p.KEYWORD_ONLY and p.name != "format"
+        }
+        assert set(options.__annotations__) - output == keywords, cls.__name__
+        every |= keywords
+    assert set(WriterOptions.__annotations__) - output == every
+
+
+def test_open_writer_overloads_name_every_writable_format() -> None:
+    """The package root's ``open_writer`` overloads (read with :mod:`ast`: they exist only
+    for the type checker) name every writable format of the registry with all its aliases,
+    each format once."""
+    import ast
+
+    from polybag.formats import registry
+
+    tree = ast.parse((SRC / "polybag" / "__init__.py").read_text(encoding="utf-8"))
+    typed: list[set[str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "open_writer":
+            fmt = next((a for a in node.args.kwonlyargs if a.arg == "format"), None)
+            annotation = fmt.annotation if fmt is not None else None
+            if isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value) == "Literal":
+                typed.append({ast.literal_eval(e) for e in ast.walk(annotation.slice) if isinstance(e, ast.Constant)})
+    specs = [s for s in registry.formats() if s.writer is not None]
+    assert sorted(map(sorted, typed)) == sorted(sorted({s.name, *s.aliases}) for s in specs)

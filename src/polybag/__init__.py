@@ -34,7 +34,44 @@ from polybag.reader import Reader
 from polybag.writer import Writer
 
 if TYPE_CHECKING:
+    from typing import Literal, overload
+
+    from typing_extensions import Unpack  # Python 3.10 has no typing.Unpack
+
+    from polybag.formats.bag.writer import BagWriter
+    from polybag.formats.mcap.writer import McapWriter
     from polybag.formats.registry import FormatSpec
+    from polybag.formats.rosbag2.writer import Rosbag2Writer
+    from polybag.formats.ulog.writer import UlogWriter
+    from polybag.writer import BagOptions, McapOptions, Rosbag2Options, UlogOptions, WriterOptions
+
+    #: what a writer writes to: a path, a URL or a binary stream
+    WriterTarget = str | os.PathLike[str] | BinaryIO
+
+    # The typed face of `polybag.writer.open_writer` (which the package root exports as
+    # it is): the package root sits above the formats, so it can name each format's writer
+    # class, which `polybag.writer` (below them) cannot.  A format named by a literal (its
+    # registry name or an alias) types as its writer class with its own options; any other
+    # `format=` (or none: the extension decides) as `Writer`.
+    @overload
+    def open_writer(path: WriterTarget, *, format: Literal["mcap"], **options: Unpack[McapOptions]) -> McapWriter: ...
+    @overload
+    def open_writer(
+        path: WriterTarget, *, format: Literal["bag", "rosbag", "bag1"], **options: Unpack[BagOptions]
+    ) -> BagWriter: ...
+    @overload
+    def open_writer(path: WriterTarget, *, format: Literal["ulog", "ulg"], **options: Unpack[UlogOptions]) -> UlogWriter: ...
+    @overload
+    def open_writer(
+        path: str | os.PathLike[str], *, format: Literal["rosbag2", "ros2bag"], **options: Unpack[Rosbag2Options]
+    ) -> Rosbag2Writer: ...
+    @overload
+    def open_writer(path: WriterTarget, *, format: str | None = None, **options: Unpack[WriterOptions]) -> Writer: ...
+    def open_writer(path: Any = None, *args: Any, format: str | None = None, **options: Any) -> Writer:  # noqa: A002
+        """The format's writer of ``path`` (see :func:`polybag.writer.open_writer`)."""
+        ...
+else:
+    from polybag.writer import open_writer
 
 
 def open(  # noqa: A001 - the public name the issue asks for
@@ -172,6 +209,7 @@ __all__ = [
     "Writer",
     "__version__",
     "open",
+    "open_writer",
 ]
 
 

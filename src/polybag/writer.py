@@ -5,6 +5,10 @@ and the atomic-file helper.
 format's subclass from ``format=`` or the file extension (:class:`WriterFactory`).  A URL
 output is the format's writer on a local staging path wired to an
 :class:`~polybag.io.upload.Upload`: its ``close`` uploads, its ``abort`` drops.
+
+``polybag.open_writer`` is :func:`open_writer`, typed in the package root (which can name
+the formats' writer classes, this module cannot): ``format="mcap"`` is a ``McapWriter``
+taking :class:`McapOptions`, and so for each format's options here.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import os
 import posixpath
 import stat
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Literal, TypedDict
 
 from polybag.errors import OutputExistsError, UnsupportedError, WriteError
 from polybag.io.urls import url_target
@@ -27,19 +31,25 @@ if TYPE_CHECKING:
     from polybag.io.upload import Upload
 
 
-class WriterOptions(TypedDict, total=False):
-    """The options ``Writer(...)`` takes (each format's writer takes its own of them, and
-    says so when given one it does not know)."""
+class OutputOptions(TypedDict, total=False):
+    """The options every writer made by ``Writer(...)`` takes: where its output goes."""
 
-    #: chunk (or file) compression: ``"zstd"``, ``"lz4"``, ``"bz2"``, ``"none"``... as the format takes
-    compression: str | None
-    compression_level: int | None
-    chunk_size: int | None
     #: replace an existing output once the new one is complete (default True)
     overwrite: bool
     #: a URL output: fsspec's options, and an upload bar (None: only on a terminal)
     storage_options: dict[str, Any] | None
     progress: bool | None
+
+
+class WriterOptions(OutputOptions, total=False):
+    """The options ``Writer(...)`` takes (each format's writer takes its own of them, and
+    says so when given one it does not know); one format's own are :class:`McapOptions`,
+    :class:`BagOptions`, :class:`UlogOptions` and :class:`Rosbag2Options`."""
+
+    #: chunk (or file) compression: ``"zstd"``, ``"lz4"``, ``"bz2"``, ``"none"``... as the format takes
+    compression: str | None
+    compression_level: int | None
+    chunk_size: int | None
     # MCAP
     profile: str
     library: str | None
@@ -67,6 +77,58 @@ class WriterOptions(TypedDict, total=False):
     ros_distro: str
     custom_data: Mapping[str, str] | None
 
+
+
+class McapOptions(OutputOptions, total=False):
+    """The options of the MCAP writer (``format="mcap"``)."""
+
+    compression: Literal["none", "zstd", "lz4"] | None
+    compression_level: int | None
+    chunk_size: int
+    profile: str
+    library: str | None
+    use_chunking: bool
+    use_message_index: bool
+    use_chunk_index: bool
+    use_statistics: bool
+    use_summary_offsets: bool
+    use_attachment_index: bool
+    use_metadata_index: bool
+    repeat_schemas: bool
+    repeat_channels: bool
+    use_crcs: bool
+
+
+class BagOptions(OutputOptions, total=False):
+    """The options of the ROS 1 bag writer (``format="bag"``)."""
+
+    compression: Literal["none", "bz2", "lz4"] | None
+    compression_level: int | None
+    chunk_size: int
+
+
+class UlogOptions(OutputOptions, total=False):
+    """The options of the ULog writer (``format="ulog"``)."""
+
+    start_timestamp: int | None
+    version: int
+    compat_flags: Sequence[int] | None
+    sync_interval: int
+    spool_size: int
+
+
+class Rosbag2Options(OutputOptions, total=False):
+    """The options of the rosbag2 writer (``format="rosbag2"``)."""
+
+    storage: Literal["sqlite3", "mcap"]
+    compression: Literal["none", "zstd"] | None
+    compression_mode: Literal["file", "message"]
+    version: int
+    #: the chunks of MCAP storage
+    chunk_size: int | None
+    chunk_compression: Literal["none", "zstd", "lz4"]
+    ros_distro: str
+    custom_data: Mapping[str, str] | None
 
 def format_for_path(path: str | os.PathLike[str]) -> str:
     """The writable format an output path's extension asks for (see
@@ -124,7 +186,8 @@ def open_writer(
     ``format=`` or the extension.  A URL (``s3://bucket/run.mcap``) is written to a local
     staging path and uploaded by ``close`` (:class:`~polybag.io.upload.Upload`; the options
     ``storage_options``, ``overwrite`` (default True) and ``progress`` are the upload's); a
-    ``file://`` URL is its local path."""
+    ``file://`` URL is its local path.  ``polybag.open_writer`` is this function, typed by
+    the format: ``format="mcap"`` returns a ``McapWriter``."""
     target = url_target(path)
     if target is None:  # a local path or a stream
         return writer_class(format or format_for_path(path))(path, *args, format=format, **options)
@@ -168,7 +231,9 @@ class WriterFactory(type):
 class Writer(metaclass=WriterFactory):
     """Base of all format writers.
 
-    ``Writer("out.mcap", compression="zstd")`` returns the MCAP writer; subclasses implement
+    ``Writer("out.mcap", compression="zstd")`` returns the MCAP writer (typed as ``Writer``;
+    ``polybag.open_writer("out.mcap", format="mcap")`` is the same call typed as the format's
+    writer class, ``McapWriter``); subclasses implement
     ``add_schema``, ``add_channel``, ``write``, ``add_attachment``, ``add_metadata``,
     ``finish_output`` (what ``close`` does) and ``abort_output`` (what ``abort`` does).
 

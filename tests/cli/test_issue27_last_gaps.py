@@ -23,7 +23,7 @@ import polybag
 import polybag.codecs.ros2.store
 from paths import ROOT
 from polybag.cli import main
-from polybag.codecs.msgdef import TypeSet
+from polybag.codecs.type_set import TypeSet
 from polybag.errors import UsageError
 from polybag.formats.rosbag2.metadata import qos_summary
 from polybag.record.group import load_config

@@ -154,7 +154,8 @@ def test_random_mutations_of_real_payloads(data: st.DataObject) -> None:
 def test_any_default_value_text_parses_or_is_a_definition_error(typ: str, default: str) -> None:
     """Whatever follows a field name (a default value, a comment, junk) gives a type or a
     MsgDefError; a default that cannot be read is left out, never changing the layout."""
-    from polybag.codecs.msgdef import MsgDefError, parse_msg
+    from polybag.codecs.definition_limits import MsgDefError
+    from polybag.codecs.msg_parser import parse_msg
 
     line = f"{typ} f {default}".replace("\r", " ").split("\n")[0]
     try:

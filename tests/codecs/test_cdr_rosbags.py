@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from polybag.codecs.cdr import CdrCodec
-from polybag.codecs.msgdef import PRIMITIVE_FORMATS, FieldType, TypeSet
+from polybag.codecs.definition_model import PRIMITIVE_FORMATS, FieldType
 from polybag.codecs.ros2 import bundled, full_name
+from polybag.codecs.type_set import TypeSet
 
 typesys = pytest.importorskip("rosbags.typesys")
 interfaces = pytest.importorskip("rosbags.interfaces")

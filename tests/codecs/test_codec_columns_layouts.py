@@ -2,7 +2,7 @@
 
 ``_fixed_layout`` (every payload the same layout: typed views or copies of the rows) and
 ``_string_layout`` (strings of mixed lengths: segments gathered per block) must give the
-same column names, dtypes, shapes and values as ``_Walker`` (the general path) and as
+same column names, dtypes, shapes and values as ``Walker`` (the general path) and as
 decoding every message; damage is left to the walk (same errors).
 """
 
@@ -89,7 +89,7 @@ def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
 
 
 def _walk(codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, fields: list[str] | None = None) -> dict[str, np.ndarray]:
-    return C._Walker(codec, blob, starts, sizes, C._wanted(fields), "/t").run()
+    return C.Walker(codec, blob, starts, sizes, C._wanted(fields), "/t").run()
 
 
 def _decoded(codec: Any, datas: list[bytes], cols: dict[str, np.ndarray]) -> None:

@@ -33,7 +33,8 @@ import polybag
 from polybag.cli import main
 from polybag.codecs.cdr import codec_for_type as cdr_codec
 from polybag.codecs.columns import payload_columns
-from polybag.codecs.msgdef import MAX_DEPTH, MAX_FIELDS, MsgDefError, field_name_problem, parse_full
+from polybag.codecs.definition_limits import MAX_DEPTH, MAX_FIELDS, MsgDefError
+from polybag.codecs.msg_parser import field_name_problem, parse_full
 from polybag.codecs.ros1 import codec_for_type as ros1_codec
 from polybag.codecs.ros1 import compute_md5
 from polybag.codecs.serde.compiler import plain_name

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from _codec_helpers import norm_genpy, norm_rosbags, same
-from polybag.codecs.msgdef import parse_full
+from polybag.codecs.msg_parser import parse_full
 from polybag.codecs.ros1 import (
     Time,
     bundled,

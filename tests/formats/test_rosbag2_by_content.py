@@ -199,9 +199,9 @@ def test_the_listing_keeps_its_limits(tmp_path: Path) -> None:
     os.symlink(bag / "a.mcap", bag / "again")
     os.mkfifo(bag / "pipe")
     assert _polybag_view(bag) == sorted(rows)
-    from polybag.formats.rosbag2.opening import _storage_files
+    from polybag.formats.rosbag2.opening import storage_files
 
-    assert len(_storage_files(str(bag))) == 1
+    assert len(storage_files(str(bag))) == 1
 
 
 def test_an_empty_directory_is_still_refused(tmp_path: Path) -> None:

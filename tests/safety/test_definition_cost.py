@@ -2,7 +2,7 @@
 neither the memory nor the time polybag spends on it.
 
 A 260k-field ``ros2msg`` definition cost 2.5 GB and 76 s to decode one message.  Now every
-definition is held to :class:`~polybag.codecs.msgdef.DefinitionLimits` (text size,
+definition is held to :class:`~polybag.codecs.definition_limits.DefinitionLimits` (text size,
 types, fields written, name length, nesting, expansion) and refused past them with a
 :class:`~polybag.errors.DecodeError` naming the limit and the type; under them, compiling is
 linear in the definition (a diamond of types that doubles at every level is inlined into a
@@ -32,8 +32,7 @@ from hypothesis import strategies as st
 import polybag
 import polybag.codecs as codecs
 from polybag.cli import main
-from polybag.codecs import cdr
-from polybag.codecs import msgdef as md
+from polybag.codecs import cdr, definition_limits, msg_parser
 from polybag.codecs import ros1 as ros1_codecs
 from polybag.codecs import ros2 as ros2_types
 from polybag.codecs.columns import payload_columns
@@ -123,14 +122,14 @@ def chain(levels: int) -> str:
 def test_260k_flat_fields_refused_naming_the_limit(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text, payload = flat(260_000, "ros2" if kind == "mcap-ros2" else "ros1")
     path = write_log(tmp_path / "flat", kind, "pkg/msg/Flat" if kind == "mcap-ros2" else "pkg/Flat", text, [payload])
-    peak = refused(path, "DefinitionLimits.fields", f"{md.MAX_DEFINED_FIELDS}", "pkg/")
+    peak = refused(path, "DefinitionLimits.fields", f"{definition_limits.MAX_DEFINED_FIELDS}", "pkg/")
     # before: 2.5 GB; parsing stops at the limit and nothing is compiled
     assert peak < 48 * MiB, peak
     assert "DefinitionLimits.fields" in cli_cat(path, capsys)
 
 
 def test_flat_definition_at_the_field_limit_decodes_in_bounded_memory(tmp_path: Path) -> None:
-    n = md.MAX_DEFINED_FIELDS
+    n = definition_limits.MAX_DEFINED_FIELDS
     text, payload = flat(n)
     path = write_log(tmp_path / "flat", "mcap-ros2", "pkg/msg/Flat", text, [payload, payload])
     with peak_memory() as peak:
@@ -194,13 +193,13 @@ def test_fixed_arrays_of_a_shared_type_compile_linearly() -> None:
 
 # --- depth, types, text, names ---------------------------------------------------------------
 def test_nesting_deeper_than_the_limit_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write_log(tmp_path / "deep", "mcap-ros2", "pkg/T0", chain(md.MAX_DEPTH + 1), [CDR_LE + bytes(4 * 200)])
+    path = write_log(tmp_path / "deep", "mcap-ros2", "pkg/T0", chain(definition_limits.MAX_DEPTH + 1), [CDR_LE + bytes(4 * 200)])
     refused(path, "nested more than", "DefinitionLimits.depth", "pkg/T0")
     assert "DefinitionLimits.depth" in cli_cat(path, capsys)
 
 
 def test_too_many_types_refused(tmp_path: Path) -> None:
-    n = md.MAX_TYPES + 1
+    n = definition_limits.MAX_TYPES + 1
     text = "int32 x\n" + "".join(f"{SEP}\nMSG: p/T{i}\nint8 v\n" for i in range(n))
     path = write_log(tmp_path / "types", "mcap-ros2", "pkg/T", text, [CDR_LE + bytes(4)])
     peak = refused(path, "DefinitionLimits.types", "pkg/T")
@@ -208,8 +207,8 @@ def test_too_many_types_refused(tmp_path: Path) -> None:
 
 
 def test_text_over_the_limit_refused_before_parsing(tmp_path: Path) -> None:
-    text = "int32 x\n" + "# a comment line\n" * (md.MAX_TEXT_BYTES // 17 + 1)
-    assert len(text) > md.MAX_TEXT_BYTES
+    text = "int32 x\n" + "# a comment line\n" * (definition_limits.MAX_TEXT_BYTES // 17 + 1)
+    assert len(text) > definition_limits.MAX_TEXT_BYTES
     path = write_log(tmp_path / "text", "mcap-ros1", "pkg/T", text, [bytes(4)])
     refused(path, "DefinitionLimits.text_bytes", "pkg/T")
     # the same definition with its comments under the limit is a real (commented) type
@@ -219,22 +218,22 @@ def test_text_over_the_limit_refused_before_parsing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("line", ["int32 {long}", "{long} x", "int32 x\n{sep}\nMSG: pkg/{long}\nint32 y"])
 def test_long_names_refused(line: str) -> None:
-    text = line.format(long="n" * (md.MAX_NAME + 1), sep=SEP) + "\n"
+    text = line.format(long="n" * (definition_limits.MAX_NAME + 1), sep=SEP) + "\n"
     with pytest.raises(DecodeError, match="DefinitionLimits.name_chars"):
-        md.parse_full("pkg/T", text)
+        msg_parser.parse_full("pkg/T", text)
     with pytest.raises(DecodeError, match="DefinitionLimits.name_chars"):
         ros2_types.ros2_typeset("pkg/T", text)
     # a field name at the limit is accepted
-    assert md.parse_full("pkg/T", "int32 " + "n" * md.MAX_NAME).size("pkg/T") == 2
+    assert msg_parser.parse_full("pkg/T", "int32 " + "n" * definition_limits.MAX_NAME).size("pkg/T") == 2
 
 
 def test_idl_bombs_refused() -> None:
-    fields = "".join(f"int32 f{i};\n" for i in range(md.MAX_DEFINED_FIELDS + 1))
+    fields = "".join(f"int32 f{i};\n" for i in range(definition_limits.MAX_DEFINED_FIELDS + 1))
     idl = f"module pkg {{ module msg {{ struct Big {{ {fields} }}; }}; }};\n"
     with peak_memory() as peak, pytest.raises(DecodeError, match="DefinitionLimits.fields"):
         cdr.codec_for_type("pkg/msg/Big", idl, "ros2idl")
     assert peak[0] < 32 * MiB, peak[0]
-    structs = "".join(f"struct S{i} {{ int8 v; }};\n" for i in range(md.MAX_TYPES + 1))
+    structs = "".join(f"struct S{i} {{ int8 v; }};\n" for i in range(definition_limits.MAX_TYPES + 1))
     with pytest.raises(DecodeError, match="DefinitionLimits.types"):
         ros2_types.ros2_typeset("pkg/msg/S0", f"module pkg {{ module msg {{ {structs} }}; }};\n", "ros2idl")
     with pytest.raises(DecodeError, match="DefinitionLimits.name_chars"):
@@ -260,7 +259,7 @@ def test_pathological_texts_parse_in_linear_time(text: str) -> None:
     """Each of these took hours (quadratic backtracking) at a few MB; now a single pass."""
     for dialect in ("ros1", "ros2"):
         try:
-            ts = md.parse_full("pkg/T", text, dialect)
+            ts = msg_parser.parse_full("pkg/T", text, dialect)
         except DecodeError as e:
             assert "line" in str(e) or "Limits" in str(e)
             continue
@@ -276,19 +275,19 @@ _OLD_ARRAY = re.compile(r"^(?P<base>[^\[\]]+?)\s*\[(?P<inner>[^\]]*)\]$")
 def test_linear_scanners_match_the_old_expressions(text: str) -> None:
     """The scans that replaced two backtracking expressions read what they read."""
     old = _OLD_ARRAY.match(text)
-    new = md._split_array(text)
+    new = msg_parser._split_array(text)
     assert (old is None) == (new is None)
     if old is not None and new is not None:
         assert (old["base"].strip(), old["inner"]) == (new[0].strip(), new[1])
     closed = [m.group(1) for m in _OLD_QUOTED.finditer(text)]
-    if not re.search(r"""["'][^"']*$""", text) or closed == md._quoted_items(text):
-        assert md._quoted_items(text) == closed
+    if not re.search(r"""["'][^"']*$""", text) or closed == msg_parser._quoted_items(text):
+        assert msg_parser._quoted_items(text) == closed
 
 
 # --- lower limits: the API for less trusted definitions -----------------------------------------
 def test_lower_limits_for_less_trusted_definitions() -> None:
     text, payload = flat(3000)
-    strict = md.DEFAULT_LIMITS.lower(fields=2000, depth=8, expanded_fields=5000)
+    strict = definition_limits.DEFAULT_LIMITS.lower(fields=2000, depth=8, expanded_fields=5000)
     with pytest.raises(DecodeError, match=r"DefinitionLimits.fields = 2000"):
         ros2_types.check_definition("pkg/msg/Flat", text, limits=strict)
     with pytest.raises(DecodeError, match=r"DefinitionLimits.fields = 2000"):
@@ -420,9 +419,9 @@ def test_generated_source_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(serde, "MAX_SOURCE_BYTES", 20_000)
     text, payload = flat(2000, "ros1")
     with pytest.raises(DecodeError, match="MAX_SOURCE_BYTES"):
-        ros1_codecs.Ros1Codec(md.parse_full("pkg/Src", text), "pkg/Src")
+        ros1_codecs.Ros1Codec(msg_parser.parse_full("pkg/Src", text), "pkg/Src")
     monkeypatch.undo()
-    assert ros1_codecs.Ros1Codec(md.parse_full("pkg/Src", text), "pkg/Src").decode(payload).f1999 == 1999
+    assert ros1_codecs.Ros1Codec(msg_parser.parse_full("pkg/Src", text), "pkg/Src").decode(payload).f1999 == 1999
 
 
 # --- caches ------------------------------------------------------------------------------------

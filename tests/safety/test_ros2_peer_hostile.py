@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polybag.codecs.msgdef import parse_full
+from polybag.codecs.msg_parser import parse_full
 from polybag.codecs.ros2.typehash import type_hash
 from polybag.errors import PolybagError
 from polybag.net.ros2 import Ros2GraphError

@@ -42,21 +42,15 @@ import numpy as np
 from polybag.bridges.protocol import BridgedChannel
 from polybag.codecs import codec_for
 from polybag.codecs.cdr import CdrCodec
-from polybag.codecs.msgdef import (
-    NUMPY_TYPES,
-    PRIMITIVE_FORMATS,
-    FieldType,
-    MsgDef,
-    TypeSet,
-    canonical,
-    parse_msg,
-)
+from polybag.codecs.definition_model import NUMPY_TYPES, PRIMITIVE_FORMATS, FieldType, MsgDef, canonical
+from polybag.codecs.msg_parser import parse_msg
 from polybag.codecs.ros1 import Ros1Codec
 from polybag.codecs.ros1 import known_types as ros1_known
 from polybag.codecs.ros2 import definition_for, full_name
 from polybag.codecs.ros2 import known_types as ros2_known
 from polybag.codecs.ros2.typehash import type_hash
 from polybag.codecs.serde.compiler import Compiler, run_encoder
+from polybag.codecs.type_set import TypeSet
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Schema
 

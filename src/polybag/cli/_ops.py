@@ -24,7 +24,7 @@ class TopicPattern(str):
     shown: str | None = None
 
     def __new__(cls, text: str) -> TopicPattern:
-        parts = _split_commas(text)
+        parts = split_commas(text)
         obj = super().__new__(cls, "|".join(f"(?:{p})" for p in parts) if len(parts) > 1 else parts[0])
         obj.given = text
         return obj
@@ -50,7 +50,7 @@ class TopicPattern(str):
         return obj
 
 
-def _split_commas(text: str) -> list[str]:
+def split_commas(text: str) -> list[str]:
     """``text`` cut at its top-level commas (not escaped, not in ``[...]``, ``{...}``, ``(...)``);
     empty pieces dropped."""
     parts: list[str] = []

@@ -25,7 +25,7 @@ from typing import Any
 
 from polybag.cli._ops import add_topic_options, topic_selection
 from polybag.cli.info import add_format_option, open_input
-from polybag.cli.text import TIME_HELP, _json_default, format_ns
+from polybag.cli.text import TIME_HELP, format_ns, json_default
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Message
 from polybag.selection import TimeWindow
@@ -92,7 +92,7 @@ def _is_decode_error(e: Exception) -> bool:
 
 def _jsonable(o: Any) -> Any:
     """JSON for decoded messages' values (message objects by their slots)."""
-    return _json_default(o, slots=True)
+    return json_default(o, slots=True)
 
 
 def _preview(data: bytes | memoryview, n: int = 16) -> str:

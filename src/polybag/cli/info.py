@@ -28,7 +28,7 @@ from typing import Any
 from polybag.cli import render as _render
 from polybag.cli.render import human_duration, human_stamp
 from polybag.cli.render import info_yaml as format_yaml
-from polybag.cli.text import _json_default, format_size, print_json
+from polybag.cli.text import format_size, json_default, print_json
 from polybag.errors import PolybagError, UsageError
 from polybag.formats import registry
 from polybag.reader import Reader
@@ -166,7 +166,7 @@ def print_stats(reader: Reader, prog: str = "polybag") -> None:
         )
 
 
-def _table(rows: list[list[str]]) -> list[str]:
+def table_lines(rows: list[list[str]]) -> list[str]:
     if not rows:
         return []
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -215,17 +215,17 @@ def render(d: dict[str, Any], verbose: bool = False) -> str:
             rows.append(
                 [f"  ({c['id']})", c["topic"], f"{'?' if c['message_count'] is None else c['message_count']} msgs", hz, f": {c['type'] or '-'}", f"[{c['message_encoding']}]"]
             )
-        lines.extend(_table(rows))
+        lines.extend(table_lines(rows))
     if d["schemas"]:
         lines.append("schemas:")
         lines.extend(
-            _table([[f"  ({s['id']})", s["name"], f"[{s['encoding'] or '-'}]", format_size(s["size"])] for s in d["schemas"]])
+            table_lines([[f"  ({s['id']})", s["name"], f"[{s['encoding'] or '-'}]", format_size(s["size"])] for s in d["schemas"]])
         )
     listed = d["extras"].get("attachments")
     kv("attachments", d["attachment_count"])
     if isinstance(listed, list):
         lines.extend(
-            _table(
+            table_lines(
                 [
                     [f"  {safe_line(str(a.get('name', '')))}", f"[{safe_line(str(a.get('media_type', '')))}]",
                      format_size(int(a.get("size") or 0)), human_stamp(a.get("log_time"), 9)]
@@ -332,7 +332,7 @@ def _yaml_inline(x: Any) -> str:
 
 def to_yaml(d: dict[str, Any]) -> str:
     """A block-style YAML document of a JSON-like dict (what ``--json`` prints, as YAML)."""
-    plain = json.loads(json.dumps(d, default=_json_default))
+    plain = json.loads(json.dumps(d, default=json_default))
     return "\n".join(_yaml_lines(plain, 0)) + "\n" if plain else "{}\n"
 
 

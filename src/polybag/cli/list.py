@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from polybag.cli.info import _table, open_input
+from polybag.cli.info import open_input, table_lines
 from polybag.cli.text import format_ns, format_size, print_json
 
 
@@ -67,6 +67,6 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(rows)
         else:
-            for line in _table([header, *table]):
+            for line in table_lines([header, *table]):
                 print(line.rstrip())
     return 0

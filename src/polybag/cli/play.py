@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from polybag.cli._ops import TopicPattern, _split_commas, add_topic_options, topic_selection
+from polybag.cli._ops import TopicPattern, add_topic_options, split_commas, topic_selection
 from polybag.cli.text import DURATION_HELP
 
 
@@ -140,7 +140,7 @@ def _split_inputs(args: argparse.Namespace) -> list[str]:
 
     if args.topics is not None:
         # (--topics /a,/b: two patterns, each named in an error)
-        args.topics = [TopicPattern(p) for t in topics_only(args.topics) for p in _split_commas(t.given if isinstance(t, TopicPattern) else t)] or None
+        args.topics = [TopicPattern(p) for t in topics_only(args.topics) for p in split_commas(t.given if isinstance(t, TopicPattern) else t)] or None
     args.pause_topics = topics_only(args.pause_topics)
     args.remaps = remaps
     return files

@@ -44,11 +44,11 @@ def format_size(n: float) -> str:
 
 
 def print_json(obj: Any, out: TextIO | None = None) -> None:
-    json.dump(obj, out or sys.stdout, indent=2, default=_json_default)
+    json.dump(obj, out or sys.stdout, indent=2, default=json_default)
     (out or sys.stdout).write("\n")
 
 
-def _json_default(o: Any, slots: bool = False) -> Any:
+def json_default(o: Any, slots: bool = False) -> Any:
     """JSON for what :mod:`json` cannot write: bytes as base64, arrays as lists, objects as
     their fields (with ``slots``, ``__slots__`` classes too), anything else as ``str``."""
     import base64

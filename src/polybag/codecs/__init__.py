@@ -8,7 +8,7 @@ This module is the registry, the top of the package: it names each codec's facto
 string (:data:`CODECS`, imported when first used) and nothing below imports it.  Below it
 (see ARCHITECTURE.md): the codecs (:mod:`~polybag.codecs.ros1`, :mod:`~polybag.codecs.cdr`,
 JSON, protobuf, ULog), the serializers they generate (:mod:`polybag.codecs.serde`), the
-type system (:mod:`polybag.codecs.msgdef`, :mod:`polybag.codecs.ros2`) and, at the bottom,
+type system (:mod:`polybag.codecs.type_set`, :mod:`polybag.codecs.ros2`) and, at the bottom,
 :mod:`polybag.codecs.cache`.
 """
 

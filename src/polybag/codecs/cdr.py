@@ -4,7 +4,7 @@ The payload starts with a 4-byte encapsulation header (``00 01`` little-endian, 
 big-endian, then two option bytes); alignment is relative to the byte after it.  The
 definitions come from the ROS 2 type system below (:mod:`polybag.codecs.ros2`: a schema
 parsed, the known types, type hashes; the ``.msg`` parsing is shared with ROS 1,
-:mod:`polybag.codecs.msgdef`, dialect ``ros2``).  Serializers are the same generated
+:mod:`polybag.codecs.msg_parser`, dialect ``ros2``).  Serializers are the same generated
 code as ROS 1 (:mod:`polybag.codecs.serde.compiler`) with CDR alignment and strings.
 """
 
@@ -14,18 +14,13 @@ import functools
 from typing import Any
 
 from polybag.codecs.cache import CostCache, definition_key, on_definitions_added
-from polybag.codecs.msgdef import (
-    DEFAULT_LIMITS,
-    DefinitionLimits,
-    MsgDefError,
-    TypeSet,
-    canonical,
-    defined_fields,
-)
+from polybag.codecs.definition_limits import DEFAULT_LIMITS, DefinitionLimits, MsgDefError
+from polybag.codecs.definition_model import canonical
 from polybag.codecs.ros2.definitions import definition_for, ros2_typeset
 from polybag.codecs.ros2.store import known_types
 from polybag.codecs.ros2.typehash import type_hash_of
 from polybag.codecs.serde.compiler import Compiler, EncodeError, left_over
+from polybag.codecs.type_set import TypeSet, defined_fields
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 

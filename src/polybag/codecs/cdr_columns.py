@@ -13,7 +13,7 @@ For the payloads of a topic the segments' starts are computed as vectors (one nu
 operation per segment for all messages: align, add the width, add the string length read
 as a vector); each segment's bytes of every row are then gathered into one ``(rows,
 width)`` array per block of rows and the fields copied out as typed strided views of it
-(the ROS 1 fixed path's :class:`~polybag.codecs.columns_layout._Columns`).  Strings are
+(the ROS 1 fixed path's :class:`~polybag.codecs.columns_layout.Columns`).  Strings are
 decoded per distinct length, each distinct value once.
 
 Anything else returns None and is left to the general walk
@@ -30,9 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.columns_fixed import _LITTLE, Limits, _back_to_back, _decode_strings, _owned, _rows_at
-from polybag.codecs.columns_layout import _TIME_TYPES, _Columns, _Leaf
-from polybag.codecs.msgdef import PRIMITIVE_FORMATS
+from polybag.codecs.columns_fixed import (
+    LITTLE_ENDIAN,
+    Limits,
+    back_to_back,
+    decode_strings,
+    numpy_owns,
+    rows_at,
+)
+from polybag.codecs.columns_layout import TIME_TYPES, Columns, Leaf
+from polybag.codecs.definition_model import PRIMITIVE_FORMATS
 
 _MAX_DEPTH = 64
 
@@ -53,7 +60,7 @@ class CdrLayout:
 
     def __init__(self, compiler: Any, type_name: str) -> None:
         self.compiler = compiler
-        self.leaves: list[_Leaf] = []
+        self.leaves: list[Leaf] = []
         self.widths: list[int] = []
         self.aligns: list[int] = []
         self.strings: list[bool] = []
@@ -111,7 +118,7 @@ class CdrLayout:
             seg, off = self._place(size)
             self.leaves.append(("prim", name, seg, off, base, 1))
             self._off = off + size
-        elif base in _TIME_TYPES:
+        elif base in TIME_TYPES:
             seg, off = self._place(4)
             self.leaves.append(("time", name, seg, off, base, 0))
             self._off = off + 8
@@ -144,7 +151,7 @@ def cdr_layout(codec: Any) -> CdrLayout | None:
 
 def _u32_at(blob: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The little-endian u32 at every position (the caller checked the bounds), as int64."""
-    return _rows_at(blob, pos, 4).view("<u4")[:, 0].astype(np.int64)
+    return rows_at(blob, pos, 4).view("<u4")[:, 0].astype(np.int64)
 
 
 def _positions(
@@ -189,7 +196,7 @@ def cdr_columns(
     ends = starts + sizes
     if int(starts.min()) < 0 or int(ends.max()) > len(blob) or int(sizes.min()) < 4:
         return None
-    head = _rows_at(blob, starts, 2)
+    head = rows_at(blob, starts, 2)
     if not (bool((head[:, 0] == 0).all()) and bool((head[:, 1] == 1).all())):
         return None  # big-endian, mixed or unknown encapsulations: the walk decides
     found = _positions(lay, blob, starts, ends)
@@ -201,7 +208,7 @@ def cdr_columns(
         cols = _gathered(lay, blob, at, want, lim)
     for (_seg, _off, col), (p, k) in zip(cols.strings, texts, strict=True):
         if col is not None:
-            _decode_strings(blob, p, k, col)
+            decode_strings(blob, p, k, col)
     return cols.out
 
 
@@ -213,7 +220,7 @@ def _same_layout(
     at: list[np.ndarray],
     want: Callable[[str], bool],
     lim: Limits,
-) -> _Columns | None:
+) -> Columns | None:
     """Every payload the same size, back to back, each segment at the same offset in every
     one (one frame id per topic): the rows are one ``(n, size)`` array and the fields typed
     strided views of it (or copies per block; see the ROS 1 :func:`fixed_layout`); or None."""
@@ -221,31 +228,31 @@ def _same_layout(
     size = int(sizes[0])
     if int(starts[0]) != 0 or not bool((sizes == size).all()) or len(blob) < n * size:
         return None
-    if n > 1 and not _back_to_back(starts, size):
+    if n > 1 and not back_to_back(starts, size):
         return None
     rel = [int(p[0]) for p in at]
     for p, r in zip(at, rel, strict=True):
         if not bool((p - starts == r).all()):
             return None
     mat = blob[: n * size].reshape(n, size)
-    views = mat if _LITTLE and _owned(blob) else None
-    if views is not None and 2 * _Columns.view_bytes(lay, want) < size:  # type: ignore[arg-type]
+    views = mat if LITTLE_ENDIAN and numpy_owns(blob) else None
+    if views is not None and 2 * Columns.view_bytes(lay, want) < size:  # type: ignore[arg-type]
         views = None  # a few narrow fields: copies, not views pinning every row
-    cols = _Columns(lay, n, want, rel, views, lim.block_bytes)  # type: ignore[arg-type]
+    cols = Columns(lay, n, want, rel, views, lim.block_bytes)  # type: ignore[arg-type]
     per = max(1, lim.chunk_bytes // max(1, size))
     for a in range(0, n, per):  # copies (no views) and times, a block of rows at a time
         cols.fill(a, (mat[a : a + per],))
     return cols
 
 
-def _gathered(lay: CdrLayout, blob: np.ndarray, at: list[np.ndarray], want: Callable[[str], bool], lim: Limits) -> _Columns:
+def _gathered(lay: CdrLayout, blob: np.ndarray, at: list[np.ndarray], want: Callable[[str], bool], lim: Limits) -> Columns:
     """Each segment's bytes of every row gathered per block of rows (a copy per row, in C)
     and the fields copied out of them."""
     n = len(at[0])
-    cols = _Columns(lay, n, want, block_bytes=lim.block_bytes)  # type: ignore[arg-type]
+    cols = Columns(lay, n, want, block_bytes=lim.block_bytes)  # type: ignore[arg-type]
     row = max(1, sum(lay.widths))
     per = max(1, min(lim.chunk_bytes, lim.gather_bytes) // row)
     for a in range(0, n, per):
         b = min(n, a + per)
-        cols.fill(a, [_rows_at(blob, p[a:b], w) for p, w in zip(at, lay.widths, strict=True)])
+        cols.fill(a, [rows_at(blob, p[a:b], w) for p, w in zip(at, lay.widths, strict=True)])
     return cols

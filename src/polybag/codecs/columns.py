@@ -40,8 +40,8 @@ from polybag.codecs.cdr_columns import cdr_columns
 from polybag.codecs.columns_export import columns_to_arrow, columns_to_pandas
 from polybag.codecs.columns_fixed import Limits, fixed_from_payloads, fixed_layout, string_layout
 from polybag.codecs.columns_layout import check_columns
-from polybag.codecs.columns_walk import _generic, walk_in_blocks
-from polybag.codecs.columns_walk import _Walker as _Walker  # re-exported: tests walk with it
+from polybag.codecs.columns_walk import Walker as Walker  # re-exported: tests walk with it
+from polybag.codecs.columns_walk import generic_columns, walk_in_blocks
 from polybag.codecs.ros1 import UndefinedRos1Codec
 from polybag.errors import DecodeError, PolybagError, UnsupportedError
 from polybag.model import Message, Summary
@@ -209,7 +209,7 @@ def _payload_columns(
             np.cumsum(sizes[:-1], out=starts[1:])
         blob = np.frombuffer(b"".join(datas), dtype=np.uint8)
         return _walk_chunked(codec, blob, starts, sizes, want, topic)
-    return _generic(codec, datas, want, topic)
+    return generic_columns(codec, datas, want, topic)
 
 
 # tunables, read when the entry points run (tests make them small)

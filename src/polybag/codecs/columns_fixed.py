@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from polybag.codecs.columns_layout import _Columns, _Layout, _layout
+from polybag.codecs.columns_layout import Columns, Layout, layout_of
 
-_LITTLE = sys.byteorder == "little"  # views of little-endian fields are native only here
+LITTLE_ENDIAN = sys.byteorder == "little"  # views of little-endian fields are native only here
 _FEW_LENGTHS = 16  # at most this many string lengths per block: decoded per length, as vectors
 
 
@@ -31,7 +31,7 @@ class Limits(NamedTuple):
     gather_bytes: int  # rows gathered per block when the layout varies
 
 
-def _owned(a: np.ndarray) -> bool:
+def numpy_owns(a: np.ndarray) -> bool:
     """Whether numpy owns ``a``'s memory (a gathered blob), so views of it may be handed out:
     never a mapped file or ``bytes`` (a view would pin it, or outlive a closed file)."""
     base = a
@@ -62,7 +62,7 @@ def fixed_layout(
     equals the first payload's (checked as one vector per string field).  The rows are then a
     numpy structured array (one record per message).  When numpy owns ``blob`` (the gathered
     payloads of ``topic_payloads``) and the wanted fields are at least half of each row, the
-    fields are returned as typed strided views of it (no copy; see :class:`_Columns`);
+    fields are returned as typed strided views of it (no copy; see :class:`Columns`);
     otherwise they are copied out block by block so the rows are read from memory once.
     Anything else (mixed string lengths: see :func:`string_layout`; sequences, damage) is
     left to the caller.
@@ -73,16 +73,16 @@ def fixed_layout(
     size = int(sizes[0])
     if size == 0 or not bool((sizes == size).all()) or int(starts[0]) != 0 or len(blob) < n * size:
         return None
-    if n > 1 and not _back_to_back(starts, size):
+    if n > 1 and not back_to_back(starts, size):
         return None
     mat = blob[: n * size].reshape(n, size)
     per = max(1, lim.chunk_bytes // size)
-    views = mat if _LITTLE and _owned(blob) else None
+    views = mat if LITTLE_ENDIAN and numpy_owns(blob) else None
     blocks = ((a, mat[a : a + per]) for a in range(0, n, per))
     return _fixed_blocks(codec, n, size, mat[0].tobytes(), blocks, want, lim.block_bytes, views)
 
 
-def _back_to_back(starts: np.ndarray, size: int) -> bool:
+def back_to_back(starts: np.ndarray, size: int) -> bool:
     """``starts == arange(0, n * size, size)``, checked in pieces (no n-sized temporaries)."""
     step = 1 << 14
     for a in range(0, len(starts), step):
@@ -136,22 +136,22 @@ def _fixed_blocks(
 ) -> dict[str, np.ndarray] | None:
     """Fill the columns of ``n`` rows of ``size`` bytes from ``(first row, rows)`` blocks; or None.
 
-    The outputs are allocated once (see :class:`_Columns`), filled exactly once; each block's
+    The outputs are allocated once (see :class:`Columns`), filled exactly once; each block's
     typed strided views are copied into them while the block is in cache.  Time columns are
     computed in place, strings checked and decoded per block (their length must equal the
     first row's).  ``views``: all ``n`` rows as one ``(n, size)`` array numpy owns; the
     fields may then be views of it (when the wanted ones are at least half of each row).
     """
-    lay = _layout(codec)
+    lay = layout_of(codec)
     if lay is None:
         return None
     found = _segment_starts(lay, first, size)
     if found is None:
         return None
     seg_at, lens = found
-    if views is not None and 2 * _Columns.view_bytes(lay, want) < size:
+    if views is not None and 2 * Columns.view_bytes(lay, want) < size:
         views = None  # a few narrow fields: copies, not views pinning every row
-    cols = _Columns(lay, n, want, seg_at, views, block_bytes)  # one segment: the whole row
+    cols = Columns(lay, n, want, seg_at, views, block_bytes)  # one segment: the whole row
     strings = [(off, lens[k], col) for k, (_s, off, col) in enumerate(cols.strings)]
     for a, rows in blocks:
         m = len(rows)
@@ -170,7 +170,7 @@ def _fixed_blocks(
     return cols.out
 
 
-def _segment_starts(lay: _Layout, first: bytes, size: int) -> tuple[list[int], list[int]] | None:
+def _segment_starts(lay: Layout, first: bytes, size: int) -> tuple[list[int], list[int]] | None:
     """Where each segment starts in every row and the string lengths, from the first row of
     ``size`` bytes; or None when its strings do not fit ``size`` exactly."""
     seg_at = [0]
@@ -187,7 +187,7 @@ def _segment_starts(lay: _Layout, first: bytes, size: int) -> tuple[list[int], l
     return seg_at, lens
 
 
-def _rows_at(blob: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+def rows_at(blob: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """``blob[p:p+width]`` for every p in ``pos`` as one C-contiguous ``(len(pos), width)``
     uint8 array (the caller checked the bounds)."""
     if width == 0:
@@ -213,13 +213,13 @@ def string_layout(
     n = len(starts)
     if n == 0 or not _fixed_codec(codec):
         return None
-    lay = _layout(codec)
+    lay = layout_of(codec)
     if lay is None or len(lay.segs) == 1:
         return None  # no strings: equal sizes took the fixed path, others are damaged
     ends = starts + sizes
     if int(starts.min()) < 0 or int(ends.max()) > len(blob):
         return None
-    cols = _Columns(lay, n, want, block_bytes=lim.block_bytes)
+    cols = Columns(lay, n, want, block_bytes=lim.block_bytes)
     total = int(sizes.sum())
     per = max(1, int(n * min(lim.chunk_bytes, lim.gather_bytes) // max(total, 1)))
     for a in range(0, n, per):
@@ -231,12 +231,12 @@ def string_layout(
         cols.fill(a, mats)
         for (_seg, _off, col), (p, k) in zip(cols.strings, texts, strict=True):
             if col is not None:
-                _decode_strings(blob, p, k, col[a:b])
+                decode_strings(blob, p, k, col[a:b])
     return cols.out
 
 
 def _gather_segments(
-    blob: np.ndarray, lay: _Layout, pos: np.ndarray, end: np.ndarray
+    blob: np.ndarray, lay: Layout, pos: np.ndarray, end: np.ndarray
 ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray]]] | None:
     """The rows ``pos``..``end`` of one block, segment by segment: each segment's
     ``(rows, width)`` bytes, and ``(position of the bytes, length)`` per string; or None when a
@@ -248,7 +248,7 @@ def _gather_segments(
     for j, w in enumerate(lay.segs):
         if bool((pos + w > end).any()):
             return None
-        mats.append(_rows_at(blob, pos, w))
+        mats.append(rows_at(blob, pos, w))
         pos = pos + w
         if j < nseg - 1:
             k = np.ndarray((m,), "<u4", mats[j], w - 4, (w,)).astype(np.int64)
@@ -259,19 +259,19 @@ def _gather_segments(
     return mats, texts
 
 
-def _decode_strings(blob: np.ndarray, pos: np.ndarray, lens: np.ndarray, col: np.ndarray) -> None:
+def decode_strings(blob: np.ndarray, pos: np.ndarray, lens: np.ndarray, col: np.ndarray) -> None:
     """``col[i] = blob[pos[i]:pos[i] + lens[i]]`` decoded (UTF-8, invalid bytes as U+FFFD as rosbag does)."""
     if not len(lens):
         return
     k0 = int(lens[0])
     if bool((lens == k0).all()):
-        col[:] = _texts(_rows_at(blob, pos, k0)) if k0 else ""
+        col[:] = _texts(rows_at(blob, pos, k0)) if k0 else ""
         return
     ks = np.unique(lens)
     if len(ks) <= _FEW_LENGTHS:
         for k in ks.tolist():
             sel = np.flatnonzero(lens == k)
-            col[sel] = _texts(_rows_at(blob, pos[sel], k)) if k else ""
+            col[sel] = _texts(rows_at(blob, pos[sel], k)) if k else ""
         return
     cache: dict[bytes, str] = {}
     mv = memoryview(blob)  # type: ignore[arg-type]  # numpy declares the buffer protocol (__buffer__) for Python 3.12+ only

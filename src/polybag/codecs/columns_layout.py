@@ -1,7 +1,7 @@
 """Columns, fixed layouts: where every field of a type is in a payload, and the outputs.
 
-A ROS 1 type whose only variable-size parts are strings is planned once (:class:`_Layout`)
-as segments of fixed-size fields; :class:`_Columns` allocates the output columns of such a
+A ROS 1 type whose only variable-size parts are strings is planned once (:class:`Layout`)
+as segments of fixed-size fields; :class:`Columns` allocates the output columns of such a
 layout and fills them from blocks of rows.  The paths that use them are in
 :mod:`polybag.codecs.columns_fixed`; the entry points in :mod:`polybag.codecs.columns`.
 """
@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, MsgDefError, short_name
+from polybag.codecs.definition_limits import MsgDefError, short_name
+from polybag.codecs.definition_model import NUMPY_TYPES, PRIMITIVE_FORMATS
 
-_FIXED_SPLIT = 64  # fixed arrays up to this length become one column per element
-_TIME_TYPES = {"time", "duration", "builtin_interfaces/Time", "builtin_interfaces/Duration"}
+FIXED_SPLIT = 64  # fixed arrays up to this length become one column per element
+TIME_TYPES = {"time", "duration", "builtin_interfaces/Time", "builtin_interfaces/Duration"}
 #: columns of one type (each leaf field, each element of a fixed array up to 64 long, of fixed
 #: arrays of messages too): a type over it is refused before any column is planned (real ones
 #: have tens to a few thousand)
@@ -27,7 +28,7 @@ MAX_COLUMN_NAME_CHARS = 1 << 25
 
 
 def check_columns(compiler: Any, type_name: str) -> None:
-    """Refuse (a :class:`~polybag.codecs.msgdef.MsgDefError` naming the limit) a type
+    """Refuse (a :class:`~polybag.codecs.definition_limits.MsgDefError` naming the limit) a type
     whose columns would be more than :data:`MAX_COLUMNS`, or whose column names would hold more
     than :data:`MAX_COLUMN_NAME_CHARS` characters.  Counted per type from its fields (each type
     once), before the walk or a layout builds anything: the cost of planning the columns of
@@ -48,8 +49,8 @@ def check_columns(compiler: Any, type_name: str) -> None:
             if t.array is not None and t.array < 0:  # a sequence: one column
                 sub_cols, sub_chars, each = 1, 0, 1
             elif base in PRIMITIVE_FORMATS:  # a fixed array: one column per element up to 64
-                sub_cols, sub_chars, each = 1, 0, each if each <= _FIXED_SPLIT else 1
-            elif base in _TIME_TYPES or base in ("string", "wstring"):
+                sub_cols, sub_chars, each = 1, 0, each if each <= FIXED_SPLIT else 1
+            elif base in TIME_TYPES or base in ("string", "wstring"):
                 sub_cols, sub_chars = 1, 0
             else:
                 sub_cols, sub_chars = measure(base)
@@ -67,7 +68,7 @@ def check_columns(compiler: Any, type_name: str) -> None:
         memo[name] = (cols, chars)
         return cols, chars
 
-    if type_name not in _TIME_TYPES:
+    if type_name not in TIME_TYPES:
         measure(type_name)
 
 
@@ -79,14 +80,14 @@ def check_columns(compiler: Any, type_name: str) -> None:
 # offset in every payload and the rows are read as typed strided views of the blob
 # (:func:`_fixed_layout`); otherwise the segments are gathered per block of rows at offsets
 # computed from the string lengths as vectors (:func:`_string_layout`).
-_Leaf = tuple[str, str, int, int, str, int]  # (kind, column, segment, offset in it, primitive or type, count)
+Leaf = tuple[str, str, int, int, str, int]  # (kind, column, segment, offset in it, primitive or type, count)
 
 
 class _NotFixed(Exception):
     """The type has variable-length parts other than strings (or nests too deep)."""
 
 
-class _Layout:
+class Layout:
     """The leaves of a type (fixed-size but for its strings) and the fixed bytes per segment.
 
     ``leaves`` in definition order: ``("prim", name, seg, off, prim, 1)``, ``("array", ...,
@@ -98,7 +99,7 @@ class _Layout:
 
     def __init__(self, compiler: Any, type_name: str) -> None:
         self.compiler = compiler
-        self.leaves: list[_Leaf] = []
+        self.leaves: list[Leaf] = []
         self.segs: list[int] = []
         self.off = 0
         self.message(type_name, "", 0)
@@ -119,7 +120,7 @@ class _Layout:
                 if t.array > 0:
                     self.leaves.append(("array", name, len(self.segs), self.off, base, t.array))
                     self.off += PRIMITIVE_FORMATS[base][1] * t.array
-            elif base in _TIME_TYPES or base in ("string", "wstring") or self.compiler.fixed_size(base) != 0:
+            elif base in TIME_TYPES or base in ("string", "wstring") or self.compiler.fixed_size(base) != 0:
                 for i in range(t.array):
                     self.scalar(base, f"{name}[{i}]", depth)
 
@@ -128,7 +129,7 @@ class _Layout:
         if base in PRIMITIVE_FORMATS:
             self.leaves.append(("prim", name, seg, self.off, base, 1))
             self.off += PRIMITIVE_FORMATS[base][1]
-        elif base in _TIME_TYPES:
+        elif base in TIME_TYPES:
             self.leaves.append(("time", name, seg, self.off, base, 0))
             self.off += 8
         elif base == "string":
@@ -141,14 +142,14 @@ class _Layout:
             self.message(base, name + ".", depth + 1)
 
 
-def _layout(codec: Any) -> _Layout | None:
+def layout_of(codec: Any) -> Layout | None:
     try:
-        return _Layout(codec.compiler, codec.type_name)
+        return Layout(codec.compiler, codec.type_name)
     except _NotFixed:
         return None
 
 
-class _Columns:
+class Columns:
     """The output columns of a layout, allocated once and filled block by block.
 
     One-dimensional columns of one dtype are the rows of one ``(k, n)`` array: a few large
@@ -167,7 +168,7 @@ class _Columns:
 
     def __init__(
         self,
-        lay: _Layout,
+        lay: Layout,
         n: int,
         want: Callable[[str], bool],
         at: Sequence[int] | None = None,
@@ -192,7 +193,7 @@ class _Columns:
             self._blocks(flat, order, block_bytes)
 
     def _plan(
-        self, lay: _Layout, want: Callable[[str], bool], at: Sequence[int] | None, rows: np.ndarray | None
+        self, lay: Layout, want: Callable[[str], bool], at: Sequence[int] | None, rows: np.ndarray | None
     ) -> tuple[list[tuple[str, int, int, np.dtype]], list[tuple[str, Any]]]:
         """The wanted leaves: ``flat`` the 1-D columns ``(name, seg, off, dtype of the view)``,
         ``order`` every column in definition order ``(name, array or index in flat)``; time,
@@ -220,7 +221,7 @@ class _Columns:
                 order.append((name, col))
                 continue
             dt = np.dtype("?") if prim == "bool" else np.dtype("<" + NUMPY_TYPES[prim])
-            if kind == "prim" or count <= _FIXED_SPLIT:
+            if kind == "prim" or count <= FIXED_SPLIT:
                 for i in range(count):
                     sub = name if kind == "prim" else f"{name}[{i}]"
                     flat.append((sub, seg, off + i * dt.itemsize, dt))
@@ -282,7 +283,7 @@ class _Columns:
                 self.runs.append((seg, off, dt, block, r, 1))
 
     @staticmethod
-    def view_bytes(lay: _Layout, want: Callable[[str], bool]) -> int:
+    def view_bytes(lay: Layout, want: Callable[[str], bool]) -> int:
         """Bytes per row of the wanted fields that would be views (all but times and strings)."""
         total = 0
         for kind, name, _seg, _off, prim, count in lay.leaves:

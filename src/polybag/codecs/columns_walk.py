@@ -1,12 +1,12 @@
 """Columns, the general walk: any ROS 1 or CDR type, all messages at once.
 
-:class:`_Walker` walks the type's fields once for all payloads together with a vector of
+:class:`Walker` walks the type's fields once for all payloads together with a vector of
 per-message positions: fixed-size fields are gathered with numpy (a strided view when every
 payload has the same layout, a fancy index otherwise), strings and sequences advance the
 positions by their lengths read as a vector too; only the values of strings and
 variable-length sequences are materialised per message.  :func:`walk_in_blocks` runs it over
 blocks of rows that fit in the CPU cache.  Other encodings (JSON, protobuf) are decoded per
-message and flattened (:func:`_generic`).
+message and flattened (:func:`generic_columns`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.columns_layout import _FIXED_SPLIT, _TIME_TYPES
-from polybag.codecs.msgdef import NUMPY_TYPES, PRIMITIVE_FORMATS, FieldType
+from polybag.codecs.columns_layout import FIXED_SPLIT, TIME_TYPES
+from polybag.codecs.definition_model import NUMPY_TYPES, PRIMITIVE_FORMATS, FieldType
 from polybag.codecs.serde.decoders import decode_wstring
 from polybag.errors import DecodeError, UnsupportedError
 
@@ -33,7 +33,7 @@ def walk_in_blocks(
     n = len(starts)
     total = int(sizes.sum()) if n else 0
     if total <= chunk_bytes or n < 2:
-        return _Walker(codec, blob, starts, sizes, want, topic).run()
+        return Walker(codec, blob, starts, sizes, want, topic).run()
     per = max(1, int(n * chunk_bytes // total))
     out: dict[str, np.ndarray] | None = None
     for a in range(0, n, per):
@@ -41,7 +41,7 @@ def walk_in_blocks(
         lo = int(starts[a:b].min())
         hi = int((starts[a:b] + sizes[a:b]).max())
         try:
-            w = _Walker(codec, blob[lo:hi], starts[a:b] - lo, sizes[a:b], want, topic)
+            w = Walker(codec, blob[lo:hi], starts[a:b] - lo, sizes[a:b], want, topic)
             if out is None:
                 first = w.run()
                 out = {k: np.empty((n, *v.shape[1:]), dtype=v.dtype) for k, v in first.items()}
@@ -62,7 +62,7 @@ def walk_in_blocks(
     return out
 
 
-class _Walker:
+class Walker:
     def __init__(self, codec: Any, blob: np.ndarray, starts: np.ndarray, sizes: np.ndarray, want: Callable[[str], bool], topic: str | None) -> None:
         self.codec = codec
         self.want = want
@@ -206,7 +206,7 @@ class _Walker:
                 pos = self.align(pos, size)
                 if self.want(name):
                     vals = self.read(pos, base, n, name)
-                    if n <= _FIXED_SPLIT:
+                    if n <= FIXED_SPLIT:
                         for i in range(n):
                             self.store(f"{name}[{i}]", vals[:, i])
                     else:
@@ -298,7 +298,7 @@ class _Walker:
             else:
                 self.check(pos, size, name)
             return pos + size
-        if base in _TIME_TYPES:
+        if base in TIME_TYPES:
             pos = self.align(pos, 4)
             if self.want(name):
                 signed = base != "time"
@@ -346,7 +346,7 @@ class _Walker:
 
     def empty(self, base: str) -> bool:
         """A ROS 1 message type without bytes (empty, or only empty messages): no columns."""
-        if self.cdr or base in _TIME_TYPES or base in ("string", "wstring"):
+        if self.cdr or base in TIME_TYPES or base in ("string", "wstring"):
             return False
         return bool(self.compiler.fixed_size(base) == 0)
 
@@ -365,7 +365,7 @@ def _flatten(v: Any, prefix: str, out: dict[str, Any]) -> None:
         out[prefix or "value"] = v
 
 
-def _generic(codec: Any, datas: Sequence[Any], want: Callable[[str], bool], topic: str | None) -> dict[str, np.ndarray]:
+def generic_columns(codec: Any, datas: Sequence[Any], want: Callable[[str], bool], topic: str | None) -> dict[str, np.ndarray]:
     rows = []
     for d in datas:
         flat: dict[str, Any] = {}

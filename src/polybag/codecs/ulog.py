@@ -187,18 +187,8 @@ class UlogType:
         "_struct",
         "_builder",
     )
-    _fields = (
-        "name",
-        "formats",
-        "flat",
-        "size",
-        "min_size",
-        "timestamp_offset",
-        "timestamp_type",
-        "_dtype",
-        "_struct",
-        "_builder",
-    )
+    #: what is compared and shown: the slots, the flattened fields by their property
+    _fields = tuple("flat" if n == "_flat" else n for n in __slots__)
 
     def __init__(
         self,

@@ -33,8 +33,8 @@ requests (:mod:`polybag.io.remote`).
 
 Dask is optional: ``pip install polybag[dask]``.
 
-The package by job: :mod:`polybag.dask.plan` (partitions from the indexes, in the driver),
-:mod:`polybag.dask.read` (one partition's task, in a worker), :mod:`polybag.dask.frames`
+The package by job: :mod:`polybag.dask._plan` (partitions from the indexes, in the driver),
+:mod:`polybag.dask._read` (one partition's task, in a worker), :mod:`polybag.dask.frames`
 (the Dask DataFrames and Bags), :mod:`polybag.dask.sensors` (Bags of images and point
 clouds).  Every name is importable from ``polybag.dask`` itself.
 """
@@ -42,8 +42,7 @@ clouds).  Every name is importable from ``polybag.dask`` itself.
 from __future__ import annotations
 
 # every name of the module before the split stays importable from here (tests call helpers)
-from polybag.dask.frames import _require, file_summaries, map_messages, read_messages, read_topic  # noqa: F401
-from polybag.dask.plan import (  # noqa: F401
+from polybag.dask._plan import (  # noqa: F401
     _PLAN_THREADS,
     DEFAULT_PARTITION_MESSAGES,
     Partition,
@@ -62,7 +61,7 @@ from polybag.dask.plan import (  # noqa: F401
     expand_paths,
     partitions,
 )
-from polybag.dask.read import (  # noqa: F401
+from polybag.dask._read import (  # noqa: F401
     _SUMMARY_COLUMNS,
     _columns_window,
     _conform,
@@ -79,6 +78,7 @@ from polybag.dask.read import (  # noqa: F401
     _topic_partition,
     _ulog_frame,
 )
+from polybag.dask.frames import file_summaries, map_messages, read_messages, read_topic, require_dask  # noqa: F401
 from polybag.dask.sensors import read_images, read_pointclouds
 
 __all__ = [

@@ -1,8 +1,8 @@
 """Building the Dask collections: DataFrames and Bags over the planned partitions.
 
 :func:`read_topic`, :func:`read_messages` and :func:`file_summaries` plan in the driver
-(:mod:`polybag.dask.plan`) and hand Dask one task per partition (:mod:`polybag.dask.read`).
-Dask itself is imported only here, when a collection is built (:func:`_require`), so that
+(:mod:`polybag.dask._plan`) and hand Dask one task per partition (:mod:`polybag.dask._read`).
+Dask itself is imported only here, when a collection is built (:func:`require_dask`), so that
 ``polybag.dask`` imports without it.
 """
 
@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from polybag.dask.plan import (
+from polybag.dask._plan import (
     DEFAULT_PARTITION_MESSAGES,
     Partition,
     PathsLike,
@@ -21,7 +21,7 @@ from polybag.dask.plan import (
     expand_paths,
     partitions,
 )
-from polybag.dask.read import (
+from polybag.dask._read import (
     _SUMMARY_COLUMNS,
     _add_file_column,
     _map_partition,
@@ -36,7 +36,7 @@ from polybag.reader import TopicSelector
 from polybag.selection import TimeWindow
 
 
-def _require(collection: Literal["dataframe", "items"] = "dataframe") -> Any:
+def require_dask(collection: Literal["dataframe", "items"] = "dataframe") -> Any:
     """Import dask (and ``dask.dataframe``, or ``dask.bag`` for ``items``) or say how to install it."""
     try:
         import dask  # noqa: F401
@@ -78,7 +78,7 @@ def read_topic(
     topic.  Column names and dtypes come from the message type (for schemaless encodings
     such as JSON: from the topic's first message; keys it lacks are left out).
     """
-    dd = _require("dataframe")
+    dd = require_dask("dataframe")
     start, end = TimeWindow.of_ns(start, end)
     files = expand_paths(paths)
     plans = _plan(files, [topic], start, end, partition_messages, lambda ps: not any(p.channels for p in ps))
@@ -125,7 +125,7 @@ def read_messages(
     (the message as nested dicts, or its raw bytes with ``decode=False``) and ``file``.
     Partitioned like :func:`read_topic`; items are in log-time order within a partition.
     """
-    return _partition_bag(paths, topics, start, end, partition_messages, _message_partition, decode=decode)
+    return partition_bag(paths, topics, start, end, partition_messages, _message_partition, decode=decode)
 
 
 def map_messages(
@@ -146,10 +146,10 @@ def map_messages(
     ``len(m.data)``, ``bytes(m.data)``), never the message itself.  ``fn`` must pickle for
     the process and distributed schedulers (a module-level function).
     """
-    return _partition_bag(paths, topics, start, end, partition_messages, _map_partition, fn=fn)
+    return partition_bag(paths, topics, start, end, partition_messages, _map_partition, fn=fn)
 
 
-def _partition_bag(
+def partition_bag(
     paths: PathsLike,
     topics: TopicSelector,
     start: int | str | None,
@@ -159,9 +159,9 @@ def _partition_bag(
     **options: Any,
 ) -> Any:
     """A ``dask.bag.Bag`` of the items ``task(part, topics=topics, **options)`` gives for
-    each of the :func:`~polybag.dask.plan.partitions` of ``topics`` across ``paths`` (one
+    each of the :func:`~polybag.dask._plan.partitions` of ``topics`` across ``paths`` (one
     empty partition when there is none)."""
-    db = _require("items")
+    db = require_dask("items")
     parts = partitions(paths, topics, start=start, end=end, partition_messages=partition_messages)
     if not parts:
         return db.from_sequence([], npartitions=1)
@@ -172,7 +172,7 @@ def file_summaries(paths: PathsLike, *, errors: str = "record") -> Any:
     """Per-file facts (format, counts, start/end, ...) as a ``dask.dataframe.DataFrame``,
     one row per file, one task per file.  ``errors="record"`` puts an unreadable file's
     error in the ``error`` column; ``errors="raise"`` raises it."""
-    dd = _require("dataframe")
+    dd = require_dask("dataframe")
     import pandas as pd  # type: ignore[import-untyped]  # no stubs installed (pandas-stubs)
 
     if errors not in ("record", "raise"):

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from polybag.dask.frames import _partition_bag
-from polybag.dask.plan import DEFAULT_PARTITION_MESSAGES, Partition, PathsLike
-from polybag.dask.read import _detach, _open
+from polybag.dask._plan import DEFAULT_PARTITION_MESSAGES, Partition, PathsLike
+from polybag.dask._read import _detach, _open
+from polybag.dask.frames import partition_bag
 from polybag.reader import TopicSelector
 
 
@@ -55,7 +55,7 @@ def read_images(
 ) -> Any:
     """``(log_time, pixels)`` of every image (``sensor_msgs/Image`` or ``CompressedImage``)
     on ``topics`` across ``paths`` (a path, a glob or a list) as a ``dask.bag.Bag``."""
-    return _partition_bag(paths, topics, start, end, partition_messages, _sensor_partition, kind="images", skip_nans=False)
+    return partition_bag(paths, topics, start, end, partition_messages, _sensor_partition, kind="images", skip_nans=False)
 
 
 def read_pointclouds(
@@ -69,6 +69,6 @@ def read_pointclouds(
 ) -> Any:
     """``(log_time, points)`` of every ``sensor_msgs/PointCloud2`` on ``topics`` across
     ``paths`` as a ``dask.bag.Bag`` of structured arrays."""
-    return _partition_bag(
+    return partition_bag(
         paths, topics, start, end, partition_messages, _sensor_partition, kind="pointclouds", skip_nans=skip_nans
     )

@@ -439,20 +439,24 @@ class Ros2Source:
                 if not got:
                     break
                 now = time.time_ns()
-                recs = [r for r in self._recs if sub.topic not in self._rec_done.get(id(r), ())]
-                for data, _stamp in got:
-                    for rec in recs:
-                        rec.write(
-                            sub.topic,
-                            data,
-                            type=sub.type,
-                            md5sum=sub.type_hash or "*",
-                            definition=sub.definition,
-                            receive_time=now,
-                            latching=sub.latched,
-                        )
+                self._write(sub, [(data, now) for data, _stamp in got], sub.definition)
                 if len(got) < 1024:
                     break
+
+    def _write(self, sub: _Sub, messages: list[tuple[bytes, int]], definition: str) -> None:
+        """Write ``(data, receive time)`` pairs of ``sub`` to every recording still taking its topic."""
+        recs = [r for r in self._recs if sub.topic not in self._rec_done.get(id(r), ())]
+        for data, t in messages:
+            for rec in recs:
+                rec.write(
+                    sub.topic,
+                    data,
+                    type=sub.type,
+                    md5sum=sub.type_hash or "*",
+                    definition=definition,
+                    receive_time=t,
+                    latching=sub.latched,
+                )
 
     def _hold(self, sub: _Sub, got: list[tuple[bytes, int]], final: bool) -> bool:
         """While ``sub``'s type is asked for, keep what arrives (``got``); once it is known
@@ -479,18 +483,7 @@ class Ros2Source:
         held, sub.pending, sub.pending_bytes = sub.pending, None, 0
         with self._lock:
             definition = sub.definition
-        recs = [r for r in self._recs if sub.topic not in self._rec_done.get(id(r), ())]
-        for data, t in held:
-            for rec in recs:
-                rec.write(
-                    sub.topic,
-                    data,
-                    type=sub.type,
-                    md5sum=sub.type_hash or "*",
-                    definition=definition,
-                    receive_time=t,
-                    latching=sub.latched,
-                )
+        self._write(sub, held, definition)
         outcome, sub.outcome = sub.outcome, ""
         if outcome == "ok":
             self._say(f"Type {sub.type} of {sub.topic} from its publisher's type description service")

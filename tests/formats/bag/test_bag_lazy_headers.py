@@ -422,7 +422,7 @@ def test_s3(big_bag):
 def test_columns_read_no_other_chunk_header():
     """``topic_columns`` and a Dask partition's window take the channels from the index (no
     summary): only the chunks they read have their header read."""
-    from polybag.dask.read import _columns_window
+    from polybag.dask._read import _columns_window
 
     data = make_bag()
     r = open_bag(RecordingSource(data))
@@ -452,7 +452,7 @@ def test_recompress_of_a_lying_index(tmp_path):
 def test_dask_planning_a_remote_bag_reads_no_chunk_header(big_bag):
     """Partitions of a remote bag come from its index (channels and chunk counts): planning
     asks for the head, the tail and the index section, never one range per chunk."""
-    from polybag.dask.plan import partitions
+    from polybag.dask._plan import partitions
 
     p, n_chunks, _size = big_bag
     want = partitions([str(p)], topics=["/big"], partition_messages=100)

@@ -265,7 +265,7 @@ CUSTOM = (
 
 
 def _value(codec: Any, t: Any, rnd: random.Random, strings: list[str]) -> Any:
-    from polybag.codecs.msgdef import PRIMITIVE_FORMATS
+    from polybag.codecs.definition_model import PRIMITIVE_FORMATS
 
     def one(base: str) -> Any:
         if base in PRIMITIVE_FORMATS:
@@ -319,7 +319,7 @@ def test_fixed_layout_path_equals_the_walk(type_name: str, text: str | None, str
     starts = np.zeros(len(datas), np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     blob = np.frombuffer(b"".join(datas), np.uint8)
-    walk = C._Walker(codec, blob, starts, sizes, C._wanted(None), "/t").run()
+    walk = C.Walker(codec, blob, starts, sizes, C._wanted(None), "/t").run()
     fixed = C._fixed_layout(codec, blob, starts, sizes, C._wanted(None))
     if len({len(s) for s in strings}) > 1:
         assert fixed is None  # strings of different lengths: the walk handles them

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 import polybag
 from polybag.errors import PolybagError
-from polybag.formats.rosbag2 import pages
-from polybag.formats.rosbag2.pages import GiveUp, PageTable
+from polybag.formats.rosbag2 import pages, sqlite_records
+from polybag.formats.rosbag2.pages import PageTable
+from polybag.formats.rosbag2.sqlite_records import GiveUp
 from polybag.formats.rosbag2.sqlite_writer import SCHEMA_SQL
 
 TOPICS = [(1, "/a", "std_msgs/msg/String"), (2, "/b", "std_msgs/msg/Int32"), (7, "/c", "std_msgs/msg/Float64")]
@@ -316,11 +317,11 @@ def test_varints_of_every_length() -> None:
         pos.append(len(enc))
         enc += _encode_varint(v)
     buf = np.frombuffer(bytes(enc) + b"\0" * 9, np.uint8)
-    got, ln = pages._varints(buf, np.array(pos, np.int64), len(buf))
+    got, ln = sqlite_records.varints(buf, np.array(pos, np.int64), len(buf))
     assert got.view(np.uint64).tolist() == values
     assert (np.array(pos) + ln).tolist() == pos[1:] + [len(enc)]
     with pytest.raises(GiveUp):
-        pages._varints(buf, np.array(pos, np.int64), 3)  # crosses its page's end
+        sqlite_records.varints(buf, np.array(pos, np.int64), 3)  # crosses its page's end
 
 
 def _encode_varint(v: int) -> bytes:
@@ -432,14 +433,14 @@ def test_varints_of_every_length_decode_as_one_by_one(values: list[int], gap: in
         blob.extend(_encode_varint(v))
     blob.extend(b"\0" * 16)
     buf = np.frombuffer(bytes(blob), np.uint8)
-    val, ln = pages._varints(buf, np.array(pos, np.int64))
+    val, ln = sqlite_records.varints(buf, np.array(pos, np.int64))
     got = list(zip(val.view(np.uint64).tolist(), np.broadcast_to(ln, (len(pos),)).tolist()))
     want = []
     for p in pos:
-        v, end = pages._varint(bytes(blob), p)
+        v, end = sqlite_records.varint(bytes(blob), p)
         want.append((v & ((1 << 64) - 1), end - p))
     assert got == want
-    short = pages._short_varints(buf, np.array(pos, np.int64))
+    short = sqlite_records.short_varints(buf, np.array(pos, np.int64))
     if all(v < 1 << 28 for v in values):
         assert short is not None and short[0].tolist() == [w for w, _ in want]
     else:
@@ -452,7 +453,7 @@ def test_short_header_is_refused_when_a_serial_type_takes_two_bytes() -> None:
     one = bytes([5, 0, 1, 6, 12 + 2 * 57]) + b"\0" * 16
     two = bytes([6, 0, 1, 6]) + _encode_varint(12 + 2 * 58) + b"\0" * 16
     buf1 = np.frombuffer(one, np.uint8)
-    m = pages._short_header(buf1, np.array([0], np.int64))
+    m = sqlite_records.short_header(buf1, np.array([0], np.int64))
     assert m is not None and m[0].tolist()[:5] == [5, 0, 1, 6, 126]
-    assert pages._short_header(np.frombuffer(two, np.uint8), np.array([0], np.int64)) is None
-    assert pages._short_header(buf1, np.array([len(one) - 7], np.int64)) is None  # the word would leave the file
+    assert sqlite_records.short_header(np.frombuffer(two, np.uint8), np.array([0], np.int64)) is None
+    assert sqlite_records.short_header(buf1, np.array([len(one) - 7], np.int64)) is None  # the word would leave the file

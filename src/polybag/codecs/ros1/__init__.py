@@ -21,15 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from polybag.codecs.cache import CostCache, definition_key, definitions_added
-from polybag.codecs.msgdef import (
-    DEFAULT_LIMITS,
-    MsgDefError,
-    TypeSet,
-    add_folder,
-    canonical,
-    defined_fields,
-    parse_full,
-)
+from polybag.codecs.definition_limits import DEFAULT_LIMITS, MsgDefError
+from polybag.codecs.definition_model import canonical
+from polybag.codecs.msg_parser import add_folder, parse_full
 from polybag.codecs.serde.compiler import (
     Compiler,
     Duration,
@@ -39,6 +33,7 @@ from polybag.codecs.serde.compiler import (
     left_over,
     run_encoder,
 )
+from polybag.codecs.type_set import TypeSet, defined_fields
 from polybag.errors import DecodeError, UnsupportedError
 from polybag.model import Channel, Schema
 
@@ -248,7 +243,7 @@ _codecs = CostCache(1 << 16, 4096)
 
 def codec_for_type(msg_type: str, definition: str | bytes = "", md5sum: str = "") -> Ros1Codec:
     """A codec for ``msg_type`` from its full definition, or from the known types (a
-    definition over :data:`~polybag.codecs.msgdef.DEFAULT_LIMITS` is a
+    definition over :data:`~polybag.codecs.definition_limits.DEFAULT_LIMITS` is a
     :class:`MsgDefError` naming the limit)."""
     DEFAULT_LIMITS.check_text(definition, msg_type)
     text = bytes(definition).decode("utf-8", "replace") if not isinstance(definition, str) else definition

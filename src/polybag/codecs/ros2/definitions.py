@@ -10,20 +10,13 @@ MCAP and rosbag2 writers store it.
 
 from __future__ import annotations
 
-from polybag.codecs.msgdef import (
-    DEFAULT_LIMITS,
-    PRIMITIVE_FORMATS,
-    DefinitionLimits,
-    FieldType,
-    MsgDef,
-    MsgDefError,
-    TypeSet,
-    canonical,
-    parse_full,
-)
+from polybag.codecs.definition_limits import DEFAULT_LIMITS, DefinitionLimits, MsgDefError
+from polybag.codecs.definition_model import PRIMITIVE_FORMATS, FieldType, MsgDef, canonical
+from polybag.codecs.msg_parser import parse_full
 from polybag.codecs.ros2.idl import parse_idl
 from polybag.codecs.ros2.sections import idl_service, service_types
 from polybag.codecs.ros2.store import full_name, known_types
+from polybag.codecs.type_set import TypeSet
 
 __all__ = [
     "check_definition",
@@ -40,7 +33,7 @@ def ros2_typeset(
 ) -> TypeSet:
     """Parse a ``ros2msg`` or ``ros2idl`` schema into a resolved :class:`TypeSet`.
 
-    A definition over ``limits`` (:data:`~polybag.codecs.msgdef.DEFAULT_LIMITS`: text
+    A definition over ``limits`` (:data:`~polybag.codecs.definition_limits.DEFAULT_LIMITS`: text
     size, types, fields, name length; nesting and expansion are checked when a type is
     compiled, :meth:`TypeSet.check`) is a :class:`MsgDefError` naming the limit.  A service
     type (``pkg/srv/Name_Event``, ``_Request``, ``_Response``) given its service's definition

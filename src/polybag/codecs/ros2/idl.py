@@ -2,7 +2,7 @@
 
 Modules, structs, typedefs, constants (a struct's ``NAME_Constants`` module) and enums
 (skipped); annotations are read and dropped.  Every name, type and field counts against the
-definition limits (:class:`~polybag.codecs.msgdef.DefinitionLimits`), and the tokens
+definition limits (:class:`~polybag.codecs.definition_limits.DefinitionLimits`), and the tokens
 are read one at a time, so a hostile text costs no more than its limits allow.
 """
 
@@ -12,20 +12,16 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from polybag.codecs.msgdef import (
+from polybag.codecs.definition_limits import (
     DEFAULT_LIMITS,
     MAX_ARRAY,
     MAX_DEPTH,
-    Constant,
     DefinitionCount,
     DefinitionLimits,
-    Field,
-    FieldType,
-    MsgDef,
     MsgDefError,
-    canonical,
-    check_field_names,
 )
+from polybag.codecs.definition_model import Constant, Field, FieldType, MsgDef, canonical
+from polybag.codecs.msg_parser import check_field_names
 from polybag.codecs.ros2.sections import SECTION_SEPARATOR
 
 __all__ = ["parse_idl"]

@@ -14,7 +14,7 @@ import re
 __all__ = ["SECTION_SEPARATOR", "idl_service", "service_of", "service_sections", "service_types"]
 
 #: the line between two sections of a definition text (``====...``); no ``\s*`` around it,
-#: see :data:`polybag.codecs.msgdef._SEPARATOR`
+#: see :data:`polybag.codecs.msg_parser._SEPARATOR`
 SECTION_SEPARATOR = re.compile(r"^[ \t\f\v\r]*={3,}[ \t\f\v\r]*$", re.MULTILINE)
 
 

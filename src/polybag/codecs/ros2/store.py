@@ -16,9 +16,12 @@ import os
 from pathlib import Path
 
 from polybag.codecs.cache import definitions_added
-from polybag.codecs.msgdef import MsgDefError, TypeSet, add_folder, canonical, parse_msg
+from polybag.codecs.definition_limits import MsgDefError
+from polybag.codecs.definition_model import canonical
+from polybag.codecs.msg_parser import add_folder, parse_msg
 from polybag.codecs.ros2.idl import parse_idl
 from polybag.codecs.ros2.sections import service_sections
+from polybag.codecs.type_set import TypeSet
 from polybag.errors import UnsupportedError
 
 __all__ = ["MSGS_DIR", "add_types", "bundled", "full_name", "known_types"]

@@ -13,9 +13,11 @@ import hashlib
 import json
 from typing import Any
 
-from polybag.codecs.msgdef import FieldType, MsgDefError, TypeSet, canonical
+from polybag.codecs.definition_limits import MsgDefError
+from polybag.codecs.definition_model import FieldType, canonical
 from polybag.codecs.ros2.definitions import full_definition, ros2_typeset
 from polybag.codecs.ros2.store import full_name
+from polybag.codecs.type_set import TypeSet
 from polybag.errors import UnsupportedError
 
 __all__ = ["type_hash", "type_hash_of"]

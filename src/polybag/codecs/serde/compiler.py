@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs import msgdef as md
-from polybag.codecs.serde.decoders import _DecGen, decode_wstring
-from polybag.codecs.serde.encoders import EncodeError, _as_bytes, _enc_str, _EncGen, _fixbytes, _seq, _wenc
-from polybag.codecs.serde.generator import (
+from polybag.codecs.definition_limits import MsgDefError, short_name
+from polybag.codecs.definition_model import NUMPY_TYPES, PRIMITIVE_FORMATS, Field, FieldType, MsgDef
+from polybag.codecs.serde._encoders import EncodeError, _as_bytes, _enc_str, _EncGen, _fixbytes, _seq, _wenc
+from polybag.codecs.serde._generator import (
     _INLINE_FIELDS,
     _U32,
     _ZERO_LIMIT,
@@ -31,9 +31,10 @@ from polybag.codecs.serde.generator import (
     _key,
     _Short,
 )
+from polybag.codecs.serde.decoders import DecoderGenerator, decode_wstring
 from polybag.codecs.serde.messages import (
-    _DURATION,
-    _TIME,
+    DURATION_MSGDEF,
+    TIME_MSGDEF,
     Duration,
     RosMessage,
     Time,
@@ -43,6 +44,7 @@ from polybag.codecs.serde.messages import (
     plain_name,
     positional_maker,
 )
+from polybag.codecs.type_set import TypeSet
 from polybag.errors import DecodeError
 
 __all__ = [
@@ -59,13 +61,13 @@ __all__ = [
     "run_encoder",
 ]
 
-_EMPTY_CDR_FIELD = md.Field("structure_needs_at_least_one_member", md.FieldType("uint8"))
+_EMPTY_CDR_FIELD = Field("structure_needs_at_least_one_member", FieldType("uint8"))
 #: fields all generated functions of one kind and mode may inline together: this many, plus
 #: :data:`_INLINE_PER_FIELD` per field written in the definition
 _INLINE_BUDGET = 2 * _INLINE_FIELDS
 _INLINE_PER_FIELD = 8
 #: Python source one compiler may generate (all its functions together); with the limits of
-#: :class:`~polybag.codecs.msgdef.DefinitionLimits` real types need a few KB and the
+#: :class:`~polybag.codecs.definition_limits.DefinitionLimits` real types need a few KB and the
 #: largest definition allowed some MB: past this a type is refused, naming the limit
 MAX_SOURCE_BYTES = 32 << 20
 
@@ -88,9 +90,9 @@ def run_encoder(fn: Callable[[bytearray, Any], Any], obj: Any, type_name: str) -
 
 
 class Compiler:
-    """Generates and caches decoders/encoders for every type of one :class:`~polybag.codecs.msgdef.TypeSet`."""
+    """Generates and caches decoders/encoders for every type of one :class:`~polybag.codecs.type_set.TypeSet`."""
 
-    def __init__(self, ts: md.TypeSet, wire: str = "ros1", endian: str = "<", origin: int = 0) -> None:
+    def __init__(self, ts: TypeSet, wire: str = "ros1", endian: str = "<", origin: int = 0) -> None:
         assert wire in ("ros1", "cdr") and endian in "<>"
         self.ts = ts
         self.cdr = wire == "cdr"
@@ -145,14 +147,14 @@ class Compiler:
             return f"pos = (pos + {a - 1}) & -{a}"
         return f"pos = ((pos + {a - 1 - o}) & -{a}) + {o}"
 
-    def msgdef(self, name: str) -> md.MsgDef:
+    def msgdef(self, name: str) -> MsgDef:
         if name == "time":
-            return _TIME
+            return TIME_MSGDEF
         if name == "duration":
-            return _DURATION
+            return DURATION_MSGDEF
         d = self.ts.get(name)
         if self.cdr and not d.fields:
-            d = md.MsgDef(d.name, [_EMPTY_CDR_FIELD], d.constants, d.full_name)
+            d = MsgDef(d.name, [_EMPTY_CDR_FIELD], d.constants, d.full_name)
         return d
 
     def cls(self, name: str) -> type:
@@ -213,7 +215,7 @@ class Compiler:
             self.ns[var] = value
         return var
 
-    def attr(self, o: str, name: str, mode: str, t: md.FieldType | None = None, default: Any = None) -> str:
+    def attr(self, o: str, name: str, mode: str, t: FieldType | None = None, default: Any = None) -> str:
         """Source reading field ``name`` of ``o`` (an object, or a dict in dict modes: a
         missing key is the field's ``default`` from its definition, or its zero value)."""
         if mode != "obj":
@@ -238,7 +240,7 @@ class Compiler:
         return 1 if name in ("time", "duration") else self.ts.depth(name)
 
     def size(self, name: str) -> int:
-        """Fields of a type fully expanded (:meth:`~polybag.codecs.msgdef.TypeSet.size`)."""
+        """Fields of a type fully expanded (:meth:`~polybag.codecs.type_set.TypeSet.size`)."""
         return 3 if name in ("time", "duration") else self.ts.size(name) + (1 if self.cdr else 0)
 
     def struct(self, fmt: str) -> str:
@@ -274,8 +276,8 @@ class Compiler:
     def dtype(self, prim: str) -> str:
         var = f"_DT_{prim}"
         if var not in self.ns:
-            self.ns[var] = np.dtype(self.e + md.NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
-            self.ns[f"_NDT_{prim}"] = np.dtype(md.NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
+            self.ns[var] = np.dtype(self.e + NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
+            self.ns[f"_NDT_{prim}"] = np.dtype(NUMPY_TYPES[prim]) if prim != "bool" else np.dtype("?")
         return var
 
     def fixed_size(self, name: str) -> int:
@@ -290,8 +292,8 @@ class Compiler:
                 if t.array == -1 or t.base in ("string", "wstring"):
                     total = -1
                     break
-                if t.base in md.PRIMITIVE_FORMATS:
-                    es = md.PRIMITIVE_FORMATS[t.base][1]
+                if t.base in PRIMITIVE_FORMATS:
+                    es = PRIMITIVE_FORMATS[t.base][1]
                 else:
                     es = self.fixed_size(t.base)
                     if es < 0:
@@ -313,8 +315,8 @@ class Compiler:
                 total += 4
                 continue
             n = t.array if t.array is not None else 1
-            if t.base in md.PRIMITIVE_FORMATS:
-                total += md.PRIMITIVE_FORMATS[t.base][1] * n
+            if t.base in PRIMITIVE_FORMATS:
+                total += PRIMITIVE_FORMATS[t.base][1] * n
             elif t.base in ("string", "wstring"):
                 total += 4 * n
             else:
@@ -352,7 +354,7 @@ class Compiler:
             self.ts.check(name)
         fn = self._funcs[key] = f"_{kind}{mode}{self._count}"
         self._count += 1
-        gen: _Gen = (_DecGen if kind in ("d", "t") else _EncGen)(self, mode, name, fn)
+        gen: _Gen = (DecoderGenerator if kind in ("d", "t") else _EncGen)(self, mode, name, fn)
         gen.top = kind == "t"
         if self._pending is not None:
             self._pending.append((key, gen))
@@ -367,19 +369,19 @@ class Compiler:
                 src = g.source()
                 self.source_bytes += len(src)
                 if self.source_bytes > MAX_SOURCE_BYTES:
-                    raise md.MsgDefError(
+                    raise MsgDefError(
                         f"the code generated for this type is over the limit of {MAX_SOURCE_BYTES} bytes "
                         "(polybag.codecs.serde.compiler.MAX_SOURCE_BYTES)",
-                        type_name=md.short_name(name),
+                        type_name=short_name(name),
                     )
-                code = compile(src, f"<polybag {g.fname} {md.short_name(g.name, 60)!r}>", "exec")
+                code = compile(src, f"<polybag {g.fname} {short_name(g.name, 60)!r}>", "exec")
                 exec(code, self.ns)  # noqa: S102
         except DecodeError:
             self._forget(pending)
             raise
         except (SyntaxError, RecursionError, MemoryError, ValueError, OverflowError, struct.error) as e:
             self._forget(pending)
-            raise md.MsgDefError(
+            raise MsgDefError(
                 f"cannot build a decoder for this type: {type(e).__name__}: {e}", type_name=name
             ) from None
         finally:

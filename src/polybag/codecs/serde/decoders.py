@@ -1,6 +1,6 @@
 """The decoder source generator: Python source of ``f(buf, pos, end) -> (value, pos)``.
 
-:class:`_DecGen` writes one decoder per (type, mode): ``obj`` (message objects, fixed
+:class:`DecoderGenerator` writes one decoder per (type, mode): ``obj`` (message objects, fixed
 arrays as tuples, numeric sequences as numpy arrays), ``dict`` (lists) or ``dictnp`` (numpy
 arrays); the top-level variant ``f(buf, topic=None)`` checks that the whole payload is used.
 Every length is checked against the bytes that remain before anything is allocated; a
@@ -14,8 +14,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from polybag.codecs.msgdef import PRIMITIVE_FORMATS, FieldType, MsgDef
-from polybag.codecs.serde.generator import _INLINE_DEPTH, _INLINE_FIELDS, _UNROLL, _Gen, _key, _Short
+from polybag.codecs.definition_model import PRIMITIVE_FORMATS, FieldType, MsgDef
+from polybag.codecs.serde._generator import _INLINE_DEPTH, _INLINE_FIELDS, _UNROLL, _Gen, _key, _Short
 from polybag.codecs.serde.messages import plain_name
 from polybag.errors import DecodeError
 
@@ -53,7 +53,7 @@ def _totop(e: DecodeError, label: str, topic: str | None) -> DecodeError:
     return err
 
 
-class _DecGen(_Gen):
+class DecoderGenerator(_Gen):
     """Decoder source generator."""
 
     def source(self) -> str:
@@ -357,7 +357,7 @@ class _DecGen(_Gen):
         """``n`` fixed-size messages into ``lst``: one iter_unpack over the whole array."""
         c = self.c
         size = c.fixed_size(base)
-        sub = _DecGen(c, self.mode, base, self.fname + "_t")
+        sub = DecoderGenerator(c, self.mode, base, self.fname + "_t")
         sub.ctor_mode, sub.np_arrays, sub.stmt, sub.post = self.ctor_mode, self.np_arrays, False, []
         sub.force_inline = True
         sub.run_id = 0

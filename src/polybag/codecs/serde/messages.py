@@ -15,14 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.msgdef import (
-    NUMPY_TYPES,
-    PRIMITIVE_FORMATS,
-    Field,
-    FieldType,
-    MsgDef,
-    MsgDefError,
-)
+from polybag.codecs.definition_limits import MsgDefError
+from polybag.codecs.definition_model import NUMPY_TYPES, PRIMITIVE_FORMATS, Field, FieldType, MsgDef
 
 
 class _MessageType(type):
@@ -325,12 +319,12 @@ def get_field(o: Any, name: str) -> Any:
 
 
 # ROS 1 time and duration behave as two-field messages
-_TIME = MsgDef(
+TIME_MSGDEF = MsgDef(
     "time", [Field("sec", FieldType("uint32")), Field("nsec", FieldType("uint32"))], full_name="time"
 )
-_DURATION = MsgDef(
+DURATION_MSGDEF = MsgDef(
     "duration", [Field("sec", FieldType("int32")), Field("nsec", FieldType("int32"))], full_name="duration"
 )
-Time = make_class(_TIME)
-Duration = make_class(_DURATION)
+Time = make_class(TIME_MSGDEF)
+Duration = make_class(DURATION_MSGDEF)
 _EMPTY_CDR_FIELD = Field("structure_needs_at_least_one_member", FieldType("uint8"))

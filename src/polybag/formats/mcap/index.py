@@ -1,6 +1,6 @@
 """The index values of an MCAP file: what its summary section holds (:class:`SummaryIndex`),
 what a linear scan of the top-level records found (:class:`ScanIndex`), and the array
-layout of the summary's Chunk Indexes (:data:`CHUNK_INDEX_DTYPE`).
+layout of the summary's Chunk Indexes (:data:`CHUNK_INDEX_DTYPE`, made by :func:`chunk_index_array`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,19 @@ CHUNK_INDEX_DTYPE = np.dtype(
     ]
 )
 
+
+def chunk_index_array(cis: list[R.ChunkIndex]) -> np.ndarray:
+    """The Chunk Indexes' numbers as one ``CHUNK_INDEX_DTYPE`` array (for vectorised planning)."""
+    arr = np.zeros(len(cis), CHUNK_INDEX_DTYPE)
+    if cis:
+        arr["start"] = [c.message_start_time for c in cis]
+        arr["end"] = [c.message_end_time for c in cis]
+        arr["offset"] = [c.chunk_start_offset for c in cis]
+        arr["length"] = [c.chunk_length for c in cis]
+        arr["mi_length"] = [c.message_index_length for c in cis]
+        arr["compressed_size"] = [c.compressed_size for c in cis]
+        arr["uncompressed_size"] = [c.uncompressed_size for c in cis]
+    return arr
 
 
 @dataclass

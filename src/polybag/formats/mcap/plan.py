@@ -3,7 +3,8 @@ to trust their claimed times.
 
 :class:`PlanMixin` lists the segments a read needs (each chunk or stretch of loose messages
 that may hold a wanted message, with its claimed log-time range, its rank in file order and
-a loader), from the chunk indexes or a scan.  Chunk times are claims: the Chunk Indexes are
+a loader): :func:`~polybag.formats.mcap.read_plan.plan_read` lists them from the chunk
+indexes or a scan, and a loader is attached to each.  Chunk times are claims: the Chunk Indexes are
 compared with the Chunk headers first, and once a claim is caught lying
 (:class:`~polybag.formats.mcap.vocabulary.McapIndexWarning`) every chunk's real range is found by
 reading it, and the segments are planned again from those.
@@ -22,8 +23,9 @@ from polybag.formats.mcap import records as R
 from polybag.formats.mcap.bulk_kernels import PayloadBatch, index_positions
 from polybag.formats.mcap.chunk_loader import message_index_parts
 from polybag.formats.mcap.chunks import ChunksMixin
+from polybag.formats.mcap.read_plan import plan_read
 from polybag.formats.mcap.records import MESSAGE_HEAD_LEN, U64
-from polybag.formats.mcap.vocabulary import FILE_ID_MASK, MAX_TIME, OP_CHUNK, McapIndexWarning, PartialLoad
+from polybag.formats.mcap.vocabulary import FILE_ID_MASK, OP_CHUNK, McapIndexWarning, PartialLoad
 from polybag.formats.shared.merge import LOG_TIME
 from polybag.io.source import MappedSource
 from polybag.model import Channel, Message
@@ -192,58 +194,28 @@ class PlanMixin(ChunksMixin):
             self._check_index()
         if self._verify:
             return self._verified_segments(want, start, end, sort, arrays)
-        out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
-        lo = -1 if start is None else start
-        hi = 1 << 64 if end is None else end
         # the ids in the file's terms (a redefined channel's versions share one)
         wfile = want if want is None or self._timeline is None else {i & FILE_ID_MASK for i in want}
+        out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
         if self.has_summary and self.chunk_indexes:
-            arr = self._ci_array
-            assert arr is not None
-            sel = np.ones(len(arr), bool)
-            if start is not None:
-                sel &= arr["end"] >= np.uint64(start)
-            if end is not None:
-                sel &= arr["start"] < np.uint64(min(end, (1 << 64) - 1))
-            order = np.argsort(arr["offset"], kind="stable")
-            ranks = np.empty(len(arr), np.int64)
-            ranks[order] = np.arange(len(arr))
-            unknown = (arr["start"] == 0) & (arr["end"] == 0)  # no times: read it wherever
-            if start is not None or end is not None:
-                sel |= unknown
+            plan = plan_read(self._index, wfile, (start, end))
             cis = self.chunk_indexes
-            picked = [
-                i
-                for i in np.nonzero(sel)[0].tolist()
-                if wfile is None or not cis[i].message_index_offsets or wfile & cis[i].message_index_offsets.keys()
-            ]
             # a remote file: the chunks to read are fetched ahead, in order (hinted first, so
             # that the Message Indexes after them can come with them where that is cheaper)
-            self.source.hint(sorted((cis[i].chunk_start_offset, cis[i].chunk_length + cis[i].message_index_length) for i in picked))
+            picked = [(run, cis[run.chunk]) for run in plan.runs if run.chunk is not None]
+            self.source.hint(sorted((ci.chunk_start_offset, ci.chunk_length + ci.message_index_length) for _r, ci in picked))
             if merge:  # a remote file: the Message Indexes checked below, in one batch
-                self.source.need_many(
-                    (cis[i].chunk_start_offset + cis[i].chunk_length, cis[i].message_index_length)
-                    for i in np.nonzero(sel)[0].tolist()
-                )
-            for i in picked:
-                ci = cis[i]
-                s, t = (0, MAX_TIME) if unknown[i] else (ci.message_start_time, ci.message_end_time)
-                if merge and not self._index_times_fit(ci, wfile, s, t):
+                self.source.need_many((cis[i].chunk_start_offset + cis[i].chunk_length, cis[i].message_index_length) for i in plan.in_window)
+            for run, ci in picked:
+                if merge and not self._index_times_fit(ci, wfile, run.start, run.end):
                     return self._verified_segments(want, start, end, sort, arrays)
-                out.append((s, t, int(ranks[i]), self._indexed_loader(ci, want, start, end, sort, arrays)))
+                out.append((run.start, run.end, run.rank, self._indexed_loader(ci, want, start, end, sort, arrays)))
             return out, None
-        sr = self._scan()
-        for (off, _ln, s, t), rank in zip(sr.chunks, sr.chunk_ranks):
-            if s == 0 and t == 0:
-                t = MAX_TIME  # no times: read it wherever
-            elif t < lo or s >= hi:
-                continue
-            out.append((s, t, rank, self._scan_loader(off, want, start, end, sort, arrays)))
-        for rank, s, t, offs in sr.loose:
-            if t < lo or s >= hi:
-                continue
-            out.append((s, t, rank, self._loose_loader(offs, want, start, end, sort)))
-        out.sort(key=lambda x: x[2])
+        for run in plan_read(self._scan(), None, (start, end)).runs:
+            if run.loose is None:
+                out.append((run.start, run.end, run.rank, self._scan_loader(run.offset, want, start, end, sort, arrays)))
+            else:
+                out.append((run.start, run.end, run.rank, self._loose_loader(run.loose, want, start, end, sort)))
         return out, self._recovery.first
 
     def _index_times_fit(self, ci: R.ChunkIndex, want: set[int] | None, s: int, t: int) -> bool:

@@ -14,11 +14,9 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 
-import numpy as np
-
 from polybag.errors import ChecksumError, FormatError, TruncatedError
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.index import CHUNK_INDEX_DTYPE, SummaryIndex
+from polybag.formats.mcap.index import SummaryIndex, chunk_index_array
 from polybag.formats.mcap.records import FOOTER_RECORD_LEN, MAGIC, RECORD_HEAD, U32, Opcode
 from polybag.formats.mcap.vocabulary import OP_CHANNEL, OP_FOOTER, OP_SCHEMA
 from polybag.io.source import MappedSource
@@ -67,7 +65,7 @@ def load_summary(
                 ci.chunk_start_offset,
             )
     index.chunk_indexes = cis
-    index.chunk_index_array = _chunk_index_array(cis)
+    index.chunk_index_array = chunk_index_array(cis)
     return index
 
 
@@ -115,20 +113,6 @@ def _section_records(view: memoryview, path: str | None, pos: int, end: int, sec
             raise FormatError(f"{record.format(op=op)} declares {ln} bytes, section has {end - pos - 9} left", path, pos)
         yield op, pos, e
         pos = e
-
-
-def _chunk_index_array(cis: list[R.ChunkIndex]) -> np.ndarray:
-    """The Chunk Indexes' numbers as one ``CHUNK_INDEX_DTYPE`` array (for vectorised planning)."""
-    arr = np.zeros(len(cis), CHUNK_INDEX_DTYPE)
-    if cis:
-        arr["start"] = [c.message_start_time for c in cis]
-        arr["end"] = [c.message_end_time for c in cis]
-        arr["offset"] = [c.chunk_start_offset for c in cis]
-        arr["length"] = [c.chunk_length for c in cis]
-        arr["mi_length"] = [c.message_index_length for c in cis]
-        arr["compressed_size"] = [c.compressed_size for c in cis]
-        arr["uncompressed_size"] = [c.uncompressed_size for c in cis]
-    return arr
 
 
 _CI_MID = struct.Struct("<QI")

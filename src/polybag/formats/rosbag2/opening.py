@@ -2,7 +2,7 @@
 
 :class:`Rosbag2Opening` is the reader's mixin that reads ``metadata.yaml`` (when there is
 one), opens the storage files it lists (or, without one, those found in the directory by
-content: MCAP files and rosbag2 SQLite databases whatever their names, see :func:`_storage_files`),
+content: MCAP files and rosbag2 SQLite databases whatever their names, see :func:`storage_files`),
 checks the compression settings and builds the channels: one per (topic, type,
 serialization format) over every file, each file's local topic ids mapped to them.
 
@@ -23,7 +23,7 @@ import stat
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +39,14 @@ from polybag.formats.rosbag2.metadata import (
     topic_type,
     type_disagreement,
 )
-from polybag.formats.rosbag2.storage import Decompressed, Storage, StorageTopic, open_storage
-from polybag.model import Attachment, Channel, Message, Metadata, Schema, Summary
+from polybag.formats.rosbag2.storage import (
+    Decompressed,
+    ForwardingStorage,
+    Storage,
+    StorageTopic,
+    open_storage,
+)
+from polybag.model import Channel, Message, Schema, Summary
 
 #: storage file names recognised in a directory without metadata.yaml, whatever their bytes
 #: (a damaged ``.db3``, an unfinished ``.active`` file, a whole-file ``.zstd``): every ``.db3``
@@ -100,7 +106,7 @@ def _is_storage(head: bytes) -> bool:
     return False
 
 
-def _storage_files(directory: str) -> list[str]:
+def storage_files(directory: str) -> list[str]:
     """rosbag2 storage files of a directory without metadata.yaml, found by content: MCAP
     files and SQLite databases with rosbag2's tables, whatever they are called (rosbag2's
     own test bags are ``foo.mcap``, ``bar.mcap`` in a folder of another name); and those
@@ -344,7 +350,7 @@ class _Pool:
         self.open.pop(id(lazy), None)
 
 
-class LazyStorage(Storage):
+class LazyStorage(ForwardingStorage):
     """A storage file that is open only while it is used: opened once to learn its topics,
     then again for each read; at most :data:`MAX_OPEN_STORAGES` of one reader stay open
     (a file being read is never closed under its reader), so a bag of thousands of files
@@ -477,18 +483,6 @@ class LazyStorage(Storage):
     def raw_batches(self, *args: Any) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:  # type: ignore[override]
         return self._stream("raw_batches", args)
 
-    def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
-        return self._call("payloads", topic_ids)  # type: ignore[no-any-return]
-
-    def payload_arrays(self, topic_ids: set[int], known: Iterable[int]) -> tuple[Any, Any, Any, Any] | None:
-        return self._call("payload_arrays", topic_ids, known)  # type: ignore[no-any-return]
-
-    def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
-        return self._call("time_buckets", topic_ids)  # type: ignore[no-any-return]
-
-    def records(self) -> tuple[list[Attachment], list[Metadata]]:
-        return self._call("records")  # type: ignore[no-any-return]
-
     def size(self) -> int:
         if "size" not in self._cache:
             self._cache["size"] = self._get().size()
@@ -550,7 +544,7 @@ class Rosbag2Opening:
             return self._listed_files(self.info, directory, meta)
         if single is not None:
             return [FileInfo(single)]
-        names = _storage_files(directory)
+        names = storage_files(directory)
         if len(names) > MAX_STORAGE_FILES:
             raise FormatError(
                 f"{len(names)} storage files, more than the {MAX_STORAGE_FILES} polybag opens (the limit)", directory
@@ -609,7 +603,7 @@ class Rosbag2Opening:
                 raise FormatError(f"storage file(s) missing: {shown}", meta)
             self._note(f"{meta}: storage file(s) missing: {shown}")
         unlisted = []
-        for n in _storage_files(directory):
+        for n in storage_files(directory):
             try:
                 key = _checked_file(os.path.join(directory, n), root, n)
             except (OSError, FormatError):

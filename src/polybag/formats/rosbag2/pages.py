@@ -38,9 +38,20 @@ import struct
 from collections.abc import Iterator
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from polybag.errors import FormatError
+from polybag.formats.rosbag2.sqlite_records import (
+    INT_SIZE,
+    INT_TYPE,
+    GiveUp,
+    all_int_types,
+    be_int,
+    be_ints,
+    short_header,
+    varint,
+    varints,
+    widths,
+)
 
 # bytes of leaf pages parsed per batch (1,024 pages of 4 KiB, ~50-200 small rows each; the
 # batch's numpy temporaries take ~15x the bytes of its cell pointers)
@@ -51,13 +62,7 @@ KEEP_ROWS = 4_000_000
 CACHE_ROWS = 2_000_000
 _MAX_DEPTH = 40
 _COLUMNS = [("id", "INTEGER", 1), ("topic_id", "INTEGER", 0), ("timestamp", "INTEGER", 0), ("data", "BLOB", 0)]
-# serial type -> bytes of an integer column (8 and 9: the constants 0 and 1)
-_INT_SIZE = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8, 8: 0, 9: 0}
 _U32 = struct.Struct(">I")
-
-
-class GiveUp(Exception):
-    """The file is not what the fast path reads; the caller reads through SQLite."""
 
 
 class Rows:
@@ -105,151 +110,6 @@ class Rows:
             cat([p.size for p in parts]),
             extra,
         )
-
-
-def _varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray | int | None = None) -> tuple[np.ndarray, np.ndarray | int]:
-    """The SQLite varints at ``pos``: values (int64; a 9-byte varint's 64 bits as they
-    are) and lengths (an int when every one has the same); each must end before ``limit``
-    (its page's end) when one is given (else the caller checks where they ended)."""
-    n = len(pos)
-    if n == 0:
-        return np.zeros(0, np.int64), 1
-    top = int(pos.max())
-    if top >= len(buf):
-        raise GiveUp("varint past the end of the file")
-    b = buf[pos]
-    if int(b.max()) < 0x80:  # the common case: every one a single byte
-        if limit is not None and bool(np.any(pos + 1 > limit)):
-            raise GiveUp("varint crosses the end of its page")
-        return b.astype(np.int64), 1
-    if top + 9 > len(buf):
-        raise GiveUp("varint at the very end of the file")  # never in a page SQLite wrote
-    short = _short_varints(buf, pos)
-    if short is not None:
-        val, ln = short
-        if limit is not None and bool(np.any(pos + ln > limit)):
-            raise GiveUp("varint crosses the end of its page")
-        return val, ln
-    w = sliding_window_view(buf, 9)[pos]  # nine bytes from each: one copy per row
-    stop = w[:, :8] < 0x80
-    ln = np.where(stop.any(axis=1), stop.argmax(axis=1) + 1, 9)
-    val = np.zeros(n, np.uint64)
-    for k in range(min(int(ln.max()), 8)):
-        val = np.where(ln > k, (val << np.uint64(7)) | (w[:, k] & 0x7F).astype(np.uint64), val)
-    nine = ln == 9
-    if nine.any():
-        val = np.where(nine, (val << np.uint64(8)) | w[:, 8].astype(np.uint64), val)
-    if limit is not None and bool(np.any(pos + ln > limit)):
-        raise GiveUp("varint crosses the end of its page")
-    return val.view(np.int64), ln
-
-
-def _short_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`_varints` when every one is 1-4 bytes long (row ids below 2**28: every rosbag2
-    table), from one 32-bit word per varint; None when one is longer.  The word's bytes in
-    file order are ``b0 b1 b2 b3``; the varint ends at the first byte whose top bit is clear
-    (the lowest such bit of the word read little-endian), and its value is the low seven bits
-    of its bytes, ``b0`` first (the word byte-swapped, shifted to end at the last byte, its
-    7-bit groups packed together).  The caller checked that ``pos + 9`` is inside ``buf``."""
-    w = np.ndarray(buffer=buf, dtype="<u4", shape=(len(buf) - 3,), strides=(1,))[pos]
-    stop = ~w & np.uint32(0x80808080)
-    if not bool(np.all(stop)):
-        return None
-    low = stop & (np.uint32(0) - stop)  # the first byte that ends the varint: 0x80 << 8k
-    ln = (low > 0x80).astype(np.int64)
-    ln += low > 0x8000
-    ln += low > 0x800000
-    y = w.byteswap()
-    y >>= ((4 - (ln + 1)) * 8).astype(np.uint32)
-    ln += 1
-    val = y & np.uint32(0x7F)
-    val |= (y >> np.uint32(1)) & np.uint32(0x3F80)
-    val |= (y >> np.uint32(2)) & np.uint32(0x1FC000)
-    val |= (y >> np.uint32(3)) & np.uint32(0xFE00000)
-    return val.astype(np.int64), ln
-
-
-def _short_header(buf: np.ndarray, s: np.ndarray) -> np.ndarray | None:
-    """The first eight bytes of each record at ``s`` as a ``(n, 8)`` uint8 matrix (one 64-bit
-    word gathered per record) when the header's size and four serial types are one-byte
-    varints each (every row whose payload is under 58 bytes); None when one is longer (or
-    the words would reach past the file)."""
-    if len(s) == 0 or int(s.max()) + 8 > len(buf):
-        return None
-    w = np.ndarray(buffer=buf, dtype="<u8", shape=(len(buf) - 7,), strides=(1,))[s]
-    if bool(np.any(w & np.uint64(0x8080808080))):
-        return None
-    return w.view(np.uint8).reshape(len(s), 8)
-
-
-def _be_ints(buf: np.ndarray, pos: np.ndarray, types: np.ndarray) -> np.ndarray:
-    """Signed big-endian integers of SQLite serial ``types`` (1-6, 8, 9) at ``pos`` (each
-    ``size`` bytes gathered as one row of a sliding-window view: a copy per row, no index
-    per byte)."""
-    if len(types) and int(types.min()) == int(types.max()) and _INT_SIZE[int(types[0])] in (1, 2, 4, 8):
-        size = _INT_SIZE[int(types[0])]  # the common case: one width for every row
-        return np.ndarray(buffer=buf, dtype=f">i{size}", shape=(len(buf) - size + 1,), strides=(1,))[pos].astype(np.int64)
-    out = np.zeros(len(pos), np.int64)
-    for t, size in _INT_SIZE.items():
-        m = types == t
-        if not m.any():
-            continue
-        if size == 0:
-            out[m] = t - 8
-            continue
-        raw = sliding_window_view(buf, size)[pos[m]]
-        if size in (1, 2, 4, 8):
-            out[m] = raw.view(f">i{size}").ravel()
-            continue
-        v = np.zeros(len(raw), np.int64)  # 3 and 6 bytes: assembled, then sign-extended
-        for k in range(size):
-            v = (v << 8) | raw[:, k]
-        top = 1 << (8 * size - 1)
-        out[m] = np.where(v >= top, v - (top << 1), v)
-    return out
-
-
-_INT_TYPE = np.zeros(256, bool)  # serial types (one-byte varints) of an integer column
-_INT_TYPE[list(_INT_SIZE)] = True
-_WIDTH = np.zeros(256, np.int64)
-for _t, _n in _INT_SIZE.items():
-    _WIDTH[_t] = _n
-
-
-def _widths(t: np.ndarray) -> np.ndarray | int:
-    """Bytes of the integers of serial types ``t`` (all integer types): an int when every
-    row has the same type."""
-    if len(t) and int(t.min()) == int(t.max()):
-        return int(_WIDTH[int(t[0])])
-    return _WIDTH[t]
-
-
-def _all_int_types(t: np.ndarray) -> bool:
-    """Whether every serial type is an integer's (1-6, 8 or 9)."""
-    return bool(np.all(((t >= 1) & (t <= 6)) | (t == 8) | (t == 9)))
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    """One varint of ``data`` at ``at``: (value as unsigned, position after it)."""
-    v = 0
-    for i in range(9):
-        if at >= len(data):
-            raise GiveUp("varint past the end of a payload")
-        b = data[at]
-        at += 1
-        if i == 8:
-            return (v << 8) | b, at
-        v = (v << 7) | (b & 0x7F)
-        if b < 0x80:
-            return v, at
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _be_int(data: bytes, at: int, t: int) -> int:
-    size = _INT_SIZE[t]
-    if size == 0:
-        return t - 8
-    return int.from_bytes(data[at : at + size], "big", signed=True)
 
 
 def _in_order(parts: list[Rows]) -> bool:
@@ -379,8 +239,8 @@ class PageTable:
             raise GiveUp("a cell outside its page")
         end = pbase + u
         cell = pbase + off
-        psize, lp = _varints(buf, cell, end)
-        rowid, lr = _varints(buf, cell + lp, end)
+        psize, lp = varints(buf, cell, end)
+        rowid, lr = varints(buf, cell + lp, end)
         if total > 1 and bool(np.any(rowid[1:] <= rowid[:-1])):
             raise GiveUp("row ids out of order")
         if total and (int(psize.min()) < 0 or int(psize.max()) > len(buf)):
@@ -415,37 +275,37 @@ class PageTable:
         buf = self.buf
         if bool(np.any(s + p > end)):
             raise GiveUp("a record past the end of its page")
-        m = _short_header(buf, s)
+        m = short_header(buf, s)
         if m is not None:  # one byte each: the header is five bytes, read from one word
             h: int | np.ndarray = 5
             if bool(np.any(m[:, 0] != 5)) or bool(np.any(m[:, 1] != 0)):
                 raise GiveUp("a record that is not (id, topic_id, timestamp, data)")
             t1, t2, t3 = m[:, 2], m[:, 3], m[:, 4]
-            if not (bool(np.all(_INT_TYPE[t1])) and bool(np.all(_INT_TYPE[t2]))):
+            if not (bool(np.all(INT_TYPE[t1])) and bool(np.all(INT_TYPE[t2]))):
                 raise GiveUp("topic_id or timestamp is not an integer")
         else:
             # the header's varints are checked together: their lengths add up to its size,
             # which lies within the record, which lies within its page
-            hv, lh = _varints(buf, s)
-            t0, l0 = _varints(buf, s + lh)
-            t1, l1 = _varints(buf, s + lh + l0)
-            t2, l2 = _varints(buf, s + lh + l0 + l1)
-            t3, l3 = _varints(buf, s + lh + l0 + l1 + l2)
+            hv, lh = varints(buf, s)
+            t0, l0 = varints(buf, s + lh)
+            t1, l1 = varints(buf, s + lh + l0)
+            t2, l2 = varints(buf, s + lh + l0 + l1)
+            t3, l3 = varints(buf, s + lh + l0 + l1 + l2)
             if bool(np.any(lh + l0 + l1 + l2 + l3 != hv)) or bool(np.any(hv > p)) or bool(np.any(t0 != 0)):
                 raise GiveUp("a record that is not (id, topic_id, timestamp, data)")
             h = hv
-            if not (_all_int_types(t1) and _all_int_types(t2)):
+            if not (all_int_types(t1) and all_int_types(t2)):
                 raise GiveUp("topic_id or timestamp is not an integer")
         if bool(np.any(t3 < 12)) or bool(np.any(t3 & 1)):
             raise GiveUp("data is not a blob")
-        n1, n2 = _widths(t1), _widths(t2)
+        n1, n2 = widths(t1), widths(t2)
         blob = (t3.astype(np.int64) - 12) >> 1
         if len(blob) and int(blob.max()) > self.max_bytes:
             raise GiveUp("a payload over max_chunk_bytes")
         if bool(np.any(h + n1 + n2 + blob != p)):
             raise GiveUp("a record whose lengths do not add up")
         v = s + h
-        return _be_ints(buf, v, t1), _be_ints(buf, v + n1, t2), v + (n1 + n2), blob
+        return be_ints(buf, v, t1), be_ints(buf, v + n1, t2), v + (n1 + n2), blob
 
     def _spilled(self, s: int, p: int, end: int, used: set[int]) -> tuple[int, int, bytes]:
         """A record whose payload goes on in overflow pages, assembled and parsed."""
@@ -470,20 +330,20 @@ class PageTable:
             got += take
             pg = _U32.unpack_from(mm, base)[0]
         data = b"".join(parts)
-        h, at = _varint(data, 0)
+        h, at = varint(data, 0)
         types = []
         for _ in range(4):
-            t, at = _varint(data, at)
+            t, at = varint(data, at)
             types.append(t)
         t0, t1, t2, t3 = types
-        if at != h or t0 != 0 or t1 not in _INT_SIZE or t2 not in _INT_SIZE or t3 < 12 or t3 & 1:
+        if at != h or t0 != 0 or t1 not in INT_SIZE or t2 not in INT_SIZE or t3 < 12 or t3 & 1:
             raise GiveUp("a spilled record that is not (id, topic_id, timestamp, data)")
-        n1, n2 = _INT_SIZE[t1], _INT_SIZE[t2]
+        n1, n2 = INT_SIZE[t1], INT_SIZE[t2]
         if (t3 - 12) // 2 > self.max_bytes:
             raise GiveUp("a payload over max_chunk_bytes")
         if h + n1 + n2 + (t3 - 12) // 2 != p:
             raise GiveUp("a spilled record whose lengths do not add up")
-        return _be_int(data, h, t1), _be_int(data, h + n1, t2), data[h + n1 + n2 :]
+        return be_int(data, h, t1), be_int(data, h + n1, t2), data[h + n1 + n2 :]
 
     # --- reading ----------------------------------------------------------------------------------
     def batches(self) -> Iterator[Rows]:

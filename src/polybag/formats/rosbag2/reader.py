@@ -34,7 +34,7 @@ from typing import Any
 from polybag.errors import FormatError, PolybagError, UnsupportedError
 from polybag.formats.rosbag2.layout import LocalLayout
 from polybag.formats.rosbag2.metadata import METADATA_FILE, BagInfo, qos_summary
-from polybag.formats.rosbag2.opening import MAX_OPEN_STORAGES, Rosbag2Opening, _storage_files
+from polybag.formats.rosbag2.opening import MAX_OPEN_STORAGES, Rosbag2Opening, storage_files
 from polybag.formats.rosbag2.storage import Decompressed, Storage, renamed
 from polybag.io.compression import decompress
 from polybag.io.source import MappedSource, Source
@@ -50,7 +50,7 @@ def bag_directory(path: str) -> str | None:
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, METADATA_FILE)):
             return path
-        return path if _storage_files(path) else None
+        return path if storage_files(path) else None
     if os.path.basename(path) == METADATA_FILE and os.path.isfile(path):
         return os.path.dirname(path) or "."
     return None

@@ -84,7 +84,8 @@ class PagedReads:
         table the fast path does not read (found out before anything is given)."""
         if self.file.recover or start is not None or end is not None or self.file.tmp is not None or self._pages is False:
             return None
-        from polybag.formats.rosbag2.pages import GiveUp, PageTable
+        from polybag.formats.rosbag2.pages import PageTable
+        from polybag.formats.rosbag2.sqlite_records import GiveUp
 
         if self._pages is None:
             self._pages = PageTable.open(self.file.path, self.file.conn, self.max_bytes) or False
@@ -101,7 +102,7 @@ class PagedReads:
         return table, self._page_batches(first, batches)
 
     def _page_batches(self, first: Any, rest: Iterator[Any]) -> Iterator[Any]:
-        from polybag.formats.rosbag2.pages import GiveUp
+        from polybag.formats.rosbag2.sqlite_records import GiveUp
 
         if first is None:
             return

@@ -132,6 +132,27 @@ class Storage:
         return None
 
 
+class ForwardingStorage(Storage):
+    """A storage that answers from another one through :meth:`_call` (the lazy file of a bag,
+    a decompressed copy): the calls it passes on unchanged."""
+
+    def _call(self, name: str, *args: Any) -> Any:
+        """``name(*args)`` of the storage behind this one."""
+        raise NotImplementedError
+
+    def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
+        return self._call("payloads", topic_ids)  # type: ignore[no-any-return]
+
+    def payload_arrays(self, topic_ids: set[int], known: Iterable[int]) -> tuple[Any, Any, Any, Any] | None:
+        return self._call("payload_arrays", topic_ids, known)  # type: ignore[no-any-return]
+
+    def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
+        return self._call("time_buckets", topic_ids)  # type: ignore[no-any-return]
+
+    def records(self) -> tuple[list[Attachment], list[Metadata]]:
+        return self._call("records")  # type: ignore[no-any-return]
+
+
 def _service_name(type_name: str) -> str:
     """``pkg/srv/Name_Event`` -> ``pkg/srv/Name``, the type rosbag2 (from Jazzy) stores a
     service event topic's definition (the ``.srv`` text) under; "" for other types."""
@@ -598,7 +619,7 @@ def _renamed(e: PolybagError, tmp: Decompressed) -> PolybagError:
     return out
 
 
-class _Unpacked(Storage):
+class _Unpacked(ForwardingStorage):
     """The storage of a decompressed copy, every error (raised or noted) naming the input."""
 
     def __init__(self, inner: Storage, tmp: Decompressed) -> None:
@@ -652,18 +673,6 @@ class _Unpacked(Storage):
 
     def raw_batches(self, *args: Any) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:  # type: ignore[override]
         return self._iter(self._call("raw_batches", *args))
-
-    def payloads(self, topic_ids: set[int]) -> tuple[Sequence[int], Sequence[bytes | memoryview]] | None:
-        return self._call("payloads", topic_ids)  # type: ignore[no-any-return]
-
-    def payload_arrays(self, topic_ids: set[int], known: Iterable[int]) -> tuple[Any, Any, Any, Any] | None:
-        return self._call("payload_arrays", topic_ids, known)  # type: ignore[no-any-return]
-
-    def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
-        return self._call("time_buckets", topic_ids)  # type: ignore[no-any-return]
-
-    def records(self) -> tuple[list[Attachment], list[Metadata]]:
-        return self._call("records")  # type: ignore[no-any-return]
 
     def size(self) -> int:
         return self.inner.size()

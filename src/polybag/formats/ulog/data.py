@@ -395,13 +395,7 @@ class TopicData:
         padding: bool = False,
         log_time: bool = False,
     ) -> dict[str, np.ndarray]:
-        """One numpy array per flattened field (``timestamp``, ``accel[0]``, ``nested.x``),
-        keyed exactly like pyulog's ``data`` dict.  ``_padding`` fields are left out unless
-        ``padding=True``; ``log_time=True`` adds the log time in ns (``timestamp * 1000``).
-
-        ``multi_id`` is the instance as an int or as the string found in
-        ``channel.metadata["multi_id"]`` (``1`` and ``"1"`` are the same instance); a
-        sequence of names in its place is taken as ``fields``."""
+        """The columns of :meth:`polybag.formats.ulog.reader.UlogReader.topic_columns` (see there)."""
         if isinstance(multi_id, (list, tuple)):
             fields, multi_id = multi_id, 0
         mid = multi_id_of(multi_id)

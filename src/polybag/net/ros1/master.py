@@ -27,7 +27,7 @@ _show.maxstring = 120
 _show.maxother = 120
 
 
-def _brief(value: Any) -> str:
+def brief(value: Any) -> str:
     """A short repr of a peer's value (bounded depth: answers may nest thousands deep)."""
     try:
         return _show.repr(value)[:200]
@@ -109,7 +109,7 @@ def xmlrpc_call(uri: str, method: str, *args: Any, timeout: float = DEFAULT_TIME
     except (TimeoutError, OSError) as exc:
         raise UnreachableError(f"{label}: cannot reach {uri} ({method}): {exc}") from None
     except xmlrpc.client.Fault as exc:
-        raise RosGraphError(f"{label}: {method} failed at {uri}: {_brief(exc.faultString)}") from None
+        raise RosGraphError(f"{label}: {method} failed at {uri}: {brief(exc.faultString)}") from None
     except RecursionError:
         raise RosGraphError(f"{label}: {method} at {uri}: the answer nests too deep") from None
     except MemoryError:
@@ -118,38 +118,38 @@ def xmlrpc_call(uri: str, method: str, *args: Any, timeout: float = DEFAULT_TIME
         # (ExpatError, http.client errors, zlib.error, EOFError, TypeError from a fault
         # without its members, ValueError from a bad number...)
         raise RosGraphError(
-            f"{label}: bad XML-RPC answer from {uri} ({method}): {type(exc).__name__}: {_brief(str(exc))}"
+            f"{label}: bad XML-RPC answer from {uri} ({method}): {type(exc).__name__}: {brief(str(exc))}"
         ) from None
     if not isinstance(answer, (list, tuple)) or len(answer) != 3 or not isinstance(answer[0], int):
         raise RosGraphError(
-            f"{label}: {method} at {uri} answered {_brief(answer)}, not [code, status, value]"
+            f"{label}: {method} at {uri} answered {brief(answer)}, not [code, status, value]"
         )
     code, status, value = answer
     if code != 1:
-        raise RosGraphError(f"{label}: {method} failed at {uri} (code {code}): {_brief(status)}")
+        raise RosGraphError(f"{label}: {method} failed at {uri} (code {code}): {brief(status)}")
     return value
 
 
 def _str_list(value: Any, what: str) -> list[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise RosGraphError(f"master answered {_brief(value)} for {what}, expected a list of strings")
+        raise RosGraphError(f"master answered {brief(value)} for {what}, expected a list of strings")
     return list(value)
 
 
 def _pairs(value: Any, what: str) -> list[tuple[str, str]]:
     out = []
     if not isinstance(value, (list, tuple)):
-        raise RosGraphError(f"master answered {_brief(value)} for {what}, expected a list of pairs")
+        raise RosGraphError(f"master answered {brief(value)} for {what}, expected a list of pairs")
     for item in value:
         if not isinstance(item, (list, tuple)) or len(item) != 2 or not all(isinstance(v, str) for v in item):
-            raise RosGraphError(f"master answered {_brief(item)} in {what}, expected [name, type]")
+            raise RosGraphError(f"master answered {brief(item)} in {what}, expected [name, type]")
         out.append((item[0], item[1]))
     return out
 
 
 def _int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise RosGraphError(f"master answered {_brief(value)} for {what}, expected an integer")
+        raise RosGraphError(f"master answered {brief(value)} for {what}, expected an integer")
     return value
 
 
@@ -213,19 +213,19 @@ class MasterClient:
             or len(value) != 3
             or not all(isinstance(v, list) for v in value)
         ):
-            raise RosGraphError(f"master answered {_brief(value)} for the system state")
+            raise RosGraphError(f"master answered {brief(value)} for the system state")
         return value[0], value[1], value[2]
 
     def lookup_node(self, name: str) -> str:
         value = self.call("lookupNode", name)
         if not isinstance(value, str):
-            raise RosGraphError(f"master answered {_brief(value)} for node {name}")
+            raise RosGraphError(f"master answered {brief(value)} for node {name}")
         return value
 
     def get_uri(self) -> str:
         value = self.call("getUri")
         if not isinstance(value, str):
-            raise RosGraphError(f"master answered {_brief(value)} for its URI")
+            raise RosGraphError(f"master answered {brief(value)} for its URI")
         return value
 
     # parameters

@@ -30,19 +30,19 @@ from typing import Any
 
 from polybag.net.ros1.errors import RosGraphError
 from polybag.net.ros1.master import DEFAULT_TIMEOUT, MasterClient
-from polybag.net.ros1.publisher import Publisher, _close_pub_topics, _IncomingSubscriber, _PubTopic
-from polybag.net.ros1.slave import _Quiet, _SlaveApi, _ThreadingSlaveServer
+from polybag.net.ros1.publisher import IncomingSubscriber, Publisher, PubTopic, close_pub_topics
+from polybag.net.ros1.slave import Quiet, SlaveApi, ThreadingSlaveServer
 from polybag.net.ros1.sockets import (
     FLUSH_TIMEOUT,
     HANDSHAKE_TIMEOUT,
     JOIN_TIMEOUT,
     RETIRE_GRACE,
-    _bind_host,
-    _default_host,
-    _join,
-    _resolve_name,
-    _shutdown_socket,
+    bind_host,
+    default_host,
+    join_thread,
     log,
+    resolve_name,
+    shutdown_socket,
 )
 from polybag.net.ros1.subscriber import Ros1Message, Subscription
 from polybag.net.ros1.tcpros import DEFAULT_MAX_HEADER, DEFAULT_MAX_MESSAGE
@@ -64,16 +64,16 @@ class Node(Closing):
         max_header_size: int = DEFAULT_MAX_HEADER,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        name = _resolve_name(name)
+        name = resolve_name(name)
         if anonymous:
             name = f"{name}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         self.name = name
-        self.host = host or _default_host()
+        self.host = host or default_host()
         self.max_message_size = max_message_size
         self.max_header_size = max_header_size
         self.master = MasterClient(master_uri, name, timeout=timeout)
         self._lock = threading.RLock()
-        self._pub_topics: dict[str, _PubTopic] = {}
+        self._pub_topics: dict[str, PubTopic] = {}
         self._subs: dict[str, list[Subscription]] = {}
         self._closed = False
         self._close_done = threading.Event()
@@ -86,18 +86,18 @@ class Node(Closing):
         self._tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             self._tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._tcp.bind((_bind_host(self.host), 0))
+            self._tcp.bind((bind_host(self.host), 0))
             self._tcp.listen(64)
             self._tcp.settimeout(0.5)
             self.tcpros_port = int(self._tcp.getsockname()[1])
             # slave XML-RPC server
-            self._xmlrpc = _ThreadingSlaveServer(
-                (_bind_host(self.host), 0), requestHandler=_Quiet, logRequests=False, allow_none=False
+            self._xmlrpc = ThreadingSlaveServer(
+                (bind_host(self.host), 0), requestHandler=Quiet, logRequests=False, allow_none=False
             )
         except OSError as exc:
             self._tcp.close()
             raise RosGraphError(f"cannot open node {name} on {self.host}: {exc}") from None
-        self._xmlrpc.register_instance(_SlaveApi(self))
+        self._xmlrpc.register_instance(SlaveApi(self))
         self.uri = f"http://{self.host}:{self._xmlrpc.server_address[1]}/"
         self.master.caller_api = self.uri
         self._xmlrpc_thread = threading.Thread(
@@ -137,7 +137,7 @@ class Node(Closing):
         ``queue_size`` is accepted for compatibility; messages are handed to the callback as they
         arrive (a slow callback slows that publisher's TCP stream, never another).
         """
-        topic = _resolve_name(topic)
+        topic = resolve_name(topic)
         self._check_open()
         sub = Subscription(
             self,
@@ -182,7 +182,7 @@ class Node(Closing):
         queue_size: int = 100,
     ) -> Publisher:
         """Advertise ``topic``.  Advertising a topic again (same md5sum) shares the connections."""
-        topic = _resolve_name(topic)
+        topic = resolve_name(topic)
         with self._lock:
             self._check_open()
             existing = self._pub_topics.get(topic)
@@ -194,7 +194,7 @@ class Node(Closing):
                 existing.handles += 1
                 existing.latch = existing.latch or latch
                 return Publisher(existing)
-            pt = _PubTopic(
+            pt = PubTopic(
                 self, topic, type, md5sum, message_definition, latch, callerid or self.name, queue_size
             )
             pt.handles = 1
@@ -245,28 +245,28 @@ class Node(Closing):
         finally:
             self._close_done.set()
 
-    def _close(self, subs: list[Subscription], pubs: list[_PubTopic], flush_timeout: float) -> None:
+    def _close(self, subs: list[Subscription], pubs: list[PubTopic], flush_timeout: float) -> None:
         for sub in subs:
             sub.close()
-        _close_pub_topics(pubs, flush_timeout)  # before unregistering (see release_publisher)
+        close_pub_topics(pubs, flush_timeout)  # before unregistering (see release_publisher)
         for pt in pubs:
             self._unregister_publisher(pt)
-        _shutdown_socket(self._tcp)
+        shutdown_socket(self._tcp)
         with self._lock:
             handshakes = list(self._handshakes)
         for s in handshakes:
-            _shutdown_socket(s)
+            shutdown_socket(s)
         if self._xmlrpc_thread.is_alive() and self._xmlrpc_thread is not threading.current_thread():
             self._xmlrpc.shutdown()
         self._xmlrpc.server_close()
-        _join(self._xmlrpc_thread)
-        _join(self._accept_thread)
+        join_thread(self._xmlrpc_thread)
+        join_thread(self._accept_thread)
         self._xmlrpc.join_requests()
         with self._lock:
             threads = list(self._threads)
             self._threads.clear()
         for t in threads:
-            _join(t)
+            join_thread(t)
 
     def __repr__(self) -> str:
         return f"<Node {self.name} {self.uri} master={self.master.uri}>"
@@ -278,11 +278,11 @@ class Node(Closing):
 
     # ----------------------------------------------------------------- for the node's parts
     # (the NodeInterface of .node_interface: publications, subscriptions, the slave API)
-    def published_topic(self, topic: str) -> _PubTopic | None:
+    def published_topic(self, topic: str) -> PubTopic | None:
         with self._lock:
             return self._pub_topics.get(topic)
 
-    def publications(self) -> list[_PubTopic]:
+    def publications(self) -> list[PubTopic]:
         with self._lock:
             return list(self._pub_topics.values())
 
@@ -308,7 +308,7 @@ class Node(Closing):
             except RosGraphError as exc:
                 log.info("unregistering subscriber of %s: %s", sub.topic, exc)
 
-    def release_publisher(self, pt: _PubTopic, flush_timeout: float = 0.0) -> None:
+    def release_publisher(self, pt: PubTopic, flush_timeout: float = 0.0) -> None:
         with self._lock:
             pt.handles -= 1
             if pt.handles > 0:
@@ -319,7 +319,7 @@ class Node(Closing):
         pt.close(flush_timeout)
         self._unregister_publisher(pt)
 
-    def _unregister_publisher(self, pt: _PubTopic) -> None:
+    def _unregister_publisher(self, pt: PubTopic) -> None:
         try:
             self.master.unregister_publisher(pt.name)
         except RosGraphError as exc:
@@ -345,14 +345,14 @@ class Node(Closing):
                 continue
             with self._lock:
                 if self._closed:
-                    _shutdown_socket(conn)
+                    shutdown_socket(conn)
                     return
                 self._handshakes.add(conn)
             self._spawn(self._serve_subscriber, conn, addr, name=f"polybag-ros1-pub-{addr[0]}:{addr[1]}")
 
     def _serve_subscriber(self, conn: socket.socket, addr: Any) -> None:
         """Handshake with a subscriber that connected to our TCPROS port; then send its queue."""
-        _IncomingSubscriber(self, conn, addr).serve()
+        IncomingSubscriber(self, conn, addr).serve()
 
     def publisher_update(self, topic: str, publishers: list[str]) -> None:
         with self._lock:

@@ -13,7 +13,7 @@ from typing import Protocol, TypeVar
 
 from polybag.net.ros1.master import MasterClient
 
-#: a topic the node publishes (``publisher._PubTopic``)
+#: a topic the node publishes (``publisher.PubTopic``)
 TopicT = TypeVar("TopicT")
 #: a subscription of the node (``subscriber.Subscription``)
 SubscriptionT = TypeVar("SubscriptionT")

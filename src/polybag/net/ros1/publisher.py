@@ -1,13 +1,13 @@
 """Publications: serving the subscribers that connect to our TCPROS port.
 
-A :class:`_PubTopic` is one topic this node advertises (shared by every :class:`Publisher`
+A :class:`PubTopic` is one topic this node advertises (shared by every :class:`Publisher`
 handle on it; it keeps the latched message); each connected subscriber gets a
 :class:`_SubscriberLink`, a bounded send queue drained by its own thread, so a slow
 subscriber drops its oldest messages (counted) and never blocks ``publish``.  When a link has
 nothing queued, ``publish`` writes the message to its socket at once without blocking
 (``MSG_DONTWAIT``; what the kernel does not take goes out first from the link's thread), so a
 due message is not held up by waking that thread (the player's timing depends on it).
-:class:`_IncomingSubscriber` is the handshake on an accepted connection.
+:class:`IncomingSubscriber` is the handshake on an accepted connection.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 from polybag.errors import PolybagError
 from polybag.net.ros1.errors import RosGraphError
 from polybag.net.ros1.sockets import (
-    _SEND_BATCH,
     FLUSH_TIMEOUT,
     HANDSHAKE_TIMEOUT,
-    _conn_ids,
-    _join,
-    _shutdown_socket,
+    SEND_BATCH,
+    conn_ids,
+    join_thread,
     log,
+    shutdown_socket,
 )
 from polybag.net.ros1.tcpros import encode_header, frame, read_header, text
 from polybag.util.text import peer_text
@@ -44,8 +44,8 @@ _DONTWAIT: int = getattr(socket, "MSG_DONTWAIT", 0)
 class _SubscriberLink:
     """One subscriber connected to one of our topics: a bounded send queue and its thread."""
 
-    def __init__(self, topic: _PubTopic, sock: socket.socket, callerid: str, queue_size: int) -> None:
-        self.id = next(_conn_ids)
+    def __init__(self, topic: PubTopic, sock: socket.socket, callerid: str, queue_size: int) -> None:
+        self.id = next(conn_ids)
         self.topic = topic
         self.sock = sock
         self.callerid = callerid
@@ -128,7 +128,7 @@ class _SubscriberLink:
                 for item in items:
                     batch.append(item)
                     size += len(item)
-                    if size >= _SEND_BATCH:
+                    if size >= SEND_BATCH:
                         self._send(batch, size)
                         batch, size = [], 0
                 if batch:
@@ -153,7 +153,7 @@ class _SubscriberLink:
             return True
 
     def drain(self) -> None:
-        """Send what is queued, then end (see _PubTopic.close)."""
+        """Send what is queued, then end (see PubTopic.close)."""
         with self.cond:
             self.draining = True
             self.cond.notify_all()
@@ -164,15 +164,15 @@ class _SubscriberLink:
             self.closed = True
             self.cond.notify_all()
         if not already:
-            _shutdown_socket(self.sock)
+            shutdown_socket(self.sock)
             self.topic.remove_link(self)
 
 
 @dataclass(eq=False, repr=False)
-class _PubTopic:
+class PubTopic:
     """A topic this node publishes: shared by every Publisher handle on it."""
 
-    node: NodeInterface[_PubTopic, Any]
+    node: NodeInterface[PubTopic, Any]
     name: str
     type: str
     md5sum: str
@@ -231,10 +231,10 @@ class _PubTopic:
 
     def close(self, flush_timeout: float = 0.0) -> None:
         """Drop every subscriber, after up to ``flush_timeout`` s for their queues to be sent."""
-        _close_pub_topics([self], flush_timeout)
+        close_pub_topics([self], flush_timeout)
 
 
-def _close_pub_topics(topics: list[_PubTopic], flush_timeout: float) -> None:
+def close_pub_topics(topics: list[PubTopic], flush_timeout: float) -> None:
     links: list[_SubscriberLink] = []
     for pt in topics:
         with pt.cond:
@@ -252,13 +252,13 @@ def _close_pub_topics(topics: list[_PubTopic], flush_timeout: float) -> None:
     for link in links:
         link.close()
     for link in links:
-        _join(link.thread)
+        join_thread(link.thread)
 
 
 class Publisher:
     """A handle on a topic this node advertises (see :meth:`Node.advertise`)."""
 
-    def __init__(self, topic: _PubTopic) -> None:
+    def __init__(self, topic: PubTopic) -> None:
         self._topic = topic
         self._closed = False
 
@@ -349,17 +349,17 @@ class Publisher:
         return f"<Publisher {self.topic} [{self.type}] subscribers={self.num_subscribers}>"
 
 
-class _IncomingSubscriber:
+class IncomingSubscriber:
     """A subscriber that connected to our TCPROS port: the handshake, then its link's send loop.
 
     ``serve`` runs in the connection's own thread (started by the node's accept loop).
     """
 
-    def __init__(self, node: NodeInterface[_PubTopic, Any], conn: socket.socket, addr: Any) -> None:
+    def __init__(self, node: NodeInterface[PubTopic, Any], conn: socket.socket, addr: Any) -> None:
         self.node = node
         self.conn = conn
         self.peer = f"{addr[0]}:{addr[1]}"
-        self.pt: _PubTopic | None = None
+        self.pt: PubTopic | None = None
         self.link: _SubscriberLink | None = None
 
     def serve(self) -> None:
@@ -378,7 +378,7 @@ class _IncomingSubscriber:
             if self.link is not None:
                 self.link.close()
             else:
-                _shutdown_socket(conn)
+                shutdown_socket(conn)
 
     def _handshake_and_send(self) -> None:
         node, conn = self.node, self.conn
@@ -400,7 +400,7 @@ class _IncomingSubscriber:
             return
         link.run()
 
-    def _choose_topic(self, fields: dict[str, str]) -> _PubTopic | None:
+    def _choose_topic(self, fields: dict[str, str]) -> PubTopic | None:
         """The topic the subscriber asks for; None once it was sent the reason we refuse it."""
         node, conn = self.node, self.conn
         if "service" in fields:

@@ -1,7 +1,7 @@
 """The slave XML-RPC API a node serves to the master and its peers.
 
-:class:`_ThreadingSlaveServer` answers each request in a short thread of its own (joined by
-``Node.close``); :class:`_SlaveApi` implements the calls (requestTopic, publisherUpdate,
+:class:`ThreadingSlaveServer` answers each request in a short thread of its own (joined by
+``Node.close``); :class:`SlaveApi` implements the calls (requestTopic, publisherUpdate,
 getBusStats, getBusInfo, shutdown...; http://wiki.ros.org/ROS/Slave_API).  A malformed
 call gets an error answer, never an exception in the server thread.
 """
@@ -15,11 +15,11 @@ import xmlrpc.server
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from polybag.net.ros1.sockets import HANDSHAKE_TIMEOUT, _join, log
+from polybag.net.ros1.sockets import HANDSHAKE_TIMEOUT, join_thread, log
 
 if TYPE_CHECKING:
     from polybag.net.ros1.node_interface import NodeInterface
-    from polybag.net.ros1.publisher import _PubTopic
+    from polybag.net.ros1.publisher import PubTopic
     from polybag.net.ros1.subscriber import Subscription
 
 
@@ -33,7 +33,7 @@ class _SlaveServer(xmlrpc.server.SimpleXMLRPCServer):
         self.requests_lock = threading.Lock()
 
 
-class _ThreadingSlaveServer(_SlaveServer):
+class ThreadingSlaveServer(_SlaveServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         t = threading.Thread(
             target=self._process_thread,
@@ -50,7 +50,7 @@ class _ThreadingSlaveServer(_SlaveServer):
         with self.requests_lock:
             threads, self.requests = self.requests, []
         for t in threads:
-            _join(t)
+            join_thread(t)
 
     def _process_thread(self, request: Any, client_address: Any) -> None:
         try:
@@ -64,17 +64,17 @@ class _ThreadingSlaveServer(_SlaveServer):
         log.debug("XML-RPC request from %s failed", client_address, exc_info=True)
 
 
-class _Quiet(xmlrpc.server.SimpleXMLRPCRequestHandler):
+class Quiet(xmlrpc.server.SimpleXMLRPCRequestHandler):
     timeout = HANDSHAKE_TIMEOUT  # a peer that connects and stays silent does not hold a thread
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
-class _SlaveApi:
+class SlaveApi:
     """The ROS slave API (http://wiki.ros.org/ROS/Slave_API)."""
 
-    def __init__(self, node: NodeInterface[_PubTopic, Subscription]) -> None:
+    def __init__(self, node: NodeInterface[PubTopic, Subscription]) -> None:
         self.node = node
 
     def _dispatch(self, method: str, params: tuple[Any, ...]) -> Any:
@@ -170,7 +170,7 @@ class _SlaveApi:
 
 
 _SLAVE_METHODS: dict[str, Callable[..., Any]] = {
-    name: getattr(_SlaveApi, name)
+    name: getattr(SlaveApi, name)
     for name in (
         "getBusStats",
         "getBusInfo",

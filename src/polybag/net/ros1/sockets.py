@@ -21,26 +21,26 @@ FLUSH_TIMEOUT = 2.0
 #: Seconds a publisher the master no longer lists has to finish sending what it already sent.
 RETIRE_GRACE = 1.0
 #: Seconds a subscription's reader waits in one recv before it checks for retire/close.
-_POLL = 0.5
+POLL = 0.5
 
 #: Seconds close() waits for each thread.
 JOIN_TIMEOUT = 5.0
 
 #: Small queued messages are joined into one send of up to this many bytes.
-_SEND_BATCH = 1 << 18
+SEND_BATCH = 1 << 18
 
-_conn_ids = itertools.count(1)
+conn_ids = itertools.count(1)
 
 
-def _default_host() -> str:
+def default_host() -> str:
     return os.environ.get("ROS_HOSTNAME") or os.environ.get("ROS_IP") or "127.0.0.1"
 
 
-def _bind_host(host: str) -> str:
+def bind_host(host: str) -> str:
     return host if host in ("127.0.0.1", "localhost") else ""
 
 
-def _shutdown_socket(sock: socket.socket | None) -> None:
+def shutdown_socket(sock: socket.socket | None) -> None:
     if sock is None:
         return
     try:
@@ -53,12 +53,12 @@ def _shutdown_socket(sock: socket.socket | None) -> None:
         pass
 
 
-def _join(thread: threading.Thread | None) -> None:
+def join_thread(thread: threading.Thread | None) -> None:
     if thread is not None and thread is not threading.current_thread() and thread.is_alive():
         thread.join(JOIN_TIMEOUT)
 
 
-def _resolve_name(name: str) -> str:
+def resolve_name(name: str) -> str:
     if not name:
         raise RosGraphError("empty ROS name")
     return name if name.startswith("/") else "/" + name

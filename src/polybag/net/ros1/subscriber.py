@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from polybag.errors import PolybagError
 from polybag.net.ros1.errors import RosGraphError, TcprosError
-from polybag.net.ros1.master import DEFAULT_TIMEOUT, _brief, xmlrpc_call
+from polybag.net.ros1.master import DEFAULT_TIMEOUT, brief, xmlrpc_call
 from polybag.net.ros1.sockets import (
-    _POLL,
     HANDSHAKE_TIMEOUT,
+    POLL,
     RETIRE_GRACE,
-    _conn_ids,
-    _join,
-    _shutdown_socket,
+    conn_ids,
+    join_thread,
     log,
+    shutdown_socket,
 )
 from polybag.net.ros1.tcpros import BufferedSocket, encode_header, read_header, read_message, text
 from polybag.util.closing import Closing
@@ -50,7 +50,7 @@ class _PublisherLink:
     """Our connection to one publisher of a subscribed topic (its own reader thread)."""
 
     def __init__(self, sub: Subscription, uri: str) -> None:
-        self.id = next(_conn_ids)
+        self.id = next(conn_ids)
         self.sub = sub
         self.uri = uri
         self.sock: socket.socket | None = None
@@ -96,7 +96,7 @@ class _PublisherLink:
                 f"publisher {self.uri} of {sub.topic} sends md5sum {fields.get('md5sum')}, we want {sub.md5sum}"
             )
         self.header = fields
-        sock.settimeout(_POLL)  # wakes the reader to check retire/close (partial reads are kept)
+        sock.settimeout(POLL)  # wakes the reader to check retire/close (partial reads are kept)
         return self.reader
 
     def _request_address(self) -> tuple[str, int]:
@@ -118,7 +118,7 @@ class _PublisherLink:
             or not isinstance(proto[1], str)
             or not isinstance(proto[2], int)
         ):
-            raise RosGraphError(f"publisher {self.uri} of {sub.topic} offered {_brief(proto)}, not TCPROS")
+            raise RosGraphError(f"publisher {self.uri} of {sub.topic} offered {brief(proto)}, not TCPROS")
         host, port = proto[1], proto[2]
         if not 0 < port < 65536 or not host:
             raise RosGraphError(f"publisher {self.uri} of {sub.topic} offered the address {host!r}:{port}")
@@ -135,7 +135,7 @@ class _PublisherLink:
             ) from None
         with self.lock:
             if self.closed:
-                _shutdown_socket(sock)
+                shutdown_socket(sock)
                 raise _Closed
             self.sock = sock
         if sub.tcp_nodelay:
@@ -157,7 +157,7 @@ class _PublisherLink:
                 sock = self.sock
             else:
                 sock = None
-        _shutdown_socket(sock)
+        shutdown_socket(sock)
 
     def run(self) -> None:
         sub = self.sub
@@ -200,14 +200,14 @@ class _PublisherLink:
                 self.closed = True
                 sock2 = self.sock
                 self.connected = False
-            _shutdown_socket(sock2)
+            shutdown_socket(sock2)
             sub._drop_link(self)
 
     def close(self) -> None:
         with self.lock:
             self.closed = True
             sock = self.sock
-        _shutdown_socket(sock)
+        shutdown_socket(sock)
 
 
 class _Closed(Exception):
@@ -356,7 +356,7 @@ class Subscription(Closing):
             link.close()
         for t in threads:
             if t.ident is not None:
-                _join(t)
+                join_thread(t)
 
     def __repr__(self) -> str:
         return f"<Subscription {self.topic} connections={self.connections}>"

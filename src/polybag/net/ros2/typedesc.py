@@ -501,9 +501,11 @@ def _text_ok(text: str) -> bool:
 def _definition(main: str, texts: dict[str, str]) -> tuple[str, str]:
     """(the full ros2msg definition, the RIHS01 hash of what it says when parsed again) of
     ``main`` from one ``.msg`` text per type (only these types: nothing is filled in)."""
-    from polybag.codecs.msgdef import MsgDefError, TypeSet, parse_full, parse_msg
+    from polybag.codecs.definition_limits import MsgDefError
+    from polybag.codecs.msg_parser import parse_full, parse_msg
     from polybag.codecs.ros2 import definition_for, full_name
     from polybag.codecs.ros2.typehash import type_hash
+    from polybag.codecs.type_set import TypeSet
 
     ts = TypeSet("ros2")
     try:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
-from polybag.dask.plan import Partition, _FilePlan, _sniff_spec, selecting
+from polybag.dask._plan import Partition, _FilePlan, _sniff_spec, selecting
 from polybag.errors import PolybagError, UnsupportedError, UsageError
 from polybag.model import Message
 from polybag.reader import TopicSelector

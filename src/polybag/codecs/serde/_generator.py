@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Protocol
 
-from polybag.codecs.msgdef import PRIMITIVE_FORMATS, FieldType, MsgDef
+from polybag.codecs.definition_model import PRIMITIVE_FORMATS, FieldType, MsgDef
 
 _U32 = {"<": struct.Struct("<I"), ">": struct.Struct(">I")}
 _ZERO_LIMIT = 1 << 16  # max elements of a zero-sized type in one sequence

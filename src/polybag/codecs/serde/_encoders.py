@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from polybag.codecs.msgdef import PRIMITIVE_FORMATS, FieldType, MsgDef
-from polybag.codecs.serde.generator import _UNROLL, _Gen
+from polybag.codecs.definition_model import PRIMITIVE_FORMATS, FieldType, MsgDef
+from polybag.codecs.serde._generator import _UNROLL, _Gen
 from polybag.errors import DecodeError
 
 
