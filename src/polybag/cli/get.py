@@ -22,8 +22,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from polybag.io.output_files import write_created
     from polybag.ops.outputs import check_output, placed
-    from polybag.writer import write_created
 
     if args.output != "-":
         check_output(args.output, [] if args.file == "-" else [args.file], args.force, any_file=True)

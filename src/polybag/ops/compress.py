@@ -24,10 +24,11 @@ from typing import Any
 
 from polybag.errors import OutputExistsError, PolybagError
 from polybag.formats import registry
+from polybag.io.output_files import refuse_existing, refuse_replacing
 from polybag.ops.inputs import check_apart, check_distinct
 from polybag.ops.outputs import abort_writer, make_folder, replace_refusal
 from polybag.ops.results import OpResult, make_progress
-from polybag.writer import refuse_existing, refuse_replacing, writer_class_of
+from polybag.writer import writer_class_of
 
 PathLike = str | os.PathLike[str]
 

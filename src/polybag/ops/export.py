@@ -47,6 +47,7 @@ import numpy as np
 
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError
 from polybag.formats import registry
+from polybag.io.output_files import file_refusal, named_os_error, open_new, place_file, refuse_replacing
 from polybag.model import Channel
 from polybag.ops.copying import page_releaser
 from polybag.ops.inputs import (
@@ -63,7 +64,6 @@ from polybag.ops.outputs import make_folder
 from polybag.ops.results import OpResult, make_progress
 from polybag.reader import Reader
 from polybag.selection import TimeWindow
-from polybag.writer import file_refusal, named_os_error, open_new, place_file, refuse_replacing
 
 FORMATS = ("csv", "parquet", "jsonl")
 BATCH_BYTES = 8 << 20

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError
+from polybag.io.output_files import file_refusal, refuse_replacing, write_created
 from polybag.model import Message
 from polybag.ops.export import table_name, unique_names
 from polybag.ops.inputs import check_apart, input_name, open_input, require_topics
@@ -58,7 +59,6 @@ from polybag.sensors.read import (
     read_cloud,
     sensor_channels,
 )
-from polybag.writer import file_refusal, refuse_replacing, write_created
 
 IMAGE_FORMATS = ("png", "jpg", "npy")
 CLOUD_FORMATS = ("pcd", "ply", "npy")

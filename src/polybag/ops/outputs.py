@@ -11,20 +11,18 @@ from typing import Any
 
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError, WriteError
 from polybag.formats import registry
-from polybag.ops.inputs import check_apart, check_distinct, input_name
-from polybag.ops.options import Input, Output, PathLike, is_path
-from polybag.writer import (
+from polybag.io.output_files import (
     MEDIA_MAGICS,
-    Writer,
     create_new,
     file_refusal,
-    format_for_path,
     named_os_error,
-    open_writer,
     place_file,
     refuse_existing,
     refuse_replacing,
 )
+from polybag.ops.inputs import check_apart, check_distinct, input_name
+from polybag.ops.options import Input, Output, PathLike, is_path
+from polybag.writer import Writer, format_for_path, open_writer
 
 
 def _url_output(target: Any) -> bool:
@@ -180,7 +178,7 @@ def make_writer(
     **extra: Any,
 ) -> Writer:
     """A writer for ``path`` (its directory is created); ``overwrite=False``: never replaces an
-    existing file (see :class:`polybag.writer.AtomicFile`)."""
+    existing file (see :class:`polybag.io.output_files.AtomicFile`)."""
     kwargs: dict[str, Any] = {"overwrite": overwrite}
     if compression is not None:
         kwargs["compression"] = "none" if compression in ("", "none") else compression
@@ -215,7 +213,7 @@ def abort_writer(w: Writer, path: Output | None = None) -> None:
 @contextmanager
 def placed(output: PathLike, overwrite: bool) -> Iterator[str]:
     """For a file another library writes (a plot): yields ``NAME.active`` to write, renamed
-    to ``NAME`` when the block ends (see :func:`polybag.writer.place_file`), removed if it
+    to ``NAME`` when the block ends (see :func:`polybag.io.output_files.place_file`), removed if it
     fails.  A failed write names ``NAME``.  A URL: a local file, uploaded when the block ends."""
     if _url_output(output):
         from polybag.io.upload import staged

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from polybag.bridges import ChannelMap, TimedTransform, Transform, target_ros
 from polybag.errors import OutputExistsError, PolybagError, UsageError
 from polybag.formats import registry
+from polybag.io.output_files import refuse_replacing
 from polybag.model import Channel, Message
 from polybag.ops.copying import (
     RELEASE_EVERY,
@@ -80,7 +81,7 @@ from polybag.ops.outputs import (
 from polybag.ops.results import OpResult, make_progress, report_dropped, report_undefined
 from polybag.ops.ulog_extras import ulog_metadata_to
 from polybag.selection import duration_ns, time_ns, warn_if_meant_relative
-from polybag.writer import Writer, refuse_replacing
+from polybag.writer import Writer
 
 # Upper bounds of the bytes a writer adds around the payloads (bag, MCAP and ULog writers):
 PART_OVERHEAD = 4096  # magic, file header, footer, summary offsets, statistics, index section heads

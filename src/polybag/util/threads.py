@@ -88,7 +88,7 @@ def _datasync(fd: int) -> None:
 class Writeback:
     """Start writing a file's data to disk in the background while it grows.
 
-    A writer that fsyncs its file on close (:class:`polybag.writer.AtomicFile`) otherwise
+    A writer that fsyncs its file on close (:class:`polybag.io.output_files.AtomicFile`) otherwise
     waits at the end for the disk to take everything it wrote; with this, a worker thread
     calls ``fdatasync`` each time ``every`` more bytes have been written, so the disk works
     while the writer computes and the final fsync has only the tail left.  The bytes and

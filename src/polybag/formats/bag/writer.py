@@ -34,9 +34,10 @@ import numpy as np
 
 from polybag.errors import UnsupportedError, WriteError
 from polybag.io.compression import compress, normalize
+from polybag.io.output_files import AtomicFile
 from polybag.model import Channel, Schema
 from polybag.util import threads as _threads
-from polybag.writer import AtomicFile, Writer, check_open
+from polybag.writer import Writer, check_open
 
 from . import records as R
 from .records import (

@@ -23,8 +23,8 @@ from polybag.formats.mcap import records as R
 from polybag.formats.mcap.records import Opcode
 from polybag.io import compression as _compression
 from polybag.io.compression import crc32 as _crc32
+from polybag.io.output_files import AtomicFile
 from polybag.util import threads as _threads
-from polybag.writer import AtomicFile
 
 _LITTLE = sys.byteorder == "little"
 _KEEP_BUFFER = 64 << 20  # a chunk buffer up to this size is kept for the next chunk

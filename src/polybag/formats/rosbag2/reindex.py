@@ -25,7 +25,7 @@ from polybag.formats.rosbag2.metadata import (
     dump_metadata,
 )
 from polybag.formats.rosbag2.reader import Rosbag2Reader
-from polybag.writer import file_refusal, refuse_replacing, write_atomically
+from polybag.io.output_files import file_refusal, refuse_replacing, write_atomically
 
 
 def reindex_rosbag2(

@@ -47,16 +47,15 @@ from polybag.formats.rosbag2.metadata import (
 )
 from polybag.formats.rosbag2.sqlite_writer import SqliteStorageWriter
 from polybag.io.compression import compress
-from polybag.model import Channel, Schema
-from polybag.writer import (
-    Writer,
-    check_open,
+from polybag.io.output_files import (
     named_os_error,
     open_new,
     refuse_existing,
     refuse_replacing,
     write_atomically,
 )
+from polybag.model import Channel, Schema
+from polybag.writer import Writer, check_open
 
 _DEFINITION_ENCODINGS = ("ros2msg", "ros2idl")
 _I64 = (1 << 63) - 1

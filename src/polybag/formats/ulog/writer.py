@@ -38,8 +38,9 @@ from polybag.codecs.ulog import (
 from polybag.errors import UnsupportedError, WriteError
 from polybag.formats.ulog import records as rec
 from polybag.formats.ulog.writer_definitions import DefinitionsSection
+from polybag.io.output_files import AtomicFile
 from polybag.model import Channel, Schema
-from polybag.writer import AtomicFile, Writer, check_open
+from polybag.writer import Writer, check_open
 
 _D_HEAD = struct.Struct("<HBH")
 
