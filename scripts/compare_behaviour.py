@@ -208,11 +208,14 @@ def _damaged_copies(src: Path, tmp: Path) -> Iterator[tuple[str, Path]]:
     yield "flip", flip
 
 
-def record(out_path: Path, limit: int | None) -> None:
+def record(out_path: Path, limit: int | None, suffixes: tuple[str, ...] = ()) -> None:
     import polybag
 
     results: dict[str, Any] = {"polybag": os.path.dirname(polybag.__file__)}
-    inputs = _inputs()[:limit] if limit else _inputs()
+    inputs = _inputs()
+    if suffixes:  # only logs whose name ends so (e.g. .mcap), and rosbag2 directories for "/"
+        inputs = [p for p in inputs if str(p).lower().endswith(suffixes) or ("/" in suffixes and Path(p).is_dir())]
+    inputs = inputs[:limit] if limit else inputs
     for i, path in enumerate(inputs):
         rel = str(path.relative_to(ROOT.parent) if path.is_relative_to(ROOT.parent) else path)
         print(f"[{i + 1}/{len(inputs)}] {rel}", file=sys.stderr, flush=True)
@@ -301,12 +304,13 @@ def main(argv: list[str] | None = None) -> int:
     rec = sub.add_parser("record")
     rec.add_argument("out", type=Path)
     rec.add_argument("--limit", type=int)
+    rec.add_argument("--only", action="append", default=[], metavar="SUFFIX", help="only logs named ...SUFFIX (.mcap, .bag, .ulg; / for rosbag2 directories); repeatable")
     d = sub.add_parser("diff")
     d.add_argument("old", type=Path)
     d.add_argument("new", type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "record":
-        record(args.out, args.limit)
+        record(args.out, args.limit, tuple(s.lower() for s in args.only))
         return 0
     return diff(args.old, args.new)
 
