@@ -1,4 +1,4 @@
-"""Target ``http``: polybag's HTTP client (:mod:`polybag.io.http` under :mod:`polybag.io.remote`)
+"""Target ``http``: polybag's HTTP client (:mod:`polybag.io.http_ranges` under :mod:`polybag.io.remote`)
 against a hostile server on 127.0.0.1.
 
 Each case serves a small real log (MCAP, bag or ULog) from two local servers (the URL's
@@ -316,7 +316,7 @@ class HttpTarget(Target):
     )
 
     def setup(self) -> None:
-        import polybag.io.http as rh
+        import polybag.io.http_connections as rh
 
         self.logs = _logs()
         self.expected: dict[bytes, list[tuple[str, int, bytes]] | None] = {}
@@ -328,7 +328,7 @@ class HttpTarget(Target):
                 except polybag.PolybagError:
                     self.expected[v] = None
         self.received = 0
-        orig = rh._DeadlineIO.readinto
+        orig = rh.DeadlineSocketIO.readinto
         target = self
 
         def counted(io_self: Any, b: Any) -> Any:
@@ -337,7 +337,7 @@ class HttpTarget(Target):
                 target.received += n
             return n
 
-        rh._DeadlineIO.readinto = counted  # type: ignore[method-assign]
+        rh.DeadlineSocketIO.readinto = counted  # type: ignore[method-assign]
         self.case: dict[str, Any] = {}
         self.origin = Hostile(lambda srv, req: self._answer(srv, req))
         self.other = Hostile(lambda srv, req: self._answer(srv, req))

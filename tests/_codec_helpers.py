@@ -123,7 +123,13 @@ def _equal(col_value: Any, ref: Any) -> bool:
 
 def _equal_plain(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
-        return all(_equal_plain(a[k], b[k]) for k in a)
-    if isinstance(a, np.ndarray):
-        return np.array_equal(a, np.asarray(b))
+        return isinstance(b, dict) and set(a) == set(b) and all(_equal_plain(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    # a sequence inside a list cell may be a list on one side and an array on the other
+    # (an empty one too): the same values either way
+    if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
+        if not isinstance(a, (list, tuple, np.ndarray)) or not isinstance(b, (list, tuple, np.ndarray)):
+            return False
+        return len(a) == len(b) and all(_equal_plain(x, y) for x, y in zip(a, b))
     return bool(a == b)

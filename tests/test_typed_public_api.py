@@ -85,6 +85,8 @@ def use(fmt: str, compression: str) -> list[polybag.Writer]:
     bag2: Rosbag2Writer = polybag.open_writer("out", format="rosbag2", storage="mcap", compression_mode="message")
     reveal_type(polybag.open_writer("x.mcap", format="mcap"))
     reveal_type(polybag.open_writer("x.ulg", format="ulog"))
+    reveal_type(McapWriter("x.mcap", compression="zstd"))
+    reveal_type(polybag.Writer("x.mcap", compression="zstd"))
     any_format: polybag.Writer = polybag.open_writer("x.mcap", format=fmt, compression=compression)
     by_extension: polybag.Writer = polybag.open_writer("x.mcap")
     polybag.open_writer("x.mcap", format="mcap", compression=3)  # WRONG
@@ -135,6 +137,11 @@ def test_public_modules_pass_mypy_strict(tmp_path: Path) -> None:
     assert revealed == [
         '"polybag.formats.mcap.writer.McapWriter"',
         '"polybag.formats.ulog.writer.UlogWriter"',
+        # a format's writer class constructs itself; `polybag.Writer(...)` (the factory through
+        # the class, see `polybag.writer.WriterFactory`) types as the base: the format's class
+        # is the package root's `open_writer`'s to name (`polybag.writer` sits below the formats)
+        '"polybag.formats.mcap.writer.McapWriter"',
+        '"polybag.writer.Writer"',
     ], got.stdout
 
 

@@ -77,6 +77,8 @@ else:
 def open(  # noqa: A001 - the public name the issue asks for
     target: str | os.PathLike[str] | BinaryIO | bytes | bytearray | memoryview,
     format: str | None = None,  # noqa: A002
+    *,
+    tolerant: bool = False,
     **options: Any,
 ) -> Reader:
     """Open a log for reading; the format comes from its magic bytes (or ``format=``).
@@ -94,6 +96,12 @@ def open(  # noqa: A001 - the public name the issue asks for
     :func:`polybag.io.compression.set_max_chunk_bytes`).  A chunk over it is a
     :class:`FormatError` naming the file, the offset and the option, never an allocation.
 
+    ``tolerant=True`` reads a local log file (a path, not a URL, a pipe or a directory) as a
+    writing command reads its input: with its format's tolerant options
+    (:attr:`~polybag.formats.registry.FormatSpec.tolerant_options`: a ULog is read
+    recovering, so every intact message is read and the damage reported); ``options`` given
+    here win over them.  Other formats, and other targets, are read plainly.
+
     How: the target is resolved to a byte source (:mod:`polybag.io`: mapped, streamed, or
     read by range requests) or, for a directory format, a path (or a remote layout of one,
     the registry's ``open_url`` hook); the format is found (the registry: a path probe, the
@@ -104,6 +112,8 @@ def open(  # noqa: A001 - the public name the issue asks for
     if options.get("max_chunk_bytes") is not None:
         options["max_chunk_bytes"] = max_chunk_bytes(options["max_chunk_bytes"])  # UsageError if not a size
     storage_options = options.pop("storage_options", None)
+    # a tolerant read is one of a local file: its path names no URL (not even file://)
+    tolerant = tolerant and isinstance(target, (str, os.PathLike)) and "://" not in os.fspath(target)
     url = url_target(target)
     if url is not None and url.local is not None:
         target = url.local  # a file:// URL is its local path
@@ -119,7 +129,8 @@ def open(  # noqa: A001 - the public name the issue asks for
         if spec is not None:
             by_path: Reader = spec.open_by_path(os.fspath(target), **options)
             return by_path
-    return _open_source(open_source(target), format, options)  # a file, a buffer or a stream
+    source = open_source(target)  # a file, a buffer or a stream
+    return _open_source(source, format, options, tolerant=tolerant and isinstance(source, MappedSource))
 
 
 def _open_remote_layout(
@@ -149,8 +160,11 @@ def _directory_format(target: str | os.PathLike[str], format: str | None) -> For
     return None
 
 
-def _open_source(source: MappedSource | StreamSource, format: str | None, options: dict[str, Any]) -> Reader:  # noqa: A002
-    """The reader of an opened byte source (the format sniffed unless given)."""
+def _open_source(
+    source: MappedSource | StreamSource, format: str | None, options: dict[str, Any], *, tolerant: bool = False  # noqa: A002
+) -> Reader:
+    """The reader of an opened byte source (the format sniffed unless given); ``tolerant``:
+    with the format's tolerant options under ``options``."""
     from polybag.formats import registry
 
     path = source.path
@@ -175,6 +189,8 @@ def _open_source(source: MappedSource | StreamSource, format: str | None, option
         source.close()
         raise UnsupportedError(f"unknown format {fmt!r} (known: {', '.join(registry.names())})")
     opener = spec.load_opener()
+    if tolerant and spec.tolerant_options:
+        options = {**dict(spec.tolerant_options), **options}
     try:
         if not spec.ranged:
             source.need_all()  # a remote file this format reads front to back (nothing locally)

@@ -16,6 +16,7 @@ member                     what it is                                           
 ``definition_problems``    definitions given twice with different content        ``()``
 ``record_problems()``      spec violations a lenient read accepts (for check)    ``[]``
 ``ulog``                   a ULog's info, parameters, logged strings, damage     ``None``
+``ulogs``                  the same as zero or one item, to iterate              ``()``
 ``topic_payloads(topic)``  a topic's payloads in bulk, for columns               ``None``
 ``native_profile``         the MCAP profile every channel of the file has        ``None``
 ``info_style``             the layout ``polybag info`` gives the format          ``None``
@@ -23,7 +24,9 @@ member                     what it is                                           
 ``release_pages()``        drop the mapped file's pages from memory              no-op
 =========================  ====================================================  ===========
 
-So callers ask ``reader.ulog is not None``, never ``getattr`` or ``reader.format == ...``.
+So callers ask the member, never ``getattr`` or ``reader.format == ...``; code that carries
+a ULog's data through (an operation, the command line) iterates ``reader.ulogs`` rather than
+testing ``reader.ulog is None``, a test for the format by another name.
 A reader gives data only: ``info_style`` names a layout people know the format by
 (``rosbag``, ``ulog``) and :mod:`polybag.cli.render` draws it.
 """
@@ -245,6 +248,14 @@ class Reader(Closing, ABC):
         return {}
 
     # --- optional capabilities ("not here" answers) -------------------------------------
+    @property
+    def ulogs(self) -> tuple[UlogExtras, ...]:
+        """The reader's PX4 ULog data as zero or one item: ``(reader.ulog,)`` for a ULog
+        (whose reader answers this), ``()`` for every other format.  What an operation
+        iterates to carry a ULog's info, parameters, timed records and damage through
+        without asking which format it reads."""
+        return ()
+
     def topic_payloads(self, topic: str) -> TopicPayloads | None:
         """``(log_times, blob, starts, sizes)`` (a :class:`~polybag.model.TopicPayloads`) of every message on ``topic`` at once (numpy
         arrays, log-time order; ``blob`` a uint8 array, ``starts``/``sizes`` the payloads in
@@ -304,7 +315,7 @@ class Reader(Closing, ABC):
     @property
     def fetch_stats(self) -> dict[str, Any] | None:
         """What reading a remote log has cost so far (requests, bytes fetched, size, URL; see
-        :class:`polybag.io.remote.RemoteSource`); None for a local file or a stream."""
+        :class:`polybag.io.remote_source.RemoteSource`); None for a local file or a stream."""
         source = getattr(self, "source", None)  # (a reader made without Reader.__init__ has none)
         return None if source is None else source.stats
 
@@ -386,6 +397,9 @@ class ReaderProtocol(Protocol):
 
     @property
     def summary(self) -> Summary: ...
+
+    @property
+    def ulogs(self) -> tuple[UlogExtras, ...]: ...
 
     def messages(self, topics: TopicSelector = None, start: int | str | None = None, end: int | str | None = None, reverse: bool = False, order: MessageOrder = "log_time") -> Iterator[Message]: ...
 

@@ -218,7 +218,12 @@ def open_writer(
 class WriterFactory(type):
     """The metaclass of :class:`Writer`: calling ``Writer(...)`` itself is
     :func:`open_writer` (the format's writer, wired to an upload for a URL); calling a format's
-    writer class constructs it as any class."""
+    writer class constructs it as any class.
+
+    Type checkers see ``Writer(...)`` as :meth:`Writer.__new__`, a ``Writer`` (mypy ignores
+    a metaclass ``__call__``); typing it per format would need this module to name the
+    formats' writer classes, which import it (a circle).  ``polybag.open_writer`` is the
+    typed call."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is Writer:

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import polybag
 from polybag.formats.bag.chunks import ChunkLoader
-from polybag.formats.mcap.reader import McapReader
+from polybag.formats.mcap.context import McapContext
+from polybag.formats.mcap.info import McapInfo
 from polybag.io.source import MappedSource
 from polybag.model import ChunkInfo, Message, Summary
 from polybag.reader import Reader, topic_filter
@@ -109,8 +110,8 @@ def test_counts_read_no_message_data(tmp_path: Path, suffix: str, monkeypatch: p
     def boom(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("chunk data was read")
 
-    monkeypatch.setattr(McapReader, "_chunk_data", boom)
-    monkeypatch.setattr(McapReader, "_summary_from_scan", boom)
+    monkeypatch.setattr(McapContext, "chunk_data", boom)
+    monkeypatch.setattr(McapInfo, "_summary_from_scan", boom)
     monkeypatch.setattr(ChunkLoader, "load", boom)
     monkeypatch.setattr(ChunkLoader, "read_index_data", boom)
     from polybag.formats.bag import chunks as bag_chunks  # where the reader calls it

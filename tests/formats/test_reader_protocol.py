@@ -123,6 +123,7 @@ def test_optional_members_answer_with_the_declared_types(reader: Reader) -> None
     if reader.seekable and reader.path is not None and Path(reader.path).is_file():  # (a rosbag2 bag is a directory)
         assert reader.source_size == Path(reader.path).stat().st_size
     assert reader.release_pages() is None
+    assert reader.ulogs == (() if reader.ulog is None else (reader.ulog,))
     if reader.ulog is not None:
         from polybag.formats.ulog.reader import UlogData
 
@@ -160,6 +161,7 @@ def test_what_each_format_offers(sample: str, profile: str | None, has_ulog: boo
     with polybag.open(make(tmp_path)) as r:
         assert r.native_profile == profile
         assert (r.ulog is not None) is has_ulog
+        assert r.ulogs == ((r.ulog,) if has_ulog else ())
         assert r.info_style == style
         assert (render.info_text(r) is not None) is (style is not None)
         assert (render.info_yaml(r) is not None) is (style == "rosbag")
@@ -186,7 +188,7 @@ class _Minimal(Reader):
 def test_the_base_answers_not_here() -> None:
     r = _Minimal()
     assert isinstance(r, ReaderProtocol)
-    assert r.native_profile is None and r.recovery_report is None and r.ulog is None
+    assert r.native_profile is None and r.recovery_report is None and r.ulog is None and r.ulogs == ()
     assert tuple(r.definition_problems) == () and r.record_problems() == []
     assert r.topic_payloads("/x") is None
     assert r.info_style is None and render.info_text(r) is None and render.info_yaml(r) is None
@@ -355,14 +357,25 @@ def _not_a_format(node: ast.expr) -> bool:
     return name.endswith("encoding") or name == "info_style"
 
 
+def _tests_for_ulog(node: ast.Compare) -> bool:
+    """``x.ulog is None`` or ``x.ulog is not None``: a test for the format by another name
+    (iterate ``reader.ulogs``, :attr:`polybag.reader.Reader.ulogs`, instead)."""
+    sides = [node.left, *node.comparators]
+    return (
+        all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+        and any(isinstance(s, ast.Attribute) and s.attr == "ulog" for s in sides)
+        and any(isinstance(s, ast.Constant) and s.value is None for s in sides)
+    )
+
+
 def _keyed_by_format(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and _names_a_format(k) for k in node.keys)
 
 
 def format_names_used(tree: ast.AST, rel: str) -> dict[tuple[str, str], str]:
     """(module, code) -> ``module:line: code``: every comparison with a format name (==, !=,
-    in, not in...) and every dict literal keyed by one (a table assigned to a name: by its
-    name), in ``rel``'s source."""
+    in, not in...), every ``x.ulog is (not) None`` test, and every dict literal keyed by a
+    format name (a table assigned to a name: by its name), in ``rel``'s source."""
     out: dict[tuple[str, str], str] = {}
     tables: set[int] = set()  # the dict literals assigned to a name, listed by the name
     for node in ast.walk(tree):
@@ -376,6 +389,8 @@ def format_names_used(tree: ast.AST, rel: str) -> dict[tuple[str, str], str]:
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(_names_a_format(s) for s in sides) and not any(_not_a_format(s) for s in sides):
+                code = ast.unparse(node)
+            elif _tests_for_ulog(node):
                 code = ast.unparse(node)
         elif _keyed_by_format(node) and id(node) not in tables:
             code = ast.unparse(node)
@@ -405,6 +420,8 @@ def test_the_checker_sees_format_names() -> None:
         "f({'rosbag2': 3})\n"
         "ok = ch.message_encoding == 'ulog' or reader.info_style == 'rosbag' or fmt == 'csv'\n"
         "keys = {('ulog', 'ulog'): 1}\n"
+        "if reader.ulog is not None or self.ulog is None: pass\n"
+        "fine = [u.corruptions for u in reader.ulogs] or ulog is None or reader.ulog == other\n"
     )
     found = format_names_used(ast.parse(code), "ops/x.py")
     assert sorted(found) == sorted(
@@ -414,14 +431,17 @@ def test_the_checker_sees_format_names() -> None:
             ("ops/x.py", "name not in ['ULG']"),
             ("ops/x.py", "SIZES"),
             ("ops/x.py", "{'rosbag2': 3}"),
+            ("ops/x.py", "reader.ulog is not None"),
+            ("ops/x.py", "self.ulog is None"),
         ]
     ), found
 
 
 def test_no_format_name_compared_outside_formats() -> None:
     """What a format can do is the registry's (:class:`~polybag.formats.registry.FormatSpec`)
-    or its reader's and writer's answer: outside ``formats/`` no code compares a format name
-    or keys a table by one, except the named allowances."""
+    or its reader's and writer's answer: outside ``formats/`` no code compares a format name,
+    tests ``x.ulog is None`` (it iterates ``reader.ulogs``) or keys a table by a format name,
+    except the named allowances."""
     allowed = {**NOT_FORMATS, **RECORD_LEFT, **BRIDGES_LEFT}
     assert all(k[0].startswith("record/") for k in RECORD_LEFT)
     assert all(k[0].startswith("bridges/") for k in BRIDGES_LEFT)

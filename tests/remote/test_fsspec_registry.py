@@ -10,7 +10,7 @@ import pytest
 
 import polybag
 from polybag.errors import UsageError
-from polybag.io.remote import RemoteSource
+from polybag.io.remote_source import RemoteSource
 
 
 def test_a_registered_fsspec_filesystem_is_read_by_ranges(remote_dir: Path) -> None:

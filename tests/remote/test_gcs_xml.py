@@ -16,7 +16,8 @@ from remote_helpers import BIG_N, STEP, T0, RangeServer, _Handler, serve, write_
 
 import polybag
 from polybag.errors import PolybagError, UsageError
-from polybag.io.remote import RemoteSource, expand_url
+from polybag.io.remote import expand_url
+from polybag.io.remote_source import RemoteSource
 
 MB = 1 << 20
 

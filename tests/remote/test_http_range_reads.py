@@ -9,7 +9,7 @@ from remote_helpers import BIG_N, STEP, T0, RangeServer
 from remote_helpers import serve as serve_dir
 
 import polybag
-from polybag.io.remote import RemoteSource
+from polybag.io.remote_source import RemoteSource
 
 MB = 1 << 20
 

@@ -1,4 +1,4 @@
-"""The plain HTTP transport (polybag.io.http): multi-range batches and every failure."""
+"""The plain HTTP transport (polybag.io.http_ranges): multi-range batches and every failure."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from remote_helpers import BIG_N, RangeServer
 from remote_helpers import serve as serve_dir
 
 import polybag
-from polybag.io.http import HttpRanges, http_transport
-from polybag.io.remote import RemoteSource
+from polybag.io.http_ranges import HttpRanges, http_transport
+from polybag.io.remote_source import RemoteSource
 
 
 @pytest.fixture

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polybag.errors import PolybagError
-from polybag.io.remote import BLOCK, COALESCE, MIN_AHEAD, PART, RemoteSource
+from polybag.io.block_map import BLOCK, COALESCE, PART
+from polybag.io.read_ahead import MIN_AHEAD
+from polybag.io.remote_source import RemoteSource
 from polybag.io.urls import is_url
 
 
@@ -153,10 +155,11 @@ def test_hinted_ranges_are_fetched_ahead_in_order_and_nothing_else() -> None:
 
 
 def test_a_hinted_long_run_goes_out_in_large_requests(monkeypatch: pytest.MonkeyPatch) -> None:
-    import polybag.io.remote as remote
+    import polybag.io.block_map as block_map
+    import polybag.io.read_ahead as read_ahead
 
-    monkeypatch.setattr(remote, "HINT_AHEAD", 4 << 20)
-    monkeypatch.setattr(remote, "PART", 1 << 20)
+    monkeypatch.setattr(read_ahead, "HINT_AHEAD", 4 << 20)
+    monkeypatch.setattr(block_map, "PART", 1 << 20)
     size = 12 << 20
     src, fs, data = _source(size)
     try:

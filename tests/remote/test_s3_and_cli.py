@@ -12,7 +12,7 @@ import pytest
 from remote_helpers import STEP, T0, RangeServer
 
 import polybag
-from polybag.io.remote import RemoteSource
+from polybag.io.remote_source import RemoteSource
 
 pytest.importorskip("s3fs")
 
@@ -118,9 +118,9 @@ def test_s3_full_mcap_read_fetches_message_indexes_with_the_chunks(
     a request, so those small ranges come with the hinted chunk stream (large requests), not
     one request each: the whole file in a few requests, the same messages as locally.  (The
     read-ahead is cut to 4 MiB so that this 15 MB file stands for one far larger than it.)"""
-    import polybag.io.remote
+    import polybag.io.read_ahead
 
-    monkeypatch.setattr(polybag.io.remote, "HINT_AHEAD", 4 << 20)
+    monkeypatch.setattr(polybag.io.read_ahead, "HINT_AHEAD", 4 << 20)
     path = remote_dir / "mid.mcap"
     with polybag.open(str(path)) as local:
         want = _rows(local)

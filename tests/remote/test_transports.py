@@ -7,7 +7,7 @@ import pytest
 
 from polybag.io import transports
 from polybag.io.gcs import have_gcsfs
-from polybag.io.http import HttpRanges
+from polybag.io.http_ranges import HttpRanges
 from polybag.io.transports import TRANSPORTS, register_transport, scheme, transport_for
 
 

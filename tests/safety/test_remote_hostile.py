@@ -406,7 +406,7 @@ def test_a_hostile_multipart_answer_is_a_clear_error_and_bounded(serve: Any, log
     data = logs["bag"][0]
     body, message = HOSTILE_MULTIPART[kind]
     srv = serve(_multi(Obj(data), body))
-    from polybag.io.http import HttpRanges
+    from polybag.io.http_ranges import HttpRanges
     from polybag.io.remote import open_url
 
     received = []
@@ -670,7 +670,7 @@ def test_the_fsspec_path_refuses_a_redirect_to_another_port_with_caller_headers(
     serve: Any, logs: Any, opts: dict[str, Any]
 ) -> None:
     pytest.importorskip("aiohttp")
-    from polybag.io.http import RedirectRefused
+    from polybag.io.redirects import RedirectRefused
 
     obj = Obj(logs["mcap"][0])
     other = serve(lambda s, r: normal(obj, r))
@@ -689,7 +689,7 @@ def test_the_fsspec_path_refuses_a_redirect_to_another_port_with_caller_headers(
 def test_the_fsspec_path_refuses_it_on_a_range_read_too(serve: Any, logs: Any) -> None:
     """The size request stays on the origin; the range requests are redirected away."""
     pytest.importorskip("aiohttp")
-    from polybag.io.http import RedirectRefused
+    from polybag.io.redirects import RedirectRefused
 
     obj = Obj(logs["mcap"][0])
     other = serve(lambda s, r: normal(obj, r))
@@ -758,7 +758,7 @@ def test_the_fsspec_path_refuses_a_redirect_from_https_to_http(serve: Any, logs:
     pytest.importorskip("aiohttp")
     import ssl
 
-    from polybag.io.http import RedirectRefused
+    from polybag.io.redirects import RedirectRefused
 
     ctx, cert = _tls_context(tmp_path)
     trust = ssl.create_default_context(cafile=str(cert))  # ``ssl``: a request option fsspec passes on

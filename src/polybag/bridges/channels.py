@@ -32,7 +32,7 @@ class Warnings(Protocol):
 
 def _md5_for(schema: Schema) -> str | None:
     try:
-        from polybag.codecs.ros1 import compute_md5  # type: ignore[attr-defined]
+        from polybag.codecs.ros1 import compute_md5
     except ImportError:
         return None
     try:
@@ -41,7 +41,9 @@ def _md5_for(schema: Schema) -> str | None:
         return None
 
 
-def _channel_key(topic: str, encoding: str, schema: Schema | None, metadata: Mapping[str, str]) -> tuple:
+def _channel_key(
+    topic: str, encoding: str, schema: Schema | None, metadata: Mapping[str, str]
+) -> tuple[str, str, tuple[str, str, bytes] | None, tuple[tuple[str, str], ...]]:
     skey = None if schema is None else (schema.name, schema.encoding, bytes(schema.data))
     return (topic, encoding, skey, tuple(sorted(metadata.items())))
 
@@ -75,7 +77,7 @@ class ChannelMap:
         self.holds = writer.holds
         self.result = result
         self._by_obj: dict[int, tuple[Channel, Channel | None, Transform | None]] = {}
-        self._by_key: dict[tuple, Channel] = {}
+        self._by_key: dict[tuple[object, ...], Channel] = {}  # by _channel_key or BridgedChannel.key
         self._schemas: dict[tuple[str, str, bytes], Schema] = {}
         self.dropped: dict[str, int] = {}
         self.types_by_topic: dict[str, set[tuple[str, str]]] = {}

@@ -189,7 +189,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -
     except BrokenPipeError:
         # `polybag cat ... | head`: stop quietly
         try:
-            sys.stdout = None  # type: ignore[assignment]
+            sys.stdout = None
         finally:
             return EXIT_OK  # noqa: B012
     except OSError as e:
@@ -227,7 +227,8 @@ def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.A
     """The subcommand's own parser (for its usage line), else the top-level one."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return action.choices.get(command, parser)
+            found: argparse.ArgumentParser = action.choices.get(command, parser)  # choices: Any
+            return found
     return parser
 
 

@@ -99,46 +99,49 @@ def add_topic_options(
     name or a regular expression matched against the whole name; a comma separates
     alternatives (``/a,/b``).  ``short``: also ``-i``/``-x`` (not where they mean something
     else).  :func:`topic_selection` gives the one pattern they make."""
+    _add_pattern_options(
+        p,
+        "topics",
+        "--include-topic",
+        "-i" if short else None,
+        f"{what} the topics matching any PATTERN: a topic name or a regular expression matched against "
+        "the whole name; a comma separates alternatives (/a,/b); repeatable; none matching: exit 1",
+    )
+    if exclude:
+        _add_pattern_options(
+            p,
+            "exclude_topics",
+            "--exclude-topic",
+            "-x" if short else None,
+            "leave out the topics matching any PATTERN (same forms as --topics)",
+        )
+
+
+def _add_pattern_options(
+    p: argparse.ArgumentParser, dest: str, one: str, one_short: str | None, help_many: str
+) -> None:
+    """``--DEST PATTERN...`` (help ``help_many``) and ``one`` PATTERN (also ``one_short``),
+    one at a time: both add to ``dest``."""
+    many = "--" + dest.replace("_", "-")
     p.add_argument(
-        "--topics",
-        dest="topics",
+        many,
+        dest=dest,
         nargs="+",
         action="extend",
         type=TopicPattern,
         default=None,
         metavar="PATTERN",
-        help=f"{what} the topics matching any PATTERN: a topic name or a regular expression matched against "
-        "the whole name; a comma separates alternatives (/a,/b); repeatable; none matching: exit 1",
+        help=help_many,
     )
     p.add_argument(
-        "--include-topic",
-        *(("-i",) if short else ()),
-        dest="topics",
+        one,
+        *((one_short,) if one_short is not None else ()),
+        dest=dest,
         action="append",
         type=TopicPattern,
         metavar="PATTERN",
-        help="one PATTERN, as --topics (repeatable)",
+        help=f"one PATTERN, as {many} (repeatable)",
     )
-    if exclude:
-        p.add_argument(
-            "--exclude-topics",
-            dest="exclude_topics",
-            nargs="+",
-            action="extend",
-            type=TopicPattern,
-            default=None,
-            metavar="PATTERN",
-            help="leave out the topics matching any PATTERN (same forms as --topics)",
-        )
-        p.add_argument(
-            "--exclude-topic",
-            *(("-x",) if short else ()),
-            dest="exclude_topics",
-            action="append",
-            type=TopicPattern,
-            metavar="PATTERN",
-            help="one PATTERN, as --exclude-topics (repeatable)",
-        )
 
 
 def topic_selection(args: argparse.Namespace) -> TopicPattern | None:

@@ -17,7 +17,7 @@ from polybag.cli._ops import (
 from polybag.cli.batch import add_jobs, report_batch
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "convert",
         help="convert a log to another format (bag, MCAP, rosbag2, ULog; ROS 1 <-> ROS 2)",

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from polybag.cli._ops import add_json, emit
 from polybag.cli.text import format_size
 
+if TYPE_CHECKING:
+    from polybag.ops.du import Usage
 
-def register(sub: argparse._SubParsersAction) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("du", help="payload bytes per topic and per schema")
     p.add_argument("input", metavar="IN")
     add_json(p)
     p.set_defaults(func=run)
 
 
-def _table(title: str, rows: list) -> list[str]:
+def _table(title: str, rows: list[Usage]) -> list[str]:
     width = max([len(title)] + [len(u.name) for u in rows])
     out = [f"{title:<{width}}  {'messages':>10}  {'bytes':>12}  {'share':>6}"]
     for u in rows:

@@ -37,7 +37,7 @@ from polybag.ops.export import Table, plan_tables, table_name
 __all__ = ["Table", "plan_tables", "register", "run", "table_name"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("export", help="write each topic as a csv, parquet or jsonl table")
     p.add_argument("input", metavar="FILE")
     add_topic_options(p, what="export only (default: all)")

@@ -8,7 +8,7 @@ from polybag.cli._ops import add_topic_options, add_writer_tail, emit, summary, 
 from polybag.cli.text import TIME_HELP
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("filter", help="copy selected messages (topics, time window, Python expression)", description="Copy the messages of IN that match into OUT. EXPRESSION is Python on topic, m (the decoded message) and t (log time in ns, also t.to_sec()), e.g. \"topic == '/odom' and m.pose.pose.position.x > 1\".")
     p.add_argument("input", metavar="IN")
     p.add_argument("output", metavar="OUT")

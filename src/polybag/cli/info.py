@@ -349,7 +349,7 @@ def damage(reader: Reader) -> list[str]:
         out.extend(str(e) for e in errors)
     elif errors:
         out.append(str(errors))
-    for c in reader.ulog.corruptions if reader.ulog is not None else ():
+    for c in (c for u in reader.ulogs for c in u.corruptions):
         where = c.get("offset") if isinstance(c, dict) else None
         text = c.get("error", c) if isinstance(c, dict) else c
         out.append(f"offset {where}: {text}" if where is not None else str(text))

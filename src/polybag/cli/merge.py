@@ -8,7 +8,7 @@ from polybag.cli._ops import add_topic_options, add_writer_tail, emit, summary, 
 from polybag.errors import OutputExistsError, UsageError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("merge", help="merge logs (any formats) into one, ordered by log time", description="Merge IN... into OUT in log-time order; identical schemas and channels are written once, and a topic with different types or md5sums is reported as a conflict.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="OUT IN..., or IN... with -o OUT")
     p.add_argument("-o", "--output", metavar="OUT", help="the merged log (then every PATH is an input)")

@@ -38,7 +38,7 @@ def _is_log_file(arg: str) -> bool:
     return arg.endswith(registry.file_extensions()) and os.path.isfile(arg)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "play",
         help="publish logs in real time to a ROS 1 master (like rosbag play), or to a ROS 2 graph "

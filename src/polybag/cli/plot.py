@@ -7,7 +7,7 @@ import argparse
 from polybag.cli._ops import add_force, add_json, emit
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plot", help="plot message fields against time (PNG, or --html with plotly)", description="Fields are TOPIC.FIELD with flattened names (/odom.pose.pose.position.x, vehicle_attitude.q[0]); a bare TOPIC plots all its numeric fields.")
     p.add_argument("input", metavar="IN")
     p.add_argument("fields", nargs="+", metavar="TOPIC.FIELD")

@@ -67,7 +67,7 @@ _ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "record",
         help="record a live ROS 1 graph to a bag or MCAP file (like rosbag record), or a ROS 2 graph "

@@ -8,7 +8,7 @@ from polybag.cli._ops import add_log_to_log, emit, summary, write_options
 from polybag.cli.text import format_size
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("recover", help="rebuild a valid indexed log from a damaged or cut one (exit 1 if anything was lost)", description="Keep every intact message of IN, write OUT with fresh indexes, read OUT back to verify it, and report what was kept and lost. Exit status 1 when anything was lost.")
     add_log_to_log(p, run, strict=False)  # (it reads past damage: --strict has no meaning)
 

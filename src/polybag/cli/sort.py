@@ -7,7 +7,7 @@ import argparse
 from polybag.cli._ops import add_log_to_log, emit, summary, write_options
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sort", help="rewrite a log in log-time order with fresh indexes")
     add_log_to_log(p, run)
 

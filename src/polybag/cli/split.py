@@ -8,7 +8,7 @@ from polybag.cli._ops import add_writer_tail, emit, parse_size, summary, write_o
 from polybag.cli.text import DURATION_HELP, TIME_HELP, format_ns, format_size
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("split", help="split a log into numbered parts by size, duration or at given times", description="Parts are named STEM_000.EXT, STEM_001.EXT, ... (in --output-dir, default beside IN). "
         "They keep IN's format unless --format says otherwise: a bag's parts are bags, an MCAP's MCAPs, "
         "a ULog's ULogs, a rosbag2 bag's parts are bag directories STEM_000, ... of its storage.")

@@ -63,7 +63,7 @@ def _open(path: str, topics: list[str] | None = None) -> Any:
     from polybag.errors import UnsupportedError
 
     r = polybag.open(path, format="ulog", recover=True, warn=False, topics=topics)
-    if r.ulog is None:
+    if not r.ulogs:
         raise UnsupportedError(f"{path}: not a ULog file")
     return r
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["CostCache", "definition_key", "definitions_added", "on_definitions_added"]
+
+_V = TypeVar("_V")
 
 
 class CostCache(dict):  # type: ignore[type-arg]
@@ -39,7 +41,7 @@ class CostCache(dict):  # type: ignore[type-arg]
         super().__setitem__(key, value)  # most recently used last
         return value
 
-    def put(self, key: Any, value: Any, cost: int = 1) -> Any:
+    def put(self, key: Any, value: _V, cost: int = 1) -> _V:
         self.pop(key, None)
         cost = max(1, cost)
         while len(self) and (self.total + cost > self.max_cost or len(self) >= self.max_items):

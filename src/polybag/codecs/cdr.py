@@ -150,7 +150,7 @@ def codec_for_type(
     limits = limits or DEFAULT_LIMITS
     limits.check_text(definition, msg_type)
     key = (msg_type, encoding, definition_key(definition), limits)
-    codec = _codecs.get(key)
+    codec: CdrCodec | None = _codecs.get(key)
     if codec is None:
         text = definition if isinstance(definition, str) else bytes(definition).decode("utf-8", "replace")
         ts = ros2_typeset(msg_type, text, encoding, limits)
@@ -231,7 +231,7 @@ def codec_for_known(msg_type: str, topic: str | None = None) -> CdrCodec:
             "add its .msg/.idl files with --types DIR (polybag.codecs.add_types)"
         )
     key = (msg_type, "known", "")
-    codec = _codecs.get(key)
+    codec: CdrCodec | None = _codecs.get(key)
     if codec is None or codec.typeset is not ts:
         codec = _codecs.put(key, CdrCodec(ts, msg_type))
     return codec

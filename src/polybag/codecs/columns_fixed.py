@@ -44,7 +44,8 @@ def _texts(raw: np.ndarray) -> np.ndarray | str:
     """The strings of the ``(m, k)`` uint8 rows ``raw`` (k > 0): one str when all are equal,
     else an object array, each distinct value decoded once."""
     if bool((raw == raw[0]).all()):
-        return raw[0].tobytes().decode("utf-8", "replace")
+        text: str = raw[0].tobytes().decode("utf-8", "replace")
+        return text
     k = raw.shape[1]
     uniq, inverse = np.unique(np.ascontiguousarray(raw).view(f"V{k}")[:, 0], return_inverse=True)
     texts = np.empty(len(uniq), dtype=object)
@@ -194,7 +195,8 @@ def rows_at(blob: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
         return np.zeros((len(pos), 0), np.uint8)
     # every ``width`` bytes of the blob as one element of a void dtype: one copy per row in C
     win = np.ndarray((len(blob) - width + 1,), f"V{width}", blob, 0, (1,))
-    return win[pos].view(np.uint8).reshape(-1, width)
+    rows: np.ndarray = win[pos]
+    return rows.view(np.uint8).reshape(-1, width)
 
 
 def string_layout(

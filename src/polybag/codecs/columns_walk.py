@@ -132,7 +132,8 @@ class Walker:
         if not self.cdr or a <= 1:
             return pos
         rel = pos - self.origin
-        return self.origin + ((rel + (a - 1)) & -a)
+        aligned: np.ndarray = self.origin + ((rel + (a - 1)) & -a)
+        return aligned
 
     def gather(self, pos: np.ndarray, nbytes: int, field: str) -> np.ndarray:
         """(n, nbytes) uint8 block at pos for every message."""
@@ -239,7 +240,8 @@ class Walker:
                     for i, (p, c) in enumerate(zip(pos.tolist(), count.tolist())):
                         col[i] = np.frombuffer(buf, dt, c, p).astype(native)
                 self.store(name, col, fresh=True)
-            return pos + count * size
+            after: np.ndarray = pos + count * size
+            return after
         return self.objects(base, name, pos, count)
 
     def objects(self, base: str, name: str, pos: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -339,7 +341,8 @@ class Walker:
                             s = cache[b] = b.decode("utf-8", "replace")
                         col[i] = s
                 self.store(name, col, fresh=True)
-            return pos + n * width
+            after: np.ndarray = pos + n * width
+            return after
         if self.empty(base):
             return pos
         return self.message(base, name + ".", pos)

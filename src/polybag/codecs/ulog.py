@@ -752,7 +752,7 @@ _type_cache = CostCache(_TYPE_CACHE_BYTES, _TYPE_CACHE_SIZE)
 
 def type_for_schema(schema: Schema) -> UlogType:
     key = (schema.name, definition_key(schema.data))
-    t = _type_cache.get(key)
+    t: UlogType | None = _type_cache.get(key)
     if t is None:
         try:
             formats = parse_schema_text(schema.data)

@@ -131,7 +131,8 @@ class _Density:
         out = self.f[k] + self.slope[k] * (t - self.u[k]).astype(np.float64)
         out[before] = 0.0
         out[t >= self.u[-1]] = self.total  # every chunk has ended: exactly all of them
-        return np.minimum(out, self.total)
+        capped: np.ndarray = np.minimum(out, self.total)
+        return capped
 
     def inverse(self, y: float) -> int:
         """The first integer time where F reaches ``y``."""

@@ -79,9 +79,11 @@ class FormatSpec:
     #: the writer keeps a ULog's extras itself (info, parameters, their changes, dropouts:
     #: ``copy_extras``, ``add_param``); other formats get them as metadata or a warning
     keeps_ulog_extras: bool = False
-    #: a writing command (convert, filter, split...) reads an input of this format recovering
-    #: (a ULog cut by power loss is the normal case, and its recovering read costs no more)
-    read_recovering: bool = False
+    #: the opener options of a tolerant read (``polybag.open(path, tolerant=True)``, what a
+    #: writing command such as convert, filter or split asks for): ``(("recover", True),)``
+    #: for a ULog, where a log cut by power loss is the normal case and its recovering read
+    #: costs no more; ``()``: a tolerant read is a plain one
+    tolerant_options: tuple[tuple[str, Any], ...] = ()
     #: the opener takes ``topics=`` (parsing only those) and ``warn=`` (silence its warnings)
     opener_selects: bool = False
     #: the files have no index to split a read by (a ULog): read as one part
@@ -129,7 +131,8 @@ class FormatSpec:
 
     def load_opener(self) -> Callable[..., Any]:
         """The opener function (imported on first use)."""
-        return _load(self.opener)
+        opener: Callable[..., Any] = _load(self.opener)
+        return opener
 
     def load_writer(self) -> type:
         """The writer class (imported on first use); :class:`UnsupportedError` if read only."""
@@ -351,7 +354,7 @@ register(
         aliases=("ulg",),
         holds=frozenset({"ulog"}),
         keeps_ulog_extras=True,
-        read_recovering=True,
+        tolerant_options=(("recover", True),),
         opener_selects=True,
         unindexed=True,
         events="polybag.formats.ulog.events:logged_events",

@@ -1,5 +1,5 @@
 """``gs://bucket/object`` read without gcsfs: Google Cloud Storage's XML API over
-:class:`polybag.io.http.HttpRanges`.
+:class:`polybag.io.http_ranges.HttpRanges`.
 
 GCS serves every object at ``https://storage.googleapis.com/<bucket>/<object>`` (the XML
 API): ``HEAD`` gives its size and ``GET`` with ``Range`` its bytes, so a ``gs://`` URL is read
@@ -16,7 +16,7 @@ variable ``GOOGLE_OAUTH_ACCESS_TOKEN`` is sent as ``Authorization: Bearer <token
 otherwise requests are anonymous (public buckets).  ``token="anon"`` forces anonymous.
 Other credential kinds (service account files, application default credentials) need gcsfs.
 The token goes to the endpoint's scheme, host and port only, never to where a redirect
-points elsewhere (:mod:`polybag.io.http`).  ``timeout`` and ``deadline`` are polybag's
+points elsewhere (:mod:`polybag.io.redirects`).  ``timeout`` and ``deadline`` are polybag's
 request and operation deadlines, as for ``http(s)://``.
 """
 
@@ -27,7 +27,8 @@ from typing import Any
 from urllib.parse import quote
 
 from polybag.errors import UsageError
-from polybag.io.http import HttpRanges, limits
+from polybag.io.http_ranges import HttpRanges
+from polybag.io.remote_limits import limits
 
 #: the public endpoint of the XML API
 ENDPOINT = "https://storage.googleapis.com"
@@ -93,7 +94,7 @@ def no_listing(url: str) -> UsageError:
 
 
 def gcs_transport(url: str, storage_options: dict[str, Any] | None) -> HttpRanges | None:
-    """An :class:`~polybag.io.http.HttpRanges` reading the ``gs://`` ``url`` through the XML
+    """An :class:`~polybag.io.http_ranges.HttpRanges` reading the ``gs://`` ``url`` through the XML
     API, or None when gcsfs is installed (then fsspec and gcsfs read it)."""
     if have_gcsfs():
         return None

@@ -3,7 +3,7 @@
 Formats never open files themselves; they read a :class:`Source`.  A seekable source
 (:class:`MappedSource`, a :class:`RandomAccessSource`) maps the file and hands out
 ``memoryview`` slices; a forward-only source (:class:`StreamSource`) wraps a pipe or
-``sys.stdin.buffer``; a remote object (:class:`polybag.io.remote.RemoteSource`) is a
+``sys.stdin.buffer``; a remote object (:class:`polybag.io.remote_source.RemoteSource`) is a
 ``MappedSource`` filled by range requests as a format :meth:`~Source.need` s ranges.  Every
 source answers ``need``/``need_many``/``need_all``/``hint`` (nothing to do but on a remote
 one), so a format says what it is about to read without knowing where the bytes come

@@ -1,7 +1,7 @@
 """Which transport reads a URL, by its scheme (as fsspec's ``known_implementations``).
 
 polybag has its own ranged transports for a few schemes: ``http(s)://`` is read by
-:func:`polybag.io.http.http_transport` (keep-alive ``http.client`` connections, multi-range
+:func:`polybag.io.http_ranges.http_transport` (keep-alive ``http.client`` connections, multi-range
 requests), ``gs://`` (``gcs://``) without gcsfs by :func:`polybag.io.gcs.gcs_transport` (GCS's
 XML API over the same client).  A transport answers None when it does not take the URL as
 given (storage options only fsspec understands, gcsfs installed): then, as for every other
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from polybag.io.gcs import gcs_transport
-from polybag.io.http import HttpRanges, http_transport
+from polybag.io.http_ranges import HttpRanges, http_transport
 
 #: ``transport(url, storage_options) -> HttpRanges | None`` (None: fsspec reads the URL)
 Transport = Callable[[str, "dict[str, Any] | None"], "HttpRanges | None"]

@@ -170,14 +170,14 @@ def run_many(
         except ImportError as e:
             raise UsageError(f"--scheduler needs dask.distributed ({e}): pip install distributed") from None
         try:
-            client = Client(scheduler, timeout=30)
+            client = Client(scheduler, timeout=30)  # type: ignore[no-untyped-call]  # distributed leaves Client unannotated
         except (OSError, TimeoutError) as e:
             raise PolybagError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
         with client:
             # each worker's threads: its cores shared by the tasks it runs at once
             per = _dask_threads(client)
             futs = [client.submit(_guarded, task, s, d, options, per, pure=False) for s, d in pairs]
-            got = client.gather(futs)
+            got = client.gather(futs)  # type: ignore[no-untyped-call]  # distributed leaves gather unannotated
     elif n == 1 or len(pairs) <= 1:
         got = [_guarded(task, s, d, options) for s, d in pairs]
     else:

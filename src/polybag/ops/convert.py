@@ -37,7 +37,7 @@ from typing import Any
 from polybag.bridges import ChannelMap, check_profile
 from polybag.formats import registry
 from polybag.ops.copying import CopyJob, CopyResult, prepare_output
-from polybag.ops.inputs import input_name, open_input, require_topics, summary_count, tolerant_options
+from polybag.ops.inputs import input_name, open_input, require_topics, summary_count
 from polybag.ops.options import Input, Output
 
 
@@ -88,7 +88,7 @@ def convert(
     fmt = prepare_output(dst, format, [src], overwrite)
     check_profile(fmt, registry.get(fmt).holds, profile)
     result = ConvertResult(input=input_name(src), output=input_name(dst), output_format=fmt)
-    with open_input(src, **{**tolerant_options(src, strict), **reader_options}) as reader:
+    with open_input(src, tolerant=not strict, **reader_options) as reader:
         result.input_format = reader.format
         summary = reader.summary
         channels = summary.channels.values()

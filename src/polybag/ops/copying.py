@@ -184,7 +184,7 @@ class CopyJob:
     an MCAP output means the one ``channels`` call for (:func:`profile_for`).
 
     ``strict``: how damage in an input is met: False keeps what was read before it (a
-    recovering read, :func:`~polybag.ops.inputs.tolerant_options`: every intact message),
+    recovering read, ``polybag.open(..., tolerant=True)``: every intact message),
     names it in a warning and in ``result.damage`` (the command exits 1); True refuses (the
     reader's error, no output); None (the default) leaves it to the operation (``recover``).
     """
@@ -249,7 +249,7 @@ class CopyJob:
     def with_ulog_extras(self, reader: Reader, messages: Iterable[Message]) -> Iterable[Message]:
         """``messages``; a ULog input keeps its info and parameters (written when the first
         message is asked for, see :func:`polybag.ops.ulog_extras.ulog_extras`)."""
-        if reader.ulog is None:
+        if not reader.ulogs:
             return messages
         return ulog_extras(reader, self.writer, self.fmt, self.result, messages)
 
@@ -296,7 +296,7 @@ def intact(messages: Iterable[Message], result: Any) -> Iterator[Message]:
 
 
 def report_recovered(readers: Sequence[Reader], result: Any) -> None:
-    """The damage the recovering reads of :func:`~polybag.ops.inputs.tolerant_options`
+    """The damage the recovering reads of ``polybag.open(..., tolerant=True)``
     met (a ULog cut short, a corrupt format, a data message of no subscription), named on
     ``result`` (a warning each and ``result.damage``); every intact message was written."""
     for r in readers:

@@ -56,7 +56,6 @@ from polybag.ops.inputs import (
     input_name,
     open_input,
     require_topics,
-    tolerant_options,
     until_damage,
 )
 from polybag.ops.options import Input
@@ -318,7 +317,7 @@ def _ulog_names(utype: Any, topic: str, fields: Sequence[str] | None, timed: boo
     """Column names as the reader's ``topic_columns`` gives them: pyulog's flattened fields
     without padding (or those ``fields`` select, as names or prefixes), then ``log_time``."""
     if fields is None:
-        names = utype.column_names()
+        names: list[str] = utype.column_names()
     else:
         known = list(utype.dtype.names or ()) + (["log_time"] if timed else [])
         names = []
@@ -518,7 +517,7 @@ def export(
     url = output_url(output_dir)  # a URL prefix: the tables are written locally, then uploaded
     out = Path(local_output(os.fspath(output_dir)))
     result = ExportResult(input=input_name(src), output_dir=url or str(out), format=format)
-    with open_input(src, **tolerant_options(src)) as r:  # (a ULog: every intact message, damage reported)
+    with open_input(src, tolerant=True) as r:  # (a ULog: every intact message, damage reported)
         summary = r.summary
         window = TimeWindow.parse(start, end, summary.start_time)
         names, by_topic = _select_topics(summary, topics)

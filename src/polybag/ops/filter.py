@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from polybag.errors import EmptySelectionError, PolybagError
 from polybag.model import Channel, Message
 from polybag.ops.copying import CopyJob, CopyResult, prepare_output
-from polybag.ops.inputs import input_name, open_input, tolerant_options
+from polybag.ops.inputs import input_name, open_input
 from polybag.ops.options import Input, PathLike, WriteOptions, Writing
 from polybag.selection import TimeWindow
 
@@ -148,7 +148,7 @@ def filter(  # noqa: A001 - the command's name
     w = Writing.of("filter", options)
     fmt = prepare_output(dst, w.format, [src], w.overwrite)
     result = FilterResult(input=input_name(src), output=str(dst))
-    with open_input(src, **tolerant_options(src, w.strict)) as reader:
+    with open_input(src, tolerant=not w.strict) as reader:
         summary = reader.summary
         t0, t1 = TimeWindow.parse(start, end, summary.start_time)
         result.start, result.end = t0, t1

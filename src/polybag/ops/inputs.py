@@ -4,14 +4,12 @@ every output apart from them."""
 from __future__ import annotations
 
 import os
-import stat as _stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import polybag
 from polybag.errors import EmptySelectionError, FormatError, OutputExistsError, PolybagError
-from polybag.formats import registry
 from polybag.model import Channel
 from polybag.ops.options import Input, PathLike, is_path
 from polybag.reader import Reader, TopicSelector, topic_filter
@@ -21,7 +19,16 @@ T = TypeVar("T")
 
 @contextmanager
 def open_input(target: Input, **options: Any) -> Iterator[Reader]:
-    """Open a path (closing it afterwards) or pass an already open reader through."""
+    """Open a path (closing it afterwards) or pass an already open reader through.
+
+    A writing command (convert, filter, sort, merge, split, export) opens its input with
+    ``tolerant=True`` (:func:`polybag.open`): a log of a format with tolerant options is read
+    so (:attr:`~polybag.formats.registry.FormatSpec.tolerant_options`: a ULog, where a log
+    cut by power loss is the normal case, is read recovering), so every intact message is
+    written and the damage reported after the copy (as pyulog reads such logs); other
+    formats are read plainly and keep what reads before the damage
+    (:class:`~polybag.ops.copying.CopyJob`).  Its ``strict`` reads plainly
+    (``tolerant=False``), so a damaged input is refused."""
     if isinstance(target, Reader):
         yield target
         return
@@ -44,37 +51,13 @@ def require_topics(topics: TopicSelector, channels: Iterable[Channel]) -> set[in
     return ids
 
 
-def tolerant_options(target: Input, strict: bool = False) -> dict[str, Any]:
-    """The reader options of an input that a writing command (convert, filter, sort, merge,
-    split, export) reads: a log of a format read recovering by default
-    (:attr:`~polybag.formats.registry.FormatSpec.read_recovering`: a ULog, where a log cut by
-    power loss is the normal case and its recovering read costs no more) is read so, so
-    every intact message is written and the damage reported after the copy (as pyulog reads
-    such logs); other formats are read plainly and keep what reads before the damage
-    (:class:`~polybag.ops.copying.CopyJob`).  ``strict``: read plainly, so a damaged input
-    is refused."""
-    if strict or not is_path(target) or isinstance(target, Reader):
-        return {}
-    p = os.fspath(target)  # type: ignore[arg-type]
-    try:
-        if "://" in p or not os.path.isfile(p) or not _stat.S_ISREG(os.stat(p).st_mode):
-            return {}  # (a FIFO is never read here: its bytes are the reader's)
-        with open(p, "rb") as f:
-            head = f.read(registry.SNIFF_BYTES)
-    except (OSError, ValueError):
-        return {}
-    name = registry.sniff(head)
-    spec = registry.lookup(name) if name is not None else None
-    return {"recover": True} if spec is not None and spec.read_recovering else {}
-
-
 def input_name(target: Input) -> str:
     """How an input is named in results and messages (``<stream>`` when it has no name)."""
     if isinstance(target, Reader):
         return str(target.path or "<stream>")
     if not is_path(target):
         return str(getattr(target, "name", None) or "<stream>")
-    return os.fspath(target)  # type: ignore[arg-type]
+    return os.fspath(target)
 
 
 def same_file(a: Input, b: PathLike) -> bool:
@@ -88,13 +71,13 @@ def same_file(a: Input, b: PathLike) -> bool:
         return False
     if not is_path(a):
         try:  # an open file (stdin redirected from the output file)
-            st = os.fstat(a.fileno())  # type: ignore[union-attr]
+            st = os.fstat(a.fileno())
             st2 = os.stat(os.fspath(b))
         except (AttributeError, OSError, ValueError):
             return False
         return (st.st_dev, st.st_ino) == (st2.st_dev, st2.st_ino)
     try:
-        return os.path.samefile(os.fspath(a), os.fspath(b))  # type: ignore[arg-type]
+        return os.path.samefile(os.fspath(a), os.fspath(b))
     except OSError:
         return False
 
@@ -123,7 +106,7 @@ def _input_paths(src: Input) -> list[str]:
         src = src.path
     if not is_path(src):
         return []
-    p = os.fspath(src)  # type: ignore[arg-type]
+    p = os.fspath(src)
     if "://" in p:
         from polybag.io.urls import is_url
 

@@ -35,7 +35,7 @@ from polybag.errors import WriteError
 from polybag.formats import registry
 from polybag.model import Channel, Message
 from polybag.ops.copying import CopyJob, CopyResult, prepare_output
-from polybag.ops.inputs import input_name, open_input, require_topics, summary_count, tolerant_options
+from polybag.ops.inputs import input_name, open_input, require_topics, summary_count
 from polybag.ops.options import Input, PathLike
 from polybag.ops.split import UlogTimeline
 from polybag.ops.ulog_extras import ulog_metadata_to
@@ -183,14 +183,14 @@ def merge(
     fmt = prepare_output(dst, format, inputs, overwrite)
     result = MergeResult(output=str(dst), inputs=[input_name(s) for s in inputs])
     with ExitStack() as stack:
-        readers = [stack.enter_context(open_input(s, **tolerant_options(s, strict))) for s in inputs]
+        readers = [stack.enter_context(open_input(s, tolerant=not strict)) for s in inputs]
         all_channels = [c for r in readers for c in r.summary.channels.values()]
         require_topics(topics, all_channels)  # (a selection no input has: EmptySelectionError)
         job = CopyJob(
             dst, fmt, result, readers, all_channels, compression, chunk_size, overwrite, channel_map=_MergeChannels, storage=storage, strict=strict
         )
         with job:
-            ulogs = [(result.inputs[i], r.ulog) for i, r in enumerate(readers) if r.ulog is not None]
+            ulogs = [(result.inputs[i], u) for i, r in enumerate(readers) for u in r.ulogs]
             defs = UlogDefinitions(ulogs, result) if ulogs else None
             timeline = UlogTimeline.of([u for _, u in ulogs]) if ulogs else None
             if defs is not None:

@@ -35,7 +35,7 @@ class WriteOptions(TypedDict, total=False):
     otherwise; an input never is); ``storage``: a rosbag2 output's storage (``sqlite3`` or
     ``mcap``); ``strict``: refuse a damaged input (no output) instead of writing every
     message read before the damage and reporting it
-    (:func:`polybag.ops.inputs.tolerant_options`)."""
+    (:func:`polybag.ops.inputs.open_input`)."""
 
     format: str | None
     compression: str | None

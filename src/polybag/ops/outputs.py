@@ -136,11 +136,11 @@ def target_format(path: Output, format: str | None) -> str:  # noqa: A002
             f"writing to a stream needs an explicit format (--format {'|'.join(registry.writable())})"
         )
     try:
-        return format_for_path(path)  # type: ignore[arg-type]
+        return format_for_path(path)
     except UnsupportedError:
         # no extension: a directory format's output (a rosbag2 bag), when exactly one is writable
         dirs = [s.name for s in registry.formats() if s.writer is not None and s.open_path is not None]
-        if os.path.splitext(os.fspath(path))[1] or len(dirs) != 1:  # type: ignore[arg-type]
+        if os.path.splitext(os.fspath(path))[1] or len(dirs) != 1:
             raise
         return dirs[0]
 

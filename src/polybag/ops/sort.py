@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from polybag.ops.copying import CopyJob, CopyResult, prepare_output
-from polybag.ops.inputs import input_name, open_input, summary_count, tolerant_options
+from polybag.ops.inputs import input_name, open_input, summary_count
 from polybag.ops.options import Input, PathLike, WriteOptions, Writing
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def sort(
     w = Writing.of("sort", options)
     fmt = prepare_output(dst, w.format, [src], w.overwrite)
     result = SortResult(input=input_name(src), output=str(dst))
-    with open_input(src, **tolerant_options(src, w.strict)) as reader:
+    with open_input(src, tolerant=not w.strict) as reader:
         summary = reader.summary
         channels = summary.channels.values()
         with CopyJob(dst, fmt, result, [reader], channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage, strict=w.strict) as job:

@@ -68,7 +68,6 @@ from polybag.ops.inputs import (
     input_name,
     open_input,
     summary_count,
-    tolerant_options,
 )
 from polybag.ops.options import Input, WriteOptions, Writing
 from polybag.ops.outputs import (
@@ -347,7 +346,7 @@ def split(
         out_dir = local_output(out_dir)
     result = SplitResult(input=name)
     base_name = prefix if prefix is not None else stem
-    with open_input(src, **tolerant_options(src, w.strict)) as reader:
+    with open_input(src, tolerant=not w.strict) as reader:
         fmt, out_ext = _part_format(w.format, reader.format, ext)
         if w.storage is None and fmt == reader.format:
             kept = str(reader.info_extras().get("storage", ""))  # a bag's storage, kept too
@@ -520,8 +519,9 @@ class _Parts:
     ) -> _Parts:
         """The parts of ``reader``'s split (its ``channels``' profile, its ULog's timed records)."""
         profile = profile_for(channels, reader) if registry.get(fmt).profiles else None
-        ulog = reader.ulog
-        timeline = UlogTimeline.of([ulog], syncs=True) if ulog is not None else None
+        ulogs = reader.ulogs
+        ulog = ulogs[0] if ulogs else None
+        timeline = UlogTimeline.of(ulogs, syncs=True) if ulogs else None
         data_channel = next((c for c in channels if c.topic != LOG_TOPIC), None)
         return cls(src, reader, result, out_dir, base_name, out_ext, fmt, w, profile, ulog, timeline, data_channel)
 
@@ -551,7 +551,7 @@ class _Parts:
         result.parts.append(self.part)
         if idx == 0:
             copy_attachments_and_metadata(self.reader, writer, fmt, result)
-        if self.ulog is not None and self.timeline is not None:
+        if self.timeline is not None:  # (a ULog input: its timed records and definitions)
             start_us = None if idx == 0 else first_ns // 1000
             self.budget.base += ulog_part_extras(writer, fmt, self.ulog, self.timeline.params, result, start_us)
 

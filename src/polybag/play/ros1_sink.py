@@ -62,7 +62,7 @@ def ros1_connection(ch: Channel) -> tuple[str, str, str, str, bool, Transform | 
         definition = bytes(schema.data).decode("utf-8", "replace") if schema is not None else ""
         md5 = str(md.get("md5sum", "") or "")
         if not md5:
-            from polybag.codecs.ros1 import compute_md5  # type: ignore[attr-defined]
+            from polybag.codecs.ros1 import compute_md5
 
             try:
                 md5 = str(compute_md5(tname, definition))

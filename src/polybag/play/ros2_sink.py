@@ -193,6 +193,8 @@ def header_stamp(data: bytes) -> int | None:
     if len(data) < 12 or data[1] not in (0, 1):
         return None
     e = "<" if data[1] == 1 else ">"
+    sec: int
+    nsec: int
     sec, nsec = struct.unpack_from(e + "iI", data, 4)
     return sec * 1_000_000_000 + nsec
 

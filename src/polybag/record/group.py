@@ -49,7 +49,7 @@ from polybag.record.options import (
     check_text,
     stamp,
 )
-from polybag.record.recorder import Recorder, remove_unwritten
+from polybag.record.recorder import Recorder, remove_unwritten, start_failure
 from polybag.selection import parse_duration
 
 # key -> (RecordOptions field, kind); kinds: bool, int, float, seconds, str, topics, duration, size
@@ -452,11 +452,9 @@ class RecorderGroup:
             self.close(raise_errors=False)
             for rec in self.recorders:
                 remove_unwritten(rec.report())
-            if isinstance(e, (RuntimeError, MemoryError)) and not isinstance(e, UsageError):
-                raise WriteError(
-                    f"cannot start the ROS node of the recorders: {type(e).__name__}: {e} "
-                    "(too many recorders or threads for the memory or limits allowed?)"
-                ) from None
+            failure = start_failure(e, "the ROS node of the recorders")
+            if failure is not None:
+                raise failure from None
             raise
         return self
 

@@ -82,6 +82,18 @@ def remove_unwritten(report: dict[str, Any]) -> list[str]:
     return removed
 
 
+def start_failure(e: BaseException, what: str) -> WriteError | None:
+    """The error to raise when starting ``what`` (a recording, the recorders' ROS node) failed
+    with ``e``: a RuntimeError or MemoryError (no thread or memory left) becomes a WriteError
+    saying so; None: ``e`` itself is raised."""
+    if isinstance(e, (RuntimeError, MemoryError)) and not isinstance(e, PolybagError):
+        return WriteError(
+            f"cannot start {what}: {type(e).__name__}: {e} "
+            "(too many recorders or threads for the memory or limits allowed?)"
+        )
+    return None
+
+
 class Recorder:
     """Record messages to bag/MCAP files with rosbag's options (see the module docstring).
 
@@ -184,11 +196,9 @@ class Recorder:
         except BaseException as e:
             name = self.current_file or self.options.output_name or self.options.output_prefix or "the bag"
             self._abandon()
-            if isinstance(e, (RuntimeError, MemoryError)) and not isinstance(e, PolybagError):
-                raise WriteError(
-                    f"cannot start recording {name}: {type(e).__name__}: {e} "
-                    "(too many recorders or threads for the memory or limits allowed?)"
-                ) from None
+            failure = start_failure(e, f"recording {name}")
+            if failure is not None:
+                raise failure from None
             raise
         self._thread = thread
         if self.source is not None:

@@ -59,8 +59,10 @@ def _demosaic(a: np.ndarray, pattern: str) -> np.ndarray:
     rgb = np.stack([r, g, b], axis=-1)
     rgb = np.repeat(np.repeat(rgb, 2, axis=0), 2, axis=1)[:h, :w]
     if a.dtype == np.uint16:
-        return (rgb / 256.0).astype(np.uint8)
-    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+        scaled: np.ndarray = rgb / 256.0
+        return scaled.astype(np.uint8)
+    rounded: np.ndarray = np.clip(np.rint(rgb), 0, 255)
+    return rounded.astype(np.uint8)
 
 
 def yuv422_to_rgb(a: np.ndarray, kind: str) -> np.ndarray:
@@ -84,7 +86,8 @@ def yuv422_to_rgb(a: np.ndarray, kind: str) -> np.ndarray:
     r = yy + 1.596 * v
     g = yy - 0.391 * u - 0.813 * v
     b = yy + 2.018 * u
-    return np.clip(np.rint(np.stack([r, g, b], axis=-1)), 0, 255).astype(np.uint8)
+    rgb: np.ndarray = np.clip(np.rint(np.stack([r, g, b], axis=-1)), 0, 255)
+    return rgb.astype(np.uint8)
 
 
 def to_rgb8(a: np.ndarray, enc: Encoding, alpha: bool = False) -> np.ndarray:

@@ -51,7 +51,7 @@ def _layout(data: bytes) -> tuple[list[tuple[int, int]], list[int]]:
         if op == R.Opcode.MESSAGE:
             msg_ends.append(end)
         elif op == R.Opcode.CHUNK:
-            n = len(r._chunk_messages(r._chunk_data(pos), pos, None, None, None))
+            n = len(r.chunks.chunk_messages(r.ctx.chunk_data(pos), pos, None, None, None))
             msg_ends.extend([end] * n)
         pos = end
     assert len(msg_ends) == len(ROWS)

@@ -210,8 +210,8 @@ def test_honest_file_reads_without_warning(honest: bytes) -> None:
         warnings.simplefilter("error", McapIndexWarning)
         check_all(honest, ref)
         with polybag.open(honest) as r:
-            assert not r._verify  # the fast path: chunk times trusted
-            assert r._true_ranges == {}
+            assert not r.planner.verify  # the fast path: chunk times trusted
+            assert r.planner.true_ranges == {}
 
 
 def test_honest_mcap_library_file_without_warning() -> None:
@@ -326,7 +326,7 @@ def test_lie_found_in_time_switches_without_error() -> None:
     bad = bytes(buf)
     with polybag.open(bad) as r, pytest.warns(McapIndexWarning):
         assert [key(m) for m in r.messages()] == brute(ref, None, None, None, "log_time", False)
-        assert r._verify
+        assert r.planner.verify
 
 
 # --- Message Index lies --------------------------------------------------------------------------
@@ -441,7 +441,7 @@ def test_file_order_window_switches_when_a_read_chunk_lies() -> None:
     q: Query = (None, c.start, cs[3].end + 1, "file", False)
     with polybag.open(bytes(buf)) as r, pytest.warns(McapIndexWarning, match="outside"):
         assert [key(m) for m in r.messages(topics=q[0], start=q[1], end=q[2], order="file")] == brute(ref, *q)
-        assert r._verify
+        assert r.planner.verify
 
 
 def test_file_order_window_raises_for_a_chunk_skipped_by_lies() -> None:

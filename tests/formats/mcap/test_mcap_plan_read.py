@@ -14,6 +14,7 @@ import pytest
 
 from mcap_helpers import TOPICS, Row, expected, key, to_bytes
 from polybag.formats.mcap import records as R
+from polybag.formats.mcap.context import McapContext
 from polybag.formats.mcap.index import ScanIndex, SummaryIndex, chunk_index_array
 from polybag.formats.mcap.read_plan import PlannedRun, plan_read, read_order
 from polybag.formats.mcap.reader import McapReader
@@ -176,7 +177,7 @@ def test_read_loads_the_planned_chunks(
     r = McapReader(MappedSource(None, data))
     assert len(r.chunk_indexes) > 5
     want = None if topics is None else {c.id for c in r.channels().values() if c.topic in topics}
-    plan = plan_read(r._index, want, window)
+    plan = plan_read(r.ctx.index, want, window)
     # the chunks claimed to meet the window, by brute force
     lo, hi = window[0] if window[0] is not None else -1, window[1] if window[1] is not None else 1 << 64
     brute = [
@@ -186,18 +187,18 @@ def test_read_loads_the_planned_chunks(
     ]
     assert offsets(plan.runs) == brute
     loaded: list[int] = []
-    orig = McapReader._chunk_data
+    orig = McapContext.chunk_data
 
-    def spy(self: McapReader, off: int) -> Any:
+    def spy(self: McapContext, off: int) -> Any:
         loaded.append(off)
         return orig(self, off)
 
-    monkeypatch.setattr(McapReader, "_chunk_data", spy)
+    monkeypatch.setattr(McapContext, "chunk_data", spy)
     got = [key(m) for m in r.messages(topics=topics, start=window[0], end=window[1], order=order, reverse=reverse)]
     assert got == expected(rows, None if topics is None else set(topics), window[0], window[1], order, reverse)
     assert sorted(loaded) == sorted(offsets(plan.runs))
     if order == "file":
-        assert loaded == offsets(plan_read(r._index, want, window, reverse, "file").runs)
+        assert loaded == offsets(plan_read(r.ctx.index, want, window, reverse, "file").runs)
 
 
 @pytest.mark.parametrize("window", WINDOWS)
@@ -206,11 +207,11 @@ def test_scanned_file_loads_the_planned_runs(written: tuple[bytes, list[Row]], w
     data = to_bytes(rows, chunk_size=700, compression=None, use_chunk_index=False)
     r = McapReader(MappedSource(None, data))
     assert not r.chunk_indexes
-    plan = plan_read(r._scan(), None, window)
+    plan = plan_read(r.ctx.scan(), None, window)
     assert all(s.loose is None for s in plan.runs)
     assert [s.rank for s in plan.runs] == sorted(s.rank for s in plan.runs)
     got = [key(m) for m in r.messages(start=window[0], end=window[1], order="file")]
     assert got == expected(rows, None, window[0], window[1], "file")
     loose = McapReader(MappedSource(None, to_bytes(rows[:30], use_chunking=False)))
-    runs = plan_read(loose._scan(), None, (None, None)).runs
+    runs = plan_read(loose.ctx.scan(), None, (None, None)).runs
     assert len(runs) == 1 and runs[0].loose is not None and len(runs[0].loose) == 30

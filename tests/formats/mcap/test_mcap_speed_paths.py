@@ -147,9 +147,9 @@ def test_stream_messages_close_drops_the_topic_filter() -> None:
         it = r.messages(topics=["/t1"], order="file")
         first = next(it)
         assert first.topic == "/t1"
-        assert len(r._live_wants) == 1  # type: ignore[attr-defined]
+        assert len(r.defs.live_wants) == 1  # type: ignore[attr-defined]
         it.close()  # type: ignore[attr-defined]
-        assert r._live_wants == []  # type: ignore[attr-defined]
+        assert r.defs.live_wants == []  # type: ignore[attr-defined]
 
 
 def test_message_batches_equal_the_list() -> None:
@@ -161,13 +161,13 @@ def test_message_batches_equal_the_list() -> None:
     data = peer_file(rows, 3, 1 << 22, "none")
     with polybag.open(io.BytesIO(data)) as r:
         list(r.messages())
-        (off, _len, _s, _e), = r._chunk_list()  # type: ignore[attr-defined]
-        buf = r._chunk_data(off)  # type: ignore[attr-defined]
+        (off, _len, _s, _e), = r.ctx.chunk_list()  # type: ignore[attr-defined]
+        buf = r.ctx.chunk_data(off)  # type: ignore[attr-defined]
         offs = np.array(record_offsets(buf), np.int64)
         offs = offs[np.frombuffer(buf, np.uint8)[offs] == 5]
-        rec, sel = bulk.bulk_heads(buf, offs, r._channels, None, None, None, False)  # type: ignore[attr-defined]
-        whole = bulk.messages_from_heads(buf, rec, sel, r._channels)  # type: ignore[attr-defined]
-        parts = list(bulk.message_batches(buf, rec, sel, r._channels))  # type: ignore[attr-defined]
+        rec, sel = bulk.bulk_heads(buf, offs, r.defs.channels, None, None, None, False)  # type: ignore[attr-defined]
+        whole = bulk.messages_from_heads(buf, rec, sel, r.defs.channels)  # type: ignore[attr-defined]
+        parts = list(bulk.message_batches(buf, rec, sel, r.defs.channels))  # type: ignore[attr-defined]
     assert [len(p) for p in parts] == [bulk._BATCH, bulk._BATCH, 7]
     flat = [m for p in parts for m in p]
     assert [(m.channel, m.log_time, m.publish_time, m.sequence, bytes(m.data)) for m in flat] == [

@@ -23,6 +23,7 @@ from polybag.codecs import codec_for
 from polybag.codecs.columns import payload_columns
 from polybag.errors import FormatError, PolybagError
 from polybag.formats.mcap.bulk_kernels import pack_payloads
+from polybag.formats.mcap.context import McapContext
 from polybag.formats.mcap.reader import McapReader
 from polybag.io.source import MappedSource, StreamSource
 
@@ -114,13 +115,13 @@ def test_only_the_topics_chunks_are_read(monkeypatch: pytest.MonkeyPatch) -> Non
     r = _mapped(data)
     assert len(r.chunk_indexes) > 4
     seen: list[int] = []
-    orig = McapReader._chunk_data
+    orig = McapContext.chunk_data
 
-    def spy(self: McapReader, offset: int) -> bytes:
+    def spy(self: McapContext, offset: int) -> bytes:
         seen.append(offset)
         return orig(self, offset)
 
-    monkeypatch.setattr(McapReader, "_chunk_data", spy)
+    monkeypatch.setattr(McapContext, "chunk_data", spy)
     got = via_payloads(r, "/a")
     assert got == [(i, b"a" * 10) for i in range(100)]
     holding = [c.chunk_start_offset for c in r.chunk_indexes if 1 in c.message_index_offsets or 0 in c.message_index_offsets]

@@ -248,7 +248,7 @@ def codec_for_type(msg_type: str, definition: str | bytes = "", md5sum: str = ""
     DEFAULT_LIMITS.check_text(definition, msg_type)
     text = bytes(definition).decode("utf-8", "replace") if not isinstance(definition, str) else definition
     key = (msg_type, definition_key(text) if text.strip() else f"#md5 {md5sum}")
-    codec = _codecs.get(key)
+    codec: Ros1Codec | None = _codecs.get(key)
     if codec is not None:
         return codec
     empty_md5 = "d41d8cd98f00b204e9800998ecf8427e"

@@ -328,15 +328,18 @@ class Compiler:
     def top_decoder(self, name: str, label: str) -> Callable[..., Any]:
         """``f(data, topic=None) -> object``: a whole payload, errors naming topic and ``label``."""
         self.ns["_TYPE_LABEL"] = label
-        return self.ns[self._func("t", name, "obj")]
+        f: Callable[..., Any] = self.ns[self._func("t", name, "obj")]
+        return f
 
     def decoder(self, name: str, mode: str = "obj") -> Callable[[Any, int, int], tuple[Any, int]]:
         """``f(buf, pos, end) -> (value, pos)`` for type ``name``; mode obj|dict|dictnp."""
-        return self.ns[self._func("d", name, mode)]
+        f: Callable[[Any, int, int], tuple[Any, int]] = self.ns[self._func("d", name, mode)]
+        return f
 
     def encoder(self, name: str, mode: str = "obj") -> Callable[[bytearray, Any], None]:
         """``f(out, value)`` appending the serialization of ``value`` to ``out``."""
-        return self.ns[self._func("e", name, mode)]
+        f: Callable[[bytearray, Any], None] = self.ns[self._func("e", name, mode)]
+        return f
 
     def _func(self, kind: str, name: str, mode: str) -> str:
         """The name of the generated function for (kind, mode, type), generating it if needed.

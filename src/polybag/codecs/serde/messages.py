@@ -291,7 +291,8 @@ def make_class(d: MsgDef, full_name: str | None = None, resolve: Callable[[str],
 
 def allocator(cls: type) -> Callable[[], Any]:
     """A C-level call creating an empty instance of a generated class (fields unset)."""
-    return type.__call__.__get__(cls)  # type: ignore[attr-defined,no-any-return]
+    make: Callable[[], Any] = type.__call__.__get__(cls)
+    return make
 
 
 def positional_maker(cls: type) -> Callable[..., Any]:

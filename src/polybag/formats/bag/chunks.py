@@ -183,7 +183,8 @@ def payload_positions(ci: Chunk, buf: bytes | memoryview, path: str | None) -> N
     every = np.ndarray((max(n - 3, 0),), "<u4", arr, 0, (1,))
 
     def u32_at(idx: np.ndarray) -> np.ndarray:
-        return every[idx].astype(np.int64)
+        at: np.ndarray = every[idx]
+        return at.astype(np.int64)
 
     hl = u32_at(o)
     lpos = o + 4 + hl

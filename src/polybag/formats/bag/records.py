@@ -143,6 +143,8 @@ class HeaderFields:
         v = self.raw(name)
         if len(v) != 8:
             raise FormatError(f"{self.what} field {name!r} must be 8 bytes, is {len(v)}", self.path, self.offset)
+        s: int
+        ns: int
         s, ns = TIME.unpack(v)
         return s * 1_000_000_000 + ns
 
@@ -197,6 +199,7 @@ def _length_at(view: memoryview | bytes, pos: int, limit: int, path: str | None,
     the bytes left before ``limit`` (TruncatedError at ``base + pos`` otherwise)."""
     if pos + 4 > limit:
         raise TruncatedError(f"expected a 4-byte record {what} length, {limit - pos} bytes left", path, base + pos)
+    n: int
     (n,) = _u32(view, pos)
     if n > limit - pos - 4:
         raise TruncatedError(f"record {what} length {n} runs past the end ({limit - pos - 4} bytes left)", path, base + pos)

@@ -125,7 +125,7 @@ def _entries_from_records(o: np.ndarray, buf: Any) -> tuple[bytes, int, int]:
 
 def _md5_for(type_name: str, definition: bytes) -> str | None:
     try:
-        from polybag.codecs.ros1 import compute_md5  # type: ignore[attr-defined]
+        from polybag.codecs.ros1 import compute_md5
     except Exception:
         return None
     try:
@@ -137,7 +137,7 @@ def _md5_for(type_name: str, definition: bytes) -> str | None:
 def _bundled_definition(type_name: str, md5: str) -> bytes:
     """The definition text of a known type whose md5sum matches (old bags carry none)."""
     try:
-        from polybag.codecs.ros1 import definition_for, lookup_md5  # type: ignore[attr-defined]
+        from polybag.codecs.ros1 import definition_for, lookup_md5
 
         name = lookup_md5(md5)
         if name is None or name.split("/")[-1] != type_name.split("/")[-1]:

@@ -193,7 +193,8 @@ def channel_of_each(cids: np.ndarray, channels: dict[int, Channel]) -> list[Chan
         ok = known[cids]
         if not bool(ok.all()):
             raise UnknownChannelId(int(cids[int(np.argmin(ok))]), 0)
-        return table[cids].tolist()
+        chans: list[Channel] = table[cids].tolist()
+        return chans
     try:
         return list(map(channels.__getitem__, cids.tolist()))
     except KeyError as e:
@@ -281,7 +282,8 @@ def u64_at(buf: bytes | memoryview, pos: np.ndarray) -> np.ndarray:
     lo = words[q]
     hi = words[np.minimum(q + 1, len(words) - 1)]
     with np.errstate(over="ignore"):
-        return np.where(r == 0, lo, (lo >> r) | (hi << (np.uint64(64) - r)))
+        out: np.ndarray = np.where(r == 0, lo, (lo >> r) | (hi << (np.uint64(64) - r)))
+    return out
 
 
 def positions_from_index_records(bodies: list[bytes], n: int) -> np.ndarray | None:

@@ -61,6 +61,18 @@ def decode_chunk(buf: memoryview | bytes, start: int, end: int, offset: int, pat
     return out
 
 
+def chunk_header_info(src: MappedSource, off: int) -> tuple[str, int, int]:
+    """(compression, compressed size, uncompressed size) from the header of the Chunk record at ``off``."""
+    src.need(off, 4096)
+    view = src.view
+    p = off + 9 + CHUNK_HEAD.size
+    usize = CHUNK_HEAD.unpack_from(view, off + 9)[2]
+    clen = U32.unpack_from(view, p)[0]
+    comp = bytes(view[p + 4 : p + 4 + clen]).decode("utf-8", "replace")
+    csize = U64.unpack_from(view, p + 4 + clen)[0]
+    return (comp or "none"), csize, usize
+
+
 def message_index_parts(src: MappedSource, ci: R.ChunkIndex, want: set[int] | None) -> list[tuple[int, np.ndarray]] | None:
     """(channel id, Message Index entries) of the chunk that ``ci`` indexes, for the channels
     in ``want``; None to walk the chunk (no Message Indexes, or one that does not read)."""

@@ -1,6 +1,6 @@
 """One chunk: load, decompress and CRC-check it, and read its wanted messages.
 
-:class:`ChunksMixin` turns a Chunk record into its messages: the bulk path when the record
+:class:`ChunkReader` turns a Chunk record into its messages: the bulk path when the record
 offsets are known (from the Message Index records, checked against the records they point
 at, or from one pass over the record heads), the record-by-record walk for unusual or
 damaged chunks, the channel versions in force for a file that redefines ids, and the
@@ -22,7 +22,9 @@ from polybag.formats.mcap.bulk_kernels import (
     message_batches,
     messages_from_heads,
 )
-from polybag.formats.mcap.definitions import DefinitionsMixin
+from polybag.formats.mcap.context import McapContext
+from polybag.formats.mcap.definition_finder import DefinitionFinder
+from polybag.formats.mcap.definitions import McapDefinitions
 from polybag.formats.mcap.records import U64
 from polybag.formats.mcap.vocabulary import (
     FILE_ID_MASK,
@@ -36,10 +38,16 @@ from polybag.formats.shared.merge import LOG_TIME
 from polybag.model import Channel, Message
 
 
-class ChunksMixin(DefinitionsMixin):
-    """Loading chunks and reading their messages (bulk or record by record)."""
+class ChunkReader:
+    """Reading a loaded chunk's messages (bulk or record by record), registering the
+    definitions it holds in ``defs`` (a channel defined in a chunk not read yet: ``finder``)."""
 
-    def _chunk_messages(
+    def __init__(self, ctx: McapContext, defs: McapDefinitions, finder: DefinitionFinder) -> None:
+        self.ctx = ctx
+        self.defs = defs
+        self.finder = finder
+
+    def chunk_messages(
         self,
         buf: bytes | memoryview,
         offset: int,
@@ -62,12 +70,12 @@ class ChunksMixin(DefinitionsMixin):
         it returns an iterator of message lists instead (:func:`message_batches`; the
         fallback: one list).
         """
-        defs = self._defs_for(buf, 0, offset)
-        mark = len(self._changes)
-        self._loaded.append((offset, offset, positions is None or gap_defs))
+        defs = self.finder.defs_for(buf, 0, offset)
+        mark = len(self.defs.versions.changes)
+        self.defs.loaded.append((offset, offset, positions is None or gap_defs))
         offs, positions, bad = self._message_offsets(buf, positions, gap_defs, defs)
-        chans = self._channels
-        if self._timeline is not None or self._changes:  # a file that redefines ids
+        chans = self.defs.channels
+        if self.defs.timeline is not None or self.defs.versions.changes:  # a file that redefines ids
             got = self._versioned_chunk(buf, offset, want, start, end, sort, mark)
             if isinstance(got, list):
                 return got
@@ -89,7 +97,7 @@ class ChunksMixin(DefinitionsMixin):
                         pass
                 if not self._unknown_channel(u.cid, offset):
                     return []
-                chans.setdefault(u.cid, self._channels[u.cid])
+                chans.setdefault(u.cid, self.defs.channels[u.cid])
             except NeedRecordWalk:
                 break
             except ChunkDamage as b:
@@ -97,10 +105,10 @@ class ChunksMixin(DefinitionsMixin):
                     break  # the message index does not fit the chunk: walk the records instead
                 bad = b
                 break
-        if bad is None or self.recover:
+        if bad is None or self.ctx.recover:
             # record by record: reaches every message before damage (recover) or odd records
             return self._walk_chunk(buf, offset, chans, defs, want, start, end, sort)
-        err = self._err(FormatError, f"inside Chunk at {offset}: {bad.what} (at record offset {bad.pos})", offset)
+        err = self.ctx.err(FormatError, f"inside Chunk at {offset}: {bad.what} (at record offset {bad.pos})", offset)
         raise err from None
 
     def _message_offsets(
@@ -162,7 +170,7 @@ class ChunksMixin(DefinitionsMixin):
             except UnknownChannelId as u:
                 if not self._unknown_channel(u.cid, offset):
                     return out
-                chans.setdefault(u.cid, self._channels[u.cid])
+                chans.setdefault(u.cid, self.defs.channels[u.cid])
             except ChunkDamage as b:
                 return self._walk_damaged(out, b, offset, sort)
 
@@ -172,16 +180,16 @@ class ChunksMixin(DefinitionsMixin):
         """For a chunk of a file that redefines ids: the channels in force at its start and the
         wanted ids in the file's terms; or, when a definition inside it changes a channel, its
         messages, walked record by record (``mark``: where this chunk's changes begin in
-        ``_changes`` when reading in file order)."""
-        cen = self._timeline
-        chans = self._channels
+        ``defs.versions.changes`` when reading in file order)."""
+        cen = self.defs.timeline
+        chans = self.defs.channels
         inside: list[tuple[int, int, Channel]] | None = None
         if cen is not None:
             if cen.versions:
                 chans = cen.map_at(offset, chans)
             inside = cen.inside.get(offset)
-        elif len(self._changes) > mark:  # reading in file order: this chunk's definitions changed some
-            new = self._changes[mark:]
+        elif len(self.defs.versions.changes) > mark:  # reading in file order: this chunk's definitions changed some
+            new = self.defs.versions.changes[mark:]
             chans = dict(chans)
             for _w, cid, old, _n in reversed(new):
                 chans[cid] = old
@@ -199,7 +207,7 @@ class ChunksMixin(DefinitionsMixin):
             except UnknownChannelId as u:
                 if not self._unknown_channel(u.cid, offset):
                     break
-                chans.setdefault(u.cid, self._channels[u.cid])
+                chans.setdefault(u.cid, self.defs.channels[u.cid])
             except ChunkDamage as b:
                 return self._walk_damaged(out, b, offset, sort)
         if sort:
@@ -210,20 +218,20 @@ class ChunksMixin(DefinitionsMixin):
         """Damage ``b`` met walking the chunk at ``offset`` record by record: noted; the
         messages before it (``out``, sorted if ``sort``) are returned with ``recover``, else
         raised in :class:`PartialLoad`."""
-        err = self._err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
-        self._note(str(err), 0)
+        err = self.ctx.err(FormatError, f"inside Chunk at {offset}: {b.what} (at record offset {b.pos})", offset)
+        self.ctx.note(str(err), 0)
         if sort:
             out.sort(key=LOG_TIME)
-        if not self.recover:
+        if not self.ctx.recover:
             raise PartialLoad(out, err) from None
         return out
 
     def _unknown_channel(self, cid: int, offset: int) -> bool:
         """Find a channel a message refers to; False (recover) or FormatError if there is none."""
-        if cid in self._channels or self._resolve_channel(cid) is not None:
+        if cid in self.defs.channels or self.finder.resolve_channel(cid) is not None:
             return True
-        err = self._err(FormatError, f"message on channel {cid}, which no Channel record defines", offset)
-        if self.recover:
-            self._note(str(err), 0)
+        err = self.ctx.err(FormatError, f"message on channel {cid}, which no Channel record defines", offset)
+        if self.ctx.recover:
+            self.ctx.note(str(err), 0)
             return False
         raise err

@@ -84,7 +84,7 @@ def indexed(data: bytes, path: str | None = None) -> dict[str, Any]:
     ]
     channels = []
     for cid, ch in sorted(summary.channels.items()):
-        rec = reader._channel_records.get(cid)
+        rec = reader.defs.channel_records.get(cid)
         if rec is None:  # a later version of a redefined id: as the model has it
             sid = ch.schema.id if ch.schema is not None else 0
             rec = R.ChannelRecord(cid, sid, ch.topic, ch.message_encoding, dict(ch.metadata))

@@ -1,6 +1,6 @@
 """The :class:`~polybag.model.Summary` an MCAP reader reports, and facts for ``info``.
 
-:class:`InfoMixin` builds the summary from the summary section when it describes the file
+:class:`McapInfo` builds the summary from the summary section when it describes the file
 (counts from Statistics or from the Message Index record headers), or by reading every
 chunk once (counting messages per channel version) when it does not; and the per-chunk
 message counts that planners such as :mod:`polybag.dask` use.
@@ -9,57 +9,69 @@ message counts that planners such as :mod:`polybag.dask` use.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from typing import Any
 
 from polybag.errors import FormatError, PolybagError
 from polybag.formats.mcap import records as R
-from polybag.formats.mcap.definitions import DefinitionsMixin
-from polybag.formats.mcap.records import CHUNK_HEAD, MESSAGE_HEAD_LEN, RECORD_HEAD, U16, U32, U64
+from polybag.formats.mcap.chunk_loader import chunk_header_info
+from polybag.formats.mcap.context import McapContext
+from polybag.formats.mcap.definition_finder import DefinitionFinder
+from polybag.formats.mcap.definitions import McapDefinitions
+from polybag.formats.mcap.judging import DefinitionJudge
+from polybag.formats.mcap.records import U16, U32, U64
 from polybag.formats.mcap.vocabulary import (
     FILE_ID_MASK,
     OP_MESSAGE_INDEX,
     ChunkDamage,
     RedefinedId,
-    long_record,
-    short_record_head,
 )
-from polybag.formats.mcap.walk_kernels import count_chunk
+from polybag.formats.mcap.walk_kernels import count_chunk, count_chunk_versions
 from polybag.io import compression
 from polybag.io.source import MappedSource
 from polybag.model import ChunkInfo, Summary
 
 
-class InfoMixin(DefinitionsMixin):
-    """``summary``, ``has_index``, ``chunk_message_counts`` and ``info_extras``."""
+class McapInfo:
+    """``summary``, ``chunk_message_counts`` and ``info_extras`` (the summary is kept in
+    ``ctx.summary`` once built); ``materialize`` spools a stream into a mapped source first."""
+
+    def __init__(
+        self, ctx: McapContext, defs: McapDefinitions, finder: DefinitionFinder, judge: DefinitionJudge, materialize: Callable[[], None]
+    ) -> None:
+        self.ctx = ctx
+        self.defs = defs
+        self.finder = finder
+        self.judge = judge
+        self.materialize = materialize
 
     @property
     def summary(self) -> Summary:
-        if self._summary is None:
-            self._materialize()
-            if self._summary_crc_error is not None:
-                raise self._summary_crc_error
-            self._defs_ready()
-            was = gc.isenabled()
-            gc.disable()
+        """The reported summary, built on first use (see the module's docstring)."""
+        summary = self.ctx.summary
+        if summary is not None:
+            return summary
+        self.materialize()
+        if self.ctx.summary_crc_error is not None:
+            raise self.ctx.summary_crc_error
+        self.defs.ready()
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            # a file that redefines ids: the summary's per-id counts cannot tell versions apart
+            summary = self._summary_from_index() if self.ctx.has_summary and self.defs.timeline is None else None
+        finally:
+            if was:
+                gc.enable()
+        if summary is None:
             try:
-                # a file that redefines ids: the summary's per-id counts cannot tell versions apart
-                self._summary = self._summary_from_index() if self.has_summary and self._timeline is None else None
-            finally:
-                if was:
-                    gc.enable()
-            if self._summary is None:
-                try:
-                    self._summary = self._summary_from_scan()
-                except RedefinedId:
-                    self._build_timeline()
-                    self._summary = self._summary_from_scan()
-            self._judge_summary(self._summary)  # definitions that decode, where the file's do not
-        return self._summary
-
-    @property
-    def has_index(self) -> bool:
-        """True when the file has a summary section (read at open)."""
-        return self.has_summary
+                summary = self._summary_from_scan()
+            except RedefinedId:
+                self.defs.build_timeline()
+                summary = self._summary_from_scan()
+        self.ctx.summary = summary
+        self.judge.judge_summary(summary)  # definitions that decode, where the file's do not
+        return summary
 
     def chunk_message_counts(self, channel_ids: set[int] | None = None) -> list[tuple[int, int, int]] | None:
         """Per chunk of the Chunk Indexes: ``(start, end, count of channel_ids)``.
@@ -70,12 +82,12 @@ class InfoMixin(DefinitionsMixin):
         count (from the summary) shared out by uncompressed size, at least 1.  ``None``
         without a summary or Chunk Indexes.
         """
-        if not self.has_summary or not self.chunk_indexes:
+        if not self.ctx.has_summary or not self.ctx.index.chunk_indexes:
             return None
-        cis = self.chunk_indexes
+        cis = self.ctx.index.chunk_indexes
         summary = self.summary
-        view = getattr(self.source, "view", None)
-        size = getattr(self.source, "size", 0)
+        view = getattr(self.ctx.source, "view", None)
+        size = getattr(self.ctx.source, "size", 0)
         wanted_ids = set(summary.channels) if channel_ids is None else channel_ids
         total = sum(summary.message_counts.get(c, 0) for c in wanted_ids)
         all_unc = sum(max(ci.uncompressed_size, 1) for ci in cis) or 1
@@ -105,21 +117,21 @@ class InfoMixin(DefinitionsMixin):
         return out
 
     def _summary_base(self, indexed: bool) -> Summary:
-        src = self.source
+        src = self.ctx.source
         assert isinstance(src, MappedSource)
         return Summary(
             format="mcap",
-            profile=self.header.profile,
-            library=self.header.library,
+            profile=self.ctx.header.profile,
+            library=self.ctx.header.library,
             version="0",
             file_size=src.size,
             indexed=indexed,
         )
 
     def _summary_from_index(self) -> Summary | None:
-        st = self.statistics
-        cis = self.chunk_indexes
-        known = set(dict(self._channels))
+        st = self.ctx.index.statistics
+        cis = self.ctx.index.chunk_indexes
+        known = set(dict(self.defs.channels))
         referenced: set[int] = set()
         for ci in cis:
             referenced.update(ci.message_index_offsets)
@@ -130,8 +142,8 @@ class InfoMixin(DefinitionsMixin):
         if st is None and not cis:
             return None
         s = self._summary_base(True)
-        s.schemas = dict(self.schemas)
-        s.channels = dict(self._channels)
+        s.schemas = dict(self.defs.schemas)
+        s.channels = dict(self.defs.channels)
         counts_from_mi = st is None or (not st.channel_message_counts and st.message_count > 0)
         chunk_counts: list[int] = [0] * len(cis)
         counts_unknown = False
@@ -164,8 +176,8 @@ class InfoMixin(DefinitionsMixin):
             )
             for i, c in enumerate(cis)
         ]  # fmt: skip
-        s.attachment_count = st.attachment_count if st is not None else len(self.attachment_indexes)
-        s.metadata_count = st.metadata_count if st is not None else len(self.metadata_indexes)
+        s.attachment_count = st.attachment_count if st is not None else len(self.ctx.index.attachment_indexes)
+        s.metadata_count = st.metadata_count if st is not None else len(self.ctx.index.metadata_indexes)
         s.extras = self._extras()
         if counts_unknown:
             s.extras["message_counts"] = "unknown"
@@ -183,7 +195,7 @@ class InfoMixin(DefinitionsMixin):
         chunk index names, and its array must fill the record exactly in 16-byte entries.
         ``None`` when anything fails: the caller reports the counts as unknown.
         """
-        src = self.source
+        src = self.ctx.source
         assert isinstance(src, MappedSource)
         src.need_many((ci.chunk_start_offset + ci.chunk_length, ci.message_index_length) for ci in cis)
         view = src.view
@@ -209,7 +221,7 @@ class InfoMixin(DefinitionsMixin):
 
     def _extras(self) -> dict[str, Any]:
         ex: dict[str, Any] = {}
-        st = self.statistics
+        st = self.ctx.index.statistics
         if st is not None:
             ex["statistics"] = {
                 "message_count": st.message_count,
@@ -221,46 +233,47 @@ class InfoMixin(DefinitionsMixin):
                 "message_start_time": st.message_start_time,
                 "message_end_time": st.message_end_time,
             }
-        if self.summary_offsets:
-            ex["summary_offsets"] = {R.OPCODE_NAMES.get(s.group_opcode, f"0x{s.group_opcode:02x}"): s.group_length for s in self.summary_offsets}
-        if self.attachment_indexes:
+        if self.ctx.index.summary_offsets:
+            ex["summary_offsets"] = {R.OPCODE_NAMES.get(s.group_opcode, f"0x{s.group_opcode:02x}"): s.group_length for s in self.ctx.index.summary_offsets}
+        if self.ctx.index.attachment_indexes:
             ex["attachments"] = [
-                {"name": a.name, "media_type": a.media_type, "size": a.data_size, "log_time": a.log_time} for a in self.attachment_indexes
+                {"name": a.name, "media_type": a.media_type, "size": a.data_size, "log_time": a.log_time} for a in self.ctx.index.attachment_indexes
             ]
-        if self.metadata_indexes:
-            ex["metadata"] = [m.name for m in self.metadata_indexes]
+        if self.ctx.index.metadata_indexes:
+            ex["metadata"] = [m.name for m in self.ctx.index.metadata_indexes]
         return ex
 
     def _summary_from_scan(self) -> Summary:
-        sr = self._scan()
+        sr = self.ctx.scan()
         s = self._summary_base(False)
         counts: dict[int, int] = {}
         lo = 1 << 64
         hi = -1
         chunks: list[ChunkInfo] = []
-        src = self.source
+        src = self.ctx.source
         assert isinstance(src, MappedSource)
         for off, ln, _cs, _ce in sr.chunks:
             try:
-                buf = self._chunk_data(off)
-                if self._timeline is not None and self._timeline.versions:
-                    n, clo, chi = self._count_versions(buf, off, counts)
+                buf = self.ctx.chunk_data(off)
+                tl = self.defs.timeline
+                if tl is not None and tl.versions:
+                    n, clo, chi = count_chunk_versions(buf, tl.map_at(off, self.defs.channels), tl.inside.get(off) or [], counts)
                 else:
-                    n, clo, chi = count_chunk(buf, counts, self._defs_for(buf, 0, off))
+                    n, clo, chi = count_chunk(buf, counts, self.finder.defs_for(buf, 0, off))
             except (PolybagError, ChunkDamage) as err:
                 if isinstance(err, ChunkDamage):
-                    err = self._err(FormatError, f"inside Chunk at {off}: {err.what}", off)
-                if not self.recover:
+                    err = self.ctx.err(FormatError, f"inside Chunk at {off}: {err.what}", off)
+                if not self.ctx.recover:
                     raise err from None
-                self._note(str(err), 0)
+                self.ctx.note(str(err), 0)
                 continue
             if n:
                 lo, hi = min(lo, clo), max(hi, chi)
-            comp, csize, usize = self._chunk_header_info(off)
+            comp, csize, usize = chunk_header_info(src, off)
             chunks.append(ChunkInfo(off, ln, clo if n else 0, chi if n else 0, comp, csize, usize, n))
-        self._defs_scanned = len(sr.chunks)
+        self.finder.scanned = len(sr.chunks)
         view = src.view
-        cen = self._timeline
+        cen = self.defs.timeline
         for _rank, t0, t1, offs in sr.loose:
             for p in offs:
                 cid = R.U16.unpack_from(view, p + 9)[0] if U64.unpack_from(view, p + 1)[0] >= 2 else 0
@@ -272,8 +285,8 @@ class InfoMixin(DefinitionsMixin):
             s.schemas = dict(cen.schemas)
             s.channels = {c.id: c for c in cen.channels}
         else:
-            s.schemas = dict(self.schemas)
-            s.channels = dict(self._channels)
+            s.schemas = dict(self.defs.schemas)
+            s.channels = dict(self.defs.channels)
         s.message_counts = {cid: counts.get(cid, 0) for cid in s.channels}
         for cid, n in counts.items():
             s.message_counts.setdefault(cid, n)
@@ -283,58 +296,13 @@ class InfoMixin(DefinitionsMixin):
         s.attachment_count = len(sr.attachments)
         s.metadata_count = len(sr.metadata)
         s.extras = self._extras()
-        if self._recovery.first is not None:  # the scan's
-            s.extras["error"] = str(self._recovery.first)
-        if self.summary_error:
-            s.extras["summary_error"] = self.summary_error
-        if self.definition_problems:
-            s.extras["redefinitions"] = list(self.definition_problems)
+        if self.ctx.recovery.first is not None:  # the scan's
+            s.extras["error"] = str(self.ctx.recovery.first)
+        if self.ctx.summary_error:
+            s.extras["summary_error"] = self.ctx.summary_error
+        if self.defs.definition_problems:
+            s.extras["redefinitions"] = list(self.defs.definition_problems)
         return s
-
-    def _count_versions(self, buf: bytes | memoryview, off: int, counts: dict[int, int]) -> tuple[int, int, int]:
-        """Like :func:`count_chunk` for a file that redefines ids: counts by channel version."""
-        cen = self._timeline
-        assert cen is not None
-        chans = cen.map_at(off, self._channels)
-        inside = cen.inside.get(off) or []
-        n = len(buf)
-        head = RECORD_HEAD.unpack_from
-        mhead = R.MESSAGE_HEAD.unpack_from
-        pos = j = total = 0
-        lo, hi = 1 << 64, -1
-        while pos < n:
-            while j < len(inside) and inside[j][0] <= pos:
-                chans[inside[j][1]] = inside[j][2]
-                j += 1
-            op, ln = head(buf, pos) if pos + 9 <= n else short_record_head(pos, n)
-            e = pos + 9 + ln
-            if e > n:
-                raise long_record(pos, op, ln, n)
-            if op == 5:
-                if ln >= MESSAGE_HEAD_LEN:
-                    cid, _seq, lt, _pt = mhead(buf, pos + 9)
-                else:
-                    rec = R.parse_as(R.MessageRecord, 5, buf, pos + 9, e)
-                    cid, lt = rec.channel_id, rec.log_time
-                ch = chans.get(cid)
-                iid = cid if ch is None else ch.id
-                counts[iid] = counts.get(iid, 0) + 1
-                total += 1
-                lo, hi = min(lo, lt), max(hi, lt)
-            pos = e
-        return total, lo, hi
-
-    def _chunk_header_info(self, off: int) -> tuple[str, int, int]:
-        src = self.source
-        assert isinstance(src, MappedSource)
-        src.need(off, 4096)
-        view = src.view
-        p = off + 9 + CHUNK_HEAD.size
-        usize = CHUNK_HEAD.unpack_from(view, off + 9)[2]
-        clen = U32.unpack_from(view, p)[0]
-        comp = bytes(view[p + 4 : p + 4 + clen]).decode("utf-8", "replace")
-        csize = U64.unpack_from(view, p + 4 + clen)[0]
-        return (comp or "none"), csize, usize
 
     def info_extras(self) -> dict[str, Any]:
         s = self.summary

@@ -4,7 +4,7 @@
 scan found (:class:`ScanIndex`), the wanted channel ids and a log-time window, it lists the
 :class:`PlannedRun` values a read needs (their claimed log-time range, their rank in file
 order and where they are), without reading anything.  The reader attaches a loader to each
-run (:class:`~polybag.formats.mcap.plan.PlanMixin`), checks the claimed times where it must,
+run (:class:`~polybag.formats.mcap.segments.SegmentPlanner`), checks the claimed times where it must,
 and fetches ahead what a remote file needs.
 """
 

@@ -538,7 +538,7 @@ class UnknownRecord:
     data: bytes = b""
 
     @property
-    def opcode(self) -> int:  # type: ignore[override]
+    def opcode(self) -> int:
         return self.op
 
     def body(self) -> bytes:

@@ -10,6 +10,7 @@ Recovering, it skips damage by searching for the next plausible record
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Callable
 
@@ -135,7 +136,7 @@ class RecordScan:
         if op == OP_CHUNK:
             if ln < CHUNK_HEAD.size:
                 raise self._err(FormatError, f"Chunk record of {ln} bytes is shorter than its fixed fields", pos)
-            s, t = R.struct.unpack_from("<QQ", view, pos + 9)
+            s, t = struct.unpack_from("<QQ", view, pos + 9)
             sr.chunks.append((pos, e - pos, s, t))
             sr.chunk_ranks.append(rank)
             rank += 1
@@ -212,7 +213,7 @@ class RecordScan:
                 pos = new
                 continue
             if op == OP_CHUNK:
-                s, t = R.struct.unpack_from("<QQ", view, pos + 9)
+                s, t = struct.unpack_from("<QQ", view, pos + 9)
                 sr.chunks.append((pos, e - pos, s, t))
                 sr.chunk_ranks.append(rank)
                 rank += 1
@@ -258,7 +259,7 @@ class RecordScan:
             if p + 8 > pos + 9 + ln:
                 return False
             rlen = U64.unpack_from(view, p)[0]
-            return p + 8 + rlen <= pos + 9 + ln
+            return bool(p + 8 + rlen <= pos + 9 + ln)
         if op == OP_MESSAGE:
             return ln >= MESSAGE_HEAD_LEN and self._known_channel(_u16_at(view, pos + 9))
         if op in (OP_SCHEMA, OP_CHANNEL, OP_ATTACHMENT, OP_METADATA, OP_MESSAGE_INDEX):
@@ -267,7 +268,7 @@ class RecordScan:
             except PolybagError:
                 return False
             return True
-        return ln < (1 << 20)
+        return bool(ln < (1 << 20))
 
     _RESYNC_OPS = (OP_CHUNK, OP_MESSAGE, OP_CHANNEL, OP_SCHEMA, OP_ATTACHMENT, OP_METADATA, OP_DATA_END)
     _RESYNC_WINDOW = 1 << 22

@@ -1,10 +1,10 @@
 """Reading a non-seekable stream strictly forward, in file order.
 
-:class:`StreamMixin` reads the top-level records as they come (checking the data section
+:class:`StreamReader` reads the top-level records as they come (checking the data section
 CRC at DataEnd and the summary CRC at the Footer), applies each definition where it lies,
 and decodes a chunk once the Message Index records after it have been seen (their
 offsets select its messages).  Log-time order and reverse need the whole file: the
-reader then spools the stream first (:meth:`McapReader._materialize`).
+reader then spools the stream first (:meth:`StreamReader.spool`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from polybag.errors import ChecksumError, FormatError, PolybagError, TruncatedError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.bulk_kernels import positions_from_index_records
-from polybag.formats.mcap.chunks import ChunksMixin
+from polybag.formats.mcap.chunks import ChunkReader
+from polybag.formats.mcap.context import McapContext
+from polybag.formats.mcap.definitions import McapDefinitions
 from polybag.formats.mcap.records import MAGIC, MESSAGE_HEAD_LEN, RECORD_HEAD, U32
 from polybag.formats.mcap.vocabulary import (
     OP_CHANNEL,
@@ -28,7 +30,7 @@ from polybag.formats.mcap.vocabulary import (
     OP_SCHEMA,
     PartialLoad,
 )
-from polybag.io.source import StreamSource
+from polybag.io.source import MappedSource, StreamSource
 from polybag.model import Message
 from polybag.reader import TopicSelector
 
@@ -58,37 +60,57 @@ class _Flat(itertools.chain[Message]):
         self._lists.close()
 
 
-class StreamMixin(ChunksMixin):
-    """``messages(order="file")`` from a stream, and its top-level records."""
+class StreamReader:
+    """``messages(order="file")`` from a stream, and its top-level records; a stream is read
+    once (``used``), or spooled into a mapped source (:meth:`spool`).  ``head``: the Header
+    record read at open (magic excluded)."""
 
-    def _stream_records(self) -> Iterator[tuple[int, bytes, int]]:
+    def __init__(self, ctx: McapContext, defs: McapDefinitions, chunks: ChunkReader) -> None:
+        self.ctx = ctx
+        self.defs = defs
+        self.chunks = chunks
+        self.used = False
+        self.head = b""
+
+    def spool(self) -> MappedSource:
+        """The whole stream read into a mapped source (in memory; long: a temporary file)."""
+        if self.used:
+            raise PolybagError(f"{self.ctx.path}: the stream was already read; open it again")
+        self.used = True
+        src = self.ctx.source
+        assert isinstance(src, StreamSource)
+        spooled = src.spool(MAGIC + self.head)
+        spooled.path = self.ctx.path
+        return spooled
+
+    def records(self) -> Iterator[tuple[int, bytes, int]]:
         """(opcode, content, file offset) of each top-level record of a stream, after the Header.
 
         Checks the data section CRC at DataEnd and the closing magic after the Footer.
         """
-        src = self.source
+        src = self.ctx.source
         assert isinstance(src, StreamSource)
-        if self._stream_used:
-            raise PolybagError(f"{self.path}: the stream was already read; open it again")
-        self._stream_used = True
-        crc = zlib.crc32(MAGIC + getattr(self, "_stream_head", b""))
-        check = self.validate_crcs and not self.recover
+        if self.used:
+            raise PolybagError(f"{self.ctx.path}: the stream was already read; open it again")
+        self.used = True
+        crc = zlib.crc32(MAGIC + self.head)
+        check = self.ctx.validate_crcs and not self.ctx.recover
         ended = False
         scrc = 0
         while True:
             pos = src.position
             head = src.read(9)
             if len(head) < 9:
-                raise self._err(TruncatedError, f"expected a record header (9 bytes), stream has {len(head)} left", pos)
+                raise self.ctx.err(TruncatedError, f"expected a record header (9 bytes), stream has {len(head)} left", pos)
             op, ln = RECORD_HEAD.unpack_from(head, 0)
             if op == 0:
-                raise self._err(FormatError, "record opcode 0x00 is invalid", pos)
+                raise self.ctx.err(FormatError, "record opcode 0x00 is invalid", pos)
             body = src.read_exact(ln, f"record (opcode 0x{op:02x})")
             if op == OP_DATA_END and not ended:
                 if check and ln >= 4:
                     want_crc = U32.unpack_from(body, 0)[0]
                     if want_crc and want_crc != crc:
-                        raise self._err(
+                        raise self.ctx.err(
                             ChecksumError, f"data section CRC is {crc:#010x}, the DataEnd record holds {want_crc:#010x}", pos
                         )
                 check = False
@@ -97,34 +119,34 @@ class StreamMixin(ChunksMixin):
                 crc = zlib.crc32(body, zlib.crc32(head, crc))
             elif ended and op != OP_FOOTER:
                 scrc = zlib.crc32(body, zlib.crc32(head, scrc))
-            if op == OP_FOOTER and ln >= 20 and self.validate_crcs and not self.recover:
+            if op == OP_FOOTER and ln >= 20 and self.ctx.validate_crcs and not self.ctx.recover:
                 want_crc = U32.unpack_from(body, 16)[0]
                 got = zlib.crc32(body[:16], zlib.crc32(head, scrc))
                 if want_crc and got != want_crc:
-                    raise self._err(ChecksumError, f"summary section CRC is {got:#010x}, the Footer records {want_crc:#010x}", pos)
+                    raise self.ctx.err(ChecksumError, f"summary section CRC is {got:#010x}, the Footer records {want_crc:#010x}", pos)
             yield op, body, pos
             if op == OP_FOOTER:
                 tail = src.read(8)
                 if tail != MAGIC:
-                    raise self._err(TruncatedError, "expected the closing MCAP magic after the Footer", src.position - len(tail))
+                    raise self.ctx.err(TruncatedError, "expected the closing MCAP magic after the Footer", src.position - len(tail))
                 extra = src.read(1)
                 if extra:
-                    raise self._err(FormatError, "bytes follow the closing magic", src.position - 1)
+                    raise self.ctx.err(FormatError, "bytes follow the closing magic", src.position - 1)
                 return
 
-    def _stream_messages(self, topics: TopicSelector, start: int | None, end: int | None, order: str) -> Iterator[Message]:
-        want = self._want(topics)
+    def messages(self, topics: TopicSelector, start: int | None, end: int | None, order: str) -> Iterator[Message]:
+        want = self.defs.want(topics)
 
         def lists() -> Generator[list[Message], None, None]:
             try:
-                for _s, _r, load in self._stream_segments(want, start, end):
+                for _s, _r, load in self.segments(want, start, end):
                     yield from load()
             finally:
-                self._drop_want(want)
+                self.defs.drop_want(want)
 
         return _Flat.over(lists())
 
-    def _stream_segments(self, want: set[int] | None, start: int | None, end: int | None) -> Iterator[_Batches]:
+    def segments(self, want: set[int] | None, start: int | None, end: int | None) -> Iterator[_Batches]:
         """The stream's wanted messages in file order: (0 or log time, rank, the messages in
         lists) per chunk (decoded once the Message Index records after it have been seen)
         and per loose message."""
@@ -135,13 +157,13 @@ class StreamMixin(ChunksMixin):
         pending: tuple[bytes, int] | None = None
         index_bodies: list[bytes] = []
         try:
-            for op, body, pos in self._stream_records():
+            for op, body, pos in self.records():
                 if pending is not None:
                     if op == OP_MESSAGE_INDEX:
                         index_bodies.append(body)
                         continue
                     chunk, pending = pending, None
-                    seg, late = self._stream_chunk(chunk, index_bodies, rank, want, start, end)
+                    seg, late = self.chunk(chunk, index_bodies, rank, want, start, end)
                     rank += 1
                     yield seg
                     if late is not None:
@@ -149,18 +171,18 @@ class StreamMixin(ChunksMixin):
                 if ended:
                     continue  # summary records: read (and CRC-checked), nothing new in them
                 if op == OP_SCHEMA or op == OP_CHANNEL:
-                    self._define(body, op, -9, len(body), pos + 9)
+                    self.defs.define(body, op, -9, len(body), pos + 9)
                 elif op == OP_CHUNK:
                     # decoded once the Message Index records after it have been seen
                     pending = (body, pos)
                     index_bodies = []
                 elif op == OP_MESSAGE:
-                    rec = R.parse_as(R.MessageRecord, op, body, 0, len(body), self.path, pos + 9)
+                    rec = R.parse_as(R.MessageRecord, op, body, 0, len(body), self.ctx.path, pos + 9)
                     if not (lo <= rec.log_time < hi):
                         continue
-                    ch = self._channels.get(rec.channel_id)
+                    ch = self.defs.channels.get(rec.channel_id)
                     if ch is None:
-                        raise self._err(
+                        raise self.ctx.err(
                             FormatError, f"message on channel {rec.channel_id}, which no earlier Channel record defines", pos
                         )
                     if want is not None and ch.id not in want:
@@ -179,11 +201,11 @@ class StreamMixin(ChunksMixin):
             if pending is not None:  # a complete chunk right before the damage
                 chunk, pending = pending, None
                 # its indexes may be cut short: walk it
-                seg, _late = self._stream_chunk(chunk, [], rank, want, start, end)
+                seg, _late = self.chunk(chunk, [], rank, want, start, end)
                 yield seg
             raise
 
-    def _stream_chunk(
+    def chunk(
         self,
         chunk: tuple[bytes, int],
         index_bodies: list[bytes],
@@ -196,11 +218,11 @@ class StreamMixin(ChunksMixin):
         ``index_bodies``: the Message Index records that followed it), and the damage met
         after the messages it holds, if any."""
         body, pos = chunk
-        buf = self._decode_chunk(body, 0, len(body), pos)
+        buf = self.ctx.decode_chunk(body, 0, len(body), pos)
         positions = positions_from_index_records(index_bodies, len(buf)) if index_bodies else None
         late: PolybagError | None = None
         try:
-            out = self._chunk_messages(buf, pos, want, start, end, positions, False, gap_defs=True, batches=True)
+            out = self.chunks.chunk_messages(buf, pos, want, start, end, positions, False, gap_defs=True, batches=True)
         except PartialLoad as p:
             out, late = p.msgs, p.err
         got: Iterable[list[Message]] = [out] if isinstance(out, list) else out

@@ -19,6 +19,7 @@ from polybag.formats.mcap.records import (
     RECORD_HEAD,
     RECORD_MESSAGE_HEAD,
     RECORD_MESSAGE_HEAD_LEN,
+    U16,
 )
 from polybag.formats.mcap.vocabulary import ChunkDamage, UnknownChannelId, long_record, short_record_head
 from polybag.model import Channel, Message
@@ -149,6 +150,18 @@ def walk_defs(buf: bytes | memoryview, defs: Callable[[int, int, int], None], po
         pos = e
 
 
+def message_before(buf: bytes | memoryview, cid: int, end: int) -> bool:
+    """Whether the chunk records ``buf`` hold a message on channel ``cid`` before record offset ``end``."""
+    pos = 0
+    head = RECORD_HEAD.unpack_from
+    while pos < end and pos + 11 <= len(buf):
+        op, ln = head(buf, pos)
+        if op == 5 and U16.unpack_from(buf, pos + 9)[0] == cid:
+            return True
+        pos += 9 + ln
+    return False
+
+
 def walk_defs_quiet(buf: bytes | memoryview, defs: Callable[[int, int, int], None]) -> None:
     """:func:`walk_defs` up to any damage (reading the chunk reports it)."""
     try:
@@ -190,6 +203,40 @@ def count_chunk(buf: bytes | memoryview, counts: dict[int, int], defs: Callable[
                 hi = lt
         elif op == 3 or op == 4:
             defs(op, pos, e)
+        pos = e
+    return total, lo, hi
+
+
+def count_chunk_versions(
+    buf: bytes | memoryview, chans: dict[int, Channel], inside: list[tuple[int, int, Channel]], counts: dict[int, int]
+) -> tuple[int, int, int]:
+    """Like :func:`count_chunk` for a file that redefines ids: counts by channel version
+    (``chans``: the versions in force at the chunk's start, changed at the record offsets
+    of ``inside``; ``chans`` is updated)."""
+    n = len(buf)
+    head = RECORD_HEAD.unpack_from
+    mhead = R.MESSAGE_HEAD.unpack_from
+    pos = j = total = 0
+    lo, hi = 1 << 64, -1
+    while pos < n:
+        while j < len(inside) and inside[j][0] <= pos:
+            chans[inside[j][1]] = inside[j][2]
+            j += 1
+        op, ln = head(buf, pos) if pos + 9 <= n else short_record_head(pos, n)
+        e = pos + 9 + ln
+        if e > n:
+            raise long_record(pos, op, ln, n)
+        if op == 5:
+            if ln >= MESSAGE_HEAD_LEN:
+                cid, _seq, lt, _pt = mhead(buf, pos + 9)
+            else:
+                rec = R.parse_as(R.MessageRecord, 5, buf, pos + 9, e)
+                cid, lt = rec.channel_id, rec.log_time
+            ch = chans.get(cid)
+            iid = cid if ch is None else ch.id
+            counts[iid] = counts.get(iid, 0) + 1
+            total += 1
+            lo, hi = min(lo, lt), max(hi, lt)
         pos = e
     return total, lo, hi
 

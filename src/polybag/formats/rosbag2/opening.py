@@ -431,7 +431,7 @@ class LazyStorage(ForwardingStorage):
         self._kept.extend(e for e in st.errors if e not in self._kept)
         self._skipped = max(self._skipped, st.bytes_skipped)
 
-    @property  # type: ignore[override]
+    @property
     def errors(self) -> list[str]:
         now = self.inner.errors if self.inner is not None else []
         return self._kept + [e for e in now if e not in self._kept]
@@ -440,7 +440,7 @@ class LazyStorage(ForwardingStorage):
     def errors(self, value: list[str]) -> None:
         pass  # Storage.__init__'s empty list: the file's own are used
 
-    @property  # type: ignore[override]
+    @property
     def bytes_skipped(self) -> int:
         return max(self._skipped, self.inner.bytes_skipped if self.inner is not None else 0)
 
@@ -477,10 +477,10 @@ class LazyStorage(ForwardingStorage):
     def times(self) -> tuple[int | None, int | None]:
         return self._cached("times")  # type: ignore[no-any-return]
 
-    def messages(self, *args: Any) -> Iterator[Iterable[Message]]:  # type: ignore[override]
+    def messages(self, *args: Any) -> Iterator[Iterable[Message]]:
         return self._stream("messages", args)
 
-    def raw_batches(self, *args: Any) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:  # type: ignore[override]
+    def raw_batches(self, *args: Any) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:
         return self._stream("raw_batches", args)
 
     def size(self) -> int:

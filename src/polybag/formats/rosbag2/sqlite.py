@@ -119,7 +119,7 @@ class PagedReads:
         from the pages (:meth:`page_rows`)."""
         import numpy as np
 
-        from polybag.formats.rosbag2.pages import Rows
+        from polybag.formats.rosbag2.pages_leaves import Rows
         from polybag.formats.shared.payloads import packed
 
         got = self.page_rows(topic_ids, None, None, False, "log_time", known)

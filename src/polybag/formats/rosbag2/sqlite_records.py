@@ -88,7 +88,7 @@ def short_header(buf: np.ndarray, s: np.ndarray) -> np.ndarray | None:
     the words would reach past the file)."""
     if len(s) == 0 or int(s.max()) + 8 > len(buf):
         return None
-    w = np.ndarray(buffer=buf, dtype="<u8", shape=(len(buf) - 7,), strides=(1,))[s]
+    w: np.ndarray = np.ndarray(buffer=buf, dtype="<u8", shape=(len(buf) - 7,), strides=(1,))[s]
     if bool(np.any(w & np.uint64(0x8080808080))):
         return None
     return w.view(np.uint8).reshape(len(s), 8)
@@ -100,7 +100,8 @@ def be_ints(buf: np.ndarray, pos: np.ndarray, types: np.ndarray) -> np.ndarray:
     per byte)."""
     if len(types) and int(types.min()) == int(types.max()) and INT_SIZE[int(types[0])] in (1, 2, 4, 8):
         size = INT_SIZE[int(types[0])]  # the common case: one width for every row
-        return np.ndarray(buffer=buf, dtype=f">i{size}", shape=(len(buf) - size + 1,), strides=(1,))[pos].astype(np.int64)
+        rows: np.ndarray = np.ndarray(buffer=buf, dtype=f">i{size}", shape=(len(buf) - size + 1,), strides=(1,))[pos]
+        return rows.astype(np.int64)
     out = np.zeros(len(pos), np.int64)
     for t, size in INT_SIZE.items():
         m = types == t
@@ -133,7 +134,8 @@ def widths(t: np.ndarray) -> np.ndarray | int:
     row has the same type."""
     if len(t) and int(t.min()) == int(t.max()):
         return int(_WIDTH[int(t[0])])
-    return _WIDTH[t]
+    each: np.ndarray = _WIDTH[t]
+    return each
 
 
 def all_int_types(t: np.ndarray) -> bool:

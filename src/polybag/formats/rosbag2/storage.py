@@ -411,7 +411,8 @@ class McapFile(Storage):
     def time_buckets(self, topic_ids: set[int] | None) -> list[tuple[int, int, int]] | None:
         if not self.reader.has_index:
             return None
-        return self.reader.chunk_message_counts(topic_ids)
+        counts: list[tuple[int, int, int]] | None = self.reader.chunk_message_counts(topic_ids)
+        return counts
 
     def records(self) -> tuple[list[Attachment], list[Metadata]]:
         return list(self.reader.attachments()), [m for m in self.reader.metadata() if m.name != "rosbag2"]
@@ -629,7 +630,7 @@ class _Unpacked(ForwardingStorage):
         self.kind = inner.kind
         self.extra = list(tmp.errors)
 
-    @property  # type: ignore[override]
+    @property
     def errors(self) -> list[str]:
         t = self.tmp
         shown = f"{t.source} (decompressed)"
@@ -639,7 +640,7 @@ class _Unpacked(ForwardingStorage):
     def errors(self, value: list[str]) -> None:
         pass  # Storage.__init__'s empty list: the inner storage's are used
 
-    @property  # type: ignore[override]
+    @property
     def bytes_skipped(self) -> int:
         return self.inner.bytes_skipped
 
@@ -668,10 +669,10 @@ class _Unpacked(ForwardingStorage):
     def times(self) -> tuple[int | None, int | None]:
         return self._call("times")  # type: ignore[no-any-return]
 
-    def messages(self, *args: Any) -> Iterator[Iterable[Message]]:  # type: ignore[override]
+    def messages(self, *args: Any) -> Iterator[Iterable[Message]]:
         return self._iter(self._call("messages", *args))
 
-    def raw_batches(self, *args: Any) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:  # type: ignore[override]
+    def raw_batches(self, *args: Any) -> Iterator[Iterable[tuple[Channel, int, bytes | memoryview]]]:
         return self._iter(self._call("raw_batches", *args))
 
     def size(self) -> int:

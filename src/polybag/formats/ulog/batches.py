@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
@@ -40,30 +39,41 @@ from polybag.formats.ulog.scan import (
 from polybag.formats.ulog.subscriptions import SubscriptionEntry, SubscriptionTable, UnusableSubscription
 
 
-class MsgIdTables(NamedTuple):
-    """The lookup tables by msg_id of the data check (see :func:`msg_id_tables`)."""
+class MsgIdTables:
+    """The lookup tables by msg_id of the data check (see :func:`msg_id_tables`).  (A plain
+    class, as :data:`FastMatch` is a plain tuple: a NamedTuple costs ~0.1 ms of import
+    time, paid by every process that opens a ULog.)"""
 
-    key: tuple[int, int, int]  # the SubscriptionTable.key() they were made for
-    sub_of: np.ndarray  # subscription index (-2 - index: no usable format, -1: none)
-    head_m: np.ndarray  # expected header word (size without trailing padding, "D", msg_id)
-    lo_m: np.ndarray  # size range, for types with trailing padding
-    hi_m: np.ndarray
-    ranged: bool  # whether any range is used
-    head_s: np.ndarray  # the expected header with the subscription index + 1 in its high bits
+    __slots__ = ("key", "sub_of", "head_m", "lo_m", "hi_m", "ranged", "head_s")
+
+    def __init__(
+        self,
+        key: tuple[int, int, int],
+        sub_of: np.ndarray,
+        head_m: np.ndarray,
+        lo_m: np.ndarray,
+        hi_m: np.ndarray,
+        ranged: bool,
+        head_s: np.ndarray,
+    ) -> None:
+        self.key = key  # the SubscriptionTable.key() they were made for
+        self.sub_of = sub_of  # subscription index (-2 - index: no usable format, -1: none)
+        self.head_m = head_m  # expected header word (size without trailing padding, "D", msg_id)
+        self.lo_m = lo_m  # size range, for types with trailing padding
+        self.hi_m = hi_m
+        self.ranged = ranged  # whether any range is used
+        self.head_s = head_s  # the expected header with the subscription index + 1 in its high bits
+
+    def rekeyed(self, key: tuple[int, int, int]) -> MsgIdTables:
+        """The same tables for the subscriptions of ``key``."""
+        return MsgIdTables(key, self.sub_of, self.head_m, self.lo_m, self.hi_m, self.ranged, self.head_s)
 
 
-class FastMatch(NamedTuple):
-    """What :func:`match_fast` finds in a batch: the type bytes, sizes and msg_ids (views
-    into the header words), each message's subscription index (-1: a control message),
-    the indexes of the control messages, and those of data messages of subscriptions
-    without a usable format (None: none looked for)."""
-
-    types: np.ndarray
-    sizes: np.ndarray
-    msg_ids: np.ndarray
-    cand: np.ndarray
-    ctrl: np.ndarray
-    unusable: np.ndarray | None
+# What :func:`match_fast` finds in a batch: the type bytes, sizes and msg_ids (views into
+# the header words), each message's subscription index (-1: a control message), the
+# indexes of the control messages, and those of data messages of subscriptions without a
+# usable format (None: none looked for).
+FastMatch = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None"]
 
 
 class WalkedBatch:
@@ -202,7 +212,7 @@ def match_fast(words: np.ndarray, tables: MsgIdTables, any_unusable: bool) -> Fa
     the general path (a data message that does not fit, an unsound control message, a
     subscription).  ``any_unusable``: whether a msg_id in force has no usable format (its
     data messages are found to be counted)."""
-    _key, sub_of, _head_m, lo_m, hi_m, ranged, head_s = tables
+    sub_of, lo_m, hi_m, ranged, head_s = tables.sub_of, tables.lo_m, tables.hi_m, tables.ranged, tables.head_s
     dead = None
     n_p = len(words)
     t = np.ndarray(buffer=words, dtype=np.uint8, shape=(n_p,), strides=(8,), offset=2)
@@ -237,7 +247,7 @@ def match_fast(words: np.ndarray, tables: MsgIdTables, any_unusable: bool) -> Fa
     del g
     cand -= 1
     cand[ctrl] = -1
-    return FastMatch(t, size, mid, cand, ctrl, dead)
+    return t, size, mid, cand, ctrl, dead
 
 
 def count_unusable(unusable: list[UnusableSubscription], cand: np.ndarray, nbytes: np.ndarray) -> None:
@@ -384,7 +394,7 @@ class BatchDecoder:
         if bt.tables is not None and b == len(p) and len(self.subs.entries) == len(bt.entries):
             # every subscription of the batch took effect: its tables are those of the
             # subscriptions now in force (each msg_id once), for the next batch's fast path
-            self.tables = bt.tables._replace(key=self.subs.key())
+            self.tables = bt.tables.rekeyed(self.subs.key())
         return b if b < len(p) else None
 
     def _parse_subscriptions(self, bt: WalkedBatch) -> None:
@@ -431,7 +441,7 @@ class BatchDecoder:
                 bt.tables = tables
         else:
             tables = self.tables
-        _key, sub_of, head_m, lo_m, hi_m, ranged, _hs = tables
+        sub_of, head_m, lo_m, hi_m, ranged = tables.sub_of, tables.head_m, tables.lo_m, tables.hi_m, tables.ranged
         cand = sub_of[msg_id]
         # the low 40 bits equal the expected header (in place: large temporaries are slow)
         head = head_m[msg_id]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from polybag.errors import FormatError, PolybagWarning, TruncatedError
 from polybag.formats.shared.recovery import Recovery
@@ -28,12 +27,15 @@ from polybag.model import RecoveryReport
 MAX_REPORTS = 1000  # damage reports kept one by one
 
 
-class FirstDamage(NamedTuple):
+class FirstDamage:
     """The first damage in a log: what a reader that does not recover raises."""
 
-    offset: int
-    message: str
-    truncated: bool  # the log is cut short (a TruncatedError), else damaged (a FormatError)
+    __slots__ = ("offset", "message", "truncated")
+
+    def __init__(self, offset: int, message: str, truncated: bool) -> None:
+        self.offset = offset
+        self.message = message
+        self.truncated = truncated  # the log is cut short (a TruncatedError), else damaged (a FormatError)
 
     def error(self, path: str | None) -> FormatError:
         """The error raised for it (a TruncatedError for a log cut short, else a FormatError)."""

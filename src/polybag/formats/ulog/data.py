@@ -11,6 +11,7 @@ changed, dropouts, syncs) are worked out on first use (:meth:`TopicData.resolve_
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,7 +51,8 @@ def gather(buf: Any, size: int, starts: np.ndarray, dtype: np.dtype, offset: int
     if len(starts) == 0 or width == 0 or size - offset < width:
         return np.zeros(len(starts), dtype=dtype)
     items = np.ndarray(buffer=buf, dtype=dtype, shape=(size - offset - width + 1,), offset=offset, strides=(1,))
-    return items[starts]
+    gathered: np.ndarray = items[starts]
+    return gathered
 
 
 def multi_id_of(value: object) -> int:
@@ -77,18 +79,24 @@ def unwrap_timestamps(raw: np.ndarray, width: int) -> np.ndarray:
     """Timestamps in us (int64) from their raw field of ``width`` bytes: 64-bit ones
     clamped so that log times fit int64 ns, narrower ones unwrapped where they run
     backwards (``uint8`` timestamps are milliseconds)."""
+    us: np.ndarray
     if width == 8:
-        return np.minimum(raw, np.uint64(MAX_US)).astype(np.int64)
+        us = np.minimum(raw, np.uint64(MAX_US)).astype(np.int64)
+        return us
     iv = raw.astype(np.int64)
     wraps = np.concatenate([[0], np.cumsum(np.diff(iv) < 0)])
-    return (iv + wraps * (1 << (8 * width))) * (1000 if width == 1 else 1)
+    us = (iv + wraps * (1 << (8 * width))) * (1000 if width == 1 else 1)
+    return us
 
 
 class TopicData:
     """Positions, timestamps, records and columns of the data messages of a log's
     subscriptions (``subs``), read from ``log``; ``logged``: the logged strings,
     ``timed``: the control messages whose time is the largest data timestamp before them,
-    ``ulog``: where the facts worked out from every timestamp go."""
+    ``ulog``: where the facts worked out from every timestamp go (held by a weak reference:
+    ``ulog`` keeps :meth:`resolve_times`, and the two holding each other would be a reference
+    cycle that keeps the reader's data alive after its last use; whoever reaches this object
+    reaches ``ulog`` too, through the reader or through ``ulog`` itself)."""
 
     def __init__(
         self,
@@ -101,7 +109,7 @@ class TopicData:
     ) -> None:
         self.log = log
         self.subs = subs
-        self.ulog = ulog
+        self._ulog = weakref.ref(ulog)
         self.logged = logged
         self.timed = timed
         self.data_start = data_start
@@ -284,7 +292,8 @@ class TopicData:
         """Fill the facts that need every data timestamp: the last timestamp, when parameter
         changes and dropouts happened (pyulog: the largest data timestamp before them), and
         times of subscriptions without a timestamp field."""
-        u = self.ulog
+        u = self._ulog()
+        assert u is not None  # (see the class)
         if self.times_done:
             return
         self.times_done = True
@@ -387,18 +396,10 @@ class TopicData:
         return s.records
 
     def topic_columns(
-        self,
-        topic: str,
-        multi_id: int | str | Sequence[str] | None = 0,
-        fields: Sequence[str] | None = None,
-        *,
-        padding: bool = False,
-        log_time: bool = False,
+        self, topic: str, mid: int, fields: Sequence[str] | None = None, *, padding: bool = False, log_time: bool = False
     ) -> dict[str, np.ndarray]:
-        """The columns of :meth:`polybag.formats.ulog.reader.UlogReader.topic_columns` (see there)."""
-        if isinstance(multi_id, (list, tuple)):
-            fields, multi_id = multi_id, 0
-        mid = multi_id_of(multi_id)
+        """The columns of :meth:`polybag.formats.ulog.reader.UlogReader.topic_columns` (see
+        there) of the instance ``mid``."""
         if topic == LOG_TOPIC and not any(x.sub.name == LOG_TOPIC for x in self.subs):
             cols = self.log_columns()
             names = list(cols)

@@ -8,7 +8,6 @@ subscription, the logged strings and timed control messages, and the damage foun
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
@@ -23,18 +22,43 @@ from polybag.formats.ulog.subscriptions import SubscriptionTable
 from polybag.model import RecoveryReport
 
 
-class UlogIndex(NamedTuple):
-    """What the pass at open found in a log."""
+class UlogIndex:
+    """What the pass at open found in a log (a plain class: a NamedTuple costs ~0.1 ms of
+    import time, paid by every process that opens a ULog)."""
 
-    data_start: int  # where the data section starts
-    subscriptions: SubscriptionTable
-    positions: list[np.ndarray]  # chunks of data message offsets (and of control messages)
-    subscription_indexes: list[np.ndarray]  # their subscription index (-1: none)
-    logged: list[LoggedEntry]  # the logged strings
-    timed: list[TimedEntry]  # parameter changes, dropouts and syncs, timed by the data later
-    first_damage: FirstDamage | None  # what a read that does not recover raises
-    recovery_report: RecoveryReport
-    scanner: MessageScanner  # the message boundaries of the data section
+    __slots__ = (
+        "data_start",
+        "subscriptions",
+        "positions",
+        "subscription_indexes",
+        "logged",
+        "timed",
+        "first_damage",
+        "recovery_report",
+        "scanner",
+    )
+
+    def __init__(
+        self,
+        data_start: int,
+        subscriptions: SubscriptionTable,
+        positions: list[np.ndarray],
+        subscription_indexes: list[np.ndarray],
+        logged: list[LoggedEntry],
+        timed: list[TimedEntry],
+        first_damage: FirstDamage | None,
+        recovery_report: RecoveryReport,
+        scanner: MessageScanner,
+    ) -> None:
+        self.data_start = data_start  # where the data section starts
+        self.subscriptions = subscriptions
+        self.positions = positions  # chunks of data message offsets (and of control messages)
+        self.subscription_indexes = subscription_indexes  # their subscription index (-1: none)
+        self.logged = logged  # the logged strings
+        self.timed = timed  # parameter changes, dropouts and syncs, timed by the data later
+        self.first_damage = first_damage  # what a read that does not recover raises
+        self.recovery_report = recovery_report
+        self.scanner = scanner  # the message boundaries of the data section
 
 
 def data_segments(ulog: UlogData, pos: int, size: int, note: Callable[[str], None]) -> list[tuple[int, int, bool]]:

@@ -56,7 +56,7 @@ sizes of the scan (tests change them here).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +68,7 @@ from polybag.codecs.ulog import (
 )
 from polybag.formats.ulog import records as rec
 from polybag.formats.ulog.damage import DamageLog
-from polybag.formats.ulog.data import LOG_TOPIC, MAX_US, TopicData
+from polybag.formats.ulog.data import LOG_TOPIC, MAX_US, TopicData, multi_id_of
 from polybag.formats.ulog.data import TopicNotFoundError as TopicNotFoundError
 from polybag.formats.ulog.definitions import LoggedEntry
 from polybag.formats.ulog.facts import UlogData as UlogData
@@ -140,14 +140,21 @@ def _hint_heap(size: int) -> None:
     np.empty(_HEAP_HINT, np.uint8)  # freed at once: never touched, so never resident
 
 
-class ChannelsAtOpen(NamedTuple):
+class ChannelsAtOpen:
     """The schemas and the selected channels of a log with their message counts, and the
-    channel of the logged strings (None when there are none or they are not selected)."""
+    channel of the logged strings (None when there are none or they are not selected).
+    (The values the reader keeps from open are plain classes, not NamedTuples: each
+    NamedTuple costs ~0.1 ms of import time, paid by every process that opens a ULog.)"""
 
-    schemas: dict[int, Schema]
-    channels: dict[int, Channel]
-    counts: dict[int, int]
-    log_channel: Channel | None
+    __slots__ = ("schemas", "channels", "counts", "log_channel")
+
+    def __init__(
+        self, schemas: dict[int, Schema], channels: dict[int, Channel], counts: dict[int, int], log_channel: Channel | None
+    ) -> None:
+        self.schemas = schemas
+        self.channels = channels
+        self.counts = counts
+        self.log_channel = log_channel
 
 
 def build_channels(
@@ -203,6 +210,11 @@ class UlogReader(Reader):
     native_profile = "ros1"
     #: ``polybag info`` lays a ULog out as pyulog's ``ulog_info`` does: :mod:`polybag.cli.render`
     info_style = "ulog"
+
+    @property
+    def ulogs(self) -> tuple[UlogData]:
+        """This log's data as the one item (:attr:`polybag.reader.Reader.ulogs`)."""
+        return (self.ulog,)
 
     def __init__(self, source: Source, path: str | None = None, *, recover: bool = False, topics: TopicSelector = None, warn: bool = True) -> None:
         if isinstance(source, StreamSource):
@@ -391,7 +403,9 @@ class UlogReader(Reader):
         ``multi_id`` is the instance as an int or as the string found in
         ``channel.metadata["multi_id"]`` (``1`` and ``"1"`` are the same instance); a
         sequence of names in its place is taken as ``fields``."""
-        return self._data.topic_columns(topic, multi_id, fields, padding=padding, log_time=log_time)
+        if isinstance(multi_id, (list, tuple)):
+            fields, multi_id = multi_id, 0
+        return self._data.topic_columns(topic, multi_id_of(multi_id), fields, padding=padding, log_time=log_time)
 
     # ULog topics are instances: a multi_id comes before the fields (a sequence in its
     # place is taken as the fields, so every call of the base signature works)

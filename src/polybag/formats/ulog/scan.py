@@ -77,13 +77,15 @@ def unsound_headers(types: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     or over the bound for skipped messages."""
     nn = sizes.astype(np.int64)
     mins = MIN_BODY_TABLE[types]
-    return np.where(mins < 0, (nn == 0) | (nn > MAX_UNKNOWN_SIZE) | ~LETTER_TYPES[types], nn < mins)
+    unsound: np.ndarray = np.where(mins < 0, (nn == 0) | (nn > MAX_UNKNOWN_SIZE) | ~LETTER_TYPES[types], nn < mins)
+    return unsound
 
 
 def message_ends(c: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Where the messages at ``c`` end, from their header words ``w`` (:meth:`MappedLog.words`):
     ``position + 3 + size``."""
-    return c + 3 + np.bitwise_and(w, LOW16).view(np.int64)
+    ends: np.ndarray = c + 3 + np.bitwise_and(w, LOW16).view(np.int64)
+    return ends
 
 
 def run_ends(c: np.ndarray, nxt: np.ndarray) -> np.ndarray:
@@ -167,9 +169,10 @@ class MappedLog:
             return out
         u64 = self.u64 if self.u64 is not None else self.word_view()
         if int(q[-1]) <= size - 8:  # offsets ascend: the last is the largest
-            return u64[q]
+            words: np.ndarray = u64[q]
+            return words
         qc = np.minimum(q, size - 8)
-        w = u64[qc]
+        w: np.ndarray = u64[qc]
         tail = np.flatnonzero(q != qc)
         w[tail] >>= ((q[tail] - qc[tail]) * 8).astype(np.uint64)
         return w

@@ -205,7 +205,7 @@ class MasterClient:
     def get_topic_types(self) -> list[tuple[str, str]]:
         return _pairs(self.call("getTopicTypes"), "topic types")
 
-    def get_system_state(self) -> tuple[list, list, list]:
+    def get_system_state(self) -> tuple[list[Any], list[Any], list[Any]]:
         """``(publishers, subscribers, services)``, each a list of ``[name, [node, ...]]``."""
         value = self.call("getSystemState")
         if (

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from polybag.net.ros1.publisher import PubTopic
     from polybag.net.ros1.subscriber import Subscription
 
+#: an answer of the slave API over XML-RPC: ``[code, status message, value]``
+SlaveReply = list[Any]
+
 
 class _SlaveServer(xmlrpc.server.SimpleXMLRPCServer):
     daemon_threads = True
@@ -89,7 +92,7 @@ class SlaveApi:
             log.debug("slave API %s failed", method, exc_info=True)
             return [-1, f"{method} failed: {exc}", 0]
 
-    def getBusStats(self, caller_id: str) -> list:
+    def getBusStats(self, caller_id: str) -> SlaveReply:
         node = self.node
         pubs = node.publications()
         subs = node.subscriptions()
@@ -113,7 +116,7 @@ class SlaveApi:
             sub_stats.append([sub.topic, [[lk.id, lk.bytes & 0x7FFFFFFF, -1, lk.connected] for lk in links2]])
         return [1, "bus stats", [pub_stats, sub_stats, []]]
 
-    def getBusInfo(self, caller_id: str) -> list:
+    def getBusInfo(self, caller_id: str) -> SlaveReply:
         node = self.node
         info = []
         pubs = node.publications()
@@ -129,37 +132,37 @@ class SlaveApi:
                 info.append([lk2.id, lk2.uri, "i", "TCPROS", sub.topic, lk2.connected])
         return [1, "bus info", info]
 
-    def getMasterUri(self, caller_id: str) -> list:
+    def getMasterUri(self, caller_id: str) -> SlaveReply:
         return [1, "", self.node.master.uri]
 
-    def shutdown(self, caller_id: str, msg: str = "") -> list:
+    def shutdown(self, caller_id: str, msg: str = "") -> SlaveReply:
         self.node.request_shutdown(f"{caller_id}: {msg}")
         return [1, "shutdown", 0]
 
-    def getPid(self, caller_id: str) -> list:
+    def getPid(self, caller_id: str) -> SlaveReply:
         return [1, "", os.getpid()]
 
-    def getSubscriptions(self, caller_id: str) -> list:
+    def getSubscriptions(self, caller_id: str) -> SlaveReply:
         types: dict[str, str] = {}  # each topic with the type of its first subscription
         for sub in self.node.subscriptions():
             types.setdefault(sub.topic, sub.type)
         subs = [[topic, type_] for topic, type_ in types.items()]
         return [1, "subscriptions", subs]
 
-    def getPublications(self, caller_id: str) -> list:
+    def getPublications(self, caller_id: str) -> SlaveReply:
         pubs = [[pt.name, pt.type] for pt in self.node.publications()]
         return [1, "publications", pubs]
 
-    def paramUpdate(self, caller_id: str, key: str, value: Any) -> list:
+    def paramUpdate(self, caller_id: str, key: str, value: Any) -> SlaveReply:
         return [1, "", 0]
 
-    def publisherUpdate(self, caller_id: str, topic: str, publishers: list) -> list:
+    def publisherUpdate(self, caller_id: str, topic: str, publishers: list[Any]) -> SlaveReply:
         if not isinstance(publishers, list) or not all(isinstance(p, str) for p in publishers):
             return [-1, "publishers must be a list of URIs", 0]
         self.node.publisher_update(topic, publishers)
         return [1, "", 0]
 
-    def requestTopic(self, caller_id: str, topic: str, protocols: list) -> list:
+    def requestTopic(self, caller_id: str, topic: str, protocols: list[Any]) -> SlaveReply:
         node = self.node
         if node.published_topic(topic) is None:
             return [-1, f"{node.name} does not publish {topic}", []]

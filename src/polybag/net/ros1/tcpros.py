@@ -157,6 +157,7 @@ def _read_length(sock: socket.socket | BufferedSocket, what: str, limit: int, of
     raw = _recv_exact(sock, 4, f"{what} length", offset)
     if raw is None:
         return None
+    n: int
     (n,) = _LEN.unpack(raw)
     if n > limit:
         raise TcprosError(f"{what} length {n} exceeds the limit of {limit} bytes", _peer(sock), offset)

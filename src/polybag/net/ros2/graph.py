@@ -192,26 +192,27 @@ class RawReader:
         """Up to ``n`` samples as ``(serialized bytes, source timestamp ns)``, oldest first
         (the bytes the writer serialized: the padding its CDR header declares is dropped,
         see :func:`unpad`)."""
-        ret = self._take(self._ref, 0xFFFFFFFF, n)
-        if isinstance(ret, int):
-            raise Ros2GraphError(
-                f"taking samples from {peer_text(self.topic)} failed (DDS return code {ret})"
-            )
+        ret = self._taken(n)
         return [(unpad(data), info.source_timestamp) for data, info in ret if info.valid_data]
 
     def take_sent(self, n: int = 256) -> list[tuple[bytes, int, str]]:
         """As :meth:`take`, with the GUID of the writer of each sample (``""`` when DDS no
         longer knows it)."""
-        ret = self._take(self._ref, 0xFFFFFFFF, n)
-        if isinstance(ret, int):
-            raise Ros2GraphError(
-                f"taking samples from {peer_text(self.topic)} failed (DDS return code {ret})"
-            )
+        ret = self._taken(n)
         return [
             (unpad(data), info.source_timestamp, self.writer_guid(info.publication_handle))
             for data, info in ret
             if info.valid_data
         ]
+
+    def _taken(self, n: int) -> list[tuple[bytes, Any]]:
+        """Up to ``n`` samples as DDS hands them out: ``(serialized bytes, sample info)``."""
+        ret: list[tuple[bytes, Any]] | int = self._take(self._ref, 0xFFFFFFFF, n)
+        if isinstance(ret, int):
+            raise Ros2GraphError(
+                f"taking samples from {peer_text(self.topic)} failed (DDS return code {ret})"
+            )
+        return ret
 
     def writer_guid(self, handle: int) -> str:
         """The GUID of the matched writer with instance handle ``handle`` (``""`` if unknown)."""

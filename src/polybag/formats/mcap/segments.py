@@ -1,7 +1,7 @@
 """Planning a read of a mapped file: which chunks to load, in what order, and whether
 to trust their claimed times.
 
-:class:`PlanMixin` lists the segments a read needs (each chunk or stretch of loose messages
+:class:`SegmentPlanner` lists the segments a read needs (each chunk or stretch of loose messages
 that may hold a wanted message, with its claimed log-time range, its rank in file order and
 a loader): :func:`~polybag.formats.mcap.read_plan.plan_read` lists them from the chunk
 indexes or a scan, and a loader is attached to each.  Chunk times are claims: the Chunk Indexes are
@@ -22,7 +22,10 @@ from polybag.errors import ChecksumError, FormatError, PolybagError
 from polybag.formats.mcap import records as R
 from polybag.formats.mcap.bulk_kernels import PayloadBatch, index_positions
 from polybag.formats.mcap.chunk_loader import message_index_parts
-from polybag.formats.mcap.chunks import ChunksMixin
+from polybag.formats.mcap.chunks import ChunkReader
+from polybag.formats.mcap.context import McapContext
+from polybag.formats.mcap.definition_finder import DefinitionFinder
+from polybag.formats.mcap.definitions import McapDefinitions
 from polybag.formats.mcap.read_plan import plan_read
 from polybag.formats.mcap.records import MESSAGE_HEAD_LEN, U64
 from polybag.formats.mcap.vocabulary import FILE_ID_MASK, OP_CHUNK, McapIndexWarning, PartialLoad
@@ -33,16 +36,29 @@ from polybag.model import Channel, Message
 _AR16 = np.arange(16, dtype=np.int64)  # the 16 bytes of a Chunk record's start and end times
 
 
-class PlanMixin(ChunksMixin):
-    """The segments of a read, their loaders, and trusting chunk times."""
+class SegmentPlanner:
+    """The segments of a read, their loaders, and trusting chunk times (``verify``: chunk
+    times were caught lying, or recovering: every chunk's real range is used, found once per
+    chunk into ``true_ranges``)."""
 
-    def _distrust(self, what: str) -> None:
+    def __init__(self, ctx: McapContext, defs: McapDefinitions, finder: DefinitionFinder, chunks: ChunkReader) -> None:
+        self.ctx = ctx
+        self.defs = defs
+        self.finder = finder
+        self.chunks = chunks
+        # chunk times from indexes and Chunk headers are claims: once one is caught lying
+        # (or when recovering) every chunk's real range is found by reading it
+        self.verify = ctx.recover
+        self._index_checked = False
+        self.true_ranges: dict[int, tuple[int, int] | None] = {}
+
+    def distrust(self, what: str) -> None:
         """Chunk times were caught lying: from now on every chunk's real range is used."""
-        if self._verify:
+        if self.verify:
             return
-        self._verify = True
+        self.verify = True
         warnings.warn(
-            f"{self.path or 'MCAP data'}: {what}; the chunk times are not trusted, every chunk is read to find its real log times",
+            f"{self.ctx.path or 'MCAP data'}: {what}; the chunk times are not trusted, every chunk is read to find its real log times",
             McapIndexWarning,
             stacklevel=4,
         )
@@ -55,19 +71,19 @@ class PlanMixin(ChunksMixin):
         if self._index_checked:
             return
         self._index_checked = True
-        if self.footer is not None and self.footer.summary_crc and self.validate_crcs:
+        if self.ctx.footer is not None and self.ctx.footer.summary_crc and self.ctx.validate_crcs:
             return
-        arr = self._ci_array
-        src = self.source
+        arr = self.ctx.index.chunk_index_array
+        src = self.ctx.source
         assert arr is not None and isinstance(src, MappedSource)
         offs = arr["offset"].astype(np.int64)
         if len(np.unique(offs)) != len(offs):
-            self._distrust("two Chunk Index records point at one chunk")
+            self.distrust("two Chunk Index records point at one chunk")
             return
         bad = arr["start"] > arr["end"]
         if bool(bad.any()):
             i = int(np.argmax(bad))
-            self._distrust(f"the Chunk Index of the chunk at {int(offs[i])} claims log times {int(arr['start'][i])}..{int(arr['end'][i])}")
+            self.distrust(f"the Chunk Index of the chunk at {int(offs[i])} claims log times {int(arr['start'][i])}..{int(arr['end'][i])}")
             return
         room = offs + 9 + 16 <= src.size
         offs = offs[room]
@@ -81,23 +97,23 @@ class PlanMixin(ChunksMixin):
         if bool(mism.any()):
             i = int(np.argmax(mism))
             s, e = int(arr["start"][room][i]), int(arr["end"][room][i])
-            self._distrust(
+            self.distrust(
                 f"the Chunk Index of the chunk at {int(offs[i])} claims log times {s}..{e}, "
                 f"the Chunk record {int(heads[i, 0])}..{int(heads[i, 1])}"
             )
 
     def _chunk_ranks(self) -> list[tuple[int, int]]:
         """(offset, rank in file order) of every chunk, from the chunk indexes or a scan."""
-        if self.has_summary and self.chunk_indexes:
-            offs = [ci.chunk_start_offset for ci in self.chunk_indexes]
+        if self.ctx.has_summary and self.ctx.index.chunk_indexes:
+            offs = [ci.chunk_start_offset for ci in self.ctx.index.chunk_indexes]
             ranks = [0] * len(offs)
             for k, i in enumerate(sorted(range(len(offs)), key=offs.__getitem__)):
                 ranks[i] = k
             return list(zip(offs, ranks))
-        sr = self._scan()
+        sr = self.ctx.scan()
         return [(c[0], r) for c, r in zip(sr.chunks, sr.chunk_ranks)]
 
-    def _rank_offset(self, rank: int) -> int | None:
+    def rank_offset(self, rank: int) -> int | None:
         for off, r in self._chunk_ranks():
             if r == rank:
                 return off
@@ -109,12 +125,12 @@ class PlanMixin(ChunksMixin):
         Read once per reader.  A chunk that cannot be read (or, recovering, has damage but
         no messages) gets the widest range, so it is read (and its damage reported) first.
         """
-        if off in self._true_ranges:
-            return self._true_ranges[off]
+        if off in self.true_ranges:
+            return self.true_ranges[off]
         load = self._scan_loader(off, None, None, None, False, arrays=True)
-        quiet = self._quiet
-        self._quiet = True
-        muted = self._muted
+        quiet = self.ctx.quiet
+        self.ctx.quiet = True
+        muted = self.ctx.muted
         got: Any
         try:
             got = load()
@@ -123,22 +139,22 @@ class PlanMixin(ChunksMixin):
         except PolybagError:
             got = None
         finally:
-            self._quiet = quiet
+            self.ctx.quiet = quiet
         rng: tuple[int, int] | None
         if got is None:
             rng = (0, (1 << 64) - 1)
         else:
             lts = got.lt if isinstance(got, PayloadBatch) else np.fromiter((m.log_time for m in got), np.uint64, len(got))
             rng = (int(lts.min()), int(lts.max())) if len(lts) else None
-            if rng is None and self._muted != muted:
+            if rng is None and self.ctx.muted != muted:
                 rng = (0, (1 << 64) - 1)
-        self._true_ranges[off] = rng
+        self.true_ranges[off] = rng
         return rng
 
-    def _verified_segments(
+    def verified_segments(
         self, want: set[int] | None, start: int | None, end: int | None, sort: bool = False, arrays: bool = False
     ) -> tuple[list[tuple[int, int, int, Callable[[], list[Message]]]], PolybagError | None]:
-        """Like :meth:`_segments`, with every chunk's real log-time range (chunks are read
+        """Like :meth:`segments`, with every chunk's real log-time range (chunks are read
         once to find it; Message Indexes are not used)."""
         out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
         lo = -1 if start is None else start
@@ -153,9 +169,9 @@ class PlanMixin(ChunksMixin):
                 continue
             out.append((rng[0], rng[1], rank, self._scan_loader(off, want, start, end, sort, arrays)))
         err = None
-        if not (self.has_summary and self.chunk_indexes):
-            sr = self._scan()
-            err = self._recovery.first
+        if not (self.ctx.has_summary and self.ctx.index.chunk_indexes):
+            sr = self.ctx.scan()
+            err = self.ctx.recovery.first
             for rank, s, t, offs in sr.loose:
                 if t < lo or s >= hi:
                     continue
@@ -163,10 +179,10 @@ class PlanMixin(ChunksMixin):
         out.sort(key=lambda x: x[2])
         return out, err
 
-    def _out_of_order(self, rank: int, t: int, returned: str) -> FormatError:
-        self._verify = True
-        off = self._rank_offset(rank)
-        return self._err(
+    def out_of_order(self, rank: int, t: int, returned: str) -> FormatError:
+        self.verify = True
+        off = self.rank_offset(rank)
+        return self.ctx.err(
             FormatError,
             f"the chunk at {off} holds a message at log time {t}, but its chunk times claimed otherwise and "
             f"{returned}; read again (this reader now checks every chunk) or open with recover=True",
@@ -174,7 +190,7 @@ class PlanMixin(ChunksMixin):
         )
 
     # --- segments --------------------------------------------------------------------------------
-    def _segments(
+    def segments(
         self,
         want: set[int] | None,
         start: int | None,
@@ -190,43 +206,43 @@ class PlanMixin(ChunksMixin):
         ``merge`` (log-time order) the Message Index times of the wanted channels in the
         chunks to read are checked against their chunk's claims first.
         """
-        if not self._verify and self.has_summary and self.chunk_indexes:
+        if not self.verify and self.ctx.has_summary and self.ctx.index.chunk_indexes:
             self._check_index()
-        if self._verify:
-            return self._verified_segments(want, start, end, sort, arrays)
+        if self.verify:
+            return self.verified_segments(want, start, end, sort, arrays)
         # the ids in the file's terms (a redefined channel's versions share one)
-        wfile = want if want is None or self._timeline is None else {i & FILE_ID_MASK for i in want}
+        wfile = want if want is None or self.defs.timeline is None else {i & FILE_ID_MASK for i in want}
         out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
-        if self.has_summary and self.chunk_indexes:
-            plan = plan_read(self._index, wfile, (start, end))
-            cis = self.chunk_indexes
+        if self.ctx.has_summary and self.ctx.index.chunk_indexes:
+            plan = plan_read(self.ctx.index, wfile, (start, end))
+            cis = self.ctx.index.chunk_indexes
             # a remote file: the chunks to read are fetched ahead, in order (hinted first, so
             # that the Message Indexes after them can come with them where that is cheaper)
             picked = [(run, cis[run.chunk]) for run in plan.runs if run.chunk is not None]
-            self.source.hint(sorted((ci.chunk_start_offset, ci.chunk_length + ci.message_index_length) for _r, ci in picked))
+            self.ctx.source.hint(sorted((ci.chunk_start_offset, ci.chunk_length + ci.message_index_length) for _r, ci in picked))
             if merge:  # a remote file: the Message Indexes checked below, in one batch
-                self.source.need_many((cis[i].chunk_start_offset + cis[i].chunk_length, cis[i].message_index_length) for i in plan.in_window)
+                self.ctx.source.need_many((cis[i].chunk_start_offset + cis[i].chunk_length, cis[i].message_index_length) for i in plan.in_window)
             for run, ci in picked:
                 if merge and not self._index_times_fit(ci, wfile, run.start, run.end):
-                    return self._verified_segments(want, start, end, sort, arrays)
+                    return self.verified_segments(want, start, end, sort, arrays)
                 out.append((run.start, run.end, run.rank, self._indexed_loader(ci, want, start, end, sort, arrays)))
             return out, None
-        for run in plan_read(self._scan(), None, (start, end)).runs:
+        for run in plan_read(self.ctx.scan(), None, (start, end)).runs:
             if run.loose is None:
                 out.append((run.start, run.end, run.rank, self._scan_loader(run.offset, want, start, end, sort, arrays)))
             else:
                 out.append((run.start, run.end, run.rank, self._loose_loader(run.loose, want, start, end, sort)))
-        return out, self._recovery.first
+        return out, self.ctx.recovery.first
 
     def _index_times_fit(self, ci: R.ChunkIndex, want: set[int] | None, s: int, t: int) -> bool:
         """Whether the chunk's Message Index times (wanted channels) lie in its claimed range."""
-        parts = message_index_parts(self._mapped(), ci, want)
+        parts = message_index_parts(self.ctx.mapped(), ci, want)
         for _cid, arr in parts or ():
             if len(arr):
                 lts = arr["log_time"]
                 lo, hi = int(lts.min()), int(lts.max())
                 if lo < s or hi > t:
-                    self._distrust(
+                    self.distrust(
                         f"the chunk at {ci.chunk_start_offset} claims log times {s}..{t}, its Message Index lists {lo}..{hi}"
                     )
                     return False
@@ -236,12 +252,12 @@ class PlanMixin(ChunksMixin):
         self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False
     ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
-            buf = self._chunk_data(ci.chunk_start_offset)
-            cen = self._timeline
+            buf = self.ctx.chunk_data(ci.chunk_start_offset)
+            cen = self.defs.timeline
             if cen is not None and cen.inside.get(ci.chunk_start_offset):
                 parts = None  # the chunk redefines a channel: walked record by record
             else:
-                parts = message_index_parts(self._mapped(), ci, want if want is None or cen is None else {i & FILE_ID_MASK for i in want})
+                parts = message_index_parts(self.ctx.mapped(), ci, want if want is None or cen is None else {i & FILE_ID_MASK for i in want})
             # every message listed: check the index against the chunk and find definitions
             complete = want is None and start is None and end is None
             positions = cids = None
@@ -255,10 +271,11 @@ class PlanMixin(ChunksMixin):
                     if want is None and not complete and cen is None:
                         # a time window reads few chunks: find a redefinition in them (this
                         # costs a gather over all their messages, too much for topic reads)
-                        self._index_defs(buf, ci)
-            return self._chunk_messages(
+                        self.finder.index_defs(buf, ci)
+            msgs: list[Message] = self.chunks.chunk_messages(
                 buf, ci.chunk_start_offset, want, start, end, positions, sort, gap_defs=complete, arrays=arrays, expect_cid=cids
-            )  # type: ignore[no-any-return]
+            )  # (a PayloadBatch with ``arrays``)
+            return msgs
 
         return load
 
@@ -266,29 +283,29 @@ class PlanMixin(ChunksMixin):
         self, off: int, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False
     ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
-            self._defs_upto(off)
+            self.finder.defs_upto(off)
             try:
-                buf = self._chunk_data(off)
+                buf = self.ctx.chunk_data(off)
             except PolybagError as err:
-                if not self.recover:
+                if not self.ctx.recover:
                     raise
                 if isinstance(err, ChecksumError):
-                    self._note(str(err), 0)
-                    saved = self.validate_crcs
-                    self.validate_crcs = False
+                    self.ctx.note(str(err), 0)
+                    saved = self.ctx.validate_crcs
+                    self.ctx.validate_crcs = False
                     try:
-                        buf = self._chunk_data(off)
+                        buf = self.ctx.chunk_data(off)
                     except PolybagError as err2:
-                        self._note(str(err2), 0)
+                        self.ctx.note(str(err2), 0)
                         return []
                     finally:
-                        self.validate_crcs = saved
+                        self.ctx.validate_crcs = saved
                 else:
-                    self._note(str(err), 0)
+                    self.ctx.note(str(err), 0)
                     return []
-            got = self._chunk_messages(buf, off, want, start, end, None, sort, arrays=arrays)
-            self._defs_upto(off + 1)  # its own definitions were registered reading it
-            return got  # type: ignore[no-any-return]
+            got: list[Message] = self.chunks.chunk_messages(buf, off, want, start, end, None, sort, arrays=arrays)
+            self.finder.defs_upto(off + 1)  # its own definitions were registered reading it
+            return got  # (a PayloadBatch with ``arrays``)
 
         return load
 
@@ -296,17 +313,17 @@ class PlanMixin(ChunksMixin):
         self, offs: list[int], want: set[int] | None, start: int | None, end: int | None, sort: bool
     ) -> Callable[[], list[Message]]:
         def load() -> list[Message]:
-            src = self.source
+            src = self.ctx.source
             assert isinstance(src, MappedSource)
             view = src.view
             out: list[Message] = []
             unpack = R.MESSAGE_HEAD.unpack_from
             lo = -1 if start is None else start
             hi = 1 << 64 if end is None else end
-            cen = self._timeline
+            cen = self.defs.timeline
             if offs:
-                self._defs_upto(offs[0])
-                self._loaded.append((offs[0], offs[-1], False))
+                self.finder.defs_upto(offs[0])
+                self.defs.loaded.append((offs[0], offs[-1], False))
             for pos in offs:
                 ln = U64.unpack_from(view, pos + 1)[0]
                 e = pos + 9 + ln
@@ -314,20 +331,20 @@ class PlanMixin(ChunksMixin):
                     cid, seq, lt, pt = unpack(view, pos + 9)
                     data: bytes | memoryview = view[pos + 31 : e]
                 else:
-                    rec = R.parse_as(R.MessageRecord, 5, view, pos + 9, e, self.path, 0)
+                    rec = R.parse_as(R.MessageRecord, 5, view, pos + 9, e, self.ctx.path, 0)
                     cid, seq, lt, pt, data = rec.channel_id, rec.sequence, rec.log_time, rec.publish_time, b""
                 if not (lo <= lt < hi):
                     continue
                 if cen is not None and cid in cen.versions:
                     ch: Channel | None = cen.at(cid, (pos, -1))
                 else:
-                    ch = self._channels.get(cid) or self._resolve_channel(cid)
+                    ch = self.defs.channels.get(cid) or self.finder.resolve_channel(cid)
                 if want is not None and ch is not None and ch.id not in want:
                     continue
                 if ch is None:
-                    err = self._err(FormatError, f"message on channel {cid}, which no Channel record defines", pos)
-                    if self.recover:
-                        self._note(str(err), e - pos)
+                    err = self.ctx.err(FormatError, f"message on channel {cid}, which no Channel record defines", pos)
+                    if self.ctx.recover:
+                        self.ctx.note(str(err), e - pos)
                         continue
                     if sort:
                         out.sort(key=LOG_TIME)
