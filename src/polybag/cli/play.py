@@ -2,7 +2,7 @@
 
 Takes rosbag play's options (``-r``, ``-s``, ``-u``, ``-l``, ``--clock --hz``, ``--topics``,
 ``--pause-topics``, ``--pause``, ``-d``, ``-i``, ``--skip-empty``, ``-q``, ``-k``,
-``--wait-for-subscribers``, ``-p``, ``--rate-control-topic``/``--rate-control-max-delay``) and any input polybag reads (bags, MCAP ``ros1``
+``--wait-for-subscribers``, ``--wait-for-known-subscribers`` (``--ros2``), ``-p``, ``--rate-control-topic``/``--rate-control-max-delay``) and any input polybag reads (bags, MCAP ``ros1``
 channels, ULog as ``ulog_msgs/*``); several inputs are merged by log time.  When stdin is a
 terminal, space pauses and resumes and ``s`` steps one message while paused.  ROS remapping
 arguments ``/from:=/to`` (and ``__name:=``, ``__ns:=``, ``__master:=``) rename what is
@@ -67,6 +67,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_topic_options(p, short=False, what="play only")
     p.add_argument("--pause-topics", nargs="+", default=[], metavar="TOPIC", help="pause after these topics")
     p.add_argument("--wait-for-subscribers", action="store_true", help="wait for a subscriber on each topic")
+    p.add_argument("--wait-for-known-subscribers", default=2.0, metavar="SEC",
+                   help="with --ros2: before the clock starts, wait at most SEC (default 2; 0: not at all) "
+                   "until every subscriber discovery already knows on each played topic is matched")
     p.add_argument("--rate-control-topic", default=None, metavar="TOPIC",
                    help="hold playback while bag time is ahead of this topic's header stamps")
     p.add_argument("--rate-control-max-delay", default=1.0, metavar="SEC",
@@ -306,6 +309,7 @@ def _play_options(args: argparse.Namespace, remap: dict[str, str]) -> Any:
         quiet=args.quiet,
         keep_alive=args.keep_alive,
         wait_for_subscribers=args.wait_for_subscribers,
+        wait_for_known_subscribers=args.wait_for_known_subscribers,
         prefix=args.prefix,
         rate_control_topic=args.rate_control_topic,
         rate_control_max_delay=args.rate_control_max_delay,

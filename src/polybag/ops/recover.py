@@ -54,8 +54,13 @@ def _declared_count(src: Input) -> int | None:
     """The message count the damaged file's own index declares, if it has a usable one."""
     if isinstance(src, Reader):
         return None
+    import warnings
+
     try:
-        with polybag.open(src) as r:
+        with warnings.catch_warnings():  # (what a plain read would warn of: the recovery reports it)
+            warnings.simplefilter("ignore")
+            r = polybag.open(src)
+        with r:
             s = r.summary
             if s.indexed and s.message_counts:
                 return int(s.message_count)

@@ -56,7 +56,9 @@ class PlayOptions:
     ``realtime`` (polybag's, Linux) runs the thread that plays at that ``SCHED_FIFO``
     priority (1..99) while it plays, so other busy processes cannot delay its wakeups; it
     needs the privilege to (``CAP_SYS_NICE`` or an ``rtprio`` limit): ``PlayStats.realtime``
-    says whether it was granted.
+    says whether it was granted.  ``wait_for_known_subscribers`` (polybag's, seconds; 0: off):
+    how long a sink that can tell (ROS 2) waits, after ``delay``, for every subscriber
+    discovery already knows to be matched before the clock starts.
     """
 
     rate: float = 1.0
@@ -76,6 +78,7 @@ class PlayOptions:
     quiet: bool = False
     keep_alive: bool = False
     wait_for_subscribers: bool = False
+    wait_for_known_subscribers: float = 2.0
     realtime: int | None = None
     prefix: str = ""
     rate_control_topic: str | None = None
@@ -84,7 +87,7 @@ class PlayOptions:
     open_options: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
-        for name in ("start", "duration", "delay", "skip_empty", "rate_control_max_delay"):
+        for name in ("start", "duration", "delay", "skip_empty", "rate_control_max_delay", "wait_for_known_subscribers"):
             value = getattr(self, name)
             flag = "--" + name.replace("_", "-")
             if isinstance(value, str):
@@ -104,6 +107,10 @@ class PlayOptions:
             raise UsageError(f"--hz must be positive, got {self.hz}")
         if self.delay < 0:
             raise UsageError(f"--delay must not be negative, got {self.delay}")
+        if self.wait_for_known_subscribers < 0:
+            raise UsageError(
+                f"--wait-for-known-subscribers must not be negative, got {self.wait_for_known_subscribers}"
+            )
         if self.skip_empty is not None and self.skip_empty < 0:
             raise UsageError(f"--skip-empty must not be negative, got {self.skip_empty}")
         if self.realtime is not None and not 1 <= self.realtime <= 99:
@@ -472,8 +479,21 @@ class Player:
         opts = self.options
         sink = self.sink
         try:
+            counts = getattr(sink, "message_counts", None)
+            if isinstance(counts, dict):  # (a ROS 2 sink sizes latched writers by them)
+                for r, sel in zip(self.readers, self._selectors, strict=True):
+                    for cid, ch in r.summary.channels.items():
+                        if sel is None or cid in sel:
+                            counts[id(ch)] = int(r.summary.message_counts.get(cid, 0))
             sink.open(self.channels, opts)
             if opts.delay > 0 and not self._sleep(round(opts.delay * NS)):
+                return self.stats
+            known = getattr(sink, "wait_for_known_subscribers", None)
+            if (
+                known is not None
+                and opts.wait_for_known_subscribers > 0
+                and not known(opts.wait_for_known_subscribers, lambda: self._stopped)
+            ):
                 return self.stats
             if opts.wait_for_subscribers and not sink.wait_for_subscribers(lambda: self._stopped):
                 return self.stats

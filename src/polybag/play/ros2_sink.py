@@ -3,8 +3,15 @@
 Each ROS 2 channel (``cdr`` messages: a rosbag2 bag, an MCAP file with the ``ros2``
 profile) gets a DDS writer on ``rt/<topic>`` with the type's DDS name and the recorded QoS
 (the first of its ``offered_qos_profiles``: reliability, durability; keep_last with the
-player's queue, or the recorded depth (at least 1) for transient_local topics, so a late
-subscriber gets the last messages as from the original publisher).  The stored payload
+player's queue, or for transient_local topics a depth of the number of messages the inputs
+hold on the topic (at least the recorded depth and 1, at most :data:`MAX_LATCHED`), so a late
+subscriber gets every latched message -- one per original publisher, as on the live graph).
+
+Before the clock starts, :meth:`Ros2Sink.wait_for_known_subscribers` waits (bounded: the
+player's ``--wait-for-known-subscribers``, 2 s by default) until every participant that
+discovery already knows has announced its readers and each one on a played topic
+(``DCPSSubscription``) is matched with its writer, so subscribers that were running before
+playback get the first messages.  The stored payload
 bytes (CDR with their header) are sent as they are, and past a message's end only zeros
 up to the next 4-byte word, declared as padding in the header (never memory beyond it:
 :func:`polybag.net.ros2.graph.pad`).  ROS 1 channels are converted on the fly
@@ -23,6 +30,7 @@ DDS type comes from its publishers, so the reader is made once one is discovered
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import threading
 import time
@@ -47,6 +55,9 @@ CLOCK_QOS: dict[str, Any] = {
 }
 _CLOCK = struct.Struct("<4siI")
 _CDR_LE = b"\x00\x01\x00\x00"
+MAX_LATCHED = 1000  # the most messages a transient_local writer keeps for late subscribers
+MAX_DISCOVERED = 100_000  # the most participants / readers read from discovery at once
+SETTLE = 0.1  # s: how long what discovery knows stays the same before playback starts
 
 
 def clock_payload(time_ns: int) -> bytes:
@@ -102,8 +113,13 @@ class Ros2Sink(RoutingSink):
         self.writers: dict[str, Any] = {}  # output topic -> writer
         self.clock_writer: Any = None
         self.bad = 0  # payloads too short to be CDR (skipped, the first one named in a warning)
+        # id(channel) -> how many messages the inputs hold on it (the player fills it in)
+        self.message_counts: dict[int, int] = {}
+        self._all: list[Channel] = []
+        self._builtin: tuple[Any, ...] | None = None  # DCPSParticipant, DCPSSubscription readers
 
     def open(self, channels: Sequence[Channel], options: PlayOptions) -> None:
+        self._all = list(channels)
         self._open_routes(channels, options)
         if options.clock:
             from polybag.net.ros2.graph import Ros2GraphError
@@ -127,7 +143,7 @@ class Ros2Sink(RoutingSink):
             w = self.writers.get(out)
             if w is None:
                 latched = profile.get("durability") == "transient_local"
-                depth = max(1, int(profile.get("depth") or 0)) if latched else self.queue_size
+                depth = self._latched_depth(out, profile) if latched else self.queue_size
                 w = self.graph.writer(out, dtype, profile, depth=depth)
                 self.writers[out] = w
                 self._types[out] = tname
@@ -144,6 +160,19 @@ class Ros2Sink(RoutingSink):
             self.skipped.append(ch.topic)
             self.warn(peer_text(str(e), 1000))  # (names from the file)
         return route
+
+    def _latched_depth(self, out: str, profile: dict[str, Any]) -> int:
+        """A transient_local writer's depth on ``out``: the messages the inputs hold on every
+        channel played there (one per latched publisher at least), at least the recorded
+        depth and 1, at most :data:`MAX_LATCHED`."""
+        try:
+            recorded = int(profile.get("depth") or 0)
+        except (TypeError, ValueError):
+            recorded = 0
+        held = sum(
+            max(0, self.message_counts.get(id(c), 0)) for c in self._all if self._out_topic(c.topic) == out
+        )
+        return max(1, min(MAX_LATCHED, max(recorded, held)))
 
     def _send(self, target: Any, payload: bytes, message: Message) -> bool:
         # (the writer sends the payload's bytes and zeros up to the next 4-byte word, declared
@@ -171,6 +200,92 @@ class Ros2Sink(RoutingSink):
                 time.sleep(0.05)
         return not stopped()
 
+    def _discovered(self) -> tuple[set[str], dict[str, set[str]], set[str]]:
+        """What discovery knows now, our own participant left out: ``(the live remote
+        participants, DDS topic -> their live readers' GUIDs, the participants those readers
+        belong to)``."""
+        if self._builtin is None:
+            from cyclonedds.builtin import (
+                BuiltinDataReader,
+                BuiltinTopicDcpsParticipant,
+                BuiltinTopicDcpsSubscription,
+            )
+
+            try:
+                self._builtin = (
+                    BuiltinDataReader(self.graph.participant, BuiltinTopicDcpsParticipant),
+                    BuiltinDataReader(self.graph.participant, BuiltinTopicDcpsSubscription),
+                )
+            except Exception:  # noqa: BLE001 - the binding raises DDSException: wait no more
+                self._builtin = ()
+        if not self._builtin:
+            return set(), {}, set()
+        from cyclonedds.core import InstanceState
+
+        own = str(self.graph.participant.guid)
+        parts: set[str] = set()
+        subs: dict[str, set[str]] = {}
+        owners: set[str] = set()
+        try:
+            part_samples = self._builtin[0].read(N=MAX_DISCOVERED)
+            sub_samples = self._builtin[1].read(N=MAX_DISCOVERED)
+        except Exception:  # noqa: BLE001 - the binding raises DDSException
+            return set(), {}, set()
+
+        def alive(x: Any) -> bool:
+            info = getattr(x, "sample_info", None)
+            return info is not None and bool(info.valid_data) and info.instance_state == InstanceState.Alive
+
+        for x in part_samples:
+            if alive(x) and str(x.key) != own:
+                parts.add(str(x.key))
+        for x in sub_samples:
+            if alive(x) and str(x.participant_key) != own:
+                subs.setdefault(str(x.topic_name), set()).add(str(x.key))
+                owners.add(str(x.participant_key))
+        return parts, subs, owners
+
+    @staticmethod
+    def _matched(w: Any) -> set[str]:
+        """The GUIDs of the readers writer ``w`` is matched with."""
+        dw = w._writer
+        keys: set[str] = set()
+        for h in dw.get_matched_subscriptions():
+            try:
+                d = dw.get_matched_subscription_data(h)
+            except Exception:  # noqa: BLE001, S112 - gone meanwhile
+                continue
+            if d is not None:
+                keys.add(str(d.key))
+        return keys
+
+    def wait_for_known_subscribers(self, timeout: float, stopped: Callable[[], bool]) -> bool:
+        """Until discovery has settled on what it already knows and every reader on each played
+        topic is matched with the topic's writer, or ``timeout`` seconds pass (a reader whose
+        QoS does not match never is); False when ``stopped()``.
+
+        Remote participants are found within milliseconds, their readers (SEDP) up to a
+        second later: every participant known must have announced its readers (each ROS 2
+        node has some), and what is known must stay the same for :data:`SETTLE` s."""
+        end = time.monotonic() + max(0.0, timeout)
+        last: tuple[frozenset[str], int] | None = None
+        since = 0.0
+        while not stopped():
+            now = time.monotonic()
+            parts, subs, owners = self._discovered()
+            ready = parts <= owners and all(
+                subs.get(w.topic, set()) <= self._matched(w) for w in self.writers.values()
+            )
+            seen = (frozenset(parts), sum(len(v) for v in subs.values()))
+            if not ready or seen != last:
+                last, since = seen, now
+            elif now - since >= SETTLE:
+                return True
+            if now >= end:
+                return True
+            time.sleep(0.02)
+        return False
+
     def flush(self, timeout: float = 5.0) -> bool:
         """Until every reliable subscriber has acknowledged what was written (bounded by ``timeout``)."""
         end = time.monotonic() + timeout
@@ -185,6 +300,10 @@ class Ros2Sink(RoutingSink):
             w.close()
         self.writers.clear()
         self.clock_writer = None
+        for r in self._builtin or ():
+            with contextlib.suppress(Exception):
+                r.__del__()
+        self._builtin = None
 
 
 def header_stamp(data: bytes) -> int | None:

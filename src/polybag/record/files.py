@@ -208,7 +208,7 @@ class OutputFiles:
         ch = self.channels.get(ck)
         if ch is None:
             ch = self.channels[ck] = self.add_channel(self.writer, item)
-        self.writer.write(ch, item.data, item.time, item.time)
+        self.writer.write(ch, item.data, item.time, item.publish)
         self.size += len(item.data) + self.overhead
         self.messages += 1
         return True

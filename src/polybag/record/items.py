@@ -54,15 +54,17 @@ class TopicStats:
 
 class QueuedMessage:
     """One serialized message taken by the recorder and waiting to be written: its topic,
-    its connection (:data:`ConnectionKey`), its bytes and its receive time (ns)."""
+    its connection (:data:`ConnectionKey`), its bytes, its receive time (ns) and the time it
+    was sent (ns; its receive time when not known)."""
 
-    __slots__ = ("topic", "key", "data", "time")
+    __slots__ = ("topic", "key", "data", "time", "publish")
 
-    def __init__(self, topic: str, key: ConnectionKey, data: bytes, t: int) -> None:
+    def __init__(self, topic: str, key: ConnectionKey, data: bytes, t: int, publish: int | None = None) -> None:
         self.topic = topic
         self.key = key
         self.data = data
         self.time = t
+        self.publish = t if publish is None else publish
 
 
 class SnapshotJob:

@@ -5,7 +5,8 @@ each selected topic (named topics, ``-e`` regexes, ``-a``; ``-x`` excluded; serv
 non-ROS DDS topics left out) with the QoS rosbag2 requests for the publishers' offers
 (reliable only when all offer it, transient_local only when all offer it).  One thread
 waits on every reader (a DDS wait set) and hands the serialized CDR samples, bytes as they
-came, to the recorder with the receive time.  The offered QoS profiles of each topic and
+came, to the recorder with each one's receive time (non-decreasing per topic, see
+:meth:`polybag.net.ros2.graph.RawReader.take_received`) and its source timestamp as publish time.  The offered QoS profiles of each topic and
 the type hash from USER_DATA go to the file's metadata as ``ros2 bag record`` stores them.
 
 Types come from the known ROS 2 definitions (the bundled Jazzy ones and ``--types DIR``),
@@ -15,7 +16,9 @@ thread of its own, the samples that arrive meanwhile held in memory, at most
 one the publisher announced; only replies of the publishing participant to our own request
 count, and a description must pass :mod:`polybag.net.ros2.typedesc`'s checks: rosidl's names,
 the limits for definitions from the network); a topic whose type stays unknown is recorded
-anyway (raw CDR, no definition) with a warning saying why.  Every name and reason a peer
+anyway (raw CDR, no definition) with a warning saying why, and a publisher of that type
+appearing later is asked (at most :data:`MAX_LATE_ASKS` per topic): the description it gives
+is the topic's from then on (rosbag2 sqlite3 stores it for the type: every message of the file).  Every name and reason a peer
 sent is cut and escaped before it is printed or kept (:mod:`polybag.util.text`).  Samples are
 recorded as their writer serialized them: the padding their CDR header declares is dropped.
 
@@ -47,6 +50,9 @@ EMPTY_CDR = b"\x00\x01\x00\x00\x00"
 #: the samples held (bytes) per topic while its type is asked for; beyond, recorded raw
 MAX_PENDING = 64 * 1024 * 1024
 
+#: the later publishers asked per topic for a type the first one did not describe
+MAX_LATE_ASKS = 8
+
 
 def _definition(type_name: str) -> str:
     """The full ``ros2msg`` text of a known type, ``""`` when it is not known."""
@@ -71,14 +77,17 @@ class _Sub:
     requested: dict[str, Any]
     offers: list[dict[str, Any]]
     latched: bool = field(init=False)  # (transient_local requested)
-    # while the type is asked for: the samples taken meanwhile (data, receive time), their
-    # bytes, and the event set when the answer (or the failure) is in ``definition``
-    pending: list[tuple[bytes, int]] | None = None
+    # while the type is asked for: the samples taken meanwhile (data, source time, receive
+    # time), their bytes, and the event set when the answer (or the failure) is in ``definition``
+    pending: list[tuple[bytes, int, int]] | None = None
     pending_bytes: int = 0
     resolved: threading.Event | None = None
     # what the lookup came to, said by the receive thread once the held samples are written
     # (so the line on stderr means they are in the recorder's hands): a warning or a note
     outcome: str = ""
+    # a topic still without a definition: the later publishers asked, and one is being asked
+    asked: set[str] = field(default_factory=set)
+    asking: bool = False
 
     def __post_init__(self) -> None:
         self.latched = self.requested.get("durability") == "transient_local"
@@ -354,6 +363,9 @@ class Ros2Source:
             why = f"{type(e).__name__}: {e}"
         with self._lock:
             late = sub.resolved.is_set()  # (the held samples were written raw already)
+            if not text:  # (another topic's publisher may have described it meanwhile)
+                text = self._fetched.get((sub.type, sub.type_hash), "")
+                why = "" if text else why
             if text:
                 self._fetched[(sub.type, sub.type_hash)] = text
                 if not late:
@@ -363,6 +375,63 @@ class Ros2Source:
                 sub.resolved.set()
         if late and why:
             self._warn_unknown(sub.topic, sub.type, why)
+        if text:
+            self._adopt(sub.type, sub.type_hash, text)
+
+    def _ask_later(self, sub: _Sub, pub: Any) -> None:
+        """A topic recorded without a definition: ask a publisher that appeared later (at
+        most :data:`MAX_LATE_ASKS` per topic, one at a time) for it."""
+        with self._lock:
+            if sub.definition or sub.asking or sub.pending is not None or self.type_timeout <= 0:
+                return
+            if not pub.type_hash or (sub.type_hash and pub.type_hash != sub.type_hash):
+                return
+            known = self._fetched.get((sub.type, pub.type_hash), "")
+            if not known:
+                if pub.participant in sub.asked or len(sub.asked) >= MAX_LATE_ASKS:
+                    return
+                sub.asked.add(pub.participant)
+                sub.asking = True
+        if known:
+            self._adopt(sub.type, pub.type_hash, known)
+            return
+        threading.Thread(
+            target=self._ask_late, args=(sub, pub.participant, pub.type_hash), name="polybag-ros2-type", daemon=True
+        ).start()
+
+    def _ask_late(self, sub: _Sub, participant: str, type_hash: str) -> None:
+        """(its own thread) :meth:`_ask_later`'s question."""
+        from polybag.net.ros2.typedesc import fetch_definition
+
+        text = ""
+        try:
+            text = fetch_definition(self._graph, participant, sub.type, type_hash, self.type_timeout)
+        except Exception:  # noqa: BLE001, S110 - (said when the topic was first left raw)
+            pass
+        with self._lock:
+            sub.asking = False
+            if text:
+                self._fetched[(sub.type, type_hash)] = text
+        if text:
+            self._adopt(sub.type, type_hash, text)
+
+    def _adopt(self, typ: str, type_hash: str, text: str) -> None:
+        """A definition of ``typ`` (hash ``type_hash``) came: every topic of that type recorded
+        without one takes it (rosbag2 sqlite3: the type's definition for all the topic's
+        messages in the file; otherwise those received from now on)."""
+        with self._lock:
+            subs = [
+                s
+                for s in self._subs.values()
+                if s.type == typ
+                and not s.definition
+                and s.pending is None
+                and (not s.type_hash or s.type_hash == type_hash)
+            ]
+            for s in subs:
+                s.definition = text
+        for s in subs:
+            self._say(f"Type {typ} of {s.topic} from a later publisher's type description service; recorded with it")
 
     def _topic_info(self, sub: _Sub) -> None:
         from polybag.net.ros2.qos import profiles_text
@@ -393,6 +462,8 @@ class Ros2Source:
                 continue
             sub.offers.append(p.qos)
             self._topic_info(sub)
+            if not sub.definition:
+                self._ask_later(sub, p)
 
     # --- receiving -----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -428,7 +499,7 @@ class Ros2Source:
         for sub in subs:
             while True:
                 try:
-                    got = sub.reader.take(1024)
+                    got = sub.reader.take_received(1024)
                 except Ros2GraphError as e:
                     self._error(str(e))
                     break
@@ -438,15 +509,15 @@ class Ros2Source:
                     continue
                 if not got:
                     break
-                now = time.time_ns()
-                self._write(sub, [(data, now) for data, _stamp in got], sub.definition)
+                self._write(sub, got, sub.definition)
                 if len(got) < 1024:
                     break
 
-    def _write(self, sub: _Sub, messages: list[tuple[bytes, int]], definition: str) -> None:
-        """Write ``(data, receive time)`` pairs of ``sub`` to every recording still taking its topic."""
+    def _write(self, sub: _Sub, messages: list[tuple[bytes, int, int]], definition: str) -> None:
+        """Write ``(data, source time, receive time)`` of ``sub`` to every recording still
+        taking its topic (the receive time as log time, the source time as publish time)."""
         recs = [r for r in self._recs if sub.topic not in self._rec_done.get(id(r), ())]
-        for data, t in messages:
+        for data, src, t in messages:
             for rec in recs:
                 rec.write(
                     sub.topic,
@@ -456,16 +527,16 @@ class Ros2Source:
                     definition=definition,
                     receive_time=t,
                     latching=sub.latched,
+                    publish_time=src if src >= 0 else t,  # (a peer's clock: never negative)
                 )
 
-    def _hold(self, sub: _Sub, got: list[tuple[bytes, int]], final: bool) -> bool:
+    def _hold(self, sub: _Sub, got: list[tuple[bytes, int, int]], final: bool) -> bool:
         """While ``sub``'s type is asked for, keep what arrives (``got``); once it is known
         (or given up: the end, or more than :data:`MAX_PENDING` bytes held) write what was
         held in order and stop holding.  True when the caller should take more."""
         assert sub.pending is not None and sub.resolved is not None
-        now = time.time_ns()
-        for data, _stamp in got:
-            sub.pending.append((data, now))
+        sub.pending.extend(got)
+        for data, _src, _t in got:
             sub.pending_bytes += len(data)
         if sub.pending_bytes > MAX_PENDING or final:
             with self._lock:

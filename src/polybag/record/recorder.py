@@ -295,9 +295,11 @@ class Recorder:
         *,
         callerid: str = "",
         latching: bool = False,
+        publish_time: int | None = None,
     ) -> bool:
         """Queue one serialized message; True if it was queued (False: not selected, over the
-        limit, or the recording stopped; counted in :attr:`stats` except when not selected)."""
+        limit, or the recording stopped; counted in :attr:`stats` except when not selected).
+        ``publish_time``: when it was sent (ns; default: its receive time)."""
         if not type:
             raise UsageError(f"topic {topic}: a message type is needed (type=)")
         if not self._started:
@@ -307,7 +309,9 @@ class Recorder:
         t = time.time_ns() if receive_time is None else int(receive_time)
         if isinstance(definition, (bytes, bytearray, memoryview)):
             definition = bytes(definition).decode("utf-8", "replace")
-        item = QueuedMessage(topic, (type, md5sum or "*", definition, callerid or "", bool(latching)), bytes(data), t)
+        item = QueuedMessage(
+            topic, (type, md5sum or "*", definition, callerid or "", bool(latching)), bytes(data), t, publish_time
+        )
         limit_hit = False
         work = self._work
         with self._cond:

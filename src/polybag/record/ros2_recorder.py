@@ -34,6 +34,7 @@ class Ros2Files(OutputFiles):
         self._topic_info: dict[str, tuple[str, str]] = {}  # topic -> (offered_qos_profiles, type hash)
         self._lock = threading.Lock()
         self._ros1_file = False  # the file being written takes ROS 1 messages only (converted)
+        self._grown: set[str] = set()  # topics whose QoS profiles changed (see put)
         self._warn: Callable[[str], None] | None = None
         # (every message counted as a rosbag2 one, whatever the file)
         self.overhead = registry.get(ROS2_DEFAULT_FORMAT).message_overhead
@@ -45,6 +46,7 @@ class Ros2Files(OutputFiles):
     def set_topic_info(self, topic: str, qos_text: str, type_hash: str) -> None:
         with self._lock:
             self._topic_info[topic] = (qos_text, type_hash)
+            self._grown.add(topic)  # (a rosbag2 topic already in the file lists the new profiles)
 
     def _info(self, topic: str) -> tuple[str, str]:
         with self._lock:
@@ -80,7 +82,32 @@ class Ros2Files(OutputFiles):
     def put(self, item: QueuedMessage) -> bool:
         if self._ros1_file:
             return self._put_ros1(item)
+        if self._grown:  # (here: the thread that writes)
+            for topic in list(self._grown):
+                self._grow_qos(topic)
         return super().put(item)
+
+    def close(self) -> None:
+        if self._grown and self.writer is not None:
+            for topic in list(self._grown):
+                self._grow_qos(topic)
+        super().close()
+
+    def _grow_qos(self, topic: str) -> None:
+        """A rosbag2 writer's channels of ``topic`` given its QoS profiles as they are now
+        (``add_channel`` again adds the profiles of publishers that appeared later)."""
+        with self._lock:
+            self._grown.discard(topic)
+        qos, type_hash = self._info(topic)
+        w = self.writer
+        if not qos or getattr(w, "format", "") != "rosbag2":
+            return
+        md = {"offered_qos_profiles": qos}
+        if type_hash:
+            md["topic_type_hash"] = type_hash
+        for (t, _key), ch in list(self.channels.items()):
+            if t == topic and getattr(ch, "schema", None) is not None:
+                w.add_channel(topic, "cdr", ch.schema, md)
 
     def _put_ros1(self, item: QueuedMessage) -> bool:
         """Write ``item`` converted to ROS 1; False for a type that cannot be converted

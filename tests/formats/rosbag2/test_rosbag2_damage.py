@@ -277,11 +277,11 @@ def test_an_interrupted_write_is_recovered(tmp_path: Path, storage: str) -> None
         w.write(ch, b"\0\1\0\0\4\0\0\0abc\0", i + 1)
         if storage == "sqlite3" and i == 1500:
             w._db.flush()  # type: ignore[attr-defined] # a batch committed as a long recording would
-    w.abort()  # as a killed writer leaves it: no metadata.yaml
+    w.abort()  # as a killed writer leaves it: metadata.yaml as last refreshed (its counts lag)
     active = tmp_path / "rec.active"
-    assert active.is_dir() and not (active / "metadata.yaml").exists()
-    with pytest.raises(PolybagError, match="polybag recover"):
-        polybag.open(active)
+    assert active.is_dir() and (active / "metadata.yaml").exists()
+    with pytest.warns(Warning, match="did not close"), polybag.open(active) as r:  # opens as it is
+        assert r.summary.message_count == sum(1 for _ in r.messages()) > 1000
     res = recover(active, tmp_path / "fixed", format="rosbag2")
     assert res.verified and res.messages > 1000
     with polybag.open(tmp_path / "fixed") as r:

@@ -303,6 +303,15 @@ class McapWriter(ChunkOutputMixin, Writer):
         if self.use_metadata_index:
             self._metadata_indexes.append(R.MetadataIndex(offset, len(raw), name))
 
+    def flush(self) -> None:
+        """Close the open chunk and hand every finished one to the OS (a killed process then
+        leaves them in the file; the rosbag2 writer calls this when it refreshes metadata.yaml)."""
+        check_open(self.closed)
+        if self.use_chunking:
+            self._finish_chunk()
+        self._drain()
+        self._file.flush()
+
     def finish_output(self) -> None:
         if self.closed:
             return

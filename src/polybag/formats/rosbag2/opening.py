@@ -518,6 +518,9 @@ class Rosbag2Opening:
     _channels: dict[int, Channel]
     _schemas: dict[int, Schema]
     _summary: Summary | None
+    #: an unfinished recording (a ``NAME.active`` directory with its metadata.yaml, refreshed
+    #: as it was written: its counts lag the storage): read as it is, counted from the storage
+    _unclosed: bool = False
     #: storage files beside the listed ones that metadata.yaml does not list (not read)
     _unlisted: list[str]
 
@@ -541,6 +544,13 @@ class Rosbag2Opening:
                     raise
                 self._note(f"{meta}: {e}")
         if self.info is not None:
+            if not self.recover and directory.rstrip(os.sep).endswith(".active"):
+                self._unclosed = True
+                self._warn(
+                    f"{directory}: a recording that did not close (killed?): read as far as its storage "
+                    "files go, counted from them (the counts in metadata.yaml lag them); "
+                    "`polybag recover` completes it"
+                )
             return self._listed_files(self.info, directory, meta)
         if single is not None:
             return [FileInfo(single)]
@@ -636,7 +646,7 @@ class Rosbag2Opening:
             try:
                 if self.info is not None or single is None:  # a lone .db3 is the caller's choice
                     _contained(p, root, f.path, directory)
-                st = LazyStorage(p, declared, dict(options, recover=self.recover), pool)
+                st = LazyStorage(p, declared, dict(options, recover=self.recover or self._unclosed), pool)
             except PolybagError as e:
                 if not self.recover:
                     raise

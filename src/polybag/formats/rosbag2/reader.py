@@ -189,7 +189,7 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
             channels=dict(self._channels),
             file_size=self.source_size,
         )
-        if info is not None and not self.recover:
+        if info is not None and not self.recover and not self._unclosed:
             for cid in self._channels:
                 s.message_counts[cid] = 0
             for t in info.topics:
@@ -233,7 +233,7 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
     @property
     def has_index(self) -> bool:
         """True when metadata.yaml gives the summary without reading the storage."""
-        return self.info is not None and not self.recover
+        return self.info is not None and not self.recover and not self._unclosed
 
     def chunk_message_counts(self, channel_ids: set[int] | None = None) -> list[tuple[int, int, int]] | None:
         """Pieces of the bag for planners (``polybag.dask``): each MCAP file's chunks, each

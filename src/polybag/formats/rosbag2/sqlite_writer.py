@@ -57,6 +57,10 @@ class SqliteStorageWriter:
             "INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?)", (tid, name, type_name, fmt, qos, type_hash)
         )
 
+    def set_topic_qos(self, tid: int, qos: str) -> None:
+        """A ``topics`` row's QoS profiles replaced (committed with the next batch)."""
+        self._exec("UPDATE topics SET offered_qos_profiles = ? WHERE id = ?", (qos, tid))
+
     def write(self, tid: int, timestamp: int, data: bytes | memoryview) -> None:
         """Queue one message; a full batch is written and committed."""
         self._rows.append((tid, timestamp, data))

@@ -10,10 +10,19 @@ before Jazzy reads, as they are in channel metadata; ``version=9`` for Jazzy's l
 as YAML lists with enum names).
 
 Crash safety, as the other writers: the directory is written as ``out.active/`` and renamed
-to ``out/`` by :meth:`close`, after ``metadata.yaml`` (written last).  A killed writer
-leaves ``out.active/`` with its storage file (SQLite batches committed as they go, MCAP
-chunks as they are finished) and no ``metadata.yaml``: ``polybag recover out.active fixed``
-reads what is there and writes a complete bag.
+to ``out/`` by :meth:`close`, after the final ``metadata.yaml``.  While it is written,
+``metadata.yaml`` is there from the start and refreshed as it goes (every
+:data:`REFRESH_SECONDS` or :data:`REFRESH_MESSAGES` messages, and when a topic is added or its
+QoS grows; atomically, a temporary file renamed over it; the SQLite batch is committed
+first, the MCAP chunk finished): a killed writer leaves ``out.active/`` with its storage file (SQLite batches committed
+as they go, MCAP chunks as they are finished) and a ``metadata.yaml`` whose counts lag it.
+polybag and rosbags open it as it is (polybag warns that it did not close and counts what the
+storage holds); ``polybag recover out.active fixed`` still writes a complete bag.
+
+The QoS profiles of a topic grow: :meth:`add_channel` again for a topic (same type and
+format) with other profiles in ``offered_qos_profiles`` adds the ones not listed yet (a
+publisher that appeared later), to ``metadata.yaml`` and the sqlite3 ``topics`` row (MCAP
+storage: its channel is written once; metadata.yaml and the stored rosbag2 metadata list them).
 
 ``overwrite`` replaces only exactly a bag (:func:`bag_entries`: a real directory with a
 readable ``metadata.yaml`` and only the storage files it lists), never a folder of other
@@ -28,6 +37,8 @@ import posixpath
 import secrets
 import shutil
 import stat
+import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +53,7 @@ from polybag.formats.rosbag2.metadata import (
     TopicInfo,
     dump_metadata,
     parse_metadata,
+    parse_qos,
     qos_for_version,
     qos_to_text,
 )
@@ -52,6 +64,7 @@ from polybag.io.output_files import (
     open_new,
     refuse_existing,
     refuse_replacing,
+    temp_beside,
     write_atomically,
 )
 from polybag.model import Channel, Schema
@@ -63,6 +76,44 @@ _I64 = (1 << 63) - 1
 DEFAULT_VERSION = 8
 #: the largest metadata.yaml of a bag ``overwrite`` replaces (read to list the bag's own files)
 MAX_REPLACED_METADATA = 4 << 20
+#: metadata.yaml of a bag being written is refreshed at least this often (seconds) ...
+REFRESH_SECONDS = 2.0
+#: ... and after this many messages
+REFRESH_MESSAGES = 50_000
+#: QoS profiles one topic keeps (they come from peers: bounded)
+MAX_QOS_PROFILES = 64
+
+
+def _merged_qos(old: str, new: str) -> str:
+    """``old`` QoS profiles (YAML text, one per publisher) with those of ``new`` it lacks added:
+    each profile as many times as the more of the two lists it (``new`` is the topic's
+    publishers as they are now: two publishers with one profile list it twice, as rosbag2
+    does; giving a list again adds nothing), at most :data:`MAX_QOS_PROFILES`; ``old`` when
+    either does not parse."""
+    if not new or new == old:
+        return old
+    if not old:
+        return new
+    a, b = parse_qos(old), parse_qos(new)
+    if a is None or b is None:
+        return old
+    import json
+
+    def key(p: dict[str, Any]) -> str:
+        return json.dumps(p, sort_keys=True, default=str)
+
+    out = list(a)
+    have = Counter(key(p) for p in a)
+    seen: Counter[str] = Counter()
+    for p in b:
+        if len(out) >= MAX_QOS_PROFILES:
+            break
+        k = key(p)
+        seen[k] += 1
+        if seen[k] > have[k]:
+            have[k] += 1
+            out.append(p)
+    return old if len(out) == len(a) else qos_to_text(out)
 
 
 def _checked_options(
@@ -163,6 +214,7 @@ class Rosbag2Writer(Writer):
         self._storage_name = f"{self.name}_0{ext}"
         self._db: SqliteStorageWriter | None = None
         self._mcap: Any = None
+        self._mcap_file: Any = None
         self._open_storage(os.path.join(self.active_path, self._storage_name), chunk_size, chunk_compression)
         self._schemas: dict[int, Schema] = {}
         self._channels: dict[int, Channel] = {}
@@ -173,8 +225,16 @@ class Rosbag2Writer(Writer):
         self._undefined: dict[str, str] = {}  # see undefined_types
         self._ros2_texts = False  # a ROS 2 definition with text was given: the input stores them
         self._counts: dict[int, int] = {}
+        self._qos: dict[int, str] = {}  # channel id -> its QoS profiles (grown by add_channel)
         self._start = _I64
         self._end = -1
+        self._since_refresh = 0
+        self._next_refresh = 0.0
+        try:
+            self._refresh_metadata()
+        except BaseException:
+            self.abort_output(discard=True)
+            raise
 
     def _open_storage(self, storage_path: str, chunk_size: int | None, chunk_compression: str) -> None:
         """Create the storage file (a SQLite database or an MCAP writer) in the ``.active``
@@ -191,8 +251,13 @@ class Rosbag2Writer(Writer):
                 opts["library"] = f"polybag {__version__}"
                 if chunk_size is not None:
                     opts["chunk_size"] = chunk_size
-                self._mcap = registry.get("mcap").load_writer()(storage_path, **opts)
+                # (a stream: the file has its final name in the .active directory, which is
+                # what makes it atomic, so metadata.yaml can list it while it is written)
+                self._mcap_file = _TailedFile(open_new(storage_path, "wb"))
+                self._mcap = registry.get("mcap").load_writer()(self._mcap_file, **opts)
         except BaseException:
+            if self._mcap_file is not None:
+                self._mcap_file.close()
             shutil.rmtree(self.active_path, ignore_errors=True)
             raise
 
@@ -228,10 +293,27 @@ class Rosbag2Writer(Writer):
             raise WriteError(f"topic {topic}: a rosbag2 topic needs a message type (a schema name)")
         fmt = message_encoding or "cdr"
         key = (topic, type_name, fmt)
+        qos = qos_to_text(qos_for_version(str(md.get("offered_qos_profiles", "")), self.version))
         got = self._by_key.get(key)
         if got is not None:
+            self._grow_qos(got, qos)
+            if (  # sqlite3: a definition given after the topic's first messages is its type's, for all of them
+                self._db is not None
+                and type_name not in self._defined
+                and schema is not None
+                and schema.encoding in _DEFINITION_ENCODINGS
+                and bytes(schema.data).strip()
+            ):
+                text = bytes(schema.data).decode("utf-8", "replace")
+                late_hash = str(md.get("topic_type_hash", "") or md.get("type_description_hash", ""))
+                try:
+                    self._db.add_definition(type_name, schema.encoding, text, late_hash)
+                except OSError as e:
+                    raise named_os_error(e, self.final_path) from None
+                self._defined.add(type_name)
+                self._ros2_texts = True
+                self._undefined.pop(type_name, None)
             return got
-        qos = qos_to_text(qos_for_version(str(md.get("offered_qos_profiles", "")), self.version))
         type_hash = str(md.get("topic_type_hash", "") or md.get("type_description_hash", ""))
         if schema is not None and schema.encoding in _DEFINITION_ENCODINGS and bytes(schema.data).strip():
             self._ros2_texts = True
@@ -273,7 +355,28 @@ class Rosbag2Writer(Writer):
         self._channels[cid] = ch
         self._by_key[key] = ch
         self._counts[cid] = 0
+        self._qos[cid] = qos
+        self._soon()  # (listed at a write soon)
         return ch
+
+    def _grow_qos(self, ch: Channel, qos: str) -> None:
+        """Add the profiles of ``qos`` that ``ch``'s topic does not list yet."""
+        old = self._qos.get(ch.id, "")
+        merged = _merged_qos(old, qos)
+        if merged == old:
+            return
+        self._qos[ch.id] = merged
+        if self._db is not None:
+            try:
+                self._db.set_topic_qos(ch.id, merged)
+            except OSError as e:
+                raise named_os_error(e, self.final_path) from None
+        self._soon()
+
+    def _soon(self) -> None:
+        """Refresh metadata.yaml at a write within a quarter of a second (a burst of new
+        topics at the start costs one refresh)."""
+        self._next_refresh = min(self._next_refresh, time.monotonic() + 0.25)
 
     def undefined_types(self) -> dict[str, str]:
         return {} if self._ros2_texts else dict(self._undefined)
@@ -313,6 +416,23 @@ class Rosbag2Writer(Writer):
             self._start = log_time
         if log_time > self._end:
             self._end = log_time
+        self._since_refresh += 1
+        if self._since_refresh >= REFRESH_MESSAGES or time.monotonic() >= self._next_refresh:
+            self._refresh_metadata()
+
+    def _refresh_metadata(self) -> None:
+        """Write ``metadata.yaml`` of what is written so far into the ``.active`` directory
+        (the SQLite batch committed first), so a killed writer leaves a bag that opens."""
+        self._since_refresh = 0
+        self._next_refresh = time.monotonic() + REFRESH_SECONDS
+        try:
+            if self._db is not None:
+                self._db.flush()
+            elif self._mcap is not None:
+                self._mcap.flush()
+            _replace_file(os.path.join(self.active_path, METADATA_FILE), dump_metadata(self.bag_info(live=True)))
+        except OSError as e:
+            raise named_os_error(e, self.final_path) from None
 
     def add_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
         """MCAP storage keeps metadata records; a sqlite3 bag has nowhere to put them."""
@@ -322,12 +442,15 @@ class Rosbag2Writer(Writer):
         self._mcap.add_metadata(name, metadata)
 
     # --- finishing -------------------------------------------------------------------------------
-    def bag_info(self) -> BagInfo:
-        """The ``metadata.yaml`` content for what has been written so far."""
+    def bag_info(self, *, live: bool = False) -> BagInfo:
+        """The ``metadata.yaml`` content for what has been written so far (``live``: while
+        writing, the storage file not compressed yet)."""
         count = sum(self._counts.values())
         start = self._start if count else 0
         duration = self._end - self._start if count else 0
-        fname = self._storage_name + (".zstd" if self.compression_mode == "file" else "")
+        whole = self.compression_mode == "file" and not live
+        fname = self._storage_name + (".zstd" if whole else "")
+        mode = "" if live and self.compression_mode == "file" else self.compression_mode
         topics = []
         for ch in self._channels.values():
             topics.append(
@@ -335,7 +458,7 @@ class Rosbag2Writer(Writer):
                     name=ch.topic,
                     type=(ch.schema.name if ch.schema is not None and ch.schema.name else ch.type_name),
                     serialization_format=ch.message_encoding,
-                    offered_qos_profiles=str(ch.metadata.get("offered_qos_profiles", "")),
+                    offered_qos_profiles=self._qos.get(ch.id, ""),
                     type_description_hash=str(ch.metadata.get("topic_type_hash", "")),
                     message_count=self._counts[ch.id],
                 )
@@ -348,8 +471,8 @@ class Rosbag2Writer(Writer):
             starting_time=start,
             duration=duration,
             message_count=count,
-            compression_mode=self.compression_mode,
-            compression_format="zstd" if self.compression_mode else "",
+            compression_mode=mode,
+            compression_format="zstd" if mode else "",
             ros_distro=self.ros_distro,
             custom_data=dict(self.custom_data),
         )
@@ -371,7 +494,12 @@ class Rosbag2Writer(Writer):
                 self._db.close(self.version, _dedent(inner))
             else:
                 self._mcap.add_metadata("rosbag2", {"serialized_metadata": _dedent(inner)})
+                self._mcap_file.tail = False  # (its own Footer and magic come last)
                 self._mcap.close()
+                self._mcap_file.truncate()
+                self._mcap_file.flush()
+                os.fsync(self._mcap_file.fileno())
+                self._mcap_file.close()
             if self.compression_mode == "file":
                 _compress_file(storage_path, storage_path + ".zstd")
             write_atomically(os.path.join(self.active_path, METADATA_FILE), text)
@@ -420,8 +548,65 @@ class Rosbag2Writer(Writer):
             self._db.abort()
         elif self._mcap is not None:
             self._mcap.abort(discard=False)
+            try:
+                self._mcap_file.close()
+            except (OSError, ValueError):
+                pass
         if discard:
             shutil.rmtree(self.active_path, ignore_errors=True)
+
+
+#: a Footer record without a summary (opcode 2, 20 bytes: summary start 0, summary offset
+#: start 0, CRC 0) and the closing MCAP magic: 37 bytes
+_PROVISIONAL_END = b"\x02" + (20).to_bytes(8, "little") + bytes(20) + b"\x89MCAP0\r\n"
+
+
+class _TailedFile:
+    """The MCAP storage file while it is written: each write is followed by a provisional
+    end (:data:`_PROVISIONAL_END`, no summary: readers scan the records), which the next
+    write overwrites, so a killed writer leaves a file that readers needing the end of an
+    MCAP file (rosbags) open; at close the writer's own Footer comes last instead."""
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self.tail = True
+
+    def write(self, b: bytes | bytearray | memoryview) -> int:
+        n: int = self._f.write(b)
+        if self.tail:
+            self._f.write(_PROVISIONAL_END)
+            self._f.seek(-len(_PROVISIONAL_END), os.SEEK_CUR)
+        return n
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def truncate(self) -> None:
+        self._f.truncate()
+
+    def fileno(self) -> int:
+        return int(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def _replace_file(path: str, text: str) -> None:
+    """``text`` into a temporary file beside ``path``, renamed over it: a reader (or a
+    killed writer) finds the old file or the new one, never a part.  Not synced (the final
+    metadata.yaml is, by :func:`write_atomically`): a killed process loses nothing the
+    system has, and a refresh costs no disk flush."""
+    fd, tmp = temp_beside(path)
+    try:
+        with open(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _dedent(text: str) -> str:

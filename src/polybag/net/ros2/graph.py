@@ -184,6 +184,10 @@ class RawReader:
         self._take = ddspy_take
         self._ref = self._reader._ref
         self._writers: dict[int, str] = {}  # publication handle -> writer GUID
+        # take_received: every sample taken later arrived after the last take that drained
+        # the reader (or its creation), and the last receive time handed out (monotonic)
+        self._drained_at = time.time_ns()
+        self._last_received = 0
         self.condition = dds.core.ReadCondition(
             self._reader, dds.core.SampleState.Any | dds.core.ViewState.Any | dds.core.InstanceState.Any
         )
@@ -204,6 +208,32 @@ class RawReader:
             for data, info in ret
             if info.valid_data
         ]
+
+    def take_received(self, n: int = 256) -> list[tuple[bytes, int, int]]:
+        """As :meth:`take`, as ``(bytes, source timestamp ns, receive time ns)``, the receive
+        times non-decreasing.  Cyclone's sample info has no reception time, so each sample's
+        is derived from what is known for sure: it arrived after the previous take that
+        emptied the reader and before this one returned; within that span it is placed at its
+        source timestamp (a sample is not received before it is sent), or, when the sender's
+        clock disagrees with ours (its newest sample outside the span), at ``now`` less its
+        source time's distance to the batch's newest."""
+        ret = self._taken(n)
+        now = time.time_ns()
+        got = [(unpad(data), int(info.source_timestamp)) for data, info in ret if info.valid_data]
+        lo = min(self._drained_at, now)
+        if len(ret) < n:
+            self._drained_at = now
+        if not got:
+            return []
+        newest = max(s for _, s in got)
+        shift = 0 if lo <= newest <= now else now - newest
+        last = self._last_received
+        out: list[tuple[bytes, int, int]] = []
+        for data, src in got:
+            last = max(last, min(now, max(lo, src + shift)))
+            out.append((data, src, last))
+        self._last_received = last
+        return out
 
     def _taken(self, n: int) -> list[tuple[bytes, Any]]:
         """Up to ``n`` samples as DDS hands them out: ``(serialized bytes, sample info)``."""

@@ -176,6 +176,10 @@ def dds_qos(profile: Mapping[str, Any], *, depth: int | None = None, writer: boo
         # (a player promises neither a deadline nor manual liveliness: those are kept in
         # the file; the writer offers the defaults, which every reader accepts)
         policies.append(Policy.DataRepresentation(use_cdrv0_representation=True))
+        if profile.get("durability") == "transient_local":
+            # (Cyclone keeps for late readers what DURABILITY_SERVICE's history says, 1 by
+            # default: the same history as the writer's, as rmw_cyclonedds does)
+            policies.append(Policy.DurabilityService(0, history, -1, -1, -1))
         return Qos(*policies)
     deadline = _ns(profile.get("deadline"))
     if deadline < INFINITE_NS:
