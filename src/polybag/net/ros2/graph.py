@@ -5,7 +5,9 @@
   interface, unicast to the local participants' ports; ``OFF``: no discovery;
   ``ROS_STATIC_PEERS``: those hosts too), and lists the publications of the built-in
   topic ``DCPSPublication`` as :class:`Publication` (ROS 2 topic and type names, the offered
-  QoS as a rosbag2 profile, the type hash from USER_DATA).
+  QoS as a rosbag2 profile, the type hash from USER_DATA). Its domain is configured by
+  :func:`cyclone_config`: also 8000 B fragments in 65000 B datagrams, which Fast DDS readers
+  need for large messages at camera rates, then the user's ``CYCLONEDDS_URI`` (which wins).
 * :meth:`Graph.reader` / :meth:`Graph.writer` make a :class:`RawReader` /
   :class:`RawWriter` on a topic: they move the serialized CDR bytes exactly as they travel
   (with their 4-byte encapsulation header), never decoding them.
@@ -94,27 +96,42 @@ def _xml_escape(text: str) -> str:
 
 #: the UDP receive buffer asked for (Cyclone takes what the system allows up to this)
 RECEIVE_BUFFER = "8MB"
+#: Cyclone's fragmentation for large messages (images, point clouds): with its defaults
+#: (1344 B fragments in 14720 B datagrams) Fast DDS readers (rclpy's default rmw) got
+#: zero-length samples and lost most 0.9 MB frames at 30 Hz; with these they get every one
+FRAGMENT_SIZE = "8000B"
+MAX_MESSAGE_SIZE = "65000B"
 
 
-def cyclone_config(env: dict[str, str] | None = None) -> str:
-    """The Cyclone DDS XML configuration for the discovery range and the receive buffer."""
+def cyclone_config(env: Mapping[str, str] | None = None) -> str:
+    """The Cyclone DDS configuration: polybag's XML (discovery range, receive buffer,
+    fragmentation) followed by the user's ``CYCLONEDDS_URI`` when set, so that the user's
+    settings override polybag's (Cyclone merges the comma-separated list, later wins; an
+    explicit configuration would otherwise make Cyclone ignore ``CYCLONEDDS_URI``)."""
     e = os.environ if env is None else env
+    user = str(e.get("CYCLONEDDS_URI", "") or "").strip()
+    ours = _polybag_config(e)
+    return f"{ours},{user}" if user else ours
+
+
+def _polybag_config(e: Mapping[str, str]) -> str:
     rng = discovery_range(e)
     peers = [p.strip() for p in str(e.get("ROS_STATIC_PEERS", "")).split(";") if p.strip()]
     # (a recorder takes bursts: a larger socket buffer than the system default, when allowed)
     internal = f'<Internal><SocketReceiveBufferSize min="default" max="{RECEIVE_BUFFER}"/></Internal>'
+    frag = f"<FragmentSize>{FRAGMENT_SIZE}</FragmentSize><MaxMessageSize>{MAX_MESSAGE_SIZE}</MaxMessageSize>"
     if rng in ("SUBNET", "SYSTEM_DEFAULT") and not peers:
-        return f'<CycloneDDS><Domain id="any">{internal}</Domain></CycloneDDS>'
-    general = ""
+        return f'<CycloneDDS><Domain id="any"><General>{frag}</General>{internal}</Domain></CycloneDDS>'
+    general = f"<General>{frag}</General>"
     disc = "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex>"
     if rng == "LOCALHOST":
         general = (
             '<General><Interfaces><NetworkInterface address="127.0.0.1"/></Interfaces>'
-            "<AllowMulticast>false</AllowMulticast></General>"
+            f"<AllowMulticast>false</AllowMulticast>{frag}</General>"
         )
         peers = ["127.0.0.1", *peers]
     elif rng == "OFF":
-        general = "<General><AllowMulticast>false</AllowMulticast></General>"
+        general = f"<General><AllowMulticast>false</AllowMulticast>{frag}</General>"
     peer_xml = "".join(f'<Peer address="{_xml_escape(p)}"/>' for p in peers)
     return (
         f'<CycloneDDS><Domain id="any">{general}{internal}<Discovery>{disc}'
