@@ -257,6 +257,13 @@ class Writer(metaclass=WriterFactory):
     format: str = ""
     #: the output is a directory (a rosbag2 bag), staged and uploaded file by file
     directory_output: ClassVar[bool] = False
+    #: ``add_channel`` again for a topic it has merges the new metadata (the QoS profiles of
+    #: publishers seen later) into that topic, rather than adding a channel (rosbag2)
+    merges_topic_metadata: ClassVar[bool] = False
+    #: bytes a file of this format still being written may end with for now (overwritten by
+    #: the next write), so that readers needing a file's end open it; empty: none (MCAP: a
+    #: Footer without summary and the closing magic)
+    provisional_end: ClassVar[bytes] = b""
     #: a writer made for a URL: the staged output, uploaded by ``close``, dropped by ``abort``
     upload: Upload | None = None
 

@@ -100,7 +100,7 @@ class Ros2Files(OutputFiles):
             self._grown.discard(topic)
         qos, type_hash = self._info(topic)
         w = self.writer
-        if not qos or getattr(w, "format", "") != "rosbag2":
+        if not qos or w is None or not w.merges_topic_metadata:
             return
         md = {"offered_qos_profiles": qos}
         if type_hash:

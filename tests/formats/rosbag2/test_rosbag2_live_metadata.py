@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 import polybag
+from polybag.formats.mcap.records import PROVISIONAL_END
 from polybag.formats.rosbag2 import writer as rosbag2_writer
 
 STRING = "std_msgs/msg/String"
@@ -147,7 +148,7 @@ def test_a_finished_mcap_storage_has_no_provisional_end(tmp_path: Path) -> None:
         w.write(ch, _payload(i), i + 1)
     w.close()
     data = (tmp_path / "b" / "b_0.mcap").read_bytes()
-    assert data.endswith(b"\x89MCAP0\r\n") and rosbag2_writer._PROVISIONAL_END not in data
+    assert data.endswith(b"\x89MCAP0\r\n") and PROVISIONAL_END not in data
     with polybag.open(tmp_path / "b" / "b_0.mcap") as r:  # the MCAP file alone: its own summary
         assert r.summary.indexed and r.summary.message_count == 100
 

@@ -661,3 +661,10 @@ def parse_as(
 def encode(rec: Record) -> bytes:
     """The whole record: opcode, length and content."""
     return frame(rec.opcode, rec.body())
+
+
+#: a Footer record without a summary (summary start 0, summary offset start 0, CRC 0) and the
+#: closing magic, 37 bytes: what a file still being written may end with for now, so that
+#: readers that need a file's end (rosbags) open it (the rosbag2 writer's MCAP storage while
+#: it records)
+PROVISIONAL_END = bytes([Opcode.FOOTER]) + (20).to_bytes(8, "little") + bytes(20) + MAGIC

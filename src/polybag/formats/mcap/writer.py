@@ -57,6 +57,8 @@ class McapWriter(ChunkOutputMixin, Writer):
     written by :class:`~polybag.formats.mcap.writer_chunks.ChunkOutputMixin`.
     """
 
+    provisional_end = R.PROVISIONAL_END
+
     format = "mcap"
 
     def __init__(

@@ -151,6 +151,7 @@ class Rosbag2Writer(Writer):
 
     format = "rosbag2"
     directory_output = True
+    merges_topic_metadata = True
 
     @classmethod
     def replace_refusal(cls, path: str) -> str | None:
@@ -253,8 +254,9 @@ class Rosbag2Writer(Writer):
                     opts["chunk_size"] = chunk_size
                 # (a stream: the file has its final name in the .active directory, which is
                 # what makes it atomic, so metadata.yaml can list it while it is written)
-                self._mcap_file = _TailedFile(open_new(storage_path, "wb"))
-                self._mcap = registry.get("mcap").load_writer()(self._mcap_file, **opts)
+                mcap_writer: type[Writer] = registry.get("mcap").load_writer()
+                self._mcap_file = _TailedFile(open_new(storage_path, "wb"), mcap_writer.provisional_end)
+                self._mcap = mcap_writer(self._mcap_file, **opts)
         except BaseException:
             if self._mcap_file is not None:
                 self._mcap_file.close()
@@ -556,26 +558,25 @@ class Rosbag2Writer(Writer):
             shutil.rmtree(self.active_path, ignore_errors=True)
 
 
-#: a Footer record without a summary (opcode 2, 20 bytes: summary start 0, summary offset
-#: start 0, CRC 0) and the closing MCAP magic: 37 bytes
-_PROVISIONAL_END = b"\x02" + (20).to_bytes(8, "little") + bytes(20) + b"\x89MCAP0\r\n"
 
 
 class _TailedFile:
     """The MCAP storage file while it is written: each write is followed by a provisional
-    end (:data:`_PROVISIONAL_END`, no summary: readers scan the records), which the next
-    write overwrites, so a killed writer leaves a file that readers needing the end of an
-    MCAP file (rosbags) open; at close the writer's own Footer comes last instead."""
+    end (``end``: the MCAP writer's :attr:`~polybag.writer.Writer.provisional_end`, a Footer
+    without summary: readers scan the records), which the next write overwrites, so a killed
+    writer leaves a file that readers needing the end of an MCAP file (rosbags) open; at close
+    the writer's own Footer comes last instead."""
 
-    def __init__(self, f: Any) -> None:
+    def __init__(self, f: Any, end: bytes) -> None:
         self._f = f
-        self.tail = True
+        self._end = end
+        self.tail = bool(end)
 
     def write(self, b: bytes | bytearray | memoryview) -> int:
         n: int = self._f.write(b)
         if self.tail:
-            self._f.write(_PROVISIONAL_END)
-            self._f.seek(-len(_PROVISIONAL_END), os.SEEK_CUR)
+            self._f.write(self._end)
+            self._f.seek(-len(self._end), os.SEEK_CUR)
         return n
 
     def flush(self) -> None:
