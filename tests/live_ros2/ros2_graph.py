@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 NODES = Path(__file__).with_name("nodes.py")
 POLYBAG = [sys.executable, "-m", "polybag"]
 
@@ -108,3 +110,10 @@ def stop_recorder(p: subprocess.Popen[str], timeout: float = 30) -> tuple[int, A
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=timeout)
     return p.returncode, json.loads(out) if out.strip() else None, err
+
+
+#: a test module's ``pytestmark`` when it runs real rclpy nodes beside polybag's Cyclone graph
+NEEDS_RCLPY = [
+    pytest.mark.skipif(bool(cyclone_problem()), reason=cyclone_problem() or "cyclonedds"),
+    pytest.mark.skipif(bool(rclpy_problem()), reason=rclpy_problem() or "rclpy"),
+]

@@ -4,21 +4,17 @@ from pathlib import Path
 
 import pytest
 from ros2_graph import (
+    NEEDS_RCLPY,
     POLYBAG,
-    cyclone_problem,
     finish,
     last_json,
     node,
     process,
-    rclpy_problem,
     ros2_env,
     wait_ready,
 )
 
-pytestmark = [
-    pytest.mark.skipif(bool(cyclone_problem()), reason=cyclone_problem() or "cyclonedds"),
-    pytest.mark.skipif(bool(rclpy_problem()), reason=rclpy_problem() or "rclpy"),
-]
+pytestmark = NEEDS_RCLPY
 
 N = 30
 T0 = 1_700_000_000_000_000_000

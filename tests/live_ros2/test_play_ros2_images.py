@@ -10,20 +10,16 @@ from pathlib import Path
 
 import pytest
 from ros2_graph import (
+    NEEDS_RCLPY,
     POLYBAG,
-    cyclone_problem,
     finish,
     last_json,
     process,
-    rclpy_problem,
     ros2_env,
     wait_ready,
 )
 
-pytestmark = [
-    pytest.mark.skipif(bool(cyclone_problem()), reason=cyclone_problem() or "cyclonedds"),
-    pytest.mark.skipif(bool(rclpy_problem()), reason=rclpy_problem() or "rclpy"),
-]
+pytestmark = NEEDS_RCLPY
 
 NODES = Path(__file__).with_name("image_nodes.py")
 N = 90

@@ -5,23 +5,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from ros2_graph import (
+    NEEDS_RCLPY,
     POLYBAG,
-    cyclone_problem,
     finish,
     last_json,
     node,
     process,
-    rclpy_problem,
     ros2_env,
     wait_ready,
 )
 
-pytestmark = [
-    pytest.mark.skipif(bool(cyclone_problem()), reason=cyclone_problem() or "cyclonedds"),
-    pytest.mark.skipif(bool(rclpy_problem()), reason=rclpy_problem() or "rclpy"),
-]
+pytestmark = NEEDS_RCLPY
 
 PLAY_NODES = Path(__file__).with_name("play_nodes.py")
 T0 = 1_700_000_000_000_000_000

@@ -6,25 +6,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from ros2_graph import (
+    NEEDS_RCLPY,
     POLYBAG,
-    cyclone_problem,
     finish,
     last_json,
     node,
     process,
-    rclpy_problem,
     ros2_env,
     wait_ready,
 )
 
 from polybag.play.ros2_sink import header_stamp
 
-pytestmark = [
-    pytest.mark.skipif(bool(cyclone_problem()), reason=cyclone_problem() or "cyclonedds"),
-    pytest.mark.skipif(bool(rclpy_problem()), reason=rclpy_problem() or "rclpy"),
-]
+pytestmark = NEEDS_RCLPY
 
 N = 30
 T0 = 1_700_000_000_000_000_000

@@ -15,12 +15,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ros2_graph import POLYBAG, cyclone_problem, process, rclpy_problem, ros2_env, stop_recorder, wait_ready
+from ros2_graph import (
+    NEEDS_RCLPY,
+    POLYBAG,
+    process,
+    ros2_env,
+    stop_recorder,
+    wait_ready,
+)
 
-pytestmark = [
-    pytest.mark.skipif(bool(cyclone_problem()), reason=cyclone_problem() or "cyclonedds"),
-    pytest.mark.skipif(bool(rclpy_problem()), reason=rclpy_problem() or "rclpy"),
-]
+pytestmark = NEEDS_RCLPY
 
 TOPIC = "/qos_topic"
 

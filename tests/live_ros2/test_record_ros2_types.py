@@ -12,22 +12,18 @@ from typing import Any
 
 import pytest
 from ros2_graph import (
+    NEEDS_RCLPY,
     POLYBAG,
-    cyclone_problem,
     finish,
     last_json,
     node,
     process,
-    rclpy_problem,
     ros2_env,
     stop_recorder,
     wait_ready,
 )
 
-pytestmark = [
-    pytest.mark.skipif(bool(cyclone_problem()), reason=cyclone_problem() or "cyclonedds"),
-    pytest.mark.skipif(bool(rclpy_problem()), reason=rclpy_problem() or "rclpy"),
-]
+pytestmark = NEEDS_RCLPY
 
 N = 12
 
