@@ -330,7 +330,7 @@ class XmlrpcTarget(Target):
         mode, body = got[1]
         if mode[:1] == b"S":
             node = self._node()
-            resp = node._xmlrpc._marshaled_dispatch(body)
+            resp = node._xmlrpc.dispatch_xml(body)
             # whatever came in, what goes out is a well-formed XML-RPC answer (or a fault)
             try:
                 xmlrpc.client.loads(resp)

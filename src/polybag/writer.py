@@ -258,7 +258,9 @@ class Writer(metaclass=WriterFactory):
     #: the output is a directory (a rosbag2 bag), staged and uploaded file by file
     directory_output: ClassVar[bool] = False
     #: ``add_channel`` again for a topic it has merges the new metadata (the QoS profiles of
-    #: publishers seen later) into that topic, rather than adding a channel (rosbag2)
+    #: publishers seen later) into that topic, rather than adding a channel (rosbag2).  False:
+    #: ``add_channel`` adds a channel; a writer whose channels can still take the QoS profiles
+    #: of later publishers has ``grow_qos(channel, text)`` for it (MCAP: given at close)
     merges_topic_metadata: ClassVar[bool] = False
     #: bytes a file of this format still being written may end with for now (overwritten by
     #: the next write), so that readers needing a file's end open it; empty: none (MCAP: a

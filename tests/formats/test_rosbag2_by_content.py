@@ -20,7 +20,7 @@ import pytest
 
 import polybag
 from polybag.cli import main
-from polybag.errors import FormatError
+from polybag.errors import PolybagWarning
 
 CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
 CPP_BAGS = CORPORA / "mcap-samples" / "rosbag2" / "rosbag2_cpp_bags"
@@ -269,11 +269,13 @@ def _live_wal(tmp_path: Path) -> tuple[Path, Path]:
     return copy, wal
 
 
-def test_a_wal_with_a_committed_transaction_is_still_damage(tmp_path: Path) -> None:
-    copy, _ = _live_wal(tmp_path)
-    with pytest.raises(FormatError, match="write-ahead log"):
+def test_a_wal_with_a_committed_transaction_is_replayed_in_a_copy(tmp_path: Path) -> None:
+    copy, wal = _live_wal(tmp_path)
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    with pytest.warns(PolybagWarning, match="replayed the committed transactions"):  # issue 28: read, not refused
         with polybag.open(str(copy)) as r:
-            list(r.messages())
+            assert sum(1 for _ in r.messages()) == 21
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before  # never checkpointed into the input
     with polybag.open(str(copy), recover=True) as r:  # recovering: replayed in a copy
         assert sum(1 for _ in r.messages()) == 21
 

@@ -37,6 +37,7 @@ CASES = {
     # the newer surfaces (issue 26), each with its own invariants on top (fuzz/<surface>.py)
     "rosbag2_dir": 300,
     "db3_pages": 1000,
+    "db3_journal": 1500,  # issue 28: a killed writer's -journal, against SQLite's own rollback
     "outputs": 800,
     "ros2_peer": 2000,
     "http": 600,

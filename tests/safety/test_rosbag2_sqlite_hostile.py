@@ -2,9 +2,10 @@
 
 * A ``.db3`` with a hot ``-journal`` that names a "super-journal": SQLite, rolling the journal
   back, deletes that file wherever it is.  polybag never lets SQLite see a journal or a
-  write-ahead log that came with the input (the file is opened ``immutable``); a plain read
-  refuses a hot journal or a live WAL as damage, ``recover`` rolls the journal back itself into
-  a copy (the super-journal record is never read) or replays the WAL in a copy.  Locally and
+  write-ahead log that came with the input (the file is opened ``immutable``); a hot journal is
+  played by polybag into a private copy (issue 28; one naming a super-journal is refused by a
+  plain read, ``recover`` plays it without reading that record) and a live WAL is replayed by
+  SQLite in a copy.  Locally and
   over HTTP (a metadata.yaml listing ``x_0.db3-journal``: journals are never fetched).
 * A ``-journal``/``-wal`` that is a symlink, a device or a FIFO is refused, never copied.
 * ``messages``/``topics`` that are views, virtual tables or tables with generated columns
@@ -263,13 +264,14 @@ def test_side_files_that_are_not_damage_are_ignored(tmp_path: Path, suffix: str,
     assert db.read_bytes() == before and side.read_bytes() == content
 
 
-# --- a real interrupted transaction: refused, then rolled back by recover ---------------------------
+# --- a real interrupted transaction: rolled back in a copy, by a read and by recover ----------------
 def test_a_real_hot_journal_is_rolled_back_in_a_copy_by_recover(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bag, db = _bag(tmp_path, n=400)
     committed = _hot_transaction(db)
     files = {p.name: p.read_bytes() for p in bag.iterdir() if p.is_file()}
-    with pytest.raises(FormatError, match="hot rollback journal"):
-        polybag.open(bag)
+    with pytest.warns(UserWarning, match="rolled back an unfinished transaction"):  # issue 28: read, not refused
+        with polybag.open(bag) as r:
+            assert [(m.log_time, bytes(m.data)) for m in r.messages()] == [(ts, data) for _, ts, data in committed]
     code, out = _cli("recover", str(bag), str(tmp_path / "out"), "--format", "rosbag2", capsys=capsys)
     assert "rolled back in a copy" in out and "unexpected" not in out
     with polybag.open(tmp_path / "out") as r:
@@ -335,12 +337,12 @@ def _live_wal(db: Path, extra: int) -> None:
     shutil.rmtree(work)
 
 
-def test_a_live_wal_is_refused_and_replayed_by_recover_in_a_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_live_wal_is_replayed_in_a_copy_and_by_recover(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bag, db = _bag(tmp_path)
     _live_wal(db, 15)
     files = {p.name: p.read_bytes() for p in bag.iterdir()}
-    code, out = _cli("info", str(bag), capsys=capsys)
-    assert code != 0 and "write-ahead log" in out and "polybag recover" in out
+    code, out = _cli("info", str(bag), capsys=capsys)  # issue 28: read as SQLite would, never refused
+    assert code == 0 and "replayed the committed transactions" in out and "-wal" in out
     code, out = _cli("recover", str(bag), str(tmp_path / "out"), "--format", "rosbag2", capsys=capsys)
     assert "replayed in a copy" in out
     with polybag.open(tmp_path / "out") as r:

@@ -2,7 +2,8 @@
 
 Each command is one small module in this package that defines ``register(subparsers)``;
 ``register`` adds a subparser and sets ``func`` to a callable ``(args) -> int``.  Modules
-are found automatically, so adding a command touches no shared file.
+are found automatically, so adding a command touches no shared file; a module is named as its
+command, and a command line imports only that module (:func:`build_parser`).
 
 Exit codes: 0 success; 1 the operation found a problem or lost data (``check``,
 ``recover``, ``info`` of a damaged file, messages a target cannot hold, a topic selection
@@ -52,7 +53,22 @@ EXIT_INPUT = 3
 EXIT_INTERRUPTED = 130
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser.  ``command``: the command the line names (see
+    :func:`_command_word`); when a module of this package registers it, only that module is
+    imported and only its subparser built, so a command imports what it uses and not every
+    other command's dependencies (``polybag record`` starts without numpy, the formats'
+    readers, the operations: issue 28).  Without it (the top-level help, an unknown
+    command) every command is registered."""
+    names = sorted(i.name for i in pkgutil.iter_modules(__path__) if not i.name.startswith("_"))
+    if command is not None and command in names:
+        parser = _parser([command])
+        if _command_parser(parser, command) is not parser:
+            return parser
+    return _parser(names)
+
+
+def _parser(modules: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="polybag",
         description="Robot logs without ROS: ROS 1 bags, ROS 2 bags (rosbag2 directories, sqlite3 or "
@@ -61,16 +77,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"polybag {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"{__name__}.{info.name}")
+    for name in modules:
+        mod = importlib.import_module(f"{__name__}.{name}")
         register = getattr(mod, "register", None)
         if register is not None:
             register(sub)
     _add_max_chunk(parser)
     _add_types(parser)
     return parser
+
+
+#: the top-level options that take a value (skipped when looking for the command's name)
+_VALUE_OPTIONS = ("--max-chunk", "--types")
+
+
+def _command_word(words: Sequence[str]) -> str | None:
+    """The command a command line names: its first word that is no option nor a top-level
+    option's value (None: none before ``--``, or the top-level help asked for before it)."""
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+        elif w in ("--", "-h", "--help"):
+            return None
+        elif w.startswith("-"):  # (argparse also takes an unambiguous prefix: --max 1G)
+            skip = w.startswith("--") and "=" not in w and any(o.startswith(w) for o in _VALUE_OPTIONS)
+        else:
+            return w
+    return None
 
 
 def _size(text: str) -> int:
@@ -111,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from polybag.cli._ops import old_format_flag, unswallow
 
     words = [*(sys.argv[1:] if argv is None else argv)]  # (`list` here is the list command's module)
-    parser = build_parser()
+    parser = build_parser(_command_word(words))
     old = old_format_flag(words)
     if old is not None:  # (-f FORMAT of earlier versions: -f is --force now)
         command = next((w for w in words if not w.startswith("-")), "")

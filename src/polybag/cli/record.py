@@ -3,13 +3,18 @@
 Same options and file naming as rosbag (``-O NAME.mcap`` writes MCAP).  SIGINT/SIGTERM
 finish the file (``NAME.active`` is renamed).  With ``-s``, SIGUSR1 (or a message on
 ``snapshot_trigger`` in ``--namespace``/``__ns:=NS``) writes the snapshot ring to a new file
-while recording goes on (``--snapshot-window S`` keeps only the last S seconds).
+while recording goes on (``--snapshot-window S`` keeps only the last S seconds; ``PRE:POST``
+also records POST seconds after each trigger, overlapping snapshots each whole).
 ``--config FILE.yaml`` runs several recorders on one node (``recorders:``, a list of
 mappings of the long option names); SIGUSR1 triggers every snapshot recorder, SIGINT stops
 all and finishes every file.  The config is checked before anything starts (bounded YAML,
 every field, at most 64 recorders, no two recorders writing one file, also with
 ``--ros2``); a recording never replaces an existing file (exit 2 naming it).  At the end a per-topic report is printed
-(received, written, dropped) on stderr, or as JSON on stdout with ``--json``.  Exit 0;
+(received, written, dropped) on stderr, or as JSON on stdout with ``--json``.  While it records,
+a table per topic (messages, rate, bandwidth, drops, last seen; file size, part, free disk,
+time left) is shown in place on stderr when it is a terminal (not with ``-q``), and
+``--json-stats SEC`` writes the same figures as a JSON line to stdout every SEC seconds
+(:mod:`polybag.record.stats`).  Exit 0;
 1 if messages were lost because the buffer was full (not counting the snapshot ring's
 oldest), or the recording stopped on a write error or low disk space; 2 bad options.
 """
@@ -54,11 +59,12 @@ _ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--udp",), {"action": "store_true", "help": "UDP transport (not supported: refused)"}),
     (("--repeat-latched",), {"action": "store_true", "help": "repeat latched messages at the start of each new bag"}),
     (("-s", "--snapshot"), {"action": "store_true", "help": "keep the last --buffsize MB in memory; a message on snapshot_trigger writes them to a new bag"}),
-    (("--snapshot-window",), {"metavar": "SECONDS", "help": f"snapshot: keep only the last SECONDS of each topic (also bounded by --buffsize; implies -s): {DURATION_HELP}"}),
+    (("--snapshot-window",), {"metavar": "PRE[:POST]", "help": f"snapshot: keep only the last PRE seconds of each topic (also bounded by --buffsize; implies -s); with :POST each snapshot also records POST seconds after its trigger, overlapping snapshots each get every message of their window (':POST' alone: all the ring holds, then POST s; at most 8 recording at once): {DURATION_HELP}"}),
     (("--namespace",), {"metavar": "NS", "help": "the recorder node's namespace (its snapshot_trigger topic); also __ns:=NS"}),
     (("--config",), {"metavar": "FILE.yaml", "help": "several recorders on one node: a YAML file with 'recorders:', entries of long option names"}),
     (("--master-uri",), {"help": "ROS master (default: $ROS_MASTER_URI or http://localhost:11311)"}),
     (("--json",), {"action": "store_true", "help": "print the final report as JSON"}),
+    (("--json-stats",), {"type": float, "default": None, "metavar": "SEC", "help": "every SEC seconds (0.1 or more) write the live figures (per topic and totals; one line per recorder) as a JSON line to stdout, and a last one with \"final\": true at the end"}),
     (("--ros2",), {"action": "store_true", "help": "record a live ROS 2 graph (DDS, $ROS_DOMAIN_ID) to a rosbag2 bag (-O NAME.mcap: MCAP)"}),
     (("--storage",), {"choices": ("sqlite3", "mcap"), "default": "sqlite3", "help": "--ros2: the rosbag2 storage (default sqlite3)"}),
     (("--types",), {"action": "append", "default": [], "metavar": "DIR", "help": "--ros2: .msg/.idl files of a workspace's own types"}),
@@ -138,8 +144,11 @@ def _remaps(words: list[str]) -> tuple[list[str], str | None, str | None]:
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:
+    from polybag.util.text import peer_text
+
     topics = report["topics"]
-    width = max([5] + [len(t) for t in topics])
+    label = {t: peer_text(t) for t in topics}  # (names come from peers)
+    width = max([5] + [len(t) for t in label.values()])
     lines = [f"{'topic':<{width}}  {'received':>9}  {'written':>9}  {'dropped':>9}"]
     for t, s in topics.items():
         why = [
@@ -154,13 +163,24 @@ def report_lines(report: dict[str, Any]) -> list[str]:
             if n
         ]
         lines.append(
-            f"{t:<{width}}  {s['received']:>9}  {s['written']:>9}  {s['dropped']:>9}"
+            f"{label[t]:<{width}}  {s['received']:>9}  {s['written']:>9}  {s['dropped']:>9}"
             + (f"  ({', '.join(why)})" if why else "")
         )
     tot = report["totals"]
     lines.append(f"{'total':<{width}}  {tot['received']:>9}  {tot['written']:>9}  {tot['dropped']:>9}")
     for f in report["files"]:
         lines.append(f"wrote {f}")
+    for snap in report.get("snapshots", []):  # (--snapshot-window PRE:POST: each one's window)
+        if snap["end_ns"] != snap["trigger_ns"] and snap["file"]:
+            at, start = snap["trigger_ns"], snap["start_ns"]
+            pre = "all the ring" if start is None else f"{(at - start) / 1e9:g} s"
+            what = "" if snap["complete"] else ", cut short by the stop"
+            lines.append(
+                f"snapshot {snap['file']}: {snap['messages']} messages, {pre} before its trigger "
+                f"to {(snap['end_ns'] - at) / 1e9:g} s after{what}"
+            )
+    if report.get("snapshots_not_listed"):  # (the report lists the last MAX_LISTED_SNAPSHOTS)
+        lines.append(f"{report['snapshots_not_listed']} earlier snapshots not listed")
     for f in report["deleted"]:
         lines.append(f"deleted {f} (--max-splits)")
     if report["stop_reason"] and report["stop_reason"] != "stopped":
@@ -190,7 +210,7 @@ def _group_options(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]
     single = options_from_args(args)
     if replace(single, quiet=False, namespace=None) != RecordOptions():
         raise UsageError(
-            "--config takes the recording options from the file; give only --master-uri, -q, --json"
+            "--config takes the recording options from the file; give only --master-uri, -q, --json, --json-stats"
         )
     cfg = load_config(args.config, ros2=bool(args.ros2))
     ns = args.namespace if args.namespace is not None else (single.namespace or cfg.get("namespace"))
@@ -209,7 +229,9 @@ def _group_options(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]
 
 def run(args: argparse.Namespace) -> int:
     from polybag.record.group import RecorderGroup
+    from polybag.record.stats import check_json_every
 
+    check_json_every(args.json_stats)  # (a bad SEC: exit 2 before anything starts)
     if args.ros2:
         return _run_ros2(args)
     if args.config:
@@ -237,12 +259,15 @@ def run(args: argparse.Namespace) -> int:
     if sys.platform != "win32" and any(o.snapshot for o in all_opts):  # (no SIGUSR1 on Windows)
         sigs[signal.SIGUSR1] = on_usr1
     old = {s: signal.signal(s, h) for s, h in sigs.items()}
+    view = _view(args, group.recorders)
     try:
         group.start()
+        view.start()
         while not stop.is_set() and not group.done:
             stop.wait(0.2)
         reports = group.close(raise_errors=False)
     finally:
+        view.finish()
         for s, h in old.items():
             signal.signal(s, h)
     src = group.source
@@ -298,15 +323,34 @@ def _run_ros2(args: argparse.Namespace) -> int:
     if sys.platform != "win32" and any(o.snapshot for o in all_opts):
         sigs[signal.SIGUSR1] = on_usr1
     old = {s: signal.signal(s, h) for s, h in sigs.items()}
+    view = _view(args, recs)
     try:
         start_all(recs)
+        view.start()
         while not stop.is_set() and not all(r.done.is_set() for r in recs):
             stop.wait(0.2)
         reports = [r.close(raise_errors=False) for r in recs]
     finally:
+        view.finish()
         for s, h in old.items():
             signal.signal(s, h)
     return _report(args, all_opts, reports, source.errors[:5], source.warnings[:20])
+
+
+def _view(args: argparse.Namespace, recorders: list[Any]) -> Any:
+    """The live stats view of ``recorders``: the table on stderr when it is a terminal (not
+    with ``-q``), JSON lines on stdout with ``--json-stats SEC``."""
+    from polybag.record.stats import StatsView, check_json_every, plain_terminal
+
+    every = check_json_every(args.json_stats)
+    err = sys.stderr
+    try:
+        tty = not args.quiet and err.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return StatsView(
+        recorders, indexed=bool(args.config), term=err if tty else None, plain=plain_terminal(), json_every=every
+    )
 
 
 def _report(args: argparse.Namespace, all_opts: list[Any], reports: list[dict[str, Any]], errors: list[str], warnings: list[str]) -> int:

@@ -4,6 +4,7 @@ writing messages into the open file, splitting, ``--max-splits`` and the free-sp
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
@@ -159,6 +160,18 @@ class OutputFiles:
         if _exists(path) or not self.names.claim(path, self):
             raise OutputExistsError(f"{path} exists; a snapshot never replaces a file")
         return path
+
+    def spawn(self) -> OutputFiles:
+        """Another files part for a file open at the same time as this one's (a snapshot that
+        goes on recording after its trigger): the same options, names, hooks and file lists
+        (:attr:`files` grows with its files), no file open."""
+        child = copy.copy(self)
+        child.writer = None
+        child.channels = {}
+        child.current_file = None
+        child.size = child.messages = 0
+        child.start = None
+        return child
 
     # --- the open file -----------------------------------------------------------------------------
     def open(self, t: float | None = None, *, path: str | None = None) -> None:

@@ -47,6 +47,7 @@ from polybag.record.options import (
     RecordOptions,
     check_number,
     check_text,
+    parse_snapshot_window,
     stamp,
 )
 from polybag.record.recorder import Recorder, remove_unwritten, start_failure
@@ -79,7 +80,7 @@ _KEYS: dict[str, tuple[str, str]] = {
     "udp": ("udp", "bool"),
     "repeat_latched": ("repeat_latched", "bool"),
     "snapshot": ("snapshot", "bool"),
-    "snapshot_window": ("snapshot_window", "seconds"),
+    "snapshot_window": ("snapshot_window", "window"),
     "namespace": ("namespace", "str"),
     "format": ("format", "str"),
     "directory": ("directory", "str"),
@@ -120,7 +121,17 @@ def _value(where: str, key: str, kind: str, value: Any) -> Any:
             return float(value)
         except OverflowError:
             raise bad("a number of sane size") from None
-    if kind == "seconds":  # a number of seconds, or a text as --snapshot-window takes ("1.5m", "500ms")
+    if kind == "window" and isinstance(value, str) and ":" in value:  # PRE:POST or :POST, as --snapshot-window
+        check_text(f"{where}: {key}", value, limit=100)
+        try:
+            pre, post = parse_snapshot_window(value)
+            for part in (pre, post):
+                if part is not None:
+                    check_number(f"{where}: {key}", part, high=MAX_SECONDS, positive=True)
+        except UsageError as e:
+            raise UsageError(f"{where}: {key}: {e}") from None
+        return value
+    if kind in ("seconds", "window"):  # a number of seconds, or a text as --snapshot-window takes ("1.5m", "500ms")
         if isinstance(value, str):
             check_text(f"{where}: {key}", value, limit=100)
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -18,9 +19,10 @@ from polybag.errors import WriteError
 #: what a connection of a topic is recorded by: (type, md5sum, definition, callerid, latching)
 ConnectionKey = tuple[str, str, str, str, bool]
 
-#: what the writer thread does next (:meth:`WorkQueue.next_work`): write a snapshot job or
-#: a message, exit, or (``""``) check the free space while idle
-WorkKind = Literal["snapshot", "message", "exit", ""]
+#: what the writer thread does next (:meth:`WorkQueue.next_work`): write a snapshot job, a
+#: message of (or the end of) snapshots still recording, or a message, exit, or (``""``)
+#: check the free space while idle
+WorkKind = Literal["snapshot", "post", "message", "exit", ""]
 
 
 @dataclass
@@ -35,6 +37,8 @@ class TopicStats:
     dropped_stopped: int = 0  # arrived after the recording stopped, or left unwritten at the end
     dropped_window: int = 0  # snapshot: older than --snapshot-window
     dropped_type: int = 0  # refused: not the type the topic was first recorded with
+    received_bytes: int = 0  # payload bytes of the messages received
+    last_receive: int = 0  # receive time (ns) of the last message received (0: none yet)
 
     @property
     def dropped(self) -> int:
@@ -52,12 +56,18 @@ class TopicStats:
         return d
 
 
+#: a snapshot ring message's fate (:attr:`QueuedMessage.state`): only in the ring; handed to
+#: a snapshot (its writer thread counts it); counted (written or dropped, never counted again)
+IN_RING, TAKEN, COUNTED = 0, 1, 2
+
+
 class QueuedMessage:
     """One serialized message taken by the recorder and waiting to be written: its topic,
     its connection (:data:`ConnectionKey`), its bytes, its receive time (ns) and the time it
-    was sent (ns; its receive time when not known)."""
+    was sent (ns; its receive time when not known).  ``state`` (snapshot mode): see
+    :data:`IN_RING` (a message can be in several overlapping snapshots; it is counted once)."""
 
-    __slots__ = ("topic", "key", "data", "time", "publish")
+    __slots__ = ("topic", "key", "data", "time", "publish", "state")
 
     def __init__(self, topic: str, key: ConnectionKey, data: bytes, t: int, publish: int | None = None) -> None:
         self.topic = topic
@@ -65,19 +75,95 @@ class QueuedMessage:
         self.data = data
         self.time = t
         self.publish = t if publish is None else publish
+        self.state = IN_RING
 
 
 class SnapshotJob:
     """One snapshot trigger: the ring's messages (in receive order), when, where to, and the
-    caller's future of the file's path."""
+    caller's future of the file's path.
 
-    __slots__ = ("items", "time", "path", "future")
+    Its window is ``[start, end]`` (receive times, ns, both ends included; ``start`` None: all
+    the ring held).  With a POST part (``post``: the window goes on after the trigger) the
+    file stays open after the ring's messages are written: messages arriving in the window
+    are written as they come (``post`` entries of the :class:`WorkQueue`) until the window
+    is closed (``closed``: by the recorder, no more messages; the writer then finishes the
+    file).  ``deadline``: the monotonic time it closes by itself (a trigger "now"), or None
+    (closed by a message past its end, or at the stop).  ``count``: messages in its file;
+    ``file``, ``error``, ``complete`` (its window ended before the recording): for the report.
+    """
 
-    def __init__(self, items: list[QueuedMessage], t: float, path: str | None, future: Future[Path]) -> None:
+    __slots__ = ("items", "time", "path", "future", "at", "start", "end", "post", "deadline", "closed",
+                 "count", "file", "error", "complete", "held")  # fmt: skip
+
+    def __init__(
+        self,
+        items: list[QueuedMessage],
+        t: float,
+        path: str | None,
+        future: Future[Path],
+        *,
+        at: int = 0,
+        start: int | None = None,
+        post: int = 0,
+        deadline: float | None = None,
+    ) -> None:
         self.items = items
         self.time = t
         self.path = path
         self.future = future
+        self.at = at
+        self.start = start
+        self.end = at + post
+        self.post = post
+        self.deadline = deadline
+        self.closed = not post
+        self.count = 0
+        self.file: str | None = None
+        self.error: str | None = None
+        self.complete = not post
+        self.held = (0, 0)  # (bytes, messages) of the ring it took, waiting for the writer (no POST)
+
+    def holds(self, t: int) -> bool:
+        """Whether receive time ``t`` (ns) is in the window."""
+        return (self.start is None or self.start <= t) and t <= self.end
+
+    def to_dict(self) -> dict[str, Any]:
+        """For the report: its file, its window (receive times in ns since the epoch, both
+        ends included; ``start_ns`` None: all the ring held), the messages in it, whether its
+        window ended before the recording did."""
+        return {
+            "file": self.file,
+            "trigger_ns": self.at,
+            "start_ns": self.start,
+            "end_ns": self.end,
+            "messages": self.count,
+            "complete": self.complete,
+            "error": self.error,
+        }
+
+
+#: the most snapshot files open at once (windows still recording after their trigger): a
+#: trigger beyond it is refused (its future fails, a warning is reported)
+MAX_OPEN_SNAPSHOTS = 8
+#: the most snapshot jobs waiting for the writer thread (triggered, their file not started;
+#: each holds at most one ring): a trigger beyond it is refused like one beyond
+#: :data:`MAX_OPEN_SNAPSHOTS` (a flood of triggers from a peer never queues without bound;
+#: the ring then goes to a later trigger)
+MAX_WAITING_SNAPSHOTS = 64
+#: the snapshots the report lists (the last ones); earlier ones are only counted
+#: (``snapshots_not_listed``), so a recording taking triggers for days stays bounded
+MAX_LISTED_SNAPSHOTS = 1000
+#: the least a message counts against ``buffsize`` in the snapshot ring and the POST queue
+#: beside its payload: at most ``buffsize // MESSAGE_COST`` messages are kept, so a flood
+#: of empty messages (a 0-byte std_msgs/Empty) is bounded too
+MESSAGE_COST = 256
+#: how late a message may reach the recorder after its receive time (threads, a loaded
+#: machine): a window is closed by a message this much past its end, or this long after it
+LATE_NS = 500_000_000
+
+#: what the writer thread writes of a snapshot still recording: a message and the snapshots
+#: it belongs to, or (None) the end of those snapshots' windows
+PostEntry = tuple["QueuedMessage | None", tuple[SnapshotJob, ...]]
 
 
 def free_bytes(path: str) -> int:
@@ -106,6 +192,21 @@ class WorkQueue:
         self.jobs: deque[SnapshotJob] = deque()
         self.ring: dict[str, deque[QueuedMessage]] = {}  # snapshot mode: per topic, oldest first
         self.ring_bytes = 0
+        self.ring_count = 0  # messages in the ring (at most max_items)
+        #: payload bytes and messages of the rings taken by triggers (no POST part) and not yet
+        #: handed to the writer thread: they count against the ring's bounds
+        self.waiting_bytes = 0
+        self.waiting_count = 0
+        self.post: deque[PostEntry] = deque()  # snapshot windows still recording: what to write
+        self.post_bytes = 0
+        self.post_count = 0  # messages (not window ends) in ``post`` (at most max_items)
+        #: the most messages the ring (and the POST queue) keeps (0: no limit, as ``buffer``)
+        self.max_items = max(1, buffer // MESSAGE_COST) if buffer else 0
+        self.windows: list[SnapshotJob] = []  # the snapshots whose windows take messages now
+        self.open_snapshots = 0  # snapshots with a POST part triggered and not finished by the writer
+        #: the last MAX_LISTED_SNAPSHOTS snapshots triggered, in order (the report) ...
+        self.snapshots: deque[SnapshotJob] = deque(maxlen=MAX_LISTED_SNAPSHOTS)
+        self.snapshots_not_listed = 0  # ... and how many earlier ones fell out of it
         self.stats: dict[str, TopicStats] = {}
         self.accepting = True
         self.stopping = False
@@ -135,23 +236,99 @@ class WorkQueue:
         self.accepting = False
         self.stopping = True
         self.paused = False
+        self.close_windows()
         self.cond.notify_all()
+
+    def list_snapshot(self, job: SnapshotJob) -> None:
+        """Keep ``job`` for the report: the last :data:`MAX_LISTED_SNAPSHOTS` are listed,
+        earlier ones counted (with the lock held)."""
+        if len(self.snapshots) == MAX_LISTED_SNAPSHOTS:
+            self.snapshots_not_listed += 1
+        self.snapshots.append(job)
+
+    def add_post(self, item: QueuedMessage, jobs: tuple[SnapshotJob, ...]) -> None:
+        """Queue ``item`` for the snapshots ``jobs`` still recording (their writer writes it
+        as it comes); while over the buffer (bytes, or :attr:`max_items` messages) the oldest
+        queued messages are dropped (counted as ``dropped_buffer`` unless written to a
+        snapshot before)."""
+        if item.state == IN_RING:
+            item.state = TAKEN
+        self.post.append((item, jobs))
+        self.post_bytes += len(item.data)
+        self.post_count += 1
+        if self.buffer and (self.post_bytes > self.buffer or self.post_count > self.max_items):
+            kept: deque[PostEntry] = deque()
+            while self.post:
+                entry = self.post.popleft()
+                old = entry[0]
+                if old is not None and (self.post_bytes > self.buffer or self.post_count > self.max_items):
+                    self.post_bytes -= len(old.data)
+                    self.post_count -= 1
+                    if old.state != COUNTED:
+                        old.state = COUNTED
+                        self.stats[old.topic].dropped_buffer += 1
+                else:
+                    kept.append(entry)
+            self.post = kept
+        self.cond.notify_all()
+
+    def close_window(self, job: SnapshotJob, *, complete: bool = True) -> None:
+        """End the window of ``job`` (a snapshot still recording): no more messages go to it;
+        its writer finishes the file after what is queued for it."""
+        if job.closed:
+            return
+        job.closed = True
+        job.complete = complete
+        if job in self.windows:
+            self.windows.remove(job)
+        self.post.append((None, (job,)))
+        self.cond.notify_all()
+
+    def close_windows(self, *, complete: bool = False) -> None:
+        """End every window still open (the recording stops: their files keep what they have)."""
+        for job in list(self.windows):
+            self.close_window(job, complete=complete)
+
+    def _close_due(self) -> float:
+        """Close the windows whose deadline passed; the seconds until the next one (at most 1)."""
+        wait = 1.0
+        if self.windows:
+            now = time.monotonic()
+            for job in list(self.windows):
+                if job.deadline is not None:
+                    if job.deadline <= now:
+                        self.close_window(job)
+                    else:
+                        wait = min(wait, job.deadline - now)
+        return wait
 
     # --- the writer thread's side ----------------------------------------------------------------
     def next_work(
         self, idle_check_due: Callable[[], bool]
-    ) -> tuple[WorkKind, QueuedMessage | None, SnapshotJob | None]:
-        """Wait for the next thing to do: ``("snapshot", None, job)``, ``("message", item,
-        None)``, ``("exit", ...)`` once stopping, or ``("", ...)`` when ``idle_check_due()``
-        says the free-space check is due while idle (asked every second)."""
+    ) -> tuple[WorkKind, QueuedMessage | None, SnapshotJob | PostEntry | None]:
+        """Wait for the next thing to do: ``("snapshot", None, job)``, ``("post", None,
+        entry)`` (a :data:`PostEntry`), ``("message", item, None)``, ``("exit", ...)`` once
+        stopping, or ``("", ...)`` when ``idle_check_due()`` says the free-space check is due
+        while idle (asked every second).  Windows whose deadline passed are closed here."""
         kind: WorkKind = ""
         item: QueuedMessage | None = None
-        job: SnapshotJob | None = None
+        job: SnapshotJob | PostEntry | None = None
         with self.cond:
             while True:
+                wait = self._close_due()
                 if self.jobs:
                     job = self.jobs.popleft()
+                    self.waiting_bytes -= job.held[0]
+                    self.waiting_count -= job.held[1]
                     kind = "snapshot"
+                    break
+                if self.post:
+                    entry = self.post.popleft()
+                    if entry[0] is not None:
+                        self.post_bytes -= len(entry[0].data)
+                        self.post_count -= 1
+                    job = entry
+                    kind = "post"
                     break
                 if self.messages and not self.paused and not self.snapshot:
                     item = self.messages.popleft()
@@ -161,10 +338,10 @@ class WorkQueue:
                 if self.stopping:
                     kind = "exit"
                     break
-                self.cond.wait(1.0)
+                self.cond.wait(wait)
                 if not self.stopping and idle_check_due():
                     break
-            self.busy = kind in ("snapshot", "message")
+            self.busy = kind in ("snapshot", "post", "message")
         return kind, item, job
 
     def done_one(self) -> None:
@@ -182,6 +359,7 @@ class WorkQueue:
             self.accepting = False
             self.stopping = True
             self.paused = False
+            self.close_windows()
             for it in self.messages:
                 self.stats[it.topic].dropped_stopped += 1
             self.messages.clear()
@@ -199,20 +377,52 @@ class WorkQueue:
                 self.stats[it.topic].dropped_stopped += 1
             for ring in self.ring.values():
                 for it in ring:
-                    self.stats[it.topic].dropped_stopped += 1
+                    self._count_stopped(it)
             self.ring = {}
             self.ring_bytes = 0
+            self.ring_count = 0
             for job in self.jobs:
                 for it in job.items:
-                    self.stats[it.topic].dropped_stopped += 1
+                    self._count_stopped(it)
+                job.error = "the recording stopped before this snapshot was written"
                 if not job.future.done():
-                    job.future.set_exception(WriteError("the recording stopped before this snapshot was written"))
+                    job.future.set_exception(WriteError(job.error))
             self.jobs.clear()
+            self.waiting_bytes = self.waiting_count = 0
+            for entry in self.post:
+                if entry[0] is not None:
+                    self._count_stopped(entry[0])
+            self.post.clear()
+            self.post_bytes = 0
+            self.post_count = 0
+            self.windows = []
             self.cond.notify_all()
 
-    def count_written(self, topic: str) -> None:
+    def _count_stopped(self, it: QueuedMessage) -> None:
+        if it.state != COUNTED:
+            it.state = COUNTED
+            self.stats[it.topic].dropped_stopped += 1
+
+    def count_written(self, item: QueuedMessage) -> None:
+        """Count ``item`` as written (once: a message written to several snapshots too)."""
         with self.cond:
-            self.stats[topic].written += 1
+            if item.state != COUNTED:
+                item.state = COUNTED
+                self.stats[item.topic].written += 1
+
+    def count_unwritten_item(self, item: QueuedMessage) -> None:
+        """Count ``item`` as not written (unless counted before)."""
+        with self.cond:
+            self._count_stopped(item)
+
+    def snapshot_done(self, job: SnapshotJob) -> None:
+        """The writer finished (or gave up) the file of ``job``, a snapshot with a POST part."""
+        with self.cond:
+            self.open_snapshots -= 1
+            if job in self.windows:  # (its file could not be started: no more messages for it)
+                job.closed = True
+                self.windows.remove(job)
+            self.cond.notify_all()
 
     def count_stopped(self, topic: str) -> None:
         """Count a message of ``topic`` as not written because the recording has stopped
@@ -224,9 +434,11 @@ class WorkQueue:
         """Count the messages of ``job`` as not written (its file could not be started)."""
         with self.cond:
             for it in job.items:
-                self.stats[it.topic].dropped_stopped += 1
+                self._count_stopped(it)
 
-    def count_refused(self, topic: str) -> None:
-        """Count a message of ``topic`` the file could not take (``dropped_type``)."""
+    def count_refused(self, item: QueuedMessage) -> None:
+        """Count ``item`` as one the file could not take (``dropped_type``; once)."""
         with self.cond:
-            self.stats[topic].dropped_type += 1
+            if item.state != COUNTED:
+                item.state = COUNTED
+                self.stats[item.topic].dropped_type += 1

@@ -1,6 +1,6 @@
 """The live ROS 2 source: record a ROS 2 graph through DDS (:mod:`polybag.net.ros2`).
 
-:class:`Ros2Source` watches ``DCPSPublication`` (every ``poll`` seconds) and subscribes to
+:class:`Ros2Source` watches ``DCPSPublication`` (woken by it, and every ``poll`` seconds) and subscribes to
 each selected topic (named topics, ``-e`` regexes, ``-a``; ``-x`` excluded; services and
 non-ROS DDS topics left out) with the QoS rosbag2 requests for the publishers' offers
 (reliable only when all offer it, transient_local only when all offer it).  One thread
@@ -21,6 +21,15 @@ appearing later is asked (at most :data:`MAX_LATE_ASKS` per topic): the descript
 is the topic's from then on (rosbag2 sqlite3 stores it for the type: every message of the file).  Every name and reason a peer
 sent is cut and escaped before it is printed or kept (:mod:`polybag.util.text`).  Samples are
 recorded as their writer serialized them: the padding their CDR header declares is dropped.
+
+A publication is acted on as soon as it is discovered: ``DCPSPublication``'s read condition
+is in the wait set, so the reader of a publisher that starts during the recording is made
+(and announced) within milliseconds of its announcement, before its type is looked for (the
+binding's one-time cost of a first topic is paid at :meth:`Ros2Source.start`).  A
+transient_local publisher's history (its depth) then reaches the recording whole (requested
+transient_local); of a volatile one, what it sent before our reader matched cannot be had
+(nor by any subscriber that matches later).  At most :data:`MAX_TOPICS` topics are
+subscribed.
 
 Hidden topics (a name part starting with ``_``: ``/_private``, actions' ``/_action/``
 topics, services' ``/_service_event``) are not taken by ``-a`` or ``-e`` unless
@@ -52,6 +61,10 @@ MAX_PENDING = 64 * 1024 * 1024
 
 #: the later publishers asked per topic for a type the first one did not describe
 MAX_LATE_ASKS = 8
+
+#: the topics one source subscribes at most (one reader each): peers announcing ever new
+#: topics to ``-a`` or ``-e`` make no more readers than this
+MAX_TOPICS = 4096
 
 
 def _definition(type_name: str) -> str:
@@ -164,6 +177,12 @@ class Ros2Source:
             if self._graph is None:
                 self._graph = Graph()
             self._waitset = self._graph.waitset()
+            # (the receive thread wakes as soon as a publication is discovered, and what the
+            # first reader costs is paid now: a late publisher's reader is made and matched
+            # within milliseconds of its announcement, see _run)
+            self._waitset.attach(self._graph.discovered)
+            self._graph.warm_up()
+            _definition("std_msgs/msg/String")
         if recorder.options.snapshot:
             self._subscribe_trigger(recorder.options.trigger_topic)
         if recorder.options.publish:
@@ -223,8 +242,14 @@ class Ros2Source:
             with self._lock:
                 sub = self._subs.get(topic)
             if sub is None:
-                if self._wanted(topic):
-                    self._subscribe(topic, by_topic.get(topic, []))
+                if not self._wanted(topic):
+                    continue
+                if len(self._subs) >= MAX_TOPICS:
+                    self._warn_once(
+                        "", "max_topics", f"more than {MAX_TOPICS} topics published: {topic} and later ones not recorded"
+                    )
+                    continue
+                self._subscribe(topic, by_topic.get(topic, []))
             else:
                 self._check_new(sub, [p for p in new if p.topic == topic])
 
@@ -307,6 +332,12 @@ class Ros2Source:
         same = [p for p in typed if p.type == typ]
         offers = [p.qos for p in same]
         requested = requested_profile(offers)
+        try:  # (the reader first: the publisher may be sending already)
+            typeid = next((p.typeid for p in same if p.typeid is not None), None)
+            reader = self._graph.reader(topic, dds_type, requested, typeid)
+        except Ros2GraphError as e:
+            self._error(str(e))
+            return
         definition = _definition(typ)
         type_hash = next((p.type_hash for p in same if p.type_hash), "")
         ask = None
@@ -317,12 +348,6 @@ class Ros2Source:
                 ask = next(p for p in same if p.type_hash == type_hash).participant
             elif not definition:
                 self._warn_unknown(topic, typ, "")
-        try:
-            typeid = next((p.typeid for p in same if p.typeid is not None), None)
-            reader = self._graph.reader(topic, dds_type, requested, typeid)
-        except Ros2GraphError as e:
-            self._error(str(e))
-            return
         sub = _Sub(topic, typ, definition, type_hash, reader, requested, offers)
         if ask is not None:
             sub.pending = []
@@ -468,16 +493,21 @@ class Ros2Source:
     # --- receiving -----------------------------------------------------------------------------
     def _run(self) -> None:
         next_poll = time.monotonic() + self.poll
+        discovered = self._graph.discovered
         while not self._stop.is_set():
+            found = False
             try:
                 self._waitset.wait(50_000_000)  # 50 ms
+                found = discovered.triggered
             except Exception as e:  # noqa: BLE001 - the binding raises DDSException
                 self._error(f"waiting for samples: {e}")
                 self._stop.wait(0.05)
-            self._drain()
-            if time.monotonic() >= next_poll:
+            # a publication discovered: its reader at once (a publisher sends as soon as it
+            # exists; what it sends before our reader matches is lost unless it keeps it)
+            if found or time.monotonic() >= next_poll:
                 self._discover()
                 next_poll = time.monotonic() + self.poll
+            self._drain()
         self._drain(final=True)
 
     def _drain(self, final: bool = False) -> None:

@@ -159,6 +159,26 @@ def parse_duration(text: str | float | int | None) -> float | None:
     return value
 
 
+def parse_snapshot_window(text: str) -> tuple[float | None, float | None]:
+    """``--snapshot-window PRE[:POST]`` in seconds, each part as every time option reads a
+    length of time (``10``, ``1.5m``, ``500ms``): ``(PRE, POST)``; ``"10"`` is ``(10, None)``
+    (the last 10 s, as before), ``":5"`` is ``(None, 5)`` (all the ring holds, bounded by
+    ``--buffsize``, and 5 s after the trigger).  Positive and bounded: :meth:`RecordOptions.validate`."""
+    if not isinstance(text, str) or len(text) > 100:
+        raise UsageError(f"--snapshot-window {str(text)[:100]!r}: expected PRE[:POST], each {DURATION_FORMS}")
+    pre_text, colon, post_text = text.partition(":")
+    if colon and (not post_text.strip() or ":" in post_text):
+        raise UsageError(
+            f"--snapshot-window {text!r}: expected PRE[:POST] (10, 10:5 or :5; POST: the seconds recorded after the trigger)"
+        )
+    try:
+        pre = duration_ns(pre_text) / 1e9 if pre_text.strip() or not colon else None
+        post = duration_ns(post_text) / 1e9 if colon else None
+    except UsageError as e:
+        raise UsageError(f"--snapshot-window: {e}") from None
+    return pre, post
+
+
 def stamp(t: float | None = None) -> str:
     """rosbag's date stamp (local time): ``YYYY-MM-DD-HH-MM-SS``."""
     return time.strftime("%Y-%m-%d-%H-%M-%S", time.localtime(time.time() if t is None else t))
@@ -191,7 +211,8 @@ class RecordOptions:
     udp: bool = False  # --udp (refused: polybag speaks TCPROS only)
     repeat_latched: bool = False  # --repeat-latched: latched messages again at the start of each part
     snapshot: bool = False  # -s / --snapshot: keep the last buffsize MB; write them on a trigger
-    snapshot_window: float | str | None = None  # --snapshot-window S: the ring keeps the last S seconds per topic
+    snapshot_window: float | str | None = None  # --snapshot-window PRE[:POST]: the ring keeps the last PRE s per topic
+    snapshot_post: float | None = None  # (--snapshot-window PRE:POST) each snapshot goes on POST s after its trigger
     namespace: str | None = None  # --namespace / __ns: the node's namespace (its snapshot_trigger topic)
     append_date: bool | None = None  # None: rosbag's rule (yes unless -O)
     format: str | None = None  # "bag" or "mcap"; None: from the -O/-o extension, else bag
@@ -203,11 +224,11 @@ class RecordOptions:
         if isinstance(self.topics, str):
             self.topics = [self.topics]
         self.topics = list(self.topics)
-        if isinstance(self.snapshot_window, str):  # "10", "1.5m", "500ms": as every time option
-            try:
-                self.snapshot_window = duration_ns(self.snapshot_window) / 1e9
-            except UsageError as e:
-                raise UsageError(f"--snapshot-window: {e}") from None
+        if isinstance(self.snapshot_window, str):  # "10", "1.5m", "500ms", "10:5", ":5": as every time option
+            pre, post = parse_snapshot_window(self.snapshot_window)
+            self.snapshot_window = pre
+            if post is not None:
+                self.snapshot_post = post
 
     # --- derived values ------------------------------------------------------------------------
     @property
@@ -215,6 +236,12 @@ class RecordOptions:
         """--snapshot-window in ns (0: no time window)."""
         w = self.snapshot_window
         return 0 if w is None else int(float(w) * 1_000_000_000)
+
+    @property
+    def post_ns(self) -> int:
+        """The POST of ``--snapshot-window PRE:POST`` in ns (0: a snapshot ends at its trigger)."""
+        p = self.snapshot_post
+        return 0 if p is None else int(float(p) * 1_000_000_000)
 
     @property
     def ns(self) -> str:
@@ -337,6 +364,10 @@ class RecordOptions:
             check_number("--snapshot-window", self.snapshot_window, high=MAX_SECONDS, positive=True)
             if not self.snapshot:
                 raise UsageError("--snapshot-window needs snapshot mode (-s/--snapshot; snapshot=True)")
+        if self.snapshot_post is not None:
+            check_number("--snapshot-window POST (after the trigger)", self.snapshot_post, high=MAX_SECONDS, positive=True)
+            if not self.snapshot:
+                raise UsageError("--snapshot-window PRE:POST needs snapshot mode (-s/--snapshot; snapshot=True)")
         if self.namespace is not None and not re.fullmatch(
             r"/?([A-Za-z]\w*(/[A-Za-z]\w*)*/?)?", self.namespace
         ):

@@ -31,6 +31,26 @@ As rosbag does:
   ``-1``, ``-2``... when that name is taken) while recording goes on into an empty ring; the
   future's result is the final path.  What is still buffered at the end is counted as
   ``dropped_stopped``;
+- ``--snapshot-window PRE:POST`` (``snapshot_post``): each snapshot also keeps recording POST
+  seconds after its trigger.  Its window is ``[trigger - PRE, trigger + POST]`` by receive
+  time, both ends included (``:POST``: all the ring holds, then POST s); a message belongs to
+  EVERY snapshot whose window holds it (so triggers never empty the ring: each snapshot is
+  its own file; a message written to several counts once as ``written``; the report's
+  ``snapshots`` gives each one's file, window and messages).  The ring's part is written at
+  the trigger, the rest as it arrives (queued at most ``buffsize`` MB, like the ring); the
+  file is finished when the window ends: POST s after a trigger "now" (plus
+  :data:`~polybag.record.items.LATE_NS` for messages late to the recorder), when a message
+  that much past its end arrives, or at the stop (then it keeps what it has: ``complete``
+  false).  At most :data:`~polybag.record.items.MAX_OPEN_SNAPSHOTS` are open at once: a
+  trigger beyond is refused (its future fails; a warning counts them);
+- what snapshots keep stays bounded whatever peers send (the trigger topic is open to any
+  of them): the ring and the POST queue each hold at most ``buffsize`` MB and
+  ``buffsize // MESSAGE_COST`` messages (empty ones too), the ring together with the rings
+  taken by triggers still waiting for the writer thread; at most
+  :data:`~polybag.record.items.MAX_WAITING_SNAPSHOTS` triggers wait (more are refused, the
+  ring waits for a later one); the report lists
+  the last :data:`~polybag.record.items.MAX_LISTED_SNAPSHOTS` snapshots and counts the
+  earlier ones (``snapshots_not_listed``);
 - a topic keeps the type (and md5sum) of its first message: messages of another type on it
   are refused (``dropped_type``) with a warning naming the topic (``warnings``);
 - ``--min-space``: free space is checked when a file starts and every second; below it the
@@ -52,7 +72,18 @@ from typing import Any
 
 from polybag.errors import PolybagError, UsageError, WriteError
 from polybag.record.files import NameRegistry, OutputFiles
-from polybag.record.items import QueuedMessage, SnapshotJob, TopicStats, WorkQueue, free_bytes
+from polybag.record.items import (
+    IN_RING,
+    LATE_NS,
+    MAX_OPEN_SNAPSHOTS,
+    MAX_WAITING_SNAPSHOTS,
+    TAKEN,
+    QueuedMessage,
+    SnapshotJob,
+    TopicStats,
+    WorkQueue,
+    free_bytes,
+)
 from polybag.record.options import RecordOptions
 from polybag.record.writing import WriterThread
 
@@ -120,6 +151,9 @@ class Recorder:
         self._log = log
         self._limit = int(options.limit)
         self._window = options.window_ns
+        self._post = options.post_ns
+        self._refused_triggers = 0
+        self._refused_waiting = 0  # triggers refused: MAX_WAITING_SNAPSHOTS waiting for the writer
         self._work = WorkQueue(buffer=options.buffer_bytes, snapshot=options.snapshot, say=self.say)
         self._cond = self._work.cond
         self.stats: dict[str, TopicStats] = self._work.stats
@@ -273,7 +307,12 @@ class Recorder:
         end = None if timeout is None else time.monotonic() + timeout
         work = self._work
         with self._cond:
-            while (work.messages and not self.options.snapshot and not self.done.is_set()) or work.jobs or work.busy:
+            while (
+                (work.messages and not self.options.snapshot and not self.done.is_set())
+                or work.jobs
+                or work.post
+                or work.busy
+            ):
                 left = None if end is None else end - time.monotonic()
                 if left is not None and left <= 0:
                     return False
@@ -319,6 +358,8 @@ class Recorder:
             if st is None:
                 st = work.stats[topic] = TopicStats(type=type)
             st.received += 1
+            st.received_bytes += len(item.data)
+            st.last_receive = t
             if not work.accepting:
                 st.dropped_stopped += 1
                 return False
@@ -335,6 +376,8 @@ class Recorder:
             if latching and self.options.repeat_latched:
                 self._latched[(topic, item.key[3])] = item
             if self.options.snapshot:
+                if work.windows:
+                    self._to_windows(item)
                 self._ring_add(item)
                 return True
             work.push(item)
@@ -371,21 +414,43 @@ class Recorder:
             ring = work.ring[item.topic] = deque()
         ring.append(item)
         work.ring_bytes += len(item.data)
+        work.ring_count += 1
         if self._window:
             self._prune_window(ring, item.time - self._window)
-        if work.buffer:
-            while work.ring_bytes > work.buffer:
+        if work.buffer:  # (with the rings taken by triggers still waiting for the writer)
+            while work.ring_count and (
+                work.ring_bytes + work.waiting_bytes > work.buffer
+                or work.ring_count + work.waiting_count > work.max_items
+            ):
                 oldest = min((r for r in work.ring.values() if r), key=lambda r: r[0].time)
                 old = oldest.popleft()
                 work.ring_bytes -= len(old.data)
-                work.stats[old.topic].dropped_buffer += 1
+                work.ring_count -= 1
+                if old.state == IN_RING:
+                    work.stats[old.topic].dropped_buffer += 1
+
+    def _to_windows(self, item: QueuedMessage) -> None:
+        """Snapshots still recording: queue ``item`` for each one whose window holds it;
+        close those it is :data:`LATE_NS` past the end of (called with the lock held)."""
+        work = self._work
+        t = item.time
+        members: list[SnapshotJob] = []
+        for job in list(work.windows):
+            if job.holds(t):
+                members.append(job)
+            elif t > job.end + LATE_NS:
+                work.close_window(job)
+        if members:
+            work.add_post(item, tuple(members))
 
     def _prune_window(self, ring: deque[QueuedMessage], cutoff: int) -> None:
         work = self._work
         while ring and ring[0].time < cutoff:
             old = ring.popleft()
             work.ring_bytes -= len(old.data)
-            work.stats[old.topic].dropped_window += 1
+            work.ring_count -= 1
+            if old.state == IN_RING:  # (else a snapshot has it: counted when written)
+                work.stats[old.topic].dropped_window += 1
 
     def _limit_reached(self, topic: str) -> None:
         src = self.source
@@ -413,6 +478,14 @@ class Recorder:
         date, and ``-1``, ``-2``... if that name is taken.  The returned future's result is
         the final :class:`~pathlib.Path` once the file is complete; it fails with the error if
         the file cannot be written (or the recording has stopped).
+
+        With ``--snapshot-window PRE:POST`` the ring is not emptied: the file gets what the
+        ring holds in ``[at - PRE, at + POST]`` and then the messages of that window as they
+        come; the future's result comes when the window has ended (see the module docstring;
+        a trigger ``at`` a given time ends by message times or at the stop only).  Beyond
+        :data:`MAX_OPEN_SNAPSHOTS` open at once, or with :data:`MAX_WAITING_SNAPSHOTS` triggers
+        still waiting for the writer thread, the future fails with a :class:`UsageError` (the
+        ring stays for a later trigger).
         """
         if not self.options.snapshot:
             raise UsageError("trigger() needs snapshot mode (-s/--snapshot)")
@@ -425,35 +498,99 @@ class Recorder:
             if work.stopping or self.done.is_set():
                 fut.set_exception(UsageError("the recording has stopped; no snapshot written"))
                 return fut
-            if self._window:
-                cutoff = (time.time_ns() if at is None else int(at)) - self._window
+            post = self._post
+            if post and work.open_snapshots >= MAX_OPEN_SNAPSHOTS:
+                self._refused_triggers += 1
+                text = (
+                    f"snapshot trigger refused: {MAX_OPEN_SNAPSHOTS} snapshots are still recording "
+                    "(--snapshot-window PRE:POST); trigger again when one has ended"
+                )
+                if self._refused_triggers == 1:
+                    self.say(f"warning: {text}")
+                fut.set_exception(UsageError(text))
+                return fut
+            if len(work.jobs) >= MAX_WAITING_SNAPSHOTS:
+                self._refused_waiting += 1
+                text = (
+                    f"snapshot trigger refused: {MAX_WAITING_SNAPSHOTS} snapshots are waiting to be written; "
+                    "the ring is kept for a later trigger"
+                )
+                if self._refused_waiting == 1:
+                    self.say(f"warning: {text}")
+                fut.set_exception(UsageError(text))
+                return fut
+            t_at = time.time_ns() if at is None else int(at)
+            start = t_at - self._window if self._window else None
+            if start is not None:
                 for ring in work.ring.values():
-                    self._prune_window(ring, cutoff)
+                    self._prune_window(ring, start)
             rings = [r for r in work.ring.values() if r]
             items = list(heapq.merge(*rings, key=lambda it: it.time)) if len(rings) > 1 else list(*rings)
-            work.ring = {}
-            work.ring_bytes = 0
-            work.jobs.append(SnapshotJob(items, time.time(), None if path is None else os.fspath(path), fut))
+            name = None if path is None else os.fspath(path)
+            if post:  # (a message belongs to every window that holds it: the ring stays)
+                items = [it for it in items if it.time <= t_at + post]
+                deadline = None if at is not None else time.monotonic() + (post + LATE_NS) / 1e9
+                job = SnapshotJob(items, time.time(), name, fut, at=t_at, start=start, post=post, deadline=deadline)
+                work.windows.append(job)
+                work.open_snapshots += 1
+            else:
+                job = SnapshotJob(items, time.time(), name, fut, at=t_at, start=start)
+                job.held = (work.ring_bytes, work.ring_count)
+                work.waiting_bytes += work.ring_bytes
+                work.waiting_count += work.ring_count
+                work.ring = {}
+                work.ring_bytes = 0
+                work.ring_count = 0
+            for it in items:
+                if it.state == IN_RING:
+                    it.state = TAKEN
+            work.list_snapshot(job)
+            work.jobs.append(job)
             self._cond.notify_all()
         return fut
 
     # --- results ----------------------------------------------------------------------------------
     @property
+    def output(self) -> OutputFiles:
+        """The files part, read by the live stats view (:mod:`polybag.record.stats`): its
+        ``size``, ``split_index``, ``start``, ``current_file``."""
+        return self._output
+
+    @property
     def queued_bytes(self) -> int:
-        """Bytes of payload waiting: the write queue, or the snapshot ring."""
-        return self._work.ring_bytes if self.options.snapshot else self._work.queued_bytes
+        """Bytes of payload waiting: the write queue, or the snapshot ring (and what waits for
+        the snapshots still recording)."""
+        work = self._work
+        return work.ring_bytes + work.post_bytes if self.options.snapshot else work.queued_bytes
 
     def report(self) -> dict[str, Any]:
         with self._cond:
             topics = {t: s.to_dict() for t, s in sorted(self.stats.items())}
+            snapshots = [job.to_dict() for job in self._work.snapshots]
+            refused = self._refused_triggers
+            waiting = self._refused_waiting
+            not_listed = self._work.snapshots_not_listed
         totals = {k: sum(s[k] for s in topics.values()) for k in ("received", "written", "dropped")}
+        warnings = list(self.warnings)
+        if refused:
+            warnings.append(
+                f"{refused} snapshot trigger(s) refused: {MAX_OPEN_SNAPSHOTS} snapshots were still recording"
+            )
+        if waiting:
+            warnings.append(
+                f"{waiting} snapshot trigger(s) refused: {MAX_WAITING_SNAPSHOTS} snapshots were waiting to be written"
+            )
+        extra: dict[str, Any] = (
+            {"snapshots": snapshots, "snapshots_not_listed": not_listed} if self.options.snapshot else {}
+        )
         return {
             "files": [f for f in self.files if f not in self.deleted],
             "deleted": list(self.deleted),
             "current_file": self.current_file,
             "stop_reason": self.stop_reason,
             "errors": list(self.errors),
-            "warnings": list(self.warnings),
+            "warnings": warnings,
             "topics": topics,
             "totals": totals,
+            **extra,
         }

@@ -9,6 +9,7 @@ a warning and not recorded).  Its files part is :class:`Ros2Files`.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ class Ros2Files(OutputFiles):
         self._lock = threading.Lock()
         self._ros1_file = False  # the file being written takes ROS 1 messages only (converted)
         self._grown: set[str] = set()  # topics whose QoS profiles changed (see put)
+        self._spawned: weakref.WeakSet[Ros2Files] = weakref.WeakSet()  # (snapshot files open at once)
         self._warn: Callable[[str], None] | None = None
         # (every message counted as a rosbag2 one, whatever the file)
         self.overhead = registry.get(ROS2_DEFAULT_FORMAT).message_overhead
@@ -47,6 +49,17 @@ class Ros2Files(OutputFiles):
         with self._lock:
             self._topic_info[topic] = (qos_text, type_hash)
             self._grown.add(topic)  # (a rosbag2 topic already in the file lists the new profiles)
+            for child in self._spawned:
+                child._grown.add(topic)
+
+    def spawn(self) -> OutputFiles:
+        """As :meth:`OutputFiles.spawn`, sharing the topics' QoS and type hashes."""
+        child = super().spawn()
+        assert isinstance(child, Ros2Files)
+        with self._lock:
+            child._grown = set()
+            self._spawned.add(child)
+        return child
 
     def _info(self, topic: str) -> tuple[str, str]:
         with self._lock:
@@ -94,13 +107,21 @@ class Ros2Files(OutputFiles):
         super().close()
 
     def _grow_qos(self, topic: str) -> None:
-        """A rosbag2 writer's channels of ``topic`` given its QoS profiles as they are now
-        (``add_channel`` again adds the profiles of publishers that appeared later)."""
+        """The writer's channels of ``topic`` given its QoS profiles as they are now: for a
+        rosbag2 writer ``add_channel`` again adds the profiles of publishers that appeared
+        later; an MCAP file's channels get them from ``grow_qos`` (in the file at close)."""
         with self._lock:
             self._grown.discard(topic)
         qos, type_hash = self._info(topic)
         w = self.writer
-        if not qos or w is None or not w.merges_topic_metadata:
+        if not qos or w is None:
+            return
+        if not w.merges_topic_metadata:
+            grow = getattr(w, "grow_qos", None)
+            if grow is not None:
+                for (t, _key), ch in list(self.channels.items()):
+                    if t == topic and getattr(ch, "schema", None) is not None:
+                        grow(ch, qos)
             return
         md = {"offered_qos_profiles": qos}
         if type_hash:
@@ -160,6 +181,11 @@ class Ros2Files(OutputFiles):
         if type_hash:
             md["topic_type_hash"] = type_hash
         schema = w.add_schema(typ, "ros2msg", definition.encode("utf-8"))
+        late = getattr(w, "define_late", None)
+        if definition.strip() and late is not None:
+            # a file that holds this type without its definition (its first publisher never
+            # described it) gives it to those messages too (an MCAP file: at close)
+            late(typ, "ros2msg", definition.encode("utf-8"))
         ch = w.add_channel(item.topic, "cdr", schema, md)
         self.size += 100 + len(item.topic) + len(typ) + len(definition) + len(qos)
         return ch

@@ -1,7 +1,10 @@
 """The recorder's writer thread: takes queued messages and snapshot jobs in order from the
 :class:`~polybag.record.items.WorkQueue` and writes them into the
 :class:`~polybag.record.files.OutputFiles`, starting the next part at ``--size`` /
-``--duration`` (a part of :class:`polybag.record.recorder.Recorder`)."""
+``--duration`` (a part of :class:`polybag.record.recorder.Recorder`).  Each snapshot is
+written to its own file (:meth:`OutputFiles.spawn`); one whose window goes on after its
+trigger (``--snapshot-window PRE:POST``) stays open, taking its messages as they come,
+until its window ends (at most :data:`~polybag.record.items.MAX_OPEN_SNAPSHOTS` at once)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 
 from polybag.errors import OutputExistsError, WriteError
 from polybag.record.files import OutputFiles
-from polybag.record.items import QueuedMessage, SnapshotJob, WorkQueue
+from polybag.record.items import PostEntry, QueuedMessage, SnapshotJob, WorkQueue
 from polybag.record.options import RecordOptions
 
 
@@ -42,6 +45,8 @@ class WriterThread:
         self._done = done
         self._max_size = options.max_size_bytes
         self._max_dur = options.max_duration_ns
+        self._open: dict[SnapshotJob, OutputFiles] = {}  # snapshots still recording: their files
+        self._no_space = False
 
     def start(self) -> threading.Thread:
         """Run :meth:`run` in a new thread (RuntimeError when no thread can be started)."""
@@ -64,8 +69,11 @@ class WriterThread:
                         assert item is not None
                         self._write_item(item)
                     elif kind == "snapshot":
-                        assert job is not None
+                        assert isinstance(job, SnapshotJob)
                         self._write_snapshot(job)
+                    elif kind == "post":
+                        assert isinstance(job, tuple)
+                        self._write_post(job)
                     elif files.writer is not None:
                         files.disk_ok()
                 finally:
@@ -74,6 +82,12 @@ class WriterThread:
             self._errors.append(f"{type(e).__name__}: {e}")
             work.finish(f"write error: {e}")
         finally:
+            for snap in list(self._open):  # (after an error: each keeps what it has)
+                snap.complete = False
+                try:
+                    self._finish_snapshot(snap)
+                except Exception as e:  # noqa: BLE001
+                    self._errors.append(f"finishing {snap.file}: {e}")
             try:
                 files.close()
             except Exception as e:  # noqa: BLE001
@@ -121,34 +135,78 @@ class WriterThread:
                     self._put(QueuedMessage(lat.topic, lat.key, lat.data, t), count=False)
         self._put(item)
 
-    def _put(self, item: QueuedMessage, *, count: bool = True) -> None:
-        """Write ``item`` into the open file, counted as written (``count``) or, when the
-        file cannot take it, as refused."""
-        if self.files.put(item):
+    def _put(
+        self, item: QueuedMessage, *, count: bool = True, out: OutputFiles | None = None, job: SnapshotJob | None = None
+    ) -> None:
+        """Write ``item`` into the open file (``out``: a snapshot's, of ``job``), counted as
+        written (``count``; once, whatever the snapshots it is in) or, when the file cannot
+        take it, as refused."""
+        if (out or self.files).put(item):
             if count:
-                self.work.count_written(item.topic)
+                self.work.count_written(item)
+            if job is not None:
+                job.count += 1
         else:
-            self.work.count_refused(item.topic)
+            self.work.count_refused(item)
 
     def _write_snapshot(self, job: SnapshotJob) -> None:
-        """Write one trigger's messages to a new file; settle its future."""
+        """Start one trigger's file and write the ring's messages to it; finish it and settle
+        its future, unless its window goes on (then :meth:`_write_post` writes the rest)."""
         files, work = self.files, self.work
+        out = files.spawn()
         try:
             if not files.disk_ok():
                 raise WriteError(work.stop_reason or "not enough free disk space")
-            files.open(job.time, path=job.path)
+            out.open(job.time, path=job.path)
         except BaseException as e:
             work.count_unwritten(job)
+            job.error = str(e)
+            job.items = []
             job.future.set_exception(e)
+            if job.post:
+                work.snapshot_done(job)
             if isinstance(e, OutputExistsError):
                 return  # (the caller's path: the recording goes on)
             raise
+        job.file = out.current_file
+        self._open[job] = out
+        items, job.items = job.items, []  # (the ring's messages: not kept longer than needed)
+        for it in items:
+            self._put(it, out=out, job=job)
+        if not job.post:
+            self._finish_snapshot(job)
+
+    def _write_post(self, entry: PostEntry) -> None:
+        """A message of snapshots still recording, written to each one's file; or (None)
+        the end of their windows: their files are finished."""
+        item, jobs = entry
+        if item is None:
+            for job in jobs:
+                self._finish_snapshot(job)
+            return
+        files = self.files
+        if not self._no_space and time.monotonic() >= files.next_disk_check and not files.disk_ok():
+            self._no_space = True
+        if not self._no_space:
+            for job in jobs:
+                out = self._open.get(job)
+                if out is not None and out.writer is not None:
+                    self._put(item, out=out, job=job)
+        self.work.count_unwritten_item(item)  # (unless written: counted once)
+
+    def _finish_snapshot(self, job: SnapshotJob) -> None:
+        """Finish the file of ``job`` (if it was started) and settle its future."""
+        out = self._open.pop(job, None)
+        if out is None:
+            return
+        name = out.current_file
         try:
-            for it in job.items:
-                self._put(it)
-            name = files.current_file
-            files.close()
+            out.close()
         except BaseException as e:
+            job.error = str(e)
             job.future.set_exception(e)
             raise
+        finally:
+            if job.post:
+                self.work.snapshot_done(job)
         job.future.set_result(Path(name) if name is not None else Path())

@@ -4,17 +4,25 @@ Every bag version from ``#ROSRECORD V1.2`` on is a sequence of records
 ``<header_len u32><header><data_len u32><data>``, the header a sequence of
 ``<field_len u32><name>=<value>`` fields.  This module parses and builds them, with
 every length checked against the bytes that remain, and defines numpy dtypes for the
-fixed-width arrays (index data entries, chunk info entries) read in bulk.
+fixed-width arrays (index data entries, chunk info entries) read in bulk.  numpy is imported
+when a dtype is first asked for (the readers), not with the module: writing a bag (``polybag
+record``) needs none of it to start.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from polybag.errors import FormatError, TruncatedError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    INDEX_V1_DTYPE: np.dtype[np.void]
+    INDEX_V0_DTYPE: np.dtype[np.void]
+    CHUNK_INFO_DTYPE: np.dtype[np.void]
 
 # --- op codes (ROS bag format 1.2 and 2.0) ---------------------------------------------
 OP_MSG_DEF = 0x01  # 1.2 only: message definition
@@ -43,12 +51,27 @@ U64 = struct.Struct("<Q")
 TIME = struct.Struct("<II")
 _u32 = U32.unpack_from
 
-# IndexData ver 1 (2.0): count x (sec, nsec, offset-in-uncompressed-chunk)
-INDEX_V1_DTYPE = np.dtype([("sec", "<u4"), ("nsec", "<u4"), ("offset", "<u4")])
-# IndexData ver 0 (1.2): count x (sec, nsec, file position u64)
-INDEX_V0_DTYPE = np.dtype([("sec", "<u4"), ("nsec", "<u4"), ("pos", "<u8")])
-# ChunkInfo ver 1 data: count x (conn, message count)
-CHUNK_INFO_DTYPE = np.dtype([("conn", "<u4"), ("count", "<u4")])
+_DTYPES: dict[str, list[tuple[str, str]]] = {
+    # IndexData ver 1 (2.0): count x (sec, nsec, offset-in-uncompressed-chunk)
+    "INDEX_V1_DTYPE": [("sec", "<u4"), ("nsec", "<u4"), ("offset", "<u4")],
+    # IndexData ver 0 (1.2): count x (sec, nsec, file position u64)
+    "INDEX_V0_DTYPE": [("sec", "<u4"), ("nsec", "<u4"), ("pos", "<u8")],
+    # ChunkInfo ver 1 data: count x (conn, message count)
+    "CHUNK_INFO_DTYPE": [("conn", "<u4"), ("count", "<u4")],
+}
+_INDEX_V0_SIZE = 16  # INDEX_V0_DTYPE.itemsize
+_INDEX_V1_SIZE = 12  # INDEX_V1_DTYPE.itemsize
+
+
+def __getattr__(name: str) -> Any:
+    """The numpy dtypes, made (and numpy imported) when first asked for."""
+    fields = _DTYPES.get(name)
+    if fields is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import numpy as np
+
+    dtype = globals()[name] = np.dtype(fields)
+    return dtype
 
 Header = dict[str, bytes]
 
@@ -167,7 +190,7 @@ def index_data_count(f: HeaderFields, data_len: int, version: int, path: str | N
             f"index data version {ver} in a {'1.2' if version == 0 else '2.0'} bag (expected {version})", path, offset
         )
     count = f.u32("count")
-    size = (INDEX_V0_DTYPE if version == 0 else INDEX_V1_DTYPE).itemsize
+    size = _INDEX_V0_SIZE if version == 0 else _INDEX_V1_SIZE
     if data_len != count * size:
         raise FormatError(f"index data holds {data_len} bytes, count {count} needs {count * size}", path, offset)
     return count
@@ -207,6 +230,8 @@ def _length_at(view: memoryview | bytes, pos: int, limit: int, path: str | None,
 
 
 def time_to_ns(sec: np.ndarray, nsec: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return sec.astype(np.int64) * 1_000_000_000 + nsec.astype(np.int64)
 
 

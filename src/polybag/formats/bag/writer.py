@@ -21,6 +21,7 @@ and the chunk goes to the file in three writes (its head, its data, its index re
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import struct
@@ -28,9 +29,7 @@ from array import array
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any, BinaryIO
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from polybag.errors import UnsupportedError, WriteError
 from polybag.io.compression import compress, normalize
@@ -50,26 +49,39 @@ from .records import (
     pack_time,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+
 _ENTRY = struct.Struct("<III")
-_ENTRY_DTYPE = np.dtype([("sec", "<u4"), ("nsec", "<u4"), ("offset", "<u4")])  # == _ENTRY
+_ENTRY_FIELDS = (("sec", "<u4"), ("nsec", "<u4"), ("offset", "<u4"))  # as a numpy dtype == _ENTRY
 _NUMPY_FROM = 32  # index entries per connection from which numpy packs them
 _MAX_NS = 0xFFFFFFFF * 1_000_000_000 + 999_999_999  # the last time with 32-bit seconds
 _OP = {op: bytes([op]) for op in range(1, 8)}
 
 _TIME = struct.Struct("<II")
 _TIME_AT = 34  # a message record's time (sec, nsec) from the record's start, as write lays it out
-_TIME_DTYPE = np.dtype([("sec", "<u4"), ("nsec", "<u4")])
+_TIME_FIELDS = (("sec", "<u4"), ("nsec", "<u4"))
 
 # a chunk's index: connection id -> (times ns, or None: read them from the chunk's message
 # records; record offsets), in the order written
 ChunkIndex = dict[int, tuple[list[int] | None, "list[int] | array[int]"]]
 
 
+@functools.cache
+def _dtype(fields: tuple[tuple[str, str], ...]) -> np.dtype[np.void]:
+    """The numpy dtype of ``fields`` (numpy imported on first use, not with the module)."""
+    import numpy as np
+
+    return np.dtype(list(fields))
+
+
 def _entries(times: list[int] | None, offsets: list[int] | array[int], buf: Any) -> tuple[bytes, int, int]:
     """The index data entries (sorted by time, stably), the first and the last time.
 
     ``times`` None: the times are read from the message records at ``offsets`` in ``buf``
-    (the chunk's uncompressed data, as :meth:`BagWriter.write` lays them out)."""
+    (the chunk's uncompressed data, as :meth:`BagWriter.write` lays them out).  numpy is
+    imported at the first chunk with enough entries, not with the module (a recording starts
+    without it)."""
     n = len(offsets)
     try:
         if n < _NUMPY_FROM:
@@ -79,6 +91,8 @@ def _entries(times: list[int] | None, offsets: list[int] | array[int], buf: Any)
             ents = sorted(zip(times, offsets), key=lambda e: e[0])
             body = b"".join([_ENTRY.pack(t // 1_000_000_000, t % 1_000_000_000, o) for t, o in ents])
             return body, ents[0][0], ents[-1][0]
+        import numpy as np
+
         if times is None:  # every record's (sec, nsec), gathered at each offset
             o64 = np.frombuffer(offsets, np.int64) if isinstance(offsets, array) else np.array(offsets, np.int64)
             return _entries_from_records(o64, buf)
@@ -91,7 +105,7 @@ def _entries(times: list[int] | None, offsets: list[int] | array[int], buf: Any)
         t, o = t[order], o[order]
     if int(t[-1]) > _MAX_NS or int(o.max()) > 0xFFFFFFFF:  # (as struct would refuse)
         raise WriteError("bag index entry out of range: 32-bit seconds and offsets")
-    rec = np.empty(n, dtype=_ENTRY_DTYPE)
+    rec = np.empty(n, dtype=_dtype(_ENTRY_FIELDS))
     rec["sec"] = t // 1_000_000_000
     rec["nsec"] = t % 1_000_000_000
     rec["offset"] = o
@@ -103,7 +117,9 @@ def _entries_from_records(o: np.ndarray, buf: Any) -> tuple[bytes, int, int]:
     times already checked: u32 seconds, nanoseconds below 1e9), ``o`` their offsets (int64):
     each record's (sec, nsec) gathered through one view with an item at every byte, sorted
     by (sec, nsec) only if they are not in order already."""
-    view = np.ndarray((len(buf) - _TIME_AT - 7,), _TIME_DTYPE, buffer=buf, offset=_TIME_AT, strides=(1,))
+    import numpy as np
+
+    view = np.ndarray((len(buf) - _TIME_AT - 7,), _dtype(_TIME_FIELDS), buffer=buf, offset=_TIME_AT, strides=(1,))
     pairs = view[o]
     sec, nsec = pairs["sec"], pairs["nsec"]
     if len(o) > 1:
@@ -114,7 +130,7 @@ def _entries_from_records(o: np.ndarray, buf: Any) -> tuple[bytes, int, int]:
             sec, nsec = pairs["sec"], pairs["nsec"]
     if int(o.max()) > 0xFFFFFFFF:  # (as struct would refuse)
         raise WriteError("bag index entry out of range: 32-bit seconds and offsets")
-    rec = np.empty(len(o), dtype=_ENTRY_DTYPE)
+    rec = np.empty(len(o), dtype=_dtype(_ENTRY_FIELDS))
     rec["sec"] = sec
     rec["nsec"] = nsec
     rec["offset"] = o

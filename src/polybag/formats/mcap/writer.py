@@ -109,6 +109,9 @@ class McapWriter(ChunkOutputMixin, Writer):
         self._channel_records: list[R.ChannelRecord] = []
         self._next_schema_id = 1
         self._next_channel_id = 1
+        self._late_names: dict[str, tuple[str, bytes]] = {}  # see define_late
+        self.late: dict[int, tuple[str, bytes]] = {}  # schema id -> the definition it takes at close
+        self.grown: dict[int, dict[str, str]] = {}  # channel id -> the metadata it takes at close (grow_qos)
 
         self.statistics = R.Statistics()
         self._counts: dict[int, int] = {}
@@ -146,6 +149,8 @@ class McapWriter(ChunkOutputMixin, Writer):
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         if encoding in ("ros2msg", "ros2idl") and raw.strip():
             self._ros2_texts = True
+        if id is None and not raw.strip() and name in self._late_names:  # (define_late: known now)
+            encoding, raw = self._late_names[name]
         if encoding == "ros2msg" and id is None and not raw.strip():
             # no text (rosbag2 before Iron): the full definition polybag decodes the type with
             from polybag.codecs.ros2 import full_definition
@@ -178,6 +183,59 @@ class McapWriter(ChunkOutputMixin, Writer):
 
     def undefined_types(self) -> dict[str, str]:
         return {} if self._ros2_texts else dict(self._undefined)
+
+    def define_late(self, name: str, encoding: str, data: bytes) -> None:
+        """The definition of the type ``name`` (``ros2msg``/``ros2idl`` text), learned after
+        schemas of that name were written without one (a ROS 2 topic recorded before its type
+        description arrived): those schemas carry it in the finished file (a file written to
+        a path is rewritten at :meth:`close`, :mod:`~polybag.formats.mcap.late_definitions`;
+        for a stream the owner calls :meth:`rewrite_late` with the file's path once it is
+        closed), and a schema of that name added
+        without a definition from now on takes it at once."""
+        raw = bytes(data)
+        if encoding not in ("ros2msg", "ros2idl") or not raw.strip() or name in self._late_names:
+            return
+        self._late_names[name] = (encoding, raw)
+        for s in self._schemas.values():
+            if s.name == name and not bytes(s.data).strip():
+                self.late[s.id] = (encoding, raw)
+
+    def grow_qos(self, channel: Channel | int, offered_qos_profiles: str) -> bool:
+        """Add the QoS profiles of ``offered_qos_profiles`` (YAML text: a topic's publishers as
+        they are now) that ``channel`` does not list yet to its ``offered_qos_profiles``
+        metadata (the rule of rosbag2's topics, :func:`polybag.codecs.ros2_qos.merged_qos`, at
+        most :data:`~polybag.codecs.ros2_qos.MAX_QOS_PROFILES`): a recording lists the profile
+        of every publisher it saw, not only the first.  An MCAP Channel record cannot change
+        once written, so the finished file is rewritten at :meth:`close` (with the late
+        definitions, one pass, :mod:`~polybag.formats.mcap.late_definitions`; for a stream the
+        owner calls :meth:`rewrite_late` with the file's path); a killed writer leaves the
+        profiles it was first given.  True when the channel's profiles grew."""
+        from polybag.codecs.ros2_qos import merged_qos
+
+        check_open(self.closed)
+        cid = channel if isinstance(channel, int) else channel.id
+        ch = self._channels.get(cid)
+        if ch is None:
+            raise WriteError(f"channel {cid} was not added to this writer")
+        md = self.grown.get(cid, ch.metadata)
+        old = md.get("offered_qos_profiles", "")
+        merged = merged_qos(old, str(offered_qos_profiles or ""))
+        if merged == old:
+            return False
+        self.grown[cid] = {**md, "offered_qos_profiles": merged}
+        return True
+
+    def writer_options(self) -> dict[str, Any]:
+        """The options this writer was made with (but the profile and library, which the
+        file's Header holds): a rewrite of its file uses them."""
+        return {
+            "compression": self.compression, "chunk_size": self.chunk_size, "compression_level": self.compression_level,
+            "use_chunking": self.use_chunking, "use_message_index": self.use_message_index,
+            "use_chunk_index": self.use_chunk_index, "use_statistics": self.use_statistics,
+            "use_summary_offsets": self.use_summary_offsets, "use_attachment_index": self.use_attachment_index,
+            "use_metadata_index": self.use_metadata_index, "repeat_schemas": self.repeat_schemas,
+            "repeat_channels": self.repeat_channels, "use_crcs": self.use_crcs,
+        }
 
     def add_channel(
         self,
@@ -360,6 +418,46 @@ class McapWriter(ChunkOutputMixin, Writer):
         self._pos += len(head) + 4 + 8
         self._writeback.wait()
         self._out.commit()
+        if (self.late or self.grown) and self._out.final_path is not None:
+            self.rewrite_late(self._out.final_path)
+
+    def rewrite_late(
+        self,
+        path: str,
+        channel_metadata: Mapping[int, Mapping[str, str]] | None = None,
+        metadata_records: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> bool:
+        """Give the schemas of :meth:`define_late` their definitions in the finished file at
+        ``path`` (this writer's, or the file its stream was); ``channel_metadata``: channel
+        id -> the metadata its Channel record takes instead (what grew meanwhile; by default
+        that of :meth:`grow_qos`); ``metadata_records``: name -> the content Metadata records
+        of that name take instead.  True when done; False, with a warning, the file as it
+        was, when it cannot be."""
+        import warnings
+
+        from polybag.errors import PolybagError, PolybagWarning
+        from polybag.formats.mcap.late_definitions import rewrite_with_definitions
+
+        try:
+            options = self.writer_options()
+
+            def make(out: BinaryIO, profile: str, library: str) -> McapWriter:
+                return McapWriter(out, profile=profile, library=library, **options)
+
+            grown = self.grown if channel_metadata is None else channel_metadata
+            rewrite_with_definitions(path, self.late, make, grown, metadata_records)
+        except (OSError, PolybagError) as e:
+            names = ", ".join(sorted({self._schemas[i].name for i in self.late if i in self._schemas}))
+            what = (
+                f"the definition of {names} learned during the recording could not be given to the"
+                f" messages written before it ({e}); they stay without one"
+                if names
+                else "the QoS profiles of publishers that appeared during the recording could not be given to"
+                f" the topics' channels ({e}); the bag lists the first ones only"
+            )
+            warnings.warn(PolybagWarning(f"{path}: {what}"), stacklevel=3)
+            return False
+        return True
 
     def abort_output(self, *, discard: bool = False) -> None:
         """Stop without finishing: the ``.active`` file stays as a killed writer leaves it (the

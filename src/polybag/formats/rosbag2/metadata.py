@@ -45,6 +45,8 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML is not a dependency)
 
+from polybag.codecs.ros2_qos import parse_qos as parse_qos  # (shared with the MCAP writer)
+from polybag.codecs.ros2_qos import qos_to_text as qos_to_text
 from polybag.errors import FormatError, UnsupportedError
 from polybag.util import safe_yaml as _yaml
 
@@ -177,34 +179,6 @@ class _Fields:
         if len(v) > MAX_ENTRIES:
             raise self._bad(key, f"{len(v)} entries, more than the {MAX_ENTRIES} polybag reads")
         return v
-
-
-def qos_to_text(value: Any) -> str:
-    """``offered_qos_profiles`` as the YAML string polybag keeps in channel metadata (a
-    version-9 list is dumped; a string is kept as it is)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and not value:
-        return ""
-    try:
-        return str(yaml.dump(value, Dumper=_Dumper, default_flow_style=False, sort_keys=False)).strip()
-    except yaml.YAMLError:
-        return ""
-
-
-def parse_qos(text: str) -> list[dict[str, Any]] | None:
-    """The QoS profiles of a YAML string as a list of mappings; None when they do not parse."""
-    if not text.strip():
-        return []
-    try:
-        got = _yaml.load(text, "offered_qos_profiles")
-    except FormatError:
-        return None
-    if not isinstance(got, list) or not all(isinstance(p, dict) for p in got):
-        return None
-    return got
 
 
 def qos_for_version(text: str, version: int) -> str | list[dict[str, Any]]:

@@ -17,7 +17,8 @@ leaf pages parsed into :class:`~polybag.formats.rosbag2.pages_leaves.Rows`
 the rows (:class:`PageTable`).
 
 It is a fast path, never the only path.  :meth:`PageTable.open` accepts only a database
-that the caller opened immutable (no journal or write-ahead log beside it), with a sane
+that the caller opened immutable (the input, or its private copy with a killed writer's
+journal rolled back or log replayed), with a sane
 header and the ``messages`` table exactly as rosbag2 creates it.  Everything else in the
 file is checked as it is read: a page that is not the B-tree page it should be, a page
 reached twice, a cell pointer outside its page, a record whose header and lengths do not

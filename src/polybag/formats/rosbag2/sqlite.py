@@ -10,14 +10,17 @@ storage file is opened read-only and ``immutable`` (SQLite then ignores any ``-j
 ``-wal`` and ``-shm`` beside it, locks nothing and writes nothing), or read from its pages
 (:mod:`polybag.formats.rosbag2.pages`).  A rollback journal may name a "super-journal" that
 SQLite would delete after rolling back, anywhere on the machine; a write-ahead log is the
-input's to choose too.  So a *hot* journal (non-empty, its first byte not zero) or a live
-write-ahead log (the database in WAL mode, a valid WAL header and a committed transaction in
-valid frames after it: :func:`~.sqlite_files.wal_has_commit`) beside a database is damage
-left by an interrupted writer: a plain read refuses it (:class:`FormatError` naming the
-journal), and a recovering read (``polybag recover``) rolls the journal back itself, page by
-checked page (:func:`~.sqlite_files.roll_back`; the super-journal record is never read), into a private
-copy of the database, or lets SQLite replay the write-ahead log in that copy (a WAL names
-no other file).  An empty journal, a zeroed journal header (``PERSIST`` mode) and a WAL
+input's to choose too.  So a *hot* journal (non-empty, its first byte not zero, no other
+process holding the database's RESERVED lock) or a live write-ahead log (the database in
+WAL mode, a valid WAL header and a committed transaction in valid frames after it:
+:func:`~.sqlite_files.wal_has_commit`) beside a database, left by a killed writer, is
+applied to a private copy (issue 28; the input is never written): the journal played by
+polybag itself, page by checked page, as SQLite plays it (:mod:`~.sqlite_journal`; a
+journal naming a super-journal is refused, recovering plays it without that record), or
+the log replayed by SQLite in the copy (a WAL names no other file); a warning says so
+("rolled back an unfinished transaction from NAME-journal, N pages").  A journal whose
+writer is still at work (RESERVED held) is not hot: the file is read as last committed;
+one whose writer is writing the file right now (EXCLUSIVE) is refused.  An empty journal, a zeroed journal header (``PERSIST`` mode) and a WAL
 with nothing to replay (empty, as any read-only open of a WAL database leaves it beside a
 ``-shm``; a header alone; stale frames SQLite ignores) are not damage.  A ``-journal`` or ``-wal`` that is not a regular file (a symlink, a
 device, a FIFO) is refused and never opened or copied; a ``-shm`` is never read.  Topic
@@ -35,7 +38,7 @@ generated columns, so every value SQLite hands back is stored in the file; and a
 
 Where things are: :class:`SqliteStorage` (here) owns the parts, each in its module:
 :class:`~.sqlite_files.SqliteFile` (opening: the checks above, journals and write-ahead
-logs), :class:`~.sqlite_queries.MessageQueries` (the tables through SQLite),
+logs, repaired copies; the journal player is :mod:`~.sqlite_journal`), :class:`~.sqlite_queries.MessageQueries` (the tables through SQLite),
 :class:`PagedReads` (here: the ``messages`` table from the file's pages,
 :mod:`~polybag.formats.rosbag2.pages`) and :class:`~.sqlite_salvage.Salvage` (a recovering
 read); the writer is :mod:`~.sqlite_writer`'s.
@@ -80,15 +83,16 @@ class PagedReads:
         pages (:mod:`polybag.formats.rosbag2.pages`, 2-4x faster than rows through the
         ``sqlite3`` module), every row of the table checked before the first batch; None when
         the read goes through SQLite instead: recovering, a time window (the timestamp index
-        serves it without reading the rest), a database rolled back in a copy, or a file or
-        table the fast path does not read (found out before anything is given)."""
-        if self.file.recover or start is not None or end is not None or self.file.tmp is not None or self._pages is False:
+        serves it without reading the rest), or a file or table the fast path does not read
+        (found out before anything is given).  A database rolled back or replayed in a
+        private copy is read from the copy's pages."""
+        if self.file.recover or start is not None or end is not None or self._pages is False:
             return None
         from polybag.formats.rosbag2.pages import PageTable
         from polybag.formats.rosbag2.sqlite_records import GiveUp
 
         if self._pages is None:
-            self._pages = PageTable.open(self.file.path, self.file.conn, self.max_bytes) or False
+            self._pages = PageTable.open(self.file.read_path, self.file.conn, self.max_bytes) or False
             if self._pages is False:
                 return None
         table = self._pages

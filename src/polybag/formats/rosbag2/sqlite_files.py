@@ -2,9 +2,10 @@
 and write-ahead log handling it needs (see :mod:`polybag.formats.rosbag2.sqlite` for why).
 
 The input is opened read-only and ``immutable``; a hot rollback journal or a live
-write-ahead log beside it is refused (a plain read) or applied to a private copy (a
-recovering read): the journal rolled back by :func:`roll_back`, the log replayed by SQLite
-in the copy (:func:`wal_has_commit` tells a live log from one with nothing to replay).
+write-ahead log beside it is applied to a private copy (the input never written): the
+journal played as SQLite plays it (:mod:`.sqlite_journal`), the log replayed by SQLite in
+the copy (:func:`wal_has_commit` tells a live log from one with nothing to replay); a plain
+read says so in a warning, a recovering read in its notes.
 Only plain rosbag2 tables are read (no views, virtual tables or generated columns).
 """
 
@@ -16,14 +17,16 @@ import sqlite3
 import stat
 import struct
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
-from polybag.errors import FormatError
+from polybag.errors import FormatError, PolybagWarning
+
+from .sqlite_journal import Journal, read_journal, restore_into, writer_lock
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _READ_TABLES = {"messages", "topics", "message_definitions"}
-JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
 _WAL_MAGICS = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))
 #: the memory (KiB) SQLite may use for its page cache and a sort before it spills to temporary files
 SORT_CACHE_KIB = 16 << 10
@@ -115,71 +118,37 @@ def _copy_regular(src: str, dst: str) -> None:
 
 def roll_back(journal: str, db: str) -> tuple[int, str]:
     """Roll the rollback journal ``journal`` back into the database file ``db`` (a private
-    copy) as SQLite would, without SQLite: each segment's header (magic, record count,
-    checksum nonce, the database's size in pages before the transaction, sector and page
-    size) and its page records (page number, the page as it was, a checksum over every
-    200th byte) are checked, and every record up to the first that fails a check is written
-    back; the file is then cut to its size before the transaction (never grown past the
-    pages written).  The super-journal record at the journal's end is never read.  Returns
-    the pages restored and a note (empty, or what stopped the rollback early)."""
+    copy, replaced) as SQLite would, without SQLite (:mod:`.sqlite_journal`; a super-journal
+    record is never read).  Returns the pages restored and a note (empty, or what stopped
+    the rollback early)."""
+    plan, note = _plan(journal, db, recover=True)
+    if plan is None or plan.orig_pages is None:
+        return 0, note
+    with os.fdopen(_open_regular(journal, follow=False), "rb") as j, open(db + ".rolled", "xb") as out:
+        pages = restore_into(plan, j, db, out)
+    os.replace(db + ".rolled", db)
+    return pages, note
+
+
+def _plan(journal: str, db: str, *, recover: bool) -> tuple[Journal | None, str]:
+    """The hot journal ``journal`` of the database ``db`` read (:func:`.sqlite_journal.read_journal`)
+    and a note of what stopped it early.  Recovering, a journal polybag does not play (a
+    header that is not sane, another page size) is a note and None; a plain read raises."""
     with open(db, "rb") as f:
         head = f.read(100)
     ps = int.from_bytes(head[16:18], "big") if len(head) >= 18 else 0
     ps = 65536 if ps == 1 else ps
-    restored: set[int] = set()
-    note = ""
-    with os.fdopen(_open_regular(journal, follow=False), "rb") as j, open(db, "r+b") as out:
-        size = os.fstat(j.fileno()).st_size
-        end = os.fstat(out.fileno()).st_size
-        at = 0
-        orig: int | None = None
-        while at + 28 <= size:
-            j.seek(at)
-            hdr = j.read(28)
-            if hdr[:8] != JOURNAL_MAGIC:
-                if orig is None:
-                    note = "; its header is not a journal header: nothing restored"
-                break
-            nrec, nonce, npages, sector, jps = struct.unpack(">5I", hdr[8:28])
-            if orig is None:
-                if not (32 <= sector <= 65536 and sector & (sector - 1) == 0) or jps != ps or ps < 512:
-                    note = "; its header does not match the database: nothing restored"
-                    break
-                orig = npages
-            at += sector
-            if nrec == 0xFFFFFFFF:
-                nrec = (size - at) // (ps + 8)
-            pending = (1 << 30) // ps + 1  # the page holding SQLite's lock bytes: never journaled
-            stop = False
-            for _ in range(nrec):
-                if at + ps + 8 > size:
-                    stop = True
-                    break
-                j.seek(at)
-                rec = j.read(ps + 8)
-                pgno = int.from_bytes(rec[:4], "big")
-                page = rec[4 : 4 + ps]
-                want = int.from_bytes(rec[4 + ps :], "big")
-                # SQLite's checksum: the nonce plus the bytes at ps-200, ps-400, ... (above 0)
-                if pgno in (0, pending) or (nonce + sum(page[ps - 200 :: -200])) & 0xFFFFFFFF != want:
-                    stop = True
-                    break
-                if pgno <= orig and pgno not in restored:
-                    out.seek((pgno - 1) * ps)
-                    out.write(page)
-                    restored.add(pgno)
-                    end = max(end, pgno * ps)
-                at += ps + 8
-            if stop:
-                note = "; the journal ends in a record that does not check out: the rest ignored"
-                break
-            at = -(-at // sector) * sector  # the next segment's header starts on a sector
-        if orig:
-            out.truncate(min(orig * ps, end))
-        elif orig == 0:
-            note += "; it says the database was empty before: read as it is"
-    return len(restored), note
-
+    try:
+        with os.fdopen(_open_regular(journal, follow=False), "rb") as j:
+            plan = read_journal(j, journal, ps, super_ok=recover)
+    except FormatError as e:
+        if not recover:
+            raise
+        return None, f"; {e}: nothing restored"
+    note = "".join(f"; {n}" for n in plan.notes)
+    if plan.orig_pages == 0:
+        note += "; it says the database was empty before: read as it is"
+    return plan, note
 
 
 class SqliteFile:
@@ -195,6 +164,7 @@ class SqliteFile:
         self.recover = recover
         self.errors = errors
         self.tmp: str | None = None  # the directory of a repaired copy
+        self.read_path = path  # the file read: the input, or the repaired copy
         try:
             st = os.stat(path)
             if not stat.S_ISREG(st.st_mode):
@@ -251,12 +221,13 @@ class SqliteFile:
 
     def _connect(self, head: bytes) -> sqlite3.Connection:
         """The connection to the database, immutable: the input itself when nothing beside
-        it is damage, else (recovering) a private copy with the journal rolled back or the
-        write-ahead log replayed (module notes)."""
+        it is damage, else a private copy with the journal rolled back or the write-ahead
+        log replayed (module notes); ``read_path`` is the file read."""
         journal, wal = self._side_files(head)
         target = self.path
         if journal is not None or wal is not None:
             target = self._repaired(journal, wal)
+        self.read_path = target
         uri = Path(target).resolve().as_uri() + "?mode=ro&immutable=1"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         conn.execute(f"PRAGMA mmap_size={_MMAP}")  # pages read in place, not copied to the cache
@@ -268,10 +239,12 @@ class SqliteFile:
         return conn
 
     def _side_files(self, head: bytes) -> tuple[str | None, str | None]:
-        """The hot journal and the live write-ahead log beside the database that a
-        recovering read applies to a copy (None: none, or ignored); a plain read refuses
-        either (FormatError naming it), and a ``-journal``/``-wal`` that is not a regular file
-        is refused (recovering: noted and ignored)."""
+        """The hot journal and the live write-ahead log beside the database that are applied
+        to a private copy (None: none, or ignored).  A ``-journal``/``-wal`` that is not a
+        regular file is refused (recovering: noted and ignored); a journal whose database
+        another process holds locked for writing is not hot (a writer at work: SQLite reads
+        the database as it is too), unless that writer is writing the file right now
+        (refused: read it again when it is done)."""
         found: dict[str, str | None] = {"-journal": None, "-wal": None}
         for suffix in found:
             side = self.path + suffix
@@ -301,15 +274,13 @@ class SqliteFile:
                 # -shm), a header alone or stale frames: nothing to replay
                 continue
             if suffix == "-journal":
-                what = "a hot rollback journal (an interrupted write)"
-            else:
-                what = "a write-ahead log with transactions not yet in the database (an interrupted write)"
-            if not self.recover:
-                raise FormatError(
-                    f"{what} beside {os.path.basename(self.path)}: the database may be inconsistent;"
-                    " never applied to the input (`polybag recover` rebuilds the bag from a copy)",
-                    side,
-                )
+                lock = writer_lock(self.path)
+                if lock == "exclusive":
+                    self._refuse("its database is being written by another process right now: read it again when it is done", side)
+                    continue
+                if lock == "reserved":
+                    self._note(f"{os.path.basename(self.path)}: another process is writing it; read as last committed (its journal is not hot)")
+                    continue
             found[suffix] = side
         return found["-journal"], found["-wal"]
 
@@ -318,19 +289,66 @@ class SqliteFile:
             raise FormatError(why, side)
         self.errors.append(f"{side}: {why}; the database is read without it")
 
+    def _note(self, text: str) -> None:
+        """Say what was done to read the input (recovering: in ``errors``; else a warning)."""
+        if self.recover:
+            self.errors.append(f"{self.path}: {text}")
+        else:
+            warnings.warn(PolybagWarning(text), stacklevel=5)
+
     def _repaired(self, journal: str | None, wal: str | None) -> str:
-        """A private copy of the database with ``journal`` rolled back (:func:`roll_back`)
-        and ``wal`` replayed by SQLite in the copy; the copy's path."""
+        """A private copy of the database (in a new temporary directory) with ``journal``
+        rolled back (:mod:`.sqlite_journal`: the input's bytes up to its size before the
+        transaction, the journal's pages over them) and ``wal`` replayed by SQLite in the
+        copy; the copy's path (the input itself when the journal holds nothing to roll back)."""
+        plan: Journal | None = None
+        note = ""
+        if journal is not None:
+            plan, note = _plan(journal, self.path, recover=self.recover)
+            if plan is not None and plan.orig_pages == 0 and not self.recover:
+                raise FormatError(
+                    "rolling back the unfinished transaction of a killed writer leaves the database empty"
+                    " (it was before that transaction): nothing was recorded in it",
+                    journal,
+                )
+            if plan is None or not plan.orig_pages:
+                self._note(f"{os.path.basename(journal)}: nothing to roll back{note}; read as it is")
+                plan = None
+                if wal is None:
+                    return self.path
         try:
+            need = os.stat(self.path).st_size + (os.stat(wal).st_size if wal is not None else 0)
+            base = tempfile.gettempdir()
+            free = shutil.disk_usage(base).free
+            if need > free:
+                raise FormatError(
+                    f"reading past {os.path.basename(journal or wal or '')} needs a private copy of {need} bytes;"
+                    f" {base} has {free} free (set TMPDIR to a larger place)",
+                    self.path,
+                )
             self.tmp = tempfile.mkdtemp(prefix="polybag-db3-")
             copy = os.path.join(self.tmp, "bag.db3")
-            _copy_regular(self.path, copy)
-            if journal is not None:
-                pages, note = roll_back(journal, copy)
-                self.errors.append(
-                    f"{self.path}: an interrupted write left {os.path.basename(journal)}; "
-                    f"its transaction was rolled back in a copy ({pages} page(s) restored{note})"
+            if plan is not None and journal is not None:
+                with (
+                    os.fdopen(_open_regular(journal, follow=False), "rb") as j,
+                    os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600), "wb") as out,
+                ):
+                    pages = restore_into(plan, j, self.path, out)
+                if self.recover:
+                    self.errors.append(
+                        f"{self.path}: an interrupted write left {os.path.basename(journal)}; "
+                        f"its transaction was rolled back in a copy ({pages} page(s) restored{note})"
+                    )
+                # (a warning when recovering too: a killed recording's NAME.active/ is read so)
+                warnings.warn(
+                    PolybagWarning(
+                        f"{self.path}: rolled back an unfinished transaction from {os.path.basename(journal)}, {pages} pages"
+                        f" (a killed writer; read from a private copy, the input untouched{note})"
+                    ),
+                    stacklevel=4,
                 )
+            else:
+                _copy_regular(self.path, copy)
             if wal is not None:
                 _copy_regular(wal, copy + "-wal")
                 con = sqlite3.connect(copy, check_same_thread=False)  # the copy: SQLite replays the log
@@ -339,9 +357,17 @@ class SqliteFile:
                     con.execute("PRAGMA journal_mode=DELETE")  # the copy leaves WAL mode
                 finally:
                     con.close()
-                self.errors.append(
-                    f"{self.path}: an interrupted write left {os.path.basename(wal)}; "
-                    "its committed transactions were replayed in a copy"
+                if self.recover:
+                    self.errors.append(
+                        f"{self.path}: an interrupted write left {os.path.basename(wal)}; "
+                        "its committed transactions were replayed in a copy"
+                    )
+                warnings.warn(
+                    PolybagWarning(
+                        f"{self.path}: replayed the committed transactions in {os.path.basename(wal)} (a write-ahead log"
+                        " not yet checkpointed; read from a private copy, the input untouched)"
+                    ),
+                    stacklevel=4,
                 )
         except OSError as e:
             raise FormatError(f"cannot repair the database in a copy: {e.strerror or e}", self.path) from None

@@ -21,8 +21,13 @@ storage holds); ``polybag recover out.active fixed`` still writes a complete bag
 
 The QoS profiles of a topic grow: :meth:`add_channel` again for a topic (same type and
 format) with other profiles in ``offered_qos_profiles`` adds the ones not listed yet (a
-publisher that appeared later), to ``metadata.yaml`` and the sqlite3 ``topics`` row (MCAP
-storage: its channel is written once; metadata.yaml and the stored rosbag2 metadata list them).
+publisher that appeared later), to ``metadata.yaml`` and the sqlite3 ``topics`` row.  MCAP
+storage: a Channel record cannot change once written, and rosbags reads no message of a topic
+whose channel's profiles differ from metadata.yaml's, so while the bag is written (and in a
+killed one) metadata.yaml lists the profiles the channel holds; at close the file is copied
+once with the channels given all of them (:mod:`polybag.formats.mcap.late_definitions`, the
+same pass that gives late type descriptions to their schemas), then metadata.yaml lists them
+too (if the copy cannot be made: a warning, and the profiles the channels hold).
 
 ``overwrite`` replaces only exactly a bag (:func:`bag_entries`: a real directory with a
 readable ``metadata.yaml`` and only the storage files it lists), never a folder of other
@@ -38,11 +43,12 @@ import secrets
 import shutil
 import stat
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from polybag._version import __version__
+from polybag.codecs.ros2_qos import MAX_QOS_PROFILES  # noqa: F401  (QoS profiles one topic keeps)
+from polybag.codecs.ros2_qos import merged_qos as _merged_qos
 from polybag.errors import OutputExistsError, UnsupportedError, WriteError
 from polybag.formats import registry
 from polybag.formats.rosbag2.metadata import (
@@ -53,7 +59,6 @@ from polybag.formats.rosbag2.metadata import (
     TopicInfo,
     dump_metadata,
     parse_metadata,
-    parse_qos,
     qos_for_version,
     qos_to_text,
 )
@@ -80,42 +85,6 @@ MAX_REPLACED_METADATA = 4 << 20
 REFRESH_SECONDS = 2.0
 #: ... and after this many messages
 REFRESH_MESSAGES = 50_000
-#: QoS profiles one topic keeps (they come from peers: bounded)
-MAX_QOS_PROFILES = 64
-
-
-def _merged_qos(old: str, new: str) -> str:
-    """``old`` QoS profiles (YAML text, one per publisher) with those of ``new`` it lacks added:
-    each profile as many times as the more of the two lists it (``new`` is the topic's
-    publishers as they are now: two publishers with one profile list it twice, as rosbag2
-    does; giving a list again adds nothing), at most :data:`MAX_QOS_PROFILES`; ``old`` when
-    either does not parse."""
-    if not new or new == old:
-        return old
-    if not old:
-        return new
-    a, b = parse_qos(old), parse_qos(new)
-    if a is None or b is None:
-        return old
-    import json
-
-    def key(p: dict[str, Any]) -> str:
-        return json.dumps(p, sort_keys=True, default=str)
-
-    out = list(a)
-    have = Counter(key(p) for p in a)
-    seen: Counter[str] = Counter()
-    for p in b:
-        if len(out) >= MAX_QOS_PROFILES:
-            break
-        k = key(p)
-        seen[k] += 1
-        if seen[k] > have[k]:
-            have[k] += 1
-            out.append(p)
-    return old if len(out) == len(a) else qos_to_text(out)
-
-
 def _checked_options(
     storage: str, compression: str | None, compression_mode: str, version: int
 ) -> tuple[str, str, str]:
@@ -227,6 +196,7 @@ class Rosbag2Writer(Writer):
         self._ros2_texts = False  # a ROS 2 definition with text was given: the input stores them
         self._counts: dict[int, int] = {}
         self._qos: dict[int, str] = {}  # channel id -> its QoS profiles (grown by add_channel)
+        self._qos_rewritten = False  # MCAP storage: the channels were given the grown profiles at close
         self._start = _I64
         self._end = -1
         self._since_refresh = 0
@@ -315,6 +285,16 @@ class Rosbag2Writer(Writer):
                 self._defined.add(type_name)
                 self._ros2_texts = True
                 self._undefined.pop(type_name, None)
+            elif (  # mcap: the same, its schema rewritten at close (McapWriter.define_late)
+                self._mcap is not None
+                and schema is not None
+                and schema.encoding in _DEFINITION_ENCODINGS
+                and bytes(schema.data).strip()
+            ):
+                self._mcap.define_late(type_name, schema.encoding, bytes(schema.data))
+                if self._mcap.late:
+                    self._ros2_texts = True
+                    self._undefined.pop(type_name, None)
             return got
         type_hash = str(md.get("topic_type_hash", "") or md.get("type_description_hash", ""))
         if schema is not None and schema.encoding in _DEFINITION_ENCODINGS and bytes(schema.data).strip():
@@ -360,6 +340,18 @@ class Rosbag2Writer(Writer):
         self._qos[cid] = qos
         self._soon()  # (listed at a write soon)
         return ch
+
+    def _grown_mcap_channels(self) -> dict[int, dict[str, str]]:
+        """MCAP channel id -> its metadata with the QoS profiles the topic lists now, for the
+        channels whose profiles grew after they were written (a rewrite gives them these, so
+        the file agrees with metadata.yaml: rosbags matches the two)."""
+        out: dict[int, dict[str, str]] = {}
+        for cid, ch in self._channels.items():
+            qos = self._qos.get(cid, "")
+            mch = self._mcap_channels.get(cid)
+            if mch is not None and qos and qos != ch.metadata.get("offered_qos_profiles", ""):
+                out[mch.id] = {**mch.metadata, "offered_qos_profiles": qos}
+        return out
 
     def _grow_qos(self, ch: Channel, qos: str) -> None:
         """Add the profiles of ``qos`` that ``ch``'s topic does not list yet."""
@@ -444,9 +436,16 @@ class Rosbag2Writer(Writer):
         self._mcap.add_metadata(name, metadata)
 
     # --- finishing -------------------------------------------------------------------------------
-    def bag_info(self, *, live: bool = False) -> BagInfo:
+    def bag_info(self, *, live: bool = False, all_qos: bool | None = None) -> BagInfo:
         """The ``metadata.yaml`` content for what has been written so far (``live``: while
-        writing, the storage file not compressed yet)."""
+        writing, the storage file not compressed yet).  ``all_qos``: each topic with the QoS
+        profiles of every publisher seen (the default, but for MCAP storage until its file
+        was rewritten at close: there a topic lists the profiles its MCAP channel holds,
+        those known when it was written -- rosbags reads no message of a topic whose
+        metadata.yaml profiles differ from its channel's, and a killed recording keeps the
+        channels it has)."""
+        if all_qos is None:
+            all_qos = self._db is not None or self._qos_rewritten
         count = sum(self._counts.values())
         start = self._start if count else 0
         duration = self._end - self._start if count else 0
@@ -460,7 +459,9 @@ class Rosbag2Writer(Writer):
                     name=ch.topic,
                     type=(ch.schema.name if ch.schema is not None and ch.schema.name else ch.type_name),
                     serialization_format=ch.message_encoding,
-                    offered_qos_profiles=self._qos.get(ch.id, ""),
+                    offered_qos_profiles=(
+                        self._qos.get(ch.id, "") if all_qos else str(ch.metadata.get("offered_qos_profiles", ""))
+                    ),
                     type_description_hash=str(ch.metadata.get("topic_type_hash", "")),
                     message_count=self._counts[ch.id],
                 )
@@ -485,23 +486,28 @@ class Rosbag2Writer(Writer):
         if self.closed:
             return
         self.closed = True
-        info = self.bag_info()
-        text = dump_metadata(info)
-        inner = (
-            text.split("\n", 1)[1] if "\n" in text else text
-        )  # the mapping under rosbag2_bagfile_information
         storage_path = os.path.join(self.active_path, self._storage_name)
         try:
             if self._db is not None:
-                self._db.close(self.version, _dedent(inner))
+                self._db.close(self.version, _inner(dump_metadata(self.bag_info())))
             else:
-                self._mcap.add_metadata("rosbag2", {"serialized_metadata": _dedent(inner)})
+                # the file's own copy of metadata.yaml as its channels are; with the profiles
+                # of later publishers when the rewrite gives them to the channels
+                grown = self._grown_mcap_channels()
+                self._mcap.add_metadata("rosbag2", {"serialized_metadata": _inner(dump_metadata(self.bag_info(all_qos=False)))})
                 self._mcap_file.tail = False  # (its own Footer and magic come last)
                 self._mcap.close()
                 self._mcap_file.truncate()
                 self._mcap_file.flush()
                 os.fsync(self._mcap_file.fileno())
                 self._mcap_file.close()
+                if self._mcap.late or grown:
+                    # one copy of the file (late_definitions): schemas given a definition
+                    # learned late, channels the QoS profiles of publishers seen after them
+                    final = {"serialized_metadata": _inner(dump_metadata(self.bag_info(all_qos=True)))}
+                    done = self._mcap.rewrite_late(storage_path, grown, {"rosbag2": final} if grown else None)
+                    self._qos_rewritten = bool(done and grown)
+            text = dump_metadata(self.bag_info())
             if self.compression_mode == "file":
                 _compress_file(storage_path, storage_path + ".zstd")
             write_atomically(os.path.join(self.active_path, METADATA_FILE), text)
@@ -608,6 +614,12 @@ def _replace_file(path: str, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _inner(text: str) -> str:
+    """The mapping under ``rosbag2_bagfile_information`` of a metadata.yaml ``text``, as the
+    storage keeps it."""
+    return _dedent(text.split("\n", 1)[1] if "\n" in text else text)
 
 
 def _dedent(text: str) -> str:

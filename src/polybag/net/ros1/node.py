@@ -24,14 +24,13 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from polybag.net.ros1.errors import RosGraphError
 from polybag.net.ros1.master import DEFAULT_TIMEOUT, MasterClient
 from polybag.net.ros1.publisher import IncomingSubscriber, Publisher, PubTopic, close_pub_topics
-from polybag.net.ros1.slave import Quiet, SlaveApi, ThreadingSlaveServer
+from polybag.net.ros1.slave import SlaveApi, ThreadingSlaveServer
 from polybag.net.ros1.sockets import (
     FLUSH_TIMEOUT,
     HANDSHAKE_TIMEOUT,
@@ -66,7 +65,7 @@ class Node(Closing):
     ) -> None:
         name = resolve_name(name)
         if anonymous:
-            name = f"{name}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+            name = f"{name}_{os.getpid()}_{os.urandom(4).hex()}"  # (8 hex digits; no uuid module to import)
         self.name = name
         self.host = host or default_host()
         self.max_message_size = max_message_size
@@ -91,9 +90,7 @@ class Node(Closing):
             self._tcp.settimeout(0.5)
             self.tcpros_port = int(self._tcp.getsockname()[1])
             # slave XML-RPC server
-            self._xmlrpc = ThreadingSlaveServer(
-                (bind_host(self.host), 0), requestHandler=Quiet, logRequests=False, allow_none=False
-            )
+            self._xmlrpc = ThreadingSlaveServer((bind_host(self.host), 0))
         except OSError as exc:
             self._tcp.close()
             raise RosGraphError(f"cannot open node {name} on {self.host}: {exc}") from None
