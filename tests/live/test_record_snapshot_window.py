@@ -240,14 +240,7 @@ def test_the_post_queue_is_bounded_by_buffsize(tmp_path):
     # the writer is held: what waits for the open window is bounded like the ring (-b)
     rec = Recorder(quiet(output_prefix=str(tmp_path / "q"), snapshot_window="1:100", buffsize=0.01)).start()
     put_string(rec, "/a", "000000", T0)
-    gate = threading.Event()
-    real_put = rec._writing._put
-
-    def slow_put(item, **kw):
-        gate.wait(60)
-        real_put(item, **kw)
-
-    rec._writing._put = slow_put  # type: ignore[method-assign]
+    gate = hold_writer(rec, "_put")
     fut = rec.trigger(at=T0)
     for i in range(1, 60):  # 1000-byte messages, 10 KB of room
         put_string(rec, "/a", f"{i:06d}".ljust(996, "."), T0 + i * MS)
@@ -303,16 +296,17 @@ def test_few_snapshots_are_all_listed(tmp_path):
     assert len(rep["snapshots"]) == 1 and rep["snapshots_not_listed"] == 0
 
 
-def hold_writer(rec: Recorder) -> threading.Event:
-    """Hold the writer thread before each snapshot file until the returned event is set."""
+def hold_writer(rec: Recorder, step: str = "_write_snapshot") -> threading.Event:
+    """Hold the writer thread before each ``step`` (a snapshot file; ``"_put"``: each message
+    of an open window) until the returned event is set."""
     gate = threading.Event()
-    real = rec._writing._write_snapshot
+    real = getattr(rec._writing, step)
 
-    def held(job):
+    def held(*args, **kw):
         gate.wait(60)
-        real(job)
+        real(*args, **kw)
 
-    rec._writing._write_snapshot = held  # type: ignore[method-assign]
+    setattr(rec._writing, step, held)
     return gate
 
 
@@ -385,14 +379,7 @@ def test_empty_messages_are_bounded_in_the_post_queue(tmp_path):
     rec = Recorder(quiet(output_prefix=str(tmp_path / "p"), snapshot_window="1:100", buffsize=0.01)).start()
     cap = rec.options.buffer_bytes // MESSAGE_COST
     put_empty(rec, "/e", T0)
-    gate = threading.Event()
-    real_put = rec._writing._put
-
-    def slow_put(item, **kw):
-        gate.wait(60)
-        real_put(item, **kw)
-
-    rec._writing._put = slow_put  # type: ignore[method-assign]
+    gate = hold_writer(rec, "_put")
     fut = rec.trigger(at=T0)
     for k in range(1, 5000):
         put_empty(rec, "/e", T0 + k * MS)
@@ -461,6 +448,22 @@ def point_seqs(path: str) -> list[tuple[int, int]]:
     ]
 
 
+def check_overlapping_pair(snaps: list[dict], read) -> list[list[tuple[int, int]]]:
+    """The last two snapshots (by trigger time) of ``snaps``: their windows overlap, each file
+    (``read(file)``: (sequence number, time) of each message) holds its window
+    (:func:`check_windows`), some messages are in both and each edge is inside the stream.
+    Returns what ``read`` gave of each."""
+    a, b = sorted(snaps, key=lambda s: s["trigger_ns"])[-2:]
+    assert b["start_ns"] < a["end_ns"], "the two windows do not overlap"
+    got = [read(s["file"]) for s in (a, b)]
+    for snap, msgs in zip((a, b), got):
+        print(f"{snap['file']}: seq {msgs[0][0]}..{msgs[-1][0]} ({len(msgs)} messages)")
+    check_windows([a, b], got)
+    assert set(got[0]) & set(got[1])  # messages in both files
+    assert got[0][0][0] < got[1][0][0] and got[0][-1][0] < got[1][-1][0]  # each edge inside the stream
+    return got
+
+
 def check_windows(snaps: list[dict], got: list[list[tuple[int, int]]]) -> None:
     """Each file holds the messages of its window: every time inside it, sequence numbers
     without a gap, messages before and after its trigger; and every message of the other
@@ -520,14 +523,7 @@ def test_live_overlapping_snapshots_keep_recording(graph: Graph):
     rep = json.loads(out)
     snaps = rep["snapshots"]
     assert len(snaps) == 2 and sorted(s["file"] for s in snaps) == sorted(rep["files"])
-    a, b = sorted(snaps, key=lambda s: s["trigger_ns"])
-    assert b["start_ns"] < a["end_ns"], "the two windows do not overlap"
-    got = [point_seqs(s["file"]) for s in (a, b)]
-    for snap, msgs in zip((a, b), got):
-        print(f"{snap['file']}: seq {msgs[0][0]}..{msgs[-1][0]} ({len(msgs)} messages)")
-    check_windows([a, b], got)
-    assert set(got[0]) & set(got[1])  # messages in both files
-    assert got[0][0][0] < got[1][0][0] and got[0][-1][0] < got[1][-1][0]  # each edge inside the stream
+    got = check_overlapping_pair(snaps, point_seqs)
     s = rep["topics"]["/points"]
     assert s["received"] == s["written"] + s["dropped"]
     assert s["written"] == len(set(got[0]) | set(got[1]))

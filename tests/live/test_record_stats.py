@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pty_helpers import PtyText, check_table_cleared  # noqa: E402
 from ros1_graph import Graph, wait_for  # noqa: E402
 
 NEEDED = [shutil.which("rosmaster"), shutil.which("rostopic")]
@@ -174,34 +175,18 @@ def _under_pty(graph: Graph, args: list[str], topics: list[str], shown: Any, **e
     )
     graph.procs.append(rec)
     os.close(slave)
-    got = bytearray()
-
-    def read() -> None:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # (EIO: every writer of the pty has closed it)
-                return
-            if not chunk:
-                return
-            got.extend(chunk)
-
-    def text() -> str:
-        return bytes(got).decode(errors="replace").replace("\r\n", "\n")
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    pty_text = PtyText(master)
     try:
         for t in topics:
             wait_for(lambda t=t: graph.subscribers(t), 60, f"polybag subscribed to {t}")
             _publish(graph, t)
-        wait_for(lambda: shown(text()), 120, "the table on the terminal")
+        wait_for(lambda: shown(pty_text.text()), 120, "the table on the terminal")
         rec.send_signal(signal.SIGINT)
         rec.wait(60)
-        reader.join(30)
+        pty_text.thread.join(30)
     finally:
         os.close(master)
-    return rec.returncode, text()
+    return rec.returncode, pty_text.text()
 
 
 def _drawn_counts(text: str, topic: str) -> list[int]:
@@ -209,24 +194,9 @@ def _drawn_counts(text: str, topic: str) -> list[int]:
 
 
 def _check_cleared(text: str, topics: list[str]) -> None:
-    """Redrawn in place; at the end the table erased (up over all its lines, cleared), then
-    the plain final report."""
-    assert re.search(r"\r\x1b\[\d+A", text)
-    last_draw = text.rindex("\x1b[K\n")
-    start = _draw_start(text, last_draw)
-    drawn = text[start:last_draw].count("\x1b[K\n") + 1
-    erase = f"\r\x1b[{drawn}A\x1b[J"
-    assert erase in text[last_draw:], text[last_draw:]
-    after = text[text.rindex(erase) :][len(erase) :]
-    assert "\x1b" not in after
-    for t in topics:
-        assert re.search(rf"^{re.escape(t)} +\d+ +\d+ +\d+\b", after, re.M), after
+    """Redrawn in place; at the end the table erased, then the plain final report."""
+    after = check_table_cleared(text, topics)
     assert "received" in after and "wrote " in after
-
-
-def _draw_start(text: str, last_draw: int) -> int:
-    """Where the last drawing of the table began (its carriage return)."""
-    return text.rindex("\r", 0, text.rindex("msgs", 0, last_draw))
 
 
 def test_table_on_a_terminal_shown_then_cleared(graph: Graph):

@@ -95,7 +95,8 @@ if __name__ == "__main__":
         raise SystemExit(f"unknown mode {sys.argv[1]}")
     raise SystemExit(0)
 
-from ros2_graph import (  # noqa: E402 - (the nodes above run without pytest's path)
+from record_helpers import wait_text as _wait_text  # noqa: E402 - (the nodes above run without pytest's path)
+from ros2_graph import (  # noqa: E402
     NEEDS_RCLPY,
     POLYBAG,
     finish,
@@ -106,18 +107,6 @@ from ros2_graph import (  # noqa: E402 - (the nodes above run without pytest's p
 )
 
 pytestmark = NEEDS_RCLPY
-
-
-def _wait_text(path: Path, text: str, p: subprocess.Popen[str], timeout: float = 60) -> None:
-    """Until ``text`` is in the file ``path`` (the recorder's stderr), bounded."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if text in path.read_text(errors="replace"):
-            return
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise AssertionError(f"the recorder did not say {text!r}:\n{path.read_text(errors='replace')}")
 
 
 def run_late_publisher(

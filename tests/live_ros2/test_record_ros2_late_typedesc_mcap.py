@@ -10,10 +10,6 @@ rosbag2 MCAP storage writer, and that a rewrite that cannot be made leaves the f
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
 import warnings
 from pathlib import Path
 
@@ -109,39 +105,17 @@ def test_a_rewrite_that_cannot_be_made_leaves_the_file_valid(tmp_path: Path, mon
 
 
 # --- live: rclpy publishers, record --ros2 ------------------------------------------------------------
-def _test_msgs_problem() -> str:
-    from ros2_graph import cyclone_problem, rclpy_problem
-
-    if cyclone_problem():
-        return cyclone_problem()
-    try:
-        import test_msgs.msg  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        return f"ros-jazzy-test-msgs cannot be imported: {e}"
-    return rclpy_problem()
-
-
 N = 8
-
-
-def _wait_text(path: Path, text: str, p: subprocess.Popen[str], timeout: float = 60) -> None:
-    """Until ``text`` is in the file ``path`` (the recorder's stderr), bounded."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if text in path.read_text(errors="replace"):
-            return
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise AssertionError(f"the recorder did not say {text!r}:\n{path.read_text(errors='replace')}")
 
 
 @pytest.mark.parametrize("how", ["mcap-file", "rosbag2-mcap"])
 def test_later_publisher_description_is_used_for_the_whole_topic_in_mcap(tmp_path: Path, how: str) -> None:
-    why = _test_msgs_problem()
+    from record_helpers import check_late_described, record_late_description, typedesc_problem
+    from ros2_graph import ros2_env
+
+    why = typedesc_problem()
     if why:
         pytest.skip(why)
-    from ros2_graph import POLYBAG, finish, node, ros2_env, wait_ready
 
     env = ros2_env()
     out = tmp_path / ("late.mcap" if how == "mcap-file" else "late")
@@ -149,40 +123,13 @@ def test_later_publisher_description_is_used_for_the_whole_topic_in_mcap(tmp_pat
     args = ["record", "--ros2", "/arr", "/basic", "--type-timeout", "1.5", "-O", str(out)]
     if how == "rosbag2-mcap":
         args += ["--storage", "mcap"]
-    with node("typed", N, "nospin", env=env) as first:
-        wait_ready(first)
-        with log.open("w") as err_file:
-            rec = subprocess.Popen(
-                [*POLYBAG, *args], env=env, stdout=subprocess.PIPE, stderr=err_file, text=True, start_new_session=True
-            )
-        try:
-            code1, _out1, err1 = finish(first, 90)
-            assert code1 == 0, err1
-            _wait_text(log, "did not answer", rec)  # (the first N are written raw)
-            with node("typed", N, env=env) as second:
-                wait_ready(second)
-                code2, _out2, err2 = finish(second, 90)
-                assert code2 == 0, err2
-            _wait_text(log, "from a later publisher", rec)
-            rec.send_signal(signal.SIGINT)
-            rec.communicate(timeout=60)
-        finally:
-            if rec.poll() is None:
-                os.killpg(rec.pid, signal.SIGKILL)
-                rec.communicate(timeout=10)
+    code = record_late_description(args, env, log, N, 60)
     err = log.read_text(errors="replace")
-    assert rec.returncode == 0, err
+    assert code == 0, err
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary file left
     with warnings.catch_warnings():
         warnings.simplefilter("error", PolybagWarning)  # no "recorded as raw CDR without a definition"
-        with polybag.open(out) as r:
-            msgs = list(r.messages(topics=["/basic"]))
-            assert len(msgs) == 2 * N, err
-            assert len(list(r.messages(topics=["/arr"]))) == 2 * N, err
-            schemas = {bytes(m.channel.schema.data) for m in msgs if m.channel.schema is not None}
-            assert len(schemas) == 1 and b"int16 int16_value" in next(iter(schemas)), schemas
-            values = [m.decode().int16_value for m in msgs]  # the first publisher's too
-    assert sorted(values) == sorted([i - 100 for i in range(N)] * 2)
+        check_late_described(out, err, N)
     mcap_file = out if how == "mcap-file" else next(out.glob("*.mcap"))
     n, datas = _mcap_lib(mcap_file)
     assert n == 4 * N and b"" not in datas and all(d.strip() for d in datas), datas

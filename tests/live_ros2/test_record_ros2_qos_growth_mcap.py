@@ -7,82 +7,23 @@ channel lists them too) and in a killed one (metadata.yaml lists the profile the
 from __future__ import annotations
 
 import signal
-import sys
-import textwrap
-import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from record_helpers import listed_durabilities, string_publisher, wait_for
 from ros2_graph import NEEDS_RCLPY, POLYBAG, process, ros2_env, stop_recorder, wait_ready
 
 pytestmark = NEEDS_RCLPY
 
 TOPIC = "/qos_growth_mcap"
 
-# an rclpy publisher of std_msgs/String on TOPIC (reliable, DURABILITY, depth 1, node NAME):
-# waits (at most 60 s) for a subscriber, publishes 3, says "ready", then one every PERIOD s
-# (0: no more) and spins until killed
-_PUBLISHER = textwrap.dedent(
-    """
-    import sys, time
-    import rclpy
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from std_msgs.msg import String
-
-    topic, name, durability, period = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-    rclpy.init()
-    node = rclpy.create_node(name)
-    dur = DurabilityPolicy.TRANSIENT_LOCAL if durability == "transient_local" else DurabilityPolicy.VOLATILE
-    qos = QoSProfile(depth=1, durability=dur, reliability=ReliabilityPolicy.RELIABLE)
-    pub = node.create_publisher(String, topic, qos)
-    end = time.monotonic() + 60
-    while time.monotonic() < end and not pub.get_subscription_count():
-        rclpy.spin_once(node, timeout_sec=0.05)
-    count = [0]
-
-    def send():
-        pub.publish(String(data=f"{name}:{count[0]}"))
-        count[0] += 1
-
-    for _ in range(3):
-        send()
-    print("ready", file=sys.stderr, flush=True)
-    if period > 0:
-        node.create_timer(period, send)
-    rclpy.spin(node)
-    """
-)
 FIRST, SECOND = "polybag_qosg_first", "polybag_qosg_second"
-_DURABILITY = {1: "transient_local", 2: "volatile"}  # (metadata.yaml version 8 spells it as a number)
 
 
 def _publisher(name: str, durability: str, period: float, env: dict[str, str]) -> object:
-    return process([sys.executable, "-c", _PUBLISHER, TOPIC, name, durability, str(period)], env)
-
-
-def _wait_for(what: str, check: Callable[[], bool], timeout: float = 90) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.2)  # (polling a condition, bounded)
-    raise AssertionError(f"{what}: not seen within {timeout} s")
-
-
-def _profiles(bag: Path) -> list[str]:
-    """The durabilities metadata.yaml of ``bag`` lists for TOPIC ([] while there is none)."""
-    try:
-        meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
-    except (OSError, yaml.YAMLError, TypeError, KeyError):
-        return []
-    for t in meta.get("topics_with_message_count") or []:
-        if t["topic_metadata"]["name"] == TOPIC:
-            text = str(t["topic_metadata"]["offered_qos_profiles"])
-            return sorted(_DURABILITY.get(int(p["durability"]), "?") for p in yaml.safe_load(text) or [])
-    return []
+    return string_publisher(TOPIC, name, env, durability=durability, period=period)
 
 
 def _polybag_payloads(bag: Path) -> list[bytes]:
@@ -120,12 +61,12 @@ def test_a_later_publisher_with_another_qos_reads_in_rosbags(tmp_path: Path, end
     with process(args, env) as rec:
         with _publisher(FIRST, "volatile", 0.05, env) as first:  # (keeps publishing)
             wait_ready(first, 90)  # the recorder subscribed to it
-            _wait_for("the first profile in the live metadata.yaml", lambda: _profiles(active) == ["volatile"])
+            wait_for("the first profile in the live metadata.yaml", lambda: listed_durabilities(active, TOPIC) == ["volatile"])
             with _publisher(SECOND, "transient_local", 0.05, env) as later:
                 wait_ready(later, 90)
-                _wait_for("the second publisher's messages in the recording", lambda: _second_recorded(active))
+                wait_for("the second publisher's messages in the recording", lambda: _second_recorded(active))
                 # the recording in progress lists the profile its MCAP channel holds
-                assert _profiles(active) == ["volatile"]
+                assert listed_durabilities(active, TOPIC) == ["volatile"]
                 if end == "killed":
                     rec.send_signal(signal.SIGKILL)
                     rec.wait(30)
@@ -139,7 +80,7 @@ def test_a_later_publisher_with_another_qos_reads_in_rosbags(tmp_path: Path, end
     got, profiles = _rosbags(bag)
     assert sorted(got) == sorted(mine)  # rosbags reads every message polybag does, of both publishers
     if end == "closed":
-        assert _profiles(out) == ["transient_local", "volatile"] == profiles
+        assert listed_durabilities(out, TOPIC) == ["transient_local", "volatile"] == profiles
         from mcap.reader import make_reader
 
         (mcap_file,) = out.glob("*.mcap")

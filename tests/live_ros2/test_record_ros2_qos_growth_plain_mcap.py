@@ -8,70 +8,23 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
-import textwrap
-import threading
-import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from record_helpers import DURABILITY, collect, string_publisher, wait_for
 from ros2_graph import NEEDS_RCLPY, POLYBAG, process, ros2_env, wait_ready
 
 pytestmark = NEEDS_RCLPY
 
 TOPIC = "/qos_growth_plain_mcap"
 
-# an rclpy publisher of std_msgs/String on TOPIC (reliable, DURABILITY, DEPTH, node NAME):
-# waits (at most 60 s) for a subscriber, publishes 3, says "ready", then one every PERIOD s
-# (0: no more) and spins until killed
-_PUBLISHER = textwrap.dedent(
-    """
-    import sys, time
-    import rclpy
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from std_msgs.msg import String
-
-    topic, name, durability, depth, period = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
-    rclpy.init()
-    node = rclpy.create_node(name)
-    dur = DurabilityPolicy.TRANSIENT_LOCAL if durability == "transient_local" else DurabilityPolicy.VOLATILE
-    qos = QoSProfile(depth=depth, durability=dur, reliability=ReliabilityPolicy.RELIABLE)
-    pub = node.create_publisher(String, topic, qos)
-    end = time.monotonic() + 60
-    while time.monotonic() < end and not pub.get_subscription_count():
-        rclpy.spin_once(node, timeout_sec=0.05)
-    count = [0]
-
-    def send():
-        pub.publish(String(data=f"{name}:{count[0]}"))
-        count[0] += 1
-
-    for _ in range(3):
-        send()
-    print("ready", file=sys.stderr, flush=True)
-    if period > 0:
-        node.create_timer(period, send)
-    rclpy.spin(node)
-    """
-)
 FIRST, SECOND = "polybag_qospm_first", "polybag_qospm_second"
-_DURABILITY = {1: "transient_local", 2: "volatile"}  # (as numbers up to metadata version 8)
 
 
 def _publisher(name: str, durability: str, depth: int, period: float, env: dict[str, str]) -> Any:
-    return process([sys.executable, "-c", _PUBLISHER, TOPIC, name, durability, str(depth), str(period)], env)
-
-
-def _wait_for(what: str, check: Callable[[], bool], timeout: float = 90) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.2)  # (polling a condition, bounded)
-    raise AssertionError(f"{what}: not seen within {timeout} s")
+    return string_publisher(TOPIC, name, env, durability=durability, depth=depth, period=period)
 
 
 def _payloads(path: Path) -> list[bytes]:
@@ -81,16 +34,6 @@ def _payloads(path: Path) -> list[bytes]:
         warnings.simplefilter("ignore")  # (a file being written: "did not close")
         with polybag.open(path, format="mcap") as r:
             return [bytes(m.data) for m in r.messages(topics=[TOPIC])]
-
-
-def _collect(stream: Any, into: list[str]) -> threading.Thread:
-    def read() -> None:
-        for line in iter(stream.readline, ""):
-            into.append(line)
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    return t
 
 
 def _received(out: list[str]) -> int:
@@ -109,17 +52,17 @@ def test_a_plain_mcap_recording_lists_every_publishers_qos(tmp_path: Path) -> No
     with process(args, env) as rec:
         lines: list[str] = []
         err: list[str] = []
-        readers = [_collect(rec.stdout, lines), _collect(rec.stderr, err)]
+        readers = [collect(rec.stdout, lines), collect(rec.stderr, err)]
         with _publisher(FIRST, "volatile", 7, 0.05, env) as first:
             wait_ready(first, 90)  # the recorder subscribed to it
-            _wait_for("the first publisher's messages", lambda: _received(lines) >= 5)
+            wait_for("the first publisher's messages", lambda: _received(lines) >= 5)
         # the first publisher is gone (killed); the second starts, with another QoS
         before = _received(lines)
         with _publisher(SECOND, "transient_local", 3, 0.05, env) as later:
             wait_ready(later, 90)
             # (far more than the first could still have had in flight) messages of the second
             # received: the recorder has discovered it, its offered QoS with it
-            _wait_for("messages of the second publisher", lambda: _received(lines) >= before + 20)
+            wait_for("messages of the second publisher", lambda: _received(lines) >= before + 20)
             assert rec.poll() is None, "".join(err)
             rec.send_signal(signal.SIGINT)
             rec.wait(60)
@@ -142,5 +85,5 @@ def test_a_plain_mcap_recording_lists_every_publishers_qos(tmp_path: Path) -> No
     for ch in chans:
         profiles = yaml.safe_load(ch.metadata["offered_qos_profiles"])
         # (the depth is not discovered: rosbag2 too lists "depth: 0"; the durability is)
-        got = sorted(_DURABILITY.get(p["durability"], str(p["durability"])) for p in profiles)
+        got = sorted(DURABILITY.get(p["durability"], str(p["durability"])) for p in profiles)
         assert got == ["transient_local", "volatile"], ch.metadata["offered_qos_profiles"]

@@ -90,7 +90,7 @@ def _messages(path: str) -> list[tuple[int, int]]:
 
 
 def test_overlapping_snapshots_keep_recording_ros2(tmp_path: Path) -> None:
-    from test_record_snapshot_window import check_windows  # (tests/live: the same checks as ROS 1)
+    from test_record_snapshot_window import check_overlapping_pair  # (tests/live: the same checks as ROS 1)
 
     env = ros2_env()
     log = tmp_path / "stderr.txt"
@@ -137,14 +137,7 @@ def test_overlapping_snapshots_keep_recording_ros2(tmp_path: Path) -> None:
     rep: dict[str, Any] = json.loads(out)
     snaps = rep["snapshots"]
     assert len(snaps) == n + 2 and sorted(s["file"] for s in snaps) == sorted(rep["files"])
-    a, b = sorted(snaps, key=lambda s: s["trigger_ns"])[-2:]
-    assert b["start_ns"] < a["end_ns"], "the two windows do not overlap"
-    got = [_messages(s["file"]) for s in (a, b)]
-    for snap, msgs in zip((a, b), got):
-        print(f"{snap['file']}: {msgs[0][0]}..{msgs[-1][0]} ({len(msgs)} messages)")
-    check_windows([a, b], got)
-    assert set(got[0]) & set(got[1])  # messages in both files
-    assert got[0][0][0] < got[1][0][0] and got[0][-1][0] < got[1][-1][0]  # each edge inside the stream
+    check_overlapping_pair(snaps, _messages)
     s = rep["topics"]["/seq"]
     assert s["received"] == s["written"] + s["dropped"]
     everything = set().union(*(_messages(x["file"]) for x in snaps))

@@ -6,61 +6,23 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
-import textwrap
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from record_helpers import collect, stats_lines, string_publisher
 from ros2_graph import NEEDS_RCLPY, POLYBAG, process, ros2_env, wait_ready
+
+from pty_helpers import PtyText, check_table_cleared
 
 pytestmark = NEEDS_RCLPY
 
 TOPIC = "/stats_chatter"
 
-# an rclpy publisher of std_msgs/String on TOPIC (reliable, depth 100): waits (at most 60 s)
-# for a subscriber, says "ready", then publishes every PERIOD s and spins until killed
-_PUBLISHER = textwrap.dedent(
-    """
-    import sys, time
-    import rclpy
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from std_msgs.msg import String
-
-    topic, period = sys.argv[1], float(sys.argv[2])
-    rclpy.init()
-    node = rclpy.create_node("polybag_stats_talker")
-    pub = node.create_publisher(String, topic, QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
-    end = time.monotonic() + 60
-    while time.monotonic() < end and not pub.get_subscription_count():
-        rclpy.spin_once(node, timeout_sec=0.05)
-    count = [0]
-
-    def send():
-        pub.publish(String(data=f"hello {count[0]}"))
-        count[0] += 1
-
-    print("ready", file=sys.stderr, flush=True)
-    node.create_timer(period, send)
-    rclpy.spin(node)
-    """
-)
-
-
-def _collect(stream: Any, into: list[str]) -> threading.Thread:
-    def read() -> None:
-        for line in iter(stream.readline, ""):
-            into.append(line)
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    return t
-
-
-def _stats(lines: list[str]) -> list[dict[str, Any]]:
-    return [json.loads(ln) for ln in list(lines) if ln.startswith('{"time"')]
+def _publisher(env: dict[str, str]) -> Any:
+    """An rclpy publisher on TOPIC (reliable, depth 100), one message every 0.02 s."""
+    return string_publisher(TOPIC, "polybag_stats_talker", env, depth=100, period=0.02, first=0)
 
 
 def _received(line: dict[str, Any]) -> int:
@@ -81,15 +43,15 @@ def test_ros2_json_stats_lines_grow_and_end_at_the_report(tmp_path: Path, group:
     with process(args, env) as rec:
         out: list[str] = []
         err: list[str] = []
-        readers = [_collect(rec.stdout, out), _collect(rec.stderr, err)]
-        with process([sys.executable, "-c", _PUBLISHER, TOPIC, "0.02"], env) as pub:
+        readers = [collect(rec.stdout, out), collect(rec.stderr, err)]
+        with _publisher(env) as pub:
             wait_ready(pub, 90)
             end = time.monotonic() + 120
             want = 5 * len(names)
-            while time.monotonic() < end and len([s for s in _stats(out) if _received(s)]) < want:
+            while time.monotonic() < end and len([s for s in stats_lines(out) if _received(s)]) < want:
                 assert rec.poll() is None, "".join(err)
                 time.sleep(0.05)
-            assert len([s for s in _stats(out) if _received(s)]) >= want, ("stats lines with messages", out, err)
+            assert len([s for s in stats_lines(out) if _received(s)]) >= want, ("stats lines with messages", out, err)
             rec.send_signal(signal.SIGINT)
             rec.wait(60)
         for r in readers:
@@ -99,7 +61,7 @@ def test_ros2_json_stats_lines_grow_and_end_at_the_report(tmp_path: Path, group:
     reports = whole["recorders"] if group else [whole]
     assert len(reports) == len(names)
     for i, (name, report) in enumerate(zip(names, reports)):
-        lines = [ln for ln in _stats(out) if ln.get("recorder") == (i if group else None)]
+        lines = [ln for ln in stats_lines(out) if ln.get("recorder") == (i if group else None)]
         _check(lines, report, name)
 
 
@@ -141,28 +103,14 @@ def test_ros2_table_on_a_terminal_shown_then_cleared(tmp_path: Path) -> None:
         start_new_session=True,
     )
     os.close(slave)
-    got = bytearray()
-
-    def read() -> None:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # (EIO: the pty's writers have all closed it)
-                return
-            if not chunk:
-                return
-            got.extend(chunk)
-
-    def text() -> str:
-        return bytes(got).decode(errors="replace").replace("\r\n", "\n")
+    pty_text = PtyText(master)
+    text = pty_text.text
 
     def counts() -> list[int]:
         return [int(n) for n in re.findall(rf"\n{TOPIC} +(\d+) ", text().replace("\x1b[K", ""))]
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
     try:
-        with process([sys.executable, "-c", _PUBLISHER, TOPIC, "0.02"], env) as pub:
+        with _publisher(env) as pub:
             wait_ready(pub, 90)
             end = time.monotonic() + 120
             while time.monotonic() < end and not (len(counts()) >= 3 and counts()[-1] > 0):
@@ -171,7 +119,7 @@ def test_ros2_table_on_a_terminal_shown_then_cleared(tmp_path: Path) -> None:
             assert len(counts()) >= 3 and counts()[-1] > 0, ("the table drawn 3 times", text())
             rec.send_signal(signal.SIGINT)
             rec.wait(60)
-        reader.join(30)
+        pty_text.thread.join(30)
     finally:
         if rec.poll() is None:
             rec.kill()
@@ -181,11 +129,4 @@ def test_ros2_table_on_a_terminal_shown_then_cleared(tmp_path: Path) -> None:
     assert rec.returncode == 0, out
     c = counts()
     assert c == sorted(c) and c[-1] > c[0]
-    assert re.search(r"\r\x1b\[\d+A", out)
-    last_draw = out.rindex("\x1b[K\n")
-    start = out.rindex("\r", 0, out.rindex("msgs", 0, last_draw))
-    erase = f"\r\x1b[{out[start:last_draw].count(chr(27) + '[K' + chr(10)) + 1}A\x1b[J"
-    assert erase in out[last_draw:], out[last_draw:]
-    after = out[out.rindex(erase) + len(erase) :]
-    assert "\x1b" not in after
-    assert re.search(rf"^{TOPIC} +\d+ +\d+ +\d+\b", after, re.M), after
+    check_table_cleared(out, [TOPIC])

@@ -31,21 +31,12 @@ from hypothesis import strategies as st
 import polybag
 from polybag.cli import main
 from polybag.errors import PolybagError
-
-MAGIC = bytes.fromhex("d9d505f920a163d7")
-PAYLOAD = b"\x00\x01\x00\x00\x04\x00\x00\x00abc\x00"
+from rosbag2_helpers import JOURNAL_MAGIC as MAGIC
+from rosbag2_helpers import sqlite3_bag
 
 
 def _bag(parent: Path, n: int = 200) -> tuple[Path, Path]:
-    parent.mkdir(parents=True, exist_ok=True)
-    bag = parent / "bag"
-    with polybag.Writer(str(bag), format="rosbag2", storage="sqlite3") as w:
-        s = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n")
-        ch = w.add_channel("/a", "cdr", s)
-        for i in range(n):
-            w.write(ch, PAYLOAD, log_time=1_000 + i)
-    (db,) = bag.glob("*.db3")
-    return bag, db
+    return sqlite3_bag(parent, n)
 
 
 _KILLED: dict[str, bytes] = {}

@@ -39,22 +39,13 @@ import polybag
 from polybag.cli import main
 from polybag.errors import FormatError, PolybagError
 from polybag.io.compression import ChunkLimitError
-
-JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
-PAYLOAD = b"\x00\x01\x00\x00\x04\x00\x00\x00abc\x00"  # a CDR std_msgs/String "abc"
+from rosbag2_helpers import JOURNAL_MAGIC, PAYLOAD, sqlite3_bag
 
 
 # --- helpers ------------------------------------------------------------------------------------
 def _bag(parent: Path, name: str = "bag", n: int = 40) -> tuple[Path, Path]:
     """A sqlite3 rosbag2 bag of ``n`` String messages on /a; (bag dir, its .db3)."""
-    bag = parent / name
-    with polybag.Writer(str(bag), format="rosbag2", storage="sqlite3") as w:
-        s = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n")
-        ch = w.add_channel("/a", "cdr", s)
-        for i in range(n):
-            w.write(ch, PAYLOAD, log_time=1_000 + i)
-    (db,) = bag.glob("*.db3")
-    return bag, db
+    return sqlite3_bag(parent, n, name)
 
 
 def _super_journal(db: Path, target: Path | str) -> bytes:

@@ -62,7 +62,7 @@ def place_file(tmp: str | os.PathLike[str], final: str | os.PathLike[str], overw
         except FileNotFoundError:
             st = None
         if st is not None and stat.S_ISDIR(st.st_mode):
-            _unlink_quietly(t)
+            unlink_quietly(t)
             raise OutputExistsError(
                 f"{f}: a directory of that name appeared while writing; not replaced (the new output was discarded)"
             )
@@ -71,7 +71,7 @@ def place_file(tmp: str | os.PathLike[str], final: str | os.PathLike[str], overw
     try:
         os.link(t, f)
     except FileExistsError:
-        _unlink_quietly(t)
+        unlink_quietly(t)
         raise OutputExistsError(
             f"{f}: a file of that name appeared while writing; not overwritten (the new output was discarded)"
         ) from None
@@ -79,20 +79,23 @@ def place_file(tmp: str | os.PathLike[str], final: str | os.PathLike[str], overw
         if e.errno not in _NO_LINK:
             raise
         if os.path.lexists(f):
-            _unlink_quietly(t)
+            unlink_quietly(t)
             raise OutputExistsError(
                 f"{f}: a file of that name appeared while writing; not overwritten (the new output was discarded)"
             ) from None
         os.replace(t, f)
         return
-    _unlink_quietly(t)
+    unlink_quietly(t)
 
 
-def _unlink_quietly(path: str) -> None:
+def unlink_quietly(path: str) -> None:
+    """Remove ``path`` if it can be (a temporary file left by a failed write); never raises."""
     try:
         os.unlink(path)
     except OSError:
         pass
+
+
 
 
 # --- files created exclusively ---------------------------------------------------------------
@@ -157,7 +160,7 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | str, *, overwri
             os.fsync(f.fileno())
         place_file(tmp, p, overwrite)
     except BaseException as e:
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         if isinstance(e, OSError) and not isinstance(e, OutputExistsError) and e.filename is None:
             raise named_os_error(e, p) from e
         raise
@@ -351,4 +354,4 @@ class AtomicFile:
                 except OSError:
                     pass
         if self.active_path is not None:
-            _unlink_quietly(self.active_path)
+            unlink_quietly(self.active_path)

@@ -469,6 +469,14 @@ class Recorder:
                 with self._cond:  # (what is queued is still written)
                     self._work.end(f"-l/--limit: {self._limit} messages recorded on every topic")
 
+    def _refuse(self, fut: Future[Path], times: int, text: str) -> Future[Path]:
+        """``fut`` failed with the refusal ``text``; said as a warning the first time (``times``
+        is 1), counted in the summary after."""
+        if times == 1:
+            self.say(f"warning: {text}")
+        fut.set_exception(UsageError(text))
+        return fut
+
     def trigger(self, path: str | os.PathLike[str] | None = None, *, at: int | None = None) -> Future[Path]:
         """Snapshot mode: hand the ring to the writer thread and return at once.
 
@@ -501,24 +509,20 @@ class Recorder:
             post = self._post
             if post and work.open_snapshots >= MAX_OPEN_SNAPSHOTS:
                 self._refused_triggers += 1
-                text = (
+                return self._refuse(
+                    fut,
+                    self._refused_triggers,
                     f"snapshot trigger refused: {MAX_OPEN_SNAPSHOTS} snapshots are still recording "
-                    "(--snapshot-window PRE:POST); trigger again when one has ended"
+                    "(--snapshot-window PRE:POST); trigger again when one has ended",
                 )
-                if self._refused_triggers == 1:
-                    self.say(f"warning: {text}")
-                fut.set_exception(UsageError(text))
-                return fut
             if len(work.jobs) >= MAX_WAITING_SNAPSHOTS:
                 self._refused_waiting += 1
-                text = (
+                return self._refuse(
+                    fut,
+                    self._refused_waiting,
                     f"snapshot trigger refused: {MAX_WAITING_SNAPSHOTS} snapshots are waiting to be written; "
-                    "the ring is kept for a later trigger"
+                    "the ring is kept for a later trigger",
                 )
-                if self._refused_waiting == 1:
-                    self.say(f"warning: {text}")
-                fut.set_exception(UsageError(text))
-                return fut
             t_at = time.time_ns() if at is None else int(at)
             start = t_at - self._window if self._window else None
             if start is not None:

@@ -8,46 +8,30 @@ leaves the file as written, with a warning."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
-import yaml
 
 import polybag
 from polybag.codecs.ros2_qos import MAX_QOS_PROFILES
 from polybag.errors import PolybagWarning
 from polybag.formats.mcap import late_definitions
 from polybag.formats.mcap.writer import McapWriter
+from rosbag2_helpers import count_rewrites, kill_when_ready
+from rosbag2_helpers import qos_depths as _depths
+from rosbag2_helpers import qos_yaml as _qos
+from rosbag2_helpers import string_payload as _payload
 
 STRING = "std_msgs/msg/String"
 DEF = b"string data\n"
 
 
-def _qos(depth: int, reliability: int = 1, durability: int = 2) -> str:
-    inf = "\n    sec: 9223372036\n    nsec: 854775807"
-    return (
-        f"- history: 1\n  depth: {depth}\n  reliability: {reliability}\n  durability: {durability}\n"
-        f"  deadline:{inf}\n  lifespan:{inf}\n  liveliness: 1\n  liveliness_lease_duration:{inf}\n"
-        "  avoid_ros_namespace_conventions: false"
-    )
-
 
 QOS_A = _qos(10, 1, 1)
 QOS_B = _qos(1, 2, 2)
-
-
-def _payload(i: int) -> bytes:
-    t = f"m{i}".encode() + b"\0"
-    return b"\0\1\0\0" + len(t).to_bytes(4, "little") + t
-
-
-def _depths(text: str) -> list[int]:
-    return [p["depth"] for p in yaml.safe_load(text) or []]
 
 
 def _mcap_lib(path: Path) -> tuple[list[tuple[str, int]], dict[str, list[int]], dict[str, str]]:
@@ -132,14 +116,7 @@ def test_no_copy_when_nothing_grew(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_a_late_definition_and_grown_qos_in_one_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    real = late_definitions.rewrite_with_definitions
-
-    def counted(*a: object, **k: object) -> int:
-        calls.append(1)
-        return real(*a, **k)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(late_definitions, "rewrite_with_definitions", counted)
+    calls = count_rewrites(monkeypatch)
     path = tmp_path / "x.mcap"
     typ = "foo_msgs/msg/Bar"  # not known to polybag: without the late text it has no definition
     w = McapWriter(str(path), profile="ros2")
@@ -267,17 +244,7 @@ _CHILD = textwrap.dedent(
 
 def test_a_killed_recording_keeps_the_first_profile_and_recovers(tmp_path: Path) -> None:
     out = tmp_path / "x.mcap"
-    p = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(out), QOS_A, QOS_B], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert p.stdout is not None
-        line = p.stdout.readline()  # (waits for the condition: the child has written them)
-        assert line.strip() == "ready", f"the writer did not get ready: {line!r}"
-    finally:
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-    assert p.returncode == -signal.SIGKILL
+    kill_when_ready([sys.executable, "-c", _CHILD, str(out), QOS_A, QOS_B])
     active = tmp_path / "x.mcap.active"
     assert sorted(os.listdir(tmp_path)) == ["x.mcap.active"]
     from polybag.ops import recover

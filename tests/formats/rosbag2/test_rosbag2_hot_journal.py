@@ -25,8 +25,7 @@ import polybag
 from polybag.cli import main
 from polybag.errors import FormatError, PolybagWarning
 from polybag.formats.rosbag2.sqlite_journal import read_journal, restore_into
-
-PAYLOAD = b"\x00\x01\x00\x00\x04\x00\x00\x00abc\x00"  # a CDR std_msgs/String "abc"
+from rosbag2_helpers import sqlite3_bag, sqlite_rows
 
 # the transaction the writer is killed in: rows changed, added (large ones, overflow pages) and deleted
 _TRANSACTION = """
@@ -38,14 +37,7 @@ con.execute("DELETE FROM messages WHERE id < 10")
 
 
 def _bag(parent: Path, n: int = 400) -> tuple[Path, Path]:
-    bag = parent / "bag"
-    with polybag.Writer(str(bag), format="rosbag2", storage="sqlite3") as w:
-        s = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n")
-        ch = w.add_channel("/a", "cdr", s)
-        for i in range(n):
-            w.write(ch, PAYLOAD, log_time=1_000 + i)
-    (db,) = bag.glob("*.db3")
-    return bag, db
+    return sqlite3_bag(parent, n)
 
 
 def _writer(db: Path, *, cache: int, then: str, sync: str = "FULL") -> str:
@@ -75,9 +67,7 @@ def _sqlite_after_rollback(bag: Path, scratch: Path) -> list[tuple[int, bytes]]:
     copy = scratch / "sqlite-copy"
     shutil.copytree(bag, copy)
     (db,) = copy.glob("*.db3")
-    con = sqlite3.connect(db)
-    rows = [(int(t), bytes(d)) for t, d in con.execute("SELECT timestamp, data FROM messages ORDER BY timestamp, id")]
-    con.close()
+    rows = sqlite_rows(db)
     assert not Path(str(db) + "-journal").exists()  # SQLite rolled back (and deleted the journal)
     return rows
 
@@ -211,9 +201,7 @@ def _sqlite_after_wal(bag: Path, scratch: Path) -> list[tuple[int, bytes]]:
     copy = scratch / "wal-copy"
     shutil.copytree(bag, copy)
     (db,) = copy.glob("*.db3")
-    con = sqlite3.connect(db)
-    rows = [(int(t), bytes(d)) for t, d in con.execute("SELECT timestamp, data FROM messages ORDER BY timestamp, id")]
-    con.close()
+    rows = sqlite_rows(db)
     return rows
 
 

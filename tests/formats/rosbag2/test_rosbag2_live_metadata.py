@@ -5,9 +5,7 @@ profiles of a topic grow when a publisher with another profile appears (issue 28
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
-import subprocess
 import sys
 import textwrap
 import warnings
@@ -19,18 +17,12 @@ import yaml
 import polybag
 from polybag.formats.mcap.records import PROVISIONAL_END
 from polybag.formats.rosbag2 import writer as rosbag2_writer
+from rosbag2_helpers import kill_when_ready
+from rosbag2_helpers import qos_yaml as _qos
+from rosbag2_helpers import string_payload as _payload
 
 STRING = "std_msgs/msg/String"
 
-
-def _qos(depth: int, reliability: int = 1, durability: int = 2) -> str:
-    """One full QoS profile as rosbag2 (up to metadata version 8) writes it."""
-    inf = "\n    sec: 9223372036\n    nsec: 854775807"
-    return (
-        f"- history: 1\n  depth: {depth}\n  reliability: {reliability}\n  durability: {durability}\n"
-        f"  deadline:{inf}\n  lifespan:{inf}\n  liveliness: 1\n  liveliness_lease_duration:{inf}\n"
-        "  avoid_ros_namespace_conventions: false"
-    )
 
 # writes 350 messages (metadata.yaml refreshed every 100), hands the storage the last 50
 # (committed / a finished chunk) without refreshing metadata.yaml, says "ready" and waits
@@ -57,28 +49,10 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _payload(i: int) -> bytes:
-    t = f"m{i}".encode() + b"\0"
-    return b"\0\1\0\0" + len(t).to_bytes(4, "little") + t
-
-
 def _killed(tmp_path: Path, storage: str) -> Path:
     """The ``.active`` directory a writer killed with SIGKILL left (after 350 messages)."""
     out = tmp_path / "run"
-    p = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(out), storage, _qos(7)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert p.stdout is not None
-        line = p.stdout.readline()  # (waits for the condition: the child has written them)
-        assert line.strip() == "ready", f"the writer did not get ready: {line!r}"
-    finally:
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-    assert p.returncode == -signal.SIGKILL
+    kill_when_ready([sys.executable, "-c", _CHILD, str(out), storage, _qos(7)])
     return tmp_path / "run.active"
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 from polybag.formats.mcap import records as R
+from polybag.io.output_files import unlink_quietly
 
 _COUNTER = itertools.count()
 
@@ -86,10 +87,7 @@ def rewrite_with_definitions(
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        unlink_quietly(tmp)
         raise
     try:
         dfd = os.open(folder, os.O_RDONLY)

@@ -70,6 +70,7 @@ from polybag.io.output_files import (
     refuse_existing,
     refuse_replacing,
     temp_beside,
+    unlink_quietly,
     write_atomically,
 )
 from polybag.model import Channel, Schema
@@ -609,10 +610,7 @@ def _replace_file(path: str, text: str) -> None:
             f.write(text.encode("utf-8"))
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        unlink_quietly(tmp)
         raise
 
 
