@@ -11,6 +11,12 @@ if ! command -v rosmaster >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1;
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $ROS_PKGS >/dev/null
 fi
+# nginx, the real web server of the HTTP remote tests (tests/remote/nginx.py starts it on a free port)
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nginx-light >/dev/null
+fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true

@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from counting_proxy import CountingProxy, serve_proxy
+from nginx import Nginx, serve_nginx
 from remote_helpers import RangeServer, serve, write_big
+from seaweed import SeaweedS3, start, upload
 
 import polybag
 
@@ -75,3 +78,34 @@ def s3(remote_dir: Path) -> Iterator[dict[str, Any]]:
         yield opts
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def nginx_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder nginx serves (tests put their files there); empty at first."""
+    return tmp_path_factory.mktemp("nginx_root")
+
+
+@pytest.fixture(scope="session")
+def nginx(nginx_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+    """nginx (Debian package) on 127.0.0.1 serving ``nginx_root``; skips when missing, except in CI."""
+    yield from serve_nginx(nginx_root, tmp_path_factory.mktemp("nginx_prefix"))
+
+
+@pytest.fixture(scope="session")
+def nginx_proxy(nginx: Nginx) -> Iterator[CountingProxy]:
+    """A counting proxy in front of ``nginx``: requests and body bytes per path."""
+    yield from serve_proxy(("127.0.0.1", nginx.port))
+
+
+@pytest.fixture(scope="session")
+def seaweed(remote_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    """A real S3 server (SeaweedFS, tests/remote/seaweed.py) on 127.0.0.1, one per xdist
+    worker, with bucket ``logs`` holding the mid-size MCAP and bag and the ULog."""
+    pytest.importorskip("s3fs")
+    with start(tmp_path_factory.mktemp("seaweed")) as srv:
+        upload(srv, "logs", {n: remote_dir / n for n in ("mid.mcap", "mid.bag", "flight.ulg")})
+        import s3fs
+
+        s3fs.S3FileSystem.clear_instance_cache()
+        yield srv

@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 import polybag
 from polybag.cli import main
 from polybag.errors import PolybagError
-from rosbag2_helpers import JOURNAL_MAGIC as MAGIC
-from rosbag2_helpers import sqlite3_bag
+from sqlite_bag_helpers import JOURNAL_MAGIC as MAGIC
+from sqlite_bag_helpers import sqlite3_bag
 
 
 def _bag(parent: Path, n: int = 200) -> tuple[Path, Path]:

@@ -39,7 +39,7 @@ import polybag
 from polybag.cli import main
 from polybag.errors import FormatError, PolybagError
 from polybag.io.compression import ChunkLimitError
-from rosbag2_helpers import JOURNAL_MAGIC, PAYLOAD, sqlite3_bag
+from sqlite_bag_helpers import JOURNAL_MAGIC, PAYLOAD, sqlite3_bag
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -20,10 +20,10 @@ from polybag.codecs.ros2_qos import MAX_QOS_PROFILES
 from polybag.errors import PolybagWarning
 from polybag.formats.mcap import late_definitions
 from polybag.formats.mcap.writer import McapWriter
-from rosbag2_helpers import count_rewrites, kill_when_ready
-from rosbag2_helpers import qos_depths as _depths
-from rosbag2_helpers import qos_yaml as _qos
-from rosbag2_helpers import string_payload as _payload
+from sqlite_bag_helpers import count_rewrites, kill_when_ready
+from sqlite_bag_helpers import qos_depths as _depths
+from sqlite_bag_helpers import qos_yaml as _qos
+from sqlite_bag_helpers import string_payload as _payload
 
 STRING = "std_msgs/msg/String"
 DEF = b"string data\n"

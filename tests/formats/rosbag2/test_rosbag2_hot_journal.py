@@ -25,7 +25,7 @@ import polybag
 from polybag.cli import main
 from polybag.errors import FormatError, PolybagWarning
 from polybag.formats.rosbag2.sqlite_journal import read_journal, restore_into
-from rosbag2_helpers import sqlite3_bag, sqlite_rows
+from sqlite_bag_helpers import sqlite3_bag, sqlite_rows
 
 # the transaction the writer is killed in: rows changed, added (large ones, overflow pages) and deleted
 _TRANSACTION = """

@@ -17,9 +17,9 @@ import yaml
 import polybag
 from polybag.formats.mcap.records import PROVISIONAL_END
 from polybag.formats.rosbag2 import writer as rosbag2_writer
-from rosbag2_helpers import kill_when_ready
-from rosbag2_helpers import qos_yaml as _qos
-from rosbag2_helpers import string_payload as _payload
+from sqlite_bag_helpers import kill_when_ready
+from sqlite_bag_helpers import qos_yaml as _qos
+from sqlite_bag_helpers import string_payload as _payload
 
 STRING = "std_msgs/msg/String"
 

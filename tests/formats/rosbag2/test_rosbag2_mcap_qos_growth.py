@@ -18,10 +18,10 @@ import yaml
 import polybag
 from polybag.errors import PolybagWarning
 from polybag.formats.rosbag2 import writer as rosbag2_writer
-from rosbag2_helpers import count_rewrites, kill_when_ready
-from rosbag2_helpers import qos_depths as _depths
-from rosbag2_helpers import qos_yaml as _qos
-from rosbag2_helpers import string_payload as _payload
+from sqlite_bag_helpers import count_rewrites, kill_when_ready
+from sqlite_bag_helpers import qos_depths as _depths
+from sqlite_bag_helpers import qos_yaml as _qos
+from sqlite_bag_helpers import string_payload as _payload
 
 STRING = "std_msgs/msg/String"
 DEF = b"string data\n"
