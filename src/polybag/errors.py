@@ -93,6 +93,10 @@ def _listing(topics: list[str], most: int = 12, width: int = 300) -> str:
     return "topics here: " + ", ".join(shown) + (f", ... and {rest} more" if rest else "")
 
 
+class NoObjectError(PolybagError):
+    """A URL names no object: the server says there is none, or gives no size (a listing)."""
+
+
 class UnsupportedError(PolybagError):
     """Valid input that polybag cannot handle (an unknown compression, a future version...)."""
 

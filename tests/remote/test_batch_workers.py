@@ -24,6 +24,9 @@ def _report(src: str, dst: str, options: dict[str, Any]) -> dict[str, Any]:
 
 def test_each_worker_gets_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_threads, "cores", lambda: 4)
+    # (a Dask test before this one may have run tasks on threads of this process, which cap
+    # this process's MAX_WORKERS: the parent's cap is set here, as a fresh process has it)
+    monkeypatch.setattr(_threads, "MAX_WORKERS", 8)
     assert batch._threads_per_worker(2) == 2
     assert batch._threads_per_worker(8) == 1
     res = batch.run_many(_report, [(f"in{i}", f"out{i}") for i in range(4)], {}, jobs=2)

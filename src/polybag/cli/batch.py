@@ -31,11 +31,13 @@ def add_jobs(p: argparse.ArgumentParser, what: str) -> None:
 def report_batch(command: str, args: argparse.Namespace, res: Any) -> int:
     """Each file's outcome (``--json``: the whole :class:`~polybag.ops.batch.BatchResult`);
     exit 1 when a file failed or was damaged."""
+    from polybag.ops.batch import name_once  # (each line names its input once)
+
     if getattr(args, "json", False):
         print_json(res.to_dict())
     for f in res.files:
         if f.error is not None:
-            print(f"polybag {command}: error: {f.input}: {f.error}", file=sys.stderr)
+            print(f"polybag {command}: error: {name_once(f.input, f.error)}", file=sys.stderr)
         elif not getattr(args, "json", False) and not getattr(args, "quiet", False):
             r = f.result or {}
             n = r.get("messages", r.get("tables"))
@@ -43,7 +45,7 @@ def report_batch(command: str, args: argparse.Namespace, res: Any) -> int:
             extra = f" ({n} {'messages' if 'messages' in r else 'tables'})" if n is not None else ""
             print(f"{f.input} -> {f.output}{extra}")
         for w in (f.result or {}).get("warnings", []) or []:
-            print(f"polybag {command}: warning: {f.input}: {w}", file=sys.stderr)
+            print(f"polybag {command}: warning: {name_once(f.input, w)}", file=sys.stderr)
     damaged = any((f.result or {}).get("damage") for f in res.files)  # (kept what read before it)
     done = [f for f in res.files if f.error is None]
     if done:  # (the summary line without a terminal)

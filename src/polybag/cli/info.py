@@ -31,6 +31,7 @@ from polybag.cli.render import info_yaml as format_yaml
 from polybag.cli.text import format_size, json_default, print_json
 from polybag.errors import PolybagError, UsageError
 from polybag.formats import registry
+from polybag.ops.inputs import damage, damage_verdict
 from polybag.reader import Reader
 from polybag.util.text import safe_line
 
@@ -336,26 +337,6 @@ def to_yaml(d: dict[str, Any]) -> str:
     return "\n".join(_yaml_lines(plain, 0)) + "\n" if plain else "{}\n"
 
 
-def damage(reader: Reader) -> list[str]:
-    """The errors a reader noted while summarizing a damaged file (empty when it is sound):
-    the ``error``/``summary_error``/``errors`` of the summary's extras, and ULog corruption."""
-    out: list[str] = []
-    extras = reader.summary.extras or {}
-    for key in ("error", "summary_error"):
-        if extras.get(key):
-            out.append(str(extras[key]))
-    errors = extras.get("errors")
-    if isinstance(errors, (list, tuple)):
-        out.extend(str(e) for e in errors)
-    elif errors:
-        out.append(str(errors))
-    for c in (c for u in reader.ulogs for c in u.corruptions):
-        where = c.get("offset") if isinstance(c, dict) else None
-        text = c.get("error", c) if isinstance(c, dict) else c
-        out.append(f"offset {where}: {text}" if where is not None else str(text))
-    return out
-
-
 def _r(x: float | None, digits: int) -> float | None:
     return None if x is None else round(float(x), digits)
 
@@ -610,16 +591,7 @@ def _one(name: str, args: argparse.Namespace, docs: list[Any]) -> int:
         problems = damage(reader)
         if problems:
             sys.stdout.flush()
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            first = problems[0]
-            where = str(reader.path or name)
-            if not first.startswith(where):
-                first = f"{where}: {first}"
-            print(
-                f"polybag info: error: the file is damaged: {first}{more}; "
-                "`polybag check` lists every problem, `polybag recover` keeps the intact messages",
-                file=sys.stderr,
-            )
+            print(f"polybag info: error: {damage_verdict(str(reader.path or name), problems)}", file=sys.stderr)
             return 1
     return 0
 

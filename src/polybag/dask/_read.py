@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 
 from polybag.dask._plan import Partition, _FilePlan, _sniff_spec, selecting
-from polybag.errors import PolybagError, UnsupportedError, UsageError
+from polybag.errors import FormatError, PolybagError, UnsupportedError, UsageError
 from polybag.model import Message
+from polybag.ops.inputs import damage, damage_verdict
 from polybag.reader import TopicSelector
 from polybag.selection import TimeWindow
 
@@ -383,6 +384,12 @@ def _summary_row(path: str, errors: str) -> pd.DataFrame:
                 duration=s.duration if s.start_time is not None else None,
                 file_size=s.file_size,
             )
+            problems = damage(r)
+            if problems:  # described, and damaged: the verdict ``polybag info`` gives
+                verdict = damage_verdict(str(r.path or path), problems)
+                if errors == "raise":
+                    raise FormatError(verdict)
+                row["error"] = verdict
     except PolybagError as e:
         if errors == "raise":
             raise

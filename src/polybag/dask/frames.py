@@ -171,7 +171,8 @@ def partition_bag(
 def file_summaries(paths: PathsLike, *, errors: str = "record") -> Any:
     """Per-file facts (format, counts, start/end, ...) as a ``dask.dataframe.DataFrame``,
     one row per file, one task per file.  ``errors="record"`` puts an unreadable file's
-    error in the ``error`` column; ``errors="raise"`` raises it."""
+    error in the ``error`` column; ``errors="raise"`` raises it.  A damaged file (cut short,
+    a corrupt chunk) is described and its ``error`` is the verdict ``polybag info`` prints."""
     dd = require_dask("dataframe")
     import pandas as pd  # type: ignore[import-untyped]  # no stubs installed (pandas-stubs)
 

@@ -52,7 +52,7 @@ import http.client
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from polybag.errors import PolybagError
+from polybag.errors import NoObjectError, PolybagError
 from polybag.io.http_answers import BOUNDARY, CONTENT_RANGE, DIGITS, MalformedAnswer, header, part_head
 from polybag.io.http_requests import HttpRequests
 from polybag.io.redaction import clean
@@ -123,13 +123,16 @@ class HttpRanges:
         resp = self._http.request("HEAD", {"Accept-Encoding": "identity"}, "cannot open", until)
         self._http.discard(resp)
         if resp.status == 404:
-            raise self._http.err("cannot open: no such object")
+            raise self._http.err("cannot open: no such object", NoObjectError)
         length = header(resp, "Content-Length")
         if resp.status == 200 and length is not None and DIGITS.fullmatch(length):
             self._http.version.take(resp)
             return self._set_size(int(length))
         if resp.status not in (200, 405, 501):
-            raise self._http.fail(resp, "cannot open")
+            err = self._http.fail(resp, "cannot open")
+            if resp.status == 403:  # a directory's listing refused, or a key one may not see
+                raise NoObjectError(str(err)) from None
+            raise err
         resp = self._http.request("GET", {"Range": "bytes=0-0", "Accept-Encoding": "identity"}, "cannot open", until)
         if resp.status == 206:
             m = CONTENT_RANGE.match(header(resp, "Content-Range") or "")
@@ -140,7 +143,7 @@ class HttpRanges:
         elif resp.status >= 400:
             raise self._http.fail(resp, "cannot open")
         self._http.drop()
-        raise self._http.err("the server does not say how large the object is")
+        raise self._http.err("the server does not say how large the object is", NoObjectError)
 
     def close(self) -> None:
         """Close every connection."""

@@ -33,14 +33,44 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from polybag.errors import PolybagError
+from polybag.errors import NoObjectError, PolybagError
 from polybag.io.block_map import PART
 from polybag.io.fsspec_transport import check_size, fs_for, not_found, pinned, transport_error
 from polybag.io.redaction import redact
 from polybag.io.remote_limits import DEADLINE_ENV, limits
 from polybag.io.remote_source import RemoteSource
-from polybag.io.transports import transport_for
+from polybag.io.transports import scheme, transport_for
 from polybag.io.urls import is_url
+
+
+def _names_bag_directory(url: str, storage_options: dict[str, Any] | None, until: float) -> bool:
+    """Whether ``URL/metadata.yaml`` is there (one request): ``url``, which names no object
+    (no such object, a directory, a listing of no stated size), is a rosbag2 directory."""
+    base = url.split("?", 1)[0]
+    if base.endswith("/") or time.monotonic() > until:
+        return False
+    meta = base + "/metadata.yaml" + (url[len(base) :])
+    try:
+        fast = transport_for(meta, storage_options)
+        if fast is None and scheme(url) in ("http", "https"):
+            return False  # fsspec's HTTP says "not found" for every failure (redirect loops too)
+        if fast is not None:
+            try:
+                fast.open(until)
+            finally:
+                fast.close()
+            return True
+        fs, fpath = fs_for(meta, storage_options)
+        return bool(fs.info(fpath).get("type") != "directory")
+    except Exception:  # noqa: BLE001 - no metadata.yaml, or any transport error: no hint
+        return False
+
+
+def _no_object(url: str, storage_options: dict[str, Any] | None, until: float, e: PolybagError) -> PolybagError:
+    """``e`` (``url`` names no object), or the clear error when it names a rosbag2 directory."""
+    if _names_bag_directory(url, storage_options, until):
+        return PolybagError(f"{redact(url)}: URL names a rosbag2 directory: end it with /")
+    return e
 
 
 def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -> bytes:
@@ -50,7 +80,10 @@ def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -
     fast = transport_for(url, storage_options)
     if fast is not None:
         try:
-            size = fast.open(until)
+            try:
+                size = fast.open(until)
+            except NoObjectError as e:
+                raise _no_object(url, storage_options, until, e) from None
             if not size:
                 return b""
             out = bytearray(min(n, size))
@@ -61,9 +94,13 @@ def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -
     fs, fpath = fs_for(url, storage_options)
     try:
         size = fs.size(fpath)
+        if size is None:  # a directory (a prefix): no object
+            raise _no_object(url, storage_options, until, PolybagError(f"{redact(url)}: is a directory, not a log file"))
         data = bytes(fs.cat_file(fpath, start=0, end=min(n, size))) if size else b""
+    except PolybagError:
+        raise
     except FileNotFoundError as e:
-        raise not_found(url, e) from None
+        raise _no_object(url, storage_options, until, not_found(url, e)) from None
     except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
         raise transport_error(url, "cannot open", e) from None
     if len(data) > n:
@@ -103,6 +140,9 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
     if fast is not None:
         try:
             size = fast.open(until)
+        except NoObjectError as e:
+            fast.close()
+            raise _no_object(url, storage_options, until, e) from None
         except BaseException:
             fast.close()
             raise
@@ -112,14 +152,16 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
         try:
             info = fs.info(fpath)
         except FileNotFoundError as e:
-            raise not_found(url, e) from None
+            raise _no_object(url, storage_options, until, not_found(url, e)) from None
         except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
             raise transport_error(url, "cannot open", e) from None
         if info.get("type") == "directory":
-            raise PolybagError(f"{redact(url)}: is a directory, not a log file (a rosbag2 bag: end the URL with /)")
+            no_log = PolybagError(f"{redact(url)}: is a directory, not a log file (a rosbag2 bag: end the URL with /)")
+            raise _no_object(url, storage_options, until, no_log)
         size = info.get("size")
         if not isinstance(size, int) or size < 0:
-            raise PolybagError(f"{redact(url)}: the server does not say how large the object is")
+            no_size = PolybagError(f"{redact(url)}: the server does not say how large the object is")
+            raise _no_object(url, storage_options, until, no_size)
         check_size(url, size)
         src = RemoteSource(url, pinned(fs, fpath, info), fpath, size, deadline)
     try:

@@ -149,7 +149,16 @@ def _guarded(
     except PolybagError as e:
         return None, str(e)
     except OSError as e:
-        return None, f"{src}: {e.strerror or e}"
+        return None, name_once(src, str(e.strerror or e))
+
+
+def name_once(path: str, text: str) -> str:
+    """``text`` led by ``path``, unless it already names it (starts with ``path``, or names
+    it as ``path: ...`` further on: a polybag error or damage warning naming its file), so
+    that a line never shows the path twice (issue 30)."""
+    if not path or text.startswith(path) or f" {path}: " in text:
+        return text
+    return f"{path}: {text}"
 
 
 def run_many(

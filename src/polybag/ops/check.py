@@ -80,6 +80,8 @@ def _all_damage(path: str, problems: list[str | dict[str, Any]], notes: list[str
         where = _OFFSET_RE.search(first)
         # the strict read's error is one of the damaged places: keep its wording, add the rest
         rest = [e for e in errors if where is None or f"offset {where.group(1)}:" not in e]
-        problems[1:1] = [f"{path}: {e}" for e in rest]
+        from polybag.ops.batch import name_once
+
+        problems[1:1] = [name_once(str(path), e) for e in rest]
     skipped = report.get("bytes_skipped", 0) if report else 0
     notes.append(f"recovery mode reads {m} messages past the damage ({skipped} bytes skipped)")

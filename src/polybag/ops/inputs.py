@@ -160,6 +160,39 @@ def summary_count(reader: Reader) -> int:
         return 0
 
 
+def damage(reader: Reader) -> list[str]:
+    """The errors a reader noted while summarizing a damaged file (empty when it is sound):
+    the ``error``/``summary_error``/``errors`` of the summary's extras, and ULog corruption."""
+    out: list[str] = []
+    extras = reader.summary.extras or {}
+    for key in ("error", "summary_error"):
+        if extras.get(key):
+            out.append(str(extras[key]))
+    errors = extras.get("errors")
+    if isinstance(errors, (list, tuple)):
+        out.extend(str(e) for e in errors)
+    elif errors:
+        out.append(str(errors))
+    for c in (c for u in reader.ulogs for c in u.corruptions):
+        where = c.get("offset") if isinstance(c, dict) else None
+        text = c.get("error", c) if isinstance(c, dict) else c
+        out.append(f"offset {where}: {text}" if where is not None else str(text))
+    return out
+
+
+def damage_verdict(where: str, problems: list[str]) -> str:
+    """The one-line verdict on a damaged file (``polybag info``'s error line, the ``error``
+    column of :func:`polybag.dask.file_summaries`): the first problem, how many more."""
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    first = problems[0]
+    if not first.startswith(where):
+        first = f"{where}: {first}"
+    return (
+        f"the file is damaged: {first}{more}; "
+        "`polybag check` lists every problem, `polybag recover` keeps the intact messages"
+    )
+
+
 def until_damage(messages: Iterable[T], damaged: Callable[[FormatError, int], None]) -> Iterator[T]:
     """``messages`` until the reader raises a :class:`FormatError` (a log cut short, a damaged
     chunk): ``damaged(error, messages_before)`` is called and the stream ends there, so what

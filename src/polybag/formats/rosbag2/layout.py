@@ -15,6 +15,7 @@ import os
 import shutil
 import weakref
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from polybag.io.source import MappedSource
 
@@ -39,11 +40,35 @@ class LocalLayout:
         self.directory = directory
         #: absolute local path -> the source of the remote file it stands in for
         self.sources: dict[str, SourceFactory] = {}
+        #: what fetching the whole files (metadata.yaml, sqlite3 files) cost: size, requests, bytes
+        self.fetched_whole = [0, 0, 0]
+        self._opened: list[MappedSource] = []  # the range-read sources made so far
         self._remove = weakref.finalize(self, shutil.rmtree, tmp, ignore_errors=True)
 
     def add_source(self, path: str, factory: SourceFactory) -> None:
         """Read the local stand-in ``path`` through ``factory``'s source."""
-        self.sources[os.path.abspath(path)] = factory
+        def opened() -> MappedSource:
+            source = factory()
+            self._opened.append(source)
+            return source
+
+        self.sources[os.path.abspath(path)] = opened
+
+    def count_whole(self, size: int, requests: int) -> None:
+        """A file of ``size`` bytes fetched whole in ``requests`` requests."""
+        for i, n in enumerate((size, requests, size)):
+            self.fetched_whole[i] += n
+
+    def fetch_stats(self) -> dict[str, Any]:
+        """What reading the remote bag has cost: the sum over its files (the range-read
+        MCAP files' sources and the files fetched whole), as a remote file's stats."""
+        size, requests, got = self.fetched_whole
+        for source in self._opened:
+            st = source.stats or {}
+            size += int(st.get("size", 0))
+            requests += int(st.get("requests", 0))
+            got += int(st.get("bytes_fetched", 0))
+        return {"url": self.shown, "size": size, "requests": requests, "bytes_fetched": got}
 
     def remove(self) -> None:
         """Remove the temporary directory (once; also when the layout is collected)."""

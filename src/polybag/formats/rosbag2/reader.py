@@ -421,6 +421,12 @@ class Rosbag2Reader(Rosbag2Opening, Reader):
         }
 
     @property
+    def fetch_stats(self) -> dict[str, Any] | None:
+        """A remote bag's: the sum over its files (see LocalLayout.fetch_stats); None for a local one."""
+        layout = getattr(self, "_layout", None)
+        return None if layout is None else layout.fetch_stats()
+
+    @property
     def source_size(self) -> int:
         """Bytes of the storage files."""
         return sum(st.size() for st in self._storages)

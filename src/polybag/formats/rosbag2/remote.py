@@ -33,6 +33,7 @@ from urllib.parse import quote
 from polybag.errors import FormatError, PolybagError
 from polybag.formats.rosbag2.layout import LocalLayout
 from polybag.formats.rosbag2.metadata import MAX_METADATA_BYTES, METADATA_FILE, parse_metadata
+from polybag.io.block_map import PART
 from polybag.io.remote import download, open_url, read_head
 
 _MAGIC_BYTES = 16
@@ -91,6 +92,7 @@ def open_remote_bag(url: str, storage_options: dict[str, Any] | None, options: d
         os.makedirs(layout.directory)
         with open(os.path.join(layout.directory, METADATA_FILE), "wb") as f:
             f.write(text)
+        layout.count_whole(len(text), 1)
         fetched: set[str] = set()
         for fi in info.files:
             rel = _safe_relative(fi.path, meta_url)
@@ -106,7 +108,8 @@ def open_remote_bag(url: str, storage_options: dict[str, Any] | None, options: d
                     f.write(head)
                 layout.add_source(local, partial(open_url, furl, storage_options))
             else:  # sqlite3 (SQLite needs a local file), or a zstd-compressed file
-                download(furl, local, storage_options)
+                got = download(furl, local, storage_options)
+                layout.count_whole(got, max(1, -(-got // PART)))
         return open_rosbag2(layout.directory, **options, layout=layout)  # errors name the URL
     except OSError as e:
         layout.remove()
