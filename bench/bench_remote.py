@@ -1,367 +1,387 @@
-"""Remote reads and many files (issue 17): bytes fetched and wall time over HTTP and S3,
-and the 2-worker speed-up of exporting one topic from 8 files.
+"""Remote fetch economy (issue 30): requests and bytes per question, per format, on real servers.
 
-    .venv/bin/python bench/bench_remote.py            # 200 MB logs, 8 files of 1,000,000 messages
-    .venv/bin/python bench/bench_remote.py --quick    # 40 MB logs, 8 files of 50,000 messages
+    .venv/bin/python bench/bench_remote.py                 # 20 MB logs, 3 repetitions
+    .venv/bin/python bench/bench_remote.py --size 200      # the issue's 200 MB logs
+    .venv/bin/python bench/bench_remote.py --json out.json
 
-Part 1: an indexed MCAP and bag (100 KB payloads on /big, a small /small every ten, ~1 MB
-uncompressed chunks) served from local disk, from a local HTTP server honouring Range
-requests (the tests' server) and from moto's S3 server through s3fs.  For each: ``info``
-(open + summary), a 1% time window, and a full read (every message, its payload touched):
-wall time, bytes fetched, requests, and the time ratio to the local read ("local": the file
-in the page cache; "disk": its pages dropped first with posix_fadvise, so read from disk;
-the HTTP server reads from the page cache); ``gs``: the same server as a GCS endpoint,
-read through the XML API without gcsfs (``polybag.io.gcs``).
+Servers (the tests' own starters, tests/remote/): SeaweedFS (``weed server -s3``,
+tests/remote/seaweed.py) for S3 and nginx (tests/remote/nginx.py) for HTTP, each behind a
+counting proxy (tests/remote/counting_proxy.py: requests and body bytes per path; s3fs
+signs for the proxy's host, SeaweedFS checks the signature against the Host it receives, so
+the proxy forwards S3 requests unchanged).  Everything runs on 127.0.0.1.
 
-Part 3 (issue 17's writes): ``ops.convert`` of the big bag to MCAP to the local disk and to
-``s3://`` on moto (a local file uploaded with ``put_file``): wall times and the upload's share.
+Logs: one of each format, ``--size`` MB, four topics ``/t0``..``/t3`` written round robin,
+10 KB payloads 1 ms apart (bag and MCAP: ~1 MB uncompressed chunks; ULog; rosbag2 with
+sqlite3 storage and with MCAP storage).  For each format and each of S3 and HTTP:
 
-Part 2: 8 MCAP files of N small messages (two topics), ``export`` of one topic to csv:
-one process (``jobs=1``) against 2 local processes (``jobs=2``) and a 2-worker
-``dask.distributed`` LocalCluster (``--scheduler``); the per-partition overhead is the wall
-time per file of the same runs on 8 files of 10 messages (and of ``polybag.dask.read_topic``
-per partition).  The target: 2 workers at most 0.6x the single-process time.
+- ``info``: ``polybag info --json URL`` (a subprocess, as a user types it) and ``r.summary``;
+- ``first``: the first message of ``messages()`` (log-time order);
+- ``window``: every message of a 1% time window in the middle;
+- ``topic``: every message of ``/t1`` (one topic of four);
+
+each as requests and bytes through the proxy (and % of the log's bytes).  Then a full read
+(every message, its payload touched) from the local file, over HTTP and over S3: the median
+of ``--reps`` wall times, as ratios to the local one.  Then Dask (``polybag.dask.read_topic``
+of ``/t1`` over the bag and MCAP URLs, computed with the synchronous scheduler): bytes
+fetched / the files' size, and the bytes the driver fetched building the frame.
+
+Targets (issue 30): info <= 3 requests; first message <= 4 requests and <= 2 chunks' bytes;
+a 1% window <= 2% of the file.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import contextlib
+import json
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "remote"))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "remote"))
 
-from remote_helpers import STEP, T0, serve, write_big  # noqa: E402
+import counting_proxy  # noqa: E402
+import nginx as nginx_mod  # noqa: E402
+import seaweed as seaweed_mod  # noqa: E402
 
 import polybag  # noqa: E402
 
+PAYLOAD = 10_000
+TOPICS = ("/t0", "/t1", "/t2", "/t3")
+T0 = 1_700_000_000_000_000_000
+STEP = 1_000_000  # 1 ms
+CHUNK = 1 << 20
+#: (name, what it is): the logs written
+FORMATS = {
+    "bag": "log.bag",
+    "mcap": "log.mcap",
+    "ulog": "log.ulg",
+    "r2-sqlite": "r2_sqlite/",
+    "r2-mcap": "r2_mcap/",
+}
 
-def timed(fn: Callable[[], Any], repeat: int = 2) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
+
+def _count(size_mb: float) -> int:
+    return max(40, int(size_mb * 1e6 / (PAYLOAD + 60)))
 
 
-def _read(target: str, opts: dict[str, Any], job: str, n: int) -> dict[str, Any] | None:
-    with polybag.open(target, **opts) as r:
-        if job == "info":
-            r.summary  # noqa: B018
-        elif job == "window":
-            lo = T0 + n // 2 * STEP
-            sum(len(m.data) for m in r.messages(start=lo, end=lo + n // 100 * STEP))
+def write_logs(d: Path, size_mb: float, formats: list[str]) -> dict[str, Path]:
+    n = _count(size_mb)
+    out: dict[str, Path] = {}
+    body = bytearray(PAYLOAD)
+    for fmt in formats:
+        p = d / FORMATS[fmt].rstrip("/")
+        out[fmt] = p
+        if fmt in ("bag", "mcap"):
+            w = polybag.Writer(str(p), format=fmt, compression="none", chunk_size=CHUNK)
+            s = w.add_schema("test_msgs/Blob", "ros1msg", b"uint8[] data\n")
+            chans = [w.add_channel(t, "ros1", s) for t in TOPICS]
+            head = PAYLOAD.to_bytes(4, "little")
+        elif fmt.startswith("r2-"):
+            w = polybag.Writer(str(p), format="rosbag2", storage="sqlite3" if fmt == "r2-sqlite" else "mcap")
+            s = w.add_schema("polybag_bench/msg/Blob", "ros2msg", b"uint8[] data\n")
+            chans = [w.add_channel(t, "cdr", s) for t in TOPICS]
+            head = b"\x00\x01\x00\x00" + PAYLOAD.to_bytes(4, "little")
         else:
-            sum(len(m.data) + m.data[-1] for m in r.messages())
-        return r.source.stats
+            from polybag.formats.ulog.writer import UlogWriter
 
-
-def _evicted(path: Path) -> str:
-    """``path`` after dropping its pages from the page cache (``posix_fadvise DONTNEED``):
-    the next read comes from the disk.  (Each timed run evicts again: see ``timed``.)"""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    return str(path)
-
-
-def part1(d: Path, n: int, repeat: int, formats: tuple[str, ...] = ("mcap", "bag")) -> None:
-    print(f"== remote reads: {n} messages of 100 KB (+{n // 10} small), ~1 MB chunks, no compression")
-    files = [d / f"big.{fmt}" for fmt in formats]
-    for f in files:
-        if not f.exists():
-            write_big(f, n=n)
-    targets: list[tuple[str, Callable[[str], tuple[str, dict[str, Any]]]]] = [
-        ("local", lambda name: (str(d / name), {})),
-        ("disk", lambda name: (_evicted(d / name), {})),
-    ]
-    gen = serve(d)
-    srv = next(gen)
-    targets.append(("http", lambda name: (f"{srv.url}/{name}", {})))
-    # gs:// without gcsfs: GCS's XML API (/<bucket>/<object>) against the same kind of server,
-    # serving the parent directory so that this directory is the bucket
-    gen_gs = serve(d.parent)
-    srv_gs = next(gen_gs)
-    gso = {"storage_options": {"endpoint_url": srv_gs.url}}
-    targets.append(("gs", lambda name: (f"gs://{d.name}/{name}", gso)))
-    moto = None
-    try:
-        import boto3
-        from moto.server import ThreadedMotoServer
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        moto.start()
-        host, port = moto.get_host_and_port()
-        ep = f"http://{host}:{port}"
-        client = boto3.client("s3", endpoint_url=ep, aws_access_key_id="k", aws_secret_access_key="s", region_name="us-east-1")
-        client.create_bucket(Bucket="logs")
-        for f in files:
-            client.upload_file(str(f), "logs", f.name)
-        s3o = {"storage_options": {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": ep, "region_name": "us-east-1"}}}
-        targets.append(("s3", lambda name: (f"s3://logs/{name}", s3o)))
-    except ImportError as e:
-        print(f"(no S3 rows: {e})")
-    print(f"{'file':10} {'job':7} {'where':6} {'wall s':>8} {'x local':>8} {'x disk':>7} {'fetched':>12} {'% file':>7} {'requests':>8} {'MB/s':>8}")
-    try:
-        for f in files:
-            size = f.stat().st_size
-            for job in ("info", "window", "full"):
-                base = disk = None
-                for where, make in targets:
-                    target, opts = make(f.name)
-                    cold = where == "disk"
-                    wall, stats = timed(
-                        lambda t=target, o=opts, j=job, c=cold: _read(_evicted(Path(t)) if c else t, o, j, n), repeat
-                    )
-                    base = wall if base is None else base
-                    disk = wall if where == "disk" else disk
-                    got = stats["bytes_fetched"] if stats else 0
-                    reqs = stats["requests"] if stats else 0
-                    rate = (got / wall / 1e6) if stats else size / wall / 1e6 if job == "full" else 0
-                    print(
-                        f"{f.name:10} {job:7} {where:6} {wall:8.3f} {wall / base:8.2f} {wall / (disk or wall):7.2f} {got:12d} "
-                        f"{100 * got / size:6.2f}% {reqs:8d} {rate:8.0f}"
-                    )
-    finally:
-        gen.close()
-        gen_gs.close()
-        if moto is not None:
-            moto.stop()
-
-
-def part3(d: Path, repeat: int) -> None:
-    """Writing to a URL: ``ops.convert`` of the big bag to MCAP on the local disk against the
-    same convert to ``s3://`` (moto; written locally, then uploaded with put_file)."""
-    import boto3
-    import fsspec.config
-    import s3fs
-    from moto.server import ThreadedMotoServer
-
-    from polybag import ops
-
-    src = d / "big.bag"
-    if not src.exists():
-        print("(no write rows: run part 1 first, it makes big.bag)")
-        return
-    size = src.stat().st_size
-    print(f"== writes: convert {src.name} ({size / 1e6:.0f} MB) to MCAP (uncompressed), local vs s3:// (moto)")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-write-", dir=d))
-    try:
-        host, port = moto.get_host_and_port()
-        ep = f"http://{host}:{port}"
-        boto3.client(
-            "s3", endpoint_url=ep, aws_access_key_id="k", aws_secret_access_key="s", region_name="us-east-1"
-        ).create_bucket(Bucket="out")
-        fsspec.config.conf["s3"] = {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": ep, "region_name": "us-east-1"}}
-        s3fs.S3FileSystem.clear_instance_cache()
-        k = iter(range(1000))
-
-        def local() -> None:
-            ops.convert(str(src), str(tmp / f"{next(k)}.mcap"), compression="none")
-
-        def remote() -> None:
-            ops.convert(str(src), f"s3://out/{next(k)}.mcap", compression="none")
-
-        t_local, _ = timed(local, repeat)
-        t_s3, _ = timed(remote, repeat)
-        out = max(tmp.glob("*.mcap"), key=lambda p: p.stat().st_mtime)
-        osize = out.stat().st_size
-        fs = s3fs.S3FileSystem()
-        t_put, _ = timed(lambda: fs.put_file(str(out), f"out/raw-{next(k)}.mcap"), repeat)
-        print(f"{'where':22} {'wall s':>8} {'x local':>8} {'output MB':>10}")
-        print(f"{'local':22} {t_local:8.3f} {1.0:8.2f} {osize / 1e6:10.1f}")
-        print(f"{'s3 (polybag)':22} {t_s3:8.3f} {t_s3 / t_local:8.2f} {osize / 1e6:10.1f}")
-        print(f"{'ref: local + put_file':22} {t_local + t_put:8.3f} {(t_local + t_put) / t_local:8.2f} {osize / 1e6:10.1f}")
-        print(
-            f"upload: {t_s3 - t_local:.3f} s more ({osize / max(t_s3 - t_local, 1e-9) / 1e6:.0f} MB/s to moto); "
-            f"s3fs put_file alone {t_put:.3f} s"
-        )
-    finally:
-        fsspec.config.conf.pop("s3", None)
-        shutil.rmtree(tmp, ignore_errors=True)
-        moto.stop()
-
-
-def _small_files(d: Path, k: int, n: int) -> list[str]:
-    out = []
-    for i in range(k):
-        p = d / f"f{i}.mcap"
-        if not p.exists():
-            w = polybag.Writer(str(p), compression="zstd", chunk_size=1 << 20)
-            s = w.add_schema("bench/Pair", "ros1msg", b"float64 a\nfloat64 b\n")
-            a = w.add_channel("/pair", "ros1", s)
-            o = w.add_channel("/other", "ros1", s)
-            base = T0 + i * 10**13
-            import struct
-
-            pk = struct.Struct("<dd").pack
-            for j in range(n):
-                w.write(a, pk(j * 0.5, -j), log_time=base + j * 1000)
-                if j % 4 == 0:
-                    w.write(o, pk(0.0, 1.0), log_time=base + j * 1000 + 1)
-            w.close()
-        out.append(str(p))
+            w = UlogWriter(str(p))
+            for i in range(len(TOPICS)):
+                w.add_format(f"t{i}:uint64_t timestamp;uint8_t[{PAYLOAD}] data;")
+            chans = [w.add_subscription(f"t{i}") for i in range(len(TOPICS))]
+            head = b""
+        for i in range(n):
+            t = T0 + i * STEP
+            body[:8] = i.to_bytes(8, "little")
+            if fmt == "ulog":
+                data = (t // 1000).to_bytes(8, "little") + bytes(body)
+            else:
+                data = head + bytes(body)
+            w.write(chans[i % len(chans)], data, log_time=t)
+        w.close()
     return out
 
 
-def _timed_task(src: str, dst: str, options: dict[str, Any]) -> dict[str, Any]:
-    """``export`` of one file, with the worker's pid and the CPU seconds it took."""
-    from polybag.ops.batch import _export_one
-
-    c = time.process_time()
-    res = _export_one(src, dst, options)
-    return {"pid": os.getpid(), "cpu": time.process_time() - c, "messages": res.get("messages")}
+def _size(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.iterdir()) if p.is_dir() else p.stat().st_size
 
 
-def _run_export(d: Path, paths: list[str], **kw: Any) -> tuple[float, float, tuple[float, float]]:
-    """One export of ``paths``: wall time, the busiest worker's CPU seconds, load before/after."""
-    from polybag.ops.batch import run_many
+class Servers:
+    """nginx and SeaweedFS, each behind a counting proxy; ``url(fmt, kind)``."""
 
-    out = tempfile.mkdtemp(prefix="bench-remote-", dir=d)
-    pairs = [(p, os.path.join(out, Path(p).stem)) for p in paths]
-    load0 = os.getloadavg()[0]
-    t = time.perf_counter()
-    res = run_many(_timed_task, pairs, {"topics": ["/pair"], "format": "csv", "overwrite": True, "progress": None}, **kw)
-    wall = time.perf_counter() - t
-    assert res.failed == 0, res.to_dict()
-    shutil.rmtree(out)
-    per: dict[int, float] = {}
-    for f in res.files:
-        assert f.result is not None
-        per[f.result["pid"]] = per.get(f.result["pid"], 0.0) + f.result["cpu"]
-    return wall, max(per.values()), (load0, os.getloadavg()[0])
+    def __init__(self, root: Path, logs: dict[str, Path], stack: contextlib.ExitStack) -> None:
+        self.root = root
+        ng = nginx_mod.serve_nginx(root, Path(tempfile.mkdtemp(prefix="bench-nginx-")))
+        self.nginx = next(ng)
+        stack.callback(lambda: next(ng, None))
+        hp = counting_proxy.serve_proxy(("127.0.0.1", self.nginx.port))
+        self.http_proxy = next(hp)
+        stack.callback(lambda: next(hp, None))
+        self.seaweed = stack.enter_context(seaweed_mod.start(Path(tempfile.mkdtemp(prefix="bench-seaweed-"))))
+        files: dict[str, Path] = {}
+        for p in logs.values():
+            if p.is_dir():
+                files.update({f"{p.name}/{f.name}": f for f in p.iterdir()})
+            else:
+                files[p.name] = p
+        seaweed_mod.upload(self.seaweed, "logs", files)
+        host, port = self.seaweed.endpoint.split("//", 1)[1].split(":")
+        sp = counting_proxy.serve_proxy((host, int(port)))
+        self.s3_proxy = next(sp)
+        stack.callback(lambda: next(sp, None))
 
+    def proxy(self, kind: str) -> counting_proxy.CountingProxy:
+        return self.http_proxy if kind == "http" else self.s3_proxy
 
-def _median(xs: list[float]) -> float:
-    ys = sorted(xs)
-    return ys[len(ys) // 2] if len(ys) % 2 else (ys[len(ys) // 2 - 1] + ys[len(ys) // 2]) / 2
+    def url(self, p: Path, kind: str) -> str:
+        rel = p.relative_to(self.root).as_posix() + ("/" if p.is_dir() else "")
+        return f"{self.http_proxy.url}/{rel}" if kind == "http" else f"s3://logs/{rel}"
 
+    def options(self, kind: str) -> dict[str, Any]:
+        if kind == "http":
+            return {}
+        o = self.seaweed.storage_options()
+        o["client_kwargs"] = dict(o["client_kwargs"], endpoint_url=self.s3_proxy.url)
+        return {"storage_options": o}
 
-def part2(d: Path, n: int, files: int, rounds: int) -> None:
-    """1 process, a 2-process pool and 2 Dask workers, in rotating order for ``rounds``
-    rounds; best and median wall time, the load average around each run, and the critical
-    path (the CPU seconds of the busiest worker: what the wall time would be on two idle
-    cores, whatever else the machine runs)."""
-    print(f"\n== export of one topic (csv) from {files} files of {n} messages: 1 process vs 2 workers")
-    (d / "many").mkdir(exist_ok=True)
-    (d / "tiny").mkdir(exist_ok=True)
-    big = _small_files(d / "many", files, n)
-    tiny = _small_files(d / "tiny", files, 10)
-
-    import subprocess
-
-    import distributed
-
-    # the cluster runs in processes of its own (``dask scheduler`` / ``dask worker``): a
-    # LocalCluster's threads in this process would make the pool start from the forkserver
-    # (see polybag.ops.batch._mp_context) instead of forking, as it does from the CLI
-    sched_file = str(d / "scheduler.json")
-    if os.path.exists(sched_file):
-        os.unlink(sched_file)
-    dask = str(Path(sys.executable).with_name("dask"))
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", sched_file], **quiet)]
-    procs.append(
-        subprocess.Popen([dask, "worker", "--nworkers", "2", "--nthreads", "1", "--no-dashboard", "--scheduler-file", sched_file], **quiet)
-    )
-    try:
-        with distributed.Client(scheduler_file=sched_file, timeout=60) as cl:
-            cl.wait_for_workers(2, timeout=60)
-            addr = cl.scheduler.address
-        _part2_runs(d, big, tiny, files, rounds, addr)
-    finally:
-        for pr in reversed(procs):
-            pr.terminate()
-            pr.wait(30)
+    def env(self, kind: str) -> dict[str, str]:
+        env = self.seaweed.env()
+        env["FSSPEC_S3_ENDPOINT_URL"] = self.s3_proxy.url
+        return env
 
 
-def _part2_runs(d: Path, big: list[str], tiny: list[str], files: int, rounds: int, addr: str) -> None:
-    from polybag.ops.batch import export_many
+def _fresh_s3() -> None:
+    with contextlib.suppress(ImportError):
+        import s3fs
 
-    def run(paths: list[str], **kw: Any) -> tuple[float, float, tuple[float, float]]:
-        return _run_export(d, paths, **kw)
+        s3fs.S3FileSystem.clear_instance_cache()
 
-    if threading.active_count() > 1:
-        print(f"(note: {threading.active_count()} threads in this process: the pool starts from the forkserver)")
-    runners = [("1 process", {"jobs": 1}), ("2 processes (pool)", {"jobs": 2}), ("2 dask workers", {"scheduler": addr})]
-    export_many(tiny, tempfile.mkdtemp(prefix="bench-remote-", dir=d), topics=["/pair"], format="csv", jobs=1)
-    for _label, kw in runners[1:]:
-        run(tiny, **kw)  # the dask workers import polybag on their first task
-    walls: dict[str, list[float]] = {k: [] for k, _ in runners}
-    crit: dict[str, list[float]] = {k: [] for k, _ in runners}
-    over: dict[str, list[float]] = {k: [] for k, _ in runners}
-    for r in range(rounds):
-        for i in range(len(runners)):
-            label, kw = runners[(i + r) % len(runners)]
-            wall, cp, (l0, l1) = run(big, **kw)
-            walls[label].append(wall)
-            crit[label].append(cp)
-            over[label].append(run(tiny, **kw)[0] / files)
-            print(f"  round {r + 1} {label:20} wall {wall:7.2f} s  busiest worker {cp:6.2f} CPU s  load {l0:.2f} -> {l1:.2f}")
-    one_b, one_m = min(walls["1 process"]), _median(walls["1 process"])
-    one_c = _median(crit["1 process"])
-    print(f"{'runner':22} {'best s':>8} {'median s':>9} {'x1 best':>8} {'x1 median':>10} {'busiest CPU s':>14} {'x1 CPU':>7} {'overhead/file ms':>17}")
-    for label, _kw in runners:
-        b, m, cp = min(walls[label]), _median(walls[label]), _median(crit[label])
-        print(
-            f"{label:22} {b:8.2f} {m:9.2f} {b / one_b:8.2f} {m / one_m:10.2f} {cp:14.2f} {cp / one_c:7.2f} "
-            f"{_median(over[label]) * 1000:17.1f}"
+
+def counted(srv: Servers, kind: str, fn: Callable[[], Any]) -> tuple[int, int, Any]:
+    """(requests, bytes, result) of ``fn`` through ``kind``'s proxy."""
+    _fresh_s3()
+    px = srv.proxy(kind)
+    px.reset()
+    out = fn()
+    return px.requests, px.bytes, out
+
+
+def _window(r: polybag.Reader) -> tuple[int, int]:
+    s = r.summary
+    lo, hi = s.start_time, s.end_time
+    a = lo + (hi - lo) * 495 // 1000
+    return a, a + (hi - lo) // 100
+
+
+def questions(url: str, opts: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    def summary() -> Any:
+        with polybag.open(url, **opts) as r:
+            return r.summary.message_count
+
+    def first() -> Any:
+        with polybag.open(url, **opts) as r:
+            m = next(iter(r.messages()))
+            return m.log_time
+
+    def window() -> Any:
+        with polybag.open(url, **opts) as r:
+            a, b = _window(r)
+            return sum(1 for _ in r.messages(start=a, end=b))
+
+    def topic() -> Any:
+        with polybag.open(url, **opts) as r:
+            return sum(1 for _ in r.messages(topics=["/t1"]))
+
+    return {"summary": summary, "first": first, "window": window, "topic": topic}
+
+
+def cli_info(srv: Servers, kind: str, url: str) -> dict[str, Any]:
+    def run() -> Any:
+        p = subprocess.run(
+            [sys.executable, "-m", "polybag", "info", "--json", url],
+            capture_output=True, text=True, env=srv.env(kind), timeout=600,
         )
-    best = min(min(walls[k]) for k, _ in runners[1:])
-    print(f"2-worker speed-up (best): {one_b / best:.2f}x (target: wall <= 0.6x, i.e. >= 1.67x): {'met' if best <= 0.6 * one_b else 'NOT met'}")
-    import distributed
+        if p.returncode:
+            raise RuntimeError(f"polybag info {url}: {p.stderr.strip()[-400:]}")
+        return json.loads(p.stdout)
 
-    import polybag.dask as pbd
+    req, nbytes, out = counted(srv, kind, run)
+    return {"requests": req, "bytes": nbytes, "own": out.get("fetched")}
 
-    with distributed.Client(addr):
-        df = pbd.read_topic(tiny, "/pair")
+
+def full_read(url: str, opts: dict[str, Any]) -> int:
+    n = 0
+    with polybag.open(url, **opts) as r:
+        for m in r.messages():
+            n += m.data[-1] if len(m.data) else 0
+    return n
+
+
+def timed_median(fn: Callable[[], Any], reps: int) -> float:
+    ts = []
+    for _ in range(reps):
+        _fresh_s3()
         t = time.perf_counter()
-        df.compute()
-        per = (time.perf_counter() - t) / df.npartitions
-    print(f"polybag.dask.read_topic per-partition overhead (tiny files, 2 workers): {per * 1000:.1f} ms")
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def dask_figures(srv: Servers, kind: str, paths: list[Path]) -> dict[str, Any] | None:
+    try:
+        import dask
+
+        import polybag.dask as pbd
+    except ImportError:
+        return None
+    urls = [srv.url(p, kind) for p in paths]
+    size = sum(_size(p) for p in paths)
+    px = srv.proxy(kind)
+    # polybag.dask takes no storage options: S3 credentials and endpoint come from the
+    # environment, as a user of an S3-compatible store sets them
+    import fsspec.config
+
+    saved, saved_conf = dict(os.environ), dict(fsspec.config.conf)
+    if kind == "s3":
+        os.environ.update(srv.env(kind))
+        # (fsspec reads FSSPEC_S3_* at import: the same setting, made now)
+        fsspec.config.conf["s3"] = {"endpoint_url": srv.s3_proxy.url}
+    try:
+        _fresh_s3()
+        px.reset()
+        df = pbd.read_topic(urls, "/t1", partition_messages=max(100, _count(1) * 4))
+        driver = px.bytes
+        driver_req = px.requests
+        px.reset()
+        with dask.config.set(scheduler="sync"):
+            rows = len(df.compute())
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        fsspec.config.conf.clear()
+        fsspec.config.conf.update(saved_conf)
+    return {
+        "files": [p.name for p in paths], "size": size, "rows": rows, "partitions": df.npartitions,
+        "driver_bytes": driver, "driver_requests": driver_req,
+        "task_bytes": px.bytes, "task_requests": px.requests, "ratio": round(px.bytes / size, 3),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(args.dir)
+    root.mkdir(parents=True, exist_ok=True)
+    formats = args.formats.split(",")
+    t = time.perf_counter()
+    logs = write_logs(root, args.size, formats)
+    results: dict[str, Any] = {
+        "size_mb": args.size, "messages": _count(args.size), "payload": PAYLOAD, "chunk": CHUNK,
+        "write_s": round(time.perf_counter() - t, 1), "formats": {},
+    }
+    with contextlib.ExitStack() as stack:
+        srv = Servers(root, logs, stack)
+        for fmt, p in logs.items():
+            size = _size(p)
+            row: dict[str, Any] = {"size": size}
+            local = {q: fn() for q, fn in questions(str(p), {}).items()}
+            for kind in ("s3", "http"):
+                url, opts = srv.url(p, kind), srv.options(kind)
+                per: dict[str, Any] = {"info_cli": cli_info(srv, kind, url)}
+                for q, fn in questions(url, opts).items():
+                    req, nbytes, out = counted(srv, kind, fn)
+                    if out != local[q]:
+                        raise AssertionError(f"{fmt} {kind} {q}: {out!r} != local {local[q]!r}")
+                    per[q] = {"requests": req, "bytes": nbytes}
+                row[kind] = per
+                print(f"  {fmt} {kind}: done", file=sys.stderr, flush=True)
+            if not args.skip_time:
+                hu, su, so = srv.url(p, "http"), srv.url(p, "s3"), srv.options("s3")
+                tl = timed_median(lambda p=p: full_read(str(p), {}), args.reps)
+                th = timed_median(lambda hu=hu: full_read(hu, {}), args.reps)
+                ts = timed_median(lambda su=su, so=so: full_read(su, so), args.reps)
+                row["full_read_s"] = {"local": round(tl, 3), "http": round(th, 3), "s3": round(ts, 3)}
+            results["formats"][fmt] = row
+        if not args.skip_dask:
+            paths = [logs[f] for f in ("bag", "mcap") if f in logs]
+            if paths:
+                results["dask"] = {kind: dask_figures(srv, kind, paths) for kind in ("s3", "http")}
+    return results
+
+
+def _pct(b: int, size: int) -> str:
+    return f"{100 * b / size:.2f}%" if size else "-"
+
+
+def table(res: dict[str, Any]) -> Iterator[str]:
+    yield (
+        f"logs of {res['size_mb']} MB ({res['messages']} messages of {res['payload']} B on 4 topics); "
+        "requests / bytes (% of the log) through the counting proxy"
+    )
+    yield "| format | server | info CLI | r.summary | first message | 1% window | one topic of 4 |"
+    yield "|---|---|---|---|---|---|---|"
+    for fmt, row in res["formats"].items():
+        size = row["size"]
+        for kind in ("s3", "http"):
+            per = row[kind]
+            cells = [
+                f"{per[q]['requests']} / {per[q]['bytes']:,} ({_pct(per[q]['bytes'], size)})"
+                for q in ("info_cli", "summary", "first", "window", "topic")
+            ]
+            yield f"| {fmt} ({size / 1e6:.0f} MB) | {kind} | " + " | ".join(cells) + " |"
+    if any("full_read_s" in r for r in res["formats"].values()):
+        yield ""
+        yield "| format | full read local | HTTP (x local) | S3 (x local) |"
+        yield "|---|---|---|---|"
+        for fmt, row in res["formats"].items():
+            t = row.get("full_read_s")
+            if t:
+                yield (
+                    f"| {fmt} | {t['local']:.3f} s | {t['http']:.3f} s ({t['http'] / t['local']:.1f}x) "
+                    f"| {t['s3']:.3f} s ({t['s3'] / t['local']:.1f}x) |"
+                )
+    if res.get("dask"):
+        yield ""
+        yield "| Dask read_topic /t1 | partitions | driver | tasks' bytes / files' size |"
+        yield "|---|---|---|---|"
+        for kind, d in res["dask"].items():
+            if d:
+                yield (
+                    f"| {kind}: {' + '.join(d['files'])} | {d['partitions']} | {d['driver_requests']} req, "
+                    f"{d['driver_bytes']:,} B | {d['task_bytes']:,} / {d['size']:,} = {d['ratio']}x |"
+                )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="40 MB logs, 8 files of 50,000 messages, one run")
-    ap.add_argument("--messages", type=int, default=None, help="100 KB messages of the remote logs (default 2000)")
-    ap.add_argument("--export-messages", type=int, default=None, help="messages per export file (default 1,000,000)")
-    ap.add_argument("--files", type=int, default=8)
-    ap.add_argument("--dir", default=str(Path(__file__).resolve().parent / "data" / "remote"))
-    ap.add_argument("--skip-remote", action="store_true")
-    ap.add_argument("--skip-export", action="store_true")
-    ap.add_argument("--skip-write", action="store_true", help="skip the convert-to-s3:// rows")
-    ap.add_argument("--formats", nargs="+", choices=["mcap", "bag"], default=["mcap", "bag"], help="part 1's files")
-    ap.add_argument("--rounds", type=int, default=None, help="export rounds (default 5, --quick 2)")
-    a = ap.parse_args()
-    n = a.messages or (400 if a.quick else 2000)
-    m = a.export_messages or (50_000 if a.quick else 1_000_000)
-    d = Path(a.dir) / f"{n}_{m}"
-    d.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "k")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "s")
-    print(f"cpus: {os.cpu_count()}, load: {os.getloadavg()}, threads: {threading.active_count()}")
-    if not a.skip_remote:
-        part1(d, n, 1 if a.quick else 2, tuple(a.formats))
-    if not a.skip_write:
-        part3(d, 1 if a.quick else 2)
-    if not a.skip_export:
-        part2(d, m, a.files, a.rounds or (2 if a.quick else 5))
+    ap.add_argument("--size", type=float, default=20.0, help="MB per log (default 20; the issue's: 200)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of each full read (median)")
+    ap.add_argument("--formats", default=",".join(FORMATS), help=f"comma-separated of {', '.join(FORMATS)}")
+    ap.add_argument("--dir", default="", help="where the logs go (default: a temporary directory, removed)")
+    ap.add_argument("--skip-time", action="store_true", help="no full-read timings")
+    ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--json", default="", help="also write the figures to this file ('-': stdout only)")
+    args = ap.parse_args()
+    made = not args.dir
+    if made:
+        args.dir = tempfile.mkdtemp(prefix="bench-remote-")
+    try:
+        res = run(args)
+    finally:
+        if made:
+            shutil.rmtree(args.dir, ignore_errors=True)
+    if args.json == "-":
+        print(json.dumps(res, indent=1))
+        return
+    print("\n".join(table(res)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
 
 
 if __name__ == "__main__":

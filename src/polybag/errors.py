@@ -137,6 +137,7 @@ __all__ = [
     "DecodeError",
     "EmptySelectionError",
     "FormatError",
+    "NoObjectError",
     "OutputExistsError",
     "PolybagError",
     "PolybagWarning",

@@ -213,7 +213,7 @@ def test_read_counts_of_a_real_recorder(tmp_path):
                 receive_time=S * (10 + i),
             )
         rec.flush(60)
-        counts = read_counts(rec.stats)
+        counts = read_counts(rec)
         f = StatsSampler(rec).sample()
     assert counts == {"/s": ("std_msgs/String", 5, 5, 0, 25, 14 * S)}
     assert f["file"] == str(tmp_path / "r.bag") and f["size"] > 0

@@ -1,17 +1,19 @@
-"""Fixtures of the remote tests: the generated logs (once per session), an HTTP server
-honouring Range requests and moto's S3 server, both on 127.0.0.1."""
+"""Fixtures of the remote tests: the generated logs (once per session) and real servers on
+127.0.0.1, one of each per session (so one per xdist worker): nginx for HTTP (``nginx``,
+``web``; ``nginx_proxy``/``counted`` count requests and bytes) and SeaweedFS for S3
+(``seaweed``).  The Python Range server of remote_helpers stays for what a real server does
+not do (bodies cut short, objects changing size mid-read: tests/remote/test_http_transport.py)
+and as the GCS emulator (tests/remote/test_gcs_xml.py)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from counting_proxy import CountingProxy, serve_proxy
 from nginx import Nginx, serve_nginx
-from remote_helpers import RangeServer, serve, write_big
+from remote_helpers import REMOTE, write_big
 from seaweed import SeaweedS3, start, upload
 
 import polybag
@@ -37,47 +39,6 @@ def remote_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     (d / "flight.ulg").write_bytes(synthetic_log()[0])
     return d
-
-
-@pytest.fixture(scope="session")
-def http(remote_dir: Path) -> Iterator[RangeServer]:
-    yield from serve(remote_dir)
-
-
-@pytest.fixture(scope="session")
-def s3(remote_dir: Path) -> Iterator[dict[str, Any]]:
-    """moto's S3 server with bucket ``logs`` holding the mid-size files; s3fs options."""
-    pytest.importorskip("s3fs")
-    from moto.server import ThreadedMotoServer
-
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    opts = {
-        "key": "testing",
-        "secret": "testing",
-        "client_kwargs": {"endpoint_url": f"http://{host}:{port}", "region_name": "us-east-1"},
-    }
-    import boto3
-    import s3fs
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=f"http://{host}:{port}",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
-    client.create_bucket(Bucket="logs")
-    for name in ("mid.mcap", "mid.bag", "flight.ulg"):
-        client.upload_file(str(remote_dir / name), "logs", name)
-    s3fs.S3FileSystem.clear_instance_cache()
-    try:
-        yield opts
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -109,3 +70,21 @@ def seaweed(remote_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
         s3fs.S3FileSystem.clear_instance_cache()
         yield srv
+
+
+@pytest.fixture(scope="session")
+def web(nginx: Nginx, nginx_root: Path, remote_dir: Path) -> str:
+    """``remote_dir`` served by ``nginx``: the folder's URL, ``{nginx.url}/remote_dir`` (a
+    link in ``nginx_root``: files the tests add to ``remote_dir`` later are served too)."""
+    link = nginx_root / REMOTE
+    if not link.is_symlink():
+        link.symlink_to(remote_dir, target_is_directory=True)
+    return f"{nginx.url}/{REMOTE}"
+
+
+@pytest.fixture
+def counted(nginx_proxy: CountingProxy, web: str) -> CountingProxy:
+    """``nginx_proxy`` with its counts reset: ``remote_dir``'s files are at
+    ``{counted.url}/remote_dir/NAME``."""
+    nginx_proxy.reset()
+    return nginx_proxy

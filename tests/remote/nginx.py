@@ -1,5 +1,7 @@
 """A real web server for the remote tests: nginx (the Debian package) serving a folder on
-127.0.0.1 with a generated config, Range and multi-range as nginx does them by default."""
+127.0.0.1 with a generated config, Range and multi-range as nginx does them by default; the
+same folder under a few prefixes configured otherwise (``Nginx.url_as``: no Range support,
+single ranges only, 403, GET refused, a redirect, a required header)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,12 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+#: the header value the ``token`` location requires (``X-Token``)
+TOKEN = "polybag-test-token"
+#: the locations serving the root as a differently configured server would (see ``_config``)
+VARIANTS = ("norange", "onerange", "forbidden", "headonly", "moved", "token")
+
+
 def _config(root: Path, prefix: Path, port: int) -> str:
     user = "user root root;\n" if os.geteuid() == 0 else ""  # the worker reads pytest's 0700 dirs
     temps = "\n".join(
@@ -50,6 +58,20 @@ http {{
     root {root};
     autoindex off;
     location / {{ }}
+    # the same files as a server configured otherwise (``Nginx.url_as``): no Range support
+    # (200 and the whole body), single ranges only (a multi-range request gets the whole
+    # body, as from S3), every request refused, HEAD allowed but GET refused, a redirect to ``/`` (a relative Location,
+    # kept on the counting proxy in front), and the files only for
+    # requests carrying ``X-Token: {TOKEN}`` (403 otherwise)
+    location /norange/ {{ alias {root}/; max_ranges 0; }}
+    location /onerange/ {{ alias {root}/; max_ranges 1; }}
+    location /forbidden/ {{ return 403; }}
+    location /headonly/ {{ alias {root}/; limit_except HEAD {{ deny all; }} }}
+    location /moved/ {{ absolute_redirect off; rewrite ^/moved/(.*)$ /$1 redirect; }}
+    location /token/ {{
+      if ($http_x_token != "{TOKEN}") {{ return 403; }}
+      alias {root}/;
+    }}
   }}
 }}
 """
@@ -91,6 +113,11 @@ class Nginx:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def url_as(self, variant: str) -> str:
+        """The root's URL on a server configured as ``variant`` (one of ``VARIANTS``)."""
+        assert variant in VARIANTS, variant
+        return f"{self.url}/{variant}"
 
     def _wait_ready(self, timeout: float = 30.0) -> str:
         """Poll until nginx answers a request; '' when it does, else why not."""

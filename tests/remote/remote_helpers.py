@@ -18,6 +18,9 @@ _MULTI = re.compile(r"bytes=(\d+-\d+)(,\d+-\d+)+$")
 
 # the big files: 2000 messages of 100 KB on /big (payload: index, then zeros), 1 ms apart,
 # and a small /small message every 10 ms; chunks of about 1 MB, no compression
+#: where ``remote_dir`` is in the folder nginx serves (the ``web`` fixture)
+REMOTE = "remote_dir"
+
 BIG_N = 2000
 BIG_PAYLOAD = 100_000
 T0 = 1_700_000_000_000_000_000

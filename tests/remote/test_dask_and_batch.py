@@ -1,5 +1,6 @@
-"""Many files: polybag.dask over URLs on a 2-worker LocalCluster, map_messages, and
-``convert``/``export --jobs`` (a process pool, or the cluster through --scheduler)."""
+"""Many files: polybag.dask over URLs (nginx: the ``web`` fixture) on a 2-worker LocalCluster,
+map_messages, and ``convert``/``export --jobs`` (a process pool, or the cluster through
+--scheduler)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from remote_helpers import RangeServer, write_big
+from remote_helpers import write_big
 
 import polybag
 from polybag.ops.batch import convert_many, stem
@@ -72,11 +73,11 @@ def _local_frames(paths: list[Path], topic: str) -> pd.DataFrame:
 
 
 def test_read_topic_over_urls_equals_concatenated_to_pandas(
-    cluster: Any, http: RangeServer, many: list[Path]
+    cluster: Any, web: str, many: list[Path]
 ) -> None:
     import polybag.dask as pbd
 
-    urls = [f"{http.url}/{p.name}" for p in many]
+    urls = [f"{web}/{p.name}" for p in many]
     df = pbd.read_topic(urls, "/small", partition_messages=10, file_column=False)
     assert df.known_divisions
     got = df.compute()
@@ -106,11 +107,11 @@ def _payload_index(m: polybag.Message) -> int:
     return int.from_bytes(bytes(m.data[4:12]), "little")
 
 
-def test_map_messages_over_urls(cluster: Any, http: RangeServer, many: list[Path]) -> None:
+def test_map_messages_over_urls(cluster: Any, web: str, many: list[Path]) -> None:
     import polybag.dask as pbd
 
     bag = pbd.map_messages(
-        [f"{http.url}/{p.name}" for p in many], _payload_index, topics=["/big"], partition_messages=100
+        [f"{web}/{p.name}" for p in many], _payload_index, topics=["/big"], partition_messages=100
     )
     got = bag.compute()
     assert got == list(range(300)) * 3

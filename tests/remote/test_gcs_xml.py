@@ -99,7 +99,7 @@ def test_info_over_gs_fetches_under_1mb(emulator: RangeServer, remote_dir: Path,
     assert stats is not None and stats["url"] == f"gs://logs/{name}" and stats["size"] == size
     assert stats["bytes_fetched"] < MB
     assert emulator.bytes_served == stats["bytes_fetched"]
-    assert emulator.requests == stats["requests"]
+    assert emulator.requests + 1 == stats["requests"]  # polybag counts the open's HEAD (issue 30); the emulator counts GETs only
     paths = {p for _m, p, _a in emulator.seen}  # type: ignore[attr-defined]
     assert paths == {f"/logs/{name}"}  # the XML API's /<bucket>/<object>
     assert all(a is None for _m, _p, a in emulator.seen)  # type: ignore[attr-defined]  # anonymous
@@ -134,7 +134,7 @@ def test_full_read_over_gs_equals_the_local_read(emulator: RangeServer, remote_d
     assert stats is not None
     assert size * 0.9 < stats["bytes_fetched"] <= size * 1.01  # about each byte once
     assert emulator.bytes_served == stats["bytes_fetched"]
-    assert emulator.requests == stats["requests"]
+    assert emulator.requests + 1 == stats["requests"]  # polybag counts the open's HEAD (issue 30); the emulator counts GETs only
 
 
 def test_object_names_are_quoted(emulator: RangeServer, remote_dir: Path) -> None:

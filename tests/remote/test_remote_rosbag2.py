@@ -1,16 +1,16 @@
-"""Remote rosbag2 directories (polybag.formats.rosbag2.remote): over HTTP and S3 (moto)."""
+"""Remote rosbag2 directories (polybag.formats.rosbag2.remote): over HTTP (nginx, counted by the
+proxy in front where bytes matter) and S3 (SeaweedFS)."""
 
 from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from remote_helpers import RangeServer
-from remote_helpers import serve as serve_dir
+from counting_proxy import CountingProxy
+from nginx import Nginx
+from seaweed import SeaweedS3, upload
 
 import polybag
 
@@ -34,17 +34,31 @@ def _write(out: Path, storage: str) -> Path:
     return out
 
 
+#: the bags' folder in the folder nginx serves, and their key prefix in SeaweedFS's bucket
+HERE = "rosbag2_read"
+
+
 @pytest.fixture(scope="module")
-def bags(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("rosbag2")
-    _write(d / "run_mcap", "mcap")
-    _write(d / "run_sqlite", "sqlite3")
+def bags(nginx_root: Path) -> Path:
+    d = nginx_root / HERE
+    if not (d / "run_sqlite" / "metadata.yaml").exists():
+        d.mkdir(exist_ok=True)
+        _write(d / "run_mcap", "mcap")
+        _write(d / "run_sqlite", "sqlite3")
     return d
 
 
-@pytest.fixture(scope="module")
-def server(bags: Path) -> Iterator[RangeServer]:
-    yield from serve_dir(bags)
+@pytest.fixture
+def server(nginx: Nginx, bags: Path) -> str:
+    """The URL of ``bags`` on nginx."""
+    return f"{nginx.url}/{HERE}"
+
+
+@pytest.fixture
+def proxy(nginx_proxy: CountingProxy, bags: Path) -> CountingProxy:
+    """The counting proxy in front of nginx, its counts reset: ``bags`` at ``/{HERE}``."""
+    nginx_proxy.reset()
+    return nginx_proxy
 
 
 def _rows(r: polybag.Reader) -> list[tuple[str, int, bytes]]:
@@ -54,7 +68,7 @@ def _rows(r: polybag.Reader) -> list[tuple[str, int, bytes]]:
 @pytest.mark.parametrize("name", ["run_mcap", "run_sqlite"])
 @pytest.mark.parametrize("tail", ["/", "/metadata.yaml"])
 def test_remote_rosbag2_equals_local(
-    server: RangeServer, bags: Path, name: str, tail: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: str, bags: Path, name: str, tail: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import tempfile
 
@@ -62,44 +76,43 @@ def test_remote_rosbag2_equals_local(
     with polybag.open(str(bags / name)) as local:
         expect = _rows(local)
         summary = local.summary
-    with polybag.open(f"{server.url}/{name}{tail}") as r:
+    with polybag.open(f"{server}/{name}{tail}") as r:
         assert r.format == "rosbag2"
         assert r.summary.message_count == summary.message_count == N + N // 3
         assert _rows(r) == expect
-        assert r.path == f"{server.url}/{name}{tail}"
+        assert r.path == f"{server}/{name}{tail}"
         tmp = r.local_layout  # type: ignore[attr-defined]
         assert os.path.isdir(tmp)
     assert not os.path.exists(tmp)  # the local layout goes with the reader
     assert not _layouts(tmp_path)
 
 
-def test_mcap_storage_is_read_by_ranges(server: RangeServer, bags: Path) -> None:
+def test_mcap_storage_is_read_by_ranges(proxy: CountingProxy, bags: Path) -> None:
     (mcap,) = [p for p in (bags / "run_mcap").iterdir() if p.suffix == ".mcap"]
-    server.reset()
-    with polybag.open(f"{server.url}/run_mcap/") as r:
+    with polybag.open(f"{proxy.url}/{HERE}/run_mcap/") as r:
         assert r.summary.message_count == N + N // 3
+    counts = proxy.per_path()
+    assert set(counts) == {f"/{HERE}/run_mcap/metadata.yaml", f"/{HERE}/run_mcap/{mcap.name}"}, counts
     # metadata.yaml, the 16-byte head, then the MCAP's head and summary: not the whole file
-    assert (
-        server.bytes_served < 2 * 16384 + 65536 + (bags / "run_mcap" / "metadata.yaml").stat().st_size + 200
-    )
-    assert server.bytes_served < mcap.stat().st_size
+    meta = (bags / "run_mcap" / "metadata.yaml").stat().st_size
+    assert proxy.bytes < 2 * 16384 + 65536 + meta + 200
+    assert counts[f"/{HERE}/run_mcap/{mcap.name}"][1] < mcap.stat().st_size
 
 
-def test_sqlite_storage_is_fetched_whole(server: RangeServer, bags: Path) -> None:
+def test_sqlite_storage_is_fetched_whole(proxy: CountingProxy, bags: Path) -> None:
     (db,) = [p for p in (bags / "run_sqlite").iterdir() if p.suffix == ".db3"]
-    server.reset()
-    with polybag.open(f"{server.url}/run_sqlite/") as r:
+    with polybag.open(f"{proxy.url}/{HERE}/run_sqlite/") as r:
         assert r.summary.message_count == N + N // 3
-    assert server.bytes_served >= db.stat().st_size
+    assert proxy.per_path()[f"/{HERE}/run_sqlite/{db.name}"][1] >= db.stat().st_size
 
 
-def test_missing_metadata_is_a_clear_error(server: RangeServer) -> None:
+def test_missing_metadata_is_a_clear_error(server: str) -> None:
     with pytest.raises(polybag.PolybagError, match=r"nothere/metadata.yaml: cannot open: no such object"):
-        polybag.open(f"{server.url}/nothere/")
+        polybag.open(f"{server}/nothere/")
 
 
 def test_a_missing_storage_file_is_a_clear_error(
-    server: RangeServer, bags: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: str, bags: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import shutil
     import tempfile
@@ -113,36 +126,27 @@ def test_a_missing_storage_file_is_a_clear_error(
             if p.suffix == ".mcap":
                 p.unlink()
     with pytest.raises(polybag.PolybagError, match="cannot open: no such object"):
-        polybag.open(f"{server.url}/broken/")
+        polybag.open(f"{server}/broken/")
     assert not _layouts(tmp_path)  # nothing left of the layout
 
 
-def test_a_storage_path_leaving_the_directory_is_refused(server: RangeServer, bags: Path) -> None:
+def test_a_storage_path_leaving_the_directory_is_refused(server: str, bags: Path) -> None:
     evil = bags / "evil"
     evil.mkdir(exist_ok=True)
     text = (bags / "run_mcap" / "metadata.yaml").read_text()
     (mcap,) = [p.name for p in (bags / "run_mcap").iterdir() if p.suffix == ".mcap"]
     (evil / "metadata.yaml").write_text(text.replace(mcap, "../run_mcap/" + mcap))
     with pytest.raises(polybag.FormatError, match="outside the bag directory|leaves the bag directory"):
-        polybag.open(f"{server.url}/evil/")
+        polybag.open(f"{server}/evil/")
 
 
-def test_s3_rosbag2_directory(s3: dict[str, Any], bags: Path) -> None:
-    import boto3
-
-    ep = s3["client_kwargs"]["endpoint_url"]
-    client = boto3.client(
-        "s3",
-        endpoint_url=ep,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+def test_s3_rosbag2_directory(seaweed: SeaweedS3, bags: Path) -> None:
     for name in ("run_mcap", "run_sqlite"):
-        for p in (bags / name).iterdir():
-            client.upload_file(str(p), "logs", f"{name}/{p.name}")
+        upload(seaweed, "logs", {f"{HERE}/{name}/{p.name}": p for p in (bags / name).iterdir()})
     for name in ("run_mcap", "run_sqlite"):
         with polybag.open(str(bags / name)) as local:
             expect = _rows(local)
-        with polybag.open(f"s3://logs/{name}/", storage_options=s3) as r:
+        assert len(expect) == N + N // 3
+        with polybag.open(f"s3://logs/{HERE}/{name}/", storage_options=seaweed.storage_options()) as r:
+            assert r.format == "rosbag2"
             assert _rows(r) == expect

@@ -1,4 +1,5 @@
-"""Outputs written to URLs (issue 17): a local file uploaded with fsspec to moto's S3 server,
+"""Outputs written to URLs (issue 17): a local file uploaded with fsspec to a real S3 server
+(SeaweedFS: the ``seaweed`` fixture),
 read back with polybag and the peer readers; refusals, --force, failed uploads, rosbag2
 directories, and every command that writes an output."""
 
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from remote_helpers import write_big, write_chatter
+from seaweed import SeaweedS3
 
 import polybag
 from polybag.errors import OutputExistsError, PolybagError, UsageError
@@ -48,8 +50,14 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture
+def s3(seaweed: SeaweedS3) -> dict[str, Any]:
+    """The storage options reaching the SeaweedFS server (bucket ``logs``)."""
+    return seaweed.storage_options()
+
+
+@pytest.fixture
 def fs(s3: dict[str, Any]) -> Iterator[Any]:
-    """An s3fs filesystem on the moto server (``s3``: its storage options)."""
+    """An s3fs filesystem on the SeaweedFS server (``s3``: its storage options)."""
     s3fs.S3FileSystem.clear_instance_cache()
     f = s3fs.S3FileSystem(**s3)
     yield f
@@ -57,16 +65,10 @@ def fs(s3: dict[str, Any]) -> Iterator[Any]:
 
 
 @pytest.fixture
-def env(s3: dict[str, Any]) -> dict[str, str]:
-    """The environment of a polybag subprocess reaching the moto server (fsspec's config
-    variables; what a user would set for an S3-compatible store)."""
-    return dict(
-        os.environ,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_DEFAULT_REGION="us-east-1",
-        FSSPEC_S3_ENDPOINT_URL=s3["client_kwargs"]["endpoint_url"],
-    )
+def env(seaweed: SeaweedS3) -> dict[str, str]:
+    """The environment of a polybag subprocess reaching the SeaweedFS server (the AWS
+    credentials and fsspec's config variable: what a user sets for an S3-compatible store)."""
+    return seaweed.env()
 
 
 def _polybag(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -318,7 +320,7 @@ def test_an_interrupted_operation_uploads_nothing(
     monkeypatch.setitem(
         fsspec.config.conf,
         "s3",
-        {"endpoint_url": s3["client_kwargs"]["endpoint_url"], "key": "testing", "secret": "testing"},
+        {"endpoint_url": s3["client_kwargs"]["endpoint_url"], "key": s3["key"], "secret": s3["secret"]},
     )
     s3fs.S3FileSystem.clear_instance_cache()
     before = _uploads()

@@ -205,6 +205,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -
             from polybag.codecs import add_types
 
             add_types(folder)
+        from polybag.cli._inputs import expand_inputs
+
+        expand_inputs(args)  # glob URLs among the inputs (s3://logs/*.bag), as polybag.dask expands them
         return int(func(args) or 0)
     except UsageError as e:
         if not isinstance(e, OutputExistsError):  # (an existing output is no syntax problem)

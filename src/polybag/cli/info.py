@@ -101,6 +101,9 @@ def open_input(name: str, format: str | None = None) -> Reader:  # noqa: A002
 
 
 def info_dict(reader: Reader) -> dict[str, Any]:
+    # the format's extras first: a remote bag fetches what they need and the summary's
+    # chunk headers in one batch (the summary alone would fetch the headers in one more)
+    extras = reader.info_extras()
     s = reader.summary
     dur = s.duration
     secs = dur / 1e9
@@ -147,7 +150,7 @@ def info_dict(reader: Reader) -> dict[str, Any]:
         },
         "attachment_count": s.attachment_count,
         "metadata_count": s.metadata_count,
-        "extras": reader.info_extras(),
+        "extras": extras,
     } | fetched(reader)
 
 

@@ -28,8 +28,12 @@ builds its result in memory it owns, and closes the file before returning.
 >>> sizes = pbd.map_messages("s3://bucket/logs/*.bag", len_of_data, topics=["/camera"])
 
 Paths may be URLs (``s3://``, ``gs://``, ``http(s)://``; a glob URL lists the bucket): the
-driver plans from the remote files' indexes and every task reads its chunks by range
-requests (:mod:`polybag.io.remote`).
+driver plans from the remote files' indexes and builds the frames' columns from the
+message types' schemas, fetching nothing but each file's summary, and every task reads its
+chunks by range requests (:mod:`polybag.io.remote`): the partitions of a file read disjoint
+sets of chunks, so each chunk is fetched once (each task also reads the file's summary).
+A groupby aggregation on a column of a frame with more than 15 partitions: pass
+``split_out=1`` when the groups are few (Dask's default splits the output by a shuffle).
 
 Dask is optional: ``pip install polybag[dask]``.
 

@@ -7,6 +7,11 @@ file's time axis into windows of about ``partition_messages`` messages, and
 that overlap in time share windows, :func:`_merged_windows`).  Files without an index and
 ULog files are one partition each.  :class:`Partition` is what a task receives: paths and
 a window, never an open reader.
+
+A remote file's tasks each fetch the chunks of their window and its summary: cuts split no
+chunk where that can be (:func:`_windows`), a remote file is not cut into parts of much
+less than :data:`MIN_REMOTE_PART_BYTES`, and one that its open fetched whole (a format or
+storage not read by ranges) is one partition.
 """
 
 from __future__ import annotations
@@ -29,11 +34,16 @@ from polybag.selection import TimeWindow
 if TYPE_CHECKING:
     from polybag.formats.registry import FormatSpec
     from polybag.model import Channel
+    from polybag.reader import Reader
 
 
 DEFAULT_PARTITION_MESSAGES = 500_000
 
 _PLAN_THREADS = 8
+
+#: a remote file is not cut into partitions much smaller than this (each task opening it
+#: also fetches its first 16 KiB and last 64 KiB)
+MIN_REMOTE_PART_BYTES = 1 << 20
 
 
 # --- inputs --------------------------------------------------------------------------------
@@ -100,6 +110,13 @@ class _FilePlan:
     channels: list[Channel]  # the selected channels the driver saw (for meta)
     indexed: bool
     chunks: list[tuple[int, int, int]] | None = None  # (start, end, count) of the topic's chunks
+    whole: bool = False  # a remote file fetched whole at open: read by one partition only
+    reader: Reader | None = None  # an unindexed file opened for its channels, kept for meta (closed by the caller)
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
 
 
 class _Density:
@@ -143,6 +160,36 @@ class _Density:
         return int(self.u[k]) + int(np.ceil((y - self.f[k]) / self.slope[k]))
 
 
+class _Clusters:
+    """The chunks grouped into runs that overlap in time (a chunk starting inside the run
+    so far joins it): ``lo``/``hi`` (inclusive), the message ``count`` and number of
+    ``chunks`` of each, in time order.  A cut inside a run splits one of its chunks; a cut
+    at a run's start, or just after its end, splits none."""
+
+    def __init__(self, chunks: list[tuple[int, int, int]]) -> None:
+        order = sorted(chunks)
+        s = np.array([c[0] for c in order], np.int64)
+        e = np.array([c[1] for c in order], np.int64)
+        n = np.array([c[2] for c in order], np.int64)
+        reach = np.maximum.accumulate(e)
+        new = np.concatenate([[True], s[1:] > reach[:-1]])
+        first = np.flatnonzero(new)
+        last = np.concatenate([first[1:], [len(order)]]) - 1
+        self.lo = s[first]
+        self.hi = reach[last]
+        self.count = np.add.reduceat(n, first)
+        self.chunks = last - first + 1
+
+    def after(self, k: int) -> int:
+        """The first cut after run ``k``: the next run's start (just after its end for the last)."""
+        return int(self.lo[k + 1]) if k + 1 < len(self.lo) else int(self.hi[k]) + 1
+
+    def around(self, t: int) -> int:
+        """The run that a cut at ``t`` would split (``lo < t <= hi``), or -1."""
+        k = int(np.searchsorted(self.lo, t, side="left")) - 1
+        return k if k >= 0 and t <= int(self.hi[k]) else -1
+
+
 def _windows(
     path: str,
     fmt: str,
@@ -156,9 +203,12 @@ def _windows(
     The windows tile the time axis (open ends stay open), so a message lies in exactly one
     of them whatever the chunks' overlaps; a chunk overlapping a cut is read by both windows,
     each keeping its side.  Cuts are placed where the expected count (each chunk's count
-    spread over its time range) reaches the next multiple of the target, then moved to a
-    nearby chunk start that lies inside no other chunk when that keeps the window within
-    half a target of it, so that chunks that do not overlap are never read twice.
+    spread over its time range) reaches the next multiple of the target, then moved so that
+    no chunk is read twice where that can be: a cut inside one chunk, or inside a run of
+    overlapping chunks holding at most a target, goes to the nearer edge of the run (its
+    start or the next run's start; no cut when the run spans the whole window: fewer,
+    larger windows); a cut inside a larger run goes to a nearby chunk start that lies
+    inside no other chunk when that keeps the window within half a target of it.
     """
     # an index may say end < start, and MCAP times are u64: keep them sane for int64 math
     top = (1 << 63) - 2
@@ -178,11 +228,21 @@ def _windows(
     inside = np.searchsorted(s_all, starts, side="left") - np.searchsorted(e_all, starts, side="left")
     starts = starts[inside == 0]
     f_starts = dens(starts)
+    clusters = _Clusters(live)
     cuts: list[int] = []
     for j in range(1, m):
         y = f_lo + j * (f_hi - f_lo) / m
         t = dens.inverse(y)
-        if len(starts):
+        k = clusters.around(t)
+        if k >= 0 and (clusters.chunks[k] == 1 or clusters.count[k] <= per_part):
+            # inside one chunk, or a few overlapping ones: never split them (they would be
+            # fetched and decoded by two tasks); cut at the nearer of their edges, if any
+            sides = [x for x in (int(clusters.lo[k]), clusters.after(k)) if lo < x <= hi]
+            if not sides:
+                continue
+            f_sides = dens(np.array(sides, np.int64))
+            t = sides[int(np.argmin(np.abs(f_sides - y)))]
+        elif len(starts):
             i = int(np.searchsorted(f_starts, y))
             near = [x for x in (i - 1, i) if 0 <= x < len(starts)]
             best = min(near, key=lambda x: abs(f_starts[x] - y))
@@ -213,10 +273,17 @@ def _plan_file(
     if spec is not None and spec.unindexed:
         # no index (a ULog): one partition; the file is scanned by its task (and here only for meta)
         chans: list[Channel] = []
-        if need_channels:
-            with polybag.open(path, **selecting(spec, topics)) as r:
+        kept = None
+        if need_channels:  # kept open for the frame's meta: a remote ULog is fetched whole
+            r = polybag.open(path, **selecting(spec, topics))
+            try:
                 chans = list(r.summary.channels.values())
-        return _FilePlan(path, spec.name, [Partition(path, spec.name, start, end)], chans, False)
+            finally:
+                if chans:
+                    kept = r
+                else:
+                    r.close()
+        return _FilePlan(path, spec.name, [Partition(path, spec.name, start, end)], chans, False, reader=kept)
     with polybag.open(path) as r:
         fmt = r.format
         chunks = None
@@ -231,6 +298,12 @@ def _plan_file(
             if summary is not None and summary.indexed and summary.start_time is not None and summary.end_time is not None:
                 lo, hi = TimeWindow(start, end).clamp(summary.start_time, summary.end_time)
             return _FilePlan(path, fmt, [Partition(path, fmt, start, end, -1, lo, hi)], chans, False)
+        whole = _fetched_whole(r)
+        total = sum(max(0, c[2]) for c in chunks)
+        if whole:  # every task would fetch the whole file again: one partition reads it once
+            per_part = max(per_part, total + 1)
+        elif r.fetch_stats:  # a remote file: every task also reads its summary (about 80 KiB)
+            per_part = max(per_part, _least_remote_part(total, int(r.fetch_stats.get("size") or 0)))
         return _FilePlan(
             path,
             fmt,
@@ -238,13 +311,36 @@ def _plan_file(
             _selected_channels(topics, r.channels()),
             True,
             chunks,
+            whole,
         )
+
+
+def _least_remote_part(messages: int, size: int) -> int:
+    """The fewest messages of a partition of a remote file of ``size`` bytes holding
+    ``messages`` (of the topics read): about :data:`MIN_REMOTE_PART_BYTES` of the file, so
+    that the summary every task reads stays a small part of what it fetches."""
+    if messages <= 0 or size <= 0:
+        return 1
+    return max(1, -(-messages * MIN_REMOTE_PART_BYTES // size))
+
+
+def _fetched_whole(r: Reader) -> bool:
+    """Whether opening the remote log ``r`` fetched all of it (a format or storage not read
+    by ranges, such as a rosbag2 SQLite file, or an object smaller than what an open reads):
+    its partitions' tasks would then each fetch it whole."""
+    stats = r.fetch_stats
+    if not stats:
+        return False
+    size = int(stats.get("size") or 0)
+    return size > 0 and int(stats.get("bytes_fetched") or 0) >= size
 
 
 def _sniff_path(path: str) -> str | None:
     from polybag.formats import registry
 
     if is_url(path):
+        if path.endswith("/"):
+            return None  # a directory (a rosbag2 bag): polybag.open finds what it holds
         head = read_head(path, registry.SNIFF_BYTES)
         return registry.sniff(head) or (registry.by_extension(path, headless=True) if head else None)
     return registry.sniff_path(path)
@@ -282,7 +378,8 @@ def _plan(
     per_part: int,
     want_channels: Callable[[list[_FilePlan]], bool],
 ) -> list[_FilePlan]:
-    """Plan every file (in a few threads: index reads are small and mostly I/O)."""
+    """Plan every file (in a few threads: index reads are small and mostly I/O).  A plan
+    may hold an open reader (:attr:`_FilePlan.reader`): the caller closes the plans."""
     if per_part < 1:
         raise UsageError(f"partition_messages must be positive, not {per_part}")
 
@@ -333,7 +430,8 @@ def _order(
     if divisions is not None:
         return ordered, divisions
     indexed = [pl for pl in plans if pl.chunks]
-    if any(pl.parts and not pl.chunks for pl in plans) or len(indexed) < 2:
+    if any(pl.parts and (not pl.chunks or pl.whole) for pl in plans) or len(indexed) < 2:
+        # (a file fetched whole is read by one partition: it is not split into shared windows)
         return parts, None
     merged = _merged_windows(indexed, start, end, per_part)
     divisions = _divisions(merged)

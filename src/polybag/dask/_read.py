@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
@@ -226,9 +227,15 @@ def _meta_for(
     multi_id: int,
     files: list[str],
 ) -> tuple[pd.DataFrame, bool]:
-    """An empty frame with the columns and dtypes of the topic (from the schema when the
-    codec compiles it, else from the topic's first message), and whether the columns come
-    from the schema (so that a projection can be decoded alone)."""
+    """An empty frame with the columns and dtypes of the topic, and whether the columns come
+    from the schema (so that a projection can be decoded alone).
+
+    Built in the driver without reading message data where the codec compiles the schema
+    (ROS 1, CDR): the columns of a default message of the type (every field zero or empty;
+    what pandas makes of each column, strings included, is what a real message gives).  A
+    schemaless encoding (JSON) takes the columns of the topic's first message, read from the
+    earliest chunk that holds the topic (the other chunks are not fetched); a ULog instance's
+    table from its records (a ULog is read whole anyway)."""
 
     from polybag.codecs import codec_for
     from polybag.codecs.columns import is_compiled, payload_columns
@@ -247,21 +254,40 @@ def _meta_for(
                 "data": np.zeros(0, dtype=object),
             }
         )
+    elif _instance_tables(plan.format):  # a ULog instance's table, from its own records
+        # (the reader the planner opened, when it kept it: a remote ULog is fetched whole)
+        with nullcontext(plan.reader) if plan.reader is not None else _open(plan.path, plan.format, [topic]) as r:
+            df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
     else:
-        with _open(plan.path, plan.format, [topic]) as r:
-            if _instance_tables(plan.format):  # a ULog instance's table, from its own records
-                df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
-            else:
-                # one message (the first chunk holding the topic) shows what pandas makes of
-                # each column (strings: pandas' string dtype; per-message arrays: object)
-                codec = codec_for(plan.channels[0])
-                first = next(iter(r.messages(topics=[topic], order="file")), None)
-                sample = [] if first is None else [bytes(first.data)]
-                if not is_compiled(codec):
-                    project = False  # keys may differ between messages: decode all, then select
-                cols = payload_columns(codec, sample, fields, topic=topic)
-                df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
+        codec = codec_for(plan.channels[0])
+        sample = _default_payload(codec) if is_compiled(codec) else None
+        if sample is None:
+            project = False  # keys may differ between messages: decode all, then select
+            sample = _first_payload(plan, topic)
+        cols = payload_columns(codec, sample, fields, topic=topic)
+        df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
     return df.copy(), project
+
+
+def _default_payload(codec: Any) -> list[bytes] | None:
+    """The payload of a default message of a compiled codec's type (every field zero or
+    empty), or None when the codec cannot make one."""
+    try:
+        return [bytes(codec.encode(codec.message_class()))]
+    except (PolybagError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _first_payload(plan: _FilePlan, topic: str) -> list[bytes]:
+    """The topic's first message (file order) in the earliest of its chunks, as a one-item
+    list (empty: none): only the chunks overlapping that chunk's time range are read."""
+    start = end = None
+    earliest = min((c for c in plan.chunks or () if c[2] > 0), default=None)
+    if earliest is not None:
+        start, end = earliest[0], max(earliest[1], earliest[0]) + 1
+    with _open(plan.path, plan.format, [topic]) as r:
+        first = next(iter(r.messages(topics=[topic], start=start, end=end, order="file")), None)
+        return [] if first is None else [bytes(first.data)]
 
 
 def _add_file_column(meta: pd.DataFrame, topic: str, files: list[str]) -> None:

@@ -74,15 +74,30 @@ def read_topic(
     Partitions hold about ``partition_messages`` messages of the topic, cut at chunk
     boundaries from the files' indexes; within a partition rows are in log-time order.
     Divisions are known (``df.known_divisions``) when every file is indexed (files that
-    overlap in time then share partitions).  ``multi_id`` picks the instance of a ULog
-    topic.  Column names and dtypes come from the message type (for schemaless encodings
-    such as JSON: from the topic's first message; keys it lacks are left out).
+    overlap in time then share partitions): they are the partitions' log-time bounds, so a
+    window ``df.loc[t0:t1]`` reads only the partitions it overlaps, and a groupby on the
+    index (``df.groupby("log_time")``) runs partition by partition.  A groupby aggregation
+    on a column (``file``, a field) of a frame with more than 15 partitions is split by Dask
+    into ``npartitions / 15`` outputs through a shuffle (the distributed scheduler logs two
+    warnings per compute): with few groups ask for one output, a tree reduction without
+    shuffle: ``df.groupby("file").x.mean(split_out=1)``.  ``multi_id`` picks the instance of
+    a ULog topic.  Column names and dtypes come from the message type, without reading a
+    message (for schemaless encodings such as JSON: from the topic's first message, read
+    from its earliest chunk; keys it lacks are left out).
+
+    Over URLs the driver fetches each file's summary only; each partition's task fetches
+    the chunks of its window and the file's summary (its first 16 KiB and last 64 KiB), so
+    the partitions together fetch every chunk once.
     """
     dd = require_dask("dataframe")
     start, end = TimeWindow.of_ns(start, end)
     files = expand_paths(paths)
     plans = _plan(files, [topic], start, end, partition_messages, lambda ps: not any(p.channels for p in ps))
-    meta, project = _meta_for(plans, topic, fields, decode, multi_id, files)
+    try:
+        meta, project = _meta_for(plans, topic, fields, decode, multi_id, files)
+    finally:
+        for pl in plans:
+            pl.close()
     if file_column:
         _add_file_column(meta, topic, files)
     parts, divisions = _order(plans, start, end, partition_messages)

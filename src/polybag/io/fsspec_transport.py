@@ -3,10 +3,17 @@ the filesystem of a URL (:func:`fs_for`; over ``http(s)://`` with polybag's redi
 added to aiohttp's, :func:`guarded_options`), S3 reads pinned to the version that was opened
 (:class:`S3Pinned`), and a transport's exception as a
 :class:`~polybag.errors.PolybagError` naming the URL without its secrets
-(:func:`transport_error`, :func:`not_found`)."""
+(:func:`transport_error`, :func:`not_found`).
+
+S3 (s3fs) is given few attempts per request (:func:`s3_defaults`: an endpoint typo fails in
+about a second, not after botocore's five attempts with back-off), and its errors say which
+endpoint was asked and where the credentials came from (:func:`s3_context`; never a key or
+secret).  A missing object on a store with buckets says whether the bucket or the key is
+missing (:func:`not_found`)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from polybag.errors import PolybagError, UsageError
@@ -34,10 +41,40 @@ def guarded_options(url: str, opts: dict[str, Any]) -> dict[str, Any]:
     return {**opts, "client_kwargs": {**kwargs, "trace_configs": [*theirs, guard]}}
 
 
+#: URL schemes read by s3fs
+S3_SCHEMES = ("s3", "s3a")
+#: botocore's attempts per S3 request (its own default, 5 with exponential back-off, made an
+#: endpoint typo or a refused connection take 8-16 s before the error); throttling
+#: (SlowDown) and timeouts are still retried by s3fs itself
+S3_ATTEMPTS = 2
+#: URL schemes whose first path component is a bucket
+BUCKET_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"})
+
+
+def _scheme(url: str) -> str:
+    head, sep, _rest = url.partition("://")
+    return head.lower() if sep else ""
+
+
+def s3_defaults(url: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """``opts`` of an ``s3://`` URL with botocore's retries bounded to :data:`S3_ATTEMPTS`
+    (``config_kwargs={"retries": ...}``), unless the caller set retries (in
+    ``config_kwargs``, or ``AWS_MAX_ATTEMPTS``/``AWS_RETRY_MODE`` in the environment)."""
+    if _scheme(url) not in S3_SCHEMES or "AWS_MAX_ATTEMPTS" in os.environ or "AWS_RETRY_MODE" in os.environ:
+        return opts
+    ck = opts.get("config_kwargs")
+    if ck is None:
+        ck = {}
+    if not isinstance(ck, dict) or "retries" in ck:
+        return opts
+    return {**opts, "config_kwargs": {**ck, "retries": {"mode": "standard", "total_max_attempts": S3_ATTEMPTS}}}
+
+
 def fs_for(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
     """The fsspec filesystem of ``url`` and the object's path in it (polybag's own options
-    taken out; over ``http(s)://`` with polybag's redirect rules)."""
+    taken out; over ``http(s)://`` with polybag's redirect rules; S3 with bounded retries)."""
     _timeout, _deadline, opts = limits(url, storage_options)  # polybag's own options stay here
+    opts = s3_defaults(url, opts)
     try:
         import fsspec.core  # type: ignore[import-untyped]  # fsspec ships no type hints
     except ImportError as e:  # pragma: no cover - the remote extra
@@ -51,20 +88,137 @@ def fs_for(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
         raise UsageError(f"{redact(url)}: cannot read this URL: {scrub(str(e), secrets_of(url))}") from e
 
 
-def transport_error(url: str, what: str, e: BaseException) -> PolybagError:
+def _credential_source(fs: Any, method: str | None) -> str:
+    """Where botocore took the credentials from (its provider's ``method``), in words."""
+    if getattr(fs, "anon", False):
+        return "no credentials (anonymous: anon=True)"
+    profile = getattr(fs, "kwargs", {}).get("profile") or os.environ.get("AWS_PROFILE") or "default"
+    words = {
+        "explicit": "key/secret given to s3fs (storage options key/secret, or FSSPEC_S3_KEY/FSSPEC_S3_SECRET)",
+        "env": "the environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
+        "shared-credentials-file": f"profile {profile} of the shared credentials file (~/.aws/credentials)",
+        "config-file": f"profile {profile} of the AWS config file (~/.aws/config)",
+        "iam-role": "the instance's IAM role",
+        "container-role": "the container's role",
+        "assume-role": f"an assumed role (profile {profile})",
+        "sso": f"AWS SSO (profile {profile})",
+    }
+    if method is None:
+        return "none found (no AWS_ACCESS_KEY_ID, profile or storage options key/secret)"
+    return words.get(method, f"botocore's {method} provider")
+
+
+def _endpoint_source(fs: Any, endpoint: str) -> str:
+    """Where the S3 endpoint was set (fsspec's or AWS's environment, storage options)."""
+    for var in ("FSSPEC_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        if os.environ.get(var, "").rstrip("/") == endpoint.rstrip("/"):
+            return var
+    kw = getattr(fs, "client_kwargs", None) or {}
+    if isinstance(kw, dict) and kw.get("endpoint_url") or getattr(fs, "endpoint_url", None):
+        return "the storage options"
+    return "AWS's default for the region"
+
+
+def s3_context(fs: Any) -> str | None:
+    """``endpoint URL (from where); credentials from where`` of an s3fs filesystem (None for
+    other filesystems): what a refused request or a failed connection depends on.  Never a
+    key, a secret or a token."""
+    if type(fs).__name__ != "S3FileSystem":
+        return None
+    client = getattr(fs, "_s3", None)
+    meta = getattr(client, "meta", None)
+    endpoint = getattr(meta, "endpoint_url", None)
+    if not isinstance(endpoint, str):
+        kw = getattr(fs, "client_kwargs", None) or {}
+        endpoint = (kw.get("endpoint_url") if isinstance(kw, dict) else None) or getattr(fs, "endpoint_url", None)
+    creds = getattr(getattr(client, "_request_signer", None), "_credentials", None)
+    method = getattr(creds, "method", None) if creds is not None else None
+    if client is None:
+        source = "not resolved yet"
+    else:
+        source = _credential_source(fs, method if isinstance(method, str) else None)
+    where = f"endpoint {redact(endpoint)} from {_endpoint_source(fs, endpoint)}" if isinstance(endpoint, str) else "endpoint unknown"
+    return f"{where}; credentials: {source}"
+
+
+def _connection_failure(e: BaseException) -> bool:
+    """Whether ``e`` is a failure to reach the server (refused, unknown host, timeout)."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        name = type(e).__name__
+        if isinstance(e, (ConnectionError, TimeoutError)) or "Connect" in name or "Timeout" in name:
+            return True
+        if "Could not connect to the endpoint" in str(e):
+            return True
+        e = e.__cause__ or e.__context__  # type: ignore[assignment]
+    return False
+
+
+def transport_error(url: str, what: str, e: BaseException, fs: Any = None) -> PolybagError:
     """A transport's exception as a PolybagError naming ``url`` (no secrets, no raw text); a
-    refused redirect (fsspec's HTTP filesystem) as a :class:`RedirectRefused`."""
+    refused redirect (fsspec's HTTP filesystem) as a :class:`RedirectRefused`.  With ``fs``
+    (s3fs): a refusal (403) or a failed connection also names the endpoint and where the
+    credentials came from (:func:`s3_context`)."""
     reason = refused_redirect(e)
     if reason is not None:
         return RedirectRefused(f"{redact(url)}: {what}: {scrub(reason, secrets_of(url))}")
-    return PolybagError(f"{redact(url)}: {what}: {scrub(f'{type(e).__name__}: {e}', secrets_of(url))}")
+    text = f"{redact(url)}: {what}: {scrub(f'{type(e).__name__}: {e}', secrets_of(url))}"
+    context = s3_context(fs) if fs is not None else None
+    if context is not None:
+        if isinstance(e, PermissionError) or "Forbidden" in str(e) or "AccessDenied" in str(e):
+            text += f" (the server refused the credentials, or they may not read this; {context})"
+        elif _connection_failure(e):
+            text += f" (no connection to the S3 server after {S3_ATTEMPTS} attempts; {context})"
+    return PolybagError(text)
 
 
-def not_found(url: str, e: FileNotFoundError) -> PolybagError:
+def _bucket_missing(e: BaseException) -> bool:
+    """Whether a FileNotFoundError (or what caused it) says the bucket does not exist."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if "NoSuchBucket" in type(e).__name__ or "NoSuchBucket" in str(e) or "bucket does not exist" in str(e):
+            return True
+        e = e.__cause__ or e.__context__  # type: ignore[assignment]
+    return False
+
+
+def bucket_and_key(url: str, fs: Any, fpath: str) -> tuple[str, str] | None:
+    """``(bucket, key)`` of a URL of a store with buckets (s3://, gs://, az://...), else None."""
+    if _scheme(url) not in BUCKET_SCHEMES:
+        return None
+    bucket, _sep, key = fpath.strip("/").partition("/")
+    return bucket, key
+
+
+def bucket_exists(fs: Any, bucket: str) -> bool | None:
+    """Whether ``bucket`` exists (one request: S3's HeadBucket through ``fs.exists``); None
+    when the answer is no answer (refused, no connection)."""
+    try:
+        fs.info(bucket)  # (s3fs's exists() says False for a bucket it may not see, too)
+        return True
+    except FileNotFoundError:
+        return False
+    except Exception:  # noqa: BLE001 - any transport error (refused, no connection): unknown
+        return None
+
+
+def not_found(url: str, e: FileNotFoundError, fs: Any = None, fpath: str | None = None) -> PolybagError:
     """fsspec's FileNotFoundError: no such object, or (over HTTP, where fsspec turns every
-    failure of its size request into one) a refused redirect."""
+    failure of its size request into one) a refused redirect.  On a store with buckets (and
+    ``fs``, ``fpath`` given) it says which is missing: ``no such bucket B``, or ``no such
+    object (no such key K in bucket B)`` (a HeadBucket request when the error does not say)."""
     if refused_redirect(e) is not None:
         return transport_error(url, "cannot open", e)
+    parts = bucket_and_key(url, fs, fpath) if fs is not None and fpath is not None else None
+    if parts is not None and parts[0]:
+        bucket, key = parts
+        missing = _bucket_missing(e) or bucket_exists(fs, bucket) is False
+        if missing:
+            return PolybagError(f"{redact(url)}: cannot open: no such bucket {bucket}")
+        if key:
+            return PolybagError(f"{redact(url)}: cannot open: no such object (no such key {key} in bucket {bucket})")
     return PolybagError(f"{redact(url)}: cannot open: no such object")
 
 

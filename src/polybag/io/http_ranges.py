@@ -145,6 +145,47 @@ class HttpRanges:
         self._http.drop()
         raise self._http.err("the server does not say how large the object is", NoObjectError)
 
+    def read_head(self, n: int, until: float | None = None) -> bytes:
+        """The object's first ``n`` bytes (all of it when smaller) in one ranged GET, without
+        asking its size first (sniffing, a small file read whole); :attr:`size` is set when
+        the answer says it.  Reads at most ``n`` bytes of any answer."""
+        what = "cannot open"
+        resp = self._http.request("GET", {"Range": f"bytes=0-{n - 1}", "Accept-Encoding": "identity"}, what, until)
+        if resp.status == 416:  # no byte 0: an empty object
+            self._http.drop()
+            return b""
+        if resp.status in (403, 404):
+            raise NoObjectError(str(self._http.fail(resp, what))) from None
+        if resp.status == 206:
+            m = CONTENT_RANGE.match(header(resp, "Content-Range") or "")
+            if not m or int(m.group(1)) != 0 or int(m.group(2)) >= n:
+                self._http.drop()
+                raise self._http.err(f"{what}: HTTP 206 for other bytes than 0..{n} ({clean(header(resp, 'Content-Range') or '', 80)!r})")
+            if m.group(3) != "*":
+                self._set_size(int(m.group(3)))
+            out = bytearray(int(m.group(2)) + 1)
+            self._body(resp, memoryview(out), what)
+            return bytes(out)
+        if resp.status != 200:
+            raise self._http.fail(resp, what)
+        length = header(resp, "Content-Length")
+        whole = int(length) if length is not None and DIGITS.fullmatch(length) else None
+        if whole is not None:
+            self._set_size(whole)
+        out = bytearray()
+        try:
+            while len(out) < n:
+                got = resp.read(min(n - len(out), 1 << 16))
+                if not got:
+                    break
+                out += got
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            self._http.drop()
+            raise self._http.exc(what, e) from None
+        if whole is None or whole != len(out):
+            self._http.drop()  # (the rest of the body is not read: the connection cannot be reused)
+        return bytes(out)
+
     def close(self) -> None:
         """Close every connection."""
         self._http.close()

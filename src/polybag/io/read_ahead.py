@@ -31,6 +31,7 @@ class ReadAhead:
         self._hinted: list[tuple[int, int]] = []  # the same, as given
         self._hint_at = 0  # the first hinted span not yet scheduled
         self._hint_to = 0  # hinted blocks were scheduled up to this one
+        self._hint_pos = 0  # the furthest block the reader's needs began at, since the hint
 
     def hint(self, spans: list[tuple[int, int]]) -> None:
         """The block spans a read is about to go through, in order (replacing the last);
@@ -40,13 +41,15 @@ class ReadAhead:
             self._hinted = list(spans)  # as given (``_hints`` is consumed as they are fetched)
             self._hint_at = 0
             self._hint_to = 0
+            self._hint_pos = 0
         if spans:
             self.pump(spans[0][0] * BLOCK)
 
     def hinting(self) -> bool:
-        """Whether hinted spans remain to be fetched (then the sequential read-ahead is off:
-        it would fetch what the plan skips)."""
-        return self._hint_at < len(self._hints)
+        """Whether hinted spans remain to be fetched, or the reader has not yet gone past
+        the last of them (then the sequential read-ahead is off: it would fetch what the
+        plan skips)."""
+        return self._hint_at < len(self._hints) or bool(self._hinted and self._hint_pos < self._hinted[-1][1] - 1)
 
     def inside_hints(self, spans: list[tuple[int, int]]) -> bool:
         """Whether every block span lies within the hinted spans (fetched, on the way or to
@@ -68,6 +71,7 @@ class ReadAhead:
         limit = max((pos + HINT_AHEAD + BLOCK - 1) // BLOCK, (upto + BLOCK - 1) // BLOCK)
         first = pos // BLOCK
         with self._map.cv:
+            self._hint_pos = max(self._hint_pos, first)
             half = HINT_AHEAD // 2 // BLOCK
             if self._hint_to > max(first + half, limit - half):
                 return  # enough is on the way: top up in large requests, not a little per need

@@ -1,6 +1,7 @@
 """Remote files (any fsspec URL): open one as a source read by range requests
 (:func:`open_url`), read its first bytes (:func:`read_head`), copy it whole
-(:func:`download`), list what a glob URL matches (:func:`expand_url`).
+(:func:`download`), list what a glob URL matches (:func:`expand_url`, :func:`expand_urls`:
+the one expansion of ``polybag.dask`` and of every command taking several inputs).
 
 The source is a :class:`~polybag.io.remote_source.RemoteSource`: the first 16 and the last
 64 KiB are fetched at open, then what readers ``need``.  What reads a URL is looked up by its
@@ -26,16 +27,33 @@ takes (``client_kwargs``, ``ssl``, ...) is read by fsspec's HTTP filesystem (aio
 the redirect rules of :class:`~polybag.io.http_ranges.HttpRanges`, through a trace hook
 added to its ``client_kwargs["trace_configs"]`` (:func:`~polybag.io.redirects.aiohttp_guard`):
 a refused redirect is a :class:`~polybag.io.redirects.RedirectRefused`.
+
+The source's request count (``stats["requests"]``) includes the open's requests (the HEAD,
+or fsspec's ``info``), so it is what the server saw.  A glob URL (``*``, ``?``, ``[...]``,
+``**``) is listed through fsspec's ``glob`` and expands to at most :data:`MAX_GLOB_MATCHES`
+objects (more is an error naming the bound; none is an error too); HTTP has no listing, so a
+glob character in an ``http(s)://`` URL's path is an error saying so.
 """
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
-from polybag.errors import NoObjectError, PolybagError
+from polybag.errors import NoObjectError, PolybagError, UsageError
 from polybag.io.block_map import PART
-from polybag.io.fsspec_transport import check_size, fs_for, not_found, pinned, transport_error
+from polybag.io.fsspec_transport import (
+    bucket_and_key,
+    bucket_exists,
+    check_size,
+    fs_for,
+    not_found,
+    pinned,
+    transport_error,
+)
 from polybag.io.redaction import redact
 from polybag.io.remote_limits import DEADLINE_ENV, limits
 from polybag.io.remote_source import RemoteSource
@@ -75,20 +93,21 @@ def _no_object(url: str, storage_options: dict[str, Any] | None, until: float, e
 
 def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -> bytes:
     """The first ``n`` bytes of the object at ``url`` (one small request; for sniffing)."""
+    return read_head_counted(url, n, storage_options)[0]
+
+
+def read_head_counted(url: str, n: int, storage_options: dict[str, Any] | None = None) -> tuple[bytes, int]:
+    """:func:`read_head`, and the requests it took (1 over polybag's own transports; over
+    fsspec, its size request and, for a non-empty object, the read)."""
     _timeout, deadline, _opts = limits(url, storage_options)
     until = time.monotonic() + deadline
     fast = transport_for(url, storage_options)
     if fast is not None:
         try:
             try:
-                size = fast.open(until)
+                return fast.read_head(n, until), fast.requests  # one ranged GET, no HEAD first
             except NoObjectError as e:
                 raise _no_object(url, storage_options, until, e) from None
-            if not size:
-                return b""
-            out = bytearray(min(n, size))
-            fast.read_into(0, len(out), lambda s, e: memoryview(out)[s:e], until)
-            return bytes(out)
         finally:
             fast.close()
     fs, fpath = fs_for(url, storage_options)
@@ -100,31 +119,86 @@ def read_head(url: str, n: int, storage_options: dict[str, Any] | None = None) -
     except PolybagError:
         raise
     except FileNotFoundError as e:
-        raise _no_object(url, storage_options, until, not_found(url, e)) from None
+        raise _no_object(url, storage_options, until, not_found(url, e, fs, fpath)) from None
     except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-        raise transport_error(url, "cannot open", e) from None
+        raise transport_error(url, "cannot open", e, fs) from None
     if len(data) > n:
         raise PolybagError(f"{redact(url)}: asked for {n} bytes, got {len(data)}")
-    return data
+    return data, 1 + bool(size)
+
+
+#: the most objects one glob URL may expand to (a larger listing is an error naming this bound)
+MAX_GLOB_MATCHES = 10_000
+_MAGIC = re.compile(r"[*?\[]")
+
+
+def has_glob(url: str) -> bool:
+    """Whether ``url`` is a pattern: ``*``, ``?`` or ``[`` in it (over ``http(s)://``, in
+    its path: ``?`` starts the query there)."""
+    if url.lower().startswith(("http://", "https://")):
+        try:
+            return bool(_MAGIC.search(urlsplit(url).path))
+        except ValueError:
+            return False
+    return bool(_MAGIC.search(url))
 
 
 def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
-    """The URLs a glob URL (``s3://bucket/logs/*.mcap``) matches, sorted; a plain URL as is."""
-    import glob as _glob
-
-    if not _glob.has_magic(url):
+    """The URLs a glob URL (``s3://bucket/logs/*.mcap``, ``s3://b/**/*.bag``) matches, sorted;
+    a plain URL as is.  Objects only (a pattern ending in ``/`` matches prefixes, as
+    ``URL/``: rosbag2 directories).  No match is a :class:`~polybag.errors.UsageError` (``no
+    object matches ...``), and so are more than :data:`MAX_GLOB_MATCHES` matches and a glob
+    in an ``http(s)://`` URL (HTTP has no listing)."""
+    if not has_glob(url):
         return [url]
+    name = redact(url)
+    if url.lower().startswith(("http://", "https://")):
+        raise UsageError(
+            f"{name}: a glob (*, ?, [...]) needs a listing, which HTTP servers do not give: "
+            "name each URL, or use an object store URL (s3://, gs://, az://...)"
+        )
     if url.lower().startswith(("gs://", "gcs://")):
         from polybag.io.gcs import have_gcsfs, no_listing
 
         if not have_gcsfs():
             raise no_listing(url)
     fs, _fpath = fs_for(url, storage_options)
+    dirs = url.endswith("/")
     try:
-        hits = sorted(fs.glob(url))
+        found = fs.glob(url.rstrip("/") if dirs else url, detail=True)
+    except FileNotFoundError as e:
+        parts = bucket_and_key(url, fs, _fpath)
+        if parts is not None and bucket_exists(fs, parts[0]) is False:
+            raise PolybagError(f"{name}: cannot list: no such bucket {parts[0]}") from None
+        raise transport_error(url, "cannot list", e, fs) from None
     except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-        raise transport_error(url, "cannot list", e) from None
-    return [h if is_url(h) else fs.unstrip_protocol(h) for h in hits]
+        raise transport_error(url, "cannot list", e, fs) from None
+    want = "directory" if dirs else "file"
+    hits = sorted(str(p) for p, info in found.items() if isinstance(info, dict) and info.get("type") == want)
+    if len(hits) > MAX_GLOB_MATCHES:
+        raise UsageError(
+            f"{name}: matches {len(hits)} objects, more than polybag expands one pattern to "
+            f"(MAX_GLOB_MATCHES = {MAX_GLOB_MATCHES}): narrow the pattern"
+        )
+    if not hits:
+        parts = bucket_and_key(url, fs, _fpath)
+        if parts is not None and bucket_exists(fs, parts[0]) is False:
+            raise PolybagError(f"{name}: cannot list: no such bucket {parts[0]}")
+        raise UsageError(f"no object matches {name}" + (" (a pattern ending in / matches folders)" if dirs else ""))
+    out = [h if is_url(h) else fs.unstrip_protocol(h) for h in hits]
+    return [u.rstrip("/") + "/" for u in out] if dirs else out
+
+
+def expand_urls(targets: Iterable[Any], storage_options: dict[str, Any] | None = None) -> list[Any]:
+    """``targets`` with each glob URL replaced by what it matches (:func:`expand_url`, in
+    order); paths, plain URLs and anything else (a stream, a reader) as they are."""
+    out: list[Any] = []
+    for t in targets:
+        if isinstance(t, str) and is_url(t) and has_glob(t):
+            out.extend(expand_url(t, storage_options))
+        else:
+            out.append(t)
+    return out
 
 
 def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteSource:
@@ -147,14 +221,15 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
             fast.close()
             raise
         src = RemoteSource(url, fast, url, size, deadline)
+        src.requests += fast.requests  # the open's requests (HEAD; a GET of one byte when HEAD does not say)
     else:
         fs, fpath = fs_for(url, storage_options)
         try:
             info = fs.info(fpath)
         except FileNotFoundError as e:
-            raise _no_object(url, storage_options, until, not_found(url, e)) from None
+            raise _no_object(url, storage_options, until, not_found(url, e, fs, fpath)) from None
         except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-            raise transport_error(url, "cannot open", e) from None
+            raise transport_error(url, "cannot open", e, fs) from None
         if info.get("type") == "directory":
             no_log = PolybagError(f"{redact(url)}: is a directory, not a log file (a rosbag2 bag: end the URL with /)")
             raise _no_object(url, storage_options, until, no_log)
@@ -164,6 +239,7 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
             raise _no_object(url, storage_options, until, no_size)
         check_size(url, size)
         src = RemoteSource(url, pinned(fs, fpath, info), fpath, size, deadline)
+        src.requests += 1  # the open: fsspec's info (S3: one HeadObject)
     try:
         src.fetch_edges(until)
     except BaseException:
@@ -192,9 +268,9 @@ def download(url: str, dest: str, storage_options: dict[str, Any] | None = None)
                 info = fs.info(fpath)
                 size = int(info["size"])
             except FileNotFoundError as e:
-                raise not_found(url, e) from None
+                raise not_found(url, e, fs, fpath) from None
             except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-                raise transport_error(url, "cannot open", e) from None
+                raise transport_error(url, "cannot open", e, fs) from None
             check_size(url, size)
             fs = pinned(fs, fpath, info)
         buf = bytearray(min(PART, size))

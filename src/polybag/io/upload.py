@@ -21,6 +21,11 @@ once complete**:
   leave: the local temporary directory, an unfinished multipart upload (invisible to
   readers; S3 lifecycle rules expire them), and, for a bag directory, the storage files
   uploaded before ``metadata.yaml``.
+- The destination is checked before any work (:func:`check_destination`): the bucket of an
+  object store URL must exist and answer these credentials (one request, S3's HeadBucket;
+  once per bucket and process), so a typo in a bucket's name or a refused key fails at
+  once, not at the upload after the whole conversion.  (Whether the credentials may *write*
+  is known only at the upload: S3 has no cheap check of that.)
 - ``http(s)://`` outputs are refused (:class:`~polybag.errors.UsageError`: nothing is
   written anywhere); ``gs://`` needs gcsfs to write (reading works without it,
   :mod:`polybag.io.gcs`); ``file://`` URLs are local paths (written as ``NAME.active``
@@ -117,11 +122,44 @@ def writable_fs(url: str, storage_options: dict[str, Any] | None = None) -> tupl
         import fsspec.core  # type: ignore[import-untyped]  # fsspec ships no type hints
     except ImportError as e:  # pragma: no cover - the remote extra
         raise UsageError(f"{url}: writing URLs needs fsspec (pip install 'polybag[remote]')") from e
+    from polybag.io.fsspec_transport import s3_defaults
+
     try:
-        fs, fpath = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        fs, fpath = fsspec.core.url_to_fs(url, **s3_defaults(url, dict(storage_options or {})))
         return fs, fpath
     except (ImportError, ValueError, TypeError) as e:
         raise UsageError(f"{url}: cannot write this URL: {e}") from e
+
+
+#: (filesystem, bucket) pairs :func:`check_destination` found there in this process
+_BUCKETS_SEEN: set[tuple[str, str]] = set()
+
+
+def check_destination(url: str, storage_options: dict[str, Any] | None = None, fs: Any = None, fpath: str | None = None) -> None:
+    """Before any work: the bucket of the output URL ``url`` exists and answers these
+    credentials (one request: ``info`` of the bucket, S3's HeadBucket; once per bucket and
+    filesystem in a process).  A missing bucket, refused credentials or no connection is a
+    :class:`~polybag.errors.PolybagError` naming the bucket (and the S3 endpoint and where
+    the credentials came from)."""
+    if fs is None or fpath is None:
+        fs, fpath = writable_fs(url, storage_options)
+    if _scheme(url) not in _BUCKETS:
+        return
+    bucket = fpath.strip("/").split("/", 1)[0]
+    token = str(getattr(fs, "_fs_token", id(fs)))  # (fsspec's token of the filesystem and its options)
+    if not bucket or (token, bucket) in _BUCKETS_SEEN:
+        return
+    from polybag.io.fsspec_transport import transport_error
+
+    try:
+        fs.info(bucket)
+    except FileNotFoundError:
+        raise PolybagError(
+            f"{url}: cannot write: no such bucket {bucket} (checked before any work: create the bucket, or fix its name)"
+        ) from None
+    except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
+        raise transport_error(url, f"cannot write to bucket {bucket}", e, fs) from None
+    _BUCKETS_SEEN.add((token, bucket))
 
 
 def _exists(fs: Any, fpath: str, url: str) -> bool:
@@ -147,7 +185,7 @@ def check_url_output(
 ) -> None:
     """Before any work: ``url`` can be written, is none of ``inputs`` (never allowed, even
     with ``overwrite``) and holds no object unless ``overwrite``."""
-    writable_fs(url, storage_options)
+    check_destination(url, storage_options)
     norm = url.rstrip("/")
     for name in inputs:
         if isinstance(name, str) and name.rstrip("/") == norm:
@@ -224,6 +262,7 @@ class Upload:
         top = _scheme(url) in _BUCKETS and "/" not in self.fpath.strip("/")
         if not self.fpath.strip("/") or (top and not merge):
             raise UsageError(f"{url}: name an object (or a folder) in the bucket, not the bucket itself")
+        check_destination(url, fs=self.fs, fpath=self.fpath)
         self.existed = not merge and _exists(self.fs, self.fpath, url)
         if self.existed and not overwrite:
             raise OutputExistsError(
@@ -412,7 +451,7 @@ def check_url_files(
 ) -> None:
     """Before any work: the files ``names`` under the URL prefix ``url`` can be written (an
     existing one is refused unless ``overwrite``)."""
-    writable_fs(url, storage_options)
+    check_destination(url, storage_options)
     if overwrite:
         return
     have = set(list_names(url, storage_options))

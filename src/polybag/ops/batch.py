@@ -139,10 +139,13 @@ def _guarded(
     dst: str,
     options: dict[str, Any],
     threads: int = 0,
+    caller: int = 0,
 ) -> tuple[dict[str, Any] | None, str | None]:
     """``task`` in a worker: its result, or the message of the polybag error that stopped it
-    (``threads``: the worker's thread cap, see :func:`limit_threads`; 0 leaves it)."""
-    if threads:
+    (``threads``: the worker's thread cap, see :func:`limit_threads`; 0 leaves it; a task
+    running in the process ``caller`` (the pid that submitted it: a thread of an in-process
+    Dask cluster) leaves it too, as the cap would stay on the caller's process)."""
+    if threads and os.getpid() != caller:
         limit_threads(threads)
     try:
         return task(src, dst, options), None
@@ -185,7 +188,7 @@ def run_many(
         with client:
             # each worker's threads: its cores shared by the tasks it runs at once
             per = _dask_threads(client)
-            futs = [client.submit(_guarded, task, s, d, options, per, pure=False) for s, d in pairs]
+            futs = [client.submit(_guarded, task, s, d, options, per, os.getpid(), pure=False) for s, d in pairs]
             got = client.gather(futs)  # type: ignore[no-untyped-call]  # distributed leaves gather unannotated
     elif n == 1 or len(pairs) <= 1:
         got = [_guarded(task, s, d, options) for s, d in pairs]
@@ -217,10 +220,10 @@ def _dask_threads(client: Any) -> int:
 def _output_dir(output_dir: str, make: bool = True) -> str:
     """OUTDIR of a batch: a URL prefix (checked writable: never an http(s) URL) or a local
     directory (made; a ``file://`` URL is its path)."""
-    from polybag.io.upload import local_output, output_url, writable_fs
+    from polybag.io.upload import check_destination, local_output, output_url
 
     if output_url(output_dir) is not None:
-        writable_fs(output_dir)
+        check_destination(output_dir)  # (the bucket is there: checked before any work)
         return output_dir
     output_dir = local_output(output_dir)
     if make:

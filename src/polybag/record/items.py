@@ -214,6 +214,15 @@ class WorkQueue:
         self.busy = False  # the writer thread is writing a message or a snapshot
         self.stop_reason: str | None = None
 
+    def counts(self) -> dict[str, tuple[str, int, int, int, int, int]]:
+        """Per topic (type, received, written, dropped, received bytes, last receive time),
+        copied under the lock (the live view reads it a few times a second)."""
+        with self.cond:
+            return {
+                t: (s.type, s.received, s.written, s.dropped, s.received_bytes, s.last_receive)
+                for t, s in self.stats.items()
+            }
+
     # --- the recorder's side (with the lock held) -------------------------------------------------
     def push(self, item: QueuedMessage) -> None:
         """Queue ``item``; drop the oldest queued messages while over the buffer (counted

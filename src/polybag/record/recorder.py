@@ -157,6 +157,8 @@ class Recorder:
         self._work = WorkQueue(buffer=options.buffer_bytes, snapshot=options.snapshot, say=self.say)
         self._cond = self._work.cond
         self.stats: dict[str, TopicStats] = self._work.stats
+        #: per topic (type, received, written, dropped, bytes, last receive), a locked copy
+        self.counts = self._work.counts
         self._accepted: dict[str, int] = {}
         self.errors: list[str] = []
         self.warnings: list[str] = []

@@ -59,20 +59,16 @@ def check_json_every(sec: float | None) -> float | None:
     return float(sec)
 
 
-def read_counts(stats: dict[str, Any]) -> dict[str, Counts]:
-    """The counters of ``stats`` (topic -> TopicStats) copied without the recorder's lock."""
-    for _ in range(100):
-        try:
-            items = list(stats.items())
-            break
-        except RuntimeError:  # (a topic added while copying)
-            continue
-    else:
-        items = []
-    out: dict[str, Counts] = {}
-    for topic, s in items:
-        out[topic] = (s.type, s.received, s.written, s.dropped, s.received_bytes, s.last_receive)
-    return out
+def read_counts(rec: Any) -> dict[str, Counts]:
+    """The counters of recorder ``rec`` (topic -> :data:`Counts`): its locked copy
+    (``rec.counts()``), or for anything else with a ``stats`` dict, a plain copy."""
+    counts = getattr(rec, "counts", None)
+    if callable(counts):
+        return dict(counts())
+    return {
+        topic: (s.type, s.received, s.written, s.dropped, s.received_bytes, s.last_receive)
+        for topic, s in list(rec.stats.items())
+    }
 
 
 class StatsSampler:
@@ -130,7 +126,7 @@ class StatsSampler:
         with self._lock:
             now = self._clock()
             wall = self._wall()
-            counts = read_counts(rec.stats)
+            counts = read_counts(rec)
             rates = self._rates(now, counts)
         o = rec.options
         out = rec.output

@@ -383,9 +383,12 @@ def _remote_jobs(url: str, opts: dict[str, Any], n: int = 600) -> dict[str, tupl
 
 def _check_counts(got: dict[str, tuple[int, int]], n_chunks: int, size: int) -> None:
     assert n_chunks > 40
-    assert got["open"][0] <= 2 and got["open"][1] < size // 20
-    assert got["window"][0] <= 4 and got["window"][1] < size // 10  # not one per chunk
-    assert got["full"][0] <= 4  # hinted: a few large requests, not one per chunk
+    # the open's requests: the HEAD and the first and last bytes (one range a request)
+    assert got["open"][0] <= 3 and got["open"][1] < size // 20
+    assert got["window"][0] <= 5 and got["window"][1] < size // 10  # not one per chunk
+    # hinted: the first chunk alone (a first message costs one chunk), then a few large
+    # requests, not one per chunk
+    assert got["full"][0] <= 5
     assert got["info"][0] <= n_chunks + 2  # every chunk header (no multi-range here)
 
 

@@ -227,6 +227,8 @@ class ChunkLoader:
         self.damage = damage
         self.max_chunk_bytes = max_bytes
         self.verify_checksums = verify_checksums
+        #: bytes cost requests (a remote source): plans read as few chunks as they can
+        self.remote = source.stats is not None
 
     def header_of(self, ci: Chunk) -> None:
         """Fill in ``ci``'s header fields (compression, sizes, where its data lies) from its
@@ -244,6 +246,26 @@ class ChunkLoader:
             self.source.need_many((ci.pos, 128) for ci in todo)
             for ci in todo:
                 self.header_of(ci)
+
+    def fetch_index_data(self, chunks: list[Chunk]) -> None:
+        """Fetch, in one batch, the chunk record headers and the index data records of
+        ``chunks`` whose entries are not read yet (a remote file: one multi-range request,
+        or concurrent ones; a chunk's index data and the next chunk's header are neighbours,
+        so they share a range).  A chunk's index data lies at the end of its extent: one
+        record per connection of its chunk info, 55 bytes of header and 12 per message as
+        rosbag writes them; where a bag's records are longer, reading them fetches the rest."""
+        ranges: list[tuple[int, int]] = []
+        for ci in chunks:
+            if ci.times is not None:
+                continue
+            if ci.lazy:
+                ranges.append((ci.pos, 128))
+            if ci.next_pos > ci.pos:
+                n = sum(55 + 12 * max(c, 0) for c in ci.counts.values())
+                n = min(n, ci.next_pos - ci.pos)
+                ranges.append((ci.next_pos - n, n))
+        if ranges:
+            self.source.need_many(ranges)
 
     def extent(self, ci: Chunk) -> int:
         """How many bytes from ``ci.pos`` hold the chunk record and its index data records

@@ -36,6 +36,21 @@ def chunks_to_read(chunks: list[Chunk], sel: set[int] | None, start: int | None,
     return [ci for ci in chunks if wanted(ci, sel, start, end)]
 
 
+def first_chunks(chunks: list[Chunk], order: str, reverse: bool) -> list[Chunk]:
+    """The chunks (of ``chunks``) a read's first batch can come from, in file order: the
+    first (last) chunk in file order; in log-time order those whose chunk info's times reach
+    back (forward) to the earliest end (latest start) of any."""
+    if not chunks:
+        return []
+    if order == "file":
+        return [max(chunks, key=lambda c: c.pos) if reverse else min(chunks, key=lambda c: c.pos)]
+    if reverse:
+        bound = max(c.start for c in chunks)
+        return sorted((c for c in chunks if c.end >= bound), key=lambda c: c.pos)
+    bound = min(c.end for c in chunks)
+    return sorted((c for c in chunks if c.start <= bound), key=lambda c: c.pos)
+
+
 def load_messages(
     loader: ChunkLoader, index: BagIndex, ci: Chunk, want: ReadRequest, chans: dict[int, Channel]
 ) -> list[Message]:
@@ -55,11 +70,14 @@ def file_order_batches(
         yield load_messages(loader, index, ci, want, chans)
 
 
-def span(loader: ChunkLoader, index: BagIndex, ci: Chunk) -> tuple[int, int]:
+def span(loader: ChunkLoader, index: BagIndex, ci: Chunk, claims: bool = False) -> tuple[int, int]:
     """The first and last log time of ``ci``'s entries (its index data, read if not yet;
     the chunk info's claim when it has none, or when the chunk record it points at is not
     one: that FormatError is raised when the merge reaches the chunk, after the messages
-    before it)."""
+    before it).  ``claims``: the chunk info's claim while the index data is not read yet
+    (a remote bag: reading every chunk's index data to plan costs a request per chunk)."""
+    if ci.times is None and claims:
+        return ci.start, ci.end
     if ci.times is None:
         try:
             loader.read_index_data(ci, index.conns)
@@ -76,8 +94,15 @@ def log_time_batches(
     loader: ChunkLoader, index: BagIndex, chunks: list[Chunk], want: ReadRequest, chans: dict[int, Channel]
 ) -> Iterator[list[Message]]:
     """The messages of ``chunks`` in log-time order (ties in file order; backwards with
-    ``want.reverse``): one list per chunk, or per stretch of overlapping chunks merged."""
+    ``want.reverse``): one list per chunk, or per stretch of overlapping chunks merged.
+
+    A remote bag (``loader.remote``) is planned from the chunk infos' times, so that a chunk
+    is fetched (its record and index data, in one range) only when the merge reaches it; a
+    chunk whose entries turn out to lie outside its chunk info's times makes the rest be
+    planned again from the index data of every chunk not loaded yet (as a local read is
+    planned from the start)."""
     reverse = want.reverse
+    claims = loader.remote
     ascending = want._replace(reverse=False)  # runs load ascending; the merge reverses
     # each chunk's span from its index data's own times (read without decompressing; the
     # same entries its messages get their times from), not the chunk info's claim, which
@@ -87,7 +112,7 @@ def log_time_batches(
     def loader_of(ci: Chunk) -> Callable[[], list[Message]]:
         return lambda: load_messages(loader, index, ci, ascending, chans)
 
-    segs = [(*span(loader, index, ci), r, loader_of(ci)) for r, ci in enumerate(ranked)]
+    segs = [(*span(loader, index, ci, claims), r, loader_of(ci)) for r, ci in enumerate(ranked)]
 
     def replan(loaded: set[int], rank: int) -> list[Run]:
         """A chunk's messages lie outside its span after all (a scan found other times

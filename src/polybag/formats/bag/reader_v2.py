@@ -43,7 +43,7 @@ from .damage import Damage
 from .index import BagIndex, Chunk, Connection, channel_map, load_index, read_bag_header
 from .info import bag_info, bag_summary
 from .messages import ReadRequest, select_entries
-from .plan import chunks_to_read, file_order_batches, log_time_batches, wanted
+from .plan import chunks_to_read, file_order_batches, first_chunks, log_time_batches, wanted
 from .scan import scan_bag
 
 
@@ -145,6 +145,10 @@ class BagV2Reader(Reader):
         return self.loader.header.data_start
 
     def info_extras(self) -> dict[str, Any]:
+        # a remote file: every chunk header (the summary's compression and sizes) and the
+        # index data (the frequencies' times) in one batch
+        if self.index.indexed:
+            self.loader.fetch_index_data(self.index.chunks)
         return bag_info(self)
 
     def channel_map(self) -> dict[int, Channel]:
@@ -254,14 +258,21 @@ class BagV2Reader(Reader):
         index = self.index
         chunks = chunks_to_read(index.chunks, sel, start, end)
         # a remote file: the chunks (and the index data after each) fetched ahead, in order
-        # (a chunk whose header is not read yet: up to the next chunk, header and data together)
+        # (a chunk whose header is not read yet: up to the next chunk, header and data
+        # together); at first only those the first batch can come from, the rest once the
+        # caller asks for more than that batch (the first message costs a chunk, not 64 MiB)
         loader = self.loader
-        self.source.hint((ci.pos, loader.extent(ci)) for ci in sorted(chunks, key=lambda c: c.pos))
+        source = self.source
+        source.hint((ci.pos, loader.extent(ci)) for ci in first_chunks(chunks, order, reverse))
         batches = file_order_batches if order == "file" else log_time_batches
+        hinted = False
         with self.damage.reading(self) as done:
             for batch in batches(loader, index, chunks, ReadRequest(sel, start, end, reverse, order), chans):
                 done.count += len(batch)
                 yield batch
+                if not hinted:
+                    hinted = True
+                    source.hint((ci.pos, loader.extent(ci)) for ci in sorted(chunks, key=lambda c: c.pos))
 
     def topic_payloads(self, topic: str) -> TopicPayloads:
         """Every payload of ``topic`` at once: ``(log_times, blob, starts, sizes)``.
@@ -301,6 +312,8 @@ class BagV2Reader(Reader):
     def message_times(self, cids: set[int] | None = None) -> dict[int, np.ndarray]:
         """Log times per connection from the index data records (no chunk data when indexed)."""
         out: dict[int, list[np.ndarray]] = {}
+        if self.index.indexed:  # a remote file: all of it in one batch
+            self.loader.fetch_index_data(self.index.chunks)
         for ci in self.index.chunks:
             if ci.times is None:
                 try:

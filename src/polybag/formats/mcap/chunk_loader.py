@@ -16,19 +16,22 @@ from polybag.io import compression
 from polybag.io.source import MappedSource
 
 
-def load_chunk(src: MappedSource, offset: int, path: str | None, validate_crcs: bool, max_bytes: int) -> bytes | memoryview:
+def load_chunk(src: MappedSource, offset: int, path: str | None, validate_crcs: bool, max_bytes: int, held: int = 0) -> bytes | memoryview:
     """The decompressed records of the Chunk record at ``offset`` of ``src``, CRC-checked when
-    ``validate_crcs`` (asking a remote source for exactly its bytes)."""
+    ``validate_crcs`` (asking a remote source for exactly its bytes; ``held``: bytes from
+    ``offset`` on already asked for, not asked again)."""
     view = src.view
     if offset + 9 > src.size:
         raise TruncatedError("expected a Chunk record header", path, offset)
-    src.need(offset, 9)
+    if held < 9:
+        src.need(offset, 9)
     op, ln = RECORD_HEAD.unpack_from(view, offset)
     if op != OP_CHUNK:
         raise FormatError(f"expected a Chunk record (opcode 0x06), found opcode 0x{op:02x}", path, offset)
     if ln > src.size - offset - 9:
         raise TruncatedError(f"Chunk declares {ln} bytes, file has {src.size - offset - 9} left", path, offset)
-    src.need(offset, 9 + ln)
+    if held < 9 + ln:
+        src.need(offset, 9 + ln)
     return decode_chunk(view, offset + 9, offset + 9 + ln, offset, path, validate_crcs, max_bytes)
 
 

@@ -119,15 +119,29 @@ class McapContext:
             return [(c.chunk_start_offset, c.chunk_length, c.message_start_time, c.message_end_time) for c in self.index.chunk_indexes]
         return self.scan().chunks
 
-    def chunk_data(self, offset: int) -> bytes | memoryview:
+    @property
+    def fetches(self) -> bool:
+        """Whether the source fetches what is read (a remote object: every byte costs a
+        request's share), so a read asks for no byte it does not use (no Message Index, no
+        check of chunks it does not load)."""
+        src = self.source
+        return isinstance(src, MappedSource) and src.stats is not None
+
+    def chunk_data(self, offset: int, length: int = 0) -> bytes | memoryview:
         """The decompressed records of the chunk record at ``offset``, CRC-checked (one kept by
-        :meth:`keep_decoded` is handed over instead, once)."""
+        :meth:`keep_decoded` is handed over instead, once).  ``length``: the record's length
+        as an index claims it, asked of a remote source in one request (not a head, then the
+        rest); the record's own length still decides what is read."""
         kept = self.kept.take(offset)
         if kept is not None:
             return kept
         src = self.source
         assert isinstance(src, MappedSource)
-        return load_chunk(src, offset, self.path, self.validate_crcs, self.max_chunk_bytes)
+        held = 0
+        if 0 < length and 0 <= offset < src.size:
+            held = min(length, src.size - offset)
+            src.need(offset, held)
+        return load_chunk(src, offset, self.path, self.validate_crcs, self.max_chunk_bytes, held)
 
     def decode_chunk(self, buf: memoryview | bytes, start: int, end: int, offset: int) -> bytes | memoryview:
         """The decompressed records of the Chunk record content ``buf[start:end]`` at ``offset``."""

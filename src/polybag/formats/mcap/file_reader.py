@@ -55,10 +55,10 @@ class FileReader:
         try:
             self.defs.loaded = []
             try:
-                segs, pending = self.planner.segments(want, start, end, order == "log_time", merge=order == "log_time")
+                segs, pending = self.planner.segments(want, start, end, order == "log_time", merge=order == "log_time", reverse=reverse)
             except RedefinedId:  # met while planning: nothing was returned yet
                 self.defs.build_timeline()
-                segs, pending = self.planner.segments(want, start, end, order == "log_time", merge=order == "log_time")
+                segs, pending = self.planner.segments(want, start, end, order == "log_time", merge=order == "log_time", reverse=reverse)
             late: list[PolybagError] = []
             guard = partial_load_guard(late)
             segs = [(a, b, c, guard(ld)) for a, b, c, ld in segs]
@@ -138,7 +138,7 @@ class FileReader:
         nothing was returned yet; FormatError if one already passed held a message)."""
         reverse = rd.reverse
         self.defs.timeline_mid_read(count > 0)
-        vs, _err = self.planner.segments(rd.want, rd.start, rd.end, False)
+        vs, _err = self.planner.segments(rd.want, rd.start, rd.end, False, reverse=reverse)
         vs = [(a, b, c, rd.guard(ld)) for a, b, c, ld in vs if count == 0 or c not in done]
         if count:
             for v in vs:
@@ -180,7 +180,7 @@ class FileReader:
 
         def redefined(done: set[int], fresh: bool) -> list[Run]:
             self.defs.timeline_mid_read(not fresh)
-            vs, _err = self.planner.segments(want, start, end, True, merge=True)
+            vs, _err = self.planner.segments(want, start, end, True, merge=True, reverse=reverse)
             return runs_left(vs, () if fresh else done)
 
         return merge_runs(merge_plan(segs, reverse), key, None if self.planner.verify else replan, redefined, (RedefinedId,))

@@ -25,7 +25,10 @@ the file's matching messages as far as these checks reach:
 * Before anything is read, every Chunk Index is compared with its Chunk record's header
   (no decompression; skipped when the summary's CRC is checked: the summary is then as
   written, so a damaged index cannot pass), and for a log-time merge the Message Index times of the chunks to
-  be read are compared with their chunk's claimed range.
+  be read are compared with their chunk's claimed range.  Not for a remote file (a source
+  that fetches what is read): its merge fetches a chunk only when it may hold the next
+  message, each in one request, and walks it without its Message Indexes, so the first
+  message costs one chunk; a lie is then found when the lying chunk is loaded.
 * Every chunk that is read is checked against its claims: a message outside the claimed
   range is a lie.  Message Index entries are checked against the records they point at
   (log time with a time window, channel with a topic filter; when every message is read,

@@ -26,7 +26,7 @@ from polybag.formats.mcap.chunks import ChunkReader
 from polybag.formats.mcap.context import McapContext
 from polybag.formats.mcap.definition_finder import DefinitionFinder
 from polybag.formats.mcap.definitions import McapDefinitions
-from polybag.formats.mcap.read_plan import plan_read
+from polybag.formats.mcap.read_plan import PlannedRun, plan_read
 from polybag.formats.mcap.records import MESSAGE_HEAD_LEN, U64
 from polybag.formats.mcap.vocabulary import FILE_ID_MASK, OP_CHUNK, McapIndexWarning, PartialLoad
 from polybag.formats.shared.merge import LOG_TIME
@@ -198,13 +198,15 @@ class SegmentPlanner:
         sort: bool = False,
         arrays: bool = False,
         merge: bool = False,
+        reverse: bool = False,
     ) -> tuple[list[tuple[int, int, int, Callable[[], list[Message]]]], PolybagError | None]:
         """(start, end, rank, loader) for every chunk or run of loose messages that may match.
 
         Start and end are the claimed log-time range (unknown: 0 and 2**64 - 1).  With
         ``arrays`` chunk loaders may return a :class:`PayloadBatch` instead of a list.  With
-        ``merge`` (log-time order) the Message Index times of the wanted channels in the
-        chunks to read are checked against their chunk's claims first.
+        ``merge`` (log-time order; ``reverse``: descending) the Message Index times of the
+        wanted channels in the chunks to read are checked against their chunk's claims
+        first, unless the source fetches what is read (see :meth:`_fetched_segments`).
         """
         if not self.verify and self.ctx.has_summary and self.ctx.index.chunk_indexes:
             self._check_index()
@@ -216,12 +218,12 @@ class SegmentPlanner:
         if self.ctx.has_summary and self.ctx.index.chunk_indexes:
             plan = plan_read(self.ctx.index, wfile, (start, end))
             cis = self.ctx.index.chunk_indexes
-            # a remote file: the chunks to read are fetched ahead, in order (hinted first, so
-            # that the Message Indexes after them can come with them where that is cheaper)
+            if self.ctx.fetches:
+                hints = "none" if reverse else "lazy" if merge else "now"
+                return self._fetched_segments(plan.runs, want, start, end, sort, arrays, hints), None
+            # a local file: every Message Index of the chunks to merge is checked first (it
+            # costs no fetch), so a lie they show is found before anything is returned
             picked = [(run, cis[run.chunk]) for run in plan.runs if run.chunk is not None]
-            self.ctx.source.hint(sorted((ci.chunk_start_offset, ci.chunk_length + ci.message_index_length) for _r, ci in picked))
-            if merge:  # a remote file: the Message Indexes checked below, in one batch
-                self.ctx.source.need_many((cis[i].chunk_start_offset + cis[i].chunk_length, cis[i].message_index_length) for i in plan.in_window)
             for run, ci in picked:
                 if merge and not self._index_times_fit(ci, wfile, run.start, run.end):
                     return self.verified_segments(want, start, end, sort, arrays)
@@ -233,6 +235,49 @@ class SegmentPlanner:
             else:
                 out.append((run.start, run.end, run.rank, self._loose_loader(run.loose, want, start, end, sort)))
         return out, self.ctx.recovery.first
+
+    def _fetched_segments(
+        self, runs: list[PlannedRun], want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool, hints: str
+    ) -> list[tuple[int, int, int, Callable[[], list[Message]]]]:
+        """The segments of a remote file (one whose source fetches what is read): each chunk
+        is fetched in one request when its loader runs and walked record by record (its
+        Message Indexes are neither fetched nor needed: the chunk's records give the same
+        offsets, times and channels), and nothing is read before the first load.
+
+        A log-time merge (``hints="lazy"``) loads only the chunks that may hold the next message
+        (:func:`~polybag.formats.shared.merge.merge_runs`), so the first message of a file
+        costs one chunk; the chunks still to load are hinted (fetched ahead in the
+        background) from the second load on, so a full read still streams.  Chunk times are
+        then checked only against the chunks loaded (a lie the Message Indexes of unloaded
+        chunks would have shown is found when that chunk is loaded: re-planned, or a
+        FormatError if later messages were already returned).  Forward reads in file order
+        hint their chunks at once (``"now"``); reversed reads hint nothing (``"none"``: the
+        fetching ahead runs forward)."""
+        cis = self.ctx.index.chunk_indexes
+        spans = sorted((cis[r.chunk].chunk_start_offset, cis[r.chunk].chunk_length) for r in runs if r.chunk is not None)
+        src = self.ctx.source
+        loaded: set[int] = set()
+
+        def hinting(off: int, load: Callable[[], list[Message]]) -> Callable[[], list[Message]]:
+            def inner() -> list[Message]:
+                loaded.add(off)
+                if len(loaded) == 2:  # a read past its first chunk: fetch the rest ahead
+                    src.hint([s for s in spans if s[0] not in loaded or s[0] == off])
+                return load()
+
+            return inner
+
+        lazy = hints == "lazy"
+        if hints == "now":
+            src.hint(spans)
+        out: list[tuple[int, int, int, Callable[[], list[Message]]]] = []
+        for run in runs:
+            if run.chunk is None:
+                continue
+            ci = cis[run.chunk]
+            load = self._indexed_loader(ci, want, start, end, sort, arrays, walk=True)
+            out.append((run.start, run.end, run.rank, hinting(ci.chunk_start_offset, load) if lazy else load))
+        return out
 
     def _index_times_fit(self, ci: R.ChunkIndex, want: set[int] | None, s: int, t: int) -> bool:
         """Whether the chunk's Message Index times (wanted channels) lie in its claimed range."""
@@ -249,12 +294,20 @@ class SegmentPlanner:
         return True
 
     def _indexed_loader(
-        self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False
+        self, ci: R.ChunkIndex, want: set[int] | None, start: int | None, end: int | None, sort: bool, arrays: bool = False,
+        walk: bool = False,
     ) -> Callable[[], list[Message]]:
+        """The loader of the chunk ``ci`` indexes: its Message Indexes give the offsets of the
+        wanted messages, unless ``walk`` (the chunk is fetched in one request, and its
+        records are walked)."""
+
         def load() -> list[Message]:
-            buf = self.ctx.chunk_data(ci.chunk_start_offset)
+            off = ci.chunk_start_offset
+            buf = self.ctx.chunk_data(off, ci.chunk_length) if walk else self.ctx.chunk_data(off)
             cen = self.defs.timeline
-            if cen is not None and cen.inside.get(ci.chunk_start_offset):
+            if walk:
+                parts = None
+            elif cen is not None and cen.inside.get(ci.chunk_start_offset):
                 parts = None  # the chunk redefines a channel: walked record by record
             else:
                 parts = message_index_parts(self.ctx.mapped(), ci, want if want is None or cen is None else {i & FILE_ID_MASK for i in want})

@@ -8,8 +8,9 @@ reader:
 
 - ``metadata.yaml`` is fetched (one small request) and parsed; the storage files it lists
   are looked for next to it;
-- an **MCAP** storage file gets a local stand-in (its first 16 bytes, so it sniffs as MCAP)
-  whose source the layout makes with :func:`polybag.io.remote.open_url`: the rosbag2 reader
+- an **MCAP** storage file gets a local stand-in (the MCAP magic, so it sniffs as MCAP; no
+  request: the object's own magic is checked when its source opens) whose source the
+  layout makes with :func:`polybag.io.remote.open_url`: the rosbag2 reader
   reads the remote object **by range requests** like any remote MCAP (summary, then the
   chunks a read needs);
 - a **sqlite3** storage file (and a zstd-compressed one) is **fetched whole** into the
@@ -31,12 +32,14 @@ from typing import Any
 from urllib.parse import quote
 
 from polybag.errors import FormatError, PolybagError
+from polybag.formats import registry
 from polybag.formats.rosbag2.layout import LocalLayout
 from polybag.formats.rosbag2.metadata import MAX_METADATA_BYTES, METADATA_FILE, parse_metadata
 from polybag.io.block_map import PART
-from polybag.io.remote import download, open_url, read_head
+from polybag.io.remote import download, open_url, read_head_counted
 
-_MAGIC_BYTES = 16
+#: a local stand-in of a remote MCAP storage file: the MCAP magic (what sniffing reads)
+_MCAP_STAND_IN = registry.MCAP_MAGIC
 _SQLITE_SIDE = ("-journal", "-wal", "-shm")
 
 
@@ -79,7 +82,7 @@ def open_remote_bag(url: str, storage_options: dict[str, Any] | None, options: d
 
     base = _base(url)
     meta_url = _join(base, METADATA_FILE)
-    text = read_head(meta_url, MAX_METADATA_BYTES + 1, storage_options)
+    text, head_requests = read_head_counted(meta_url, MAX_METADATA_BYTES + 1, storage_options)
     if len(text) > MAX_METADATA_BYTES:
         raise FormatError(
             f"metadata.yaml is over {MAX_METADATA_BYTES} bytes: not a rosbag2 metadata file", meta_url
@@ -92,7 +95,7 @@ def open_remote_bag(url: str, storage_options: dict[str, Any] | None, options: d
         os.makedirs(layout.directory)
         with open(os.path.join(layout.directory, METADATA_FILE), "wb") as f:
             f.write(text)
-        layout.count_whole(len(text), 1)
+        layout.count_whole(len(text), head_requests)
         fetched: set[str] = set()
         for fi in info.files:
             rel = _safe_relative(fi.path, meta_url)
@@ -103,13 +106,14 @@ def open_remote_bag(url: str, storage_options: dict[str, Any] | None, options: d
             os.makedirs(os.path.dirname(local), exist_ok=True)
             furl = _join(base, rel)
             if rel.lower().endswith(".mcap"):
-                head = read_head(furl, _MAGIC_BYTES, storage_options)
+                # the stand-in only has to sniff as MCAP: no request for it (the MCAP
+                # reader checks the object's own magic when its source opens)
                 with open(local, "wb") as f:
-                    f.write(head)
+                    f.write(_MCAP_STAND_IN)
                 layout.add_source(local, partial(open_url, furl, storage_options))
             else:  # sqlite3 (SQLite needs a local file), or a zstd-compressed file
                 got = download(furl, local, storage_options)
-                layout.count_whole(got, max(1, -(-got // PART)))
+                layout.count_whole(got, 1 + -(-got // PART))  # its size (HEAD), then its parts
         return open_rosbag2(layout.directory, **options, layout=layout)  # errors name the URL
     except OSError as e:
         layout.remove()

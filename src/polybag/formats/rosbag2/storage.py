@@ -299,6 +299,10 @@ def _page_slices(table: Any, batches: Iterator[Any], local: dict[int, Channel]) 
             yield channels(rows.tid[lo:hi]), rows.ts[lo:hi].tolist(), table.payloads(rows, lo, hi)
 
 
+#: messages per batch of an MCAP storage file's messages (after the first few, smaller)
+_BATCH = 512
+
+
 class McapFile(Storage):
     """An ``.mcap`` read by the registered MCAP reader; ``sources`` (a remote bag laid out
     locally, :class:`~polybag.formats.rosbag2.layout.LocalLayout`) opens a stand-in path by
@@ -374,12 +378,16 @@ class McapFile(Storage):
     def _batches(
         self, local: dict[int, Channel], topic_ids: set[int] | None, start: int | None, end: int | None, reverse: bool, order: str, raw: bool
     ) -> Iterator[list[Any]]:
-        """The MCAP reader's messages on the bag's channels, 512 at a time: Message objects,
+        """The MCAP reader's messages on the bag's channels, up to 512 at a time: Message objects,
         or ``(channel, log_time, data)`` tuples when ``raw``."""
         topics = None
         if topic_ids is not None:
             topics = sorted({self._channels[i].topic for i in topic_ids if i in self._channels})
         batch: list[Any] = []
+        # batches grow from one message to _BATCH: the first message goes out as soon as
+        # it is read (a remote file's first message then costs about one chunk, not the
+        # chunks of 512 messages and the read-ahead they switch on)
+        limit = 1
         try:
             for m in self.reader.messages(topics=topics, start=start, end=end, reverse=reverse, order=order):
                 cid = m.channel.id
@@ -397,9 +405,10 @@ class McapFile(Storage):
                 else:
                     m.channel = ch  # the message is ours: it goes out on the bag's channel
                     batch.append(m)
-                if len(batch) >= 512:
+                if len(batch) >= limit:
                     yield batch
                     batch = []
+                    limit = min(_BATCH, 2 * limit)
         except PolybagError:
             if batch:
                 yield batch  # every intact message before the damage
