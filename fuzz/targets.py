@@ -451,7 +451,15 @@ class SelfTest(Target):
 
 #: Modules beside this one that hold more targets, each as a module-level ``TARGETS`` list
 #: (one module per surface: rosbag2 directories, the HTTP client, record configs, DDS peers...).
-SURFACE_MODULES = ("fuzz.rosbag2", "fuzz.rosbag2_journal", "fuzz.outputs", "fuzz.http", "fuzz.record_config", "fuzz.ros2_peer")
+SURFACE_MODULES = (
+    "fuzz.rosbag2",
+    "fuzz.rosbag2_journal",
+    "fuzz.outputs",
+    "fuzz.http",
+    "fuzz.record_config",
+    "fuzz.ros2_peer",
+    "fuzz.remote_plans",
+)
 
 
 def all_targets() -> dict[str, type[Target]]:

@@ -42,6 +42,9 @@ CASES = {
     "ros2_peer": 2000,
     "http": 600,
     "record_config": 1200,
+    # issue 30: hostile MCAP and bag files read by ranges (memory://), against the local read
+    "mcap_remote": 1500,
+    "bag_remote": 400,
 }
 # Escapes found by the fuzzer in code other engineers own, handed over with a reproducer in
 # fuzz/repros/: target -> {kind:type@file (line-independent): reproducer}.  Remove an entry
@@ -275,3 +278,30 @@ def test_bag_v12_message_data_without_a_type_field() -> None:
             assert sum(len(v) for v in times.values()) == len(r.table.times)
     with polybag.open(bytes(data)) as r, pytest.raises(FormatError):
         list(r.messages())
+
+
+def test_remote_plan_targets_catch_a_remote_read_that_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The remote-plan oracle really compares: a remote read that loses its last message (or
+    fetches more than the bound) is an escape, on a file both reads take."""
+    from fuzz import remote_plans
+    from fuzz.targets import Stats
+
+    target = remote_plans.McapRemote()
+    target.setup()
+    data = (ROOT / "samples" / "demo.mcap").read_bytes()
+    target.run(data, Stats())  # the honest read: equal, within the bound
+    real = remote_plans._messages
+    calls: list[int] = []
+
+    def lossy(r, kw):  # type: ignore[no-untyped-def]
+        out = real(r, kw)
+        calls.append(len(out))
+        return out[:-1] if len(calls) == 1 and out else out  # the first call is the remote read
+
+    monkeypatch.setattr(remote_plans, "_messages", lossy)
+    with pytest.raises(remote_plans.RemotePlanEscape, match="missing remotely"):
+        target.run(data, Stats())
+    monkeypatch.setattr(remote_plans, "_messages", real)
+    monkeypatch.setattr(remote_plans, "FETCH_SLACK", -(3 * len(data)))
+    with pytest.raises(remote_plans.RemotePlanEscape, match="fetched"):
+        target.run(data, Stats())

@@ -2,7 +2,8 @@
 
 Every server here is a small misbehaving HTTP/1.1 server on 127.0.0.1 (``fuzz.http.Hostile``,
 shared with the ``http`` fuzz target): it records every request's headers, and answers as
-each test tells it.  What is checked, at the level a user meets it (``polybag.open(url)``,
+each test tells it; an S3 object replaced mid-read is replaced on a real S3 server
+(SeaweedFS, tests/remote/seaweed.py), versioned or not.  What is checked, at the level a user meets it (``polybag.open(url)``,
 the ``polybag`` CLI):
 
 - credentials (``Authorization``, the other ``storage_options["headers"]``, the ``gs://``
@@ -579,48 +580,42 @@ def test_an_unchanged_pinned_object_reads_whole(serve: Any, logs: Any) -> None:
     assert all(r.headers.get("if-match") == '"v1"' for r in srv.requests if r.method == "GET")
 
 
-@pytest.fixture()
-def moto() -> Iterator[dict[str, Any]]:
+@pytest.fixture(scope="module")
+def seaweed_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real S3 server (SeaweedFS, tests/remote/seaweed.py: skips without ``weed``, fails in
+    CI); it keeps every version of an object in a versioned bucket and answers GetObject with
+    a VersionId, and refuses an If-Match that no longer holds (412), as S3 does."""
     pytest.importorskip("s3fs")
-    pytest.importorskip("moto")
-    import boto3
-    import s3fs
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
-    )
-    s3fs.S3FileSystem.clear_instance_cache()
+    sys.path.insert(0, str(ROOT / "tests" / "remote"))
     try:
-        yield {
-            "client": client,
-            "opts": {
-                "key": "testing",
-                "secret": "testing",
-                "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
-            },
-        }
+        from seaweed import start
     finally:
+        sys.path.remove(str(ROOT / "tests" / "remote"))
+    import s3fs
+
+    with start(tmp_path_factory.mktemp("seaweed_hostile")) as srv:
         s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
+        try:
+            yield srv
+        finally:
+            s3fs.S3FileSystem.clear_instance_cache()
 
 
 @pytest.mark.parametrize("versioned", [False, True])
-def test_an_s3_object_replaced_mid_read(moto: dict[str, Any], logs: Any, versioned: bool) -> None:
+def test_an_s3_object_replaced_mid_read(seaweed_s3: Any, logs: Any, versioned: bool) -> None:
     """S3 pins the object too: by its version (a versioned bucket: the old version is read
     whole, correctly) or by If-Match with its ETag (else: an error)."""
     a, b = logs["bag"]
-    client = moto["client"]
-    client.create_bucket(Bucket="pinned")
+    client = seaweed_s3.client()
+    bucket = "pinned-versioned" if versioned else "pinned"
+    client.create_bucket(Bucket=bucket)
     if versioned:
-        client.put_bucket_versioning(Bucket="pinned", VersioningConfiguration={"Status": "Enabled"})
-    client.put_object(Bucket="pinned", Key="x.bag", Body=a)
-    with polybag.open("s3://pinned/x.bag", storage_options=moto["opts"]) as r:
-        client.put_object(Bucket="pinned", Key="x.bag", Body=b)  # replaced after the open
+        client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        assert client.get_bucket_versioning(Bucket=bucket).get("Status") == "Enabled"
+    client.put_object(Bucket=bucket, Key="x.bag", Body=a)
+    url = f"s3://{bucket}/x.bag"
+    with polybag.open(url, storage_options=seaweed_s3.storage_options()) as r:
+        client.put_object(Bucket=bucket, Key="x.bag", Body=b)  # replaced after the open
         if versioned:
             got = [(m.topic, m.log_time, bytes(m.data)) for m in r.messages()]
             assert got == _messages(a)
@@ -628,7 +623,9 @@ def test_an_s3_object_replaced_mid_read(moto: dict[str, Any], logs: Any, version
             with pytest.raises(PolybagError, match=r"changed while it was read") as e:
                 for _m in r.messages():
                     pass
-            assert "s3://pinned/x.bag" in str(e.value)
+            assert url in str(e.value)
+    # the object was replaced indeed: a new reader reads the new one
+    assert _messages(url, storage_options=seaweed_s3.storage_options()) == _messages(b) != _messages(a)
 
 
 # --- secrets and server text in messages ---------------------------------------------------------------

@@ -3,19 +3,19 @@ the bag header and the index section only; a chunk's header is read with its dat
 ``summary``/``info``/``check`` read all of them in one batch.
 
 Covered: which ranges open asks the source for (a recording source; over the tests' HTTP
-Range server without multi-range and over moto S3: the request counts of open, a 1% window
-and a full read), summary and ``info`` equal to an eager read (every header read right
-after open, as open did before) and to an independent parse of the chunk records on the
-corpus bags, and chunk infos that lie (pointing at a non-chunk record, outside the data
-section, at a header cut by the index section): the same errors as before, now raised when
-the chunk is first needed (after the messages before it), the same summary (the index
-dropped, the file scanned), the same recovery; hypothesis over random ``chunk_pos`` values.
+Range server without multi-range: the request counts of open, a 1% window and a full read;
+the same over S3, on SeaweedFS: tests/remote/test_bag_lazy_headers_s3.py), summary and
+``info`` equal to an eager read (every header read right after open, as open did before) and
+to an independent parse of the chunk records on the corpus bags, and chunk infos that lie
+(pointing at a non-chunk record, outside the data section, at a header cut by the index
+section): the same errors as before, now raised when the chunk is first needed (after the
+messages before it), the same summary (the index dropped, the file scanned), the same
+recovery; hypothesis over random ``chunk_pos`` values.
 """
 
 from __future__ import annotations
 
 import io
-import logging
 import struct
 import sys
 from collections.abc import Iterable, Iterator
@@ -352,7 +352,8 @@ with polybag.open(_BAG) as _r:
     _SPANS = [(ci.start, ci.end) for ci in _r.chunks]  # type: ignore[attr-defined]  (in index order)
 
 
-# --- over HTTP (one range a request) and S3: requests of open, a 1% window, a full read -------
+# --- over HTTP (one range a request): requests of open, a 1% window, a full read -------------
+# (over S3: tests/remote/test_bag_lazy_headers_s3.py, on the `seaweed` fixture)
 
 
 @pytest.fixture(scope="module")
@@ -400,26 +401,6 @@ def test_http_one_range_per_request(big_bag):
         _check_counts(_remote_jobs(f"{srv.url}/{p.name}", {}), n_chunks, size)
     finally:
         gen.close()
-
-
-def test_s3(big_bag):
-    boto3 = pytest.importorskip("boto3")
-    server = pytest.importorskip("moto.server")
-    pytest.importorskip("s3fs")
-    p, n_chunks, size = big_bag
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    moto = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    try:
-        host, port = moto.get_host_and_port()
-        ep = f"http://{host}:{port}"
-        c = boto3.client("s3", endpoint_url=ep, aws_access_key_id="k", aws_secret_access_key="s", region_name="us-east-1")
-        c.create_bucket(Bucket="lazy")
-        c.upload_file(str(p), "lazy", p.name)
-        opts = {"storage_options": {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": ep, "region_name": "us-east-1"}}}
-        _check_counts(_remote_jobs(f"s3://lazy/{p.name}", opts), n_chunks, size)
-    finally:
-        moto.stop()
 
 
 def test_columns_read_no_other_chunk_header():
