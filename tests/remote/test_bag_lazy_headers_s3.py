@@ -54,7 +54,7 @@ def test_s3_requests_of_a_lazy_bag(seaweed: SeaweedS3, lazy_bag: tuple[Path, int
     # the open's requests: the HEAD and the first and last bytes (one range a request)
     assert got["open"][0] <= 3 and got["open"][1] < size // 20, got
     assert got["window"][0] <= 5 and got["window"][1] < size // 10, got  # not one per chunk
-    # hinted: the first chunk alone (a first message costs one chunk), then a few large
-    # requests, not one per chunk
-    assert got["full"][0] <= 5, got
+    # hinted: the first chunk alone (a first message costs one chunk), then a few requests
+    # growing from 4 MiB (a read stopped early fetched little beyond it), not one per chunk
+    assert got["full"][0] <= 6, got
     assert got["info"][0] <= n_chunks + 2, got  # every chunk header (no multi-range on S3)

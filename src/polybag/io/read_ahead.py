@@ -1,5 +1,7 @@
 """What a remote source fetches before a reader asks (:class:`ReadAhead`): the chunks a read
-plan selected, in order and up to :data:`HINT_AHEAD` ahead of the reader (``hint``), else,
+plan selected, in order and ahead of the reader by a window doubling from :data:`MIN_AHEAD`
+up to :data:`HINT_AHEAD` as the reader goes through them (``hint``: a read that stops after
+a few messages fetched little beyond them), else,
 when reads run front to back, what follows them (a window doubling from :data:`MIN_AHEAD` up
 to :data:`MAX_AHEAD`)."""
 
@@ -13,7 +15,8 @@ from polybag.io.block_map import BLOCK, COALESCE, BlockMap
 MAX_AHEAD = 64 << 10 << 10
 #: the least read-ahead of a sequential run
 MIN_AHEAD = 4 << 20
-#: how far ahead of the reader hinted ranges (:meth:`ReadAhead.hint`) are fetched
+#: how far ahead of the reader hinted ranges (:meth:`ReadAhead.hint`) are fetched, at most
+#: (from MIN_AHEAD, twice what the reader has gone through since the hint)
 HINT_AHEAD = 64 << 20
 
 
@@ -32,6 +35,7 @@ class ReadAhead:
         self._hint_at = 0  # the first hinted span not yet scheduled
         self._hint_to = 0  # hinted blocks were scheduled up to this one
         self._hint_pos = 0  # the furthest block the reader's needs began at, since the hint
+        self._hint_from = 0  # the first hinted block (the window grows with the reader's way from it)
 
     def hint(self, spans: list[tuple[int, int]]) -> None:
         """The block spans a read is about to go through, in order (replacing the last);
@@ -42,6 +46,7 @@ class ReadAhead:
             self._hint_at = 0
             self._hint_to = 0
             self._hint_pos = 0
+            self._hint_from = spans[0][0] if spans else 0
         if spans:
             self.pump(spans[0][0] * BLOCK)
 
@@ -65,14 +70,17 @@ class ReadAhead:
         return True
 
     def pump(self, pos: int, upto: int = 0) -> None:
-        """Start fetching the hinted blocks from ``pos`` up to HINT_AHEAD bytes beyond it (or
-        up to ``upto``, when that is further)."""
+        """Start fetching the hinted blocks from ``pos`` up to a window beyond it (MIN_AHEAD,
+        doubling with the reader's way since the hint up to HINT_AHEAD; or up to ``upto``,
+        when that is further)."""
         todo: list[tuple[int, int]] = []
-        limit = max((pos + HINT_AHEAD + BLOCK - 1) // BLOCK, (upto + BLOCK - 1) // BLOCK)
         first = pos // BLOCK
         with self._map.cv:
             self._hint_pos = max(self._hint_pos, first)
-            half = HINT_AHEAD // 2 // BLOCK
+            gone = (self._hint_pos - self._hint_from) * BLOCK
+            ahead = min(HINT_AHEAD, max(MIN_AHEAD, 2 * gone))
+            limit = max((pos + ahead + BLOCK - 1) // BLOCK, (upto + BLOCK - 1) // BLOCK)
+            half = ahead // 2 // BLOCK
             if self._hint_to > max(first + half, limit - half):
                 return  # enough is on the way: top up in large requests, not a little per need
             self._hint_to = limit

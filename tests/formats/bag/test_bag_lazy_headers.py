@@ -387,9 +387,9 @@ def _check_counts(got: dict[str, tuple[int, int]], n_chunks: int, size: int) -> 
     # the open's requests: the HEAD and the first and last bytes (one range a request)
     assert got["open"][0] <= 3 and got["open"][1] < size // 20
     assert got["window"][0] <= 5 and got["window"][1] < size // 10  # not one per chunk
-    # hinted: the first chunk alone (a first message costs one chunk), then a few large
-    # requests, not one per chunk
-    assert got["full"][0] <= 5
+    # hinted: the first chunk alone (a first message costs one chunk), then a few requests
+    # growing from 4 MiB (a read stopped early fetched little beyond it), not one per chunk
+    assert got["full"][0] <= 6
     assert got["info"][0] <= n_chunks + 2  # every chunk header (no multi-range here)
 
 
