@@ -225,6 +225,45 @@ def write_big(
     return path
 
 
+def lazy_bag(path: Path) -> tuple[Path, int, int]:
+    """The lazy-header tests' bag (issue 17): 600 messages of 10 KB, ~60 chunks of 100 KB
+    (6 MB); its path, chunk count and size."""
+    write_big(path, n=600, payload=10_000, chunk_size=100_000)
+    with polybag.open(str(path)) as r:
+        n_chunks = len(r.chunks)  # type: ignore[attr-defined]
+    return path, n_chunks, path.stat().st_size
+
+
+def lazy_bag_jobs(url: str, opts: dict[str, Any], n: int = 600) -> dict[str, tuple[int, int]]:
+    """Requests and bytes fetched by each job on :func:`lazy_bag`'s bag (open, a 1% window,
+    a full read, ``summary``), each on a new reader."""
+    out = {}
+    for job in ("open", "window", "full", "info"):
+        with polybag.open(url, **opts) as r:
+            if job == "window":
+                lo = T0 + n // 2 * STEP
+                assert sum(1 for m in r.messages(start=lo, end=lo + n // 100 * STEP) if m.topic == "/big") == 6
+            elif job == "full":
+                assert sum(1 for _ in r.messages()) == n + n // 10
+            elif job == "info":
+                assert r.summary.message_count == n + n // 10
+            st = r.source.stats
+            out[job] = (st["requests"], st["bytes_fetched"])
+    return out
+
+
+def check_lazy_bag_counts(got: dict[str, tuple[int, int]], n_chunks: int, size: int) -> None:
+    """The bounds of :func:`lazy_bag_jobs` on a server without multi-range (one range a request)."""
+    assert n_chunks > 40
+    # the open's requests: the HEAD and the first and last bytes (one range a request)
+    assert got["open"][0] <= 3 and got["open"][1] < size // 20, got
+    assert got["window"][0] <= 5 and got["window"][1] < size // 10, got  # not one per chunk
+    # hinted: the first chunk alone (a first message costs one chunk), then a few requests
+    # growing from 4 MiB (a read stopped early fetched little beyond it), not one per chunk
+    assert got["full"][0] <= 6, got
+    assert got["info"][0] <= n_chunks + 2, got  # every chunk header (no multi-range)
+
+
 def write_chatter(w: Any) -> list[bytes]:
     """Five std_msgs/msg/String messages on /chatter through writer ``w`` (closed after);
     their CDR payloads."""

@@ -13,17 +13,14 @@ pattern must match one object."""
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from polybag.errors import UsageError
-from polybag.io.urls import is_url
-
-_MAGIC = re.compile(r"[*?\[]")
+from polybag.io.urls import has_glob, is_url
 
 
 def _pattern(value: Any) -> bool:
-    return isinstance(value, str) and is_url(value) and bool(_MAGIC.search(value))
+    return isinstance(value, str) and is_url(value) and has_glob(value)
 
 
 def _expand(values: list[Any]) -> list[Any]:

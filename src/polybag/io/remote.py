@@ -37,11 +37,9 @@ glob character in an ``http(s)://`` URL's path is an error saying so.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 from polybag.errors import NoObjectError, PolybagError, UsageError
 from polybag.io.block_map import PART
@@ -58,7 +56,7 @@ from polybag.io.redaction import redact
 from polybag.io.remote_limits import DEADLINE_ENV, limits
 from polybag.io.remote_source import RemoteSource
 from polybag.io.transports import scheme, transport_for
-from polybag.io.urls import is_url
+from polybag.io.urls import has_glob, is_url
 
 
 def _names_bag_directory(url: str, storage_options: dict[str, Any] | None, until: float) -> bool:
@@ -129,19 +127,6 @@ def read_head_counted(url: str, n: int, storage_options: dict[str, Any] | None =
 
 #: the most objects one glob URL may expand to (a larger listing is an error naming this bound)
 MAX_GLOB_MATCHES = 10_000
-_MAGIC = re.compile(r"[*?\[]")
-
-
-def has_glob(url: str) -> bool:
-    """Whether ``url`` is a pattern: ``*``, ``?`` or ``[`` in it (over ``http(s)://``, in
-    its path: ``?`` starts the query there)."""
-    if url.lower().startswith(("http://", "https://")):
-        try:
-            return bool(_MAGIC.search(urlsplit(url).path))
-        except ValueError:
-            return False
-    return bool(_MAGIC.search(url))
-
 
 def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
     """The URLs a glob URL (``s3://bucket/logs/*.mcap``, ``s3://b/**/*.bag``) matches, sorted;

@@ -6,14 +6,26 @@ from __future__ import annotations
 
 import re
 from typing import NamedTuple
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlparse, urlsplit
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+_GLOB = re.compile(r"[*?\[]")
 
 
 def is_url(target: object) -> bool:
     """True for a string that names a URL (``scheme://...``), False for a local path."""
     return isinstance(target, str) and bool(_URL.match(target))
+
+
+def has_glob(url: str) -> bool:
+    """Whether ``url`` is a pattern: ``*``, ``?`` or ``[`` in it (over ``http(s)://``, in
+    its path: ``?`` starts the query there)."""
+    if url.lower().startswith(("http://", "https://")):
+        try:
+            return bool(_GLOB.search(urlsplit(url).path))
+        except ValueError:
+            return False
+    return bool(_GLOB.search(url))
 
 
 def file_url_path(url: str) -> str | None:

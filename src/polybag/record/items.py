@@ -50,6 +50,10 @@ class TopicStats:
             + self.dropped_type
         )
 
+    def counts(self) -> tuple[str, int, int, int, int, int]:
+        """(type, received, written, dropped, received bytes, last receive time)."""
+        return (self.type, self.received, self.written, self.dropped, self.received_bytes, self.last_receive)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["dropped"] = self.dropped
@@ -218,10 +222,7 @@ class WorkQueue:
         """Per topic (type, received, written, dropped, received bytes, last receive time),
         copied under the lock (the live view reads it a few times a second)."""
         with self.cond:
-            return {
-                t: (s.type, s.received, s.written, s.dropped, s.received_bytes, s.last_receive)
-                for t, s in self.stats.items()
-            }
+            return {t: s.counts() for t, s in self.stats.items()}
 
     # --- the recorder's side (with the lock held) -------------------------------------------------
     def push(self, item: QueuedMessage) -> None:

@@ -65,10 +65,7 @@ def read_counts(rec: Any) -> dict[str, Counts]:
     counts = getattr(rec, "counts", None)
     if callable(counts):
         return dict(counts())
-    return {
-        topic: (s.type, s.received, s.written, s.dropped, s.received_bytes, s.last_receive)
-        for topic, s in list(rec.stats.items())
-    }
+    return {topic: s.counts() for topic, s in list(rec.stats.items())}
 
 
 class StatsSampler:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import struct
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from polybag.formats.bag.writer import BagWriter
 from polybag.io.source import MappedSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "remote"))
-from remote_helpers import STEP, T0, serve, write_big  # noqa: E402
+from remote_helpers import check_lazy_bag_counts, lazy_bag, lazy_bag_jobs, serve  # noqa: E402
 
 ROOT = CORPORA / "rosbag"
 DEF = b"string data\n"
@@ -357,40 +357,8 @@ with polybag.open(_BAG) as _r:
 
 
 @pytest.fixture(scope="module")
-def big_bag(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, int]]:
-    """A 6 MB bag of 600 messages of 10 KB, ~60 chunks of 100 KB."""
-    d = tmp_path_factory.mktemp("lazy")
-    p = write_big(d / "big.bag", n=600, payload=10_000, chunk_size=100_000)
-    with polybag.open(str(p)) as r:
-        n_chunks = len(r.chunks)  # type: ignore[attr-defined]
-    yield p, n_chunks, p.stat().st_size
-
-
-def _remote_jobs(url: str, opts: dict[str, Any], n: int = 600) -> dict[str, tuple[int, int]]:
-    out = {}
-    for job in ("open", "window", "full", "info"):
-        with polybag.open(url, **opts) as r:
-            if job == "window":
-                lo = T0 + n // 2 * STEP
-                assert sum(1 for m in r.messages(start=lo, end=lo + n // 100 * STEP) if m.topic == "/big") == 6
-            elif job == "full":
-                assert sum(1 for _ in r.messages()) == n + n // 10
-            elif job == "info":
-                assert r.summary.message_count == n + n // 10
-            st = r.source.stats
-            out[job] = (st["requests"], st["bytes_fetched"])
-    return out
-
-
-def _check_counts(got: dict[str, tuple[int, int]], n_chunks: int, size: int) -> None:
-    assert n_chunks > 40
-    # the open's requests: the HEAD and the first and last bytes (one range a request)
-    assert got["open"][0] <= 3 and got["open"][1] < size // 20
-    assert got["window"][0] <= 5 and got["window"][1] < size // 10  # not one per chunk
-    # hinted: the first chunk alone (a first message costs one chunk), then a few requests
-    # growing from 4 MiB (a read stopped early fetched little beyond it), not one per chunk
-    assert got["full"][0] <= 6
-    assert got["info"][0] <= n_chunks + 2  # every chunk header (no multi-range here)
+def big_bag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, int]:
+    return lazy_bag(tmp_path_factory.mktemp("lazy") / "big.bag")
 
 
 def test_http_one_range_per_request(big_bag):
@@ -398,7 +366,7 @@ def test_http_one_range_per_request(big_bag):
     gen = serve(p.parent, multirange=False)
     srv = next(gen)
     try:
-        _check_counts(_remote_jobs(f"{srv.url}/{p.name}", {}), n_chunks, size)
+        check_lazy_bag_counts(lazy_bag_jobs(f"{srv.url}/{p.name}", {}), n_chunks, size)
     finally:
         gen.close()
 
