@@ -459,6 +459,7 @@ SURFACE_MODULES = (
     "fuzz.record_config",
     "fuzz.ros2_peer",
     "fuzz.remote_plans",
+    "fuzz.s3_answers",
 )
 
 

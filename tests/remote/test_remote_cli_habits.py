@@ -187,7 +187,10 @@ def test_a_wrong_secret_names_endpoint_and_credential_source(seaweed: SeaweedS3,
     with pytest.raises(PolybagError) as e:
         polybag.open("s3://logs/mid.mcap", storage_options=seaweed.storage_options(secret=WRONG))
     text = str(e.value)
-    assert text.startswith("s3://logs/mid.mcap: cannot open: PermissionError: Forbidden")
+    # (the open's first request is a ranged GET, whose answer has a body saying why: the
+    # signature; a HEAD's has none: "Forbidden")
+    assert text.startswith("s3://logs/mid.mcap: cannot open: PermissionError: ")
+    assert "Forbidden" in text or "signature" in text
     assert f"endpoint {seaweed.endpoint} from the storage options" in text
     assert "credentials: key/secret given to s3fs (storage options key/secret" in text
     assert WRONG not in text and seaweed.key not in text

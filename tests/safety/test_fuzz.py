@@ -45,6 +45,8 @@ CASES = {
     # issue 30: hostile MCAP and bag files read by ranges (memory://), against the local read
     "mcap_remote": 1500,
     "bag_remote": 400,
+    # the S3 open by one ranged GET (issue 30), against hostile answers
+    "s3_answers": 1500,
 }
 # Escapes found by the fuzzer in code other engineers own, handed over with a reproducer in
 # fuzz/repros/: target -> {kind:type@file (line-independent): reproducer}.  Remove an entry
@@ -305,3 +307,27 @@ def test_remote_plan_targets_catch_a_remote_read_that_differs(monkeypatch: pytes
     monkeypatch.setattr(remote_plans, "FETCH_SLACK", -(3 * len(data)))
     with pytest.raises(remote_plans.RemotePlanEscape, match="fetched"):
         target.run(data, Stats())
+
+
+def test_s3_answers_target_catches_a_read_that_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The s3_answers oracle really compares: a read after truthful answers that lacks a
+    message the local read has, and answers taking more than the bound, are escapes; the
+    honest case passes."""
+    from fuzz import s3_answers
+    from fuzz.targets import Stats, pack
+
+    target = s3_answers.S3Answers()
+    target.setup()
+    big = len(target.logs) - 1  # the MCAP of about 200 KiB, the last of the logs
+    honest = pack(b"S3", [bytes([big]), bytes(8)])
+    stats = Stats()
+    target.run(honest, stats)
+    assert "read:1" in stats.marks
+    real = s3_answers._messages
+    monkeypatch.setattr(s3_answers, "_messages", lambda r: real(r)[:-1])  # the local ones are read
+    with pytest.raises(s3_answers.S3Escape, match="truthful answers"):
+        target.run(honest, Stats())
+    monkeypatch.setattr(s3_answers, "_messages", real)
+    monkeypatch.setattr(s3_answers, "SLACK", -(10 << 20))
+    with pytest.raises(s3_answers.S3Escape, match="body bytes"):
+        target.run(honest, Stats())

@@ -231,6 +231,22 @@ def check_size(url: str, size: int) -> None:
         )
 
 
+async def read_body(body: Any, most: int) -> bytes:
+    """At most ``most`` bytes of an S3 answer's streaming ``body`` (closed after)."""
+    parts: list[bytes] = []
+    got = 0
+    try:
+        while got < most:
+            piece = await body.read(most - got)
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+    finally:
+        body.close()
+    return b"".join(parts)
+
+
 class S3Pinned:
     """An s3fs filesystem whose reads are of the object as it was opened: its ``VersionId``
     when the bucket keeps versions, else ``If-Match`` with its ``ETag`` (S3 answers 412 when
@@ -264,20 +280,7 @@ class S3Pinned:
             if "PreconditionFailed" in text or "412" in text or "pre-conditions you specified did not hold" in text:
                 raise self._changed("S3 answered 412 Precondition Failed on the pinned ETag") from None
             raise
-        body = resp["Body"]
-        want = end - start + 1  # one more than asked for: a longer answer is caught, not read
-        parts: list[bytes] = []
-        got = 0
-        try:
-            while got < want:
-                piece = await body.read(want - got)
-                if not piece:
-                    break
-                parts.append(piece)
-                got += len(piece)
-        finally:
-            body.close()
-        data = b"".join(parts)
+        data = await read_body(resp["Body"], end - start + 1)  # one more than asked: a longer answer is caught
         now = resp.get("ETag")
         if self._etag and isinstance(now, str) and now != self._etag:
             raise self._changed(f"ETag was {self._etag}, now {now}")
@@ -308,3 +311,74 @@ def pinned(fs: Any, fpath: str, info: dict[str, Any]) -> Any:
     if type(fs).__name__ == "S3FileSystem" and hasattr(fs, "_call_s3") and hasattr(fs, "split_path"):
         return S3Pinned(fs, info, fs.unstrip_protocol(fpath) if hasattr(fs, "unstrip_protocol") else fpath)
     return fs
+
+
+def _is_s3(fs: Any) -> bool:
+    return type(fs).__name__ == "S3FileSystem" and hasattr(fs, "_call_s3") and hasattr(fs, "split_path")
+
+
+def _content_range(text: Any) -> tuple[int, int, int] | None:
+    """``(first, last, total)`` of a ``Content-Range: bytes first-last/total`` answer (None:
+    absent, or not of that form)."""
+    if not isinstance(text, str):
+        return None
+    unit, _sp, rest = text.strip().partition(" ")
+    span, sep, total = rest.partition("/")
+    first, dash, last = span.partition("-")
+    if unit != "bytes" or not sep or not dash or not (first.isdigit() and last.isdigit() and total.isdigit()):
+        return None
+    a, b, n = int(first), int(last), int(total)
+    return (a, b, n) if a <= b < n else None
+
+
+def s3_ranged_get(fs: Any, fpath: str, url: str, range_header: str, most: int) -> tuple[dict[str, Any], bytes] | None:
+    """One S3 ``GetObject`` of ``range_header`` (``bytes=-N``: the last N bytes; ``bytes=0-M``:
+    the first) instead of a ``HeadObject`` and then a read: ``(info, data)`` where ``info``
+    has what a HEAD gives (``size`` from ``Content-Range``, ``ETag``, ``VersionId``), and
+    ``data`` the bytes (at most ``most``) from ``info["start"]``.  None when ``fs`` is no s3fs filesystem, or for an
+    answer that does not say the object's size (an empty object: 416, or no Content-Range):
+    the caller asks the HEAD way.  A missing object raises the FileNotFoundError of s3fs
+    (the caller turns it into its message); other failures as :func:`transport_error`."""
+    if not _is_s3(fs):
+        return None
+    from fsspec.asyn import sync
+
+    bucket, key, version = fs.split_path(fpath)
+    if not key:
+        return None  # a bucket: the HEAD way says what it is
+
+    async def get() -> tuple[dict[str, Any], bytes] | None:
+        kw: dict[str, Any] = {"VersionId": version} if version else {}
+        try:
+            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=range_header, **kw)
+        except FileNotFoundError:
+            raise
+        except Exception as e:  # noqa: BLE001 - an empty object answers 416 InvalidRange
+            text = f"{type(e).__name__}: {e}"
+            if "InvalidRange" in text or "416" in text or "not satisfiable" in text:
+                return None
+            raise
+        body = resp["Body"]
+        span = _content_range(resp.get("ContentRange"))
+        if span is None or span[1] - span[0] + 1 > most:
+            body.close()
+            if span is None:
+                return None
+            raise PolybagError(f"{redact(url)}: asked for at most {most} bytes, the answer says {span}")
+        first, last, total = span
+        data = await read_body(body, last - first + 2)  # one more than can be right: a longer answer is caught
+        if len(data) != last - first + 1:
+            raise PolybagError(
+                f"{redact(url)}: the answer says bytes {first}..{last + 1}, its body has {len(data)} bytes"
+            )
+        info = {"size": total, "start": first, "ETag": resp.get("ETag"), "VersionId": resp.get("VersionId"), "type": "file"}
+        return info, data
+
+    try:
+        return sync(fs.loop, get)  # type: ignore[no-any-return]
+    except FileNotFoundError:
+        raise
+    except PolybagError:
+        raise
+    except Exception as e:  # noqa: BLE001 - s3fs/botocore errors of any kind
+        raise transport_error(url, "cannot open", e, fs) from None

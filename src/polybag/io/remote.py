@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from polybag.errors import NoObjectError, PolybagError, UsageError
-from polybag.io.block_map import PART
+from polybag.io.block_map import BLOCK, PART
 from polybag.io.fsspec_transport import (
     bucket_and_key,
     bucket_exists,
@@ -50,11 +50,12 @@ from polybag.io.fsspec_transport import (
     fs_for,
     not_found,
     pinned,
+    s3_ranged_get,
     transport_error,
 )
 from polybag.io.redaction import redact
 from polybag.io.remote_limits import DEADLINE_ENV, limits
-from polybag.io.remote_source import RemoteSource
+from polybag.io.remote_source import TAIL, RemoteSource
 from polybag.io.transports import scheme, transport_for
 from polybag.io.urls import has_glob, is_url
 
@@ -109,6 +110,16 @@ def read_head_counted(url: str, n: int, storage_options: dict[str, Any] | None =
         finally:
             fast.close()
     fs, fpath = fs_for(url, storage_options)
+    if n > 0:
+        try:  # S3: one GetObject of the first bytes, no HeadObject first
+            first = s3_ranged_get(fs, fpath, url, f"bytes=0-{n - 1}", n)
+        except FileNotFoundError:
+            first = None  # asked the HEAD way below, whose errors say what is missing
+        if first is not None:
+            data = first[1]
+            if first[0]["start"] != 0 or len(data) > n:
+                raise PolybagError(f"{redact(url)}: asked for the first {n} bytes, got {len(data)} from {first[0]['start']}")
+            return data, 1
     try:
         size = fs.size(fpath)
         if size is None:  # a directory (a prefix): no object
@@ -209,6 +220,24 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> RemoteS
         src.requests += fast.requests  # the open's requests (HEAD; a GET of one byte when HEAD does not say)
     else:
         fs, fpath = fs_for(url, storage_options)
+        # S3: the last bytes and the size in one GetObject, no HeadObject first (a missing
+        # object is asked the HEAD way below, whose errors say what is missing)
+        try:
+            first = s3_ranged_get(fs, fpath, url, f"bytes=-{TAIL + BLOCK}", TAIL + BLOCK)
+        except FileNotFoundError:
+            first = None
+        if first is not None:
+            info, tail = first
+            size = int(info["size"])
+            check_size(url, size)
+            src = RemoteSource(url, pinned(fs, fpath, info), fpath, size, deadline)
+            try:
+                src.preload(int(info["start"]), tail)
+                src.fetch_edges(until)
+            except BaseException:
+                src.close()
+                raise
+            return src
         try:
             info = fs.info(fpath)
         except FileNotFoundError as e:

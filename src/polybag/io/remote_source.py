@@ -103,6 +103,9 @@ class RemoteSource(MappedSource):
         self._ahead = ReadAhead(self._map, self._start_background)
         self.requests = 0
         self.bytes_fetched = 0
+        # (start, block end): bytes [start, block end) of a partly held block are here (the
+        # open's last bytes); a fetch of that block ends at start (:meth:`_upto`)
+        self._edge: tuple[int, int] | None = None
 
     # --- what readers call ---------------------------------------------------------------
     @property
@@ -164,6 +167,32 @@ class RemoteSource(MappedSource):
         if time.monotonic() > until:
             raise self._expired()
 
+    def preload(self, start: int, data: bytes) -> None:
+        """Keep ``data``, the object's bytes from ``start`` (what the open's request brought
+        back besides the size: S3's last bytes), as one fetched request; only whole blocks
+        are kept (a partial first block is dropped, the object's last block may be short)."""
+        end = start + len(data)
+        if start < 0 or end > self.size:
+            raise PolybagError(f"{self.name}: asked for the last bytes, got bytes {start}..{end} of {self.size}")
+        lo = -(-start // BLOCK) * BLOCK
+        hi = end if end == self.size else end // BLOCK * BLOCK
+        with self._cv:
+            self.requests += 1
+            self.bytes_fetched += len(data)
+            if hi <= lo:
+                return
+            claimed = self._map.claim(lo // BLOCK, (hi + BLOCK - 1) // BLOCK)
+        try:
+            self._wview[start:hi] = data[: hi - start]
+            if start < lo:  # the bytes of the block before stay: its fetch asks only for the rest
+                self._edge = (start, lo)
+        except BaseException:
+            for s, e in claimed:
+                self._map.settle(s, e, False)
+            raise
+        for s, e in claimed:
+            self._map.settle(s, e, True)
+
     def _multirange(self) -> bool:
         """Whether the transport takes several ranges in one request (HTTP servers that
         answer ``multipart/byteranges``; not S3 or other fsspec stores)."""
@@ -173,21 +202,30 @@ class RemoteSource(MappedSource):
     def _sink(self, start: int, end: int) -> memoryview:
         return self._wview[start:end]
 
+    def _upto(self, start: int, end: int) -> int:
+        """Where a fetch of ``[start, end)`` has to end: before the bytes of a partly held
+        block (:meth:`preload`) when it ends with that block, else ``end``."""
+        edge = self._edge
+        if edge is not None and end == edge[1] and start < edge[0]:
+            return edge[0]
+        return end
+
     def _fetch(self, start: int, end: int, until: float | None = None) -> None:
         """One range request, written into the cache."""
         try:
             if self._closed:
                 raise PolybagError(f"{self.name}: source closed")
+            upto = self._upto(start, end)
             if isinstance(self._fs, HttpRanges):
-                got = self._fs.read_into(start, end, self._sink, until)
+                got = self._fs.read_into(start, upto, self._sink, until)
             else:
                 try:
-                    data = self._fs.cat_file(self._fpath, start=start, end=end)
+                    data = self._fs.cat_file(self._fpath, start=start, end=upto)
                 except PolybagError:
                     raise
                 except Exception as e:  # noqa: BLE001 - any transport error becomes one clear error
-                    raise transport_error(self.url, f"cannot read bytes {start}..{end}", e) from None
-                got = self._store(start, end, data)
+                    raise transport_error(self.url, f"cannot read bytes {start}..{upto}", e) from None
+                got = self._store(start, upto, data)
         except BaseException:
             self._map.settle(start, end, False)
             raise
@@ -226,16 +264,15 @@ class RemoteSource(MappedSource):
                     held = set(done)
                     todo = [r for r in todo if r not in held]
             elif not isinstance(fs, HttpRanges) and hasattr(fs, "cat_ranges"):
+                ends = [self._upto(s, e) for s, e in todo]
                 try:
-                    datas = fs.cat_ranges(
-                        [self._fpath] * len(todo), [s for s, _ in todo], [e for _, e in todo]
-                    )
+                    datas = fs.cat_ranges([self._fpath] * len(todo), [s for s, _ in todo], ends)
                 except Exception as err:  # noqa: BLE001 - any transport error becomes one clear error
                     raise transport_error(self.url, f"cannot read {len(todo)} ranges", err) from None
-                for (s, e), data in zip(todo, datas):
+                for (s, e), upto, data in zip(todo, ends, datas):
                     if isinstance(data, BaseException):
-                        raise transport_error(self.url, f"cannot read bytes {s}..{e}", data)
-                    got = self._store(s, e, data)
+                        raise transport_error(self.url, f"cannot read bytes {s}..{upto}", data)
+                    got = self._store(s, upto, data)
                     with self._cv:
                         self.requests += 1
                         self.bytes_fetched += got
