@@ -382,3 +382,34 @@ def s3_ranged_get(fs: Any, fpath: str, url: str, range_header: str, most: int) -
         raise
     except Exception as e:  # noqa: BLE001 - s3fs/botocore errors of any kind
         raise transport_error(url, "cannot open", e, fs) from None
+
+
+
+def s3_listing(fs: Any) -> Any:
+    """For an s3fs filesystem, ``walk(bucket, prefix, most, visit)``: calls ``visit(info)``
+    for each object under ``prefix`` (no delimiter: every level), listed a page at a time
+    (s3fs's ``_iterdir``), at most ``most`` of them; ``visit`` raising stops the listing.
+    None for other filesystems."""
+    if not _is_s3(fs) or not hasattr(fs, "_iterdir"):
+        return None
+
+    def walk(bucket: str, prefix: str, most: int, visit: Any) -> None:
+        from fsspec.asyn import sync
+
+        async def all_of() -> None:
+            # (no max_items: s3fs asks MaxKeys=2*max_items, which some servers refuse; the
+            # count is ours, and the pages are the server's, at most 1000 keys each)
+            pages: Any = fs._iterdir(bucket, delimiter="", prefix=prefix)
+            seen = 0
+            try:
+                async for info in pages:
+                    seen += 1
+                    if seen > most:
+                        return
+                    visit(info)
+            finally:
+                await pages.aclose()
+
+        sync(fs.loop, all_of)
+
+    return walk

@@ -50,6 +50,7 @@ from polybag.io.fsspec_transport import (
     fs_for,
     not_found,
     pinned,
+    s3_listing,
     s3_ranged_get,
     transport_error,
 )
@@ -160,6 +161,8 @@ def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[
             raise no_listing(url)
     fs, _fpath = fs_for(url, storage_options)
     dirs = url.endswith("/")
+    if not dirs and "**" in _fpath and s3_listing(fs) is not None:
+        return _find_s3(url, fs, _fpath)
     try:
         found = fs.glob(url.rstrip("/") if dirs else url, detail=True)
     except FileNotFoundError as e:
@@ -183,6 +186,64 @@ def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[
         raise UsageError(f"no object matches {name}" + (" (a pattern ending in / matches folders)" if dirs else ""))
     out = [h if is_url(h) else fs.unstrip_protocol(h) for h in hits]
     return [u.rstrip("/") + "/" for u in out] if dirs else out
+
+
+#: the most objects a ``**`` listing on S3 goes through (a larger listing is an error naming
+#: this bound; what is kept of it is the matches only, at most MAX_GLOB_MATCHES)
+MAX_LISTED_OBJECTS = 1_000_000
+
+
+def _find_s3(url: str, fs: Any, fpath: str) -> list[str]:
+    """The objects of S3 that a ``**`` pattern matches, listed page by page (one listing of
+    the pattern's fixed prefix, no delimiter), keeping only the matches: at most
+    :data:`MAX_LISTED_OBJECTS` listed and :data:`MAX_GLOB_MATCHES` kept, else an error naming
+    the bound.  The same objects as fsspec's ``glob`` (which lists every level below the
+    prefix, all kept)."""
+    import re
+
+    from fsspec.utils import glob_translate  # type: ignore[import-untyped]  # fsspec ships no type hints
+
+    name = redact(url)
+    first = min(i for i in (fpath.find(c) for c in "*?[") if i >= 0)
+    bucket, _sep, prefix = fpath[:first].partition("/")
+    try:
+        pattern = re.compile(glob_translate(fpath))
+    except (ValueError, re.error) as e:
+        raise UsageError(f"{name}: not a glob polybag can list: {e}") from None
+    hits: list[str] = []
+    listed = 0
+
+    def visit(info: dict[str, Any]) -> None:
+        nonlocal listed
+        listed += 1
+        if listed > MAX_LISTED_OBJECTS:
+            raise UsageError(
+                f"{name}: the listing under {bucket}/{prefix} passes {MAX_LISTED_OBJECTS} objects "
+                f"(MAX_LISTED_OBJECTS): narrow the pattern's fixed prefix"
+            )
+        path = str(info.get("name", ""))
+        if info.get("type") == "file" and pattern.fullmatch(path):
+            hits.append(path)
+            if len(hits) > MAX_GLOB_MATCHES:
+                raise UsageError(
+                    f"{name}: matches more than {MAX_GLOB_MATCHES} objects (MAX_GLOB_MATCHES): narrow the pattern"
+                )
+
+    try:
+        s3_listing(fs)(bucket, prefix, MAX_LISTED_OBJECTS + 1, visit)
+    except PolybagError:
+        raise
+    except FileNotFoundError as e:
+        if bucket_exists(fs, bucket) is False:
+            raise PolybagError(f"{name}: cannot list: no such bucket {bucket}") from None
+        raise transport_error(url, "cannot list", e, fs) from None
+    except Exception as e:  # noqa: BLE001 - transport errors of any kind
+        raise transport_error(url, "cannot list", e, fs) from None
+    if not hits:
+        if bucket_exists(fs, bucket) is False:
+            raise PolybagError(f"{name}: cannot list: no such bucket {bucket}")
+        raise UsageError(f"no object matches {name}")
+    return [fs.unstrip_protocol(h) for h in sorted(hits)]
 
 
 def expand_urls(targets: Iterable[Any], storage_options: dict[str, Any] | None = None) -> list[Any]:
