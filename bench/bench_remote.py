@@ -152,6 +152,14 @@ class Servers:
         o["client_kwargs"] = dict(o["client_kwargs"], endpoint_url=self.s3_proxy.url)
         return {"storage_options": o}
 
+    def direct_url(self, p: Path, kind: str) -> str:
+        """``url`` straight to the server (no proxy): for the full-read timings."""
+        rel = p.relative_to(self.root).as_posix() + ("/" if p.is_dir() else "")
+        return f"http://127.0.0.1:{self.nginx.port}/{rel}" if kind == "http" else f"s3://logs/{rel}"
+
+    def direct_options(self, kind: str) -> dict[str, Any]:
+        return {} if kind == "http" else {"storage_options": self.seaweed.storage_options()}
+
     def env(self, kind: str) -> dict[str, str]:
         env = self.seaweed.env()
         env["FSSPEC_S3_ENDPOINT_URL"] = self.s3_proxy.url
@@ -307,6 +315,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 th = timed_median(lambda hu=hu: full_read(hu, {}), args.reps)
                 ts = timed_median(lambda su=su, so=so: full_read(su, so), args.reps)
                 row["full_read_s"] = {"local": round(tl, 3), "http": round(th, 3), "s3": round(ts, 3)}
+                # the same reads straight to nginx and SeaweedFS (no Python proxy in the way)
+                dh, ds, do = srv.direct_url(p, "http"), srv.direct_url(p, "s3"), srv.direct_options("s3")
+                row["full_read_s"]["http_direct"] = round(timed_median(lambda dh=dh: full_read(dh, {}), args.reps), 3)
+                row["full_read_s"]["s3_direct"] = round(timed_median(lambda ds=ds, do=do: full_read(ds, do), args.reps), 3)
             results["formats"][fmt] = row
         if not args.skip_dask:
             paths = [logs[f] for f in ("bag", "mcap") if f in logs]
@@ -337,14 +349,16 @@ def table(res: dict[str, Any]) -> Iterator[str]:
             yield f"| {fmt} ({size / 1e6:.0f} MB) | {kind} | " + " | ".join(cells) + " |"
     if any("full_read_s" in r for r in res["formats"].values()):
         yield ""
-        yield "| format | full read local | HTTP (x local) | S3 (x local) |"
-        yield "|---|---|---|---|"
+        yield "| format | full read local | HTTP via proxy (x local) | S3 via proxy (x local) | HTTP direct | S3 direct |"
+        yield "|---|---|---|---|---|---|"
         for fmt, row in res["formats"].items():
             t = row.get("full_read_s")
             if t:
                 yield (
                     f"| {fmt} | {t['local']:.3f} s | {t['http']:.3f} s ({t['http'] / t['local']:.1f}x) "
-                    f"| {t['s3']:.3f} s ({t['s3'] / t['local']:.1f}x) |"
+                    f"| {t['s3']:.3f} s ({t['s3'] / t['local']:.1f}x) "
+                    f"| {t['http_direct']:.3f} s ({t['http_direct'] / t['local']:.1f}x) "
+                    f"| {t['s3_direct']:.3f} s ({t['s3_direct'] / t['local']:.1f}x) |"
                 )
     if res.get("dask"):
         yield ""
