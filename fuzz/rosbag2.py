@@ -489,7 +489,7 @@ class Db3Pages(Target):
                     try:
                         known = {int(r[0]) for r in con.execute("SELECT id FROM topics") if isinstance(r[0], int)}
                         sql_rows = con.execute("SELECT id, topic_id, timestamp, data FROM messages ORDER BY id").fetchall()
-                    except (sqlite3.Error, ValueError, OverflowError):
+                    except (sqlite3.Error, ValueError, OverflowError, MemoryError):  # (NOMEM: a damaged schema)
                         sql_rows = None
                     table = PageTable.open(str(path), con, MAX_CHUNK_BYTES) if known is not None else None
                     if table is not None:

@@ -175,6 +175,7 @@ class SqliteFile:
             raise FormatError(f"cannot open: {e.strerror or e}", path) from None
         if head[: len(SQLITE_MAGIC)] != SQLITE_MAGIC:
             raise FormatError("not an SQLite database (no 'SQLite format 3' header)", path, 0)
+        nomem = False
         try:
             self.conn = self._connect(head)
             self.conn.text_factory = db_text
@@ -182,12 +183,20 @@ class SqliteFile:
             if not {"topics", "messages"} <= self.tables:
                 raise FormatError("not a rosbag2 database: no 'topics' and 'messages' tables", path)
             self.topic_columns = {db_str(r[1]) for r in self.conn.execute("PRAGMA table_info(topics)")}
+        except MemoryError:
+            # SQLITE_NOMEM: SQLite refuses an allocation past its own limits (a damaged schema
+            # record declaring a huge size: fuzz target db3_pages, 24 MB peak), raised below
+            # without this exception as its context (no memory was in fact exhausted)
+            self.close()
+            nomem = True
         except DB_ERRORS as e:
             self.close()
             raise FormatError(f"damaged SQLite database: {e}", path) from None
         except BaseException:
             self.close()
             raise
+        if nomem:
+            raise FormatError("damaged SQLite database: SQLite refused to allocate what it declares (SQLITE_NOMEM)", path)
 
     def _plain_tables(self) -> set[str]:
         """The names of the database's tables; a FormatError when one of those read
