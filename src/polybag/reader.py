@@ -337,23 +337,75 @@ class Reader(Closing, ABC):
             ch = m.channel
             yield m, lookup(ch).decode(m.data, topic=ch.topic)
 
-    def topic_columns(self, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        """One numpy array per leaf field of ``topic``, plus ``log_time``."""
+    def topic_columns(
+        self, topic: str, fields: Sequence[str] | None = None, *, time: str = "log_time", keep_times: bool = False, arrays: str = "columns"
+    ) -> dict[str, np.ndarray]:
+        """One numpy array per leaf field of ``topic``, the chosen time first: ``time`` is
+        ``"log_time"`` (default), ``"publish_time"``, ``"header.stamp"`` or ``"timestamp"``
+        (int64 ns; rows stay in log-time order, so another time may go backwards);
+        ``keep_times=True`` keeps the other times as columns after it (else with
+        ``header.stamp`` there is no ``log_time``); ``arrays="lists"`` gives fixed arrays as
+        one 2-D column each (see :func:`polybag.codecs.columns.topic_columns`)."""
         from polybag.codecs.columns import topic_columns  # imported when used: it loads numpy
 
-        return topic_columns(self, topic, fields)
+        return topic_columns(self, topic, fields, time=time, keep_times=keep_times, arrays=arrays)
 
-    def to_arrow(self, topic: str, fields: Sequence[str] | None = None) -> pa.Table:
-        """The columns of ``topic`` as a ``pyarrow.Table``."""
-        from polybag.codecs.columns import columns_to_arrow
+    def to_arrow(
+        self,
+        topic: str | Sequence[str | tuple[str, int | str]],
+        fields: Sequence[str] | None = None,
+        *,
+        time: str = "log_time",
+        keep_times: bool = False,
+        datetimes: bool = False,
+        arrays: str = "columns",
+        **align: Any,
+    ) -> pa.Table:
+        """The columns of ``topic`` (:meth:`topic_columns`) as a ``pyarrow.Table``: sequences
+        as typed ``list`` columns (of ``struct`` for messages), ``uint8[]`` as ``binary``;
+        ``datetimes=True`` adds ``<time>_utc`` (``timestamp[ns, UTC]``) after the time.
 
-        return columns_to_arrow(self.topic_columns(topic, fields))
+        Several topics (a list) are one table on one time axis: the first topic's rows, the
+        others joined on as ``pandas.merge_asof`` does, columns ``<topic>.<field>``
+        (``align="asof"`` (default), ``"nearest"`` or ``"resample:10ms"``, with ``direction``,
+        ``tolerance``, ``allow_exact_matches``, ``interpolate``: see
+        :func:`polybag.codecs.aligned.aligned_columns`)."""
+        from polybag.codecs.aligned import aligned_arrow
 
-    def to_pandas(self, topic: str, fields: Sequence[str] | None = None) -> pd.DataFrame:
-        """The columns of ``topic`` as a ``pandas.DataFrame``."""
-        from polybag.codecs.columns import columns_to_pandas
+        topics = _aligned_topics(topic, align, keep_times, arrays)
+        if topics is not None:
+            return aligned_arrow(self, topics, fields, time=time, datetimes=datetimes, **align)
+        from polybag.codecs.columns import topic_arrow
 
-        return columns_to_pandas(self.topic_columns(topic, fields))
+        assert isinstance(topic, str)
+        return topic_arrow(self, topic, fields, time=time, keep_times=keep_times, datetimes=datetimes, arrays=arrays)
+
+    def to_pandas(
+        self,
+        topic: str | Sequence[str | tuple[str, int | str]],
+        fields: Sequence[str] | None = None,
+        *,
+        time: str = "log_time",
+        keep_times: bool = False,
+        datetimes: bool = False,
+        arrays: str = "columns",
+        **align: Any,
+    ) -> pd.DataFrame:
+        """The columns of ``topic`` (:meth:`topic_columns`) as a ``pandas.DataFrame`` indexed by
+        the chosen time (int64 ns; ``datetimes=True``: ``datetime64[ns, UTC]``, the integers
+        kept as the column ``<time>_ns``).
+
+        Several topics (a list: ``r.to_pandas(["/imu", "/gps"], align="asof",
+        tolerance="20ms")``) are one frame on one time axis, as :meth:`to_arrow` says."""
+        from polybag.codecs.aligned import aligned_pandas
+
+        topics = _aligned_topics(topic, align, keep_times, arrays)
+        if topics is not None:
+            return aligned_pandas(self, topics, fields, time=time, datetimes=datetimes, **align)
+        from polybag.codecs.columns import topic_pandas
+
+        assert isinstance(topic, str)
+        return topic_pandas(self, topic, fields, time=time, keep_times=keep_times, datetimes=datetimes, arrays=arrays)
 
     def images(self, topic: TopicSelector, start: int | None = None, end: int | None = None, copy: bool = False) -> Iterator[tuple[int, np.ndarray]]:
         """``(log_time, pixels)`` of every ``sensor_msgs/Image`` or ``CompressedImage`` on
@@ -374,6 +426,28 @@ class Reader(Closing, ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path!r}>"
+
+
+#: the options of an aligned table (:func:`polybag.codecs.aligned.aligned_columns`)
+ALIGN_OPTIONS = frozenset({"align", "direction", "tolerance", "allow_exact_matches", "interpolate"})
+
+
+def _aligned_topics(topic: Any, align: dict[str, Any], keep_times: bool, arrays: str) -> list[Any] | None:
+    """The topics of an aligned table (``to_pandas``/``to_arrow`` given a list), or None for
+    one topic; an option that does not go with the call is a :class:`UsageError`."""
+    from polybag.codecs.aligned import is_topic_list
+    from polybag.errors import UsageError
+
+    unknown = set(align) - ALIGN_OPTIONS
+    if unknown:
+        raise TypeError(f"unknown options: {', '.join(sorted(unknown))}")
+    if not is_topic_list(topic):
+        if align:
+            raise UsageError(f"{', '.join(sorted(align))}: for several topics (a list), not one topic {topic!r}")
+        return None
+    if keep_times or arrays != "columns":
+        raise UsageError("keep_times and arrays are for one topic's table, not an aligned one")
+    return list(topic)
 
 
 @runtime_checkable
@@ -437,11 +511,33 @@ class ReaderProtocol(Protocol):
 
     def decoded_messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: MessageOrder = "log_time") -> Iterator[tuple[Message, Any]]: ...
 
-    def topic_columns(self, topic: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]: ...
+    def topic_columns(
+        self, topic: str, fields: Sequence[str] | None = None, *, time: str = "log_time", keep_times: bool = False, arrays: str = "columns"
+    ) -> dict[str, np.ndarray]: ...
 
-    def to_arrow(self, topic: str, fields: Sequence[str] | None = None) -> pa.Table: ...
+    def to_arrow(
+        self,
+        topic: str | Sequence[str | tuple[str, int | str]],
+        fields: Sequence[str] | None = None,
+        *,
+        time: str = "log_time",
+        keep_times: bool = False,
+        datetimes: bool = False,
+        arrays: str = "columns",
+        **align: Any,
+    ) -> pa.Table: ...
 
-    def to_pandas(self, topic: str, fields: Sequence[str] | None = None) -> pd.DataFrame: ...
+    def to_pandas(
+        self,
+        topic: str | Sequence[str | tuple[str, int | str]],
+        fields: Sequence[str] | None = None,
+        *,
+        time: str = "log_time",
+        keep_times: bool = False,
+        datetimes: bool = False,
+        arrays: str = "columns",
+        **align: Any,
+    ) -> pd.DataFrame: ...
 
     def images(
         self, topic: TopicSelector, start: int | None = None, end: int | None = None, copy: bool = False

@@ -343,7 +343,7 @@ def test_odd_field_names_decode_with_their_names(
         rows = list(csv.DictReader(fh))
     assert [rows[0][n] for n in ODD_NAMES] == [str(expected[n]) for n in ODD_NAMES]
     pq = pytest.importorskip("pyarrow.parquet")
-    rc, _, _ = cli(["export", str(path), "--format", "parquet", "-o", str(tmp_path / "pq")], capsys)
+    rc, _, _ = cli(["export", str(path), "--format", "parquet", "--layout", "flat", "-o", str(tmp_path / "pq")], capsys)
     assert rc == 0
     table = pq.read_table(str(tmp_path / "pq" / "t.parquet"))
     assert [table.column(n).to_pylist() for n in ODD_NAMES] == [[expected[n]] * 2 for n in ODD_NAMES]

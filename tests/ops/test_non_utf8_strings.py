@@ -194,7 +194,7 @@ def test_export_equals_rosbag(
     if fmt == "parquet":
         pytest.importorskip("pyarrow.parquet")
     out = tmp_path / fmt
-    assert main(["export", str(bag), "--format", fmt, "-o", str(out)]) == 0
+    assert main(["export", str(bag), "--format", fmt, "--layout", "flat", "-o", str(out)]) == 0
     for topic in STRING_COLUMNS:
         path = out / f"{topic.strip('/')}.{fmt}"
         same(_read_export(path, fmt, topic), _strings_of(topic, expected[topic]), f"{fmt} {topic}")

@@ -32,7 +32,7 @@ def test_export_csv_matches_columns(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_export_parquet_and_jsonl(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     mcap = CORPORA / "mcap-samples" / "rosbag2" / "cdr_test" / "cdr_test_0.mcap"
-    assert main(["export", str(mcap), "--format", "parquet", "-o", str(tmp_path / "pq")]) == 0
+    assert main(["export", str(mcap), "--format", "parquet", "--layout", "flat", "-o", str(tmp_path / "pq")]) == 0
     table = pq.read_table(str(tmp_path / "pq" / "test_topic.parquet"))
     with polybag.open(str(mcap)) as r:
         cols = r.topic_columns("/test_topic")

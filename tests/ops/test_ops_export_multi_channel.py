@@ -89,7 +89,7 @@ def test_ulog_multi_instance_parquet(corpora: Path, tmp_path: Path) -> None:
     log = pyulog.ULog(str(path))
     inst = {d.multi_id: d for d in log.data_list if d.name == "sensor_accel"}
     assert len(inst) > 1
-    assert main(["export", str(path), "--topics", "sensor_accel", "--format", "parquet", "-o", str(tmp_path)]) == 0
+    assert main(["export", str(path), "--topics", "sensor_accel", "--format", "parquet", "--layout", "flat", "-o", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"sensor_accel_{m}.parquet" for m in sorted(inst)]
     for mid, d in inst.items():
         t = pq.read_table(str(tmp_path / f"sensor_accel_{mid}.parquet"))

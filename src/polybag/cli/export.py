@@ -11,6 +11,13 @@ A topic whose channels cannot share one table gets one table per channel group, 
 ``sensor_accel_1``), other formats one per channel id when the channels of a topic have
 different types (channels of one type, e.g. several publishers in a bag, share a table).
 
+``--format parquet`` writes a parquet dataset that DuckDB and polars read as one table per
+topic (``--layout dataset``, the default for parquet): ``DIR/topic=<table>/part-0.parquet``,
+and for several files ``DIR/topic=<table>/file=<name>/part-0.parquet``; ``--layout flat``
+writes ``DIR/<table>.parquet`` (one input) or ``DIR/<name>/<table>.parquet`` (several) as csv
+and jsonl do.  ``-o s3://bucket/prefix/`` writes the same under the URL prefix.  ``--time log_time|publish_time|header.stamp|timestamp`` picks the time column
+(first, named by the choice).
+
 ``--images DIR`` / ``--video FILE`` / ``--pointclouds DIR`` write sensor data instead (one
 file per frame or cloud, or one video): :mod:`polybag.ops.export_media`.
 """
@@ -55,6 +62,48 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--pointclouds", metavar="DIR", help="write each PointCloud2 as a file in DIR instead")
     p.add_argument("--every", type=int, default=1, metavar="N", help="--images/--video/--pointclouds: every N-th message of a topic")
     p.add_argument("--fps", type=float, default=None, help="--video: frames per second (default: the log's rate)")
+    p.add_argument(
+        "--layout",
+        choices=("flat", "dataset"),
+        default=None,
+        help="parquet: dataset (default: DIR/topic=<table>/[file=<name>/]part-0.parquet, for DuckDB/polars) "
+        "or flat (DIR/<table>.parquet); csv and jsonl are flat",
+    )
+    p.add_argument(
+        "--time",
+        choices=("log_time", "publish_time", "header.stamp", "timestamp"),
+        default="log_time",
+        help="the time column, first in each table: log_time (default), publish_time, header.stamp "
+        "(types with a header) or timestamp (ULog)",
+    )
+    p.add_argument(
+        "--align",
+        default=None,
+        metavar="HOW",
+        help="write the --topics on one time axis as one table DIR/aligned.csv|parquet: asof (each row of "
+        "the first topic takes the last value of the others, as pandas merge_asof), nearest, or "
+        "resample:PERIOD (a row every PERIOD, e.g. resample:10ms; numbers interpolated linearly)",
+    )
+    p.add_argument(
+        "--tolerance",
+        default=None,
+        metavar="T",
+        help="--align asof/nearest: the longest time between a row and the value it takes "
+        "(seconds, or with a unit: 0.05, 50ms); default: no limit",
+    )
+    p.add_argument(
+        "--direction",
+        choices=("backward", "forward", "nearest"),
+        default="backward",
+        help="--align asof: take the last value at or before the row (backward, default), the first "
+        "at or after it (forward) or the closest (nearest)",
+    )
+    p.add_argument(
+        "--interpolate",
+        choices=("auto", "linear", "previous"),
+        default="auto",
+        help="--align resample: auto (numbers linear, others the previous value; default), linear or previous",
+    )
     p.add_argument("--fields", default=None, help="comma-separated field names or prefixes (csv/parquet)")
     p.add_argument("--start", default=None, metavar="T", help=f"start time: {TIME_HELP}")
     p.add_argument("--end", default=None, metavar="T", help="end time, exclusive (same forms as --start)")
@@ -72,12 +121,18 @@ def run(args: argparse.Namespace) -> int:
     media = [k for k, v in chosen.items() if v is not None]
     if (media or args.output is None) and (args.jobs is not None or args.scheduler or args.more):
         raise UsageError("several files (--jobs/--scheduler) export tables: give -o DIR")
+    if args.align is not None:
+        return run_aligned(args, media)
     if media or args.output is None:
         return run_media(args, media)
     if args.format is None:
         args.format = "csv"
     if args.format not in ("csv", "parquet", "jsonl"):
         raise UsageError(f"--format {args.format} is for --images or --pointclouds; tables are csv, parquet or jsonl")
+    if args.layout is None:  # parquet: a dataset (local or under a URL prefix); csv and jsonl: flat
+        args.layout = "dataset" if args.format == "parquet" else "flat"
+    if args.layout == "dataset" and args.format != "parquet":
+        raise UsageError(f"--layout dataset is for --format parquet; {args.format} tables are flat")
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
     if args.jobs is not None or args.scheduler or args.more:
         from polybag.ops.batch import export_many
@@ -93,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
             start=args.start,
             end=args.end,
             overwrite=args.force,
+            layout=args.layout,
+            time=args.time,
         )
         return report_batch("export", args, res_many)
     res = export(
@@ -105,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
         end=args.end,
         progress=progress_of(args),
         overwrite=args.force,
+        layout=args.layout,
+        time=args.time,
     )
     if args.json:
         print_json(res.to_dict())
@@ -155,3 +214,38 @@ def run_media(args: argparse.Namespace, media: list[str]) -> int:
         print(f"polybag export: warning: {w}", file=sys.stderr)
     summary("export", args, res.files, [res.output], what="frames" if kind == "video" else "files")
     return 1 if res.failed else 0
+
+
+def run_aligned(args: argparse.Namespace, media: list[str]) -> int:
+    """``export --align HOW --topics /a /b -o DIR``: one aligned table (:mod:`polybag.ops.export_aligned`)."""
+    from polybag.ops.export_aligned import export_aligned
+
+    if media or args.output is None or args.jobs is not None or args.scheduler or args.more:
+        raise UsageError("--align writes one table of one log: give FILE, --topics and -o DIR (no --images/--video/--pointclouds, --jobs)")
+    from polybag.cli._ops import split_commas
+
+    topics = [t.strip() for pat in (args.topics or []) for t in split_commas(pat.given) if t.strip()]
+    if len(topics) < 2 or args.exclude_topics:
+        raise UsageError("--align needs two or more topic names in --topics (the first gives the rows), no --exclude-topics")
+    if args.start is not None or args.end is not None:
+        raise UsageError("--align aligns whole topics: --start/--end are not taken with it")
+    fmt = args.format or "csv"
+    res = export_aligned(
+        args.input,
+        args.output,
+        topics=topics,
+        format=fmt,
+        fields=[f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None,
+        align=args.align,
+        direction=args.direction,
+        tolerance=args.tolerance,
+        time=args.time,
+        interpolate=args.interpolate,
+        overwrite=args.force,
+    )
+    if args.json:
+        print_json(res.to_dict())
+    elif not quiet(args):
+        for t in res.tables:
+            print(f"{t.topic} -> {t.path} ({t.rows} rows, {format_size(t.bytes)})")
+    return 0

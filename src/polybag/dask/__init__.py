@@ -26,6 +26,7 @@ builds its result in memory it owns, and closes the file before returning.
 >>> df = pbd.read_topic("logs/*.mcap", "/imu", fields=["linear_acceleration"])
 >>> df["linear_acceleration.x"].mean().compute()
 >>> sizes = pbd.map_messages("s3://bucket/logs/*.bag", len_of_data, topics=["/camera"])
+>>> both = pbd.read_topics("logs/*.mcap", ["/imu", "/gps"], tolerance="50ms")  # one partition per file
 
 Paths may be URLs (``s3://``, ``gs://``, ``http(s)://``; a glob URL lists the bucket): the
 driver plans from the remote files' indexes and builds the frames' columns from the
@@ -82,7 +83,14 @@ from polybag.dask._read import (  # noqa: F401
     _topic_partition,
     _ulog_frame,
 )
-from polybag.dask.frames import file_summaries, map_messages, read_messages, read_topic, require_dask  # noqa: F401
+from polybag.dask.frames import (  # noqa: F401
+    file_summaries,
+    map_messages,
+    read_messages,
+    read_topic,
+    read_topics,
+    require_dask,
+)
 from polybag.dask.sensors import read_images, read_pointclouds
 
 __all__ = [
@@ -94,4 +102,5 @@ __all__ = [
     "read_messages",
     "read_pointclouds",
     "read_topic",
+    "read_topics",
 ]

@@ -49,37 +49,46 @@ def _open(path: str, fmt: str, topics: TopicSelector) -> Reader:
 
 
 def _columns_window(
-    r: Reader, topic: str, fields: Sequence[str] | None, start: int | None, end: int | None
+    r: Reader,
+    topic: str,
+    fields: Sequence[str] | None,
+    start: int | None,
+    end: int | None,
+    time: str = "log_time",
+    keep_times: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Columns of ``topic`` in ``[start, end)`` (like ``topic_columns``, restricted in time)."""
+    """Columns of ``topic`` in ``[start, end)`` of the log time (like ``topic_columns``,
+    restricted in time; ``time`` first)."""
     from polybag.codecs import codec_for
-    from polybag.codecs.columns import payload_columns
+    from polybag.codecs.columns import fields_with_time, payload_columns, select_time
 
     channels = [c for c in r.channels().values() if c.topic == topic]  # (a bag: no chunk header read)
     if not channels:
         return {}
     if start is None and end is None:
-        return {k: _detach(v) for k, v in r.topic_columns(topic, fields).items()}
+        return {k: _detach(v) for k, v in r.topic_columns(topic, fields, time=time, keep_times=keep_times).items()}
     if len({id(codec_for(c)) for c in channels}) > 1:
         raise UnsupportedError(f"topic {topic} has channels of different types; read them separately")
     codec = codec_for(channels[0])
     times_l: list[int] = []
+    publish_l: list[int] = []
     datas: list[Any] = []
     # file order (no merge of chunks per message), then a stable sort: log-time order with
     # ties in file order, exactly the reader's order="log_time"
     for m in r.messages(topics=[topic], start=start, end=end, order="file"):
         times_l.append(m.log_time)
+        publish_l.append(m.publish_time)
         datas.append(m.data)
     times = np.array(times_l, dtype=np.int64)
+    publish = np.array(publish_l, dtype=np.int64)
     o = _time_order(times)
     if o is not None:
-        times = times[o]
+        times, publish = times[o], publish[o]
         datas = [datas[i] for i in o.tolist()]
-    cols = payload_columns(codec, datas, fields, topic=topic)
+    cols = payload_columns(codec, datas, fields_with_time(fields, time), topic=topic)
     del datas
-    out = {"log_time": times}
-    out.update((k, _detach(v)) for k, v in cols.items())
-    return out
+    out = select_time(cols, times, publish, time=time, keep_times=keep_times, topic=topic, codec=codec)
+    return {k: _detach(v) for k, v in out.items()}
 
 
 def _time_order(times: np.ndarray) -> np.ndarray | None:
@@ -111,12 +120,12 @@ def _raw_window(r: Reader, topic: str, start: int | None, end: int | None) -> di
     return out if o is None else {k: v[o] for k, v in out.items()}
 
 
-def _frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
+def _frame(cols: dict[str, np.ndarray], time: str = "log_time") -> pd.DataFrame:
     from polybag.codecs.columns import columns_to_pandas
 
-    if "log_time" not in cols:
-        cols = {"log_time": np.zeros(0, np.int64), **cols}
-    return columns_to_pandas(cols)
+    if time not in cols:
+        cols = {time: np.zeros(0, np.int64), **cols}
+    return columns_to_pandas(cols, time=time)
 
 
 def _instance_tables(fmt: str) -> bool:
@@ -131,18 +140,33 @@ def _instance_tables(fmt: str) -> bool:
 class _InstanceFrames(Protocol):
     """A reader whose topics have instances (a ULog's ``multi_id``): one instance's frame."""
 
-    def to_pandas(self, topic: str, multi_id: int, fields: Sequence[str] | None = None, /) -> pd.DataFrame: ...
+    def to_pandas(
+        self, topic: str, multi_id: int, fields: Sequence[str] | None = None, /, *, time: str = "log_time", keep_times: bool = False
+    ) -> pd.DataFrame: ...
 
 
 def _ulog_frame(
-    r: Reader, topic: str, fields: Sequence[str] | None, multi_id: int, start: int | None, end: int | None
+    r: Reader,
+    topic: str,
+    fields: Sequence[str] | None,
+    multi_id: int,
+    start: int | None,
+    end: int | None,
+    time: str = "log_time",
+    keep_times: bool = False,
 ) -> pd.DataFrame:
     mids = {c.metadata.get("multi_id", "0") for c in r.summary.channels.values() if c.topic == topic}
     if str(multi_id) not in mids:
-        return _frame({})  # this file does not log the topic (or instance): no rows
-    df = cast(_InstanceFrames, r).to_pandas(topic, multi_id, fields)
-    if start is not None or end is not None:
-        df = df[TimeWindow(start, end).contains(df.index.to_numpy())]
+        return _frame({}, time)  # this file does not log the topic (or instance): no rows
+    windowed = start is not None or end is not None
+    # the window is of the log time: kept as a column while it is applied
+    keep = keep_times or (windowed and time != "log_time")
+    df = cast(_InstanceFrames, r).to_pandas(topic, multi_id, fields, time=time, keep_times=keep)
+    if windowed:
+        logged = df.index.to_numpy() if time == "log_time" else df["log_time"].to_numpy()
+        df = df[TimeWindow(start, end).contains(logged)]
+        if keep and not keep_times:
+            df = df.drop(columns=["log_time"])
     return df.copy()
 
 
@@ -178,6 +202,8 @@ def _topic_partition(
     frame_meta: pd.DataFrame,
     project: bool = False,
     columns: Sequence[str] | None = None,
+    time: str = "log_time",
+    keep_times: bool = False,
 ) -> pd.DataFrame:
     """One partition of :func:`read_topic` (runs in a worker).
 
@@ -187,20 +213,21 @@ def _topic_partition(
 
     want = None if columns is None else ([columns] if isinstance(columns, str) else list(columns))
     if project and decode and want is not None and fields is None:
-        data_cols = [c for c in want if c != "file"]
-        if set(data_cols) != set(frame_meta.columns) - {"file"}:
+        times = {"file", "log_time", "publish_time", time}
+        data_cols = [c for c in want if c not in times]
+        if set(data_cols) != set(frame_meta.columns) - times:
             fields = data_cols  # decode only the projected columns
     frames = []
     for path, fmt in part.files:
         with _open(path, fmt, [topic]) as r:
             if _instance_tables(fmt):  # a ULog instance's table, from its own records
                 df = (
-                    _ulog_frame(r, topic, fields, multi_id, part.start, part.end)
+                    _ulog_frame(r, topic, fields, multi_id, part.start, part.end, time, keep_times)
                     if decode
                     else _frame(_raw_window(r, topic, part.start, part.end))
                 )
             elif decode:
-                df = _frame(_columns_window(r, topic, fields, part.start, part.end))
+                df = _frame(_columns_window(r, topic, fields, part.start, part.end, time, keep_times), time)
             else:
                 df = _frame(_raw_window(r, topic, part.start, part.end))
         if file_column:
@@ -226,6 +253,8 @@ def _meta_for(
     decode: bool,
     multi_id: int,
     files: list[str],
+    time: str = "log_time",
+    keep_times: bool = False,
 ) -> tuple[pd.DataFrame, bool]:
     """An empty frame with the columns and dtypes of the topic, and whether the columns come
     from the schema (so that a projection can be decoded alone).
@@ -238,7 +267,13 @@ def _meta_for(
     table from its records (a ULog is read whole anyway)."""
 
     from polybag.codecs import codec_for
-    from polybag.codecs.columns import is_compiled, payload_columns
+    from polybag.codecs.columns import (
+        check_time_field,
+        fields_with_time,
+        is_compiled,
+        payload_columns,
+        select_time,
+    )
 
     plan = next((pl for pl in plans if pl.channels), None)
     if plan is None:
@@ -257,15 +292,18 @@ def _meta_for(
     elif _instance_tables(plan.format):  # a ULog instance's table, from its own records
         # (the reader the planner opened, when it kept it: a remote ULog is fetched whole)
         with nullcontext(plan.reader) if plan.reader is not None else _open(plan.path, plan.format, [topic]) as r:
-            df = _ulog_frame(r, topic, fields, multi_id, None, None).iloc[:0]
+            df = _ulog_frame(r, topic, fields, multi_id, None, None, time, keep_times).iloc[:0]
     else:
         codec = codec_for(plan.channels[0])
+        check_time_field(codec, topic, time)
         sample = _default_payload(codec) if is_compiled(codec) else None
         if sample is None:
             project = False  # keys may differ between messages: decode all, then select
             sample = _first_payload(plan, topic)
-        cols = payload_columns(codec, sample, fields, topic=topic)
-        df = _frame({"log_time": np.zeros(len(sample), np.int64), **cols}).iloc[:0]
+        cols = payload_columns(codec, sample, fields_with_time(fields, time), topic=topic)
+        zeros = np.zeros(len(sample), np.int64)
+        cols = select_time(cols, zeros, zeros, time=time, keep_times=keep_times, topic=topic, codec=codec)
+        df = _frame(cols, time).iloc[:0]
     return df.copy(), project
 
 

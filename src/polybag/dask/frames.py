@@ -60,6 +60,8 @@ def read_topic(
     decode: bool = True,
     multi_id: int = 0,
     file_column: bool = True,
+    time: str = "log_time",
+    keep_times: bool = False,
 ) -> Any:
     """One row per message of ``topic`` across ``paths``, as a ``dask.dataframe.DataFrame``.
 
@@ -81,7 +83,12 @@ def read_topic(
     into ``npartitions / 15`` outputs through a shuffle (the distributed scheduler logs two
     warnings per compute): with few groups ask for one output, a tree reduction without
     shuffle: ``df.groupby("file").x.mean(split_out=1)``.  ``multi_id`` picks the instance of
-    a ULog topic.  Column names and dtypes come from the message type, without reading a
+    a ULog topic.
+
+    ``time`` indexes the frame by another time, as the readers' ``to_pandas(time=...)``
+    does (``publish_time``, ``header.stamp``, ULog's ``timestamp``; ``keep_times=True``
+    keeps the other times as columns): rows stay in log-time order and ``start``/``end``
+    still bound the log time, so the divisions are unknown then.  Only with ``decode``.  Column names and dtypes come from the message type, without reading a
     message (for schemaless encodings such as JSON: from the topic's first message, read
     from its earliest chunk; keys it lacks are left out).
 
@@ -90,11 +97,16 @@ def read_topic(
     the partitions together fetch every chunk once.
     """
     dd = require_dask("dataframe")
+    from polybag.codecs.columns import check_time
+
+    check_time(time)
+    if not decode and (time != "log_time" or keep_times):
+        raise UsageError("read_topic: time= and keep_times= apply to decoded columns (decode=True)")
     start, end = TimeWindow.of_ns(start, end)
     files = expand_paths(paths)
     plans = _plan(files, [topic], start, end, partition_messages, lambda ps: not any(p.channels for p in ps))
     try:
-        meta, project = _meta_for(plans, topic, fields, decode, multi_id, files)
+        meta, project = _meta_for(plans, topic, fields, decode, multi_id, files, time, keep_times)
     finally:
         for pl in plans:
             pl.close()
@@ -117,9 +129,11 @@ def read_topic(
             multi_id=multi_id,
             file_column=file_column,
             frame_meta=meta,
+            time=time,
+            keep_times=keep_times,
             project=project,
             meta=meta,
-            divisions=divisions,
+            divisions=divisions if time == "log_time" else None,
             label=f"polybag-{topic.strip('/').replace('/', '-') or 'topic'}",
             enforce_metadata=False,
         )
@@ -198,3 +212,74 @@ def file_summaries(paths: PathsLike, *, errors: str = "record") -> Any:
     return dd.from_map(
         _summary_row, files, errors=errors, meta=meta, label="polybag-summary", enforce_metadata=False
     )
+
+
+def _aligned_partition(path: str, topics: list[Any], fields: Any, options: dict[str, Any], files: list[str] | None) -> Any:
+    """One file of :func:`read_topics` (runs in a worker)."""
+    import pandas as pd
+
+    import polybag
+    from polybag.codecs.aligned import aligned_pandas
+
+    with polybag.open(path) as r:
+        df = aligned_pandas(r, topics, fields, **options)
+    if files is not None:
+        df["file"] = pd.Categorical([path] * len(df), categories=list(dict.fromkeys(files)))
+    return df
+
+
+def read_topics(
+    paths: PathsLike,
+    topics: Sequence[str | tuple[str, int | str]],
+    fields: Sequence[str] | dict[str, Sequence[str]] | None = None,
+    *,
+    align: str = "asof",
+    direction: str = "backward",
+    tolerance: int | str | None = None,
+    allow_exact_matches: bool = True,
+    time: str = "log_time",
+    interpolate: str | dict[str, str] = "auto",
+    file_column: bool = True,
+) -> Any:
+    """Several topics on one time axis across ``paths``, as a ``dask.dataframe.DataFrame``:
+    each file's :func:`polybag.codecs.aligned.aligned_pandas` (the first topic's rows, the
+    others joined onto them as ``pandas.merge_asof`` does, or every topic resampled), one
+    partition per file (an alignment never crosses files), indexed by the time column, plus
+    a categorical ``file`` column as :func:`read_topic` has (``file_column=False`` leaves it
+    out).  The options are those of :func:`polybag.codecs.aligned.aligned_columns`.  The
+    columns are learnt by aligning the first file in the driver."""
+    dd = require_dask("dataframe")
+    from polybag.codecs.align import parse_align, parse_tolerance
+
+    parse_align(align, direction)  # a bad option fails here, not in a worker
+    parse_tolerance(tolerance)
+    files = expand_paths(paths)
+    if not files:
+        raise UsageError(f"no file matches {paths!r}")
+    options: dict[str, Any] = {
+        "align": align,
+        "direction": direction,
+        "tolerance": tolerance,
+        "allow_exact_matches": allow_exact_matches,
+        "time": time,
+        "interpolate": interpolate,
+    }
+    topic_list = list(topics) if not isinstance(topics, str) else [topics]
+    keep = files if file_column else None
+    meta = _aligned_partition(files[0], topic_list, fields, options, keep).iloc[:0]
+    if file_column and "file" in meta.columns and meta["file"].dtype != "category":
+        raise UsageError("a column is named 'file': pass file_column=False")
+    import dask
+
+    with dask.config.set({"dataframe.convert-string": False}):
+        return dd.from_map(
+            _aligned_partition,
+            files,
+            topics=topic_list,
+            fields=fields,
+            options=options,
+            files=keep,
+            meta=meta,
+            label="polybag-aligned",
+            enforce_metadata=False,
+        )

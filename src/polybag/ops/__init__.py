@@ -21,6 +21,7 @@ from polybag.ops.compress import CompressResult, compress, decompress
 from polybag.ops.convert import ConvertResult, convert
 from polybag.ops.du import DuResult, du
 from polybag.ops.export import ExportResult, export
+from polybag.ops.export_aligned import export_aligned
 from polybag.ops.filter import FilterResult, filter  # noqa: A004
 from polybag.ops.merge import MergeResult, merge
 from polybag.ops.plot import PlotResult, plot
@@ -44,6 +45,7 @@ __all__ = [
     "decompress",
     "du",
     "export",
+    "export_aligned",
     "filter",
     "merge",
     "plot",

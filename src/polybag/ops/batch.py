@@ -91,6 +91,13 @@ def _export_one(src: str, dst: str, options: dict[str, Any]) -> dict[str, Any]:
     return export(src, dst, **options).to_dict()
 
 
+def _export_part(src: str, dst: str, options: dict[str, Any]) -> dict[str, Any]:
+    """One input's tables in the dataset ``dst``, under ``file=<its name>``."""
+    from polybag.ops.export import export, partition_name
+
+    return export(src, dst, file_partition=partition_name(stem(src)), **options).to_dict()
+
+
 #: what the forkserver imports once, so that each worker it forks starts with them loaded
 #: (otherwise every worker pays the imports of numpy and the operations on its first file)
 _PRELOAD = ["numpy", "polybag.ops.convert", "polybag.ops.export"]
@@ -269,8 +276,22 @@ def export_many(
     scheduler: str | None = None,
     **options: Any,
 ) -> BatchResult:
-    """Export every input's tables into ``output_dir/<stem>/`` (``options``: :func:`polybag.ops.export.export`'s)."""
+    """Export every input's tables into ``output_dir/<stem>/`` (``options``: :func:`polybag.ops.export.export`'s);
+    with ``layout="dataset"`` into one parquet dataset, ``output_dir/topic=<table>/file=<stem>/``
+    (the stems made safe by :func:`polybag.ops.export.partition_name`, distinct ignoring case)."""
     stems = _unique_stems(inputs)
+    if options.get("layout") == "dataset":
+        from polybag.ops.export import partition_name
+
+        seen: dict[str, str] = {}
+        for p, s in zip(inputs, stems):
+            key = partition_name(s).casefold()
+            if key in seen:
+                raise UsageError(f"{seen[key]} and {p} would write the same partition file={partition_name(s)}; rename one")
+            seen[key] = p
+        output_dir = _output_dir(output_dir, make=False)
+        options = dict(options, progress=None)
+        return run_many(_export_part, [(p, output_dir) for p in inputs], options, jobs=jobs, scheduler=scheduler)
     output_dir = _output_dir(output_dir, make=False)
     pairs = [(p, _join(output_dir, s)) for p, s in zip(inputs, stems)]
     options = dict(options, progress=None)

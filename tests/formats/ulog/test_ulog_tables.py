@@ -27,7 +27,7 @@ def test_to_pandas_indexed_by_log_time(path: Path) -> None:
             assert np.array_equal(df.index.to_numpy(), ts * 1000)
             assert np.array_equal(df["timestamp"].to_numpy(), d.data["timestamp"])
             t = r.to_arrow(d.name, d.multi_id)
-            assert t.column_names[-1] == "log_time"
+            assert t.column_names[0] == "log_time"
             assert np.array_equal(t.column("log_time").to_numpy(), ts * 1000)
             # with a field selection the index is still the log time
             sel = r.to_pandas(d.name, d.multi_id, fields=["timestamp"])

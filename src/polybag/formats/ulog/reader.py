@@ -393,6 +393,9 @@ class UlogReader(Reader):
         multi_id: int | str | Sequence[str] | None = 0,
         fields: Sequence[str] | None = None,
         *,
+        time: str | None = None,
+        keep_times: bool = False,
+        arrays: str = "columns",
         padding: bool = False,
         log_time: bool = False,
     ) -> dict[str, np.ndarray]:
@@ -400,34 +403,101 @@ class UlogReader(Reader):
         keyed exactly like pyulog's ``data`` dict.  ``_padding`` fields are left out unless
         ``padding=True``; ``log_time=True`` adds the log time in ns (``timestamp * 1000``).
 
+        ``time`` puts a time column first, as every format's ``topic_columns`` does:
+        ``"log_time"`` or ``"publish_time"`` (the same here: the log time in ns),
+        ``"timestamp"`` (pyulog's field, microseconds as stored, moved first); a ULog type
+        has no ``header.stamp`` (a UsageError).  Then ``timestamp`` stays a field where it
+        is not the chosen time, and ``keep_times=True`` adds ``log_time`` after a chosen
+        ``publish_time`` or ``timestamp``.  ``arrays="lists"``: each fixed array as one 2-D
+        column.  ``time=None`` (the default) gives pyulog's keys alone.
+
         ``multi_id`` is the instance as an int or as the string found in
         ``channel.metadata["multi_id"]`` (``1`` and ``"1"`` are the same instance); a
         sequence of names in its place is taken as ``fields``."""
+        from polybag.codecs.columns_export import check_arrays, check_time, lists_of_arrays
+
         if isinstance(multi_id, (list, tuple)):
             fields, multi_id = multi_id, 0
-        return self._data.topic_columns(topic, multi_id_of(multi_id), fields, padding=padding, log_time=log_time)
+        check_arrays(arrays)
+        mid = multi_id_of(multi_id)
+        if time is None:
+            cols = self._data.topic_columns(topic, mid, fields, padding=padding, log_time=log_time)
+            return lists_of_arrays(cols) if arrays == "lists" else cols
+        check_time(time)
+        if time == "header.stamp":
+            from polybag.errors import UsageError
+
+            raise UsageError(
+                f"time='header.stamp': topic {topic} (a ULog topic) has no std_msgs/Header field 'header'; "
+                "its times: log_time, publish_time, timestamp"
+            )
+        want = list(fields) if fields is not None else None
+        if want is not None and time == "timestamp" and "timestamp" not in want:
+            want.append("timestamp")
+        cols = self._data.topic_columns(topic, mid, want, padding=padding, log_time=True)
+        lt = cols.pop("log_time")
+        out = {time: cols.pop("timestamp") if time == "timestamp" else lt}
+        if keep_times and time != "log_time":
+            out["log_time"] = lt
+        out.update(cols)
+        return lists_of_arrays(out) if arrays == "lists" else out
 
     # ULog topics are instances: a multi_id comes before the fields (a sequence in its
     # place is taken as the fields, so every call of the base signature works)
     def to_pandas(  # type: ignore[override]
-        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+        self,
+        topic: str | Sequence[str | tuple[str, int | str]],
+        multi_id: int | str | Sequence[str] | None = 0,
+        fields: Sequence[str] | None = None,
+        *,
+        time: str = "log_time",
+        keep_times: bool = False,
+        datetimes: bool = False,
+        arrays: str = "columns",
+        **align: Any,
     ) -> Any:
-        """A ``pandas.DataFrame`` of one subscription indexed by ``log_time`` (int64 ns,
-        ``timestamp * 1000``), like every other format's ``to_pandas``."""
-        from polybag.codecs.columns import columns_to_pandas
+        """A ``pandas.DataFrame`` of one subscription indexed by the chosen time (see
+        :meth:`topic_columns`; by default ``log_time``, int64 ns, ``timestamp * 1000``), like
+        every other format's ``to_pandas``.  ``datetimes=True``: the index is
+        ``datetime64[ns, UTC]``, the integers kept as ``<time>_ns`` (``timestamp_us`` for
+        ``timestamp``, microseconds).  Several topics (a list of names or ``(name,
+        multi_id)`` pairs) are one frame on one time axis (:meth:`polybag.reader.Reader.to_pandas`;
+        ``fields`` then by keyword)."""
+        if not isinstance(topic, str):
+            return Reader.to_pandas(self, topic, fields, time=time, keep_times=keep_times, datetimes=datetimes, arrays=arrays, **align)
+        if align:
+            Reader.to_pandas(self, topic, **align)  # the UsageError of options for several topics
+        from polybag.codecs.columns_export import columns_to_pandas
 
-        return columns_to_pandas(self.topic_columns(topic, multi_id, fields, log_time=True))
+        cols = self.topic_columns(topic, multi_id, fields, time=time, keep_times=keep_times, arrays=arrays)
+        return columns_to_pandas(cols, time=time, datetimes=datetimes, time_unit="us" if time == "timestamp" else "ns")
 
     # ULog topics are instances: a multi_id comes before the fields (a sequence in its
     # place is taken as the fields, so every call of the base signature works)
     def to_arrow(  # type: ignore[override]
-        self, topic: str, multi_id: int | str | Sequence[str] | None = 0, fields: Sequence[str] | None = None
+        self,
+        topic: str | Sequence[str | tuple[str, int | str]],
+        multi_id: int | str | Sequence[str] | None = 0,
+        fields: Sequence[str] | None = None,
+        *,
+        time: str = "log_time",
+        keep_times: bool = False,
+        datetimes: bool = False,
+        arrays: str = "columns",
+        **align: Any,
     ) -> Any:
-        """A ``pyarrow.Table`` of one subscription with a ``log_time`` column (int64 ns), like
-        every other format's ``to_arrow``."""
-        from polybag.codecs.columns import columns_to_arrow
+        """A ``pyarrow.Table`` of one subscription, the chosen time first (see
+        :meth:`topic_columns`; by default ``log_time``, int64 ns), like every other format's
+        ``to_arrow``; ``datetimes=True`` adds ``<time>_utc`` (``timestamp[ns, UTC]``) after it.
+        Several topics (a list) are one table on one time axis, as :meth:`to_pandas` says."""
+        if not isinstance(topic, str):
+            return Reader.to_arrow(self, topic, fields, time=time, keep_times=keep_times, datetimes=datetimes, arrays=arrays, **align)
+        if align:
+            Reader.to_arrow(self, topic, **align)  # the UsageError of options for several topics
+        from polybag.codecs.columns_export import columns_to_arrow
 
-        return columns_to_arrow(self.topic_columns(topic, multi_id, fields, log_time=True))
+        cols = self.topic_columns(topic, multi_id, fields, time=time, keep_times=keep_times, arrays=arrays)
+        return columns_to_arrow(cols, time=time if datetimes else None, time_unit="us" if time == "timestamp" else "ns", topic=topic)
 
     def close(self) -> None:
         """Drop the views of the file and the gathered records, then close the source."""
