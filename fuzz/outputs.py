@@ -148,7 +148,7 @@ class Outputs(Target):
             out = f"{d}/{rng.choice(NAMES)}".lstrip("/")
         cmd["out"] = out
         cmd["format"] = rng.choice((None, None, "mcap", "bag", "rosbag2"))
-        cmd["table"] = rng.choice(("csv", "jsonl"))
+        cmd["table"] = rng.choice(("csv", "jsonl", "dataset"))  # dataset: parquet, topic=<table>/part-0.parquet
         cmd["in_place"] = rng.random() < 0.4
         return pack(b"OU", [json.dumps({"entries": entries, "cmd": cmd}).encode()])
 
@@ -255,18 +255,25 @@ class Outputs(Target):
         if name == "merge":
             inputs.append(os.path.normpath(str(cmd.get("src2", "in.mcap"))))
         # a file inside a bag directory stands for the bag (metadata.yaml, a storage file)
-        inputs += [os.path.dirname(i) for i in inputs if os.path.isfile(w / os.path.dirname(i) / "metadata.yaml")]
+        # (not the case folder itself: a metadata.yaml there never makes in.mcap part of a bag)
+        inputs += [d for i in inputs if (d := os.path.dirname(i)) and os.path.isfile(w / d / "metadata.yaml")]
         if name in ("convert", "filter", "sort", "merge"):
             return [("tree", rel(out))], inputs
         if name == "split":
-            folder = rel(out) if not cmd.get("in_place") else rel(os.path.dirname(src))
+            # in place: beside the input; a bag directory named by its metadata.yaml is the input,
+            # so its parts go beside the directory
+            beside = os.path.dirname(src)
+            if os.path.basename(os.path.normpath(src)) == "metadata.yaml":
+                beside = os.path.dirname(beside)
+            folder = rel(out) if not cmd.get("in_place") else rel(beside)
             # a file's stem; a bag directory's whole name (given as the folder or a file in it)
             base = os.path.basename(os.path.normpath(src))
             stems = {os.path.splitext(base)[0], base, os.path.basename(os.path.dirname(os.path.normpath(src)))}
             rx = "|".join(re.escape(s) for s in sorted(stems) if s)
             return [("names", folder, re.compile(f"(?:{rx})" + r"_\d{3,}(\.[a-z0-9]+)?")), ("new", folder)], inputs
         if name == "export":
-            rx = re.compile(r".*\." + str(cmd.get("table", "csv")))
+            table = str(cmd.get("table", "csv"))
+            rx = re.compile(r"topic=.*" if table == "dataset" else r".*\." + table)
             return [("names", rel(out), rx), ("new", rel(out))], inputs
         if name == "reindex":
             from polybag.ops.compress import backup_path
@@ -301,6 +308,8 @@ class Outputs(Target):
             outdir = None if cmd.get("in_place") else out
             return ops.split(src, duration="0.3s", output_dir=outdir, format=fmt, overwrite=force)
         if name == "export":
+            if cmd.get("table") == "dataset":
+                return ops.export(src, out, format="parquet", layout="dataset", overwrite=force)
             return ops.export(src, out, format=str(cmd.get("table", "csv")), overwrite=force)
         if name == "reindex":
             from polybag.formats.rosbag2.reindex import reindex_rosbag2

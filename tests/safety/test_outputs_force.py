@@ -349,7 +349,7 @@ def test_export_gives_every_topic_its_own_table(fmt: str, tmp_path: Path, capsys
     src = write_mcap(tmp_path / "in.mcap", COLLIDING)
     out = tmp_path / "t"
     for force in ([], ["--force"]):
-        code, stdout, err = run(capsys, "export", src, "-o", out, "--format", fmt, "--json", *force)
+        code, stdout, err = run(capsys, "export", src, "-o", out, "--format", fmt, "--layout", "flat", "--json", *force)
         assert code == 0, err
         res = json.loads(stdout)
         tables = {t["topic"]: Path(t["path"]) for t in res["tables"]}
@@ -526,3 +526,23 @@ def _size(p: Path) -> int:
     if p.is_dir():
         return sum(q.stat().st_size for q in p.iterdir() if q.is_file() and q.suffix in (".db3", ".mcap"))
     return p.stat().st_size
+
+
+@pytest.mark.parametrize("name", ["notes.csv", "table.parquet", "frame.png"])
+def test_force_judges_by_the_format_written_not_the_name(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file named like a table or an image is not replaced by a log written there with
+    --format (fuzz target outputs: `merge a.b.csv IN --force -F bag` replaced a text file,
+    judged as a csv table by its name; reproducer in fuzz/repros/)."""
+    src = write_mcap(tmp_path / "in.mcap", {"/a": 3})
+    out = tmp_path / name
+    out.write_bytes(NOTES)
+    before = snapshot(tmp_path)
+    for cmd in (["convert", src, out], ["filter", src, out], ["sort", src, out], ["merge", out, src]):
+        code, _, err = run(capsys, *cmd, "-F", "bag", "--force")
+        assert code == 2 and "not a log" in err and "not replaced" in err, (cmd, err)
+        assert snapshot(tmp_path) == before
+    with pytest.raises(OutputExistsError, match="not a log"):
+        ops.convert(src, out, format="mcap", overwrite=True)
+    assert out.read_bytes() == NOTES

@@ -168,7 +168,9 @@ def prepare_output(dst: Output, format: str | None, inputs: Sequence[Input], ove
     """Before any work starts: the output's format (:func:`target_format`), once the output
     is known to be writable (:func:`check_output`)."""
     fmt = target_format(dst, format)
-    check_output(dst, inputs, overwrite)
+    # what --force may replace is judged by the format written, never by the name: a text
+    # file named a.csv is no log, whatever --format the log written there has
+    check_output(dst, inputs, overwrite, fmt)
     return fmt
 
 
