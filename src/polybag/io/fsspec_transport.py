@@ -308,7 +308,7 @@ def pinned(fs: Any, fpath: str, info: dict[str, Any]) -> Any:
     """The filesystem to read ``fpath`` through: for S3 (s3fs), one pinned to the version
     that ``info`` describes (:class:`S3Pinned`); others as they are (their answers carry no
     validator polybag can check through fsspec, only the size)."""
-    if type(fs).__name__ == "S3FileSystem" and hasattr(fs, "_call_s3") and hasattr(fs, "split_path"):
+    if _is_s3(fs):
         return S3Pinned(fs, info, fs.unstrip_protocol(fpath) if hasattr(fs, "unstrip_protocol") else fpath)
     return fs
 

@@ -34,7 +34,7 @@ import numpy as np
 from polybag._version import __version__
 from polybag.codecs.aligned import aligned_arrow, aligned_columns
 from polybag.errors import UnsupportedError, UsageError
-from polybag.io.output_files import named_os_error, open_new, place_file
+from polybag.io.output_files import named_os_error, open_new, place_file, unlink_quietly
 from polybag.ops.export import ExportResult, TableResult, cell, check_tables
 from polybag.ops.inputs import input_name, open_input
 from polybag.ops.options import Input
@@ -93,21 +93,14 @@ def export_aligned(
                 _write_csv(tmp, cols)
             place_file(tmp, path, overwrite)
         except OSError as e:
-            _remove(tmp)
+            unlink_quietly(str(tmp))
             raise named_os_error(e, str(path)) from None
         except BaseException:
-            _remove(tmp)
+            unlink_quietly(str(tmp))
             raise
     label = " + ".join(t if isinstance(t, str) else f"{t[0]}:{t[1]}" for t in topics)
     result.tables.append(TableResult(label, name, str(path), rows, path.stat().st_size))
     return result
-
-
-def _remove(p: Path) -> None:
-    try:
-        os.unlink(p)
-    except FileNotFoundError:
-        pass
 
 
 def _metadata(source: str, topics: Sequence[Any], options: dict[str, Any]) -> dict[bytes, bytes]:
