@@ -163,15 +163,12 @@ def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[
     dirs = url.endswith("/")
     if not dirs and "**" in _fpath and s3_listing(fs) is not None:
         return _find_s3(url, fs, _fpath)
+    parts = bucket_and_key(url, fs, _fpath)
+    bucket = parts[0] if parts is not None else None
     try:
         found = fs.glob(url.rstrip("/") if dirs else url, detail=True)
-    except FileNotFoundError as e:
-        parts = bucket_and_key(url, fs, _fpath)
-        if parts is not None and bucket_exists(fs, parts[0]) is False:
-            raise PolybagError(f"{name}: cannot list: no such bucket {parts[0]}") from None
-        raise transport_error(url, "cannot list", e, fs) from None
     except Exception as e:  # noqa: BLE001 - transport errors of any filesystem
-        raise transport_error(url, "cannot list", e, fs) from None
+        raise _listing_error(url, fs, bucket, e) from None
     want = "directory" if dirs else "file"
     hits = sorted(str(p) for p, info in found.items() if isinstance(info, dict) and info.get("type") == want)
     if len(hits) > MAX_GLOB_MATCHES:
@@ -180,10 +177,7 @@ def expand_url(url: str, storage_options: dict[str, Any] | None = None) -> list[
             f"(MAX_GLOB_MATCHES = {MAX_GLOB_MATCHES}): narrow the pattern"
         )
     if not hits:
-        parts = bucket_and_key(url, fs, _fpath)
-        if parts is not None and bucket_exists(fs, parts[0]) is False:
-            raise PolybagError(f"{name}: cannot list: no such bucket {parts[0]}")
-        raise UsageError(f"no object matches {name}" + (" (a pattern ending in / matches folders)" if dirs else ""))
+        raise _no_match(url, fs, bucket, dirs)
     out = [h if is_url(h) else fs.unstrip_protocol(h) for h in hits]
     return [u.rstrip("/") + "/" for u in out] if dirs else out
 
@@ -233,17 +227,27 @@ def _find_s3(url: str, fs: Any, fpath: str) -> list[str]:
         s3_listing(fs)(bucket, prefix, MAX_LISTED_OBJECTS + 1, visit)
     except PolybagError:
         raise
-    except FileNotFoundError as e:
-        if bucket_exists(fs, bucket) is False:
-            raise PolybagError(f"{name}: cannot list: no such bucket {bucket}") from None
-        raise transport_error(url, "cannot list", e, fs) from None
     except Exception as e:  # noqa: BLE001 - transport errors of any kind
-        raise transport_error(url, "cannot list", e, fs) from None
+        raise _listing_error(url, fs, bucket, e) from None
     if not hits:
-        if bucket_exists(fs, bucket) is False:
-            raise PolybagError(f"{name}: cannot list: no such bucket {bucket}")
-        raise UsageError(f"no object matches {name}")
+        raise _no_match(url, fs, bucket)
     return [fs.unstrip_protocol(h) for h in sorted(hits)]
+
+
+def _listing_error(url: str, fs: Any, bucket: str | None, e: Exception) -> PolybagError:
+    """What a failed listing of ``url`` raises: no such bucket (a FileNotFoundError where the
+    bucket is missing), else the transport error."""
+    if isinstance(e, FileNotFoundError) and bucket is not None and bucket_exists(fs, bucket) is False:
+        return PolybagError(f"{redact(url)}: cannot list: no such bucket {bucket}")
+    return transport_error(url, "cannot list", e, fs)
+
+
+def _no_match(url: str, fs: Any, bucket: str | None, dirs: bool = False) -> PolybagError:
+    """What a listing of ``url`` that matched nothing raises: no such bucket, else a usage
+    error saying no object matches."""
+    if bucket is not None and bucket_exists(fs, bucket) is False:
+        return PolybagError(f"{redact(url)}: cannot list: no such bucket {bucket}")
+    return UsageError(f"no object matches {redact(url)}" + (" (a pattern ending in / matches folders)" if dirs else ""))
 
 
 def expand_urls(targets: Iterable[Any], storage_options: dict[str, Any] | None = None) -> list[Any]:
