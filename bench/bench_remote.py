@@ -141,9 +141,11 @@ class Servers:
     def proxy(self, kind: str) -> counting_proxy.CountingProxy:
         return self.http_proxy if kind == "http" else self.s3_proxy
 
-    def url(self, p: Path, kind: str) -> str:
+    def url(self, p: Path, kind: str, direct: bool = False) -> str:
+        """The URL of ``p`` through the counting proxy (``direct``: straight to the server)."""
         rel = p.relative_to(self.root).as_posix() + ("/" if p.is_dir() else "")
-        return f"{self.http_proxy.url}/{rel}" if kind == "http" else f"s3://logs/{rel}"
+        http = f"http://127.0.0.1:{self.nginx.port}" if direct else self.http_proxy.url
+        return f"{http}/{rel}" if kind == "http" else f"s3://logs/{rel}"
 
     def options(self, kind: str) -> dict[str, Any]:
         if kind == "http":
@@ -151,11 +153,6 @@ class Servers:
         o = self.seaweed.storage_options()
         o["client_kwargs"] = dict(o["client_kwargs"], endpoint_url=self.s3_proxy.url)
         return {"storage_options": o}
-
-    def direct_url(self, p: Path, kind: str) -> str:
-        """``url`` straight to the server (no proxy): for the full-read timings."""
-        rel = p.relative_to(self.root).as_posix() + ("/" if p.is_dir() else "")
-        return f"http://127.0.0.1:{self.nginx.port}/{rel}" if kind == "http" else f"s3://logs/{rel}"
 
     def direct_options(self, kind: str) -> dict[str, Any]:
         return {} if kind == "http" else {"storage_options": self.seaweed.storage_options()}
@@ -316,7 +313,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 ts = timed_median(lambda su=su, so=so: full_read(su, so), args.reps)
                 row["full_read_s"] = {"local": round(tl, 3), "http": round(th, 3), "s3": round(ts, 3)}
                 # the same reads straight to nginx and SeaweedFS (no Python proxy in the way)
-                dh, ds, do = srv.direct_url(p, "http"), srv.direct_url(p, "s3"), srv.direct_options("s3")
+                dh, ds, do = srv.url(p, "http", direct=True), srv.url(p, "s3", direct=True), srv.direct_options("s3")
                 row["full_read_s"]["http_direct"] = round(timed_median(lambda dh=dh: full_read(dh, {}), args.reps), 3)
                 row["full_read_s"]["s3_direct"] = round(timed_median(lambda ds=ds, do=do: full_read(ds, do), args.reps), 3)
             results["formats"][fmt] = row
