@@ -186,9 +186,9 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     if report["stop_reason"] and report["stop_reason"] != "stopped":
         lines.append(f"stopped: {report['stop_reason']}")
     for w in report.get("warnings", []):
-        lines.append(f"warning: {w}")
+        lines.append(f"polybag record: warning: {w}")  # (as every command's warnings)
     for e in report["errors"]:
-        lines.append(f"error: {e}")
+        lines.append(f"polybag record: error: {e}")
     return lines
 
 

@@ -217,6 +217,10 @@ class WorkQueue:
         self.paused = False
         self.busy = False  # the writer thread is writing a message or a snapshot
         self.stop_reason: str | None = None
+        #: snapshot mode with ``--duration`` (no ``--split``): when the recording ends by
+        #: itself (``time.monotonic()``), and the reason then given; None: never
+        self.deadline: float | None = None
+        self.deadline_reason = ""
 
     def counts(self) -> dict[str, tuple[str, int, int, int, int, int]]:
         """Per topic (type, received, written, dropped, received bytes, last receive time),
@@ -300,8 +304,16 @@ class WorkQueue:
             self.close_window(job, complete=complete)
 
     def _close_due(self) -> float:
-        """Close the windows whose deadline passed; the seconds until the next one (at most 1)."""
+        """Close the windows whose deadline passed; the seconds until the next one (at most 1).
+        At the recording's own :attr:`deadline` (snapshot ``--duration``) it ends: the
+        snapshots triggered are still written, the ring is not (as at a stop)."""
         wait = 1.0
+        if self.deadline is not None and not self.stopping:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self.finish(self.deadline_reason)
+            else:
+                wait = min(wait, left)
         if self.windows:
             now = time.monotonic()
             for job in list(self.windows):

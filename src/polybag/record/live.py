@@ -2,8 +2,11 @@
 
 Subscriptions ask for ``md5sum=*``/``type=*`` like rosbag, so the type, md5sum, definition,
 callerid and latching of each message come from the publisher's connection header.  Named
-topics are subscribed at once; with ``-a``, ``-e`` or ``--node`` the master is polled every
-second (as rosbag does) and new matching topics are subscribed as they appear.
+topics are subscribed at once (publishers that appear later are connected when the master
+tells us: publisherUpdate); with ``-a``, ``-e`` or ``--node`` the master is polled every
+second (as rosbag does) and new matching topics are subscribed as they appear.  With ``-l N``
+(:meth:`LiveSource.limit_done`) a recorder ends when every topic it is subscribed to so far has
+its N messages, as rosbag's.
 
 One source can feed several recorders (:class:`~polybag.record.group.RecorderGroup`): each
 topic is subscribed once and every message goes to each recorder that selects it.  A
@@ -276,6 +279,30 @@ class LiveSource:
         if sub is not None and sub is not _DONE:
             threading.Thread(target=sub.close, daemon=True).start()  # (not from the reader thread)
 
+    def limit_done(self, recorder: Any = None) -> bool:
+        """Whether ``recorder`` (None: every recorder) has its -l messages on every topic it
+        is subscribed to (rosbag's rule for -a/-e/--node: the recording ends when every
+        topic subscribed so far has its N).  The master is asked once more first, so a topic
+        advertised meanwhile (not yet seen by the poll) is subscribed and counts."""
+        if not self._limits_reached(recorder):
+            return False
+        if not self._stop.is_set():
+            self._discover_safely()
+        return self._limits_reached(recorder)
+
+    def _limits_reached(self, recorder: Any) -> bool:
+        special = self._special()
+        with self._lock:
+            sinks = [s for s in self._sinks if s.attached and (recorder is None or s.rec is recorder)]
+            topics = [t for t in set(self._subs) | self._pending if t not in special]
+            if not sinks:
+                return False
+            for s in sinks:
+                mine = [t for t in topics if s.options.selects(t)]
+                if not mine or not all(t in s.done for t in mine):
+                    return False
+        return True
+
     def _wanted(self, state: Any = None) -> set[str]:
         out: set[str] = set()
         sinks = [s for s in self._live_sinks() if s.options.all or s.options.regex or s.options.node]
@@ -438,3 +465,6 @@ class Member:
 
     def unsubscribe(self, topic: str) -> None:
         self.shared.unsubscribe(topic, self.recorder)
+
+    def limit_done(self) -> bool:
+        return self.recorder is not None and self.shared.limit_done(self.recorder)

@@ -21,7 +21,9 @@ As rosbag does:
   window stays in it).  Without ``--split`` reaching a limit stops the recording;
 - ``--max-splits N`` keeps N finished parts (plus the one being written), deleting the oldest;
 - ``-l N``: N messages per topic, the rest counted as ``dropped_limit`` (the live source
-  unsubscribes); when every named topic has its N, recording stops;
+  unsubscribes); when every named topic has its N, recording stops (with ``-a``/``-e``/
+  ``--node``, as rosbag: when every topic subscribed so far has its N; the source's
+  ``limit_done()`` says so);
 - ``--snapshot``: messages stay in a ring per topic, bounded by ``buffsize`` MB in all (the
   oldest message of any topic goes first, counted as ``dropped_buffer``) and, with
   ``--snapshot-window S``, by time: only the last S seconds (by receive time) of each topic
@@ -30,7 +32,8 @@ As rosbag does:
   the ring is handed to the writer thread, which writes it to a NEW file (the date stamp, and
   ``-1``, ``-2``... when that name is taken) while recording goes on into an empty ring; the
   future's result is the final path.  What is still buffered at the end is counted as
-  ``dropped_stopped``;
+  ``dropped_stopped``.  ``--duration`` (without ``--split``) ends a snapshot recording that
+  long after it started, as a stop does: the snapshots triggered are written and finished;
 - ``--snapshot-window PRE:POST`` (``snapshot_post``): each snapshot also keeps recording POST
   seconds after its trigger.  Its window is ``[trigger - PRE, trigger + POST]`` by receive
   time, both ends included (``:POST``: all the ring holds, then POST s); a message belongs to
@@ -237,6 +240,13 @@ class Recorder:
                 raise failure from None
             raise
         self._thread = thread
+        o = self.options
+        if o.snapshot and o.max_duration_ns and not o.split:  # (no file to time: the recording's own clock)
+            with self._cond:
+                output.start = time.time_ns()  # (the live view's time_left counts from it)
+                self._work.deadline = time.monotonic() + o.max_duration_ns / 1e9
+                self._work.deadline_reason = f"--duration: the recording reached {o.duration}"
+                self._cond.notify_all()
         if self.source is not None:
             try:
                 self.source.start(self)
@@ -470,6 +480,16 @@ class Recorder:
             if names <= got:
                 with self._cond:  # (what is queued is still written)
                     self._work.end(f"-l/--limit: {self._limit} messages recorded on every topic")
+        elif o.all or o.regex or o.node:  # (rosbag: every topic subscribed so far has its N)
+            check = getattr(src, "limit_done", None)
+            try:
+                finished = bool(check()) if check is not None else False
+            except Exception as e:  # noqa: BLE001 - asked again when the next topic has its N
+                self.warnings.append(f"-l/--limit: cannot tell whether every topic has its messages: {e}")
+                finished = False
+            if finished:
+                with self._cond:  # (what is queued is still written)
+                    self._work.end(f"-l/--limit: {self._limit} messages recorded on every topic subscribed")
 
     def _refuse(self, fut: Future[Path], times: int, text: str) -> Future[Path]:
         """``fut`` failed with the refusal ``text``; said as a warning the first time (``times``
