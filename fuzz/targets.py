@@ -460,6 +460,7 @@ SURFACE_MODULES = (
     "fuzz.ros2_peer",
     "fuzz.remote_plans",
     "fuzz.s3_answers",
+    "fuzz.printing",
 )
 
 

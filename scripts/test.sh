@@ -17,6 +17,15 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] && command -v 
   $SUDO apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nginx-light >/dev/null
 fi
+# Debian's chromium, the browser of the docs site check (tests/docs/test_docs_site_browser.py drives
+# it with Playwright through executable_path: Playwright's own browser downloads are not reachable),
+# and zsh and fish, the shells the completion tests (and docs/install.md) complete in
+if { [ ! -x /usr/bin/chromium ] || ! command -v zsh >/dev/null 2>&1 || ! command -v fish >/dev/null 2>&1; } \
+    && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends chromium zsh fish >/dev/null
+fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
@@ -24,4 +33,7 @@ PY=${PYTHON:-python3}
 .venv/bin/ruff check src tests bench fuzz scripts
 # the typed API: no mypy --strict error in src/ (tests/test_typed_public_api.py also checks what the public API reveals)
 .venv/bin/python -m mypy --strict --no-error-summary src/polybag
+# the wheel as users get it: sdist + wheel built and twine-checked, the wheel installed with [all]
+# into a clean venv outside the checkout, the README's first command and the docs' examples run on it
+.venv/bin/python scripts/wheel_check.py
 .venv/bin/python -m pytest -n 2 -q "$@"

@@ -8,7 +8,7 @@ problem was found, so a message reads like
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class PolybagError(Exception):
@@ -68,7 +68,7 @@ class EmptySelectionError(PolybagError):
             what = f"no topic is left when excluding {_shown(excluding)}"
         else:
             what = f"no topic {verb} {_shown(selection)}" + (f" when excluding {_shown(excluding)}" if excluding else "")
-        super().__init__(f"{what} ({_listing(self.topics)})")
+        super().__init__(f"{what} ({name_listing(self.topics)})")
 
 
 def _shown(selection: object) -> str:
@@ -80,17 +80,18 @@ def _shown(selection: object) -> str:
     return repr(selection)
 
 
-def _listing(topics: list[str], most: int = 12, width: int = 300) -> str:
-    """``topics here: /a, /b, ... and N more`` cut to ``most`` names and about ``width`` characters."""
-    if not topics:
-        return "the input has no topics"
+def name_listing(names: Sequence[str], what: str = "topics", where: str = "the input", most: int = 12, width: int = 300) -> str:
+    """``topics here: /a, /b, ... and N more``: ``names`` cut to ``most`` names and about
+    ``width`` characters (``the input has no topics`` when there are none)."""
+    if not names:
+        return f"{where} has no {what}"
     shown: list[str] = []
-    for t in topics[:most]:
+    for t in names[:most]:
         if shown and sum(len(s) + 2 for s in shown) + len(t) > width:
             break
         shown.append(t)
-    rest = len(topics) - len(shown)
-    return "topics here: " + ", ".join(shown) + (f", ... and {rest} more" if rest else "")
+    rest = len(names) - len(shown)
+    return f"{what} here: " + ", ".join(shown) + (f", ... and {rest} more" if rest else "")
 
 
 class NoObjectError(PolybagError):

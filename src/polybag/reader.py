@@ -238,9 +238,13 @@ class Reader(Closing, ABC):
         return map(RAW_FIELDS, self.messages(topics, start, end, reverse, order))
 
     def attachments(self) -> Iterator[Attachment]:
+        """The files stored in the log (MCAP attachments, also in rosbag2's MCAP storage);
+        none for formats without them."""
         return iter(())
 
     def metadata(self) -> Iterator[Metadata]:
+        """The named metadata records of the log (MCAP, also in rosbag2's MCAP storage);
+        none for formats without them."""
         return iter(())
 
     def info_extras(self) -> dict[str, Any]:
@@ -327,6 +331,7 @@ class Reader(Closing, ABC):
             self.source.release_pages()
 
     def channels(self) -> dict[int, Channel]:
+        """The log's channels (topics) by id, from :attr:`summary`."""
         return self.summary.channels
 
     def decoded_messages(self, topics: TopicSelector = None, start: int | None = None, end: int | None = None, reverse: bool = False, order: MessageOrder = "log_time") -> Iterator[tuple[Message, Any]]:

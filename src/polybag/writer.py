@@ -304,12 +304,20 @@ class Writer(metaclass=WriterFactory):
     # Subclasses define __init__(self, path_or_stream, *, format=None, compression=..., chunk_size=..., ...)
 
     def add_schema(self, name: str, encoding: str, data: bytes) -> Schema:
+        """Register a message type: its ``name`` (``std_msgs/String``), the ``encoding`` of
+        its definition (``ros1msg``, ``ros2msg``, ``ros2idl``, ``jsonschema``...) and the
+        definition's bytes; returns the :class:`~polybag.model.Schema` to give channels."""
         raise NotImplementedError
 
     def add_channel(self, topic: str, message_encoding: str, schema: Schema | None = None, metadata: Mapping[str, str] | None = None) -> Channel:
+        """Register a topic: its name, the encoding of its messages (``ros1``, ``cdr``,
+        ``json``...), its schema and metadata (ROS 2 QoS, for example); returns the
+        :class:`~polybag.model.Channel` to write messages on."""
         raise NotImplementedError
 
     def write(self, channel: Channel, data: bytes | memoryview, log_time: int, publish_time: int | None = None, sequence: int = 0) -> None:
+        """Write one message of ``channel``: its serialized bytes and its log time (integer
+        ns since the epoch; ``publish_time`` defaults to it)."""
         raise NotImplementedError
 
     @property
@@ -328,9 +336,13 @@ class Writer(metaclass=WriterFactory):
         raise UnsupportedError(f"{self.format} files cannot hold ULog subscriptions")
 
     def add_attachment(self, name: str, media_type: str, data: bytes, log_time: int = 0, create_time: int = 0) -> None:
+        """Store a file in the log (MCAP): an :class:`~polybag.errors.UnsupportedError` from
+        formats that cannot hold attachments."""
         raise UnsupportedError(f"{self.format} files cannot hold attachments")
 
     def add_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
+        """Store a named record of string pairs in the log (MCAP, rosbag2 with MCAP storage):
+        an :class:`~polybag.errors.UnsupportedError` from formats that cannot hold metadata."""
         raise UnsupportedError(f"{self.format} files cannot hold metadata")
 
     def undefined_types(self) -> dict[str, str]:

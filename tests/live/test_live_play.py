@@ -179,11 +179,11 @@ def test_keyboard_pause_step_on_a_terminal(graph, tmp_path):
         master_fd, slave_fd = pty.openpty()
         try:
             play = graph.start([*POLYBAG, "play", "--pause", "--wait-for-subscribers", "-d", "0", str(bag)],
-                               stdin=slave_fd, stdout=subprocess.PIPE)
-            assert play.stdout is not None
+                               stdin=slave_fd, stderr=subprocess.PIPE)
+            assert play.stderr is not None
             lines = []
-            while "Paused." not in lines:  # printed once the keyboard is being read
-                line = play.stdout.readline().decode()
+            while "Paused." not in lines:  # printed once the keyboard is being read (on stderr)
+                line = play.stderr.readline().decode()
                 assert line, f"player output ended: {lines}"
                 lines.append(line.strip())
             assert "Hit space to toggle paused, or 's' to step." in lines

@@ -133,11 +133,11 @@ def test_cli_pause_topics_then_space_goes_on(tmp_path, tty):
             node.subscribe("/a", lambda m: got.append(("/a", m.data)))
             node.subscribe("/p", lambda m: got.append(("/p", m.data)))
             play = g.start([sys.executable, "-m", "polybag", "play", "--wait-for-subscribers", "-d", "0",
-                            "--pause-topics", "/p", str(bag)], stdin=slave, stdout=subprocess.PIPE)
-            assert play.stdout is not None
+                            "--pause-topics", "/p", str(bag)], stdin=slave, stderr=subprocess.PIPE)
+            assert play.stderr is not None
             line = ""
             while "Hit space" not in line:
-                line = play.stdout.readline().decode()
+                line = play.stderr.readline().decode()
                 assert line, "the player ended before reading the keyboard"
             wait_for(lambda: len(got) >= 3, 60, "the messages up to the pause topic")
             time.sleep(0.5)

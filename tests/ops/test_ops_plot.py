@@ -62,9 +62,9 @@ def test_plot_png_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     d = json.loads(capsys.readouterr().out)
     names = [s["field"] for s in d["series"]]
     assert "gyro_rad[0]" in names and "timestamp" not in names
-    # unknown topic (a selection of nothing: exit 1, issue 27) / field (exit 3): clean errors, no file
+    # unknown topic (a selection of nothing: exit 1, issue 27) / field (the same, issue 32): clean errors, no file
     assert main(["plot", str(EXAMPLE), "/nope.x", "-o", str(tmp_path / "n.png")]) == 1
-    assert main(["plot", str(EXAMPLE), "/turtle1/pose.nope", "-o", str(tmp_path / "n.png")]) == 3
+    assert main(["plot", str(EXAMPLE), "/turtle1/pose.nope", "-o", str(tmp_path / "n.png")]) == 1
     assert not (tmp_path / "n.png").exists()
 
 

@@ -19,9 +19,17 @@ One grammar: ``-f``/``--force`` replaces an existing output wherever a command w
 saying so); every command that selects topics takes ``--topics PATTERN...`` (also
 ``--include-topic``/``-i``), ``--exclude-topics PATTERN...`` (``--exclude-topic``/``-x``),
 a PATTERN being a topic name or a regular expression on the whole name, a comma separating
-alternatives; every writing command takes ``-q`` (nothing but warnings and errors) and shows a
-progress bar on a terminal, else one summary line on stderr (``--progress``/``--no-progress``
-force either).  Errors name the command line's flags, not the library's keywords.
+alternatives; every writing command shows a progress bar on a terminal, else one summary line
+on stderr (``--progress``/``--no-progress`` force either).  Errors name the command line's
+flags, not the library's keywords.
+
+Every command takes ``-q/--quiet`` (nothing on stderr but warnings and errors; data on stdout
+is still data) and ``-v/--verbose`` (on stderr: each input and the format its first bytes say,
+each output written, the time taken; ``-vv`` also the parsed arguments), through the
+``polybag`` logger.  Data (cat lines, info text, ``--json`` documents, a log written to ``-``)
+goes to stdout; progress, summaries, warnings and errors to stderr.  No ANSI escape is printed
+when ``NO_COLOR`` is set (non-empty) or the stream is no terminal.  ``polybag completion
+bash|zsh|fish`` prints the shell completion script (:mod:`polybag.cli.completion`).
 
 Every command takes ``--max-chunk SIZE`` (``512M``, ``1G``, ``1048576``...): what any single
 chunk of an input may decompress to (default 512 MiB).  It is set process-wide for the
@@ -31,14 +39,16 @@ duration of the command, so readers opened anywhere in it honour it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import os
 import pkgutil
 import signal
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from polybag import __version__
@@ -84,6 +94,7 @@ def _parser(modules: list[str]) -> argparse.ArgumentParser:
             register(sub)
     _add_max_chunk(parser)
     _add_types(parser)
+    _add_quiet_verbose(parser)
     return parser
 
 
@@ -140,10 +151,75 @@ def _add_types(parser: argparse.ArgumentParser) -> None:
     _add_everywhere(parser, "--types", dest="types", metavar="DIR", action="append", help=helptext)
 
 
+def _add_quiet_verbose(parser: argparse.ArgumentParser) -> None:
+    """``-q/--quiet`` and ``-v/--verbose`` on every command (and every subcommand of one)
+    that does not define them itself (those that do keep their meaning: ``check -v`` and
+    ``info -v`` print more on stdout too).  ``-q``: nothing on stderr but warnings and
+    errors; ``-v``: what was read as which format, what was written, timings, on stderr
+    (``-vv``: also debugging detail), through the ``polybag`` logger (:func:`_logging`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                flags = {o for a in child._actions for o in a.option_strings}
+                if "--quiet" not in flags:
+                    child.add_argument(
+                        *(("-q",) if "-q" not in flags else ()), "--quiet", action="store_true",
+                        default=argparse.SUPPRESS, help="print nothing on stderr but warnings and errors",
+                    )
+                if "--verbose" not in flags:
+                    child.add_argument(
+                        *(("-v",) if "-v" not in flags else ()), "--verbose", action="count",
+                        default=argparse.SUPPRESS,
+                        help="say more on stderr: inputs and their formats, outputs, timings (-vv: more)",
+                    )
+                _add_quiet_verbose(child)
+
+
+class _StderrHandler(logging.Handler):
+    """The ``polybag`` logger's lines on stderr (the one of the moment: a test's, or the
+    recorder's table guard), as ``polybag CMD: text`` (``warning:``/``error:`` before a
+    warning's or an error's text), control characters escaped."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__()
+        self.command = command
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            kind = "error: " if record.levelno >= logging.ERROR else "warning: " if record.levelno >= logging.WARNING else ""
+            text = cli_text(record.getMessage())
+            print(f"polybag {self.command}: {kind}{text}", file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 - (logging never raises: a closed stderr...)
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _logging(args: argparse.Namespace) -> Iterator[None]:
+    """The ``polybag`` logger for one command: WARNING (also with ``-q``), INFO with ``-v``,
+    DEBUG with ``-vv``; its lines on stderr (:class:`_StderrHandler`).  Restored after."""
+    log = logging.getLogger("polybag")
+    count = getattr(args, "verbose", 0)
+    verbose = 0 if getattr(args, "quiet", False) else int(count or 0)
+    handler = _StderrHandler(str(args.command))
+    handler.setLevel(logging.DEBUG)
+    before = log.level
+    log.setLevel(logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING)
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(before)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _short_blas_spin()  # (before the commands' modules import numpy)
     from polybag.cli._ops import old_format_flag, unswallow
 
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (polybag completion SHELL)
+        from polybag.cli.completion import autocomplete
+
+        autocomplete(build_parser())  # (exits when it answered)
     words = [*(sys.argv[1:] if argv is None else argv)]  # (`list` here is the list command's module)
     parser = build_parser(_command_word(words))
     old = old_format_flag(words)
@@ -161,9 +237,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     max_chunk = getattr(args, "max_chunk", None)
     previous = compression.set_max_chunk_bytes(max_chunk) if max_chunk is not None else None
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _logging(args):
             _show_polybag_warnings(str(args.command))
-            return _run(parser, args, func)
+            status = _run(parser, args, func)
+            logging.getLogger("polybag").info("done in %.2f s (exit %d)", time.monotonic() - args.started, status)
+            return status
     finally:
         if previous is not None:
             compression.set_max_chunk_bytes(previous)
@@ -200,6 +278,16 @@ def _show_polybag_warnings(command: str) -> None:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -> int:
     _no_sigxfsz()
+    log = logging.getLogger("polybag")
+    if log.isEnabledFor(logging.DEBUG):
+        from polybag.io.redaction import redact
+
+        def shown(v: Any) -> Any:  # (a URL's user info and query values are never printed)
+            if isinstance(v, Sequence) and not isinstance(v, (str, bytes)):  # (`list` here: the command)
+                return [shown(x) for x in v]
+            return redact(v) if isinstance(v, str) and "://" in v else v
+
+        log.debug("arguments: %s", {k: shown(v) for k, v in vars(args).items() if k not in ("func", "started")})
     try:
         for folder in [*(getattr(args, "types_top", None) or ()), *(getattr(args, "types", None) or ())]:
             from polybag.codecs import add_types
@@ -208,6 +296,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, func: Any) -
         from polybag.cli._inputs import expand_inputs
 
         expand_inputs(args)  # glob URLs among the inputs (s3://logs/*.bag), as polybag.dask expands them
+        if log.isEnabledFor(logging.INFO):
+            from polybag.cli._ops import log_inputs
+
+            log_inputs(args)
         return int(func(args) or 0)
     except UsageError as e:
         if not isinstance(e, OutputExistsError):  # (an existing output is no syntax problem)
@@ -272,7 +364,9 @@ def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.A
 def _os_error_text(e: OSError) -> str:
     what = e.strerror or str(e) or type(e).__name__
     names = [str(n) for n in (e.filename, e.filename2) if n is not None]
-    return f"{' -> '.join(names)}: {what}" if names else what
+    from polybag.util.text import safe_line  # (a name may come from a file: a listed input)
+
+    return safe_line(f"{' -> '.join(names)}: {what}" if names else what)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from polybag.cli.text import cli_text, print_json
 from polybag.errors import PolybagError, UsageError
+
+#: the command line's logger: its INFO lines (``-v``) and DEBUG lines (``-vv``) go to stderr
+log = logging.getLogger("polybag")
 
 #: the help of an option taking a :class:`TopicPattern`
 TOPICS_HELP = "regular expression matched against whole topic names; a comma separates alternatives (/a,/b)"
@@ -315,6 +319,8 @@ def summary(
     import os
     import time
 
+    outputs = list(outputs)
+    log_outputs(outputs)
     if getattr(args, "quiet", False) or getattr(args, "json", False) or _bar_shown(args):
         return
     from polybag.cli.text import format_size
@@ -328,10 +334,101 @@ def summary(
     print(f"polybag {command}: {count}{format_size(size)} written to {where}{elapsed}", file=sys.stderr)
 
 
-def _size_of(path: str) -> int:
-    """Bytes of a file, or of the files under a directory (a rosbag2 bag, a folder of tables)."""
+def log_outputs(outputs: Iterable[Any]) -> None:
+    """``-v``: each output written, with its size."""
+    if not log.isEnabledFor(logging.INFO):
+        return
     import os
 
+    from polybag.cli.text import format_size
+
+    paths = [os.fspath(o) for o in outputs if isinstance(o, (str, os.PathLike)) and os.fspath(o) not in ("", "-")]
+    for p in paths:
+        log.info("wrote %s (%s)", p, format_size(_size_of(p)))
+
+
+def input_paths(args: argparse.Namespace) -> list[str]:
+    """The inputs a command line names (as :mod:`polybag.cli._inputs` finds them; ``-``
+    and outputs left out)."""
+    ns = vars(args)
+    command, more = ns.get("command"), ns.get("more")
+    found: list[Any] = []
+    if isinstance(more, list) and isinstance(ns.get("input"), str):
+        found = [ns["input"], *more]
+        if command == "convert" and isinstance(ns.get("output"), str):
+            found = [ns["input"], ns["output"], *more][:-1]
+    elif command == "merge" and isinstance(ns.get("paths"), list):
+        found = ns["paths"][(0 if ns.get("output") is not None else 1) :]
+    else:
+        for name in ("files", "bags"):
+            if isinstance(ns.get(name), list):
+                found += ns[name]
+        for name in ("input", "file"):
+            if isinstance(ns.get(name), str):
+                found.append(ns[name])
+    return [str(f) for f in found if isinstance(f, str) and f != "-"]
+
+
+def log_inputs(args: argparse.Namespace) -> None:
+    """``-v``: each input, the format its first bytes (or its directory) say and its size.
+    Never fails: an input that cannot be read is left to the command's own error."""
+    import os
+
+    from polybag.cli.text import format_size
+    from polybag.io.urls import is_url
+
+    for path in input_paths(args):
+        if is_url(path):
+            from polybag.io.redaction import redact
+
+            log.info("reading %s", redact(path))
+            continue
+        try:
+            what = _format_label(path)
+            size = _size_of(path)
+            kind = "directory" if os.path.isdir(path) else "file"
+        except Exception:  # noqa: BLE001 - (-v never fails a command: its own error names the input)
+            continue
+        log.info("reading %s: %s (%s %s)", path, what, kind, format_size(size))
+
+
+def _format_label(path: str) -> str:
+    """``bag``, ``MCAP``, ``ULog``, ``rosbag2 (sqlite3)``... as the registry's probe of a
+    directory or its sniff of a file's first bytes says (``unknown format``: none does; a
+    format known only by the extension is said so).  The version is the reader's to say
+    (``polybag info``): the command line never parses a format's bytes."""
+    import os
+
+    from polybag.formats import registry
+
+    if os.path.isdir(path):
+        spec = registry.probe_path(path)
+        if spec is None:
+            return "unknown format"
+        kinds = sorted({"mcap" if f.endswith(".mcap") else "sqlite3" for f in os.listdir(path) if f.endswith((".mcap", ".db3"))})
+        return f"{spec.description or spec.name} ({', '.join(kinds)})" if kinds else spec.description or spec.name
+    with open(path, "rb") as f:
+        head = f.read(registry.SNIFF_BYTES)
+    name = registry.sniff(head)
+    if name is None:
+        guess = registry.lookup(registry.by_extension(path, headless=True) or "")
+        return f"{guess.description or guess.name}? (no magic bytes; by the extension)" if guess and head else "unknown format"
+    spec = registry.get(name)
+    return spec.description or spec.name
+
+
+def _size_of(path: str) -> int:
+    """Bytes of a file, or of the files under a directory (a rosbag2 bag, a folder of tables);
+    of a URL output, the bytes its upload put (under a URL prefix: the uploads beneath it)."""
+    import os
+
+    if "://" in path:
+        from polybag.io.upload import local_output, uploaded_bytes
+
+        local = local_output(path)
+        if isinstance(local, str) and "://" in local:
+            return uploaded_bytes(path) or 0
+        path = os.fspath(local)
     try:
         if os.path.isdir(path):
             return sum(
@@ -344,6 +441,16 @@ def _size_of(path: str) -> int:
 
 def quiet(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "quiet", False))
+
+
+def refuse_stdout(command: str, output: Any) -> None:
+    """A usage error for ``-`` as the output of a command that writes files only (it would
+    otherwise be a file or folder named ``-``, while the summary said stdout)."""
+    if output == "-":
+        raise UsageError(
+            "'-' (stdout) is no output of this command: name a file or folder"
+            + (" (polybag convert IN - --format F [--topics ...] writes a log to stdout)" if command != "export" else "")
+        )
 
 
 def write_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -414,12 +521,14 @@ def warn(command: str, result: Any) -> None:
         print(f"polybag {command}: warning: {cli_text(str(w))}", file=sys.stderr)
 
 
-def emit(command: str, args: argparse.Namespace, result: Any, lines: list[str]) -> None:
-    """``--json``: the result object; otherwise the human lines (none with ``-q``), warnings
-    on stderr."""
+def emit(command: str, args: argparse.Namespace, result: Any, lines: list[str], data: bool = False) -> None:
+    """``--json``: the result object; otherwise the human lines (none with ``-q``, unless
+    they are the command's ``data``: ``du``'s table), warnings on stderr."""
     if getattr(args, "json", False):
         print_json(result.to_dict())
-    elif not quiet(args):
+    elif data or not quiet(args):
+        from polybag.util.text import safe_text
+
         for line in lines:
-            print(line)
+            print(safe_text(line))  # (topics, types, paths from the files)
     warn(command, result)

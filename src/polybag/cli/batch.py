@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from polybag.cli.text import print_json
+from polybag.util.text import safe_line
 
 
 def add_jobs(p: argparse.ArgumentParser, what: str) -> None:
@@ -37,15 +38,15 @@ def report_batch(command: str, args: argparse.Namespace, res: Any) -> int:
         print_json(res.to_dict())
     for f in res.files:
         if f.error is not None:
-            print(f"polybag {command}: error: {name_once(f.input, f.error)}", file=sys.stderr)
+            print(safe_line(f"polybag {command}: error: {name_once(f.input, f.error)}"), file=sys.stderr)
         elif not getattr(args, "json", False) and not getattr(args, "quiet", False):
             r = f.result or {}
             n = r.get("messages", r.get("tables"))
             n = len(n) if isinstance(n, list) else n
             extra = f" ({n} {'messages' if 'messages' in r else 'tables'})" if n is not None else ""
-            print(f"{f.input} -> {f.output}{extra}")
+            print(safe_line(f"{f.input} -> {f.output}{extra}"))
         for w in (f.result or {}).get("warnings", []) or []:
-            print(f"polybag {command}: warning: {name_once(f.input, w)}", file=sys.stderr)
+            print(safe_line(f"polybag {command}: warning: {name_once(f.input, w)}"), file=sys.stderr)
     damaged = any((f.result or {}).get("damage") for f in res.files)  # (kept what read before it)
     done = [f for f in res.files if f.error is None]
     if done:  # (the summary line without a terminal)

@@ -23,12 +23,13 @@ import json
 import sys
 from typing import Any
 
-from polybag.cli._ops import add_topic_options, topic_selection
+from polybag.cli._ops import add_topic_options, log, topic_selection
 from polybag.cli.info import add_format_option, open_input
 from polybag.cli.text import TIME_HELP, format_ns, json_default
 from polybag.errors import PolybagError, UnsupportedError
 from polybag.model import Channel, Message
 from polybag.selection import TimeWindow
+from polybag.util.text import safe_line
 
 _RELEASE_EVERY = 16 << 20  # payload bytes printed between releases of the input's mapped pages
 
@@ -80,7 +81,7 @@ class _Decoder:
             return
         self._warned.add(topic)
         reason = str(e).replace("\n", " ")
-        sys.stderr.write(f"polybag cat: warning: {topic}: cannot decode ({reason}); payload printed as {self._fallback}\n")
+        sys.stderr.write(safe_line(f"polybag cat: warning: {topic}: cannot decode ({reason}); payload printed as {self._fallback}") + "\n")
         sys.stderr.flush()
 
 
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             order="file" if args.file_order else "log_time",
         )
         count = 0
+        labels: dict[tuple[str, str], str] = {}  # "TOPIC [TYPE]" escaped (names from the file)
         for m in it:
             if args.limit is not None and count >= args.limit:
                 break
@@ -144,9 +146,14 @@ def run(args: argparse.Namespace) -> int:
             else:
                 ok, msg = dec.to_dict(m)
                 body = json.dumps(msg, default=_jsonable) if ok else f"[{len(m.data)} bytes] {_preview(m.data)}"
-                out.write(f"{format_ns(m.log_time)} {ch.topic} [{ch.type_name or ch.message_encoding}] {body}\n")
+                key = (ch.topic, ch.type_name or ch.message_encoding)
+                label = labels.get(key)
+                if label is None:
+                    label = labels[key] = safe_line(f"{key[0]} [{key[1]}]")
+                out.write(f"{format_ns(m.log_time)} {label} {body}\n")
         if count == 0 and topics is not None:  # nothing printed: say why if --topics is it
             from polybag.ops.inputs import require_topics
 
             require_topics(topics, reader.summary.channels.values())
+        log.info("%d messages printed", count)
     return 1 if dec.problems else 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from polybag.cli.text import plain, print_json
 from polybag.formats import registry
+from polybag.util.text import safe_line
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -46,12 +47,12 @@ def _run(args: argparse.Namespace) -> int:
         return worst
     for res in results:
         status = "OK" if not res["problems"] else f"{len(res['problems'])} problem(s)"
-        print(f"{res['path']}: {status}, {res['messages']} messages read")
+        print(safe_line(f"{res['path']}: {status}, {res['messages']} messages read"))
         for p in res["problems"]:
-            print(f"  problem: {p['message']}")
+            print(f"  problem: {safe_line(str(p['message']))}")
         if args.verbose:
             for n in res["notes"]:
-                print(f"  note: {n}")
+                print(f"  note: {safe_line(str(n))}")
     sys.stdout.flush()
     return worst
 
@@ -82,5 +83,5 @@ def register(sub: Any) -> None:
     p = sub.add_parser("check", help="structural check of bags (and MCAP/ULog); exit 1 on problems", description=plain(__doc__))
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--json", action="store_true", help="machine-readable report")
-    p.add_argument("-v", "--verbose", action="store_true", help="also print notes (gaps, skipped checks)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="also print notes (gaps, skipped checks); on stderr: what was read, timings (-vv: more)")
     p.set_defaults(func=_run)

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from polybag.cli._ops import add_progress_options, progress_of, run_each, summary
-from polybag.cli.text import plain
+from polybag.cli.text import cli_text, plain
 from polybag.errors import UsageError
 from polybag.formats import registry
 from polybag.ops.compress import backup_path, recompress_mcap, rewrite_file, sniff_format
@@ -54,7 +54,7 @@ def _compress_one(path: str, comp: str, args: argparse.Namespace) -> int:
     )
     for w in res.warnings:
         kind = "error" if res.skipped else "warning"
-        print(f"polybag {args.command}: {kind}: {w}", file=sys.stderr)
+        print(f"polybag {args.command}: {kind}: {cli_text(str(w))}", file=sys.stderr)
     if res.skipped or res.output is None:  # (a file not skipped has its output)
         return EXIT_PROBLEM
     if not args.quiet:

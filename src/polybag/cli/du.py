@@ -37,5 +37,5 @@ def run(args: argparse.Namespace) -> int:
         "",
     ]
     lines += _table("topic", r.topics) + [""] + _table("schema", r.schemas)
-    emit("du", args, r, lines)
+    emit("du", args, r, lines, data=True)
     return 0

@@ -33,6 +33,7 @@ from polybag.cli._ops import (
     add_topic_options,
     progress_of,
     quiet,
+    refuse_stdout,
     summary,
     topic_selection,
 )
@@ -40,6 +41,7 @@ from polybag.cli.batch import add_jobs, report_batch
 from polybag.cli.text import TIME_HELP, format_size, print_json
 from polybag.errors import UsageError
 from polybag.ops.export import Table, plan_tables, table_name
+from polybag.util.text import safe_line
 
 __all__ = ["Table", "plan_tables", "register", "run", "table_name"]
 
@@ -115,6 +117,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_stdout("export", args.output)
     from polybag.ops.export import export
 
     chosen = {"images": args.images, "video": args.video, "pointclouds": args.pointclouds}
@@ -171,12 +174,12 @@ def run(args: argparse.Namespace) -> int:
         plain = t.table.split("~", 1)[0]  # (a table renamed for a name taken by another topic: NAME~2)
         label = t.topic if plain == table_name(t.topic) else f"{t.topic} [{plain[len(table_name(t.topic)) + 1:]}]"
         if t.error is not None:
-            print(f"polybag export: error: {label}: {t.error}", file=sys.stderr)
+            print(safe_line(f"polybag export: error: {label}: {t.error}"), file=sys.stderr)
         elif not args.json and not quiet(args):
-            print(f"{label} -> {t.path} ({t.rows} rows, {format_size(t.bytes)})")
+            print(safe_line(f"{label} -> {t.path} ({t.rows} rows, {format_size(t.bytes)})"))  # (topics from the file)
     for w in res.warnings:
         if not any(t.error is not None and w.endswith(t.error) for t in res.tables):
-            print(f"polybag export: warning: {w}", file=sys.stderr)
+            print(safe_line(f"polybag export: warning: {w}"), file=sys.stderr)
     summary("export", args, sum(t.rows for t in res.tables if t.error is None), [args.output], what="rows")
     return 1 if res.failed or res.damaged else 0
 
@@ -209,9 +212,9 @@ def run_media(args: argparse.Namespace, media: list[str]) -> int:
         print_json(res.to_dict())
     elif not quiet(args):
         what = "frames" if kind == "video" else "files"
-        print(f"{', '.join(res.topics)} -> {res.output} ({res.files} {what}" + (f", {res.fps:g} fps)" if res.fps else ")"))
+        print(safe_line(f"{', '.join(res.topics)} -> {res.output} ({res.files} {what}" + (f", {res.fps:g} fps)" if res.fps else ")")))
     for w in res.warnings:
-        print(f"polybag export: warning: {w}", file=sys.stderr)
+        print(safe_line(f"polybag export: warning: {w}"), file=sys.stderr)
     summary("export", args, res.files, [res.output], what="frames" if kind == "video" else "files")
     return 1 if res.failed else 0
 
@@ -247,5 +250,8 @@ def run_aligned(args: argparse.Namespace, media: list[str]) -> int:
         print_json(res.to_dict())
     elif not quiet(args):
         for t in res.tables:
-            print(f"{t.topic} -> {t.path} ({t.rows} rows, {format_size(t.bytes)})")
+            print(safe_line(f"{t.topic} -> {t.path} ({t.rows} rows, {format_size(t.bytes)})"))
+    for w in res.warnings:
+        print(f"polybag export: warning: {w}", file=sys.stderr)
+    summary("export", args, sum(t.rows for t in res.tables), [t.path for t in res.tables], what="rows")
     return 0

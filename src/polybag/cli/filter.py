@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_topic_options, add_writer_tail, emit, summary, write_options
+from polybag.cli._ops import add_topic_options, add_writer_tail, emit, refuse_stdout, summary, write_options
 from polybag.cli.text import TIME_HELP
 
 
@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_stdout("filter", args.output)
     from polybag.ops import filter as filter_op
 
     r = filter_op(
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         **write_options(args),
     )
     emit(
-        "filter", args, r, [f"{r.output}: {r.messages} of {r.read} messages read, on {len(r.topics)} topics"]
+        "filter", args, r, [f"{r.output}: {r.messages} of {r.read} messages written, on {r.topics_written} topic{'' if r.topics_written == 1 else 's'}"]
     )
     summary("filter", args, r.messages, [r.output])
     return 1 if r.dropped_messages or r.damage else 0

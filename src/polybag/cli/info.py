@@ -33,7 +33,7 @@ from polybag.errors import PolybagError, UsageError
 from polybag.formats import registry
 from polybag.ops.inputs import damage, damage_verdict
 from polybag.reader import Reader
-from polybag.util.text import safe_line
+from polybag.util.text import safe_line, safe_text
 
 
 def register(subparsers: Any) -> None:
@@ -65,9 +65,10 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "-v",
         "--verbose",
-        action="store_true",
+        action="count",
+        default=0,
         help="everything: a ULog's every info key, parameter and logged message (ulog_info -v); "
-        "an MCAP's statistics and summary offsets",
+        "an MCAP's statistics and summary offsets; on stderr: what was read, timings (-vv: more)",
     )
     p.add_argument(
         "--stats",
@@ -173,6 +174,7 @@ def print_stats(reader: Reader, prog: str = "polybag") -> None:
 def table_lines(rows: list[list[str]]) -> list[str]:
     if not rows:
         return []
+    rows = [[safe_line(c) for c in r] for r in rows]  # (names from the file: one visible line each)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) if i < len(r) - 1 else c for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
 
@@ -568,11 +570,11 @@ def _describe(reader: Reader, args: argparse.Namespace) -> Any:
     verbose = bool(getattr(args, "verbose", False))
     key = getattr(args, "key", None)
     if key:
-        sys.stdout.write(key_text(pick_key(info_record(reader), key, str(reader.path))))
+        sys.stdout.write(safe_text(key_text(pick_key(info_record(reader), key, str(reader.path)))))
         return None
     if getattr(args, "yaml", False):
         text = format_yaml(reader)  # bags: rosbag info --yaml's own layout
-        sys.stdout.write(text if text is not None else to_yaml(info_record(reader)))
+        sys.stdout.write(safe_text(text if text is not None else to_yaml(info_record(reader))))
         return None
     if args.json:
         return info_dict(reader)
@@ -580,7 +582,7 @@ def _describe(reader: Reader, args: argparse.Namespace) -> Any:
     out = text if text is not None else render(info_dict(reader), verbose)
     if len(getattr(args, "files", ())) > 1 and not out.startswith("path:"):
         out = f"path: {reader.path}\n{out}"  # the header of each file's part
-    print(out)
+    print(safe_text(out))  # (text from the file: names, metadata, extras)
     return None
 
 
@@ -594,7 +596,7 @@ def _one(name: str, args: argparse.Namespace, docs: list[Any]) -> int:
         problems = damage(reader)
         if problems:
             sys.stdout.flush()
-            print(f"polybag info: error: {damage_verdict(str(reader.path or name), problems)}", file=sys.stderr)
+            print(f"polybag info: error: {safe_line(damage_verdict(str(reader.path or name), problems))}", file=sys.stderr)
             return 1
     return 0
 
@@ -620,7 +622,7 @@ def run(args: argparse.Namespace) -> int:
         except (PolybagError, OSError) as e:
             sys.stdout.flush()
             text = str(e) if isinstance(e, PolybagError) else f"{e.filename or name}: {e.strerror or e}"
-            print(f"polybag info: error: {text}", file=sys.stderr)
+            print(f"polybag info: error: {safe_line(text)}", file=sys.stderr)
             if args.json:
                 docs.append({"path": name, "error": text})
             code = 3

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_topic_options, add_writer_tail, emit, summary, topic_selection, write_options
+from polybag.cli._ops import (
+    add_topic_options,
+    add_writer_tail,
+    emit,
+    refuse_stdout,
+    summary,
+    topic_selection,
+    write_options,
+)
 from polybag.errors import OutputExistsError, UsageError
 
 
@@ -25,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
         output, inputs = args.paths[0], list(args.paths[1:])
     if not inputs:
         raise UsageError("no input (OUT IN... or IN... -o OUT)")
+    refuse_stdout("merge", output)
     try:
         r = merge(
             output,

@@ -251,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     remap, special = remapping_arguments(args.remaps)
     opts = _play_options(args, remap)
     opts.validate()
-    out = sys.stdout
+    out = sys.stderr  # (the status line, the opening and result lines: messages; --json on stdout)
     quiet = args.quiet or args.json
     ns = special["__ns"]
     node_name = _node_name(args, special)
@@ -387,12 +387,14 @@ def _print_result(args: argparse.Namespace, stats: Any, sink: Any, out: Any, qui
     if args.json:
         from polybag.cli.text import print_json
 
-        print_json({**stats.as_dict(), "skipped": sorted(set(sink.skipped))}, out)
+        print_json({**stats.as_dict(), "skipped": sorted(set(sink.skipped))})
     elif not quiet:
         out.write(f"Done: {stats.published} messages on {len(stats.per_topic)} topics")
         out.write(f" ({stats.loops} passes)\n" if stats.loops > 1 else "\n")
         if stats.lateness.count:
             out.write(f"Timing: {stats.lateness.stats()}\n")
         if sink.skipped:
-            out.write(f"Skipped (not ROS {2 if args.ros2 else 1}): {', '.join(sorted(set(sink.skipped)))}\n")
+            from polybag.util.text import safe_line  # (topics from the files)
+
+            out.write(safe_line(f"Skipped (not ROS {2 if args.ros2 else 1}): {', '.join(sorted(set(sink.skipped)))}") + "\n")
         out.flush()

@@ -19,7 +19,7 @@ from typing import Any
 
 from polybag.cli._ops import progress_of
 from polybag.cli.compress import add_common, done, rewrite_file, run_each_summarized
-from polybag.cli.text import Progress, plain
+from polybag.cli.text import Progress, cli_text, plain
 from polybag.errors import UnsupportedError, UsageError
 from polybag.formats import registry
 
@@ -49,7 +49,7 @@ def _one(path: str, args: argparse.Namespace) -> int:
             output_dir=args.output_dir,
             backup=True,
             force=args.force,
-            on_skip=lambda text: print(f"polybag reindex: error: {text}", file=sys.stderr),
+            on_skip=lambda text: print(f"polybag reindex: error: {cli_text(str(text))}", file=sys.stderr),
         )
     if got is None:
         return 1
@@ -60,7 +60,7 @@ def _one(path: str, args: argparse.Namespace) -> int:
         how = "indexed already" if rep["was_indexed"] else f"index rebuilt ({rep['index_problem']})"
         print(f"{path} -> {out}: {rep['messages']} messages in {rep['chunks']} chunks, {how}")
         for e in rep["errors"]:
-            print(f"  damage: {e}")
+            print(f"  damage: {cli_text(str(e))}")
     return 1 if lost else 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from polybag.cli._ops import add_log_to_log, emit, summary, write_options
+from polybag.cli._ops import add_log_to_log, emit, refuse_stdout, summary, write_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -13,6 +13,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_stdout("sort", args.output)
     from polybag.ops import sort
 
     r = sort(args.input, args.output, **write_options(args))

@@ -87,7 +87,12 @@ _KEYWORD = re.compile(r"\b(" + "|".join(_FLAGS) + r")=([\w.\-/]*)")
 
 def cli_text(text: str) -> str:
     """A library message as the command line says it: ``--force`` for ``overwrite=True``,
-    ``--format mcap`` for ``format=mcap``, no "in Python ..." aside."""
+    ``--format mcap`` for ``format=mcap``, no "in Python ..." aside; one line of visible
+    characters (a control character in a file's name, an escape sequence or a line break,
+    is written as an escape: :func:`polybag.util.text.safe_line`)."""
+    from polybag.util.text import safe_line
+
+    text = safe_line(text)
     text = re.sub(r";? in Python overwrite=True", "", text)
     text = re.sub(r"\boverwrite=True\b", "--force", text)
     text = re.sub(r"\bstrict=True\b", "--strict", text)

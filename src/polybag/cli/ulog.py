@@ -18,6 +18,7 @@ from typing import Any
 from polybag.cli import render
 from polybag.cli.render import hms
 from polybag.cli.text import print_json
+from polybag.util.text import safe_line, safe_text
 
 
 def register(subparsers: Any) -> None:
@@ -94,7 +95,7 @@ def cmd_messages(args: argparse.Namespace) -> int:
         else:
             out = sys.stdout
             for t, lv, txt in lines:
-                out.write(f"{hms(t)} {lv}: {txt}\n")
+                out.write(safe_line(f"{hms(t)} {lv}: {txt}") + "\n")  # (text from the file)
     return 0
 
 
@@ -122,7 +123,7 @@ def cmd_params(args: argparse.Namespace) -> int:
         out = sys.stdout
         for k in sorted(params):
             vals = [str(params[k])] + [str(v) for _, v in changes.get(k, [])]
-            out.write(k + d + d.join(vals) + "\n")
+            out.write(safe_text(k + d + d.join(vals)) + "\n")
     return 0
 
 
@@ -131,7 +132,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         with _open(args.file, topics=[]) as r:
             sets = r.ulog.info_multiple.get(args.message)
             if sets is None:
-                print(f"message {args.message} not found")
+                print(safe_line(f"polybag ulog: error: {args.file}: message {args.message} not found"), file=sys.stderr)
                 return 1
             sep = "\n" if args.newline else ""
             for i, parts in enumerate(sets):
@@ -139,12 +140,12 @@ def cmd_info(args: argparse.Namespace) -> int:
                     print(f"# {args.message} {i} (len: {sum(len(p) for p in parts)}):")
                     print(sep.join(" ".join(f"{x:02x}" for x in p) for p in parts))
                 else:
-                    print(f"# {args.message} {i}:")
-                    print(sep.join(str(p) for p in parts))
+                    print(safe_line(f"# {args.message} {i}:"))
+                    print(safe_text(sep.join(str(p) for p in parts)))
         return 0
     with _open(args.file) as r:
         if args.json:
             print_json(r.info_extras())
         else:
-            sys.stdout.write(f"{render.info_text(r, verbose=not args.brief)}\n")
+            sys.stdout.write(f"{safe_text(render.info_text(r, verbose=not args.brief) or '')}\n")
         return 1 if r.ulog.corruptions else 0

@@ -29,6 +29,12 @@ class _OutputRaw(io.FileIO):
             raise named_os_error(e, self.output_name) from None
 
 
+def as_output_error(e: OSError, path: str) -> OSError:
+    """``e`` (raised on a temporary file: ``NAME.active``, a staging file) as an ``OSError``
+    of the same errno naming the output ``path`` the user gave, not the temporary name."""
+    return OSError(e.errno, e.strerror or str(e) or type(e).__name__, path)
+
+
 def named_os_error(e: OSError, path: str) -> OSError:
     """``e`` as an ``OSError`` of the same errno whose message names ``path``."""
     if e.filename is not None:
@@ -66,7 +72,10 @@ def place_file(tmp: str | os.PathLike[str], final: str | os.PathLike[str], overw
             raise OutputExistsError(
                 f"{f}: a directory of that name appeared while writing; not replaced (the new output was discarded)"
             )
-        os.replace(t, f)
+        try:
+            os.replace(t, f)
+        except OSError as e:  # (tmp kept: the caller decides; a recording's stays for recover)
+            raise as_output_error(e, f) from None
         return
     try:
         os.link(t, f)
@@ -77,13 +86,16 @@ def place_file(tmp: str | os.PathLike[str], final: str | os.PathLike[str], overw
         ) from None
     except OSError as e:
         if e.errno not in _NO_LINK:
-            raise
+            raise as_output_error(e, f) from None
         if os.path.lexists(f):
             unlink_quietly(t)
             raise OutputExistsError(
                 f"{f}: a file of that name appeared while writing; not overwritten (the new output was discarded)"
             ) from None
-        os.replace(t, f)
+        try:
+            os.replace(t, f)
+        except OSError as e2:
+            raise as_output_error(e2, f) from None
         return
     unlink_quietly(t)
 
@@ -143,7 +155,10 @@ def temp_beside(path: str | os.PathLike[str]) -> tuple[int, str]:
     folder = os.path.dirname(os.path.abspath(p))
     import tempfile  # (here: a reader's import path stays free of it)
 
-    return tempfile.mkstemp(prefix=f".{os.path.basename(p)}.", suffix=".tmp", dir=folder)
+    try:
+        return tempfile.mkstemp(prefix=f".{os.path.basename(p)}.", suffix=".tmp", dir=folder)
+    except OSError as e:  # (named by the output, not the random temporary name)
+        raise as_output_error(e, p) from None
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes | str, *, overwrite: bool = True) -> None:
@@ -307,6 +322,8 @@ class AtomicFile:
                     f"{active} exists (a recording in progress, or an interrupted write?); not overwritten: "
                     "move it away, or rebuild it with `polybag reindex`/`polybag recover`"
                 ) from None
+            except OSError as e:  # (an unwritable folder: named by the output the user gave)
+                raise as_output_error(e, final) from None
             raw = _OutputRaw(fd, "r+", closefd=True)
             raw.output_name = final
             self.file: BinaryIO = io.BufferedRandom(raw, buffer_size=buffering)

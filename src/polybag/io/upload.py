@@ -56,6 +56,21 @@ from polybag.io.urls import file_url_path, is_url
 #: URL schemes whose first path component is a bucket (an output names something inside one)
 _BUCKETS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"}
 
+#: the bytes the last uploads put, by URL (the newest :data:`_UPLOADED_KEPT`): what the
+#: command's summary reports as written there (:func:`uploaded_bytes`)
+_UPLOADED: dict[str, int] = {}
+_UPLOADED_KEPT = 256
+
+
+def uploaded_bytes(url: str) -> int | None:
+    """The bytes the last completed upload to ``url`` put, or the uploads under the prefix
+    ``url`` (None: no upload to it here)."""
+    if url in _UPLOADED:
+        return _UPLOADED[url]
+    under = url.rstrip("/") + "/"
+    sizes = [n for u, n in _UPLOADED.items() if u.startswith(under)]
+    return sum(sizes) if sizes else None
+
 
 def output_url(target: object) -> str | None:
     """The URL an output names (``s3://``, ``gs://``, ``memory://``, ``http://``...), or None
@@ -347,6 +362,10 @@ class Upload:
             finally:
                 if cb is not None:
                     cb.bar.close()
+            _UPLOADED.pop(self.url, None)
+            _UPLOADED[self.url] = total
+            while len(_UPLOADED) > _UPLOADED_KEPT:
+                del _UPLOADED[next(iter(_UPLOADED))]
             for p in stale:  # files of the replaced bag directory the new one does not have
                 try:
                     self.fs.rm_file(p)

@@ -60,7 +60,10 @@ def check_any(path: str) -> dict[str, Any]:
     notes: list[str] = []
     if problems and fmt != "?":
         _all_damage(path, problems, notes)
-    return {"problems": problems, "notes": notes, "messages": n, "format": fmt}
+    once: dict[str, str | dict[str, Any]] = {}  # each problem once (two checks may meet the same place)
+    for p in problems:
+        once.setdefault(repr(sorted(p.items())) if isinstance(p, dict) else str(p), p)
+    return {"problems": list(once.values()), "notes": notes, "messages": n, "format": fmt}
 
 
 def _all_damage(path: str, problems: list[str | dict[str, Any]], notes: list[str]) -> None:

@@ -39,6 +39,7 @@ from polybag.formats import registry
 from polybag.ops.copying import CopyJob, CopyResult, prepare_output
 from polybag.ops.inputs import input_name, open_input, require_topics, summary_count
 from polybag.ops.options import Input, Output
+from polybag.selection import selected_channels
 
 
 @dataclass
@@ -91,9 +92,11 @@ def convert(
     with open_input(src, tolerant=not strict, **reader_options) as reader:
         result.input_format = reader.format
         summary = reader.summary
-        channels = summary.channels.values()
+        channels = list(summary.channels.values())
         if topics is not None:  # a selection matching no topic: EmptySelectionError, no output
             require_topics(topics, channels)
+            # only the selected topics' channels: the others would be written empty
+            channels = selected_channels(topics, channels)
         with CopyJob(dst, fmt, result, [reader], channels, compression, chunk_size, overwrite, profile=profile, storage=storage, strict=strict) as job:
             result.profile = job.profile or ""
             messages = job.with_ulog_extras(reader, reader.messages(topics=topics, order="file"))

@@ -243,6 +243,11 @@ class CopyJob:
         """The channels written so far (identical source channels share one)."""
         return len(self.cmap._by_key)
 
+    @property
+    def topics_written(self) -> list[str]:
+        """The topics of the channels written so far, each once, in their order."""
+        return list(dict.fromkeys(c.topic for c in self.cmap._by_key.values()))
+
     def add_channels(self, channels: Iterable[Channel]) -> None:
         """Write the channels up front, in this order, so that empty channels survive too."""
         for ch in channels:

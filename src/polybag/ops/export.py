@@ -83,7 +83,14 @@ import numpy as np
 
 from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, UsageError
 from polybag.formats import registry
-from polybag.io.output_files import file_refusal, named_os_error, open_new, place_file, refuse_replacing
+from polybag.io.output_files import (
+    as_output_error,
+    file_refusal,
+    named_os_error,
+    open_new,
+    place_file,
+    refuse_replacing,
+)
 from polybag.model import Channel
 from polybag.ops.copying import page_releaser
 from polybag.ops.inputs import (
@@ -133,9 +140,20 @@ class ExportResult(OpResult):
 
 
 def table_name(topic: str) -> str:
+    """The file name (without extension) of ``topic``'s table: ``/a/b`` -> ``a.b``, every
+    other character than letters, digits, ``.``, ``_`` and ``-`` as ``_``; never a hidden
+    name (leading dots dropped: ``/../..x`` -> ``x``), ``root`` when nothing is left."""
     name = topic.strip("/").replace("/", ".")
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")
+    if len(name) > _NAME_MAX:  # (a file name has at most 255 bytes: the start and a digest)
+        import hashlib
+
+        name = f"{name[: _NAME_MAX - 17]}_{hashlib.sha1(topic.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
     return name or "root"
+
+
+#: the longest :func:`table_name` (room left for a suffix, ``~N``, ``.parquet.active``)
+_NAME_MAX = 180
 
 
 @dataclass(eq=False, repr=False)  # (compared by identity, with the default repr)
@@ -996,6 +1014,9 @@ def _write_tables(
         if isinstance(e, OSError) and e.filename is None and failed_table is not None:
             # a full disk: name the table being written
             raise named_os_error(e, str(failed_table)[: -len(".active")]) from e
+        if isinstance(e, OSError) and failed_table is not None and e.filename is not None and os.fspath(e.filename) == str(failed_table):
+            # (its NAME.active could not be created: named by the table, not the temporary name)
+            raise as_output_error(e, str(failed_table)[: -len(".active")]) from e
         raise
 
 

@@ -52,6 +52,10 @@ class FilterResult(CopyResult):
     start: int | None = None
     end: int | None = None
     read: int = 0
+    #: the channels and topics the output has (those with a message written, with an
+    #: expression or a time window)
+    channels: int = 0
+    topics_written: int = 0
 
 
 def select_topics(
@@ -160,7 +164,11 @@ def filter(  # noqa: A001 - the command's name
         kept_channels = [c for c in channels if c.topic in set(topics)]
         pred = _predicate(expression)
         with CopyJob(dst, fmt, result, [reader], kept_channels, w.compression, w.chunk_size, w.overwrite, storage=w.storage, strict=w.strict) as job:
-            job.add_channels(kept_channels)
+            if pred is None and t0 is None and t1 is None:
+                # topics only: every channel of them, also an empty one (as convert --topics);
+                # with an expression or a time window only the channels a message is written
+                # to are, as rosbag filter writes only connections with a message written
+                job.add_channels(kept_channels)
             counts = summary.message_counts
             total = sum(counts.get(c.id, 0) for c in kept_channels)
             read = 0
@@ -177,5 +185,7 @@ def filter(  # noqa: A001 - the command's name
             messages = job.with_ulog_extras(reader, selected()) if topics else ()
             result.messages = job.copy(messages, total, f"filter {result.input}", w.progress)
             result.read = read
+            result.channels = job.channels
+            result.topics_written = len(job.topics_written)
             result.attachments, _, result.metadata, _ = job.copy_extras(reader)
     return result

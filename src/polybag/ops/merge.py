@@ -39,6 +39,7 @@ from polybag.ops.inputs import input_name, open_input, require_topics, summary_c
 from polybag.ops.options import Input, PathLike
 from polybag.ops.split import UlogTimeline
 from polybag.ops.ulog_extras import ulog_metadata_to
+from polybag.selection import selected_channels
 from polybag.writer import Writer
 
 
@@ -186,6 +187,8 @@ def merge(
         readers = [stack.enter_context(open_input(s, tolerant=not strict)) for s in inputs]
         all_channels = [c for r in readers for c in r.summary.channels.values()]
         require_topics(topics, all_channels)  # (a selection no input has: EmptySelectionError)
+        # only the selected topics' channels: the others would be written empty
+        all_channels = selected_channels(topics, all_channels)
         job = CopyJob(
             dst, fmt, result, readers, all_channels, compression, chunk_size, overwrite, channel_map=_MergeChannels, storage=storage, strict=strict
         )

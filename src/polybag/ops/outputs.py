@@ -13,6 +13,7 @@ from polybag.errors import OutputExistsError, PolybagError, UnsupportedError, Us
 from polybag.formats import registry
 from polybag.io.output_files import (
     MEDIA_MAGICS,
+    as_output_error,
     create_new,
     file_refusal,
     named_os_error,
@@ -230,7 +231,12 @@ def placed(output: PathLike, overwrite: bool) -> Iterator[str]:
     else:
         refuse_existing(p)
     # created now, exclusively, so no link planted at the name is followed by the library
-    os.close(create_new(tmp))
+    try:
+        os.close(create_new(tmp))
+    except OutputExistsError:
+        raise
+    except OSError as e:  # (named by the output, not its NAME.active)
+        raise as_output_error(e, p) from None
     try:
         yield tmp
         place_file(tmp, p, overwrite)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from polybag.errors import EmptySelectionError, PolybagError, UnsupportedError, UsageError
+from polybag.errors import EmptySelectionError, PolybagError, UnsupportedError, UsageError, name_listing
 from polybag.formats import registry
 from polybag.ops.inputs import input_name, open_input
 from polybag.ops.options import Input
@@ -40,6 +40,55 @@ class PlotResult(OpResult):
     input: str = ""
     output: str = ""
     series: list[Series] = field(default_factory=list)
+
+
+class NoFieldError(EmptySelectionError):
+    """A ``TOPIC.FIELD`` whose topic has no such field: the user's selection, as a topic that
+    is not there (the CLI exits 1); the message lists the fields there are."""
+
+    def __init__(self, topic: str, name: str, fields: Sequence[str], close: Sequence[str] = ()) -> None:
+        PolybagError.__init__(
+            self,
+            f"{topic}: no field {name!r}"
+            + (f" (did you mean {', '.join(close[:5])}?)" if close else "")
+            + f" ({name_listing(fields, 'fields', 'the topic', most=20, width=400)})",
+        )
+        self.selection = f"{topic}.{name}"
+        self.topics = [topic]
+        self.fields = list(fields)
+
+
+def _fields_of(obj: Any) -> list[str]:
+    """The field names of a decoded message (a dict's keys, a ROS message's fields)."""
+    from polybag.codecs.serde.messages import RosMessage
+
+    if isinstance(obj, dict):
+        return [str(k) for k in obj]
+    if isinstance(obj, RosMessage):
+        return list(type(obj).__fieldnames__)
+    return [k for k in vars(obj) if not k.startswith("_")] if hasattr(obj, "__dict__") else []
+
+
+def _missing_field(obj: Any, topic: str, path: str) -> NoFieldError | None:
+    """A :class:`NoFieldError` when ``path`` names no field of the decoded ``obj`` (the
+    fields listed are those of the level where the walk stopped), else None."""
+    done = ""
+    for m in _PART.finditer(path):
+        key = m.group(1)
+        if key is not None:
+            has = key in obj if isinstance(obj, dict) else key in _fields_of(obj)
+            if not has:
+                names = [f"{done}{f}" for f in _fields_of(obj)]
+                return NoFieldError(topic, path, names)
+            obj = obj[key] if isinstance(obj, dict) else getattr(obj, key)
+            done += key + "."
+        else:
+            try:
+                obj = obj[int(m.group(2))]
+            except (IndexError, KeyError, TypeError):
+                return None
+            done = done[:-1] + m.group(0) + "." if done else m.group(0) + "."
+    return None
 
 
 def split_spec(spec: str, topics: Sequence[str]) -> tuple[str, str]:
@@ -119,10 +168,7 @@ def collect(reader: Reader, specs: Sequence[str], bar: Any = None) -> list[tuple
                 for name in names:
                     if name not in cols:
                         close = [k for k in cols if k.startswith(name)]
-                        raise PolybagError(
-                            f"{topic}: no field {name!r}"
-                            + (f" (did you mean {', '.join(close[:5])}?)" if close else "")
-                        )
+                        raise NoFieldError(topic, name, [k for k in cols if k not in skip], close)
                     if not _numeric(cols[name]):
                         raise PolybagError(f"{topic}.{name}: not a numeric field")
                     out.append((topic, name, t, np.asarray(cols[name], dtype=float)))
@@ -138,6 +184,9 @@ def collect(reader: Reader, specs: Sequence[str], bar: Any = None) -> list[tuple
                 try:
                     values[fld].append(float(_walk(obj, fld)))
                 except (KeyError, AttributeError, IndexError, TypeError, ValueError) as e:
+                    missing = _missing_field(obj, topic, fld)
+                    if missing is not None:
+                        raise missing from None
                     raise PolybagError(f"{topic}.{fld}: cannot read the field: {e}") from None
         t = (np.asarray(stamps, dtype=np.int64) - t0) / 1e9
         for fld in fields:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import polybag
 from polybag.errors import PolybagError, UnknownFormatError
 from polybag.model import Message
+from polybag.ops.batch import name_once
 from polybag.ops.copying import CopyJob, CopyResult
 from polybag.ops.inputs import input_name
 from polybag.ops.options import Input, PathLike, WriteOptions, Writing, is_path
@@ -109,7 +110,9 @@ def recover(
         written, crc, plain = _copy_intact(reader, dst, fmt, w, result)
         report = reader.recovery_report
         result.bytes_lost = int(report.get("bytes_skipped", 0) or 0) if report else 0
-        result.errors.extend(str(e) for e in (report.get("errors", []) if report else []) or [])
+        # each damage line names the file (a format's report may give only the offset)
+        name = str(reader.path or result.input)
+        result.errors.extend(name_once(name, str(e)) for e in (report.get("errors", []) if report else []) or [])
     finally:
         if own:
             reader.close()

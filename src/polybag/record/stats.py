@@ -278,10 +278,13 @@ def json_line(fig: dict[str, Any]) -> str:
 
 # --- the view ---------------------------------------------------------------------------------------
 def plain_terminal(env: dict[str, str] | None = None) -> bool:
-    """Whether the terminal takes no cursor moves (``TERM=dumb``) or ``NO_COLOR`` is set:
-    the table is then printed as plain blocks, less often."""
+    """Whether the terminal takes no cursor moves (``TERM=dumb``) or ``NO_COLOR`` is set to a
+    non-empty value (https://no-color.org): the table is then printed as plain blocks, less
+    often, without any ANSI escape."""
+    from polybag.util.progress import no_color
+
     e = os.environ if env is None else env
-    return e.get("TERM", "") == "dumb" or "NO_COLOR" in e
+    return e.get("TERM", "") == "dumb" or no_color(dict(e))
 
 
 def _terminal_size(term: TextIO) -> os.terminal_size:

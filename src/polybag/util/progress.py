@@ -8,11 +8,20 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "no_color"]
+
+
+def no_color(env: dict[str, str] | None = None) -> bool:
+    """Whether ``NO_COLOR`` (https://no-color.org) is set to a non-empty value: no ANSI
+    escape (colour, cursor moves) then, even on a terminal."""
+    import os
+
+    return bool((os.environ if env is None else env).get("NO_COLOR"))
 
 
 class Progress:
-    """A one-line progress bar on stderr, shown only when stderr is a terminal."""
+    """A one-line progress bar on stderr, shown only when stderr is a terminal.  It is
+    drawn with a carriage return only: no ANSI escape, so ``NO_COLOR`` needs no other form."""
 
     def __init__(self, total: int, label: str = "", enabled: bool | None = None) -> None:
         self.total = max(total, 1)

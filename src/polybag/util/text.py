@@ -6,7 +6,11 @@ sequence in one retitles or clears the terminal, a line break forges a log line,
 :data:`LIMIT` characters (saying how long it was) and writes every control, format or
 line-separator character as an escape (``\\x1b``, ``\\u202e``), so what is printed is one
 line of visible characters.  :func:`safe_line` does the escaping alone, for a whole line
-built from pieces that were already cut.
+built from pieces that were already cut; :func:`safe_text` for text of several lines.
+
+The command line prints every text taken from a file (topic, type and attachment names,
+metadata, callerids, a ULog's info and logged strings) through these: a file is as
+untrusted as a peer.
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ def safe_line(text: str) -> str:
     if text.isascii() and text.isprintable():
         return text
     return "".join(_escape(ch) if unicodedata.category(ch) in _ESCAPED_CATEGORIES else ch for ch in text)
+
+
+def safe_text(text: str) -> str:
+    """Text of several lines from a file (a report, a table, ``info``'s page) made safe to
+    print: every line as :func:`safe_line` writes it, the line breaks (``\\n``) and tabs
+    kept; so nothing but visible characters, tabs and line breaks reaches the terminal."""
+    if text.isascii() and text.replace("\n", "").replace("\t", "").isprintable():
+        return text
+    return "\n".join("\t".join(safe_line(p) for p in line.split("\t")) for line in text.split("\n"))
 
 
 def peer_text(value: object, limit: int = LIMIT) -> str:

@@ -61,9 +61,22 @@ def check_bag(path: str) -> dict[str, Any]:
                     problems.append(f"{path}: index data says {want} messages on {topic}, the file holds {got}")
             notes.append(f"bag version {r.version}: no chunks or index to cross-check beyond the records")
         problems.extend(md5_problems(path, s.channels.values(), "connection"))
-        return {"problems": problems, "notes": notes, "messages": n, "version": r.version}
+        return {"problems": _once(problems), "notes": notes, "messages": n, "version": r.version}
     finally:
         r.close()
+
+
+def _once(problems: list[Any]) -> list[Any]:
+    """``problems`` with each one given once (the read and the chunk check meet the same
+    damaged chunk: one report of it), in their order."""
+    seen: set[str] = set()
+    out = []
+    for p in problems:
+        key = repr(sorted(p.items())) if isinstance(p, dict) else str(p)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
 
 
 def _check_v2(r: BagV2Reader, problems: list[str], notes: list[str]) -> None:

@@ -187,7 +187,11 @@ class RecordScan:
             err = TruncatedError(f"chunk data of {dl} bytes runs past the end ({size - ds} bytes left)", p, dpos)
             self._recover_chunk(ci, cut=True, reason=str(err))
             chunks.append(ci)
-            self._note_error(err, 0)
+            # what is lost: the file after the chunk's last intact record (an uncompressed
+            # chunk's records are read up to the cut), else after the last complete record
+            vend = ci.valid_end
+            intact = ds + vend if comp == "none" and vend > 0 else pos
+            self._note_error(err, size - intact)
             return None
         try:
             buf = self.loader.decompress(comp, self.view[ds : ds + dl], usize, pos)

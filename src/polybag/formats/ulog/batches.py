@@ -335,6 +335,7 @@ class BatchDecoder:
                     self.damage.damaged(
                         stop,
                         f"log ends inside a message: expected {what}, file has {end - stop} bytes left",
+                        end - stop,  # the cut-off tail is lost
                         truncated=True,
                     )
                 # else: the partial message before an appended offset is discarded (spec)

@@ -59,6 +59,7 @@ class LogDefinitions:
                     pos,
                     f"expected {n} bytes of message {chr(t) if 32 <= t < 127 else t!r}, file has "
                     f"{size - pos - 3} left",
+                    size - pos,  # the cut-off tail is lost
                     truncated=True,
                 )
                 return size
@@ -71,7 +72,7 @@ class LogDefinitions:
             pos += 3 + n
         if pos < size:
             self.damage.damaged(
-                pos, f"expected a 3-byte message header, file has {size - pos} bytes left", truncated=True
+                pos, f"expected a 3-byte message header, file has {size - pos} bytes left", size - pos, truncated=True
             )
             return size
         return pos
