@@ -228,7 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _command_parser(parser, command).print_usage(sys.stderr)
         print(f"polybag {command}: error: {old}", file=sys.stderr)
         return EXIT_USAGE
-    args = parser.parse_args(unswallow(words))
+    args, unknown = parser.parse_known_args(unswallow(words))
+    if unknown:  # (the command's own usage and name, as rosbag's and every subcommand's error says)
+        _chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     args.started = time.monotonic()
     func = getattr(args, "func", None)
     if func is None:
@@ -350,6 +352,18 @@ def _no_sigxfsz() -> None:
         signal.signal(sig, signal.SIG_IGN)
     except (ValueError, OSError):  # not the main thread
         pass
+
+
+def _chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)command parser the parsed ``args`` chose (``polybag ulog info``'s
+    for ``ulog info``), else the top-level one."""
+    while True:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, sub.dest, None) if sub is not None and sub.dest != argparse.SUPPRESS else None
+        child = sub.choices.get(name) if sub is not None and isinstance(name, str) else None
+        if child is None:
+            return parser
+        parser = child
 
 
 def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "a ULog's ULogs, a rosbag2 bag's parts are bag directories STEM_000, ... of its storage.")
     p.add_argument("input", metavar="IN")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--size", type=parse_size, metavar="N", help="payload bytes per part (K/M/G suffixes)")
+    g.add_argument("--size", type=parse_size, metavar="N", help="the most a part may take on disk (K/M/G suffixes), by a conservative estimate: parts come out smaller, each holds at least one message")
     g.add_argument("--duration", metavar="D", help=f"time per part: {DURATION_HELP}")
     g.add_argument("--at", nargs="+", metavar="T", help=f"split at these times: {TIME_HELP}")
     p.add_argument("--output-dir", "-o", metavar="DIR")
