@@ -22,3 +22,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("live") is not None and item.get_closest_marker("flaky") is None:
             item.add_marker(pytest.mark.flaky(reruns=2, reruns_delay=1))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the docs' numbers (tests/docs/: examples, pages, build and browser times) the tests recorded
+    with ``record_property("docs_summary", ...)``."""
+    lines = []
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for key, value in getattr(report, "user_properties", ()):
+                if key == "docs_summary" and getattr(report, "when", "call") == "call":
+                    lines.append(str(value))
+    if lines:
+        terminalreporter.write_sep("-", "documentation")
+        for line in sorted(set(lines)):
+            terminalreporter.write_line(line)

@@ -52,18 +52,3 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Site:
         site = build(shared)
         done.write_text(json.dumps({"html": str(site.html), "returncode": site.returncode, "log": site.log, "seconds": site.seconds}))
         return site
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the docs' numbers (examples, pages, build and browser times) the tests recorded
-    with ``record_property("docs_summary", ...)``."""
-    lines = []
-    for reports in terminalreporter.stats.values():
-        for report in reports:
-            for key, value in getattr(report, "user_properties", ()):
-                if key == "docs_summary" and getattr(report, "when", "call") == "call":
-                    lines.append(str(value))
-    if lines:
-        terminalreporter.write_sep("-", "documentation")
-        for line in sorted(set(lines)):
-            terminalreporter.write_line(line)
